@@ -1,0 +1,82 @@
+"""The library's error types and the input checks every decoder shares.
+
+Every check raises :class:`DecodingInputError` (a ``ValueError``) naming the argument and
+what was expected, so bad input never turns into a wrong answer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "AsrDecodeError",
+    "DecodingInputError",
+    "FileFormatError",
+    "check_emissions",
+    "check_lengths",
+    "check_finite",
+]
+
+
+class AsrDecodeError(Exception):
+    """Base class of every error raised by asrdecode."""
+
+
+class DecodingInputError(AsrDecodeError, ValueError):
+    """An argument has the wrong shape, dtype, range or content."""
+
+
+class FileFormatError(AsrDecodeError, ValueError):
+    """A file (ARPA, lexicon, graph, manifest) is malformed; the message names file and line."""
+
+    def __init__(self, path: object, line: int | None, message: str) -> None:
+        where = f"{path}" if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+def check_emissions(name: str, x: object, *, ndim: int = 3) -> torch.Tensor:
+    """Check that ``x`` is a floating tensor of rank ``ndim`` (e.g. ``[B, T, D]``)."""
+    if not isinstance(x, torch.Tensor):
+        raise DecodingInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != ndim:
+        raise DecodingInputError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise DecodingInputError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def check_finite(name: str, x: torch.Tensor) -> None:
+    """Raise if ``x`` holds NaN or +-inf."""
+    if not bool(torch.isfinite(x).all()):
+        raise DecodingInputError(f"{name} contains NaN or inf values")
+
+
+def check_lengths(lengths: object, batch: int, max_len: int, *, device: torch.device) -> torch.Tensor:
+    """Check per-utterance lengths ``[B]`` against the padded length; return them as int64 on ``device``.
+
+    ``None`` means every utterance uses the full ``max_len``.
+    """
+    if lengths is None:
+        return torch.full((batch,), max_len, dtype=torch.long, device=device)
+    if not isinstance(lengths, torch.Tensor):
+        try:
+            lengths = torch.as_tensor(lengths)
+        except (TypeError, ValueError) as err:
+            raise DecodingInputError(f"lengths must be a 1-D integer tensor: {err}") from None
+    if lengths.dim() != 1:
+        raise DecodingInputError(f"lengths must be 1-D [B], got shape {tuple(lengths.shape)}")
+    if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise DecodingInputError(f"lengths must have an integer dtype, got {lengths.dtype}")
+    if lengths.shape[0] != batch:
+        raise DecodingInputError(
+            f"lengths has {lengths.shape[0]} entries but the batch has {batch} utterances"
+        )
+    if batch > 0:
+        lo, hi = int(lengths.min()), int(lengths.max())
+        if lo < 0:
+            raise DecodingInputError(f"lengths must be >= 0, got {lo}")
+        if hi > max_len:
+            raise DecodingInputError(f"lengths must be <= the padded length {max_len}, got {hi}")
+    return lengths.to(device=device, dtype=torch.long)

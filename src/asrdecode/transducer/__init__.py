@@ -1,0 +1,5 @@
+"""Transducer (RNN-T and TDT) models protocol and decoders."""
+
+from .model import LSTMTransducer, StatelessTransducer, TransducerModel, check_model
+
+__all__ = ["TransducerModel", "LSTMTransducer", "StatelessTransducer", "check_model"]

@@ -1,0 +1,200 @@
+"""The Transducer model protocol and two plain torch models that implement it.
+
+Decoders see only :class:`TransducerModel`. Shapes: ``B`` batch, ``T`` frames, ``D`` encoder
+width, ``H`` joint width, ``V`` vocabulary size (blank included), ``K`` number of TDT durations.
+
+A prediction-network *state* is any pytree of tensors (tuple, list, dict) that the model knows
+how to gather (``select_state``) and merge (``replace_state``); decoders never look inside.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import torch
+from torch import nn
+
+from ..errors import DecodingInputError
+
+__all__ = ["TransducerModel", "LSTMTransducer", "StatelessTransducer", "check_model"]
+
+State = Any
+
+
+@runtime_checkable
+class TransducerModel(Protocol):
+    """What a Transducer (RNN-T or TDT) must offer a decoder.
+
+    ``predict`` takes labels ``[B]``; the blank id as input means start-of-sequence.
+    ``joint`` returns ``[..., V]`` logits for RNN-T and ``[..., V + K]`` for TDT, whose last
+    ``K`` columns are duration logits for the values in ``durations``.
+    """
+
+    blank_id: int
+    vocab_size: int
+    durations: list[int] | None
+
+    def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """Encoder output ``[..., D]`` -> joint space ``[..., H]``."""
+        ...
+
+    def project_decoder(self, dec: torch.Tensor) -> torch.Tensor:
+        """Prediction-network output ``[..., P]`` -> joint space ``[..., H]``."""
+        ...
+
+    def initial_state(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> State:
+        """Prediction-network state for ``batch`` empty hypotheses."""
+        ...
+
+    def predict(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """One prediction-network step: labels ``[B]`` -> (output ``[B, P]``, new state)."""
+        ...
+
+    def joint(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+        """Joint after projection: ``[..., H]`` + ``[..., H]`` -> logits ``[..., V (+K)]``."""
+        ...
+
+    def select_state(self, state: State, index: torch.Tensor) -> State:
+        """Gather the states of hypotheses ``index [N]`` -> a state of batch ``N``."""
+        ...
+
+    def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
+        """Per hypothesis, ``new`` where ``mask [B]`` is true, else ``state``."""
+        ...
+
+
+def check_model(model: object) -> TransducerModel:
+    """Validate the protocol's attributes; raise :class:`DecodingInputError` naming what is wrong."""
+    if not isinstance(model, TransducerModel):
+        raise DecodingInputError("model does not implement the TransducerModel protocol")
+    v = int(model.vocab_size)
+    if v < 2:
+        raise DecodingInputError(f"model.vocab_size must be >= 2 (blank + one label), got {v}")
+    if not 0 <= int(model.blank_id) < v:
+        raise DecodingInputError(f"model.blank_id {model.blank_id} outside 0..{v - 1}")
+    if model.durations is not None:
+        d = list(model.durations)
+        if not d or any(int(x) < 0 for x in d) or len(set(d)) != len(d):
+            raise DecodingInputError(f"model.durations must be distinct non-negative ints, got {d}")
+        if max(d) == 0:
+            raise DecodingInputError("model.durations must contain a value > 0")
+    return model
+
+
+class _JointMixin(nn.Module):
+    """Shared joint network: ``tanh(enc_proj + dec_proj) -> linear``, plus the protocol's state helpers."""
+
+    def _init_joint(
+        self, vocab_size: int, enc_dim: int, pred_dim: int, joint_dim: int, blank_id: int, durations: Sequence[int] | None
+    ) -> None:
+        if not 0 <= blank_id < vocab_size:
+            raise DecodingInputError(f"blank_id {blank_id} outside 0..{vocab_size - 1}")
+        self.vocab_size = int(vocab_size)
+        self.blank_id = int(blank_id)
+        self.durations = None if durations is None else [int(d) for d in durations]
+        n_out = vocab_size + (0 if durations is None else len(durations))
+        self.enc_proj = nn.Linear(enc_dim, joint_dim)
+        self.dec_proj = nn.Linear(pred_dim, joint_dim)
+        self.joint_out = nn.Linear(joint_dim, n_out)
+
+    def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        return self.enc_proj(enc)
+
+    def project_decoder(self, dec: torch.Tensor) -> torch.Tensor:
+        return self.dec_proj(dec)
+
+    def joint(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+        return self.joint_out(torch.tanh(enc_proj + dec_proj))
+
+
+class LSTMTransducer(_JointMixin):
+    """RNN-T / TDT with an LSTM prediction network (embedding -> LSTM) and a tanh joint.
+
+    Args:
+        vocab_size: number of outputs including blank (``V``).
+        enc_dim, pred_dim, joint_dim: encoder width ``D``, LSTM width ``P``, joint width ``H``.
+        blank_id: the blank's index; as ``predict`` input it means start-of-sequence (zero embedding).
+        durations: TDT duration values (e.g. ``[0, 1, 2, 4]``); ``None`` for RNN-T.
+        pred_layers: number of LSTM layers.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        enc_dim: int,
+        pred_dim: int,
+        joint_dim: int,
+        blank_id: int,
+        durations: Sequence[int] | None = None,
+        pred_layers: int = 1,
+    ) -> None:
+        super().__init__()
+        self._init_joint(vocab_size, enc_dim, pred_dim, joint_dim, blank_id, durations)
+        self.embedding = nn.Embedding(vocab_size, pred_dim, padding_idx=blank_id)
+        self.lstm = nn.LSTM(pred_dim, pred_dim, num_layers=pred_layers, batch_first=True)
+        self.pred_layers = pred_layers
+        self.pred_dim = pred_dim
+
+    def initial_state(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> State:
+        p = self.embedding.weight
+        shape = (self.pred_layers, batch, self.pred_dim)
+        z = torch.zeros(shape, device=device or p.device, dtype=dtype or p.dtype)
+        return (z, z.clone())
+
+    def predict(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        out, new = self.lstm(self.embedding(labels).unsqueeze(1), state)
+        return out.squeeze(1), new
+
+    def predict_sequence(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """Teacher-forced prediction over ``labels [B, U]`` -> outputs ``[B, U, P]`` (for training)."""
+        return self.lstm(self.embedding(labels), state)
+
+    def select_state(self, state: State, index: torch.Tensor) -> State:
+        return (state[0][:, index], state[1][:, index])
+
+    def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
+        m = mask.view(1, -1, 1)
+        return (torch.where(m, new[0], state[0]), torch.where(m, new[1], state[1]))
+
+
+class StatelessTransducer(_JointMixin):
+    """RNN-T / TDT whose prediction network embeds the last ``context`` labels (no recurrence).
+
+    Its state is the last ``context`` labels ``[B, context]`` (blank = nothing yet); output is the
+    concatenation of their embeddings, linearly mixed to width ``pred_dim``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        enc_dim: int,
+        pred_dim: int,
+        joint_dim: int,
+        blank_id: int,
+        durations: Sequence[int] | None = None,
+        context: int = 2,
+    ) -> None:
+        super().__init__()
+        if context < 1:
+            raise DecodingInputError(f"context must be >= 1, got {context}")
+        self._init_joint(vocab_size, enc_dim, pred_dim, joint_dim, blank_id, durations)
+        self.context = context
+        self.embedding = nn.Embedding(vocab_size, pred_dim, padding_idx=blank_id)
+        self.mix = nn.Linear(context * pred_dim, pred_dim)
+
+    def initial_state(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> State:
+        dev = device or self.embedding.weight.device
+        return torch.full((batch, self.context), self.blank_id, dtype=torch.long, device=dev)
+
+    def predict(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        # The start symbol (blank) does not shift the history: it means "nothing emitted yet".
+        shifted = torch.cat([state[:, 1:], labels.unsqueeze(1)], dim=1)
+        new = torch.where((labels == self.blank_id).unsqueeze(1), state, shifted)
+        emb = self.embedding(new).flatten(1)
+        return torch.relu(self.mix(emb)), new
+
+    def select_state(self, state: State, index: torch.Tensor) -> State:
+        return state[index]
+
+    def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
+        return torch.where(mask.unsqueeze(1), new, state)
