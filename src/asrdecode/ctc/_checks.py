@@ -1,0 +1,107 @@
+"""Input checks shared by the CTC decoders (greedy, blank collapse, beam searches)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..errors import DecodingInputError, check_emissions, check_lengths
+
+__all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask"]
+
+
+def valid_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """``[B, T]`` bool mask of the frames ``t < lengths[b]``."""
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def check_blank_id(blank_id: object, vocab_size: int) -> int:
+    """Check that ``blank_id`` is an integer in ``[0, vocab_size)``."""
+    if isinstance(blank_id, bool) or not isinstance(blank_id, (int, torch.Tensor)):
+        raise DecodingInputError(f"blank_id must be an int, got {type(blank_id).__name__}")
+    if isinstance(blank_id, torch.Tensor):
+        if blank_id.numel() != 1 or blank_id.is_floating_point():
+            raise DecodingInputError("blank_id must be a single integer")
+        blank_id = int(blank_id)
+    if not 0 <= blank_id < vocab_size:
+        raise DecodingInputError(f"blank_id must be in [0, {vocab_size - 1}] (vocabulary size {vocab_size}), got {blank_id}")
+    return int(blank_id)
+
+
+def check_tokenizer(tokenizer: Any, vocab_size: int) -> None:
+    """Check the tokenizer's vocabulary size (when it has one) against the emissions'."""
+    if tokenizer is None:
+        return
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise DecodingInputError("tokenizer must have a decode(ids) -> str method")
+    size = getattr(tokenizer, "vocab_size", None)
+    if size is not None and int(size) != vocab_size:
+        raise DecodingInputError(
+            f"tokenizer has vocab_size {int(size)} but log_probs have {vocab_size} classes (blank included)"
+        )
+
+
+def prepare_log_probs(
+    log_probs: object,
+    lengths: object,
+    *,
+    log_softmax: bool = False,
+    name: str = "log_probs",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate ``log_probs [B, T, V]`` and ``lengths [B]``; return them ready for decoding.
+
+    The returned emissions are float32 (float64 stays float64). With ``log_softmax=True`` the
+    input is taken as logits and normalised; otherwise every valid frame must already be a
+    log-probability distribution (``logsumexp`` within a tolerance of 0), which is checked, never
+    guessed. NaN and inf in valid frames are rejected either way. Padding frames (``t >=
+    lengths[b]``) are not inspected.
+    """
+    x = check_emissions(name, log_probs)
+    batch, max_len, vocab = x.shape
+    if vocab < 1:
+        raise DecodingInputError(f"{name} must have at least one class, got shape {tuple(x.shape)}")
+    lens = check_lengths(lengths, batch, max_len, device=x.device)
+    if x.dtype != torch.float64:
+        x = x.float()
+    mask = valid_mask(lens, max_len)
+    if x.numel() == 0 or not bool(mask.any()):
+        return x, lens
+    frames = x[mask]  # [N, V] valid frames only
+    if not bool(torch.isfinite(frames).all()):
+        raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
+    if log_softmax:
+        x = torch.log_softmax(x, dim=-1)
+        return x, lens
+    tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2  # type: ignore[union-attr]
+    lse = torch.logsumexp(frames, dim=-1)
+    worst = float(lse.abs().max())
+    if not worst <= tol:
+        raise DecodingInputError(
+            f"{name} rows are not normalised log-probabilities (largest |logsumexp| = {worst:.3g} > {tol:g}); "
+            "pass log_softmax=True to decode raw logits"
+        )
+    return x, lens
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Check that ``value`` is an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodingInputError(f"{name} must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise DecodingInputError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def check_float(name: str, value: object, *, positive: bool = False, allow_inf: bool = False) -> float:
+    """Check that ``value`` is a real number (finite unless ``allow_inf``; > 0 if ``positive``)."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise DecodingInputError(f"{name} must be a number, got {value!r}") from None
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+        raise DecodingInputError(f"{name} must be finite, got {v}")
+    if positive and not v > 0:
+        raise DecodingInputError(f"{name} must be > 0, got {v}")
+    return v

@@ -1,0 +1,316 @@
+"""Batched CTC prefix beam search with shallow fusion (n-gram LM, phrase boosting) and blank collapse.
+
+All hypotheses of all utterances live in ``[B, K]`` tensors (``K = beam``): for each prefix the
+CTC prefix recursion keeps two acoustic log-probabilities, ``p_b`` (paths ending in blank) and
+``p_nb`` (paths ending in the prefix's last token), plus the accumulated weighted fusion score,
+the fusion models' states, the prefix length, its last token and an incremental hash. One frame:
+
+1. every hypothesis ``c`` *stays* (``p_b' = p_tot(c) + y[blank]``, ``p_nb' = p_nb(c) + y[last(c)]``)
+   and is *extended* by every non-blank token ``k`` (``p_nb'(c+k) = p(c) + y[k]`` with
+   ``p = p_b`` when ``k == last(c)``, else ``p_tot``), the extension's fusion score being
+   ``fusion(c) + sum_i w_i * score_i(state_i(c), k)`` (late fusion: the full vocabulary is scored
+   before pruning);
+2. an extension ``c+k`` that is already in the beam (found in O(K^2) by comparing each
+   hypothesis's parent hash with the others' hashes) is merged into that hypothesis's stay
+   candidate and removed;
+3. the ``K`` best candidates by ``score = logaddexp(p_b, p_nb) + fusion + beta * length`` are kept,
+   and of those, the ones more than ``beam_threshold`` below the best are dropped (score ``-inf``).
+
+The step is sync-free (no ``.item()``, no Python branch on tensor values) and keeps static
+shapes; the driver loops over frames. The token sequences are kept as a backpointer tree
+(:class:`asrdecode.beam_hyps.BeamTree`) and recovered once at the end, with token timestamps in
+original frames (also with blank collapse, through the collapse's frame index).
+:func:`asrdecode.ctc.reference_beam_search` is the same algorithm written with dictionaries.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+import torch
+
+from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
+from ..errors import DecodingInputError
+from ..fusion import FusionModel, check_fusion
+from ..results import Hypothesis, Tokenizer, attach_text
+from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
+from .collapse import CollapseState, _check_threshold, stream_collapse
+
+__all__ = ["beam_search", "CTCBeamState", "parse_collapse"]
+
+FusionArg = Sequence[tuple[FusionModel, float]]
+CollapseArg = Union[None, float, str]
+_NO_COLLAPSE = "off"
+
+
+def parse_collapse(blank_collapse: CollapseArg) -> tuple[bool, Optional[float]]:
+    """``None`` -> off; ``"weak"`` -> weak collapse; a float in (0, 1) -> threshold. Returns ``(on, threshold)``."""
+    if blank_collapse is None:
+        return False, None
+    if isinstance(blank_collapse, str):
+        if blank_collapse != "weak":
+            raise DecodingInputError(f"blank_collapse must be None, 'weak' or a threshold in (0, 1), got {blank_collapse!r}")
+        return True, None
+    if isinstance(blank_collapse, bool):
+        raise DecodingInputError("blank_collapse must be None, 'weak' or a threshold in (0, 1), got a bool")
+    return True, _check_threshold(blank_collapse)
+
+
+@dataclass
+class CTCBeamState:
+    """The carried state of a (streaming) batched CTC prefix beam search; all tensors ``[B, K]`` unless noted.
+
+    Pass it back to :func:`beam_search` with the next chunk (``state=...``); the call updates it in
+    place and returns it while ``final=False``.
+    """
+
+    p_b: torch.Tensor
+    p_nb: torch.Tensor
+    fscore: torch.Tensor
+    length: torch.Tensor
+    last: torch.Tensor
+    hash: torch.Tensor
+    parent_hash: torch.Tensor
+    fstates: list[torch.Tensor]
+    offsets: torch.Tensor  # [B] original frames consumed so far
+    collapse: Optional[CollapseState]
+    tree: BeamTree = field(default_factory=BeamTree)
+    config: tuple = ()
+
+    @staticmethod
+    def initial(
+        batch: int, beam: int, vocab: int, fusion: list[tuple[FusionModel, float]], collapse_on: bool,
+        dtype: torch.dtype, device: torch.device, config: tuple,
+    ) -> "CTCBeamState":
+        neg = torch.full((batch, beam), -math.inf, dtype=dtype, device=device)
+        p_b = neg.clone()
+        p_b[:, 0] = 0.0
+        zeros_i = torch.zeros((batch, beam), dtype=torch.long, device=device)
+        fstates = []
+        for model, _ in fusion:
+            s0 = model.initial_states(batch * beam, device=device).to(device=device, dtype=torch.long)
+            fstates.append(s0.reshape(batch, beam))
+        return CTCBeamState(
+            p_b=p_b,
+            p_nb=neg.clone(),
+            fscore=torch.zeros((batch, beam), dtype=dtype, device=device),
+            length=zeros_i.clone(),
+            last=torch.full((batch, beam), -1, dtype=torch.long, device=device),
+            hash=torch.full((batch, beam), EMPTY_HASH, dtype=torch.long, device=device),
+            parent_hash=torch.full((batch, beam), -1, dtype=torch.long, device=device),
+            fstates=fstates,
+            offsets=torch.zeros(batch, dtype=torch.long, device=device),
+            collapse=CollapseState.initial(batch, vocab, dtype, device) if collapse_on else None,
+            config=config,
+        )
+
+
+class _Stepper:
+    """One frame of the batched prefix beam search over a :class:`CTCBeamState` (sync-free)."""
+
+    def __init__(self, batch: int, beam: int, vocab: int, blank: int, fusion: list[tuple[FusionModel, float]],
+                 beta: float, beam_threshold: float, dtype: torch.dtype, device: torch.device) -> None:
+        self.B, self.K, self.V = batch, beam, vocab
+        self.blank = blank
+        self.fusion = fusion
+        self.beta = beta
+        self.thr = beam_threshold
+        self.slots = torch.arange(beam, device=device)[None, :].expand(batch, beam)
+        self.vocab_ids = torch.arange(vocab, device=device)
+        self.neg_col = torch.full((batch, 1), -math.inf, dtype=dtype, device=device)
+        self.dtype = dtype
+
+    def __call__(self, st: CTCBeamState, e: torch.Tensor, active: torch.Tensor, times: torch.Tensor) -> None:
+        B, K, V = self.B, self.K, self.V
+        neg = -math.inf
+        p_tot = torch.logaddexp(st.p_b, st.p_nb)  # [B, K]
+        valid = p_tot > neg
+        has_last = st.last >= 0
+        last_c = st.last.clamp(min=0)
+        # Stay candidates: the prefix is unchanged.
+        stay_b = p_tot + e[:, self.blank, None]
+        stay_nb = torch.where(has_last, st.p_nb + torch.gather(e, 1, last_c), neg)
+        # Extension candidates [B, K, V].
+        is_last = self.vocab_ids[None, None, :] == st.last[:, :, None]
+        ext_nb = torch.where(is_last, st.p_b[:, :, None], p_tot[:, :, None]) + e[:, None, :]
+        ext_nb[:, :, self.blank] = neg
+        ext_f = st.fscore[:, :, None].expand(B, K, V)
+        nexts = []
+        if self.fusion:
+            ext_f = ext_f.clone()
+            for (model, weight), s in zip(self.fusion, st.fstates):
+                sc, nx = model.advance(s.reshape(-1))
+                ext_f = ext_f + weight * sc.reshape(B, K, V).to(self.dtype)
+                nexts.append(nx.reshape(B, K * V))
+        # Merge: extension (j, last(i)) is hypothesis i when i's parent prefix is hypothesis j.
+        match = (
+            (st.parent_hash[:, :, None] == st.hash[:, None, :])
+            & (st.length[:, :, None] == st.length[:, None, :] + 1)
+            & valid[:, :, None]
+            & valid[:, None, :]
+        )
+        has_parent = match.any(dim=2)
+        parent = match.to(torch.int8).argmax(dim=2)
+        flat = parent * V + last_c
+        ext_flat = torch.cat([ext_nb.reshape(B, K * V), self.neg_col], dim=1)  # last column: dummy
+        merged = torch.gather(ext_flat, 1, flat)
+        stay_nb = torch.where(has_parent, torch.logaddexp(stay_nb, merged), stay_nb)
+        ext_flat.scatter_(1, torch.where(has_parent, flat, K * V), neg)
+        ext_nb_flat = ext_flat[:, : K * V]
+        # Scores and pruning.
+        length_f = st.length.to(self.dtype)
+        stay_tot = torch.logaddexp(stay_b, stay_nb) + st.fscore + self.beta * length_f
+        ext_f_flat = ext_f.reshape(B, K * V)
+        ext_tot = (ext_nb_flat.reshape(B, K, V) + ext_f + (self.beta * (length_f + 1.0))[:, :, None]).reshape(B, K * V)
+        cand = torch.cat([stay_tot, ext_tot], dim=1)
+        top, idx = torch.topk(cand, K, dim=1)
+        keep = top >= top[:, :1] - self.thr
+        keep &= top > neg
+        is_ext = idx >= K
+        eidx = (idx - K).clamp(min=0)
+        src = torch.where(is_ext, eidx // V, idx)
+        tok = torch.where(is_ext, eidx % V, -1)
+
+        def g(x: torch.Tensor) -> torch.Tensor:
+            return torch.gather(x, 1, src)
+
+        new_p_b = torch.where(is_ext | ~keep, neg, g(stay_b))
+        new_p_nb = torch.where(keep, torch.where(is_ext, torch.gather(ext_nb_flat, 1, eidx), g(stay_nb)), neg)
+        new_fscore = torch.where(is_ext, torch.gather(ext_f_flat, 1, eidx), g(st.fscore))
+        new_len = g(st.length) + is_ext.long()
+        new_last = torch.where(is_ext, tok, g(st.last))
+        src_hash = g(st.hash)
+        new_hash = torch.where(is_ext, extend_hash(src_hash, tok.clamp(min=0)), src_hash)
+        new_parent_hash = torch.where(is_ext, src_hash, g(st.parent_hash))
+        act = active[:, None]
+        st.p_b = torch.where(act, new_p_b, st.p_b)
+        st.p_nb = torch.where(act, new_p_nb, st.p_nb)
+        st.fscore = torch.where(act, new_fscore, st.fscore)
+        st.length = torch.where(act, new_len, st.length)
+        st.last = torch.where(act, new_last, st.last)
+        st.hash = torch.where(act, new_hash, st.hash)
+        st.parent_hash = torch.where(act, new_parent_hash, st.parent_hash)
+        for i, nx in enumerate(nexts):
+            new_s = torch.where(is_ext, torch.gather(nx, 1, eidx), g(st.fstates[i]))
+            st.fstates[i] = torch.where(act, new_s, st.fstates[i])
+        st.tree.record(
+            torch.where(act, tok, -1).to(torch.int32),
+            torch.where(act, src, self.slots).to(torch.int32),
+            times,
+        )
+
+
+def _finalize(st: CTCBeamState, fusion: list[tuple[FusionModel, float]], beta: float, nbest: int,
+              tokenizer: Optional[Tokenizer]) -> list[list[Hypothesis]]:
+    B, K = st.p_b.shape
+    score = torch.logaddexp(st.p_b, st.p_nb)
+    valid = score > -math.inf
+    score = score + st.fscore + beta * st.length.to(score.dtype)
+    for (model, weight), s in zip(fusion, st.fstates):
+        score = score + weight * model.final(s.reshape(-1)).reshape(B, K).to(score.dtype)
+    score = torch.where(valid, score, -math.inf)
+    n = min(nbest, K)
+    top, slots = torch.topk(score, n, dim=1)
+    ok = top > -math.inf
+    seqs = st.tree.backtrack(torch.where(ok, slots, -1))
+    top_l = top.tolist()
+    ok_l = ok.tolist()
+    out: list[list[Hypothesis]] = []
+    for b in range(B):
+        hyps = [
+            Hypothesis(tokens=seqs[b][j][0], timestamps=seqs[b][j][1], score=top_l[b][j])
+            for j in range(n)
+            if ok_l[b][j]
+        ]
+        out.append(attach_text(hyps, tokenizer))
+    return out
+
+
+def beam_search(
+    log_probs: torch.Tensor,
+    lengths: Optional[torch.Tensor],
+    blank_id: int,
+    *,
+    beam: int = 16,
+    fusion: FusionArg = (),
+    beta: float = 0.0,
+    beam_threshold: float = 20.0,
+    blank_collapse: CollapseArg = None,
+    nbest: int = 1,
+    tokenizer: Optional[Tokenizer] = None,
+    log_softmax: bool = False,
+    state: Optional[CTCBeamState] = None,
+    final: bool = True,
+) -> Union[list[list[Hypothesis]], CTCBeamState]:
+    """Batched CTC prefix beam search with shallow fusion.
+
+    Args:
+        log_probs: ``[B, T, V]`` log-probabilities (logits only with ``log_softmax=True``).
+        lengths: ``[B]`` valid frames per utterance (``None``: all ``T``).
+        blank_id: index of the blank class.
+        beam: hypotheses kept per utterance (``K``).
+        fusion: ``[(model, weight), ...]`` fusion models (:class:`asrdecode.fusion.FusionModel`:
+            n-gram LM, boosting tree), vocabulary indexed by model token id.
+        beta: bonus per emitted token (insertion bonus; negative values penalise).
+        beam_threshold: candidates scoring more than this below the frame's best are pruned.
+        blank_collapse: ``None`` (off), a blank threshold in (0, 1) such as 0.999, or ``"weak"``;
+            collapsible blank frames are removed before the search (see :func:`blank_collapse`).
+        nbest: hypotheses returned per utterance (at most ``beam``).
+        tokenizer: optional, fills ``Hypothesis.text``; its vocabulary must match ``V``.
+        log_softmax: normalise ``log_probs`` first.
+        state: the state returned by the previous call of a stream (``final=False``), or ``None``.
+        final: the chunk ends the stream: return hypotheses. ``final=False`` returns the updated
+            :class:`CTCBeamState` instead, to pass with the next chunk (which must use the same
+            batch size and settings; ``lengths`` are per chunk).
+
+    Returns:
+        With ``final=True``: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
+        ``score = log p_ctc(prefix) + sum_i w_i * (LM_i(prefix) + LM_i(</s> | prefix)) + beta * len``,
+        timestamps are original frame indices (the frame where the prefix got its last token
+        appended when it entered the beam). Otherwise the state.
+    """
+    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
+    batch, max_len, vocab = x.shape
+    blank = check_blank_id(blank_id, vocab)
+    check_tokenizer(tokenizer, vocab)
+    beam = check_positive_int("beam", beam)
+    nbest = check_positive_int("nbest", nbest)
+    if nbest > beam:
+        raise DecodingInputError(f"nbest must be <= beam ({beam}), got {nbest}")
+    beta = check_float("beta", beta)
+    beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
+    fusion_l = check_fusion(fusion, vocab)
+    for i, (model, _) in enumerate(fusion_l):
+        mb = getattr(model, "blank_id", None)
+        if mb is not None and int(mb) != blank:
+            raise DecodingInputError(f"fusion[{i}] has blank_id {mb} but blank_id is {blank}")
+    collapse_on, collapse_th = parse_collapse(blank_collapse)
+    config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
+              beta, beam_threshold, collapse_on, collapse_th, x.dtype)
+    if state is None:
+        st = CTCBeamState.initial(batch, beam, vocab, fusion_l, collapse_on, x.dtype, x.device, config)
+    else:
+        if not isinstance(state, CTCBeamState):
+            raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
+        if state.config != config:
+            raise DecodingInputError(
+                "state was made with different settings (batch size, beam, vocabulary, blank_id, fusion, beta, "
+                "beam_threshold, blank_collapse or dtype) than this call"
+            )
+        st = state
+    offsets = st.offsets
+    if collapse_on:
+        assert st.collapse is not None
+        x, lens_s, frame_index, st.collapse = stream_collapse(x, lens, offsets, blank, collapse_th, st.collapse)
+    else:
+        lens_s = lens
+        frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
+    step = _Stepper(batch, beam, vocab, blank, fusion_l, beta, beam_threshold, x.dtype, x.device)
+    for t in range(x.shape[1]):
+        step(st, x[:, t], t < lens_s, frame_index[:, t])
+    st.offsets = offsets + lens
+    if not final:
+        return st
+    return _finalize(st, fusion_l, beta, nbest, tokenizer)

@@ -1,0 +1,162 @@
+"""Per-utterance reference CTC prefix beam search: dictionaries, no tensors. The test oracle.
+
+Same algorithm, scores and pruning rule as :func:`asrdecode.ctc.beam_search`, written for reading:
+
+for each frame, every prefix in the beam stays (blank, or a repeat of its last token) and is
+extended by every non-blank token; contributions to the same prefix are summed in log space; a
+new prefix gets its parent's fusion score plus the weighted fusion scores of the appended token
+and the frame as its timestamp, a prefix already in the beam keeps its own. Candidates are ranked
+by ``logaddexp(p_blank, p_nonblank) + fusion + beta * len``; the top ``beam`` are kept, minus
+those more than ``beam_threshold`` below the best. At the end, the fusion models' end-of-sentence
+scores are added and the ``nbest`` best are returned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from ..errors import DecodingInputError
+from ..fusion import FusionModel, check_fusion
+from ..results import Hypothesis, Tokenizer, attach_text
+from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
+from .beam import CollapseArg, parse_collapse
+from .collapse import blank_collapse as _blank_collapse
+
+__all__ = ["reference_beam_search"]
+
+NEG = -math.inf
+
+
+def _lae(a: float, b: float) -> float:
+    """log(exp(a) + exp(b)), exact for -inf."""
+    if a == NEG:
+        return b
+    if b == NEG:
+        return a
+    m = max(a, b)
+    return m + math.log1p(math.exp(-abs(a - b)))
+
+
+@dataclass
+class _Entry:
+    p_b: float
+    p_nb: float
+    fscore: float  # sum of weight * fusion score of the prefix's tokens
+    fstates: tuple[int, ...]
+    times: tuple[int, ...]
+
+
+class _FusionCache:
+    """Per-state fusion scores, computed with the model's own ``advance``/``final`` one state at a time."""
+
+    def __init__(self, fusion: list[tuple[FusionModel, float]]) -> None:
+        self.fusion = fusion
+        self.rows: dict[tuple[int, int], tuple[list[float], list[int]]] = {}
+
+    def row(self, i: int, state: int) -> tuple[list[float], list[int]]:
+        key = (i, state)
+        if key not in self.rows:
+            sc, nx = self.fusion[i][0].advance(torch.tensor([state], dtype=torch.long))
+            self.rows[key] = (sc[0].double().tolist(), nx[0].tolist())
+        return self.rows[key]
+
+    def final(self, i: int, state: int) -> float:
+        return float(self.fusion[i][0].final(torch.tensor([state], dtype=torch.long))[0])
+
+
+def _decode_one(
+    frames: list[list[float]], times: list[int], blank: int, beam: int, fusion: list[tuple[FusionModel, float]],
+    cache: _FusionCache, beta: float, beam_threshold: float, nbest: int,
+) -> list[Hypothesis]:
+    init_states = tuple(int(m.initial_states(1)[0]) for m, _ in fusion)
+    hyps: dict[tuple[int, ...], _Entry] = {(): _Entry(0.0, NEG, 0.0, init_states, ())}
+
+    def score(prefix: tuple[int, ...], e: _Entry) -> float:
+        return _lae(e.p_b, e.p_nb) + e.fscore + beta * len(prefix)
+
+    for y, frame in zip(frames, times):
+        nxt: dict[tuple[int, ...], _Entry] = {}
+        # Stays first, so a prefix already in the beam keeps its own fusion states and timestamps.
+        for prefix, h in hyps.items():
+            p_tot = _lae(h.p_b, h.p_nb)
+            p_nb = h.p_nb + y[prefix[-1]] if prefix else NEG
+            nxt[prefix] = _Entry(p_tot + y[blank], p_nb, h.fscore, h.fstates, h.times)
+        for prefix, h in hyps.items():
+            p_tot = _lae(h.p_b, h.p_nb)
+            rows = [cache.row(i, s) for i, s in enumerate(h.fstates)]
+            for k in range(len(y)):
+                if k == blank:
+                    continue
+                acoustic = (h.p_b if prefix and prefix[-1] == k else p_tot) + y[k]
+                new = prefix + (k,)
+                if new in nxt:
+                    nxt[new].p_nb = _lae(nxt[new].p_nb, acoustic)
+                else:
+                    fscore = h.fscore
+                    for (_, weight), (sc, _) in zip(fusion, rows):
+                        fscore += weight * sc[k]
+                    states = tuple(nx[k] for _, nx in rows)
+                    nxt[new] = _Entry(NEG, acoustic, fscore, states, h.times + (frame,))
+        ranked = sorted(((score(p, e), p) for p, e in nxt.items()), key=lambda se: se[0], reverse=True)
+        ranked = [(s, p) for s, p in ranked[:beam] if s > NEG]
+        best = ranked[0][0] if ranked else NEG
+        hyps = {p: nxt[p] for s, p in ranked if s >= best - beam_threshold}
+
+    finals = []
+    for prefix, h in hyps.items():
+        s = score(prefix, h)
+        for i, (_, weight) in enumerate(fusion):
+            s += weight * cache.final(i, h.fstates[i])
+        finals.append((s, prefix, h))
+    finals.sort(key=lambda x: x[0], reverse=True)
+    return [Hypothesis(tokens=list(p), timestamps=list(h.times), score=s) for s, p, h in finals[:nbest]]
+
+
+def reference_beam_search(
+    log_probs: torch.Tensor,
+    lengths: Optional[torch.Tensor],
+    blank_id: int,
+    *,
+    beam: int = 16,
+    fusion: Sequence[tuple[FusionModel, float]] = (),
+    beta: float = 0.0,
+    beam_threshold: float = 20.0,
+    blank_collapse: CollapseArg = None,
+    nbest: int = 1,
+    tokenizer: Optional[Tokenizer] = None,
+    log_softmax: bool = False,
+) -> list[list[Hypothesis]]:
+    """Reference CTC prefix beam search, one utterance at a time (slow; for tests).
+
+    Arguments and results as :func:`asrdecode.ctc.beam_search` (without streaming). Scores are
+    computed in Python floats (float64).
+    """
+    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
+    vocab = x.shape[2]
+    blank = check_blank_id(blank_id, vocab)
+    check_tokenizer(tokenizer, vocab)
+    beam = check_positive_int("beam", beam)
+    nbest = check_positive_int("nbest", nbest)
+    if nbest > beam:
+        raise DecodingInputError(f"nbest must be <= beam ({beam}), got {nbest}")
+    beta = check_float("beta", beta)
+    beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
+    fusion_l = check_fusion(fusion, vocab)
+    collapse_on, collapse_th = parse_collapse(blank_collapse)
+    if collapse_on:
+        x, lens, frame_index = _blank_collapse(x, lens, blank, collapse_th)
+    else:
+        frame_index = torch.arange(x.shape[1])[None, :].expand(x.shape[0], -1)
+    cache = _FusionCache(fusion_l)
+    out = []
+    for b in range(x.shape[0]):
+        n = int(lens[b])
+        frames = x[b, :n].double().tolist()
+        times = frame_index[b, :n].tolist()
+        hyps = _decode_one(frames, times, blank, beam, fusion_l, cache, beta, beam_threshold, nbest)
+        out.append(attach_text(hyps, tokenizer))
+    return out
