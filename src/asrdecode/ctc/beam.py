@@ -139,7 +139,6 @@ class _Stepper:
         ext_f = st.fscore[:, :, None].expand(B, K, V)
         nexts = []
         if self.fusion:
-            ext_f = ext_f.clone()
             for (model, weight), s in zip(self.fusion, st.fstates):
                 sc, nx = model.advance(s.reshape(-1))
                 ext_f = ext_f + weight * sc.reshape(B, K, V).to(self.dtype)

@@ -104,7 +104,7 @@ def blank_collapse(
     nonblank = valid & ~is_blank
     t = torch.arange(max_len, device=x.device)
     # Last non-blank frame of each utterance (-1 if none): every blank frame after it is trailing.
-    last_nb = torch.where(nonblank, t[None, :], torch.full_like(t[None, :], -1)).max(dim=1).values if max_len else torch.full((batch,), -1, dtype=torch.long)
+    last_nb = torch.where(nonblank, t[None, :], torch.full_like(t[None, :], -1)).max(dim=1).values if max_len else torch.full((batch,), -1, dtype=torch.long, device=x.device)
     prev_blank = torch.cat([torch.ones_like(is_blank[:, :1]), is_blank[:, :-1]], dim=1)
     trailing = t[None, :] > last_nb[:, None]
     drop = is_blank & (prev_blank | trailing)
@@ -156,11 +156,14 @@ def stream_collapse(
     start of the trailing blank run) is simply never used.
     """
     batch, max_len, vocab = x.shape
+    if max_len == 0:  # an empty chunk changes nothing
+        empty_idx = torch.zeros((batch, 0), dtype=torch.long, device=x.device)
+        return x, torch.zeros(batch, dtype=torch.long, device=x.device), empty_idx, state
     valid = valid_mask(lens, max_len)
     is_blank = blank_frames(x, blank_id, threshold) & valid
     nonblank = valid & ~is_blank
     t = torch.arange(max_len, device=x.device)
-    last_nb = torch.where(nonblank, t[None, :], torch.full_like(t[None, :], -1)).max(dim=1).values if max_len else torch.full((batch,), -1, dtype=torch.long, device=x.device)
+    last_nb = torch.where(nonblank, t[None, :], torch.full_like(t[None, :], -1)).max(dim=1).values
     any_nb = last_nb >= 0
     prev_blank = torch.cat([state.prev_blank[:, None], is_blank[:, :-1]], dim=1)
     trailing = t[None, :] > last_nb[:, None]
@@ -175,7 +178,7 @@ def stream_collapse(
     new_pending_index = torch.where(has_wait, offsets + wait_t, state.pending_index)
     new_pending_valid = has_wait | (state.pending_valid & ~any_nb)
     last_t = (lens - 1).clamp(min=0)
-    last_blank = is_blank[torch.arange(batch, device=x.device), last_t] if max_len else state.prev_blank
+    last_blank = is_blank[torch.arange(batch, device=x.device), last_t]
     new_prev_blank = torch.where(lens > 0, last_blank, state.prev_blank)
 
     keep_all = torch.cat([(state.pending_valid & any_nb)[:, None], keep], dim=1)

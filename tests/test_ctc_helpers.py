@@ -1,0 +1,65 @@
+"""Helpers shared by the CTC tests (no tests here): random emissions and a table-based fusion model."""
+
+from __future__ import annotations
+
+import torch
+
+
+def random_log_probs(seed: int, batch: int, frames: int, vocab: int, *, scale: float = 3.0,
+                     dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """``[B, T, V]`` log-softmax of Gaussian logits (continuous values: no exact ties)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, frames, vocab, generator=g, dtype=torch.float64) * scale
+    return torch.log_softmax(logits, dim=-1).to(dtype)
+
+
+def peaky_log_probs(seed: int, batch: int, frames: int, vocab: int, blank: int, *, peak: float = 12.0,
+                    blank_rate: float = 0.6, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """CTC-like emissions: each frame has one dominant class (blank with probability ``blank_rate``)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, frames, vocab, generator=g, dtype=torch.float64)
+    cls = torch.randint(0, vocab, (batch, frames), generator=g)
+    is_blank = torch.rand(batch, frames, generator=g) < blank_rate
+    cls = torch.where(is_blank, torch.full_like(cls, blank), cls)
+    logits.scatter_add_(2, cls[:, :, None], torch.full((batch, frames, 1), peak, dtype=torch.float64))
+    return torch.log_softmax(logits, dim=-1).to(dtype)
+
+
+def random_lengths(seed: int, batch: int, frames: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + 7)
+    lens = torch.randint(0, frames + 1, (batch,), generator=g)
+    lens[0] = frames
+    return lens
+
+
+class TableBigram:
+    """A bigram fusion model over model token ids: state = previous token (``vocab_size`` = sentence start).
+
+    Scores are random normalised log-probs over the non-blank tokens; the blank column is 0 with
+    the state unchanged, as the FusionModel protocol requires.
+    """
+
+    def __init__(self, vocab_size: int, blank_id: int, seed: int = 0, sharpness: float = 1.0) -> None:
+        self.vocab_size = vocab_size
+        self.blank_id = blank_id
+        g = torch.Generator().manual_seed(seed)
+        n_states = vocab_size + 1
+        logits = torch.randn(n_states, vocab_size + 1, generator=g, dtype=torch.float64) * sharpness
+        logits[:, blank_id] = -float("inf")
+        lp = torch.log_softmax(logits, dim=-1)  # last column: end of sentence
+        self.scores = lp[:, :vocab_size].clone()
+        self.scores[:, blank_id] = 0.0
+        self.eos = lp[:, vocab_size].clone()
+        nxt = torch.arange(vocab_size)[None, :].repeat(n_states, 1)
+        nxt[:, blank_id] = torch.arange(n_states)
+        self.next = nxt
+        self.start = vocab_size
+
+    def initial_states(self, n: int, device: torch.device | None = None) -> torch.Tensor:
+        return torch.full((n,), self.start, dtype=torch.long, device=device)
+
+    def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.scores[states], self.next[states]
+
+    def final(self, states: torch.Tensor) -> torch.Tensor:
+        return self.eos[states]
