@@ -1,0 +1,214 @@
+"""Adapter from NeMo RNN-T / TDT models to the :class:`~asrdecode.transducer.TransducerModel` protocol.
+
+NeMo is optional: importing this module needs only torch; NeMo is imported when an adapter is
+built from NeMo objects (and a missing NeMo raises an :class:`ImportError` that says how to get it).
+
+NeMo's conventions and how the adapter maps them:
+
+* vocabulary: NeMo's ``num_classes`` excludes blank; blank is the *last* token index
+  (``num_classes``), so ``vocab_size = num_classes + 1`` and ``blank_id = vocab_size - 1``.
+* start of sequence: NeMo's ``RNNTDecoder`` with ``blank_as_pad=True`` maps blank to a zero
+  embedding, which is exactly our "blank as ``predict`` input means start-of-sequence".
+* state: the LSTM decoder's state is ``(h, c)``, each ``[L, B, H]`` (batch on dim 1); the
+  stateless decoder's is ``[context [B, C-1]]`` (batch on dim 0).
+* TDT: the joint's ``num_extra_outputs`` duration logits follow the ``V`` token logits.
+* log-softmax: NeMo's joint applies ``log_softmax`` over the whole output on CPU. The adapter
+  returns the raw logits of the joint network (divided by the joint's temperature); a
+  log-softmax only shifts each row by a constant, so both give the same argmax, and our
+  decoders' own ``log_softmax`` of these logits equals NeMo's RNN-T scores.
+
+Shapes: ``B`` batch, ``T`` frames, ``D`` encoder width, ``P`` prediction width, ``H`` joint width,
+``V`` vocabulary including blank, ``K`` number of TDT durations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from ..errors import DecodingInputError, check_emissions
+
+__all__ = ["NeMoTransducer", "encoder_output", "require_nemo"]
+
+_INSTALL_HINT = (
+    "asrdecode.models.nemo needs NVIDIA NeMo (`pip install \"nemo_toolkit[asr]\" torch==2.13.0`, "
+    "preferably in its own virtual environment); asrdecode itself does not depend on it"
+)
+
+
+def require_nemo() -> Any:
+    """Import and return ``nemo.collections.asr.modules``; raise a clear ImportError when NeMo is missing."""
+    try:
+        from nemo.collections.asr import modules  # noqa: PLC0415 (optional dependency)
+    except ImportError as err:  # pragma: no cover - exercised only without NeMo
+        raise ImportError(f"{_INSTALL_HINT} (import failed: {err})") from err
+    return modules
+
+
+def _tdt_durations_of(asr_model: Any) -> list[int] | None:
+    """The TDT durations of a NeMo ASR model (decoding or model config), or ``None`` for RNN-T."""
+    decoding = getattr(asr_model, "decoding", None)
+    durations = getattr(decoding, "durations", None)
+    if not durations:
+        cfg = getattr(asr_model, "cfg", None)
+        defaults = cfg.get("model_defaults", None) if cfg is not None else None
+        durations = defaults.get("tdt_durations", None) if defaults is not None else None
+    return [int(d) for d in durations] if durations else None
+
+
+class NeMoTransducer(nn.Module):
+    """A NeMo prediction network + joint network seen as a :class:`TransducerModel`.
+
+    Args:
+        decoder: a NeMo ``RNNTDecoder`` (LSTM, ``blank_as_pad=True``) or ``StatelessTransducerDecoder``.
+        joint: a NeMo ``RNNTJoint`` (or subclass) built for the same vocabulary.
+        durations: TDT duration values (NeMo's ``model_defaults.tdt_durations``); ``None`` for RNN-T.
+            Their number must equal the joint's ``num_extra_outputs``.
+
+    The wrapped modules are put in eval mode (dropout off), as NeMo's own decoding does.
+    Use :meth:`from_model` for a whole ``EncDecRNNTModel`` / ``EncDecRNNTBPEModel``.
+    """
+
+    def __init__(self, decoder: nn.Module, joint: nn.Module, durations: Sequence[int] | None = None) -> None:
+        super().__init__()
+        modules = require_nemo()
+        if not isinstance(decoder, (modules.RNNTDecoder, modules.StatelessTransducerDecoder)):
+            raise DecodingInputError(
+                f"decoder must be a NeMo RNNTDecoder or StatelessTransducerDecoder, got {type(decoder).__name__}"
+            )
+        if not isinstance(joint, modules.RNNTJoint):
+            raise DecodingInputError(f"joint must be a NeMo RNNTJoint, got {type(joint).__name__}")
+        if not getattr(decoder, "blank_as_pad", True):
+            raise DecodingInputError(
+                "NeMo decoders built with blank_as_pad=False are not supported: their embedding has no "
+                "row for blank, so blank cannot be fed as the start-of-sequence input"
+            )
+        n_tokens = int(joint.num_classes_with_blank) - int(joint.num_extra_outputs)
+        if int(decoder.blank_idx) != n_tokens - 1:
+            raise DecodingInputError(
+                f"decoder blank index {decoder.blank_idx} does not match the joint's vocabulary "
+                f"({n_tokens - 1} labels + blank)"
+            )
+        n_extra = int(joint.num_extra_outputs)
+        if durations is None:
+            if n_extra:
+                raise DecodingInputError(
+                    f"joint has {n_extra} extra outputs but no TDT durations were given "
+                    "(multi-blank models are not supported)"
+                )
+            self.durations: list[int] | None = None
+        else:
+            d = [int(x) for x in durations]
+            if len(d) != n_extra:
+                raise DecodingInputError(
+                    f"durations has {len(d)} values but the joint has {n_extra} duration outputs"
+                )
+            self.durations = d
+        self.decoder = decoder
+        self.nemo_joint = joint
+        self.vocab_size = n_tokens
+        self.blank_id = n_tokens - 1
+        self._stateless = isinstance(decoder, modules.StatelessTransducerDecoder)
+        self._state_dim = 0 if self._stateless else 1
+        # The plain RNNTJoint's joint_after_projection is add -> adapters -> joint_net (-> log_softmax);
+        # subclasses (e.g. HAT) change it, so they go through joint_after_projection itself.
+        self._plain_joint = type(joint).joint_after_projection is modules.RNNTJoint.joint_after_projection
+        self.eval()
+
+    @classmethod
+    def from_model(cls, asr_model: nn.Module) -> "NeMoTransducer":
+        """Wrap a NeMo ASR model (``EncDecRNNTModel``, ``EncDecRNNTBPEModel``, TDT or hybrid)."""
+        decoder = getattr(asr_model, "decoder", None)
+        joint = getattr(asr_model, "joint", None)
+        if decoder is None or joint is None:
+            raise DecodingInputError(
+                f"{type(asr_model).__name__} has no `decoder` and `joint`: not a NeMo transducer model"
+            )
+        return cls(decoder, joint, durations=_tdt_durations_of(asr_model))
+
+    # -- protocol -------------------------------------------------------------------------------
+
+    def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """Encoder output ``[..., D]`` -> joint space ``[..., H]``."""
+        return self.nemo_joint.project_encoder(enc)
+
+    def project_decoder(self, dec: torch.Tensor) -> torch.Tensor:
+        """Prediction-network output ``[..., P]`` -> joint space ``[..., H]``."""
+        return self.nemo_joint.project_prednet(dec)
+
+    def initial_state(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> Any:
+        """NeMo's own initial state for ``batch`` hypotheses: ``(h, c)`` each ``[L, B, P]``, or ``[[B, C-1]]``."""
+        p = next(self.decoder.parameters())
+        like = torch.empty(batch, 1, device=device or p.device, dtype=dtype or p.dtype)
+        state = self.decoder.initialize_state(like)
+        return list(state) if self._stateless else tuple(state)
+
+    def predict(self, labels: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """One step: labels ``[B]`` (blank = start of sequence) -> (output ``[B, P]``, new state)."""
+        out = self.decoder.predict(labels.unsqueeze(1), state, add_sos=False, batch_size=labels.shape[0])
+        g, new = out[0], out[1]
+        return g.squeeze(1), (list(new) if self._stateless else tuple(new))
+
+    def joint(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+        """Joint after projection: ``[..., H]`` + ``[..., H]`` -> logits ``[..., V (+K)]``."""
+        j = self.nemo_joint
+        if self._plain_joint:
+            x = enc_proj + dec_proj
+            if j.is_adapter_available():
+                x = j.forward_enabled_adapters(x)
+            out = j.joint_net(x)
+            temperature = float(getattr(j, "temperature", 1.0))
+            return out / temperature if temperature != 1.0 else out
+        # Generic path: NeMo's joint_after_projection takes f [N, T, H], g [N, U, H] -> [N, T, U, V].
+        f, g = torch.broadcast_tensors(enc_proj, dec_proj)
+        lead = f.shape[:-1]
+        res = j.joint_after_projection(f.reshape(-1, 1, f.shape[-1]), g.reshape(-1, 1, g.shape[-1]))
+        return res.reshape(*lead, res.shape[-1])
+
+    def select_state(self, state: Any, index: torch.Tensor) -> Any:
+        """Gather the states of hypotheses ``index [N]`` -> a state of batch ``N``."""
+        picked = [s.index_select(self._state_dim, index) for s in state]
+        return picked if self._stateless else tuple(picked)
+
+    def replace_state(self, state: Any, new: Any, mask: torch.Tensor) -> Any:
+        """Per hypothesis, ``new`` where ``mask [B]`` is true, else ``state``."""
+        merged = []
+        for old, nw in zip(state, new):
+            shape = [1] * old.dim()
+            shape[self._state_dim] = -1
+            merged.append(torch.where(mask.view(shape), nw, old))
+        return merged if self._stateless else tuple(merged)
+
+
+def encoder_output(
+    nemo_model: nn.Module, audio: torch.Tensor, lengths: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run a NeMo ASR model's preprocessor and encoder on waveforms.
+
+    Args:
+        nemo_model: a NeMo ``EncDecRNNTModel`` / ``EncDecRNNTBPEModel`` (anything whose ``forward``
+            takes ``input_signal``, ``input_signal_length`` and returns ``(encoded [B, D, T], lengths)``).
+        audio: waveforms ``[B, S]`` at the model's sample rate.
+        lengths: samples per waveform ``[B]``.
+
+    Returns:
+        ``(enc [B, T, D], enc_lengths [B])``, the layout our decoders take (NeMo's is ``[B, D, T]``).
+    """
+    require_nemo()
+    check_emissions("audio", audio, ndim=2)
+    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.shape[0] != audio.shape[0]:
+        raise DecodingInputError(f"lengths must be a 1-D tensor with {audio.shape[0]} entries (one per waveform)")
+    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise DecodingInputError(f"lengths must have an integer dtype, got {lengths.dtype}")
+    if audio.shape[0] and (int(lengths.min()) < 0 or int(lengths.max()) > audio.shape[1]):
+        raise DecodingInputError(f"lengths must lie in 0..{audio.shape[1]} (the padded waveform length)")
+    was_training = nemo_model.training
+    nemo_model.eval()
+    try:
+        with torch.inference_mode():
+            enc, enc_len = nemo_model(input_signal=audio, input_signal_length=lengths)[:2]
+    finally:
+        nemo_model.train(was_training)
+    return enc.transpose(1, 2).contiguous(), enc_len
