@@ -1,0 +1,22 @@
+"""N-gram language models and phrase boosting as fusion models (see :mod:`asrdecode.fusion`).
+
+* :mod:`.arpa`: read/write ARPA files, estimate them with KenLM's ``lmplz``.
+* :mod:`.tokens`: :class:`TokenMap`, how model token ids are spelled as LM words.
+* :mod:`.ngram`: :class:`NGramLM`, the tensor n-gram LM (whole-vocabulary batched scoring).
+* :mod:`.boosting`: :class:`BoostingTree`, the Aho-Corasick phrase boosting tree.
+"""
+
+from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, read_arpa, write_arpa
+from .ngram import NGramLM
+from .tokens import TokenMap, write_token_corpus
+
+__all__ = [
+    "ArpaModel",
+    "read_arpa",
+    "write_arpa",
+    "estimate_arpa",
+    "find_kenlm_tool",
+    "TokenMap",
+    "write_token_corpus",
+    "NGramLM",
+]

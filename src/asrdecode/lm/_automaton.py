@@ -1,0 +1,309 @@
+"""A backoff (failure-link) automaton as tensors, scored for the whole vocabulary at once.
+
+Both the n-gram LM and the phrase boosting tree are this structure:
+
+* states ``0..S-1``; each has sparse outgoing arcs (label, weight, destination) stored sorted by
+  (state, label) with per-state ranges ``arc_offsets[s] : arc_offsets[s + 1]``;
+* each state has a backoff (failure) link ``backoff_state[s]`` with weight ``backoff_weight[s]``;
+  following it is how an n-gram LM backs off to a shorter history and how an Aho-Corasick trie
+  falls back to a shorter partial match;
+* *terminal* states (the LM's empty history, a boosting tree's root) end every backoff chain;
+  a label without an arc at a terminal scores ``root_fill`` and stays there;
+* ``final_weight[s]``: end-of-sentence score of ``s`` (already resolved along the chain).
+
+The score of label ``v`` from state ``s`` is ``sum of backoff weights along the chain until
+the first state with an arc labelled v`` + that arc's weight, and the next state is that arc's
+destination (the classic backoff semantics).
+
+Speed: some states (every terminal, plus the states with the most arcs, within a memory
+budget) get a *dense resolved row*: the score and next state of every label, with the chain
+already applied. ``advance`` walks each state's chain to its nearest dense state (at most
+``max_chain`` tensor steps, the same for the whole batch), gathers that row ``[N, V]``, adds the
+accumulated backoff and overwrites the labels that the light states on the way have arcs for
+(scatter of at most ``light_degree`` arcs per level). All of it is masked tensor ops without
+host synchronisation; the cost is one row gather plus ``max_chain`` small scatters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["BackoffAutomaton"]
+
+_FIELDS = (
+    "arc_offsets",
+    "arc_label",
+    "arc_weight",
+    "arc_dest",
+    "backoff_state",
+    "backoff_weight",
+    "final_weight",
+    "terminal",
+)
+
+
+class BackoffAutomaton:
+    """Tensor backoff automaton over ``vocab_size`` labels (see the module docstring).
+
+    Args:
+        vocab_size: number of labels (the model's vocabulary, blank included).
+        blank_id: label whose score is always 0 and next state the current state (or ``None``).
+        arc_offsets: int64 ``[S + 1]``, arcs of state ``s`` are ``arc_offsets[s]:arc_offsets[s+1]``.
+        arc_label, arc_weight, arc_dest: ``[A]`` int64 / float32 / int64, sorted by (state, label).
+        backoff_state, backoff_weight: ``[S]``; a terminal's backoff is itself with weight 0.
+        final_weight: ``[S]`` resolved end-of-sentence scores.
+        terminal: bool ``[S]``.
+        root_fill: score of a label with no arc anywhere on the chain (next state: the terminal).
+        dense_memory_mb: memory budget of the dense rows of non-terminal states.
+        min_dense_degree: only states with more arcs than this get a dense row.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        blank_id: int | None,
+        arc_offsets: torch.Tensor,
+        arc_label: torch.Tensor,
+        arc_weight: torch.Tensor,
+        arc_dest: torch.Tensor,
+        backoff_state: torch.Tensor,
+        backoff_weight: torch.Tensor,
+        final_weight: torch.Tensor,
+        terminal: torch.Tensor,
+        root_fill: float,
+        dense_memory_mb: float = 64.0,
+        min_dense_degree: int = 8,
+    ) -> None:
+        self.vocab_size = int(vocab_size)
+        self.blank_id = None if blank_id is None else int(blank_id)
+        self.root_fill = float(root_fill)
+        self.dense_memory_mb = float(dense_memory_mb)
+        self.min_dense_degree = int(min_dense_degree)
+        self.arc_offsets = arc_offsets.to(torch.int64).contiguous()
+        self.arc_label = arc_label.to(torch.int64).contiguous()
+        self.arc_weight = arc_weight.to(torch.float32).contiguous()
+        self.arc_dest = arc_dest.to(torch.int64).contiguous()
+        self.backoff_state = backoff_state.to(torch.int64).contiguous()
+        self.backoff_weight = backoff_weight.to(torch.float32).contiguous()
+        self.final_weight = final_weight.to(torch.float32).contiguous()
+        self.terminal = terminal.to(torch.bool).contiguous()
+        self._prepare()
+
+    # ------------------------------------------------------------------ construction
+    @property
+    def num_states(self) -> int:
+        return int(self.backoff_state.shape[0])
+
+    @property
+    def num_arcs(self) -> int:
+        return int(self.arc_label.shape[0])
+
+    def _prepare(self) -> None:
+        S, V = self.num_states, self.vocab_size
+        dev = self.arc_offsets.device
+        self.degree = self.arc_offsets[1:] - self.arc_offsets[:-1]
+        if self.num_arcs == 0:  # keep gathers in range
+            self.arc_label = torch.zeros(1, dtype=torch.int64, device=dev)
+            self.arc_weight = torch.zeros(1, dtype=torch.float32, device=dev)
+            self.arc_dest = torch.zeros(1, dtype=torch.int64, device=dev)
+            self._n_arcs = 0
+        else:
+            self._n_arcs = self.num_arcs
+        arc_state = torch.repeat_interleave(torch.arange(S, device=dev), self.degree)
+        self.arc_key = arc_state * V + self.arc_label[: self._n_arcs]
+        if self._n_arcs == 0:
+            self.arc_key = torch.full((1,), -1, dtype=torch.int64, device=dev)
+        # chain depth (steps to a terminal)
+        depth = torch.zeros(S, dtype=torch.int64, device=dev)
+        for _ in range(S + 1):
+            new = torch.where(self.terminal, torch.zeros_like(depth), depth[self.backoff_state] + 1)
+            if torch.equal(new, depth):
+                break
+            depth = new
+            if int(depth.max()) > S:
+                raise ValueError("backoff links form a cycle that reaches no terminal state")
+        else:  # pragma: no cover - guarded above
+            raise ValueError("backoff links form a cycle")
+        self.depth = depth
+        self.max_depth = int(depth.max()) if S else 0
+
+        # choose the dense states: terminals, then the highest-degree states within the budget
+        row_bytes = V * 12
+        budget_rows = int(self.dense_memory_mb * 2**20 // max(row_bytes, 1))
+        cand = (~self.terminal) & (self.degree > self.min_dense_degree)
+        cand_idx = torch.nonzero(cand).flatten()
+        if cand_idx.numel() > budget_rows:
+            top = torch.argsort(self.degree[cand_idx], descending=True, stable=True)[:budget_rows]
+            cand_idx = cand_idx[top]
+        is_dense = self.terminal.clone()
+        is_dense[cand_idx] = True
+        light_deg = self.degree[~is_dense]
+        self.light_degree = int(light_deg.max()) if light_deg.numel() else 0
+
+        # steps to the nearest dense state along the chain
+        steps = torch.zeros(S, dtype=torch.int64, device=dev)
+        for _ in range(self.max_depth + 1):
+            new = torch.where(is_dense, torch.zeros_like(steps), steps[self.backoff_state] + 1)
+            if torch.equal(new, steps):
+                break
+            steps = new
+        self.max_chain = int(steps.max()) if S else 0
+
+        # dense rows: terminals first, then the others by increasing depth (chunked)
+        term_idx = torch.nonzero(self.terminal).flatten()
+        order = torch.cat([term_idx, cand_idx[torch.argsort(depth[cand_idx], stable=True)]])
+        H = order.numel()
+        self.dense_index = torch.full((S,), -1, dtype=torch.int64, device=dev)
+        self.dense_scores = torch.empty((H, V), dtype=torch.float32, device=dev)
+        self.dense_next = torch.empty((H, V), dtype=torch.int64, device=dev)
+        nt = term_idx.numel()
+        if nt:
+            self.dense_scores[:nt] = self.root_fill
+            self.dense_next[:nt] = term_idx[:, None]
+            self._scatter_own_arcs(term_idx, torch.arange(nt, device=dev))
+            self.dense_index[term_idx] = torch.arange(nt, device=dev)
+        chunk = max(1, (1 << 22) // max(V, 1))
+        for start in range(nt, H, chunk):
+            idx = order[start : start + chunk]
+            d_build = max(self.light_degree, int(self.degree[idx].max()))
+            sc, nx = self._advance(idx, self.max_depth, d_build)
+            rows = torch.arange(start, start + idx.numel(), device=dev)
+            self.dense_scores[rows] = sc
+            self.dense_next[rows] = nx
+            self.dense_index[idx] = rows
+        self.dense_states = order
+
+    def _scatter_own_arcs(self, states: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write the arcs of ``states`` into their dense ``rows`` (build time)."""
+        for s, r in zip(states.tolist(), rows.tolist()):
+            a, b = int(self.arc_offsets[s]), int(self.arc_offsets[s + 1])
+            if b > a:
+                lab = self.arc_label[a:b]
+                self.dense_scores[r, lab] = self.arc_weight[a:b]
+                self.dense_next[r, lab] = self.arc_dest[a:b]
+
+    # ------------------------------------------------------------------ scoring
+    def _advance(self, states: torch.Tensor, n_steps: int, degree: int) -> tuple[torch.Tensor, torch.Tensor]:
+        N, V = states.shape[0], self.vocab_size
+        cur = states
+        didx = self.dense_index[cur]
+        done = didx >= 0
+        acc = torch.zeros(N, dtype=torch.float32, device=states.device)
+        levels: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for _ in range(n_steps):
+            active = ~done
+            levels.append((cur, acc, active))
+            acc = acc + torch.where(active, self.backoff_weight[cur], 0.0)
+            cur = torch.where(active, self.backoff_state[cur], cur)
+            d = self.dense_index[cur]
+            newly = active & (d >= 0)
+            didx = torch.where(newly, d, didx)
+            done = done | newly
+        didx = didx.clamp_min(0)  # every chain ends at a dense terminal
+        flat_s = torch.empty(N * V + 1, dtype=torch.float32, device=states.device)
+        flat_n = torch.empty(N * V + 1, dtype=torch.int64, device=states.device)
+        scores = flat_s[: N * V].view(N, V)
+        nxt = flat_n[: N * V].view(N, V)
+        torch.index_select(self.dense_scores, 0, didx, out=scores)
+        scores += acc[:, None]
+        torch.index_select(self.dense_next, 0, didx, out=nxt)
+        if degree > 0 and levels:
+            ar = torch.arange(degree, device=states.device)
+            base = torch.arange(N, device=states.device) * V
+            dummy = N * V
+            last = max(self._n_arcs - 1, 0)
+            for cur_j, acc_j, active_j in reversed(levels):
+                start = self.arc_offsets[cur_j]
+                end = self.arc_offsets[cur_j + 1]
+                idx = start[:, None] + ar
+                valid = (idx < end[:, None]) & active_j[:, None]
+                idx = idx.clamp_max(last)
+                pos = torch.where(valid, base[:, None] + self.arc_label[idx], dummy).flatten()
+                flat_s.scatter_(0, pos, (self.arc_weight[idx] + acc_j[:, None]).flatten())
+                flat_n.scatter_(0, pos, self.arc_dest[idx].flatten())
+        if self.blank_id is not None:
+            scores[:, self.blank_id] = 0.0
+            nxt[:, self.blank_id] = states
+        return scores, nxt
+
+    def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
+        return self._advance(states, self.max_chain, self.light_degree)
+
+    def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (binary search per level)."""
+        V = self.vocab_size
+        cur = states[:, None].expand_as(tokens).contiguous()
+        acc = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
+        out_s = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
+        out_n = cur.clone()
+        done = torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device)
+        last = self.arc_key.numel() - 1
+        for _ in range(self.max_chain + 1):
+            d = self.dense_index[cur]
+            is_dense = d >= 0
+            dc = d.clamp_min(0)
+            d_s = self.dense_scores[dc, tokens]
+            d_n = self.dense_next[dc, tokens]
+            key = cur * V + tokens
+            pos = torch.searchsorted(self.arc_key, key).clamp_max(last)
+            hit = self.arc_key[pos] == key
+            take_d = ~done & is_dense
+            take_a = ~done & ~is_dense & hit
+            out_s = torch.where(take_d, acc + d_s, torch.where(take_a, acc + self.arc_weight[pos], out_s))
+            out_n = torch.where(take_d, d_n, torch.where(take_a, self.arc_dest[pos], out_n))
+            done = done | take_d | take_a
+            acc = torch.where(done, acc, acc + self.backoff_weight[cur])
+            cur = torch.where(done, cur, self.backoff_state[cur])
+        if self.blank_id is not None:
+            is_blank = tokens == self.blank_id
+            out_s = out_s.masked_fill(is_blank, 0.0)
+            out_n = torch.where(is_blank, states[:, None].expand_as(tokens), out_n)
+        return out_s, out_n
+
+    def final(self, states: torch.Tensor) -> torch.Tensor:
+        """End-of-sentence scores ``[N]``."""
+        return self.final_weight[states]
+
+    # ------------------------------------------------------------------ storage
+    def state_dict(self) -> dict:
+        d = {name: getattr(self, name)[: self._n_arcs] if name.startswith("arc_") and name != "arc_offsets"
+             else getattr(self, name) for name in _FIELDS}
+        d = {k: v.detach().cpu() for k, v in d.items()}
+        d["meta"] = {
+            "vocab_size": self.vocab_size,
+            "blank_id": -1 if self.blank_id is None else self.blank_id,
+            "root_fill": self.root_fill if math.isfinite(self.root_fill) else str(self.root_fill),
+            "dense_memory_mb": self.dense_memory_mb,
+            "min_dense_degree": self.min_dense_degree,
+        }
+        return d
+
+    @classmethod
+    def from_state_dict(cls, d: dict, device: torch.device | str | None = None, **overrides) -> "BackoffAutomaton":
+        meta = dict(d["meta"])
+        meta.update(overrides)
+        blank = int(meta["blank_id"])
+        tensors = {k: d[k].to(device) if device is not None else d[k] for k in _FIELDS}
+        return cls(
+            vocab_size=int(meta["vocab_size"]),
+            blank_id=None if blank < 0 else blank,
+            root_fill=float(meta["root_fill"]),
+            dense_memory_mb=float(meta["dense_memory_mb"]),
+            min_dense_degree=int(meta["min_dense_degree"]),
+            **tensors,
+        )
+
+    def to(self, device: torch.device | str) -> "BackoffAutomaton":
+        """A copy with every tensor on ``device`` (dense rows moved, not rebuilt)."""
+        new = object.__new__(type(self))
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = v.to(device) if isinstance(v, torch.Tensor) else v
+        return new
+
+    def memory_bytes(self) -> int:
+        """Bytes held by all tensors (structure + dense rows)."""
+        return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor))

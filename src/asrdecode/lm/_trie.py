@@ -1,0 +1,99 @@
+"""Vectorised (numpy) trie over the n-grams of an :class:`ArpaModel`: node ids and lookups.
+
+Node ids: 0 is the root (empty history); then every 1-gram, every 2-gram, ... in blocks by
+order. Within an order, nodes are sorted by (node id of the prefix, last word id), so lookups are
+``searchsorted`` over one int64 key array per order (no Python loop over n-grams).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import FileFormatError
+
+__all__ = ["NGramTrie"]
+
+
+class NGramTrie:
+    """Hierarchical ids of every n-gram of a model; raises on duplicates and missing prefixes."""
+
+    def __init__(self, n_words: int) -> None:
+        self.n_words = max(int(n_words), 1)
+        self.keys: list[np.ndarray] = []  # per order: sorted keys prefix_node * W + last_word
+        self.offset: list[int] = []  # per order: node id of the first node of that order
+        self.node_of: list[np.ndarray] = []  # per order: node id of each n-gram (file order)
+        self.num_nodes = 1
+
+    @classmethod
+    def build(cls, model) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
+        trie = cls(len(model.vocab))
+        W = trie.n_words
+        for k in range(1, model.order + 1):
+            words = model.words[k - 1].astype(np.int64)
+            n = words.shape[0]
+            if k == 1:
+                parent = np.zeros(n, dtype=np.int64)
+            else:
+                parent = trie.lookup(words[:, : k - 1])
+                missing = np.flatnonzero(parent < 0)
+                if missing.size:
+                    i = int(missing[0])
+                    text = " ".join(model.vocab[j] for j in words[i])
+                    ctx = " ".join(model.vocab[j] for j in words[i, : k - 1])
+                    raise FileFormatError(
+                        model.path, model.line_of(k, i),
+                        f"the {k}-gram '{text}' has no {k - 1}-gram for its context '{ctx}'",
+                    )
+            key = parent * W + words[:, k - 1]
+            perm = np.argsort(key, kind="stable")
+            skey = key[perm]
+            dup = np.flatnonzero(skey[1:] == skey[:-1])
+            if dup.size:
+                i = int(perm[dup[0] + 1])
+                text = " ".join(model.vocab[j] for j in words[i])
+                raise FileFormatError(model.path, model.line_of(k, i), f"duplicate {k}-gram '{text}'")
+            node_of = np.empty(n, dtype=np.int64)
+            node_of[perm] = trie.num_nodes + np.arange(n, dtype=np.int64)
+            trie.keys.append(skey)
+            trie.offset.append(trie.num_nodes)
+            trie.node_of.append(node_of)
+            trie.num_nodes += n
+        return trie
+
+    def lookup(self, words: np.ndarray) -> np.ndarray:
+        """Node ids ``[M]`` of the word sequences ``words [M, j]`` (``-1`` where absent; ``j = 0`` gives the root)."""
+        words = np.asarray(words, dtype=np.int64)
+        m, j = words.shape
+        cur = np.zeros(m, dtype=np.int64)
+        W = self.n_words
+        for i in range(j):
+            if i >= len(self.keys):
+                return np.full(m, -1, dtype=np.int64)
+            keys = self.keys[i]
+            key = cur * W + words[:, i]
+            if keys.size == 0:
+                return np.full(m, -1, dtype=np.int64)
+            pos = np.searchsorted(keys, key)
+            pos_c = np.minimum(pos, keys.size - 1)
+            found = (cur >= 0) & (keys[pos_c] == key)
+            cur = np.where(found, self.offset[i] + pos_c, -1)
+        return cur
+
+    def longest_suffix_node(self, words: np.ndarray, max_len: int) -> np.ndarray:
+        """Node id of the longest suffix of each row of ``words [M, j]`` of length <= ``max_len`` that is a node.
+
+        Falls back to the root (0).
+        """
+        words = np.asarray(words, dtype=np.int64)
+        m, j = words.shape
+        out = np.zeros(m, dtype=np.int64)
+        done = np.zeros(m, dtype=bool)
+        for length in range(min(j, max_len), 0, -1):
+            if done.all():
+                break
+            idx = np.flatnonzero(~done)
+            node = self.lookup(words[idx, j - length :])
+            hit = node >= 0
+            out[idx[hit]] = node[hit]
+            done[idx[hit]] = True
+        return out

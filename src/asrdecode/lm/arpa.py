@@ -1,0 +1,419 @@
+"""ARPA n-gram files: reading, writing, and estimation with KenLM's ``lmplz``.
+
+An ARPA file stores log10 probabilities and log10 backoff weights::
+
+    \\data\\
+    ngram 1=<count>
+    ngram 2=<count>
+
+    \\1-grams:
+    <log10 p> <w1> [<log10 backoff>]
+    ...
+    \\2-grams:
+    <log10 p> <w1> <w2> [<log10 backoff>]
+    ...
+    \\end\\
+
+Words are separated by ASCII whitespace only (as KenLM does), so token-level LMs may use any
+non-ASCII-whitespace character as a word (see :class:`asrdecode.lm.TokenMap`). ``<s>``,
+``</s>`` and ``<unk>`` are the sentence-start, sentence-end and unknown-word markers.
+
+:func:`read_arpa` returns an :class:`ArpaModel` (numpy arrays per order, word ids into a
+vocabulary list), with a :class:`~asrdecode.errors.FileFormatError` naming the file and line
+for every malformed input. :func:`estimate_arpa` runs KenLM's ``lmplz`` (built by
+``recipes/build_kenlm.sh``); no estimator is written here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import DecodingInputError, FileFormatError
+
+__all__ = [
+    "BOS",
+    "EOS",
+    "UNK",
+    "ArpaModel",
+    "read_arpa",
+    "write_arpa",
+    "estimate_arpa",
+    "find_kenlm_tool",
+]
+
+BOS = "<s>"
+EOS = "</s>"
+UNK = "<unk>"
+
+_ASCII_SPACE = b" \t\r\n\x0b\x0c"
+
+
+@dataclass
+class ArpaModel:
+    """An ARPA back-off n-gram model held as arrays (log10 values, as in the file).
+
+    Attributes:
+        vocab: every word of the 1-grams, in file order; word id = index in this list.
+        words: per order ``k`` (index ``k - 1``), int32 ``[n_k, k]`` word ids of each n-gram.
+        logprob: per order, float64 ``[n_k]`` log10 probabilities.
+        backoff: per order, float64 ``[n_k]`` log10 backoff weights (0 where absent).
+        has_backoff: per order, bool ``[n_k]``: whether the file gave a backoff weight.
+        lines: per order, int64 ``[n_k]`` line number of each n-gram (0 when built in memory).
+        path: the file it was read from (for error messages), if any.
+    """
+
+    vocab: list[str]
+    words: list[np.ndarray]
+    logprob: list[np.ndarray]
+    backoff: list[np.ndarray]
+    has_backoff: list[np.ndarray]
+    lines: list[np.ndarray] = field(default_factory=list)
+    path: str | None = None
+
+    @property
+    def order(self) -> int:
+        return len(self.words)
+
+    def counts(self) -> list[int]:
+        """Number of n-grams of each order."""
+        return [int(w.shape[0]) for w in self.words]
+
+    def word_index(self) -> dict[str, int]:
+        """Mapping word -> word id."""
+        return {w: i for i, w in enumerate(self.vocab)}
+
+    def line_of(self, order: int, i: int) -> int | None:
+        """File line of the ``i``-th n-gram of ``order`` (``None`` when unknown)."""
+        if self.lines and self.lines[order - 1].shape[0] > i and self.lines[order - 1][i] > 0:
+            return int(self.lines[order - 1][i])
+        return None
+
+    @classmethod
+    def from_dict(cls, ngrams: dict[tuple[str, ...], tuple[float, float | None]]) -> "ArpaModel":
+        """Build from ``{(w1, .., wk): (log10 p, log10 backoff or None)}`` (every order in one dict)."""
+        if not ngrams:
+            raise DecodingInputError("ngrams must not be empty")
+        order = max(len(k) for k in ngrams)
+        vocab: list[str] = []
+        index: dict[str, int] = {}
+        for key in ngrams:
+            if len(key) == 1 and key[0] not in index:
+                index[key[0]] = len(vocab)
+                vocab.append(key[0])
+        per_order: list[list[tuple[tuple[str, ...], float, float | None]]] = [[] for _ in range(order)]
+        for key, (lp, bo) in ngrams.items():
+            if len(key) == 0:
+                raise DecodingInputError("ngrams: empty n-gram key")
+            for w in key:
+                if w not in index:
+                    raise DecodingInputError(f"ngrams: word {w!r} of {key} has no 1-gram")
+            per_order[len(key) - 1].append((key, lp, bo))
+        words, lps, bos, hbs = [], [], [], []
+        for k, items in enumerate(per_order, start=1):
+            words.append(np.array([[index[w] for w in key] for key, _, _ in items], dtype=np.int32).reshape(-1, k))
+            lps.append(np.array([lp for _, lp, _ in items], dtype=np.float64))
+            bos.append(np.array([0.0 if bo is None else bo for _, _, bo in items], dtype=np.float64))
+            hbs.append(np.array([bo is not None for _, _, bo in items], dtype=bool))
+        return cls(vocab, words, lps, bos, hbs, [np.zeros(len(x), dtype=np.int64) for x in lps])
+
+
+def _open_text(path: Path, mode: str):
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode)
+    return open(path, mode)
+
+
+def read_arpa(path: str | os.PathLike) -> ArpaModel:
+    """Read an ARPA file (optionally ``.gz``) into an :class:`ArpaModel`.
+
+    Raises:
+        FileFormatError: missing ``\\data\\`` header or sections, counts that disagree with
+            the header, n-grams longer than the declared order, non-numeric or positive log
+            probabilities, words absent from the 1-grams, duplicate n-grams, a missing
+            ``\\end\\``; the message names the file and line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"ARPA file {path} does not exist")
+    with _open_text(path, "rb") as f:
+        return _parse(f, str(path))
+
+
+def _parse(f: io.BufferedIOBase | Iterable[bytes], where: str) -> ArpaModel:
+    lineno = 0
+    it = iter(f)
+
+    def err(line: int | None, msg: str) -> FileFormatError:
+        return FileFormatError(where, line, msg)
+
+    # --- header ---------------------------------------------------------------------------
+    for raw in it:
+        lineno += 1
+        s = raw.strip()
+        if not s:
+            continue
+        if s != b"\\data\\":
+            raise err(lineno, f"expected the '\\data\\' header, got {_show(s)}")
+        break
+    else:
+        raise err(None, "empty file: no '\\data\\' header")
+    declared: dict[int, int] = {}
+    section_line = None
+    for raw in it:
+        lineno += 1
+        s = raw.strip()
+        if not s:
+            if declared:
+                continue
+            continue
+        if s.startswith(b"ngram"):
+            body = s[5:].strip()
+            try:
+                k_s, c_s = body.split(b"=")
+                k, c = int(k_s), int(c_s)
+            except ValueError:
+                raise err(lineno, f"malformed count line {_show(s)}; expected 'ngram K=COUNT'") from None
+            if k < 1 or c < 0:
+                raise err(lineno, f"malformed count line {_show(s)}")
+            if k in declared:
+                raise err(lineno, f"count for {k}-grams declared twice")
+            declared[k] = c
+            continue
+        section_line = (lineno, s)
+        break
+    if not declared:
+        raise err(lineno, "no 'ngram K=COUNT' lines after '\\data\\'")
+    order = max(declared)
+    if sorted(declared) != list(range(1, order + 1)):
+        raise err(None, f"header declares orders {sorted(declared)}; expected 1..{order}")
+    if section_line is None:
+        raise err(lineno, "no '\\1-grams:' section")
+
+    vocab: list[str] = []
+    index: dict[bytes, int] = {}
+    words_o: list[np.ndarray] = []
+    lp_o: list[np.ndarray] = []
+    bo_o: list[np.ndarray] = []
+    hb_o: list[np.ndarray] = []
+    lines_o: list[np.ndarray] = []
+
+    cur_line, s = section_line
+    for k in range(1, order + 1):
+        expected = f"\\{k}-grams:".encode()
+        if s != expected:
+            if s == b"\\end\\":
+                raise err(cur_line, f"missing section '\\{k}-grams:' (header declares order {order})")
+            raise err(cur_line, f"expected {_show(expected)}, got {_show(s)}")
+        count = declared[k]
+        ids: list[int] = []
+        lps: list[float] = []
+        bos: list[float] = []
+        hbs: list[bool] = []
+        lns: list[int] = []
+        nxt = None
+        for raw in it:
+            lineno += 1
+            parts = raw.split()
+            if not parts:
+                continue
+            if parts[0].startswith(b"\\"):
+                nxt = (lineno, raw.strip())
+                break
+            n = len(parts)
+            if n != k + 1 and n != k + 2:
+                if n > k + 2:
+                    raise err(lineno, f"{k}-gram line has {n} fields; an n-gram longer than {k} words "
+                                      f"(or extra fields) in the {k}-grams section")
+                raise err(lineno, f"{k}-gram line has {n} fields; expected {k + 1} or {k + 2}")
+            try:
+                lp = float(parts[0])
+            except ValueError:
+                raise err(lineno, f"log probability {_show(parts[0])} is not a number") from None
+            if lp > 0 or lp != lp:
+                raise err(lineno, f"log10 probability {lp} must be <= 0")
+            if n == k + 2:
+                try:
+                    bo = float(parts[k + 1])
+                except ValueError:
+                    raise err(lineno, f"backoff weight {_show(parts[k + 1])} is not a number") from None
+                if bo != bo or bo == float("inf"):
+                    raise err(lineno, f"backoff weight {bo} is not finite")
+                if k == order:
+                    raise err(lineno, f"{k}-grams of the highest order cannot have a backoff weight")
+                bos.append(bo)
+                hbs.append(True)
+            else:
+                bos.append(0.0)
+                hbs.append(False)
+            if k == 1:
+                w = parts[1]
+                if w in index:
+                    raise err(lineno, f"duplicate 1-gram {_show(w)}")
+                index[w] = len(vocab)
+                try:
+                    vocab.append(w.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise err(lineno, "word is not valid UTF-8") from None
+                ids.append(index[w])
+            else:
+                for w in parts[1 : k + 1]:
+                    i = index.get(w)
+                    if i is None:
+                        raise err(lineno, f"word {_show(w)} of this {k}-gram is not among the 1-grams")
+                    ids.append(i)
+            lps.append(lp)
+            lns.append(lineno)
+        else:
+            raise err(lineno, f"file ends inside the {k}-grams section (no '\\end\\')")
+        if len(lps) != count:
+            raise err(cur_line, f"the header declares {count} {k}-grams but the section has {len(lps)} "
+                                f"(lines {cur_line + 1}-{nxt[0] - 1})")
+        words_o.append(np.array(ids, dtype=np.int32).reshape(-1, k))
+        lp_o.append(np.array(lps, dtype=np.float64))
+        bo_o.append(np.array(bos, dtype=np.float64))
+        hb_o.append(np.array(hbs, dtype=bool))
+        lines_o.append(np.array(lns, dtype=np.int64))
+        cur_line, s = nxt
+    if s != b"\\end\\":
+        if s.startswith(b"\\") and s.endswith(b"-grams:"):
+            raise err(cur_line, f"section {_show(s)} is beyond the declared order {order}")
+        raise err(cur_line, f"expected '\\end\\', got {_show(s)}")
+    model = ArpaModel(vocab, words_o, lp_o, bo_o, hb_o, lines_o, where)
+    _check_structure(model)
+    return model
+
+
+def _show(b: bytes) -> str:
+    text = b.decode("utf-8", "replace")
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def _check_structure(model: ArpaModel) -> None:
+    """Duplicate n-grams and n-grams whose prefix (context) is missing are errors."""
+    from ._trie import NGramTrie
+
+    NGramTrie.build(model)  # raises FileFormatError naming the line
+
+
+def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
+    """Write ``model`` as an ARPA text file (``.gz`` compresses); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _open_text(path, "wt") as f:
+        f.write("\\data\\\n")
+        for k, w in enumerate(model.words, start=1):
+            f.write(f"ngram {k}={w.shape[0]}\n")
+        for k in range(1, model.order + 1):
+            f.write(f"\n\\{k}-grams:\n")
+            words = model.words[k - 1]
+            lp = model.logprob[k - 1]
+            bo = model.backoff[k - 1]
+            hb = model.has_backoff[k - 1]
+            vocab = model.vocab
+            out = []
+            for i in range(words.shape[0]):
+                text = " ".join(vocab[j] for j in words[i])
+                if hb[i]:
+                    out.append(f"{lp[i]!r}\t{text}\t{bo[i]!r}\n")
+                else:
+                    out.append(f"{lp[i]!r}\t{text}\n")
+            f.write("".join(out))
+        f.write("\n\\end\\\n")
+    return path
+
+
+def find_kenlm_tool(name: str = "lmplz") -> Path:
+    """Locate a KenLM binary: ``$ASRDECODE_KENLM_BIN``, ``tools/kenlm/bin`` of the source tree, PATH.
+
+    Raises:
+        FileNotFoundError: with the command that builds it.
+    """
+    candidates = []
+    env = os.environ.get("ASRDECODE_KENLM_BIN")
+    if env:
+        candidates.append(Path(env) / name)
+    repo = Path(__file__).resolve().parents[3]
+    candidates.append(repo / "tools" / "kenlm" / "bin" / name)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise FileNotFoundError(
+        f"KenLM's {name} was not found (looked in $ASRDECODE_KENLM_BIN, {candidates[-1].parent}, PATH); "
+        "build it with recipes/build_kenlm.sh"
+    )
+
+
+def estimate_arpa(
+    text_lines: Iterable[str],
+    order: int,
+    out_path: str | os.PathLike,
+    *,
+    discount_fallback: bool | None = None,
+    prune: Sequence[int] | None = None,
+    memory: str = "10%",
+    lmplz: str | os.PathLike | None = None,
+    extra_args: Sequence[str] = (),
+) -> Path:
+    """Estimate a modified-Kneser-Ney ARPA model of ``order`` from text with KenLM's ``lmplz``.
+
+    Args:
+        text_lines: training sentences, words separated by spaces (for token-level LMs use
+            :meth:`asrdecode.lm.TokenMap.encode_line`); no ``<s>``/``</s>`` markers.
+        order: n-gram order (>= 1; lmplz needs >= 2 without discount fallback on tiny data).
+        out_path: the ARPA file to write.
+        discount_fallback: pass ``--discount_fallback`` (needed for tiny corpora). ``None``
+            (default): try without, and retry with it if lmplz reports a discount problem.
+        prune: optional ``--prune`` thresholds, one per order.
+        memory: lmplz ``-S`` memory limit.
+        lmplz: path of the lmplz binary (default: :func:`find_kenlm_tool`).
+        extra_args: more lmplz arguments.
+
+    Returns:
+        ``out_path`` as a :class:`~pathlib.Path`.
+    """
+    if not isinstance(order, int) or isinstance(order, bool) or order < 1:
+        raise DecodingInputError(f"order must be a positive int, got {order!r}")
+    lines = []
+    for i, line in enumerate(text_lines):
+        if not isinstance(line, str):
+            raise DecodingInputError(f"text_lines[{i}] must be a str, got {type(line).__name__}")
+        if "\n" in line.rstrip("\n"):
+            raise DecodingInputError(f"text_lines[{i}] contains a newline inside the line")
+        lines.append(line.rstrip("\n"))
+    if not any(line.strip() for line in lines):
+        raise DecodingInputError("text_lines holds no words")
+    binary = Path(lmplz) if lmplz is not None else find_kenlm_tool("lmplz")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+
+    def run(fallback: bool) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="lmplz_") as tmp:
+            cmd = [str(binary), "-o", str(order), "-S", memory, "-T", tmp, "--arpa", str(out_path)]
+            if fallback:
+                cmd.append("--discount_fallback")
+            if prune:
+                cmd += ["--prune", *[str(int(p)) for p in prune]]
+            cmd += list(extra_args)
+            return subprocess.run(cmd, input=data, capture_output=True)
+
+    res = run(bool(discount_fallback))
+    if res.returncode != 0 and discount_fallback is None and b"discount" in res.stderr.lower():
+        res = run(True)
+    if res.returncode != 0:
+        tail = res.stderr.decode("utf-8", "replace").strip().splitlines()[-8:]
+        raise RuntimeError(f"lmplz failed (exit {res.returncode}):\n" + "\n".join(tail))
+    return out_path

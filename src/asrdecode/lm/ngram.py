@@ -1,0 +1,406 @@
+"""The n-gram LM as tensors: whole-vocabulary scores for a batch of states in one pass.
+
+:class:`NGramLM` turns an ARPA model into a backoff automaton
+(:class:`~asrdecode.lm._automaton.BackoffAutomaton`):
+
+* one state per history that the model knows: the empty history (state 0), and every n-gram of
+  order < N (``<s>`` included, so ``initial_states`` is the ``<s>`` history, as KenLM's
+  ``BeginSentenceWrite``);
+* one arc per n-gram ``h w``: from the state of ``h``, label ``w`` (a model token id), weight
+  ``ln p(w | h)``, to the longest suffix of ``h w`` that is a state;
+* each state backs off to its longest proper suffix state with weight ``ln backoff(h)``
+  (0 where the file gives none); final weights are ``ln p(</s> | h)`` resolved along the chain.
+
+Scores are natural logs (ARPA's log10 times ln 10). Model tokens that have no word in the LM score
+as ``<unk>`` (exactly as KenLM treats out-of-vocabulary words); a file without ``<unk>`` gets
+KenLM's substitute, log10 p = -100. The blank column scores 0 and keeps the state (see
+:mod:`asrdecode.fusion`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError, FileFormatError
+from ._automaton import BackoffAutomaton
+from ._trie import NGramTrie
+from .arpa import BOS, EOS, UNK, ArpaModel, read_arpa
+from .tokens import TokenMap
+
+__all__ = ["NGramLM"]
+
+LN10 = math.log(10.0)
+_FORMAT = "asrdecode.ngram_lm"
+_VERSION = 1
+
+
+class NGramLM:
+    """A back-off n-gram LM over the model's token ids, implementing :class:`~asrdecode.fusion.FusionModel`.
+
+    Build it with :meth:`from_arpa` (or :meth:`load` for the binary form written by
+    :meth:`save`). States are int64 ids; ``advance`` scores all ``vocab_size`` tokens.
+
+    Attributes:
+        vocab_size: the model's vocabulary size (blank included).
+        blank_id: the blank id (its column scores 0 and keeps the state), or ``None``.
+        order: the n-gram order.
+        token_map: the :class:`TokenMap` between token ids and LM words.
+    """
+
+    def __init__(
+        self,
+        automaton: BackoffAutomaton,
+        *,
+        order: int,
+        bos_state: int,
+        token_map: TokenMap,
+        num_ngrams: Sequence[int],
+    ) -> None:
+        self.automaton = automaton
+        self.vocab_size = automaton.vocab_size
+        self.blank_id = automaton.blank_id
+        self.order = int(order)
+        self.bos_state = int(bos_state)
+        self.token_map = token_map
+        self.num_ngrams = [int(c) for c in num_ngrams]
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arpa(
+        cls,
+        path: str | os.PathLike,
+        vocab_size: int | None = None,
+        blank_id: int | None = None,
+        token_map: TokenMap | Mapping[str, int] | None = None,
+        *,
+        offset: int = 100,
+        ignore_unmapped_words: bool = False,
+        dense_memory_mb: float = 64.0,
+        min_dense_degree: int = 8,
+        device: torch.device | str | None = None,
+    ) -> "NGramLM":
+        """Read an ARPA file and build the tensor LM.
+
+        Args:
+            path: the ARPA file (``.gz`` allowed).
+            vocab_size: the model's vocabulary size, blank included (taken from ``token_map``
+                when that is a :class:`TokenMap`).
+            blank_id: the model's blank id (or ``None`` for a model without one).
+            token_map: how LM words name token ids: a :class:`TokenMap`, a ``{word: id}``
+                mapping, or ``None`` for ``TokenMap.offset(vocab_size, blank_id, offset)``.
+            offset: the character offset of the default token map (NeMo uses 100).
+            ignore_unmapped_words: LM words that name no model token are an error unless this
+                is set (then they are never predicted).
+            dense_memory_mb, min_dense_degree: see :class:`BackoffAutomaton` (speed/memory).
+            device: where the tensors live.
+
+        Raises:
+            FileFormatError: malformed file, missing ``<s>``/``</s>``, or a word that names no
+                model token (with the file and line).
+        """
+        model = read_arpa(path)
+        return cls.from_arpa_model(
+            model, vocab_size, blank_id, token_map, offset=offset, ignore_unmapped_words=ignore_unmapped_words,
+            dense_memory_mb=dense_memory_mb, min_dense_degree=min_dense_degree, device=device,
+        )
+
+    @classmethod
+    def from_arpa_model(
+        cls,
+        model: ArpaModel,
+        vocab_size: int | None = None,
+        blank_id: int | None = None,
+        token_map: TokenMap | Mapping[str, int] | None = None,
+        *,
+        offset: int = 100,
+        ignore_unmapped_words: bool = False,
+        dense_memory_mb: float = 64.0,
+        min_dense_degree: int = 8,
+        device: torch.device | str | None = None,
+    ) -> "NGramLM":
+        """Build from an in-memory :class:`ArpaModel` (same arguments as :meth:`from_arpa`)."""
+        tmap = _resolve_token_map(token_map, vocab_size, blank_id, offset)
+        V = tmap.vocab_size
+        where = model.path
+        index = model.word_index()
+        for marker in (BOS, EOS):
+            if marker not in index:
+                raise FileFormatError(where, None, f"the 1-grams have no {marker} (KenLM rejects such files too)")
+        if UNK not in index:
+            model = _with_unk(model, -100.0)
+            index = model.word_index()
+        trie = NGramTrie.build(model)
+        N = model.order
+
+        # word id -> model label; -1 never predicted, -2 <unk>, -3 </s>
+        n_words = len(model.vocab)
+        label_of = np.full(n_words, -1, dtype=np.int64)
+        for w, i in index.items():
+            if w == UNK:
+                label_of[i] = -2
+            elif w == EOS:
+                label_of[i] = -3
+            elif w == BOS:
+                label_of[i] = -1
+            else:
+                t = tmap.token(w)
+                if t is None:
+                    if not ignore_unmapped_words:
+                        k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
+                        raise FileFormatError(
+                            where, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r}"
+                        )
+                else:
+                    label_of[i] = t
+        mapped = set(int(x) for x in label_of[label_of >= 0])
+        unk_tokens = np.array(
+            [t for t in range(V) if t != tmap.blank_id and t not in mapped], dtype=np.int64
+        )
+
+        # states: root + every n-gram of order < N
+        S = 1 + sum(model.counts()[: N - 1])
+        backoff_state = np.zeros(S, dtype=np.int64)
+        backoff_weight = np.zeros(S, dtype=np.float64)
+        for k in range(1, N):
+            words = model.words[k - 1].astype(np.int64)
+            nodes = trie.node_of[k - 1]
+            backoff_weight[nodes] = model.backoff[k - 1] * LN10
+            backoff_state[nodes] = trie.longest_suffix_node(words[:, 1:], k - 1)
+
+        # arcs
+        src_l, lab_l, w_l, dst_l = [], [], [], []
+        final_direct = np.full(S, np.nan, dtype=np.float64)
+        for k in range(1, N + 1):
+            words = model.words[k - 1].astype(np.int64)
+            lp = model.logprob[k - 1] * LN10
+            src = trie.lookup(words[:, : k - 1])
+            if k < N:
+                dst = trie.node_of[k - 1]
+            else:
+                dst = trie.longest_suffix_node(words[:, 1:], N - 1)
+            lab = label_of[words[:, -1]]
+            eos = lab == -3
+            final_direct[src[eos]] = lp[eos]
+            ok = lab >= 0
+            src_l.append(src[ok]); lab_l.append(lab[ok]); w_l.append(lp[ok]); dst_l.append(dst[ok])
+            unk = lab == -2
+            if unk.any() and unk_tokens.size:
+                m = int(unk.sum())
+                src_l.append(np.repeat(src[unk], unk_tokens.size))
+                lab_l.append(np.tile(unk_tokens, m))
+                w_l.append(np.repeat(lp[unk], unk_tokens.size))
+                dst_l.append(np.repeat(dst[unk], unk_tokens.size))
+        src = np.concatenate(src_l)
+        lab = np.concatenate(lab_l)
+        wts = np.concatenate(w_l)
+        dst = np.concatenate(dst_l)
+        key = src * V + lab
+        perm = np.argsort(key, kind="stable")
+        src, lab, wts, dst = src[perm], lab[perm], wts[perm], dst[perm]
+        offsets = np.zeros(S + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
+
+        # final weights, resolved along the backoff chain (states are in blocks of increasing order)
+        final = np.empty(S, dtype=np.float64)
+        if np.isnan(final_direct[0]):
+            raise FileFormatError(where, None, f"the 1-grams have no {EOS}")
+        final[0] = final_direct[0]
+        start = 1
+        for k in range(1, N):
+            stop = start + model.counts()[k - 1]
+            d = final_direct[start:stop]
+            fb = backoff_weight[start:stop] + final[backoff_state[start:stop]]
+            final[start:stop] = np.where(np.isnan(d), fb, d)
+            start = stop
+
+        terminal = np.zeros(S, dtype=bool)
+        terminal[0] = True
+        bos_node = trie.lookup(np.array([[index[BOS]]]))[0]
+        bos_state = int(bos_node) if N > 1 else 0
+        t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
+        automaton = BackoffAutomaton(
+            vocab_size=V,
+            blank_id=tmap.blank_id,
+            arc_offsets=t(offsets, torch.int64),
+            arc_label=t(lab, torch.int64),
+            arc_weight=t(wts, torch.float32),
+            arc_dest=t(dst, torch.int64),
+            backoff_state=t(backoff_state, torch.int64),
+            backoff_weight=t(backoff_weight, torch.float32),
+            final_weight=t(final, torch.float32),
+            terminal=t(terminal, torch.bool),
+            root_fill=float("-inf"),
+            dense_memory_mb=dense_memory_mb,
+            min_dense_degree=min_dense_degree,
+        )
+        return cls(automaton, order=N, bos_state=bos_state, token_map=tmap, num_ngrams=model.counts())
+
+    # ------------------------------------------------------------------ FusionModel
+    @property
+    def device(self) -> torch.device:
+        return self.automaton.arc_offsets.device
+
+    @property
+    def num_states(self) -> int:
+        return self.automaton.num_states
+
+    @property
+    def num_arcs(self) -> int:
+        return self.automaton.num_arcs
+
+    def initial_states(self, n: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """States ``[n]`` (int64) of the sentence start (the ``<s>`` history)."""
+        return torch.full((int(n),), self.bos_state, dtype=torch.int64, device=device or self.device)
+
+    def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores ``[N, V]`` (float32, natural log) and next states ``[N, V]`` (int64) from ``states [N]``.
+
+        Vectorised along the backoff chain: a fixed number of masked tensor steps for the
+        whole batch, no host synchronisation, no loop over states or tokens.
+        """
+        return self.automaton.advance(states)
+
+    def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and next states ``[N, K]`` of only ``tokens [N, K]`` from ``states [N]`` (early pruning)."""
+        return self.automaton.score_tokens(states, tokens)
+
+    def final(self, states: torch.Tensor) -> torch.Tensor:
+        """End-of-sentence scores ``ln p(</s> | state)`` ``[N]``."""
+        return self.automaton.final(states)
+
+    def score_sequence(self, tokens: Sequence[int] | torch.Tensor, *, bos: bool = True, eos: bool = True) -> float:
+        """Total natural-log probability of ``tokens`` (from ``<s>`` when ``bos``, plus ``</s>`` when ``eos``).
+
+        Blank ids score 0 (as in ``advance``). Raises :class:`DecodingInputError` for ids
+        outside ``0..vocab_size-1``.
+        """
+        ids = _check_token_list("tokens", tokens, self.vocab_size)
+        state = torch.tensor([self.bos_state if bos else 0], dtype=torch.int64, device=self.device)
+        total = 0.0
+        for t in ids:
+            s, n = self.score_tokens(state, torch.tensor([[t]], dtype=torch.int64, device=self.device))
+            total += float(s[0, 0])
+            state = n[:, 0]
+        if eos:
+            total += float(self.final(state)[0])
+        return total
+
+    # ------------------------------------------------------------------ storage
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the compact binary form (arcs and states, no dense rows); :meth:`load` reads it."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "format": _FORMAT,
+                "version": _VERSION,
+                "order": self.order,
+                "bos_state": self.bos_state,
+                "num_ngrams": self.num_ngrams,
+                "token_words": ["" if w is None else w for w in self.token_map.words()],
+                "token_offset": -1 if self.token_map.offset_value is None else self.token_map.offset_value,
+                "automaton": self.automaton.state_dict(),
+            },
+            path,
+        )
+        return path
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        device: torch.device | str | None = None,
+        *,
+        dense_memory_mb: float | None = None,
+        min_dense_degree: int | None = None,
+    ) -> "NGramLM":
+        """Read a file written by :meth:`save` (raises :class:`FileFormatError` for anything else)."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"LM file {path} does not exist")
+        try:
+            d = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"
+            raise FileFormatError(path, None, f"not an asrdecode n-gram LM file ({type(err).__name__})") from None
+        if not isinstance(d, dict) or d.get("format") != _FORMAT:
+            raise FileFormatError(path, None, "not an asrdecode n-gram LM file")
+        if d.get("version") != _VERSION:
+            raise FileFormatError(path, None, f"unsupported version {d.get('version')!r} (expected {_VERSION})")
+        over = {}
+        if dense_memory_mb is not None:
+            over["dense_memory_mb"] = dense_memory_mb
+        if min_dense_degree is not None:
+            over["min_dense_degree"] = min_dense_degree
+        automaton = BackoffAutomaton.from_state_dict(d["automaton"], device=device, **over)
+        words = [w or None for w in d["token_words"]]
+        off = int(d["token_offset"])
+        tmap = TokenMap(automaton.vocab_size, automaton.blank_id, words, offset=None if off < 0 else off)
+        return cls(automaton, order=d["order"], bos_state=d["bos_state"], token_map=tmap, num_ngrams=d["num_ngrams"])
+
+    def to(self, device: torch.device | str) -> "NGramLM":
+        """A copy on ``device``."""
+        return NGramLM(self.automaton.to(device), order=self.order, bos_state=self.bos_state,
+                       token_map=self.token_map, num_ngrams=self.num_ngrams)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the LM's tensors (dense rows included)."""
+        return self.automaton.memory_bytes()
+
+    def __repr__(self) -> str:
+        return (f"NGramLM(order={self.order}, vocab_size={self.vocab_size}, blank_id={self.blank_id}, "
+                f"ngrams={self.num_ngrams}, states={self.num_states}, arcs={self.num_arcs})")
+
+
+def _resolve_token_map(token_map, vocab_size, blank_id, offset) -> TokenMap:
+    if isinstance(token_map, TokenMap):
+        if vocab_size is not None and int(vocab_size) != token_map.vocab_size:
+            raise DecodingInputError(
+                f"vocab_size {vocab_size} disagrees with the token map's vocab_size {token_map.vocab_size}"
+            )
+        if blank_id is not None and blank_id != token_map.blank_id:
+            raise DecodingInputError(f"blank_id {blank_id} disagrees with the token map's blank_id {token_map.blank_id}")
+        return token_map
+    if vocab_size is None:
+        raise DecodingInputError("vocab_size is required unless token_map is a TokenMap")
+    if token_map is None:
+        return TokenMap.offset(vocab_size, blank_id, offset)
+    if isinstance(token_map, Mapping):
+        return TokenMap.from_mapping(token_map, vocab_size, blank_id)
+    raise DecodingInputError(f"token_map must be a TokenMap, a mapping or None, got {type(token_map).__name__}")
+
+
+def _with_unk(model: ArpaModel, log10p: float) -> ArpaModel:
+    """A copy of ``model`` with an ``<unk>`` 1-gram (log10 ``log10p``) appended."""
+    uid = len(model.vocab)
+    words = list(model.words)
+    words[0] = np.concatenate([words[0], np.array([[uid]], dtype=np.int32)])
+    lp, bo, hb = list(model.logprob), list(model.backoff), list(model.has_backoff)
+    lp[0] = np.concatenate([lp[0], [log10p]])
+    bo[0] = np.concatenate([bo[0], [0.0]])
+    hb[0] = np.concatenate([hb[0], [False]])
+    lines = list(model.lines) if model.lines else [np.zeros(len(x), dtype=np.int64) for x in lp]
+    lines[0] = np.concatenate([lines[0], [0]])
+    return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path)
+
+
+def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
+    if isinstance(tokens, torch.Tensor):
+        if tokens.dim() != 1 or tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise DecodingInputError(f"{name} must be a 1-D integer tensor, got {tokens.dtype} {tuple(tokens.shape)}")
+        ids = [int(x) for x in tokens.tolist()]
+    else:
+        ids = []
+        for i, x in enumerate(tokens):
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+                raise DecodingInputError(f"{name}[{i}] must be an int, got {x!r}")
+            ids.append(int(x))
+    for i, x in enumerate(ids):
+        if not 0 <= x < vocab_size:
+            raise DecodingInputError(f"{name}[{i}] = {x} is outside the vocabulary 0..{vocab_size - 1}")
+    return ids
