@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Recipe step 2b: compute the front-end features (hama phone log-probs) of a manifest.
+
+The bundled models' front end is hama's phoneme CTC model (a real acoustic model trained on
+real speech): 16 kHz audio -> log-probs ``[T20, 191]`` at 20 ms frames. Computing them once per
+corpus makes training fast. Writes ``features.pt`` next to the manifest: a dict with
+``feats`` (list of float16 tensors ``[T20, 191]``), ``text`` and ``voice`` lists.
+
+Usage: python3 recipes/features.py work/synth/train/manifest.jsonl [--jobs 2]
+Run time: hama runs at about 12x real time per core (3,000 utterances of ~3 s: ~6 min on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+import torch
+
+_FRONT = None
+
+
+def _feats(path: str) -> torch.Tensor:
+    global _FRONT
+    from asrdecode.audio import read_audio
+    from asrdecode.models.frontend import HamaFrontEnd
+
+    if _FRONT is None:
+        _FRONT = HamaFrontEnd()
+    audio = read_audio(path)
+    return _FRONT.phone_log_probs(audio).to(torch.float16)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("manifest")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.time()
+    man = Path(args.manifest)
+    rows = [json.loads(line) for line in man.read_text().splitlines() if line.strip()]
+    paths = [str(man.parent / r["audio_filepath"]) for r in rows]
+    with Pool(args.jobs) as pool:
+        feats = pool.map(_feats, paths, chunksize=8)
+    torch.save(
+        {"feats": feats, "text": [r["text"] for r in rows], "voice": [r.get("voice", "") for r in rows]},
+        man.parent / "features.pt",
+    )
+    audio_s = sum(r["duration"] for r in rows)
+    print(f"{man}: {len(rows)} utterances, {audio_s:.0f} s audio, {time.time() - t0:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

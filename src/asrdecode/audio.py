@@ -1,0 +1,116 @@
+"""Audio input for the bundled models: wav reading and resampling to 16 kHz.
+
+Only the standard library (``wave``) and torch are needed for PCM wav files; other formats
+(flac, ogg, float wav) are read with ``soundfile`` when it is installed.
+"""
+
+from __future__ import annotations
+
+import math
+import wave
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import DecodingInputError, FileFormatError
+
+__all__ = ["SAMPLE_RATE", "read_audio", "resample", "pad_batch"]
+
+SAMPLE_RATE = 16000
+
+
+def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
+    with wave.open(str(path), "rb") as f:
+        sr = f.getframerate()
+        ch = f.getnchannels()
+        width = f.getsampwidth()
+        raw = f.readframes(f.getnframes())
+    if width == 1:
+        x = (np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 128.0) / 128.0
+    elif width == 2:
+        x = np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
+    elif width == 3:
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+        v = np.where(v & (1 << 23), v - (1 << 24), v)
+        x = v.astype(np.float32) / float(1 << 23)
+    elif width == 4:
+        x = np.frombuffer(raw, dtype="<i4").astype(np.float32) / float(1 << 31)
+    else:
+        raise FileFormatError(path, None, f"unsupported wav sample width {width} bytes")
+    if ch > 1:
+        x = x.reshape(-1, ch).mean(axis=1)
+    return x, sr
+
+
+def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
+    """Read a mono (or down-mixed) audio file and resample it -> float32 tensor ``[N]`` in [-1, 1].
+
+    PCM wav files need only the standard library; other formats need ``soundfile``.
+    Raises :class:`FileFormatError` for unreadable files.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileFormatError(p, None, "no such audio file")
+    try:
+        x, sr = _read_pcm_wav(p)
+    except (wave.Error, EOFError) as err:
+        try:
+            import soundfile as sf
+        except ImportError:
+            raise FileFormatError(
+                p, None, f"not a PCM wav file ({err}); install `soundfile` to read other formats"
+            ) from None
+        try:
+            data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+        except Exception as err2:  # soundfile raises its own RuntimeError subclasses
+            raise FileFormatError(p, None, f"cannot read audio: {err2}") from None
+        x = data.mean(axis=1)
+    audio = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    return resample(audio, int(sr), sample_rate)
+
+
+def resample(audio: torch.Tensor, orig_sr: int, new_sr: int, taps: int = 24) -> torch.Tensor:
+    """Band-limited (Hann-windowed sinc) resampling of ``audio [N]`` from ``orig_sr`` to ``new_sr``.
+
+    Returns ``[round(N * new_sr / orig_sr)]``. ``taps`` is the one-sided filter half-width in
+    input samples at the lower of the two rates.
+    """
+    if not isinstance(audio, torch.Tensor) or audio.dim() != 1:
+        raise DecodingInputError("audio must be a 1-D tensor [N]")
+    if orig_sr <= 0 or new_sr <= 0:
+        raise DecodingInputError(f"sample rates must be positive, got orig_sr={orig_sr}, new_sr={new_sr}")
+    if orig_sr == new_sr or audio.numel() == 0:
+        return audio.to(torch.float32)
+    x = audio.to(torch.float64)
+    n_out = int(round(audio.numel() * new_sr / orig_sr))
+    cutoff = min(1.0, new_sr / orig_sr)  # relative to the input Nyquist
+    half = int(math.ceil(taps / cutoff))
+    out = torch.empty(n_out, dtype=torch.float64)
+    chunk = 1 << 14
+    offsets = torch.arange(-half, half + 1, dtype=torch.float64)
+    for start in range(0, n_out, chunk):
+        pos = torch.arange(start, min(start + chunk, n_out), dtype=torch.float64) * (orig_sr / new_sr)
+        base = torch.floor(pos)
+        idx = base.unsqueeze(1) + offsets  # [n, 2*half+1]
+        d = pos.unsqueeze(1) - idx
+        w = cutoff * torch.sinc(cutoff * d) * 0.5 * (1 + torch.cos(math.pi * d / (half + 1)))
+        valid = (idx >= 0) & (idx < x.numel())
+        vals = x[idx.clamp(0, x.numel() - 1).long()] * valid
+        out[start : start + pos.numel()] = (vals * w).sum(dim=1)
+    return out.to(torch.float32)
+
+
+def pad_batch(audios: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad a list of 1-D waveforms -> (``[B, N_max]`` float32, lengths ``[B]`` int64)."""
+    if not isinstance(audios, (list, tuple)) or not audios:
+        raise DecodingInputError("audios must be a non-empty list of 1-D tensors")
+    for i, a in enumerate(audios):
+        if not isinstance(a, torch.Tensor) or a.dim() != 1:
+            raise DecodingInputError(f"audios[{i}] must be a 1-D tensor [N]")
+    lengths = torch.tensor([a.numel() for a in audios], dtype=torch.long)
+    out = torch.zeros(len(audios), int(lengths.max()), dtype=torch.float32)
+    for i, a in enumerate(audios):
+        out[i, : a.numel()] = a.to(torch.float32)
+    return out, lengths

@@ -1,0 +1,91 @@
+"""Audio reading and resampling for the bundled models."""
+
+from __future__ import annotations
+
+import math
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from asrdecode.audio import pad_batch, read_audio, resample
+from asrdecode.errors import DecodingInputError, FileFormatError
+
+
+def _write(path: Path, x: np.ndarray, sr: int, width: int = 2, channels: int = 1) -> None:
+    if width == 2:
+        raw = (np.clip(x, -1, 1) * 32767).astype("<i2")
+    elif width == 1:
+        raw = (np.clip(x, -1, 1) * 127 + 128).astype(np.uint8)
+    else:
+        raw = (np.clip(x, -1, 1) * (2**31 - 1)).astype("<i4")
+    if channels == 2:
+        raw = np.repeat(raw, 2)
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(channels)
+        f.setsampwidth(width)
+        f.setframerate(sr)
+        f.writeframes(raw.tobytes())
+
+
+@pytest.mark.parametrize("width", [1, 2, 4])
+@pytest.mark.parametrize("channels", [1, 2])
+def test_read_pcm_wav_widths_and_channels(tmp_path: Path, width: int, channels: int) -> None:
+    t = np.arange(1600) / 16000
+    x = 0.5 * np.sin(2 * np.pi * 300 * t)
+    p = tmp_path / "a.wav"
+    _write(p, x, 16000, width, channels)
+    y = read_audio(p)
+    assert y.dtype == torch.float32 and y.shape == (1600,)
+    tol = 0.02 if width == 1 else 1e-3
+    assert np.abs(y.numpy() - x).max() < tol
+
+
+def test_read_resamples_to_16k(tmp_path: Path) -> None:
+    sr = 22050
+    t = np.arange(sr) / sr
+    x = 0.5 * np.sin(2 * np.pi * 440 * t)
+    p = tmp_path / "b.wav"
+    _write(p, x, sr)
+    y = read_audio(p)
+    assert y.shape == (16000,)
+    ref = 0.5 * np.sin(2 * np.pi * 440 * np.arange(16000) / 16000)
+    assert np.abs(y.numpy()[200:-200] - ref[200:-200]).max() < 2e-3
+
+
+def test_resample_removes_content_above_new_nyquist() -> None:
+    sr = 48000
+    t = torch.arange(sr, dtype=torch.float64) / sr
+    x = (torch.sin(2 * math.pi * 1000 * t) + torch.sin(2 * math.pi * 12000 * t)).float()
+    y = resample(x, sr, 16000)  # 12 kHz is above the new 8 kHz Nyquist: must be filtered out
+    ref = torch.sin(2 * math.pi * 1000 * torch.arange(16000) / 16000)
+    assert (y[400:-400] - ref[400:-400]).abs().max() < 0.02
+
+
+def test_resample_identity_and_bad_args() -> None:
+    x = torch.randn(100)
+    assert torch.equal(resample(x, 16000, 16000), x)
+    with pytest.raises(DecodingInputError, match="sample rates"):
+        resample(x, 0, 16000)
+    with pytest.raises(DecodingInputError, match="audio"):
+        resample(torch.randn(2, 100), 8000, 16000)
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(FileFormatError, match="no such audio file"):
+        read_audio(tmp_path / "missing.wav")
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"this is not audio at all")
+    with pytest.raises(FileFormatError):
+        read_audio(bad)
+
+
+def test_pad_batch() -> None:
+    x, n = pad_batch([torch.ones(3), torch.ones(5)])
+    assert x.shape == (2, 5) and n.tolist() == [3, 5] and x[0, 3:].abs().sum() == 0
+    with pytest.raises(DecodingInputError, match="audios"):
+        pad_batch([])
+    with pytest.raises(DecodingInputError, match=r"audios\[1\]"):
+        pad_batch([torch.ones(3), torch.ones(2, 2)])
