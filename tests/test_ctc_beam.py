@@ -38,8 +38,8 @@ search_dims = st.tuples(
 
 @SETTINGS
 @given(search_dims, st.booleans(), st.sampled_from([0.0, 0.7, -0.5]), st.sampled_from([math.inf, 20.0, 3.0]),
-       st.booleans())
-def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky):
+       st.booleans(), st.sampled_from([None, None, 1, 2, 3]))
+def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky, token_beam):
     seed, batch, frames, vocab, beam = d
     blank = seed % vocab
     lp = (peaky_log_probs(seed, batch, frames, vocab, blank, peak=6.0) if peaky
@@ -47,7 +47,7 @@ def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky):
     lens = random_lengths(seed, batch, frames)
     fusion = [(TableBigram(vocab, blank, seed=seed), 0.8)] if with_lm else []
     nbest = 1 + seed % beam
-    kw = dict(beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold, nbest=nbest)
+    kw = dict(beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold, nbest=nbest, token_beam=token_beam)
     assert_same(ctc.beam_search(lp, lens, blank, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
 
 
@@ -120,6 +120,15 @@ def test_float32_and_large_vocab_agree_with_reference():
     assert got[3][0].tokens == [] and got[3][0].score == pytest.approx(0.5 * float(fusion[0][0].eos[30]))
 
 
+@pytest.mark.parametrize("beam", [1, 2, 4, 9])
+def test_no_lm_token_shortcut_is_exact(beam):
+    """Without fusion only the 2*beam best tokens are scored per frame: same result as the reference."""
+    lp = random_log_probs(11, 3, 30, 40, scale=2.5)
+    lens = torch.tensor([30, 22, 5])
+    kw = dict(beam=beam, beta=0.2, nbest=beam)
+    assert_same(ctc.beam_search(lp, lens, 7, **kw), ctc.reference_beam_search(lp, lens, 7, **kw))
+
+
 def test_lm_changes_the_result():
     """A strong LM that forbids the acoustically best continuation must change the best hypothesis."""
     vocab, blank = 4, 0
@@ -188,6 +197,8 @@ def test_bad_inputs():
             fn(lp, None, 0, blank_collapse=1.0)
         with pytest.raises(DecodingInputError, match="lengths"):
             fn(lp, torch.tensor([3]), 0)
+        with pytest.raises(DecodingInputError, match="token_beam"):
+            fn(lp, None, 0, token_beam=0)
     with pytest.raises(DecodingInputError, match="blank_id"):
         ctc.beam_search(lp, None, 0, fusion=[(TableBigram(4, 1), 1.0)])
     state = ctc.beam_search(lp, None, 0, beam=3, final=False)

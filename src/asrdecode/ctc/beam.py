@@ -108,19 +108,39 @@ class CTCBeamState:
 
 
 class _Stepper:
-    """One frame of the batched prefix beam search over a :class:`CTCBeamState` (sync-free)."""
+    """One frame of the batched prefix beam search over a :class:`CTCBeamState` (sync-free).
+
+    Extensions are scored for a set of ``M`` candidate tokens per utterance: the whole vocabulary,
+    the ``token_beam`` acoustically best non-blank tokens of the frame, or, without fusion models,
+    the ``2 * beam`` best ones, which is exact: an extension's score is the parent's score plus
+    the token's log-prob except for at most ``beam`` entries per parent (blank, the repeated last
+    token, the children already in the beam) whose score is lower, so a token outside the ``2 *
+    beam`` best loses to ``beam`` better extensions of the same parent.
+    """
 
     def __init__(self, batch: int, beam: int, vocab: int, blank: int, fusion: list[tuple[FusionModel, float]],
-                 beta: float, beam_threshold: float, dtype: torch.dtype, device: torch.device) -> None:
+                 beta: float, beam_threshold: float, token_beam: Optional[int], dtype: torch.dtype,
+                 device: torch.device) -> None:
         self.B, self.K, self.V = batch, beam, vocab
         self.blank = blank
         self.fusion = fusion
         self.beta = beta
         self.thr = beam_threshold
+        self.dtype = dtype
+        # M: candidate tokens per frame; None: the full vocabulary (blank column masked).
+        if token_beam is not None:
+            m = min(token_beam, vocab - 1)
+        elif not fusion:
+            m = min(2 * beam, vocab - 1)
+        else:
+            m = None
+        self.M = m if (m is not None and m < vocab - 1) else None
+        # Merges of children into stays are computed whenever the search is over the full vocabulary.
+        self.merge_all = token_beam is None or token_beam >= vocab - 1
         self.slots = torch.arange(beam, device=device)[None, :].expand(batch, beam)
         self.vocab_ids = torch.arange(vocab, device=device)
         self.neg_col = torch.full((batch, 1), -math.inf, dtype=dtype, device=device)
-        self.dtype = dtype
+        self.use_score_tokens = [callable(getattr(m_, "score_tokens", None)) for m_, _ in fusion]
 
     def __call__(self, st: CTCBeamState, e: torch.Tensor, active: torch.Tensor, times: torch.Tensor) -> None:
         B, K, V = self.B, self.K, self.V
@@ -129,21 +149,58 @@ class _Stepper:
         valid = p_tot > neg
         has_last = st.last >= 0
         last_c = st.last.clamp(min=0)
-        # Stay candidates: the prefix is unchanged.
-        stay_b = p_tot + e[:, self.blank, None]
-        stay_nb = torch.where(has_last, st.p_nb + torch.gather(e, 1, last_c), neg)
-        # Extension candidates [B, K, V].
-        is_last = self.vocab_ids[None, None, :] == st.last[:, :, None]
-        ext_nb = torch.where(is_last, st.p_b[:, :, None], p_tot[:, :, None]) + e[:, None, :]
-        ext_nb[:, :, self.blank] = neg
-        ext_f = st.fscore[:, :, None].expand(B, K, V)
-        nexts = []
+        e_last = torch.gather(e, 1, last_c)  # [B, K]
+        length_f = st.length.to(self.dtype)
+        # Candidate tokens [B, M] and their log-probs.
+        if self.M is None:
+            M = V
+            tok_ids = None
+            e_ext = e
+        else:
+            M = self.M
+            e_nb = e.clone()
+            e_nb[:, self.blank] = neg
+            e_ext, tok_ids = torch.topk(e_nb, M, dim=1)
+        # Extension scores [B, K, M] (the repeated last token is fixed below).
+        base = p_tot + st.fscore + self.beta * (length_f + 1.0)
+        ext = base[:, :, None] + e_ext[:, None, :]
+        lm_flat: Optional[torch.Tensor] = None
+        nexts: list[torch.Tensor] = []
         if self.fusion:
-            for (model, weight), s in zip(self.fusion, st.fstates):
-                sc, nx = model.advance(s.reshape(-1))
-                ext_f = ext_f + weight * sc.reshape(B, K, V).to(self.dtype)
-                nexts.append(nx.reshape(B, K * V))
-        # Merge: extension (j, last(i)) is hypothesis i when i's parent prefix is hypothesis j.
+            lm = None
+            for i, ((model, weight), s) in enumerate(zip(self.fusion, st.fstates)):
+                flat_s = s.reshape(-1)
+                if tok_ids is None:
+                    sc, nx = model.advance(flat_s)
+                elif self.use_score_tokens[i]:
+                    sc, nx = model.score_tokens(flat_s, tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M))
+                else:
+                    sc, nx = model.advance(flat_s)
+                    idx3 = tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
+                    sc, nx = torch.gather(sc, 1, idx3), torch.gather(nx, 1, idx3)
+                term = weight * sc.reshape(B, K, M).to(self.dtype)
+                lm = term if lm is None else lm + term
+                nexts.append(nx.reshape(B, K * M))
+            assert lm is not None
+            ext = ext + lm
+            lm_flat = lm.reshape(B, K * M)
+        ext_flat = torch.cat([ext.reshape(B, K * M), self.neg_col], dim=1)  # last column: a dummy target
+        dummy = K * M
+        # Position of each hypothesis's last token among the candidate tokens.
+        if tok_ids is None:
+            last_in = has_last
+            last_pos = last_c
+            ext_flat[:, : K * M].view(B, K, M)[:, :, self.blank] = neg
+        else:
+            eq = tok_ids[:, None, :] == st.last[:, :, None]  # [B, K, M]
+            last_in = eq.any(dim=2) & has_last
+            last_pos = eq.to(torch.int8).argmax(dim=2)
+        own = self.slots * M + last_pos  # flat index of (j, last(j))
+        fixed = st.p_b + e_last + st.fscore + self.beta * (length_f + 1.0)
+        if lm_flat is not None:
+            fixed = fixed + torch.gather(lm_flat, 1, torch.where(last_in, own, 0))
+        ext_flat.scatter_(1, torch.where(last_in, own, dummy), fixed)
+        # Merge: hypothesis i whose parent prefix is hypothesis j receives extension (j, last(i)).
         match = (
             (st.parent_hash[:, :, None] == st.hash[:, None, :])
             & (st.length[:, :, None] == st.length[:, None, :] + 1)
@@ -152,36 +209,48 @@ class _Stepper:
         )
         has_parent = match.any(dim=2)
         parent = match.to(torch.int8).argmax(dim=2)
-        flat = parent * V + last_c
-        ext_flat = torch.cat([ext_nb.reshape(B, K * V), self.neg_col], dim=1)  # last column: dummy
-        merged = torch.gather(ext_flat, 1, flat)
-        stay_nb = torch.where(has_parent, torch.logaddexp(stay_nb, merged), stay_nb)
-        ext_flat.scatter_(1, torch.where(has_parent, flat, K * V), neg)
-        ext_nb_flat = ext_flat[:, : K * V]
-        # Scores and pruning.
-        length_f = st.length.to(self.dtype)
+        par_last = torch.gather(st.last, 1, parent)
+        par_from = torch.where(par_last == st.last, torch.gather(st.p_b, 1, parent), torch.gather(p_tot, 1, parent))
+        child_acoustic = par_from + e_last
+        if tok_ids is None:
+            child_in = has_parent
+            child_pos = parent * M + last_c
+        else:
+            child_in = has_parent & last_in
+            child_pos = parent * M + last_pos
+        if not self.merge_all:
+            has_parent = child_in
+        stay_b = p_tot + e[:, self.blank, None]
+        stay_nb = torch.where(has_last, st.p_nb + e_last, neg)
+        stay_nb = torch.where(has_parent, torch.logaddexp(stay_nb, child_acoustic), stay_nb)
+        ext_flat.scatter_(1, torch.where(child_in, child_pos, dummy), neg)
         stay_tot = torch.logaddexp(stay_b, stay_nb) + st.fscore + self.beta * length_f
-        ext_f_flat = ext_f.reshape(B, K * V)
-        ext_tot = (ext_nb_flat.reshape(B, K, V) + ext_f + (self.beta * (length_f + 1.0))[:, :, None]).reshape(B, K * V)
-        cand = torch.cat([stay_tot, ext_tot], dim=1)
+        cand = torch.cat([stay_tot, ext_flat[:, :dummy]], dim=1)
         top, idx = torch.topk(cand, K, dim=1)
-        keep = top >= top[:, :1] - self.thr
-        keep &= top > neg
+        keep = (top >= top[:, :1] - self.thr) & (top > neg)
         is_ext = idx >= K
         eidx = (idx - K).clamp(min=0)
-        src = torch.where(is_ext, eidx // V, idx)
-        tok = torch.where(is_ext, eidx % V, -1)
+        src = torch.where(is_ext, eidx // M, idx)
+        col = eidx % M
+        tok = col if tok_ids is None else torch.gather(tok_ids, 1, col)
+        tok = torch.where(is_ext, tok, -1)
+        tok_c = tok.clamp(min=0)
 
         def g(x: torch.Tensor) -> torch.Tensor:
             return torch.gather(x, 1, src)
 
+        src_last = g(st.last)
+        ext_ac = torch.where(src_last == tok, g(st.p_b), g(p_tot)) + torch.gather(e, 1, tok_c)
+        ext_f = g(st.fscore)
+        if lm_flat is not None:
+            ext_f = ext_f + torch.gather(lm_flat, 1, eidx)
         new_p_b = torch.where(is_ext | ~keep, neg, g(stay_b))
-        new_p_nb = torch.where(keep, torch.where(is_ext, torch.gather(ext_nb_flat, 1, eidx), g(stay_nb)), neg)
-        new_fscore = torch.where(is_ext, torch.gather(ext_f_flat, 1, eidx), g(st.fscore))
+        new_p_nb = torch.where(keep, torch.where(is_ext, ext_ac, g(stay_nb)), neg)
+        new_fscore = torch.where(is_ext, ext_f, g(st.fscore))
         new_len = g(st.length) + is_ext.long()
-        new_last = torch.where(is_ext, tok, g(st.last))
+        new_last = torch.where(is_ext, tok, src_last)
         src_hash = g(st.hash)
-        new_hash = torch.where(is_ext, extend_hash(src_hash, tok.clamp(min=0)), src_hash)
+        new_hash = torch.where(is_ext, extend_hash(src_hash, tok_c), src_hash)
         new_parent_hash = torch.where(is_ext, src_hash, g(st.parent_hash))
         act = active[:, None]
         st.p_b = torch.where(act, new_p_b, st.p_b)
@@ -237,6 +306,7 @@ def beam_search(
     beta: float = 0.0,
     beam_threshold: float = 20.0,
     blank_collapse: CollapseArg = None,
+    token_beam: Optional[int] = None,
     nbest: int = 1,
     tokenizer: Optional[Tokenizer] = None,
     log_softmax: bool = False,
@@ -256,6 +326,9 @@ def beam_search(
         beam_threshold: candidates scoring more than this below the frame's best are pruned.
         blank_collapse: ``None`` (off), a blank threshold in (0, 1) such as 0.999, or ``"weak"``;
             collapsible blank frames are removed before the search (see :func:`blank_collapse`).
+        token_beam: if set, only the ``token_beam`` non-blank tokens with the highest log-prob
+            at each frame extend hypotheses (token pruning, as ``beam_size_token`` in flashlight);
+            ``None`` considers every token.
         nbest: hypotheses returned per utterance (at most ``beam``).
         tokenizer: optional, fills ``Hypothesis.text``; its vocabulary must match ``V``.
         log_softmax: normalise ``log_probs`` first.
@@ -286,8 +359,10 @@ def beam_search(
         if mb is not None and int(mb) != blank:
             raise DecodingInputError(f"fusion[{i}] has blank_id {mb} but blank_id is {blank}")
     collapse_on, collapse_th = parse_collapse(blank_collapse)
+    if token_beam is not None:
+        token_beam = check_positive_int("token_beam", token_beam)
     config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
-              beta, beam_threshold, collapse_on, collapse_th, x.dtype)
+              beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
     if state is None:
         st = CTCBeamState.initial(batch, beam, vocab, fusion_l, collapse_on, x.dtype, x.device, config)
     else:
@@ -296,7 +371,7 @@ def beam_search(
         if state.config != config:
             raise DecodingInputError(
                 "state was made with different settings (batch size, beam, vocabulary, blank_id, fusion, beta, "
-                "beam_threshold, blank_collapse or dtype) than this call"
+                "beam_threshold, blank_collapse, token_beam or dtype) than this call"
             )
         st = state
     offsets = st.offsets
@@ -306,7 +381,7 @@ def beam_search(
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
-    step = _Stepper(batch, beam, vocab, blank, fusion_l, beta, beam_threshold, x.dtype, x.device)
+    step = _Stepper(batch, beam, vocab, blank, fusion_l, beta, beam_threshold, token_beam, x.dtype, x.device)
     for t in range(x.shape[1]):
         step(st, x[:, t], t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens

@@ -3,7 +3,7 @@
 Same algorithm, scores and pruning rule as :func:`asrdecode.ctc.beam_search`, written for reading:
 
 for each frame, every prefix in the beam stays (blank, or a repeat of its last token) and is
-extended by every non-blank token; contributions to the same prefix are summed in log space; a
+extended by every non-blank token (or, with ``token_beam``, the ``token_beam`` most likely ones); contributions to the same prefix are summed in log space; a
 new prefix gets its parent's fusion score plus the weighted fusion scores of the appended token
 and the frame as its timestamp, a prefix already in the beam keeps its own. Candidates are ranked
 by ``logaddexp(p_blank, p_nonblank) + fusion + beta * len``; the top ``beam`` are kept, minus
@@ -70,7 +70,7 @@ class _FusionCache:
 
 def _decode_one(
     frames: list[list[float]], times: list[int], blank: int, beam: int, fusion: list[tuple[FusionModel, float]],
-    cache: _FusionCache, beta: float, beam_threshold: float, nbest: int,
+    cache: _FusionCache, beta: float, beam_threshold: float, token_beam: Optional[int], nbest: int,
 ) -> list[Hypothesis]:
     init_states = tuple(int(m.initial_states(1)[0]) for m, _ in fusion)
     hyps: dict[tuple[int, ...], _Entry] = {(): _Entry(0.0, NEG, 0.0, init_states, ())}
@@ -79,6 +79,9 @@ def _decode_one(
         return _lae(e.p_b, e.p_nb) + e.fscore + beta * len(prefix)
 
     for y, frame in zip(frames, times):
+        tokens = [k for k in range(len(y)) if k != blank]
+        if token_beam is not None:  # token pruning: the token_beam most likely non-blank tokens
+            tokens = sorted(tokens, key=lambda k: y[k], reverse=True)[:token_beam]
         nxt: dict[tuple[int, ...], _Entry] = {}
         # Stays first, so a prefix already in the beam keeps its own fusion states and timestamps.
         for prefix, h in hyps.items():
@@ -88,9 +91,7 @@ def _decode_one(
         for prefix, h in hyps.items():
             p_tot = _lae(h.p_b, h.p_nb)
             rows = [cache.row(i, s) for i, s in enumerate(h.fstates)]
-            for k in range(len(y)):
-                if k == blank:
-                    continue
+            for k in tokens:
                 acoustic = (h.p_b if prefix and prefix[-1] == k else p_tot) + y[k]
                 new = prefix + (k,)
                 if new in nxt:
@@ -126,6 +127,7 @@ def reference_beam_search(
     beta: float = 0.0,
     beam_threshold: float = 20.0,
     blank_collapse: CollapseArg = None,
+    token_beam: Optional[int] = None,
     nbest: int = 1,
     tokenizer: Optional[Tokenizer] = None,
     log_softmax: bool = False,
@@ -147,6 +149,8 @@ def reference_beam_search(
     beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
     fusion_l = check_fusion(fusion, vocab)
     collapse_on, collapse_th = parse_collapse(blank_collapse)
+    if token_beam is not None:
+        token_beam = check_positive_int("token_beam", token_beam)
     if collapse_on:
         x, lens, frame_index = _blank_collapse(x, lens, blank, collapse_th)
     else:
@@ -157,6 +161,6 @@ def reference_beam_search(
         n = int(lens[b])
         frames = x[b, :n].double().tolist()
         times = frame_index[b, :n].tolist()
-        hyps = _decode_one(frames, times, blank, beam, fusion_l, cache, beta, beam_threshold, nbest)
+        hyps = _decode_one(frames, times, blank, beam, fusion_l, cache, beta, beam_threshold, token_beam, nbest)
         out.append(attach_text(hyps, tokenizer))
     return out
