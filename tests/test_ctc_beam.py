@@ -121,12 +121,15 @@ def test_float32_and_large_vocab_agree_with_reference():
 
 
 @pytest.mark.parametrize("beam", [1, 2, 4, 9])
-def test_no_lm_token_shortcut_is_exact(beam):
-    """Without fusion only the 2*beam best tokens are scored per frame: same result as the reference."""
-    lp = random_log_probs(11, 3, 30, 40, scale=2.5)
-    lens = torch.tensor([30, 22, 5])
-    kw = dict(beam=beam, beta=0.2, nbest=beam)
-    assert_same(ctc.beam_search(lp, lens, 7, **kw), ctc.reference_beam_search(lp, lens, 7, **kw))
+@pytest.mark.parametrize("scale", [0.3, 2.5])
+def test_no_lm_token_shortcut_is_exact(beam, scale):
+    """Without fusion only the 2*beam best tokens are scored per frame: same result as the reference.
+    (Flat emissions with small beams make fewer tokens, e.g. beam, give different results.)"""
+    for seed in range(12):
+        lp = random_log_probs(seed, 3, 20, 12, scale=scale)
+        lens = torch.tensor([20, 15, 5])
+        kw = dict(beam=beam, beta=0.2, nbest=beam)
+        assert_same(ctc.beam_search(lp, lens, 3, **kw), ctc.reference_beam_search(lp, lens, 3, **kw))
 
 
 def test_lm_changes_the_result():
