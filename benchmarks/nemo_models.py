@@ -23,7 +23,7 @@ import torch
 from asrdecode.models.nemo import require_nemo
 from asrdecode.transducer import LSTMTransducer
 
-__all__ = ["nemo_modules_from_lstm", "lstm_from_nemo", "make_nemo_greedy", "run_nemo_greedy"]
+__all__ = ["with_blank_last", "nemo_modules_from_lstm", "lstm_from_nemo", "make_nemo_greedy", "run_nemo_greedy"]
 
 
 def _check_blank_last(model: LSTMTransducer) -> None:
@@ -31,6 +31,34 @@ def _check_blank_last(model: LSTMTransducer) -> None:
         raise ValueError(
             f"NeMo puts blank last: the model's blank_id must be {model.vocab_size - 1}, got {model.blank_id}"
         )
+
+
+def with_blank_last(model: LSTMTransducer) -> tuple[LSTMTransducer, list[int]]:
+    """The same model with blank moved to the last index (NeMo's layout), and ``old_id`` per new id.
+
+    Labels keep their order; ``old_id[new]`` maps the new model's token ids back to ``model``'s.
+    Returns ``model`` itself when its blank is already last.
+    """
+    v, blank = model.vocab_size, model.blank_id
+    order = [i for i in range(v) if i != blank] + [blank]
+    if blank == v - 1:
+        return model, order
+    out = LSTMTransducer(
+        vocab_size=v,
+        enc_dim=model.enc_proj.in_features,
+        pred_dim=model.pred_dim,
+        joint_dim=model.enc_proj.out_features,
+        blank_id=v - 1,
+        durations=model.durations,
+        pred_layers=model.pred_layers,
+    )
+    out.load_state_dict(model.state_dict())
+    idx = torch.tensor(order)
+    with torch.no_grad():
+        out.embedding.weight.copy_(model.embedding.weight[idx])
+        out.joint_out.weight[:v].copy_(model.joint_out.weight[:v][idx])
+        out.joint_out.bias[:v].copy_(model.joint_out.bias[:v][idx])
+    return out.eval(), order
 
 
 def nemo_modules_from_lstm(model: LSTMTransducer) -> tuple[torch.nn.Module, torch.nn.Module]:

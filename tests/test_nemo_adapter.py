@@ -91,6 +91,27 @@ def test_missing_nemo_gives_clear_import_error(monkeypatch: pytest.MonkeyPatch) 
         adapter.require_nemo()
 
 
+@pytest.mark.parametrize("tdt", [False, True])
+def test_with_blank_last_is_the_same_model_relabelled(tdt: bool) -> None:
+    bench = _bench_module()
+    torch.manual_seed(5)
+    m = LSTMTransducer(V, ENC, PRED, JOINT, blank_id=0, durations=DURATIONS if tdt else None)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(3.0)
+        m.joint_out.bias[0] += 2.0
+    m.eval()
+    moved, old_id = bench.with_blank_last(m)
+    assert moved.blank_id == V - 1 and old_id[-1] == 0 and sorted(old_id) == list(range(V))
+    enc, lengths = _inputs(5)
+    with torch.no_grad():
+        want = _protocol_greedy(m, enc, lengths, max_symbols=4)
+        got = _protocol_greedy(moved, enc, lengths, max_symbols=4)
+    assert sum(len(t) for t, _ in want) > 0
+    assert [([old_id[x] for x in t], f) for t, f in got] == want
+    assert bench.with_blank_last(moved)[0] is moved
+
+
 @needs_nemo
 @pytest.mark.parametrize("tdt", [False, True])
 def test_adapter_equals_nemo_modules(tdt: bool) -> None:
@@ -246,6 +267,11 @@ def test_our_greedy_on_adapter_equals_nemo_greedy(tdt: bool, seed: int) -> None:
     )
     variants = [("labels", 1), ("frames", 1)] + ([] if tdt else [("labels", 3), ("labels", 8)])  # WIND: RNN-T
     with torch.no_grad():
+        from asrdecode.transducer import reference_greedy
+
+        for b in range(enc.shape[0]):
+            ref = reference_greedy(adapter, enc[b, : int(lengths[b])], max_symbols=4)
+            assert (list(ref.tokens), list(ref.timestamps)) == nemo[b], f"reference_greedy, utterance {b}"
         for model in (adapter, ours):
             for loop, window in variants:
                 hyps = greedy(model, enc, lengths, loop=loop, window=window, max_symbols=4)
