@@ -8,15 +8,29 @@ only the top acoustic candidates ("early pruning").
 Convention for the blank: columns are indexed by model token id, ``vocab_size`` equals the
 model's vocabulary size (blank included). The blank column (``blank_id``) always has score 0
 and next state equal to the current state, so decoders never remap ids.
+
+Optional extras a fusion model may have (the library's :class:`~asrdecode.lm.NGramLM` and
+:class:`~asrdecode.lm.BoostingTree` have both):
+
+* ``score_tokens(states [N], tokens [N, K]) -> (scores [N, K], next_states [N, K])``: the same
+  values as ``advance`` gathered at ``tokens``, computed without the full ``[N, V]`` rows
+  (early pruning);
+* ``initial_states(n, device, utterances=None)``: per-utterance models (stacked boosting trees)
+  take the utterance index of each hypothesis; without it they assume the batch-major layout
+  ``[B, beam]`` flattened.
+
+:class:`FusionScorer` combines several ``(model, weight)`` pairs into one weighted score with
+batched states ``[N, M]`` (one column per model), which is what every beam search keeps.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
-__all__ = ["FusionModel"]
+__all__ = ["FusionModel", "FusionScorer", "check_fusion", "gather_next_states"]
 
 
 @runtime_checkable
@@ -57,3 +71,111 @@ def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size:
             )
         out.append((model, float(weight)))
     return out
+
+
+class FusionScorer:
+    """Weighted sum of several fusion models, with batched states ``[N, M]`` (``M`` models).
+
+    ``scores = sum_i weight_i * score_i``; the states of model ``i`` are column ``i``. With no
+    models (``M = 0``) every score is 0 and states have shape ``[N, 0]``, so a decoder can use one
+    code path with or without fusion.
+
+    Args:
+        fusion: ``[(model, weight), ...]``.
+        vocab_size: the acoustic model's vocabulary size (checked against every model).
+        blank_id: the acoustic model's blank id; a model with a different (non-None) blank_id is
+            an error.
+    """
+
+    def __init__(self, fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size: int,
+                 blank_id: int | None = None) -> None:
+        from .errors import DecodingInputError
+
+        self.fusion = check_fusion(fusion, vocab_size)
+        self.vocab_size = int(vocab_size)
+        self.blank_id = blank_id
+        for i, (m, _) in enumerate(self.fusion):
+            mb = getattr(m, "blank_id", None)
+            if blank_id is not None and mb is not None and int(mb) != int(blank_id):
+                raise DecodingInputError(f"fusion[{i}] has blank_id {mb} but the acoustic model's is {blank_id}")
+        self.models = [m for m, _ in self.fusion]
+        self.weights = [w for _, w in self.fusion]
+        self._has_score_tokens = [callable(getattr(m, "score_tokens", None)) for m in self.models]
+        self._takes_utterances = [_accepts(m.initial_states, "utterances") for m in self.models]
+
+    @property
+    def num_models(self) -> int:
+        return len(self.models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def initial(self, n: int, device: torch.device | None = None,
+                utterances: torch.Tensor | None = None) -> torch.Tensor:
+        """States ``[n, M]`` (int64) of fresh hypotheses (``utterances [n]``: see the module docstring)."""
+        cols = []
+        for m, takes in zip(self.models, self._takes_utterances):
+            if utterances is not None and takes:
+                s = m.initial_states(n, device=device, utterances=utterances)
+            else:
+                s = m.initial_states(n, device=device)
+            cols.append(s.to(dtype=torch.int64))
+        if not cols:
+            return torch.zeros((n, 0), dtype=torch.int64, device=device)
+        return torch.stack(cols, dim=1)
+
+    def advance(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weighted scores ``[N, V]`` and next states ``[N, V, M]`` of every token from ``states [N, M]``."""
+        N = states.shape[0]
+        if not self.models:
+            return (torch.zeros((N, self.vocab_size), dtype=dtype, device=states.device),
+                    torch.zeros((N, self.vocab_size, 0), dtype=torch.int64, device=states.device))
+        total = None
+        nexts = []
+        for i, (m, w) in enumerate(self.fusion):
+            sc, nx = m.advance(states[:, i].contiguous())
+            term = sc.to(dtype) * w
+            total = term if total is None else total.add_(term)
+            nexts.append(nx)
+        return total, (nexts[0].unsqueeze(-1) if len(nexts) == 1 else torch.stack(nexts, dim=-1))
+
+    def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor,
+                     dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weighted scores ``[N, K]`` and next states ``[N, K, M]`` of ``tokens [N, K]`` only."""
+        N, K = tokens.shape
+        if not self.models:
+            return (torch.zeros((N, K), dtype=dtype, device=tokens.device),
+                    torch.zeros((N, K, 0), dtype=torch.int64, device=tokens.device))
+        total = None
+        nexts = []
+        for i, (m, w) in enumerate(self.fusion):
+            s = states[:, i].contiguous()
+            if self._has_score_tokens[i]:
+                sc, nx = m.score_tokens(s, tokens)
+            else:
+                sc, nx = m.advance(s)
+                sc, nx = sc.gather(1, tokens), nx.gather(1, tokens)
+            term = sc.to(dtype) * w
+            total = term if total is None else total.add_(term)
+            nexts.append(nx)
+        return total, torch.stack(nexts, dim=-1)
+
+    def final(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""
+        total = torch.zeros(states.shape[0], dtype=dtype, device=states.device)
+        for i, (m, w) in enumerate(self.fusion):
+            total += m.final(states[:, i].contiguous()).to(dtype) * w
+        return total
+
+
+def gather_next_states(next_states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """States ``[N, K, M]`` reached by ``tokens [N, K]`` from ``next_states [N, V, M]`` (``advance``'s output)."""
+    M = next_states.shape[-1]
+    return next_states.gather(1, tokens[:, :, None].expand(-1, -1, M))
+
+
+def _accepts(fn: object, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

@@ -6,6 +6,7 @@
 * :mod:`.boosting`: :class:`BoostingTree`, the Aho-Corasick phrase boosting tree.
 """
 
+from .boosting import BoostingTree
 from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, read_arpa, write_arpa
 from .ngram import NGramLM
 from .tokens import TokenMap, write_token_corpus
@@ -19,4 +20,5 @@ __all__ = [
     "TokenMap",
     "write_token_corpus",
     "NGramLM",
+    "BoostingTree",
 ]
