@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Recipe step 4: train the demo CTC, RNN-T and TDT models on precomputed front-end features.
+
+All three share one encoder design (:class:`asrdecode.models.frontend.PhoneEncoder`: hama phone
+log-probs, 4 frames stacked to 80 ms, 2-layer BiLSTM). CTC is trained first; RNN-T and TDT start
+on the trained CTC encoder (kept frozen, so all three share its weights) with an
+:class:`asrdecode.transducer.LSTMTransducer` prediction + joint network, trained with the pure
+torch losses of :mod:`asrdecode.training`.
+
+Training is time-boxed (``--minutes``); every ``--eval-every`` steps the greedy WER on a dev set
+(the last ``--dev`` utterances of the training corpus: training voices, sentences not trained
+on) is logged to ``recipes/results/<name>.curve.tsv``. The best-dev checkpoint is written as fp16 to ``<out>.pt``
+(CTC also writes the shared ``encoder.pt``; RNN-T / TDT keep that encoder frozen).
+
+Usage:
+    python3 recipes/train.py --kind ctc  --minutes 12 --out src/asrdecode/models/assets/demo-ctc
+    python3 recipes/train.py --kind rnnt --minutes 14 \
+        --out src/asrdecode/models/assets/demo-rnnt
+    python3 recipes/train.py --kind tdt  --minutes 14 \
+        --out src/asrdecode/models/assets/demo-tdt
+Run time: the given minutes (one thread), plus loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from asrdecode.models.demo import build_model, load_encoder_state, save_checkpoint  # noqa: E402
+from asrdecode.tokenizers import SentencePieceTokenizer  # noqa: E402
+from asrdecode.training import rnnt_loss, tdt_loss  # noqa: E402
+from simple_decode import ctc_greedy_ids, transducer_greedy_ids, wer  # noqa: E402
+
+
+def batches(lengths: list[int], max_frames: int, rng: random.Random) -> list[list[int]]:
+    """Length-sorted buckets with at most ``max_frames`` padded frames each, shuffled."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i] + rng.random())
+    out, cur, longest = [], [], 0
+    for i in order:
+        longest2 = max(longest, lengths[i])
+        if cur and longest2 * (len(cur) + 1) > max_frames:
+            out.append(cur)
+            cur, longest2 = [], lengths[i]
+        cur.append(i)
+        longest = longest2
+    if cur:
+        out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+def collate(feats: list[torch.Tensor], ids: list[list[int]], idx: list[int], train: bool, rng: random.Random):
+    f = [feats[i].float() for i in idx]
+    lens = torch.tensor([x.shape[0] for x in f])
+    x = torch.zeros(len(f), int(lens.max()), f[0].shape[1])
+    for j, a in enumerate(f):
+        if train:
+            a = a.clone()
+            # time masks (SpecAugment-like): replace a few short spans by "blank/silence"
+            for _ in range(2):
+                w = rng.randint(0, min(6, a.shape[0] // 8))
+                s = rng.randint(0, max(0, a.shape[0] - w))
+                a[s : s + w] = -30.0
+                a[s : s + w, -1] = 0.0
+            a = a + 0.3 * torch.randn_like(a)
+        x[j, : a.shape[0]] = a
+    tl = torch.tensor([len(ids[i]) for i in idx])
+    tg = torch.zeros(len(idx), max(1, int(tl.max())), dtype=torch.long)
+    for j, i in enumerate(idx):
+        tg[j, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+    return x, lens, tg, tl
+
+
+def evaluate(kind, model, feats, texts, tok, bs=32) -> float:
+    model.eval()
+    hyps = []
+    with torch.no_grad():
+        for s in range(0, len(feats), bs):
+            idx = list(range(s, min(s + bs, len(feats))))
+            x, lens, _, _ = collate(feats, [[0]] * len(feats), idx, False, random.Random(0))
+            enc, el = model.encoder(x, lens)
+            if kind == "ctc":
+                seqs = ctc_greedy_ids(model.ctc_head(enc).log_softmax(-1), el, model.blank_id)
+            else:
+                seqs = transducer_greedy_ids(model.transducer, enc, el)
+            hyps += [tok.decode(q) for q in seqs]
+    model.train()
+    return wer(texts, hyps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kind", choices=["ctc", "rnnt", "tdt"], required=True)
+    ap.add_argument("--data", default="work/synth/train/features.pt")
+    ap.add_argument("--tokenizer", default="src/asrdecode/models/assets/tokenizer.model")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--encoder", default="src/asrdecode/models/assets/encoder.pt",
+                    help="RNN-T/TDT: the trained (CTC) encoder to build on, kept frozen")
+    ap.add_argument("--curve-dir", default="recipes/results", help="where <name>.curve.tsv goes")
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--max-frames", type=int, default=6000, help="padded 20 ms frames per batch")
+    ap.add_argument("--dev", type=int, default=150)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--durations", default="0,1,2,3,4")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    tok = SentencePieceTokenizer(args.tokenizer)
+    data = torch.load(args.data)
+    feats, texts = data["feats"], data["text"]
+    ids = [tok.encode(t) for t in texts]
+    n_dev = args.dev
+    tr_feats, tr_ids = feats[:-n_dev], ids[:-n_dev]
+    dev_feats, dev_texts = feats[-n_dev:], texts[-n_dev:]
+    durations = [int(d) for d in args.durations.split(",")] if args.kind == "tdt" else None
+    model = build_model(args.kind, tok.vocab_size, tok.blank_id, durations)
+    frozen = args.kind != "ctc"
+    if frozen:
+        # RNN-T / TDT: on top of the trained CTC encoder, frozen (all three models share it)
+        model.encoder.load_state_dict(load_encoder_state(args.encoder))
+        model.encoder.requires_grad_(False)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=1e-2)
+    base = [args.lr]
+    budget = args.minutes * 60
+    curve_path = Path(args.curve_dir) / (Path(args.out).name + ".curve.tsv")
+    curve_path.parent.mkdir(parents=True, exist_ok=True)
+    curve = open(curve_path, "w")
+    curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer\n")
+    print(f"{args.kind}: {n_params} parameters, {len(tr_feats)} train / {n_dev} dev utterances", flush=True)
+    t0 = time.time()
+    step, epoch, best, run_loss = 0, 0, 9.9, None
+    lens20 = [f.shape[0] for f in tr_feats]
+    done = False
+    while not done:
+        epoch += 1
+        for idx in batches(lens20, args.max_frames, rng):
+            elapsed = time.time() - t0
+            if elapsed > budget:
+                done = True
+                break
+            frac = elapsed / budget
+            scale = min(1.0, (step + 1) / 150) * (0.05 + 0.95 * 0.5 * (1 + __import__("math").cos(__import__("math").pi * frac)))
+            for g, b in zip(opt.param_groups, base):
+                g["lr"] = b * scale
+            x, lens, tg, tl = collate(tr_feats, tr_ids, idx, True, rng)
+            if frozen:
+                model.encoder.eval()
+                with torch.no_grad():
+                    enc, el = model.encoder(x, lens)
+            else:
+                enc, el = model.encoder(x, lens)
+            if args.kind == "ctc":
+                lp = model.ctc_head(enc).log_softmax(-1)
+                loss = torch.nn.functional.ctc_loss(lp.transpose(0, 1), tg, el, tl, blank=model.blank_id,
+                                                    reduction="sum", zero_infinity=True) / tl.sum()
+            else:
+                tr = model.transducer
+                dec, _ = tr.predict_sequence(torch.nn.functional.pad(tg, (1, 0), value=tr.blank_id),
+                                             tr.initial_state(tg.shape[0]))
+                logits = tr.joint(tr.project_encoder(enc).unsqueeze(2), tr.project_decoder(dec).unsqueeze(1))
+                if args.kind == "rnnt":
+                    loss = rnnt_loss(logits, tg, el, tl, tr.blank_id, reduction="mean_per_token")
+                else:
+                    loss = tdt_loss(logits, tg, el, tl, tr.blank_id, tr.durations, reduction="mean_per_token", sigma=0.02)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            step += 1
+            v = loss.item()
+            run_loss = v if run_loss is None else 0.95 * run_loss + 0.05 * v
+            if step % args.eval_every == 0:
+                w = evaluate(args.kind, model, dev_feats, dev_texts, tok)
+                curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}\n")
+                curve.flush()
+                print(f"step {step} {time.time() - t0:.0f}s epoch {epoch} loss {run_loss:.3f} dev WER {w:.3f}", flush=True)
+                if w < best:
+                    best = w
+                    save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
+    w = evaluate(args.kind, model, dev_feats, dev_texts, tok)
+    curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}\n")
+    print(f"final step {step} dev WER {w:.3f} (best {min(best, w):.3f})", flush=True)
+    if w <= best:
+        save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
+
+
+if __name__ == "__main__":
+    main()

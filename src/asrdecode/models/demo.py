@@ -1,0 +1,236 @@
+"""The bundled demo models: ``demo-ctc``, ``demo-rnnt`` and ``demo-tdt``.
+
+They share one encoder design (:class:`~asrdecode.models.frontend.PhoneEncoder` over hama's phone
+log-probs, 80 ms frames) and one sentencepiece BPE tokenizer (512 pieces, blank id 512). The
+recipes in ``recipes/`` rebuild them; the weights ship as fp16 under ``models/assets/``.
+
+Shapes: ``B`` batch, ``N`` audio samples (16 kHz), ``T`` encoder frames (80 ms), ``D`` encoder
+width, ``V`` vocabulary size with blank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..audio import pad_batch
+from ..errors import DecodingInputError, FileFormatError
+from ..tokenizers import SentencePieceTokenizer
+from ..transducer.model import LSTMTransducer
+from .frontend import PHONE_DIM, HamaFrontEnd, PhoneEncoder
+
+__all__ = ["DemoModel", "CTCModel", "DemoNet", "load", "available", "build_model", "save_checkpoint",
+           "load_encoder_state", "ASSETS"]
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+_NAMES = {"demo-ctc": "ctc", "demo-rnnt": "rnnt", "demo-tdt": "tdt"}
+FRAME_SECONDS = 0.08
+PRED_DIM = 256
+JOINT_DIM = 256
+
+
+class DemoNet(nn.Module):
+    """Encoder plus either a CTC head (``kind="ctc"``) or an LSTM transducer (``"rnnt"``/``"tdt"``)."""
+
+    def __init__(self, kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None) -> None:
+        super().__init__()
+        if kind not in ("ctc", "rnnt", "tdt"):
+            raise DecodingInputError(f"kind must be 'ctc', 'rnnt' or 'tdt', got {kind!r}")
+        self.kind = kind
+        self.blank_id = int(blank_id)
+        self.vocab_size = int(vocab_size)
+        self.encoder = PhoneEncoder()
+        if kind == "ctc":
+            self.ctc_head = nn.Linear(self.encoder.out_dim, vocab_size)
+        else:
+            self.transducer = LSTMTransducer(
+                vocab_size, self.encoder.out_dim, PRED_DIM, JOINT_DIM, blank_id,
+                durations=durations if kind == "tdt" else None,
+            )
+
+
+def build_model(kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None) -> DemoNet:
+    """A freshly initialised :class:`DemoNet` (used by ``recipes/train.py``)."""
+    return DemoNet(kind, vocab_size, blank_id, durations)
+
+
+def save_checkpoint(model: DemoNet, kind: str, path: str | Path, vocab_size: int, blank_id: int,
+                    durations: Sequence[int] | None) -> None:
+    """Write the head of ``model`` (everything but the shared encoder) as fp16 to ``path``.
+
+    For ``kind="ctc"`` the encoder is written too, to ``encoder.pt`` next to ``path``: the RNN-T
+    and TDT models are trained on top of this frozen encoder, so all three share its weights.
+    """
+    path = Path(path)
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()
+             if not k.startswith("encoder.")}
+    torch.save({"kind": kind, "vocab_size": vocab_size, "blank_id": blank_id,
+                "durations": None if durations is None else list(durations), "state_dict": state}, str(path))
+    if kind == "ctc":
+        enc = {k: v.half() if v.is_floating_point() else v for k, v in model.encoder.state_dict().items()}
+        torch.save({"kind": "encoder", "state_dict": enc}, str(path.parent / "encoder.pt"))
+
+
+def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """The shared encoder's weights (float32) from ``encoder.pt``."""
+    ckpt = torch.load(str(path), map_location="cpu")
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
+        raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
+    return {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+
+
+class CTCModel(nn.Module):
+    """The demo CTC model: audio -> frame log-probs ``[B, T, V]`` (blank id ``blank_id``)."""
+
+    def __init__(self, net: DemoNet, front: "DemoModel") -> None:
+        super().__init__()
+        self.encoder = net.encoder
+        self.head = net.ctc_head
+        self.blank_id = net.blank_id
+        self.vocab_size = net.vocab_size
+        self._front = front
+
+    def log_probs_from_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """Encoder output ``[B, T, D]`` -> log-probs ``[B, T, V]``."""
+        return torch.log_softmax(self.head(enc).float(), dim=-1)
+
+    @torch.no_grad()
+    def log_probs(self, audio, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Audio (list of ``[N]`` tensors, or padded ``[B, N]`` + ``lengths``) -> (``[B, T, V]``, ``[B]``)."""
+        enc, out_len = self._front.encode(audio, lengths)
+        return self.log_probs_from_encoder(enc), out_len
+
+
+@dataclass
+class DemoModel:
+    """A loaded demo model.
+
+    Attributes:
+        name: ``"demo-ctc"``, ``"demo-rnnt"`` or ``"demo-tdt"``.
+        kind: ``"ctc"``, ``"rnnt"`` or ``"tdt"``.
+        model: a :class:`CTCModel` (``log_probs(audio)``) or an
+            :class:`~asrdecode.transducer.LSTMTransducer` (the TransducerModel protocol).
+        tokenizer: the :class:`~asrdecode.tokenizers.SentencePieceTokenizer` (blank id = ``blank_id``).
+        encoder: the trained :class:`PhoneEncoder` (used by :meth:`encode`).
+        frame_seconds: duration of one encoder frame (0.08 s).
+    """
+
+    name: str
+    kind: str
+    model: nn.Module
+    tokenizer: SentencePieceTokenizer
+    encoder: PhoneEncoder
+    frame_seconds: float = FRAME_SECONDS
+    _front: HamaFrontEnd | None = field(default=None, repr=False)
+
+    @property
+    def blank_id(self) -> int:
+        return int(self.model.blank_id)
+
+    def features(self, audio, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Audio -> padded phone log-probs ``[B, T20, 191]`` and their lengths ``[B]`` (20 ms frames).
+
+        ``audio`` is a list of 1-D waveforms (tensors or numpy arrays, 16 kHz, float in [-1, 1]),
+        a single 1-D waveform, or a padded ``[B, N]`` tensor with ``lengths [B]`` in samples.
+        """
+        waves = _as_wave_list(audio, lengths)
+        if self._front is None:
+            self._front = HamaFrontEnd()
+        feats = [self._front.phone_log_probs(w) for w in waves]
+        flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
+        x = torch.zeros(len(feats), max(1, int(flen.max())), PHONE_DIM)
+        for i, f in enumerate(feats):
+            x[i, : f.shape[0]] = f
+        return x, flen
+
+    @torch.no_grad()
+    def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Phone log-probs ``[B, T20, 191]`` + lengths -> encoder output ``[B, T, D]`` + lengths ``[B]``."""
+        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != PHONE_DIM:
+            raise DecodingInputError(f"feats must be a float tensor [B, T20, {PHONE_DIM}]")
+        self.encoder.eval()
+        enc, out_len = self.encoder(feats.float(), lengths.long())
+        return enc, out_len
+
+    @torch.no_grad()
+    def encode(self, audio, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Audio -> encoder output ``[B, T, D]`` (float32, 80 ms frames) and lengths ``[B]`` (int64).
+
+        Accepts what :meth:`features` accepts. Batched: one encoder call for the whole batch.
+        """
+        feats, flen = self.features(audio, lengths)
+        return self.encode_features(feats, flen)
+
+
+def _as_wave_list(audio, lengths) -> list[torch.Tensor]:
+    if isinstance(audio, np.ndarray):
+        audio = torch.from_numpy(np.asarray(audio, dtype=np.float32))
+    if isinstance(audio, torch.Tensor):
+        if audio.dim() == 1:
+            if lengths is not None:
+                raise DecodingInputError("lengths must be None for a single 1-D waveform")
+            return [audio.float()]
+        if audio.dim() != 2:
+            raise DecodingInputError(f"audio must be [N] or [B, N], got shape {tuple(audio.shape)}")
+        if not audio.is_floating_point():
+            raise DecodingInputError(f"audio must be floating point in [-1, 1], got dtype {audio.dtype}")
+        if lengths is None:
+            return [a.float() for a in audio]
+        from ..errors import check_lengths
+
+        ln = check_lengths(lengths, audio.shape[0], audio.shape[1], device=torch.device("cpu"))
+        return [audio[i, : int(ln[i])].float() for i in range(audio.shape[0])]
+    if isinstance(audio, (list, tuple)):
+        if lengths is not None:
+            raise DecodingInputError("lengths must be None when audio is a list of waveforms")
+        out = []
+        for i, a in enumerate(audio):
+            if isinstance(a, np.ndarray):
+                a = torch.from_numpy(np.asarray(a, dtype=np.float32))
+            if not isinstance(a, torch.Tensor) or a.dim() != 1 or not a.is_floating_point():
+                raise DecodingInputError(f"audio[{i}] must be a 1-D float waveform [N]")
+            out.append(a.float())
+        if not out:
+            raise DecodingInputError("audio must not be an empty list")
+        pad_batch(out)  # validates
+        return out
+    raise DecodingInputError(f"audio must be a tensor, numpy array or list of waveforms, got {type(audio).__name__}")
+
+
+def available() -> list[str]:
+    """Names accepted by :func:`load`."""
+    return sorted(_NAMES)
+
+
+def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
+    """Load a bundled demo model: ``"demo-ctc"``, ``"demo-rnnt"`` or ``"demo-tdt"``.
+
+    Weights are stored as fp16 and loaded as float32. Needs the ``hama`` and ``sentencepiece``
+    packages (the front end and the tokenizer).
+    """
+    if name not in _NAMES:
+        raise DecodingInputError(f"name must be one of {available()}, got {name!r}")
+    path = ASSETS / f"{name}.pt"
+    if not path.is_file():
+        raise FileFormatError(path, None, "bundled model weights are missing (rerun the recipes, see recipes/README.md)")
+    ckpt = torch.load(str(path), map_location="cpu")
+    if ckpt.get("kind") != _NAMES[name]:
+        raise FileFormatError(path, None, f"checkpoint kind {ckpt.get('kind')!r} does not match {name!r}")
+    tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
+    if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:
+        raise FileFormatError(path, None, "tokenizer and model vocabularies differ")
+    net = DemoNet(ckpt["kind"], ckpt["vocab_size"], ckpt["blank_id"], ckpt["durations"])
+    head = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+    net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
+    missing, unexpected = net.load_state_dict(head, strict=False)
+    if unexpected or any(not k.startswith("encoder.") for k in missing):
+        raise FileFormatError(path, None, f"weights do not fit the model (missing {missing}, unexpected {unexpected})")
+    net.eval().to(device)
+    demo = DemoModel(name=name, kind=ckpt["kind"], model=nn.Identity(), tokenizer=tok, encoder=net.encoder)
+    demo.model = CTCModel(net, demo).eval() if ckpt["kind"] == "ctc" else net.transducer.eval()
+    return demo
