@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 
@@ -63,3 +65,35 @@ class TableBigram:
 
     def final(self, states: torch.Tensor) -> torch.Tensor:
         return self.eos[states]
+
+
+def random_token_arpa(seed: int, vocab_size: int, blank_id: int, order: int = 3, per_order: int = 30) -> str:
+    """ARPA text of a random back-off LM over the non-blank token ids, spelled ``chr(100 + id)``.
+
+    Prefix-closed and suffix-closed (every n-gram's context and suffix are n-grams too), as lmplz writes.
+    """
+    import random
+
+    rng = random.Random(seed)
+    words = [chr(100 + i) for i in range(vocab_size) if i != blank_id]
+    grams: list[dict[tuple[str, ...], tuple[float, Optional[float]]]] = [dict() for _ in range(order)]
+    for w in ["<s>", "</s>", "<unk>", *words]:
+        lp = -99.0 if w == "<s>" else round(rng.uniform(-2.5, -0.1), 4)
+        grams[0][(w,)] = (lp, None if w == "</s>" or order == 1 else round(rng.uniform(-1.0, 0.0), 4))
+    for k in range(2, order + 1):
+        contexts = [g for g in grams[k - 2] if g[-1] != "</s>"]
+        for _ in range(per_order):
+            g = rng.choice(contexts) + (rng.choice(words + ["</s>"]),)
+            if g in grams[k - 1] or g[1:] not in grams[k - 2] or "<s>" in g[1:]:
+                continue
+            bo = None if (k == order or g[-1] == "</s>") else round(rng.uniform(-1.0, 0.0), 4)
+            grams[k - 1][g] = (round(rng.uniform(-2.0, -0.01), 4), bo)
+            if bo is not None:
+                contexts.append(g)
+    lines = ["\\data\\"] + [f"ngram {k}={len(g)}" for k, g in enumerate(grams, start=1)]
+    for k, g in enumerate(grams, start=1):
+        lines += ["", f"\\{k}-grams:"]
+        for key, (lp, bo) in g.items():
+            lines.append(f"{lp}\t{' '.join(key)}" + ("" if bo is None else f"\t{bo}"))
+    lines += ["", "\\end\\", ""]
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ import torch
 
 from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
-from ..fusion import FusionModel, check_fusion
+from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
 from .collapse import CollapseState, _check_threshold, stream_collapse
@@ -73,7 +73,7 @@ class CTCBeamState:
     last: torch.Tensor
     hash: torch.Tensor
     parent_hash: torch.Tensor
-    fstates: list[torch.Tensor]
+    fstates: torch.Tensor  # [B, K, M] int64, one column per fusion model
     offsets: torch.Tensor  # [B] original frames consumed so far
     collapse: Optional[CollapseState]
     tree: BeamTree = field(default_factory=BeamTree)
@@ -81,17 +81,15 @@ class CTCBeamState:
 
     @staticmethod
     def initial(
-        batch: int, beam: int, vocab: int, fusion: list[tuple[FusionModel, float]], collapse_on: bool,
+        batch: int, beam: int, vocab: int, scorer: FusionScorer, collapse_on: bool,
         dtype: torch.dtype, device: torch.device, config: tuple,
     ) -> "CTCBeamState":
         neg = torch.full((batch, beam), -math.inf, dtype=dtype, device=device)
         p_b = neg.clone()
         p_b[:, 0] = 0.0
         zeros_i = torch.zeros((batch, beam), dtype=torch.long, device=device)
-        fstates = []
-        for model, _ in fusion:
-            s0 = model.initial_states(batch * beam, device=device).to(device=device, dtype=torch.long)
-            fstates.append(s0.reshape(batch, beam))
+        utterances = torch.arange(batch, device=device).repeat_interleave(beam)
+        fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(batch, beam, -1)
         return CTCBeamState(
             p_b=p_b,
             p_nb=neg.clone(),
@@ -118,12 +116,13 @@ class _Stepper:
     beam`` best loses to ``beam`` better extensions of the same parent.
     """
 
-    def __init__(self, batch: int, beam: int, vocab: int, blank: int, fusion: list[tuple[FusionModel, float]],
+    def __init__(self, batch: int, beam: int, vocab: int, blank: int, scorer: FusionScorer,
                  beta: float, beam_threshold: float, token_beam: Optional[int], dtype: torch.dtype,
                  device: torch.device) -> None:
         self.B, self.K, self.V = batch, beam, vocab
         self.blank = blank
-        self.fusion = fusion
+        self.scorer = scorer
+        fusion = scorer.fusion
         self.beta = beta
         self.thr = beam_threshold
         self.dtype = dtype
@@ -140,7 +139,6 @@ class _Stepper:
         self.slots = torch.arange(beam, device=device)[None, :].expand(batch, beam)
         self.vocab_ids = torch.arange(vocab, device=device)
         self.neg_col = torch.full((batch, 1), -math.inf, dtype=dtype, device=device)
-        self.use_score_tokens = [callable(getattr(m_, "score_tokens", None)) for m_, _ in fusion]
 
     def __call__(self, st: CTCBeamState, e: torch.Tensor, active: torch.Tensor, times: torch.Tensor) -> None:
         B, K, V = self.B, self.K, self.V
@@ -165,25 +163,16 @@ class _Stepper:
         base = p_tot + st.fscore + self.beta * (length_f + 1.0)
         ext = base[:, :, None] + e_ext[:, None, :]
         lm_flat: Optional[torch.Tensor] = None
-        nexts: list[torch.Tensor] = []
-        if self.fusion:
-            lm = None
-            for i, ((model, weight), s) in enumerate(zip(self.fusion, st.fstates)):
-                flat_s = s.reshape(-1)
-                if tok_ids is None:
-                    sc, nx = model.advance(flat_s)
-                elif self.use_score_tokens[i]:
-                    sc, nx = model.score_tokens(flat_s, tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M))
-                else:
-                    sc, nx = model.advance(flat_s)
-                    idx3 = tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
-                    sc, nx = torch.gather(sc, 1, idx3), torch.gather(nx, 1, idx3)
-                term = weight * sc.reshape(B, K, M).to(self.dtype)
-                lm = term if lm is None else lm + term
-                nexts.append(nx.reshape(B, K * M))
-            assert lm is not None
-            ext = ext + lm
+        nexts: Optional[torch.Tensor] = None
+        if self.scorer.num_models:
+            flat_s = st.fstates.reshape(B * K, -1)
+            if tok_ids is None:
+                lm, nx = self.scorer.advance(flat_s, self.dtype)
+            else:
+                lm, nx = self.scorer.score_tokens(flat_s, tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M), self.dtype)
+            ext = ext + lm.reshape(B, K, M)
             lm_flat = lm.reshape(B, K * M)
+            nexts = nx.reshape(B, K * M, -1)
         ext_flat = torch.cat([ext.reshape(B, K * M), self.neg_col], dim=1)  # last column: a dummy target
         dummy = K * M
         # Position of each hypothesis's last token among the candidate tokens.
@@ -260,9 +249,12 @@ class _Stepper:
         st.last = torch.where(act, new_last, st.last)
         st.hash = torch.where(act, new_hash, st.hash)
         st.parent_hash = torch.where(act, new_parent_hash, st.parent_hash)
-        for i, nx in enumerate(nexts):
-            new_s = torch.where(is_ext, torch.gather(nx, 1, eidx), g(st.fstates[i]))
-            st.fstates[i] = torch.where(act, new_s, st.fstates[i])
+        if nexts is not None:
+            n_models = nexts.shape[2]
+            src_s = torch.gather(st.fstates, 1, src[:, :, None].expand(B, K, n_models))
+            ext_s = torch.gather(nexts, 1, eidx[:, :, None].expand(B, K, n_models))
+            new_s = torch.where(is_ext[:, :, None], ext_s, src_s)
+            st.fstates = torch.where(act[:, :, None], new_s, st.fstates)
         st.tree.record(
             torch.where(act, tok, -1).to(torch.int32),
             torch.where(act, src, self.slots).to(torch.int32),
@@ -270,14 +262,14 @@ class _Stepper:
         )
 
 
-def _finalize(st: CTCBeamState, fusion: list[tuple[FusionModel, float]], beta: float, nbest: int,
+def _finalize(st: CTCBeamState, scorer: FusionScorer, beta: float, nbest: int,
               tokenizer: Optional[Tokenizer]) -> list[list[Hypothesis]]:
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
     score = score + st.fscore + beta * st.length.to(score.dtype)
-    for (model, weight), s in zip(fusion, st.fstates):
-        score = score + weight * model.final(s.reshape(-1)).reshape(B, K).to(score.dtype)
+    if scorer.num_models:
+        score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
     score = torch.where(valid, score, -math.inf)
     n = min(nbest, K)
     top, slots = torch.topk(score, n, dim=1)
@@ -353,18 +345,15 @@ def beam_search(
         raise DecodingInputError(f"nbest must be <= beam ({beam}), got {nbest}")
     beta = check_float("beta", beta)
     beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
-    fusion_l = check_fusion(fusion, vocab)
-    for i, (model, _) in enumerate(fusion_l):
-        mb = getattr(model, "blank_id", None)
-        if mb is not None and int(mb) != blank:
-            raise DecodingInputError(f"fusion[{i}] has blank_id {mb} but blank_id is {blank}")
+    scorer = FusionScorer(fusion, vocab, blank)
+    fusion_l = scorer.fusion
     collapse_on, collapse_th = parse_collapse(blank_collapse)
     if token_beam is not None:
         token_beam = check_positive_int("token_beam", token_beam)
     config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
               beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
     if state is None:
-        st = CTCBeamState.initial(batch, beam, vocab, fusion_l, collapse_on, x.dtype, x.device, config)
+        st = CTCBeamState.initial(batch, beam, vocab, scorer, collapse_on, x.dtype, x.device, config)
     else:
         if not isinstance(state, CTCBeamState):
             raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
@@ -381,10 +370,10 @@ def beam_search(
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
-    step = _Stepper(batch, beam, vocab, blank, fusion_l, beta, beam_threshold, token_beam, x.dtype, x.device)
+    step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
     for t in range(x.shape[1]):
         step(st, x[:, t], t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens
     if not final:
         return st
-    return _finalize(st, fusion_l, beta, nbest, tokenizer)
+    return _finalize(st, scorer, beta, nbest, tokenizer)

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..errors import DecodingInputError
-from ..fusion import FusionModel, check_fusion
+from ..fusion import FusionModel, FusionScorer, check_fusion
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
 from .beam import CollapseArg, parse_collapse
@@ -53,8 +53,9 @@ class _Entry:
 class _FusionCache:
     """Per-state fusion scores, computed with the model's own ``advance``/``final`` one state at a time."""
 
-    def __init__(self, fusion: list[tuple[FusionModel, float]]) -> None:
+    def __init__(self, fusion: list[tuple[FusionModel, float]], vocab: int, blank: int) -> None:
         self.fusion = fusion
+        self.scorer = FusionScorer(fusion, vocab, blank)  # validates blank ids; gives initial states
         self.rows: dict[tuple[int, int], tuple[list[float], list[int]]] = {}
 
     def row(self, i: int, state: int) -> tuple[list[float], list[int]]:
@@ -69,10 +70,11 @@ class _FusionCache:
 
 
 def _decode_one(
+    utterance: int,
     frames: list[list[float]], times: list[int], blank: int, beam: int, fusion: list[tuple[FusionModel, float]],
     cache: _FusionCache, beta: float, beam_threshold: float, token_beam: Optional[int], nbest: int,
 ) -> list[Hypothesis]:
-    init_states = tuple(int(m.initial_states(1)[0]) for m, _ in fusion)
+    init_states = tuple(int(s) for s in cache.scorer.initial(1, utterances=torch.tensor([utterance]))[0].tolist())
     hyps: dict[tuple[int, ...], _Entry] = {(): _Entry(0.0, NEG, 0.0, init_states, ())}
 
     def score(prefix: tuple[int, ...], e: _Entry) -> float:
@@ -155,12 +157,12 @@ def reference_beam_search(
         x, lens, frame_index = _blank_collapse(x, lens, blank, collapse_th)
     else:
         frame_index = torch.arange(x.shape[1])[None, :].expand(x.shape[0], -1)
-    cache = _FusionCache(fusion_l)
+    cache = _FusionCache(fusion_l, vocab, blank)
     out = []
     for b in range(x.shape[0]):
         n = int(lens[b])
         frames = x[b, :n].double().tolist()
         times = frame_index[b, :n].tolist()
-        hyps = _decode_one(frames, times, blank, beam, fusion_l, cache, beta, beam_threshold, token_beam, nbest)
+        hyps = _decode_one(b, frames, times, blank, beam, fusion_l, cache, beta, beam_threshold, token_beam, nbest)
         out.append(attach_text(hyps, tokenizer))
     return out
