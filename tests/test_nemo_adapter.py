@@ -277,3 +277,91 @@ def test_our_greedy_on_adapter_equals_nemo_greedy(tdt: bool, seed: int) -> None:
                 hyps = greedy(model, enc, lengths, loop=loop, window=window, max_symbols=4)
                 got = [(list(h.tokens), list(h.timestamps)) for h in hyps]
                 assert got == nemo, f"{type(model).__name__} loop={loop} window={window}"
+
+
+def _nemo_asr_model(tdt: bool):
+    """A tiny character EncDecRNNTModel (Conformer encoder, LSTM decoder), RNN-T or TDT, built from a config."""
+    from nemo.collections.asr.models import EncDecRNNTModel
+    from omegaconf import OmegaConf
+
+    durations = [0, 1, 2, 3]
+    cfg = {
+        "labels": list("abcdefgh"),
+        "sample_rate": 16000,
+        "model_defaults": {"enc_hidden": 32, "pred_hidden": 24},
+        "preprocessor": {
+            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+            "sample_rate": 16000,
+            "features": 16,
+            "n_fft": 512,
+            "dither": 0.0,
+            "pad_to": 0,
+        },
+        "encoder": {
+            "_target_": "nemo.collections.asr.modules.ConformerEncoder",
+            "feat_in": 16,
+            "n_layers": 1,
+            "d_model": 32,
+            "n_heads": 2,
+            "subsampling": "striding",
+            "subsampling_factor": 4,
+            "subsampling_conv_channels": 8,
+            "ff_expansion_factor": 2,
+            "conv_kernel_size": 3,
+        },
+        "decoder": {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 24, "pred_rnn_layers": 1}},
+        "joint": {
+            "_target_": "nemo.collections.asr.modules.RNNTJoint",
+            "jointnet": {"joint_hidden": 20, "activation": "relu", "encoder_hidden": 32, "pred_hidden": 24},
+        },
+        "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 5}},
+        "loss": {"loss_name": "default"},
+    }
+    if tdt:
+        cfg["model_defaults"]["tdt_durations"] = durations
+        cfg["joint"]["num_extra_outputs"] = len(durations)
+        cfg["decoding"].update(model_type="tdt", durations=durations)
+        cfg["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"durations": durations, "sigma": 0.02, "omega": 0.1}}
+    torch.manual_seed(7)
+    model = EncDecRNNTModel(cfg=OmegaConf.create(cfg)).eval()
+    with torch.no_grad():  # a mixture of labels and blanks rather than max_symbols labels on every frame
+        model.joint.joint_net[-1].weight.mul_(5.0)
+        model.joint.joint_net[-1].bias[8] += 2.0 if tdt else 2.5
+    return model
+
+
+@needs_nemo
+@pytest.mark.skipif(_our_greedy() is None, reason="asrdecode.transducer.greedy is not available yet")
+@pytest.mark.parametrize("tdt", [False, True])
+def test_whole_nemo_model_audio_to_tokens(tdt: bool) -> None:
+    """Waveforms -> NeMo preprocessor + encoder -> our greedy on the wrapped model == NeMo's own decoding."""
+    from asrdecode.models.nemo import NeMoTransducer, encoder_output
+
+    nemo_model = _nemo_asr_model(tdt)
+    adapter = NeMoTransducer.from_model(nemo_model)
+    assert (adapter.vocab_size, adapter.blank_id) == (9, 8)
+    assert adapter.durations == ([0, 1, 2, 3] if tdt else None)
+
+    g = torch.Generator().manual_seed(0)
+    audio = torch.randn(3, 16000, generator=g)
+    lengths = torch.tensor([16000, 9000, 12000])
+    enc, enc_lengths = encoder_output(nemo_model, audio, lengths)
+    with torch.inference_mode():
+        enc_ref, len_ref = nemo_model(input_signal=audio, input_signal_length=lengths)
+    assert enc.shape == (3, enc_ref.shape[2], 32)
+    torch.testing.assert_close(enc, enc_ref.transpose(1, 2), rtol=0, atol=0)
+    assert torch.equal(enc_lengths, len_ref)
+
+    nemo_hyps = nemo_model.decoding.rnnt_decoder_predictions_tensor(
+        encoder_output=enc.transpose(1, 2), encoded_lengths=enc_lengths
+    )
+    nemo_tokens = [h.y_sequence.tolist() for h in nemo_hyps]
+    ours = _our_greedy()(adapter, enc, enc_lengths, max_symbols=5)
+    assert [list(h.tokens) for h in ours] == nemo_tokens
+    n = sum(len(t) for t in nemo_tokens)
+    assert 0 < n < 5 * int(enc_lengths.sum())
+
+    with pytest.raises(DecodingInputError, match="lengths"):
+        encoder_output(nemo_model, audio, lengths[:2])
+    with pytest.raises(DecodingInputError, match="lengths"):
+        encoder_output(nemo_model, audio, torch.tensor([16001, 1, 1]))

@@ -48,14 +48,23 @@ def require_nemo() -> Any:
 
 
 def _tdt_durations_of(asr_model: Any) -> list[int] | None:
-    """The TDT durations of a NeMo ASR model (decoding or model config), or ``None`` for RNN-T."""
-    decoding = getattr(asr_model, "decoding", None)
-    durations = getattr(decoding, "durations", None)
-    if not durations:
-        cfg = getattr(asr_model, "cfg", None)
-        defaults = cfg.get("model_defaults", None) if cfg is not None else None
-        durations = defaults.get("tdt_durations", None) if defaults is not None else None
-    return [int(d) for d in durations] if durations else None
+    """The TDT durations of a NeMo ASR model, or ``None`` when its joint has no duration outputs (RNN-T).
+
+    Looked up in the live decoding object, then the config's ``decoding.durations``, then
+    ``model_defaults.tdt_durations``.
+    """
+    if not int(getattr(asr_model.joint, "num_extra_outputs", 0)):
+        return None
+    candidates = [getattr(getattr(asr_model, "decoding", None), "durations", None)]
+    cfg = getattr(asr_model, "cfg", None)
+    if cfg is not None:
+        for section, key in (("decoding", "durations"), ("model_defaults", "tdt_durations")):
+            sub = cfg.get(section, None)
+            candidates.append(sub.get(key, None) if sub is not None else None)
+    for durations in candidates:
+        if durations:
+            return [int(d) for d in durations]
+    return None
 
 
 class NeMoTransducer(nn.Module):
