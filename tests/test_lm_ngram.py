@@ -430,3 +430,18 @@ def test_matches_kenlm(order, tmp_path):
                 state = nxt[:, t]
             total += km.BaseScore(st_in, "</s>", st_out)
             assert lm.score_sequence(seq) == pytest.approx(total * LN10, abs=1e-4)
+
+
+def test_step_functions_are_sync_free():
+    """advance / score_tokens / final run on the meta device, where any host read of a value fails."""
+    rng = random.Random(9)
+    lm = NGramLM.from_arpa(_write_tmp(random_arpa(rng, 6, 4, max_per_order=60)), vocab_size=8, blank_id=7,
+                           dense_memory_mb=0.001, min_dense_degree=1)
+    assert lm.automaton.max_chain > 0 and lm.automaton.light_degree > 0  # light scatter path exercised
+    meta = lm.to("meta")
+    s = torch.zeros(5, dtype=torch.long, device="meta")
+    sc, nx = meta.advance(s)
+    assert sc.shape == (5, 8) and nx.shape == (5, 8) and sc.device.type == "meta"
+    sc, nx = meta.score_tokens(s, torch.zeros(5, 3, dtype=torch.long, device="meta"))
+    assert sc.shape == (5, 3)
+    assert meta.final(s).shape == (5,)

@@ -165,15 +165,31 @@ class BackoffAutomaton:
             self.dense_next[:nt] = term_idx[:, None]
             self._scatter_own_arcs(term_idx, torch.arange(nt, device=dev))
             self.dense_index[term_idx] = torch.arange(nt, device=dev)
+        # a state's row = its backoff state's row (already dense, or light with few arcs) plus the
+        # backoff weight, overwritten by its own arcs; built depth by depth so that every dense
+        # state on a chain is built before it is used
         chunk = max(1, (1 << 22) // max(V, 1))
-        for start in range(nt, H, chunk):
-            idx = order[start : start + chunk]
-            d_build = max(self.light_degree, int(self.degree[idx].max()))
-            sc, nx = self._advance(idx, self.max_depth, d_build)
-            rows = torch.arange(start, start + idx.numel(), device=dev)
-            self.dense_scores[rows] = sc
-            self.dense_next[rows] = nx
-            self.dense_index[idx] = rows
+        start = nt
+        rest = order[nt:]
+        for d in sorted(set(depth[rest].tolist())):
+            level = rest[depth[rest] == d]
+            for c0 in range(0, level.numel(), chunk):
+                idx = level[c0 : c0 + chunk]
+                sc, nx = self._advance(self.backoff_state[idx], self.max_depth, self.light_degree)
+                sc += self.backoff_weight[idx][:, None]
+                deg = self.degree[idx]
+                total = int(deg.sum())
+                if total:
+                    local = torch.repeat_interleave(torch.arange(idx.numel(), device=dev), deg)
+                    first = torch.cumsum(deg, 0) - deg
+                    arc = torch.arange(total, device=dev) - first[local] + self.arc_offsets[idx][local]
+                    sc[local, self.arc_label[arc]] = self.arc_weight[arc]
+                    nx[local, self.arc_label[arc]] = self.arc_dest[arc]
+                rows = torch.arange(start, start + idx.numel(), device=dev)
+                self.dense_scores[rows] = sc
+                self.dense_next[rows] = nx
+                self.dense_index[idx] = rows
+                start += idx.numel()
         self.dense_states = order
 
     def _scatter_own_arcs(self, states: torch.Tensor, rows: torch.Tensor) -> None:
