@@ -196,3 +196,13 @@ def test_bad_inputs():
         s.initial_states(2, utterances=torch.tensor([0, 2]))
     with pytest.raises(DecodingInputError, match="not a token id"):
         a.score_sequence([9])
+
+
+def test_empty_tree_in_a_stack():
+    a = BoostingTree.from_token_sequences([[1, 2]], vocab_size=4, blank_id=0)
+    e = BoostingTree.empty(4, 0)
+    s = BoostingTree.stack([e, a])
+    sc, nx = s.advance(s.initial_states(2))
+    assert torch.all(sc[0] == 0) and sc[1, 1] == pytest.approx(1.0)
+    assert e.score_sequence([1, 2, 3]) == 0.0
+    assert s.score_sequence([1, 2], tree=1) == pytest.approx(2.0)

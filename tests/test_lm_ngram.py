@@ -445,3 +445,41 @@ def test_step_functions_are_sync_free():
     sc, nx = meta.score_tokens(s, torch.zeros(5, 3, dtype=torch.long, device="meta"))
     assert sc.shape == (5, 3)
     assert meta.final(s).shape == (5,)
+
+
+def test_score_sequences_batched_and_gzip(tmp_path):
+    import gzip
+
+    rng = random.Random(21)
+    text = random_arpa(rng, 5, 3, max_per_order=30)
+    p = tmp_path / "lm.arpa.gz"
+    with gzip.open(p, "wt") as f:
+        f.write(text)
+    lm = NGramLM.from_arpa(p, vocab_size=7, blank_id=6)
+    seqs = [[rng.randrange(7) for _ in range(rng.randint(0, 6))] for _ in range(9)]
+    L = max(len(s) for s in seqs)
+    labels = torch.tensor([s + [0] * (L - len(s)) for s in seqs])
+    lengths = torch.tensor([len(s) for s in seqs])
+    for bos in (True, False):
+        got = lm.score_sequences(labels, lengths, bos=bos)
+        exp = torch.tensor([lm.score_sequence(s, bos=bos) for s in seqs])
+        torch.testing.assert_close(got, exp, atol=1e-4, rtol=0)
+    with pytest.raises(DecodingInputError, match=rf"lengths must be in 0..{L}"):
+        lm.score_sequences(labels, lengths + 10)
+    with pytest.raises(DecodingInputError, match="outside the vocabulary"):
+        lm.score_sequences(labels + 7, lengths)
+
+
+def test_arpa_model_from_dict_roundtrip(tmp_path):
+    from asrdecode.lm import ArpaModel
+
+    d = {("<s>",): (-99.0, -0.4), ("</s>",): (-0.8, None), ("d",): (-0.5, -0.2), ("e",): (-0.9, None),
+         ("<s>", "d"): (-0.1, None), ("d", "e"): (-0.3, None)}
+    m = ArpaModel.from_dict(d)
+    path = write_arpa(m, tmp_path / "m.arpa")
+    ref = DictArpaScorer(path.read_text())
+    lm = NGramLM.from_arpa(path, vocab_size=3, blank_id=2)
+    for seq in ([0, 1], [1, 0], [], [0, 0, 1]):
+        assert lm.score_sequence(seq) == pytest.approx(ref.score([chr(100 + t) for t in seq]), abs=1e-5)
+    with pytest.raises(DecodingInputError, match="has no 1-gram"):
+        ArpaModel.from_dict({("a", "b"): (-1.0, None), ("a",): (-1.0, None)})

@@ -55,9 +55,6 @@ BOS = "<s>"
 EOS = "</s>"
 UNK = "<unk>"
 
-_ASCII_SPACE = b" \t\r\n\x0b\x0c"
-
-
 @dataclass
 class ArpaModel:
     """An ARPA back-off n-gram model held as arrays (log10 values, as in the file).
@@ -173,8 +170,6 @@ def _parse(f: io.BufferedIOBase | Iterable[bytes], where: str) -> ArpaModel:
         lineno += 1
         s = raw.strip()
         if not s:
-            if declared:
-                continue
             continue
         if s.startswith(b"ngram"):
             body = s[5:].strip()

@@ -159,6 +159,16 @@ class BoostingTree:
         return cls(automaton, roots, [seqs])
 
     @classmethod
+    def empty(cls, vocab_size: int, blank_id: int | None, *, device: torch.device | str | None = None) -> "BoostingTree":
+        """A tree without phrases (every score 0): the entry of an utterance with no phrases in :meth:`stack`."""
+        if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 1:
+            raise DecodingInputError(f"vocab_size must be a positive int, got {vocab_size!r}")
+        if blank_id is not None and not (isinstance(blank_id, int) and 0 <= blank_id < vocab_size):
+            raise DecodingInputError(f"blank_id must be None or in 0..{vocab_size - 1}, got {blank_id!r}")
+        automaton = _automaton_from_arrays([_build_arrays([], vocab_size)], vocab_size, blank_id, device, 16.0)
+        return cls(automaton, torch.zeros(1, dtype=torch.int64, device=automaton.arc_offsets.device), [[]])
+
+    @classmethod
     def stack(cls, trees: Sequence["BoostingTree"], *, dense_memory_mb: float = 16.0) -> "BoostingTree":
         """One structure holding ``trees`` (tree ``i`` = utterance ``i``) with one root each."""
         if len(trees) == 0:

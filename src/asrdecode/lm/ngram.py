@@ -291,6 +291,39 @@ class NGramLM:
             total += float(self.final(state)[0])
         return total
 
+    def score_sequences(
+        self, labels: torch.Tensor, lengths: torch.Tensor | None = None, *, bos: bool = True, eos: bool = True
+    ) -> torch.Tensor:
+        """Natural-log scores ``[B]`` of padded token sequences ``labels [B, L]`` (``lengths [B]``), batched.
+
+        For n-best rescoring; one ``score_tokens`` step per position for the whole batch.
+        """
+        if not isinstance(labels, torch.Tensor) or labels.dim() != 2 or labels.is_floating_point():
+            raise DecodingInputError("labels must be a 2-D integer tensor [B, L]")
+        B, L = labels.shape
+        labels = labels.to(device=self.device, dtype=torch.int64)
+        if lengths is None:
+            lengths = torch.full((B,), L, dtype=torch.int64, device=self.device)
+        else:
+            if not isinstance(lengths, torch.Tensor) or lengths.shape != (B,) or lengths.is_floating_point():
+                raise DecodingInputError(f"lengths must be an integer tensor of shape [{B}]")
+            lengths = lengths.to(device=self.device, dtype=torch.int64)
+            if B and (int(lengths.min()) < 0 or int(lengths.max()) > L):
+                raise DecodingInputError(f"lengths must be in 0..{L}")
+        mask = torch.arange(L, device=self.device)[None, :] < lengths[:, None]
+        if bool(((labels < 0) | (labels >= self.vocab_size))[mask].any()):
+            raise DecodingInputError(f"labels hold ids outside the vocabulary 0..{self.vocab_size - 1}")
+        state = torch.full((B,), self.bos_state if bos else 0, dtype=torch.int64, device=self.device)
+        total = torch.zeros(B, dtype=torch.float32, device=self.device)
+        safe = torch.where(mask, labels, 0)
+        for i in range(L):
+            sc, nx = self.score_tokens(state, safe[:, i : i + 1])
+            total += torch.where(mask[:, i], sc[:, 0], 0.0)
+            state = torch.where(mask[:, i], nx[:, 0], state)
+        if eos:
+            total += self.final(state)
+        return total
+
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike) -> Path:
         """Write the compact binary form (arcs and states, no dense rows); :meth:`load` reads it."""
