@@ -159,6 +159,12 @@ def kenlm_advance(km, states, words) -> np.ndarray:
     return out
 
 
+def dense_mib(lm: NGramLM) -> float:
+    a = lm.automaton
+    return (a.dense_scores.numel() * a.dense_scores.element_size()
+            + a.dense_next.numel() * a.dense_next.element_size()) / 2**20
+
+
 def round_robin(fns: dict[str, callable], repeats: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for f in fns.values():
@@ -255,7 +261,8 @@ def main() -> None:
               + (f"{ken * 1e3:.0f} | {ken / o:.0f}x | " if ken else "n/a | n/a | ")
               + f"{r['med']['boosting tree (200 phrases)'] * 1e3:.2f} | {r['check'] or 'peers not installed'} |")
     print("\n## load time (ratio = time / our binary load) and memory\n")
-    print("| LM | ARPA size | ours from ARPA | ours binary | NeMo from ARPA | KenLM from ARPA | ours memory | NeMo memory |")
+    print("| LM | ARPA size | ours from ARPA | ours binary | NeMo from ARPA | KenLM from ARPA | ours memory (of which dense rows, "
+          "budget `dense_memory_mb`) | NeMo memory |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         b = r["t_bin"]
@@ -267,7 +274,7 @@ def main() -> None:
             return f"{t:.2f} s ({t / b:.1f}x)" if t is not None else "n/a"
 
         print(f"| {r['order']}-gram | {r['arpa'].stat().st_size / 2**20:.0f} MiB | {cell(r['t_arpa'])} | {b:.2f} s (1x) | "
-              f"{cell(r['t_nemo'])} | {cell(r['t_kenlm'])} | {r['lm'].memory_bytes() / 2**20:.0f} MiB | "
+              f"{cell(r['t_nemo'])} | {cell(r['t_kenlm'])} | {r['lm'].memory_bytes() / 2**20:.0f} MiB ({dense_mib(r['lm']):.0f} dense) | "
               + (f"{nemo_mem / 2**20:.0f} MiB |" if nemo_mem else "n/a |"))
     missing = [name for name, ok in (("NeMo", rows and rows[0]["nm"] is not None), ("kenlm", kenlm is not None)) if not ok]
     if missing:
