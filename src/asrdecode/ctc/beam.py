@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -105,6 +105,17 @@ class CTCBeamState:
         )
 
 
+class _Fields(NamedTuple):
+    p_b: torch.Tensor
+    p_nb: torch.Tensor
+    fscore: torch.Tensor
+    length: torch.Tensor
+    last: torch.Tensor
+    hash: torch.Tensor
+    parent_hash: torch.Tensor
+    fstates: torch.Tensor
+
+
 class _Stepper:
     """One frame of the batched prefix beam search over a :class:`CTCBeamState` (sync-free).
 
@@ -138,9 +149,17 @@ class _Stepper:
         self.merge_all = token_beam is None or token_beam >= vocab - 1
         self.slots = torch.arange(beam, device=device)[None, :].expand(batch, beam)
         self.vocab_ids = torch.arange(vocab, device=device)
-        self.neg_col = torch.full((batch, 1), -math.inf, dtype=dtype, device=device)
 
     def __call__(self, st: CTCBeamState, e: torch.Tensor, active: torch.Tensor, times: torch.Tensor) -> None:
+        out = self.core(st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, e, active)
+        (st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, tok, src) = out
+        st.tree.record(tok, src, times)
+
+    def core(self, p_b: torch.Tensor, p_nb: torch.Tensor, fscore: torch.Tensor, length: torch.Tensor,
+             last: torch.Tensor, hsh: torch.Tensor, parent_hash: torch.Tensor, fstates: torch.Tensor,
+             e: torch.Tensor, active: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The step as a pure function of the state tensors (returns the new ones, tokens and parents)."""
+        st = _Fields(p_b, p_nb, fscore, length, last, hsh, parent_hash, fstates)
         B, K, V = self.B, self.K, self.V
         neg = -math.inf
         p_tot = torch.logaddexp(st.p_b, st.p_nb)  # [B, K]
@@ -161,34 +180,36 @@ class _Stepper:
             e_ext, tok_ids = torch.topk(e_nb, M, dim=1)
         # Extension scores [B, K, M] (the repeated last token is fixed below).
         base = p_tot + st.fscore + self.beta * (length_f + 1.0)
-        ext = base[:, :, None] + e_ext[:, None, :]
+        # Candidate buffer: [stays (K) | extensions (K * M) | one dummy scatter target].
+        dummy = K + K * M
+        cand = torch.empty((B, dummy + 1), dtype=self.dtype, device=e.device)
+        ext = cand[:, K:dummy].view(B, K, M)
+        torch.add(base[:, :, None], e_ext[:, None, :], out=ext)
         lm_flat: Optional[torch.Tensor] = None
         nexts: Optional[torch.Tensor] = None
         if self.scorer.num_models:
-            flat_s = st.fstates.reshape(B * K, -1)
-            if tok_ids is None:
-                lm, nx = self.scorer.advance(flat_s, self.dtype)
-            else:
-                lm, nx = self.scorer.score_tokens(flat_s, tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M), self.dtype)
-            ext = ext + lm.reshape(B, K, M)
-            lm_flat = lm.reshape(B, K * M)
+            lm, nx = self.scorer.advance(st.fstates.reshape(B * K, -1), self.dtype)  # [B*K, V], [B*K, V, nm]
+            if tok_ids is not None:  # gather the candidate tokens (cheaper than per-token lookups)
+                idx3 = tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
+                lm = torch.gather(lm, 1, idx3)
+                nx = torch.gather(nx, 1, idx3[:, :, None].expand(-1, -1, nx.shape[2]))
+            ext.add_(lm.view(B, K, M))
+            lm_flat = lm.view(B, K * M)
             nexts = nx.reshape(B, K * M, -1)
-        ext_flat = torch.cat([ext.reshape(B, K * M), self.neg_col], dim=1)  # last column: a dummy target
-        dummy = K * M
         # Position of each hypothesis's last token among the candidate tokens.
         if tok_ids is None:
             last_in = has_last
             last_pos = last_c
-            ext_flat[:, : K * M].view(B, K, M)[:, :, self.blank] = neg
+            ext[:, :, self.blank] = neg
         else:
             eq = tok_ids[:, None, :] == st.last[:, :, None]  # [B, K, M]
             last_in = eq.any(dim=2) & has_last
             last_pos = eq.to(torch.int8).argmax(dim=2)
-        own = self.slots * M + last_pos  # flat index of (j, last(j))
+        own = self.slots * M + last_pos  # index of (j, last(j)) among the extensions
         fixed = st.p_b + e_last + st.fscore + self.beta * (length_f + 1.0)
         if lm_flat is not None:
             fixed = fixed + torch.gather(lm_flat, 1, torch.where(last_in, own, 0))
-        ext_flat.scatter_(1, torch.where(last_in, own, dummy), fixed)
+        cand.scatter_(1, torch.where(last_in, own + K, dummy), fixed)
         # Merge: hypothesis i whose parent prefix is hypothesis j receives extension (j, last(i)).
         match = (
             (st.parent_hash[:, :, None] == st.hash[:, None, :])
@@ -196,8 +217,7 @@ class _Stepper:
             & valid[:, :, None]
             & valid[:, None, :]
         )
-        has_parent = match.any(dim=2)
-        parent = match.to(torch.int8).argmax(dim=2)
+        has_parent, parent = match.max(dim=2)
         par_last = torch.gather(st.last, 1, parent)
         par_from = torch.where(par_last == st.last, torch.gather(st.p_b, 1, parent), torch.gather(p_tot, 1, parent))
         child_acoustic = par_from + e_last
@@ -212,9 +232,9 @@ class _Stepper:
         stay_b = p_tot + e[:, self.blank, None]
         stay_nb = torch.where(has_last, st.p_nb + e_last, neg)
         stay_nb = torch.where(has_parent, torch.logaddexp(stay_nb, child_acoustic), stay_nb)
-        ext_flat.scatter_(1, torch.where(child_in, child_pos, dummy), neg)
-        stay_tot = torch.logaddexp(stay_b, stay_nb) + st.fscore + self.beta * length_f
-        cand = torch.cat([stay_tot, ext_flat[:, :dummy]], dim=1)
+        cand.scatter_(1, torch.where(child_in, child_pos + K, dummy), neg)
+        torch.add(torch.logaddexp(stay_b, stay_nb), st.fscore + self.beta * length_f, out=cand[:, :K])
+        cand = cand[:, :dummy]
         top, idx = torch.topk(cand, K, dim=1)
         keep = (top >= top[:, :1] - self.thr) & (top > neg)
         is_ext = idx >= K
@@ -242,23 +262,24 @@ class _Stepper:
         new_hash = torch.where(is_ext, extend_hash(src_hash, tok_c), src_hash)
         new_parent_hash = torch.where(is_ext, src_hash, g(st.parent_hash))
         act = active[:, None]
-        st.p_b = torch.where(act, new_p_b, st.p_b)
-        st.p_nb = torch.where(act, new_p_nb, st.p_nb)
-        st.fscore = torch.where(act, new_fscore, st.fscore)
-        st.length = torch.where(act, new_len, st.length)
-        st.last = torch.where(act, new_last, st.last)
-        st.hash = torch.where(act, new_hash, st.hash)
-        st.parent_hash = torch.where(act, new_parent_hash, st.parent_hash)
+        fstates = st.fstates
         if nexts is not None:
             n_models = nexts.shape[2]
             src_s = torch.gather(st.fstates, 1, src[:, :, None].expand(B, K, n_models))
             ext_s = torch.gather(nexts, 1, eidx[:, :, None].expand(B, K, n_models))
             new_s = torch.where(is_ext[:, :, None], ext_s, src_s)
-            st.fstates = torch.where(act[:, :, None], new_s, st.fstates)
-        st.tree.record(
+            fstates = torch.where(act[:, :, None], new_s, st.fstates)
+        return (
+            torch.where(act, new_p_b, st.p_b),
+            torch.where(act, new_p_nb, st.p_nb),
+            torch.where(act, new_fscore, st.fscore),
+            torch.where(act, new_len, st.length),
+            torch.where(act, new_last, st.last),
+            torch.where(act, new_hash, st.hash),
+            torch.where(act, new_parent_hash, st.parent_hash),
+            fstates,
             torch.where(act, tok, -1).to(torch.int32),
             torch.where(act, src, self.slots).to(torch.int32),
-            times,
         )
 
 

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""CTC prefix beam search with a token-level n-gram LM: asrdecode vs pyctcdecode vs flashlight-text.
+
+All decoders see the same emissions and the same ARPA LM (the bundled token-level 4-gram, whose
+"words" are the model's token ids spelled ``chr(id + 100)``), with the same LM weight; each
+runs with one thread, and all timings come from this one run, reported as ratios.
+
+* asrdecode: ``asrdecode.ctc.beam_search`` with ``NGramLM`` fusion, batch 1 and batch 32.
+* pyctcdecode (+ kenlm): every token is its own LM "word" (labels ``"▁" + chr(id + 100)``), so
+  kenlm scores each token, exactly the token-level LM; pyctcdecode decodes one utterance at a
+  time (its batch API only adds a process pool), so its time is the same for both batch sizes.
+  It runs with its default pruning (``token_min_logp=-5``) unless ``--pyctc-no-token-pruning``.
+* flashlight-text: ``LexiconFreeDecoder`` (CTC criterion, log-add merging) with its ``KenLM``
+  on the same ARPA, the blank doubling as the silence token (score 0). It has no per-token
+  bonus, so every decoder runs with ``beta = 0``: the three search the same objective
+  ``log p_ctc + alpha * log p_LM``.
+
+Emissions: ``--emissions FILE.pt`` (a dict with ``log_probs`` (list of ``[T, V]`` or padded
+``[N, T, V]``), ``lengths``, ``texts``, ``blank_id``), else the bundled ``demo-ctc`` model on the
+committed test sets (``data/synth_test``, ``data/real``) when it loads, else synthetic peaky
+emissions of the test-set sentences (the output says which).
+
+The second table is blank collapse (asrdecode, batch 32): frames removed, speed ratio and WER
+change at thresholds 0.999, 0.99 and weak.
+
+Usage: python3 benchmarks/ctc_beam.py [--beams 4 16 64] [--batches 1 32] [--alpha 0.5] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from asrdecode import ctc  # noqa: E402
+from asrdecode.lm import NGramLM  # noqa: E402
+from asrdecode.tokenizers import SentencePieceTokenizer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "src" / "asrdecode" / "models" / "assets"
+OFFSET = 100
+FRAME_SECONDS_DEFAULT = 0.08
+
+
+# ----------------------------------------------------------------------------- data
+def read_manifests() -> list[tuple[Path, str]]:
+    items = []
+    for d in (ROOT / "data" / "synth_test", ROOT / "data" / "real"):
+        m = d / "manifest.jsonl"
+        if m.exists():
+            for line in m.read_text().splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    items.append((d / r["audio_filepath"], r["text"]))
+    return items
+
+
+def emissions_from_model(items):
+    from asrdecode.audio import read_audio
+    from asrdecode.models import load
+
+    demo = load("demo-ctc")
+    out = []
+    for i in range(0, len(items), 16):
+        chunk = items[i : i + 16]
+        waves = [read_audio(p) for p, _ in chunk]
+        lp, lens = demo.model.log_probs(waves)
+        out += [lp[j, : int(lens[j])].clone() for j in range(len(chunk))]
+    return out, demo.blank_id, demo.tokenizer, getattr(demo, "frame_seconds", FRAME_SECONDS_DEFAULT)
+
+
+def synthetic_emissions(texts, tokenizer, blank: int, seed: int = 0):
+    """Peaky CTC-like emissions of the reference token sequences, with confusions and insertions."""
+    g = torch.Generator().manual_seed(seed)
+    V = tokenizer.vocab_size
+    out = []
+    for text in texts:
+        ids = tokenizer.encode(text)
+        path = [blank] * int(torch.randint(0, 4, (1,), generator=g))
+        for j, t in enumerate(ids):
+            path += [t] * (1 + int(torch.rand(1, generator=g) < 0.3))
+            n_blank = int(torch.randint(0, 3, (1,), generator=g))
+            if j + 1 < len(ids) and ids[j + 1] == t:
+                n_blank = max(n_blank, 1)
+            path += [blank] * n_blank
+        path += [blank] * int(torch.randint(0, 4, (1,), generator=g))
+        T = len(path)
+        logits = torch.randn(T, V, generator=g)
+        tgt = torch.tensor(path)
+        boost = torch.where(tgt == blank, 5.0 + 4.0 * torch.rand(T, generator=g), 4.0 + 4.0 * torch.rand(T, generator=g))
+        logits[torch.arange(T), tgt] += boost
+        confuse = (torch.rand(T, generator=g) < 0.2) & (tgt != blank)
+        other = torch.randint(0, V - 1, (T,), generator=g)
+        other = torch.where(other >= blank, other + 1, other)
+        logits[torch.arange(T), other] += torch.where(confuse, boost + torch.empty(T).uniform_(-1.5, 0.7, generator=g), 0.0)
+        out.append(torch.log_softmax(logits, -1))
+    return out
+
+
+def load_emissions(args):
+    items = read_manifests()
+    texts = [t for _, t in items]
+    tok_path = ASSETS / "tokenizer.model"
+    if args.emissions:
+        d = torch.load(args.emissions, map_location="cpu")
+        lp = d["log_probs"]
+        lens = d.get("lengths")
+        if isinstance(lp, torch.Tensor):
+            lens = lens if lens is not None else torch.full((lp.shape[0],), lp.shape[1])
+            lp = [lp[i, : int(lens[i])] for i in range(lp.shape[0])]
+        tokenizer = SentencePieceTokenizer(d.get("tokenizer", tok_path), blank_id=d["blank_id"])
+        return lp, d["texts"], int(d["blank_id"]), tokenizer, f"emissions file {args.emissions}", d.get("frame_seconds", FRAME_SECONDS_DEFAULT)
+    if not args.synthetic:
+        try:
+            lp, blank, tokenizer, fs = emissions_from_model(items)
+            return lp, texts, blank, tokenizer, f"bundled demo-ctc model on {len(items)} test clips (data/synth_test + data/real)", fs
+        except Exception as err:  # the model is optional: fall back to synthetic emissions, and say so
+            print(f"# demo-ctc not usable ({type(err).__name__}: {err}); using synthetic emissions", file=sys.stderr)
+    tokenizer = SentencePieceTokenizer(tok_path)
+    blank = tokenizer.blank_id
+    return synthetic_emissions(texts, tokenizer, blank), texts, blank, tokenizer, (
+        f"SYNTHETIC peaky emissions of the {len(texts)} test-set sentences (no trained model available)"), FRAME_SECONDS_DEFAULT
+
+
+# ----------------------------------------------------------------------------- metrics
+def edit_distance(a: list[str], b: list[str]) -> int:
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y))
+        prev = cur
+    return prev[-1]
+
+
+def wer(hyps: list[str], refs: list[str]) -> float:
+    errs = sum(edit_distance(h.split(), r.split()) for h, r in zip(hyps, refs))
+    return 100.0 * errs / max(1, sum(len(r.split()) for r in refs))
+
+
+# ----------------------------------------------------------------------------- decoders
+def pad(lps: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    lens = torch.tensor([x.shape[0] for x in lps])
+    out = torch.zeros(len(lps), max(1, int(lens.max())), lps[0].shape[1])
+    for i, x in enumerate(lps):
+        out[i, : x.shape[0]] = x
+    return out, lens
+
+
+def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=None):
+    ids: list[list[int]] = []
+    t0 = time.perf_counter()
+    for i in range(0, len(lps), batch):
+        x, lens = pad(lps[i : i + batch])
+        res = ctc.beam_search(x, lens, blank, beam=beam, fusion=[(lm, alpha)], beta=0.0, beam_threshold=thr,
+                              blank_collapse=collapse, token_beam=token_beam)
+        ids += [r[0].tokens for r in res]
+    return ids, time.perf_counter() - t0
+
+
+class PyCtc:
+    def __init__(self, arpa: Path, vocab: int, blank: int, alpha: float, token_pruning: bool):
+        from pyctcdecode import build_ctcdecoder
+
+        labels = ["" if i == blank else "\u2581" + chr(i + OFFSET) for i in range(vocab)]
+        import logging
+
+        logging.getLogger("pyctcdecode").setLevel(logging.ERROR)
+        self.dec = build_ctcdecoder(labels, kenlm_model_path=str(arpa), alpha=alpha, beta=0.0)
+        self.token_min_logp = -5.0 if token_pruning else -1e9
+
+    def run(self, lps, beam, thr):
+        ids = []
+        t0 = time.perf_counter()
+        for x in lps:
+            text = self.dec.decode(x.numpy(), beam_width=beam, beam_prune_logp=-thr, token_min_logp=self.token_min_logp)
+            ids.append([ord(w) - OFFSET for w in text.split()])
+        return ids, time.perf_counter() - t0
+
+
+class Flashlight:
+    def __init__(self, arpa: Path, vocab: int, blank: int, alpha: float):
+        from flashlight.lib.text.decoder import KenLM
+        from flashlight.lib.text.dictionary import Dictionary
+
+        words = ["<blank>" if i == blank else chr(i + OFFSET) for i in range(vocab)]
+        self.dictionary = Dictionary(words)
+        self.lm = KenLM(str(arpa), self.dictionary)
+        self.blank, self.vocab, self.alpha = blank, vocab, alpha
+
+    def run(self, lps, beam, thr):
+        from flashlight.lib.text.decoder import CriterionType, LexiconFreeDecoder, LexiconFreeDecoderOptions
+
+        opts = LexiconFreeDecoderOptions(beam_size=beam, beam_size_token=self.vocab, beam_threshold=thr,
+                                         lm_weight=self.alpha, sil_score=0.0, log_add=True,
+                                         criterion_type=CriterionType.CTC)
+        dec = LexiconFreeDecoder(opts, self.lm, self.blank, self.blank, [])
+        ids = []
+        t0 = time.perf_counter()
+        for x in lps:
+            x = x.contiguous()
+            res = dec.decode(x.data_ptr(), x.shape[0], x.shape[1])
+            path = list(res[0].tokens)
+            toks, prev = [], None
+            for t in path:
+                if t != prev and t != self.blank and t >= 0:
+                    toks.append(t)
+                prev = t
+            ids.append(toks)
+        return ids, time.perf_counter() - t0
+
+
+def texts_of(tokenizer, ids_list):
+    out = []
+    for ids in ids_list:
+        try:
+            out.append(tokenizer.decode(ids))
+        except Exception:
+            out.append("")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--emissions", help=".pt file with log_probs, lengths, texts, blank_id")
+    ap.add_argument("--synthetic", action="store_true", help="use synthetic emissions even if the model loads")
+    ap.add_argument("--arpa", default=str(ASSETS / "token-4gram.arpa.gz"))
+    ap.add_argument("--beams", type=int, nargs="+", default=[4, 16, 64])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--alpha", type=float, default=0.5, help="LM weight (same for every decoder)")
+    ap.add_argument("--beam-threshold", type=float, default=20.0)
+    ap.add_argument("--collapse-beam", type=int, default=16)
+    ap.add_argument("--peers", nargs="*", default=["pyctcdecode", "flashlight"])
+    ap.add_argument("--pyctc-no-token-pruning", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="times to repeat the emission set (longer timings)")
+    ap.add_argument("--out", help="also write the markdown tables here")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    lps, refs, blank, tokenizer, source, frame_s = load_emissions(args)
+    lps = [x.float() for x in lps] * args.repeat
+    refs = refs * args.repeat
+    vocab = lps[0].shape[1]
+    n_frames = sum(x.shape[0] for x in lps)
+    lines = [f"Emissions: {source}; {len(lps)} utterances, {n_frames} frames ({n_frames * frame_s:.0f} s of audio), "
+             f"V = {vocab}, blank = {blank}.",
+             f"LM: {Path(args.arpa).name}, weight alpha = {args.alpha}, beta = 0, beam_threshold = {args.beam_threshold}; "
+             f"one thread; {time.strftime('%Y-%m-%d')}.", ""]
+
+    tmpdir = Path(tempfile.mkdtemp(prefix="ctc_bench_"))
+    arpa = Path(args.arpa)
+    if arpa.suffix == ".gz":
+        plain = tmpdir / arpa.stem
+        with gzip.open(arpa, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        arpa = plain
+    lm = NGramLM.from_arpa(arpa, vocab_size=vocab, blank_id=blank)
+
+    greedy = ctc.greedy(pad(lps)[0], pad(lps)[1], blank)
+    greedy_wer = wer(texts_of(tokenizer, [h.tokens for h in greedy]), refs)
+    lines.append(f"Greedy WER (no LM): {greedy_wer:.2f}%")
+    lines.append("")
+
+    peers = {}
+    if "pyctcdecode" in args.peers:
+        try:
+            peers["pyctcdecode"] = PyCtc(arpa, vocab, blank, args.alpha, not args.pyctc_no_token_pruning)
+        except Exception as err:
+            lines.append(f"(pyctcdecode unavailable: {type(err).__name__}: {err})")
+    if "flashlight" in args.peers:
+        try:
+            peers["flashlight"] = Flashlight(arpa, vocab, blank, args.alpha)
+        except Exception as err:
+            lines.append(f"(flashlight-text unavailable: {type(err).__name__}: {err})")
+
+    # warm-up (allocations, LM caches) on a few utterances
+    run_ours(lps[:4], blank, lm, args.alpha, 4, 4, args.beam_threshold)
+
+    rows = ["| beam | decoder | WER % | decode s | RTFx | " + " | ".join(f"time / asrdecode batch {b}" for b in args.batches) + " |",
+            "|---|---|---|---|---|" + "---|" * len(args.batches)]
+    for beam in args.beams:
+        ours = {}
+        for b in args.batches:
+            ids, dt = run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold)
+            ours[b] = (wer(texts_of(tokenizer, ids), refs), dt)
+            audio_s = n_frames * frame_s
+            ratios = " | ".join(f"{dt / ours[c][1]:.2f}" if c in ours else "" for c in args.batches)
+            rows.append(f"| {beam} | asrdecode batch {b} | {ours[b][0]:.2f} | {dt:.3f} | {audio_s / dt:.0f} | {ratios} |")
+            print(rows[-1], flush=True)
+        for name, peer in peers.items():
+            ids, dt = peer.run(lps, beam, args.beam_threshold)
+            w = wer(texts_of(tokenizer, ids), refs)
+            ratios = " | ".join(f"**{dt / ours[b][1]:.1f}x**" for b in args.batches)
+            rows.append(f"| {beam} | {name} | {w:.2f} | {dt:.3f} | {n_frames * frame_s / dt:.0f} | {ratios} |")
+            print(rows[-1], flush=True)
+    lines += ["### Beam search with the token 4-gram LM", "", *rows, ""]
+
+    # Blank collapse
+    crow = ["| blank collapse | frames removed % | WER % | WER change | decode s | speed-up |", "|---|---|---|---|---|---|"]
+    x_all, len_all = pad(lps)
+    base_ids, base_t = run_ours(lps, blank, lm, args.alpha, args.collapse_beam, 32, args.beam_threshold)
+    base_w = wer(texts_of(tokenizer, base_ids), refs)
+    crow.append(f"| off | 0.0 | {base_w:.2f} | - | {base_t:.3f} | 1.00x |")
+    for th in (0.999, 0.99, "weak"):
+        _, new_len, _ = ctc.blank_collapse(x_all, len_all, blank, None if th == "weak" else th)
+        removed = 100.0 * (1 - float(new_len.sum()) / float(len_all.sum()))
+        ids, dt = run_ours(lps, blank, lm, args.alpha, args.collapse_beam, 32, args.beam_threshold, collapse=th)
+        w = wer(texts_of(tokenizer, ids), refs)
+        crow.append(f"| {th} | {removed:.1f} | {w:.2f} | {w - base_w:+.2f} | {dt:.3f} | {base_t / dt:.2f}x |")
+        print(crow[-1], flush=True)
+    lines += [f"### Blank collapse (asrdecode, beam {args.collapse_beam}, batch 32, same LM)", "", *crow, ""]
+    lines += ["Command: `OMP_NUM_THREADS=1 python3 benchmarks/ctc_beam.py " + " ".join(sys.argv[1:]) + "`", ""]
+    text = "\n".join(lines)
+    print()
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
