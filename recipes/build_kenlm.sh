@@ -22,9 +22,11 @@ if [[ -x "$BIN/lmplz" && -x "$BIN/build_binary" ]]; then
     exit 0
 fi
 
+PKGS=(libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
+      zlib1g-dev libbz2-dev liblzma-dev cmake g++)
+echo "kenlm: needs the Debian packages: ${PKGS[*]}"
 missing=()
-for pkg in libboost-program-options-dev libboost-system-dev libboost-thread-dev \
-           libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev cmake; do
+for pkg in "${PKGS[@]}"; do
     if command -v dpkg-query >/dev/null 2>&1; then
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     fi

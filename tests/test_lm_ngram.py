@@ -197,8 +197,6 @@ def test_batched_advance_equals_rowwise():
     assert ref.order == 4
 
 
-_TMP_COUNTER = [0]
-
 
 def _write_tmp(text: str):
     import tempfile
