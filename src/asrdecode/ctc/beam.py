@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -66,13 +66,13 @@ class CTCBeamState:
     place and returns it while ``final=False``.
     """
 
-    p_b: torch.Tensor
-    p_nb: torch.Tensor
-    fscore: torch.Tensor
-    length: torch.Tensor
-    last: torch.Tensor
-    hash: torch.Tensor
-    parent_hash: torch.Tensor
+    p_b: torch.Tensor  # log-prob of the prefix's paths ending in blank (-inf: invalid slot)
+    p_nb: torch.Tensor  # ... ending in its last token
+    fscore: torch.Tensor  # sum of weight x fusion score of its tokens
+    length: torch.Tensor  # number of tokens (float, the emissions' dtype)
+    last: torch.Tensor  # last token (-1: empty prefix)
+    hash: torch.Tensor  # incremental prefix hash (-1: invalid slot)
+    parent_hash: torch.Tensor  # hash of the prefix without its last token (-2: none)
     fstates: torch.Tensor  # [B, K, M] int64, one column per fusion model
     offsets: torch.Tensor  # [B] original frames consumed so far
     collapse: Optional[CollapseState]
@@ -87,33 +87,23 @@ class CTCBeamState:
         neg = torch.full((batch, beam), -math.inf, dtype=dtype, device=device)
         p_b = neg.clone()
         p_b[:, 0] = 0.0
-        zeros_i = torch.zeros((batch, beam), dtype=torch.long, device=device)
+        hash0 = torch.full((batch, beam), -1, dtype=torch.long, device=device)  # -1: invalid slot
+        hash0[:, 0] = EMPTY_HASH
         utterances = torch.arange(batch, device=device).repeat_interleave(beam)
         fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(batch, beam, -1)
         return CTCBeamState(
             p_b=p_b,
             p_nb=neg.clone(),
             fscore=torch.zeros((batch, beam), dtype=dtype, device=device),
-            length=zeros_i.clone(),
+            length=torch.zeros((batch, beam), dtype=dtype, device=device),
             last=torch.full((batch, beam), -1, dtype=torch.long, device=device),
-            hash=torch.full((batch, beam), EMPTY_HASH, dtype=torch.long, device=device),
-            parent_hash=torch.full((batch, beam), -1, dtype=torch.long, device=device),
+            hash=hash0,
+            parent_hash=torch.full((batch, beam), -2, dtype=torch.long, device=device),
             fstates=fstates,
             offsets=torch.zeros(batch, dtype=torch.long, device=device),
             collapse=CollapseState.initial(batch, vocab, dtype, device) if collapse_on else None,
             config=config,
         )
-
-
-class _Fields(NamedTuple):
-    p_b: torch.Tensor
-    p_nb: torch.Tensor
-    fscore: torch.Tensor
-    length: torch.Tensor
-    last: torch.Tensor
-    hash: torch.Tensor
-    parent_hash: torch.Tensor
-    fstates: torch.Tensor
 
 
 class _Stepper:
@@ -148,47 +138,46 @@ class _Stepper:
         # Merges of children into stays are computed whenever the search is over the full vocabulary.
         self.merge_all = token_beam is None or token_beam >= vocab - 1
         self.slots = torch.arange(beam, device=device)[None, :].expand(batch, beam)
-        self.vocab_ids = torch.arange(vocab, device=device)
+        self.blank_t = torch.tensor([blank], device=device)
+        m_used = self.M if self.M is not None else vocab
+        self.slot_base = {m_used: self.slots * m_used + beam}  # where slot j's extensions start in cand
 
-    def __call__(self, st: CTCBeamState, e: torch.Tensor, active: torch.Tensor, times: torch.Tensor) -> None:
+    def __call__(self, st: CTCBeamState, e: torch.Tensor, active: Optional[torch.Tensor], times: torch.Tensor) -> None:
         out = self.core(st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, e, active)
         (st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, tok, src) = out
         st.tree.record(tok, src, times)
 
     def core(self, p_b: torch.Tensor, p_nb: torch.Tensor, fscore: torch.Tensor, length: torch.Tensor,
              last: torch.Tensor, hsh: torch.Tensor, parent_hash: torch.Tensor, fstates: torch.Tensor,
-             e: torch.Tensor, active: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The step as a pure function of the state tensors (returns the new ones, tokens and parents)."""
-        st = _Fields(p_b, p_nb, fscore, length, last, hsh, parent_hash, fstates)
+             e: torch.Tensor, active: Optional[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """One frame as a pure function of the state tensors; returns the new ones, tokens and parents.
+
+        ``active [B]`` (or ``None``: all) marks utterances that have this frame; the others keep
+        their state. Invalid slots carry ``hash == -1`` (``parent_hash == -2``), so the parent
+        look-up needs no validity mask.
+        """
         B, K, V = self.B, self.K, self.V
         neg = -math.inf
-        p_tot = torch.logaddexp(st.p_b, st.p_nb)  # [B, K]
-        valid = p_tot > neg
-        has_last = st.last >= 0
-        last_c = st.last.clamp(min=0)
-        e_last = torch.gather(e, 1, last_c)  # [B, K]
-        length_f = st.length.to(self.dtype)
+        p_tot = torch.logaddexp(p_b, p_nb)  # [B, K]
+        last_c = last.clamp(min=0)
+        e_last = torch.gather(e, 1, last_c)  # (the empty prefix has p_nb = -inf, so its value is unused)
+        bonus = fscore + self.beta * length if self.beta else fscore  # non-acoustic score of a stay
+        bonus1 = bonus + self.beta if self.beta else bonus  # ... and of an extension
         # Candidate tokens [B, M] and their log-probs.
         if self.M is None:
-            M = V
-            tok_ids = None
-            e_ext = e
+            M, tok_ids, e_ext = V, None, e
         else:
             M = self.M
-            e_nb = e.clone()
-            e_nb[:, self.blank] = neg
-            e_ext, tok_ids = torch.topk(e_nb, M, dim=1)
-        # Extension scores [B, K, M] (the repeated last token is fixed below).
-        base = p_tot + st.fscore + self.beta * (length_f + 1.0)
+            e_ext, tok_ids = torch.topk(e.index_fill(1, self.blank_t, neg), M, dim=1)
         # Candidate buffer: [stays (K) | extensions (K * M) | one dummy scatter target].
         dummy = K + K * M
         cand = torch.empty((B, dummy + 1), dtype=self.dtype, device=e.device)
         ext = cand[:, K:dummy].view(B, K, M)
-        torch.add(base[:, :, None], e_ext[:, None, :], out=ext)
+        torch.add((p_tot + bonus1)[:, :, None], e_ext[:, None, :], out=ext)
         lm_flat: Optional[torch.Tensor] = None
         nexts: Optional[torch.Tensor] = None
         if self.scorer.num_models:
-            lm, nx = self.scorer.advance(st.fstates.reshape(B * K, -1), self.dtype)  # [B*K, V], [B*K, V, nm]
+            lm, nx = self.scorer.advance(fstates.reshape(B * K, -1), self.dtype)  # [B*K, V], [B*K, V, nm]
             if tok_ids is not None:  # gather the candidate tokens (cheaper than per-token lookups)
                 idx3 = tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
                 lm = torch.gather(lm, 1, idx3)
@@ -196,91 +185,70 @@ class _Stepper:
             ext.add_(lm.view(B, K, M))
             lm_flat = lm.view(B, K * M)
             nexts = nx.reshape(B, K * M, -1)
-        # Position of each hypothesis's last token among the candidate tokens.
+        # Extension by the last token again: only from paths ending in blank.
         if tok_ids is None:
-            last_in = has_last
-            last_pos = last_c
             ext[:, :, self.blank] = neg
+            last_in = last >= 0
+            last_pos = last_c
         else:
-            eq = tok_ids[:, None, :] == st.last[:, :, None]  # [B, K, M]
-            last_in = eq.any(dim=2) & has_last
-            last_pos = eq.to(torch.int8).argmax(dim=2)
-        own = self.slots * M + last_pos  # index of (j, last(j)) among the extensions
-        fixed = st.p_b + e_last + st.fscore + self.beta * (length_f + 1.0)
+            last_in, last_pos = (tok_ids[:, None, :] == last[:, :, None]).max(dim=2)
+        own = self.slot_base[M] + last_pos  # index of (j, last(j)) in cand
+        fixed = p_b + e_last + bonus1
         if lm_flat is not None:
-            fixed = fixed + torch.gather(lm_flat, 1, torch.where(last_in, own, 0))
-        cand.scatter_(1, torch.where(last_in, own + K, dummy), fixed)
+            fixed = fixed + torch.gather(lm_flat, 1, own - K)
+        cand.scatter_(1, own.masked_fill(~last_in, dummy), fixed)
         # Merge: hypothesis i whose parent prefix is hypothesis j receives extension (j, last(i)).
-        match = (
-            (st.parent_hash[:, :, None] == st.hash[:, None, :])
-            & (st.length[:, :, None] == st.length[:, None, :] + 1)
-            & valid[:, :, None]
-            & valid[:, None, :]
-        )
-        has_parent, parent = match.max(dim=2)
-        par_last = torch.gather(st.last, 1, parent)
-        par_from = torch.where(par_last == st.last, torch.gather(st.p_b, 1, parent), torch.gather(p_tot, 1, parent))
-        child_acoustic = par_from + e_last
-        if tok_ids is None:
-            child_in = has_parent
-            child_pos = parent * M + last_c
-        else:
-            child_in = has_parent & last_in
-            child_pos = parent * M + last_pos
-        if not self.merge_all:
-            has_parent = child_in
+        has_parent, parent = (parent_hash[:, :, None] == hsh[:, None, :]).max(dim=2)
+        par_from = torch.where(torch.gather(last, 1, parent) == last, torch.gather(p_b, 1, parent),
+                               torch.gather(p_tot, 1, parent))
+        child_in = has_parent if tok_ids is None else has_parent & last_in
+        child = parent * M + last_pos + K
+        merge = has_parent if self.merge_all else child_in
         stay_b = p_tot + e[:, self.blank, None]
-        stay_nb = torch.where(has_last, st.p_nb + e_last, neg)
-        stay_nb = torch.where(has_parent, torch.logaddexp(stay_nb, child_acoustic), stay_nb)
-        cand.scatter_(1, torch.where(child_in, child_pos + K, dummy), neg)
-        torch.add(torch.logaddexp(stay_b, stay_nb), st.fscore + self.beta * length_f, out=cand[:, :K])
-        cand = cand[:, :dummy]
-        top, idx = torch.topk(cand, K, dim=1)
-        keep = (top >= top[:, :1] - self.thr) & (top > neg)
+        stay_nb = p_nb + e_last
+        stay_nb = torch.where(merge, torch.logaddexp(stay_nb, par_from + e_last), stay_nb)
+        cand.scatter_(1, child.masked_fill(~child_in, dummy), neg)
+        torch.add(torch.logaddexp(stay_b, stay_nb), bonus, out=cand[:, :K])
+        # Prune: the K best, minus those more than beam_threshold below the best (or impossible).
+        top, idx = torch.topk(cand[:, :dummy], K, dim=1)
+        floor = (top[:, :1] - self.thr).clamp(min=torch.finfo(self.dtype).min)
+        drop = top < floor
         is_ext = idx >= K
         eidx = (idx - K).clamp(min=0)
         src = torch.where(is_ext, eidx // M, idx)
-        col = eidx % M
-        tok = col if tok_ids is None else torch.gather(tok_ids, 1, col)
-        tok = torch.where(is_ext, tok, -1)
-        tok_c = tok.clamp(min=0)
+        tok = eidx % M if tok_ids is None else torch.gather(tok_ids, 1, eidx % M)
 
         def g(x: torch.Tensor) -> torch.Tensor:
             return torch.gather(x, 1, src)
 
-        src_last = g(st.last)
-        ext_ac = torch.where(src_last == tok, g(st.p_b), g(p_tot)) + torch.gather(e, 1, tok_c)
-        ext_f = g(st.fscore)
-        if lm_flat is not None:
-            ext_f = ext_f + torch.gather(lm_flat, 1, eidx)
-        new_p_b = torch.where(is_ext | ~keep, neg, g(stay_b))
-        new_p_nb = torch.where(keep, torch.where(is_ext, ext_ac, g(stay_nb)), neg)
-        new_fscore = torch.where(is_ext, ext_f, g(st.fscore))
-        new_len = g(st.length) + is_ext.long()
-        new_last = torch.where(is_ext, tok, src_last)
-        src_hash = g(st.hash)
-        new_hash = torch.where(is_ext, extend_hash(src_hash, tok_c), src_hash)
-        new_parent_hash = torch.where(is_ext, src_hash, g(st.parent_hash))
-        act = active[:, None]
-        fstates = st.fstates
+        g_last, g_hash = g(last), g(hsh)
+        ext_ac = torch.where(g_last == tok, g(p_b), g(p_tot)) + torch.gather(e, 1, tok)
+        g_fscore = g(fscore)
+        ext_f = g_fscore if lm_flat is None else g_fscore + torch.gather(lm_flat, 1, eidx)
+        new = [
+            g(stay_b).masked_fill_(is_ext | drop, neg),
+            torch.where(is_ext, ext_ac, g(stay_nb)).masked_fill_(drop, neg),
+            torch.where(is_ext, ext_f, g_fscore),
+            g(length) + is_ext,
+            torch.where(is_ext, tok, g_last),
+            torch.where(is_ext, extend_hash(g_hash, tok), g_hash).masked_fill_(drop, -1),
+            torch.where(is_ext, g_hash, g(parent_hash)).masked_fill_(drop, -2),
+        ]
         if nexts is not None:
             n_models = nexts.shape[2]
-            src_s = torch.gather(st.fstates, 1, src[:, :, None].expand(B, K, n_models))
+            src_s = torch.gather(fstates, 1, src[:, :, None].expand(B, K, n_models))
             ext_s = torch.gather(nexts, 1, eidx[:, :, None].expand(B, K, n_models))
-            new_s = torch.where(is_ext[:, :, None], ext_s, src_s)
-            fstates = torch.where(act[:, :, None], new_s, st.fstates)
-        return (
-            torch.where(act, new_p_b, st.p_b),
-            torch.where(act, new_p_nb, st.p_nb),
-            torch.where(act, new_fscore, st.fscore),
-            torch.where(act, new_len, st.length),
-            torch.where(act, new_last, st.last),
-            torch.where(act, new_hash, st.hash),
-            torch.where(act, new_parent_hash, st.parent_hash),
-            fstates,
-            torch.where(act, tok, -1).to(torch.int32),
-            torch.where(act, src, self.slots).to(torch.int32),
-        )
+            new.append(torch.where(is_ext[:, :, None], ext_s, src_s))
+        else:
+            new.append(fstates)
+        tok_rec = tok.masked_fill(~is_ext, -1)
+        if active is None:
+            return (*new, tok_rec, src)
+        act = active[:, None]
+        old = (p_b, p_nb, fscore, length, last, hsh, parent_hash)
+        out = [torch.where(act, n, o) for n, o in zip(new[:7], old)]
+        out.append(torch.where(act[:, :, None], new[7], fstates) if nexts is not None else fstates)
+        return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, src, self.slots))
 
 
 def _finalize(st: CTCBeamState, scorer: FusionScorer, beta: float, nbest: int,
@@ -288,7 +256,7 @@ def _finalize(st: CTCBeamState, scorer: FusionScorer, beta: float, nbest: int,
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
-    score = score + st.fscore + beta * st.length.to(score.dtype)
+    score = score + st.fscore + beta * st.length
     if scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
     score = torch.where(valid, score, -math.inf)
@@ -392,8 +360,9 @@ def beam_search(
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
     step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
+    n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
     for t in range(x.shape[1]):
-        step(st, x[:, t], t < lens_s, frame_index[:, t])
+        step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens
     if not final:
         return st
