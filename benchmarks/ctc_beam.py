@@ -5,7 +5,8 @@ All decoders see the same emissions and the same ARPA LM (the bundled token-leve
 "words" are the model's token ids spelled ``chr(id + 100)``), with the same LM weight; each
 runs with one thread, and all timings come from this one run, reported as ratios.
 
-* asrdecode: ``asrdecode.ctc.beam_search`` with ``NGramLM`` fusion, batch 1 and batch 32.
+* asrdecode: ``asrdecode.ctc.beam_search`` with ``NGramLM`` fusion, batch 1 and batch 32 (batches of
+  utterances sorted by length).
 * pyctcdecode (+ kenlm): every token is its own LM "word" (labels ``"▁" + chr(id + 100)``), so
   kenlm scores each token, exactly the token-level LM; pyctcdecode decodes one utterance at a
   time (its batch API only adds a process pool), so its time is the same for both batch sizes.
@@ -160,13 +161,17 @@ def pad(lps: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=None):
-    ids: list[list[int]] = []
+    """Decode every utterance; batches are formed from utterances sorted by length (less padding)."""
+    order = sorted(range(len(lps)), key=lambda i: lps[i].shape[0]) if batch > 1 else list(range(len(lps)))
+    ids: list[list[int]] = [[] for _ in lps]
     t0 = time.perf_counter()
-    for i in range(0, len(lps), batch):
-        x, lens = pad(lps[i : i + batch])
+    for i in range(0, len(order), batch):
+        chunk = order[i : i + batch]
+        x, lens = pad([lps[j] for j in chunk])
         res = ctc.beam_search(x, lens, blank, beam=beam, fusion=[(lm, alpha)], beta=0.0, beam_threshold=thr,
                               blank_collapse=collapse, token_beam=token_beam)
-        ids += [r[0].tokens for r in res]
+        for j, r in zip(chunk, res):
+            ids[j] = r[0].tokens
     return ids, time.perf_counter() - t0
 
 
@@ -200,10 +205,10 @@ class Flashlight:
         self.lm = KenLM(str(arpa), self.dictionary)
         self.blank, self.vocab, self.alpha = blank, vocab, alpha
 
-    def run(self, lps, beam, thr):
+    def run(self, lps, beam, thr, token_beam=None):
         from flashlight.lib.text.decoder import CriterionType, LexiconFreeDecoder, LexiconFreeDecoderOptions
 
-        opts = LexiconFreeDecoderOptions(beam_size=beam, beam_size_token=self.vocab, beam_threshold=thr,
+        opts = LexiconFreeDecoderOptions(beam_size=beam, beam_size_token=token_beam or self.vocab, beam_threshold=thr,
                                          lm_weight=self.alpha, sil_score=0.0, log_add=True,
                                          criterion_type=CriterionType.CTC)
         dec = LexiconFreeDecoder(opts, self.lm, self.blank, self.blank, [])
@@ -244,6 +249,8 @@ def main() -> None:
     ap.add_argument("--collapse-beam", type=int, default=16)
     ap.add_argument("--peers", nargs="*", default=["pyctcdecode", "flashlight"])
     ap.add_argument("--pyctc-no-token-pruning", action="store_true")
+    ap.add_argument("--token-beam", type=int, default=16, help="also run asrdecode and flashlight with this many "
+                    "candidate tokens per frame (0: skip)")
     ap.add_argument("--repeat", type=int, default=1, help="times to repeat the emission set (longer timings)")
     ap.add_argument("--out", help="also write the markdown tables here")
     args = ap.parse_args()
@@ -303,8 +310,27 @@ def main() -> None:
             ids, dt = peer.run(lps, beam, args.beam_threshold)
             w = wer(texts_of(tokenizer, ids), refs)
             ratios = " | ".join(f"**{dt / ours[b][1]:.1f}x**" for b in args.batches)
-            rows.append(f"| {beam} | {name} | {w:.2f} | {dt:.3f} | {n_frames * frame_s / dt:.0f} | {ratios} |")
+            label = {"pyctcdecode": "pyctcdecode (token_min_logp -5)" if not args.pyctc_no_token_pruning
+                     else "pyctcdecode (no token pruning)", "flashlight": "flashlight (all tokens)"}[name]
+            rows.append(f"| {beam} | {label} | {w:.2f} | {dt:.3f} | {n_frames * frame_s / dt:.0f} | {ratios} |")
             print(rows[-1], flush=True)
+        if args.token_beam:
+            tb = args.token_beam
+            tours = {}
+            for b in args.batches:
+                ids, dt = run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold, token_beam=tb)
+                tours[b] = (wer(texts_of(tokenizer, ids), refs), dt)
+                ratios = " | ".join(f"{dt / ours[c][1]:.2f}" for c in args.batches)
+                rows.append(f"| {beam} | asrdecode batch {b}, token_beam {tb} | {tours[b][0]:.2f} | {dt:.3f} | "
+                            f"{n_frames * frame_s / dt:.0f} | {ratios} |")
+                print(rows[-1], flush=True)
+            if "flashlight" in peers:
+                ids, dt = peers["flashlight"].run(lps, beam, args.beam_threshold, token_beam=tb)
+                w = wer(texts_of(tokenizer, ids), refs)
+                ratios = " | ".join(f"**{dt / tours[b][1]:.1f}x** (vs token_beam)" for b in args.batches)
+                rows.append(f"| {beam} | flashlight (beam_size_token {tb}) | {w:.2f} | {dt:.3f} | "
+                            f"{n_frames * frame_s / dt:.0f} | {ratios} |")
+                print(rows[-1], flush=True)
     lines += ["### Beam search with the token 4-gram LM", "", *rows, ""]
 
     # Blank collapse
