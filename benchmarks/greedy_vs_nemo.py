@@ -94,7 +94,9 @@ def bench(tdt: bool, batches: list[int], frames: int, repeats: int, max_symbols:
     kind = "TDT" if tdt else "RNN-T"
     print(f"\n## {kind}: model from {source}, T={frames}, max_symbols={max_symbols}, repeats={repeats}, 1 thread")
     decoders: dict[str, Callable[[torch.Tensor, torch.Tensor], Result]] = {
-        "NeMo labels": _nemo(make_nemo_greedy(dec, joint, loop_labels=True, durations=model.durations, max_symbols=max_symbols))
+        "NeMo labels": _nemo(
+            make_nemo_greedy(dec, joint, loop_labels=True, durations=model.durations, max_symbols=max_symbols)
+        )
     }
     if not tdt:
         decoders["NeMo frames"] = _nemo(make_nemo_greedy(dec, joint, loop_labels=False, max_symbols=max_symbols))
@@ -130,7 +132,8 @@ def bench(tdt: bool, batches: list[int], frames: int, repeats: int, max_symbols:
     for b, med, _, rate in rows:
         print(f"| {b} | {rate:.2f} | " + " | ".join(f"{med[k]:.3f}" for k in names) + " |")
 
-    pairs = [("NeMo labels", "ours labels"), ("NeMo labels", "ours WIND 8"), ("NeMo labels", "ours labels on NeMo modules")]
+    pairs = [("NeMo labels", "ours labels"), ("NeMo labels", "ours WIND 8")]
+    pairs += [("NeMo labels", "ours labels on NeMo modules")]
     if not tdt:
         pairs += [("NeMo frames", "ours frames"), ("NeMo frames", "ours labels")]
     else:

@@ -67,7 +67,10 @@ def _protocol_greedy(model, enc: torch.Tensor, lengths: torch.Tensor, max_symbol
             logits = model.joint(f[:, t], dec)[0]
             label = int(logits[: model.vocab_size].argmax())
             # RNN-T: a label keeps the frame, a blank advances it; TDT: the predicted duration.
-            step = (1 if label == model.blank_id else 0) if k == 0 else model.durations[int(logits[model.vocab_size :].argmax())]
+            if k == 0:
+                step = 1 if label == model.blank_id else 0
+            else:
+                step = model.durations[int(logits[model.vocab_size :].argmax())]
             if label == model.blank_id:
                 t, emitted = t + max(step, 1), 0
                 continue
@@ -309,7 +312,10 @@ def _nemo_asr_model(tdt: bool):
             "ff_expansion_factor": 2,
             "conv_kernel_size": 3,
         },
-        "decoder": {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 24, "pred_rnn_layers": 1}},
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.RNNTDecoder",
+            "prednet": {"pred_hidden": 24, "pred_rnn_layers": 1},
+        },
         "joint": {
             "_target_": "nemo.collections.asr.modules.RNNTJoint",
             "jointnet": {"joint_hidden": 20, "activation": "relu", "encoder_hidden": 32, "pred_hidden": 24},
