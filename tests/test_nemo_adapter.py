@@ -371,3 +371,47 @@ def test_whole_nemo_model_audio_to_tokens(tdt: bool) -> None:
         encoder_output(nemo_model, audio, lengths[:2])
     with pytest.raises(DecodingInputError, match="lengths"):
         encoder_output(nemo_model, audio, torch.tensor([16001, 1, 1]))
+
+
+@needs_nemo
+@pytest.mark.parametrize("tdt", [False, True])
+def test_stateless_nemo_decoder(tdt: bool) -> None:
+    """NeMo's stateless (last-labels embedding) decoder: state [[B, C-1]] with the batch on dim 0."""
+    from nemo.collections.asr.modules import RNNTJoint, StatelessTransducerDecoder
+
+    from asrdecode.models.nemo import NeMoTransducer
+
+    bench = _bench_module()
+    torch.manual_seed(0)
+    dec = StatelessTransducerDecoder(prednet={"pred_hidden": PRED}, vocab_size=V - 1, context_size=2).eval()
+    joint = RNNTJoint(
+        jointnet={"encoder_hidden": ENC, "pred_hidden": PRED, "joint_hidden": JOINT, "activation": "tanh"},
+        num_classes=V - 1,
+        num_extra_outputs=len(DURATIONS) if tdt else 0,
+    ).eval()
+    with torch.no_grad():
+        for p in [*dec.parameters(), *joint.parameters()]:
+            p.mul_(3.0)
+        joint.joint_net[-1].bias[V - 1] += 2.0
+    durations = DURATIONS if tdt else None
+    adapter = NeMoTransducer(dec, joint, durations=durations)
+    state = adapter.initial_state(3)
+    assert isinstance(state, list) and state[0].shape == (3, 1) and bool((state[0] == V - 1).all())
+    with torch.no_grad():
+        _, s1 = adapter.predict(torch.tensor([V - 1, 2, 5]), state)
+        merged = adapter.replace_state(state, s1, torch.tensor([False, True, True]))
+        assert merged[0][:, -1].tolist() == [V - 1, 2, 5]
+        assert adapter.select_state(merged, torch.tensor([2]))[0].tolist() == [[5]]
+
+    enc, lengths = _inputs(0)
+    nemo = bench.run_nemo_greedy(
+        bench.make_nemo_greedy(dec, joint, durations=durations, max_symbols=4), enc, lengths
+    )
+    assert sum(len(t) for t, _ in nemo) > 0
+    with torch.no_grad():
+        assert _protocol_greedy(adapter, enc, lengths, max_symbols=4) == nemo
+        greedy = _our_greedy()
+        if greedy is not None:
+            for loop in ("labels", "frames"):
+                hyps = greedy(adapter, enc, lengths, loop=loop, max_symbols=4)
+                assert [(list(h.tokens), list(h.timestamps)) for h in hyps] == nemo, loop
