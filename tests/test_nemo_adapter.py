@@ -415,3 +415,32 @@ def test_stateless_nemo_decoder(tdt: bool) -> None:
             for loop in ("labels", "frames"):
                 hyps = greedy(adapter, enc, lengths, loop=loop, max_symbols=4)
                 assert [(list(h.tokens), list(h.timestamps)) for h in hyps] == nemo, loop
+
+
+@needs_nemo
+def test_hat_joint_goes_through_nemo_joint() -> None:
+    """A joint subclass with its own joint_after_projection (HAT: separate blank) is used as NeMo defines it."""
+    from nemo.collections.asr.modules import RNNTDecoder
+    from nemo.collections.asr.modules.hybrid_autoregressive_transducer import HATJoint
+
+    from asrdecode.models.nemo import NeMoTransducer
+
+    bench = _bench_module()
+    torch.manual_seed(0)
+    dec = RNNTDecoder(prednet={"pred_hidden": PRED, "pred_rnn_layers": 1}, vocab_size=V - 1).eval()
+    joint = HATJoint(
+        jointnet={"encoder_hidden": ENC, "pred_hidden": PRED, "joint_hidden": JOINT, "activation": "tanh"},
+        num_classes=V - 1,
+    ).eval()
+    with torch.no_grad():
+        for p in [*dec.parameters(), *joint.parameters()]:
+            p.mul_(3.0)
+    adapter = NeMoTransducer(dec, joint)
+    with torch.no_grad():
+        f, g = torch.randn(2, 3, JOINT), torch.randn(2, 1, JOINT)
+        torch.testing.assert_close(adapter.joint(f, g), joint.joint_after_projection(f, g)[:, :, 0], rtol=0, atol=0)
+    enc, lengths = _inputs(0)
+    nemo = bench.run_nemo_greedy(bench.make_nemo_greedy(dec, joint, max_symbols=4), enc, lengths)
+    assert sum(len(t) for t, _ in nemo) > 0
+    with torch.no_grad():
+        assert _protocol_greedy(adapter, enc, lengths, max_symbols=4) == nemo
