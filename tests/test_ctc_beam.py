@@ -71,7 +71,7 @@ def test_batched_equals_reference_two_models_and_collapse(d, collapse):
 @given(st.tuples(st.integers(0, 100_000), st.integers(1, 4), st.integers(0, 30), st.integers(2, 8)))
 def test_beam1_without_lm_equals_greedy_on_peaky_inputs(d):
     """With P(argmax) > 1 - 1e-3 per frame and T <= 30, the greedy path holds > 0.97 of the mass,
-    so its prefix always wins the single beam slot: same tokens, same timestamps."""
+    so its prefix always wins the single beam slot: same tokens, same timestamps (token run starts)."""
     seed, batch, frames, vocab = d
     blank = seed % vocab
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=18.0)
@@ -83,6 +83,9 @@ def test_beam1_without_lm_equals_greedy_on_peaky_inputs(d):
         assert b[0].tokens == g.tokens
         assert b[0].timestamps == g.timestamps
         assert b[0].score >= g.score - 1e-9  # prefix probability >= best path probability
+    # A wider beam finds the same prefix, and stamps each token at its peak: greedy's run start.
+    for g, b in zip(greedy, ctc.beam_search(lp, lens, blank, beam=8)):
+        assert (b[0].tokens, b[0].timestamps) == (g.tokens, g.timestamps)
 
 
 @SETTINGS

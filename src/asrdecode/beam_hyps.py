@@ -8,8 +8,9 @@ module provides both, following section 2.1 of the ALSD++/AES++ paper:
 - :func:`extend_hash`: ``H' = (H * P + token + 1) mod M``, computed for two independent primes
   ``M1, M2 < 2**31`` and packed into one int64 (62 useful bits), so collisions are negligible;
 - :class:`BeamTree`: per step, the token each hypothesis appended (or ``-1``), the slot of its
-  parent at the previous step, and the time of the step; :meth:`BeamTree.backtrack` walks the
-  pointers back from chosen final slots and returns tokens and timestamps.
+  parent at the previous step, and one integer stored with the token (a time, or anything the
+  search needs); :meth:`BeamTree.backtrack` walks the pointers back from chosen final slots and
+  returns the tokens and their stored integers.
 
 Both are used by the CTC prefix beam search and are independent of the model family.
 """
@@ -61,29 +62,29 @@ class BeamTree:
     """Backpointer tree of a batched beam search over ``[B, K]`` slots.
 
     Each recorded step stores ``tokens [B, K]`` (token appended by the hypothesis now in that slot,
-    ``-1`` if none), ``parents [B, K]`` (its slot at the previous step) and ``times [B]`` (the time,
-    e.g. the original frame index, stamped on tokens appended at that step). Recording only appends
-    the tensors to lists: no copy, no sync.
+    ``-1`` if none), ``parents [B, K]`` (its slot at the previous step) and ``data [B, K]`` or ``[B]``
+    (an integer stored with each appended token, e.g. a frame index). Recording only appends the
+    tensors to lists: no copy, no sync.
     """
 
     tokens: list[torch.Tensor] = field(default_factory=list)
     parents: list[torch.Tensor] = field(default_factory=list)
-    times: list[torch.Tensor] = field(default_factory=list)
+    data: list[torch.Tensor] = field(default_factory=list)
 
-    def record(self, tokens: torch.Tensor, parents: torch.Tensor, times: torch.Tensor) -> None:
-        """Append one step (tokens ``[B, K]``, parents ``[B, K]``, times ``[B]``)."""
+    def record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        """Append one step (tokens ``[B, K]``, parents ``[B, K]``, data ``[B, K]`` or ``[B]``)."""
         self.tokens.append(tokens)
         self.parents.append(parents)
-        self.times.append(times)
+        self.data.append(data if data.dim() == 2 else data[:, None].expand_as(tokens))
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def backtrack(self, slots: torch.Tensor) -> list[list[tuple[list[int], list[int]]]]:
-        """Token sequences and timestamps of the hypotheses in ``slots [B, N]`` after the last step.
+        """Token sequences and stored data of the hypotheses in ``slots [B, N]`` after the last step.
 
-        Returns ``out[b][n] = (tokens, timestamps)``. Entries of ``slots`` that are negative give
-        empty sequences (callers use them for padding).
+        Returns ``out[b][n] = (tokens, data)``. Entries of ``slots`` that are negative give empty
+        sequences (callers use them for padding).
         """
         slots_np = slots.detach().cpu().numpy().astype(np.int64)
         batch, n = slots_np.shape
@@ -91,16 +92,18 @@ class BeamTree:
             return [[([], []) for _ in range(n)] for _ in range(batch)]
         tok = torch.stack(self.tokens).cpu().numpy()  # [S, B, K]
         par = torch.stack(self.parents).cpu().numpy()
-        tim = torch.stack(self.times).cpu().numpy()  # [S, B]
+        dat = torch.stack(self.data).cpu().numpy()  # [S, B, K]
         steps = tok.shape[0]
         rows = np.arange(batch)[:, None].repeat(n, 1)
         cur = np.where(slots_np >= 0, slots_np, 0)
         out_tok = np.full((steps, batch, n), -1, dtype=np.int64)
+        out_dat = np.zeros((steps, batch, n), dtype=np.int64)
         for s in range(steps - 1, -1, -1):
             out_tok[s] = tok[s][rows, cur]
+            out_dat[s] = dat[s][rows, cur]
             cur = par[s][rows, cur]
         out_tok_t = out_tok.transpose(1, 2, 0)  # [B, N, S]
-        tim_t = tim.T  # [B, S]
+        out_dat_t = out_dat.transpose(1, 2, 0)
         result: list[list[tuple[list[int], list[int]]]] = []
         for b in range(batch):
             row = []
@@ -110,6 +113,6 @@ class BeamTree:
                     continue
                 seq = out_tok_t[b, j]
                 where = np.nonzero(seq >= 0)[0]
-                row.append((seq[where].tolist(), tim_t[b, where].tolist()))
+                row.append((seq[where].tolist(), out_dat_t[b, j, where].tolist()))
             result.append(row)
         return result

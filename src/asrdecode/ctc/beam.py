@@ -73,6 +73,7 @@ class CTCBeamState:
     last: torch.Tensor  # last token (-1: empty prefix)
     hash: torch.Tensor  # incremental prefix hash (-1: invalid slot)
     parent_hash: torch.Tensor  # hash of the prefix without its last token (-2: none)
+    peak: torch.Tensor  # best log-prob of the last token's arrival (paths starting it at one frame)
     fstates: torch.Tensor  # [B, K, M] int64, one column per fusion model
     offsets: torch.Tensor  # [B] original frames consumed so far
     collapse: Optional[CollapseState]
@@ -99,6 +100,7 @@ class CTCBeamState:
             last=torch.full((batch, beam), -1, dtype=torch.long, device=device),
             hash=hash0,
             parent_hash=torch.full((batch, beam), -2, dtype=torch.long, device=device),
+            peak=torch.full((batch, beam), -math.inf, dtype=dtype, device=device),
             fstates=fstates,
             offsets=torch.zeros(batch, dtype=torch.long, device=device),
             collapse=CollapseState.initial(batch, vocab, dtype, device) if collapse_on else None,
@@ -143,18 +145,26 @@ class _Stepper:
         self.slot_base = {m_used: self.slots * m_used + beam}  # where slot j's extensions start in cand
 
     def __call__(self, st: CTCBeamState, e: torch.Tensor, active: Optional[torch.Tensor], times: torch.Tensor) -> None:
-        out = self.core(st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, e, active)
-        (st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.fstates, tok, src) = out
-        st.tree.record(tok, src, times)
+        out = self.core(st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.peak,
+                        st.fstates, e, active)
+        (st.p_b, st.p_nb, st.fscore, st.length, st.last, st.hash, st.parent_hash, st.peak, st.fstates,
+         tok, parents) = out
+        st.tree.record(tok, parents, times)
 
     def core(self, p_b: torch.Tensor, p_nb: torch.Tensor, fscore: torch.Tensor, length: torch.Tensor,
-             last: torch.Tensor, hsh: torch.Tensor, parent_hash: torch.Tensor, fstates: torch.Tensor,
-             e: torch.Tensor, active: Optional[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+             last: torch.Tensor, hsh: torch.Tensor, parent_hash: torch.Tensor, peak: torch.Tensor,
+             fstates: torch.Tensor, e: torch.Tensor, active: Optional[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """One frame as a pure function of the state tensors; returns the new ones, tokens and parents.
 
         ``active [B]`` (or ``None``: all) marks utterances that have this frame; the others keep
         their state. Invalid slots carry ``hash == -1`` (``parent_hash == -2``), so the parent
-        look-up needs no validity mask.
+        look-up needs no validity mask. Returns the new state tensors, then the tree's tokens and
+        parents for this step.
+
+        Timestamps: the tree keeps, for each prefix, the path of its best *arrival*: the frame where
+        the paths that start its last token (``p(parent) + y[token]``) were most likely while it was
+        in the beam, appended to the parent's own path as of the frame before. A prefix whose
+        arrival beats its best so far re-links its tree node to the parent (token re-appended).
         """
         B, K, V = self.B, self.K, self.V
         neg = -math.inf
@@ -206,7 +216,10 @@ class _Stepper:
         merge = has_parent if self.merge_all else child_in
         stay_b = p_tot + e[:, self.blank, None]
         stay_nb = p_nb + e_last
-        stay_nb = torch.where(merge, torch.logaddexp(stay_nb, par_from + e_last), stay_nb)
+        arrival = par_from + e_last
+        stay_nb = torch.where(merge, torch.logaddexp(stay_nb, arrival), stay_nb)
+        later_peak = merge & (arrival > peak)
+        stay_peak = torch.where(later_peak, arrival, peak)
         cand.scatter_(1, child.masked_fill(~child_in, dummy), neg)
         torch.add(torch.logaddexp(stay_b, stay_nb), bonus, out=cand[:, :K])
         # Prune: the K best, minus those more than beam_threshold below the best (or impossible).
@@ -233,6 +246,7 @@ class _Stepper:
             torch.where(is_ext, tok, g_last),
             torch.where(is_ext, extend_hash(g_hash, tok), g_hash).masked_fill_(drop, -1),
             torch.where(is_ext, g_hash, g(parent_hash)).masked_fill_(drop, -2),
+            torch.where(is_ext, ext_ac, g(stay_peak)),
         ]
         if nexts is not None:
             n_models = nexts.shape[2]
@@ -241,14 +255,17 @@ class _Stepper:
             new.append(torch.where(is_ext[:, :, None], ext_s, src_s))
         else:
             new.append(fstates)
-        tok_rec = tok.masked_fill(~is_ext, -1)
+        # Tree: a new token from its parent, or a stay whose last token re-links to its best arrival.
+        relink = g(later_peak) & ~is_ext
+        tok_rec = torch.where(is_ext, tok, g_last.masked_fill(~relink, -1))
+        par_rec = torch.where(relink, g(parent), src)
         if active is None:
-            return (*new, tok_rec, src)
+            return (*new, tok_rec, par_rec)
         act = active[:, None]
-        old = (p_b, p_nb, fscore, length, last, hsh, parent_hash)
-        out = [torch.where(act, n, o) for n, o in zip(new[:7], old)]
-        out.append(torch.where(act[:, :, None], new[7], fstates) if nexts is not None else fstates)
-        return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, src, self.slots))
+        old = (p_b, p_nb, fscore, length, last, hsh, parent_hash, peak)
+        out = [torch.where(act, n, o) for n, o in zip(new[:8], old)]
+        out.append(torch.where(act[:, :, None], new[8], fstates) if nexts is not None else fstates)
+        return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, par_rec, self.slots))
 
 
 def _finalize(st: CTCBeamState, scorer: FusionScorer, beta: float, nbest: int,
@@ -321,8 +338,9 @@ def beam_search(
     Returns:
         With ``final=True``: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
         ``score = log p_ctc(prefix) + sum_i w_i * (LM_i(prefix) + LM_i(</s> | prefix)) + beta * len``,
-        timestamps are original frame indices (the frame where the prefix got its last token
-        appended when it entered the beam). Otherwise the state.
+        timestamps are original frame indices: the last token's is the frame where the paths that
+        start it were most likely (while its prefix was in the beam), the earlier ones are those of
+        its parent prefix at that moment. Otherwise the state.
     """
     x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
     batch, max_len, vocab = x.shape

@@ -5,7 +5,9 @@ Same algorithm, scores and pruning rule as :func:`asrdecode.ctc.beam_search`, wr
 for each frame, every prefix in the beam stays (blank, or a repeat of its last token) and is
 extended by every non-blank token (or, with ``token_beam``, the ``token_beam`` most likely ones); contributions to the same prefix are summed in log space; a
 new prefix gets its parent's fusion score plus the weighted fusion scores of the appended token
-and the frame as its timestamp, a prefix already in the beam keeps its own. Candidates are ranked
+and the frame as its last token's timestamp; a prefix already in the beam keeps its own, unless
+this frame's arrival of its last token (``p(parent) + y[token]``) beats the best seen so far:
+then its timestamps become the parent's (as of the previous frame) plus this frame. Candidates are ranked
 by ``logaddexp(p_blank, p_nonblank) + fusion + beta * len``; the top ``beam`` are kept, minus
 those more than ``beam_threshold`` below the best. At the end, the fusion models' end-of-sentence
 scores are added and the ``nbest`` best are returned.
@@ -48,6 +50,7 @@ class _Entry:
     fscore: float  # sum of weight * fusion score of the prefix's tokens
     fstates: tuple[int, ...]
     times: tuple[int, ...]
+    peak: float  # best arrival log-prob of the last token (its timestamp is times[-1])
 
 
 class _FusionCache:
@@ -75,7 +78,7 @@ def _decode_one(
     cache: _FusionCache, beta: float, beam_threshold: float, token_beam: Optional[int], nbest: int,
 ) -> list[Hypothesis]:
     init_states = tuple(int(s) for s in cache.scorer.initial(1, utterances=torch.tensor([utterance]))[0].tolist())
-    hyps: dict[tuple[int, ...], _Entry] = {(): _Entry(0.0, NEG, 0.0, init_states, ())}
+    hyps: dict[tuple[int, ...], _Entry] = {(): _Entry(0.0, NEG, 0.0, init_states, (), NEG)}
 
     def score(prefix: tuple[int, ...], e: _Entry) -> float:
         return _lae(e.p_b, e.p_nb) + e.fscore + beta * len(prefix)
@@ -89,7 +92,7 @@ def _decode_one(
         for prefix, h in hyps.items():
             p_tot = _lae(h.p_b, h.p_nb)
             p_nb = h.p_nb + y[prefix[-1]] if prefix else NEG
-            nxt[prefix] = _Entry(p_tot + y[blank], p_nb, h.fscore, h.fstates, h.times)
+            nxt[prefix] = _Entry(p_tot + y[blank], p_nb, h.fscore, h.fstates, h.times, h.peak)
         for prefix, h in hyps.items():
             p_tot = _lae(h.p_b, h.p_nb)
             rows = [cache.row(i, s) for i, s in enumerate(h.fstates)]
@@ -97,13 +100,17 @@ def _decode_one(
                 acoustic = (h.p_b if prefix and prefix[-1] == k else p_tot) + y[k]
                 new = prefix + (k,)
                 if new in nxt:
-                    nxt[new].p_nb = _lae(nxt[new].p_nb, acoustic)
+                    old = nxt[new]
+                    old.p_nb = _lae(old.p_nb, acoustic)
+                    if acoustic > old.peak:
+                        old.peak = acoustic
+                        old.times = h.times + (frame,)
                 else:
                     fscore = h.fscore
                     for (_, weight), (sc, _) in zip(fusion, rows):
                         fscore += weight * sc[k]
                     states = tuple(nx[k] for _, nx in rows)
-                    nxt[new] = _Entry(NEG, acoustic, fscore, states, h.times + (frame,))
+                    nxt[new] = _Entry(NEG, acoustic, fscore, states, h.times + (frame,), acoustic)
         ranked = sorted(((score(p, e), p) for p, e in nxt.items()), key=lambda se: se[0], reverse=True)
         ranked = [(s, p) for s, p in ranked[:beam] if s > NEG]
         best = ranked[0][0] if ranked else NEG
