@@ -46,7 +46,7 @@ class HamaFrontEnd:
 class PhoneEncoder(nn.Module):
     """Phone log-probs ``[B, T20, 191]`` -> encoder output ``[B, ceil(T20 / 4), D]`` (80 ms frames).
 
-    Stack 4 frames -> scale (``(max(lp, -40) + 20) / 10``) -> linear -> ReLU -> ``layers``-layer BiLSTM of ``hidden`` units per direction;
+    Stack 4 frames -> linear -> ``layers``-layer BiLSTM of ``hidden`` units per direction;
     ``D = 2 * hidden``.
     """
 
@@ -75,8 +75,6 @@ class PhoneEncoder(nn.Module):
         silence[PHONE_DIM - 1] = 0.0
         x = torch.where(mask.unsqueeze(2), silence, x)
         x = x.reshape(b, (t + pad) // STACK, STACK * PHONE_DIM)
-        # log-probs span about [-50, 0]: bring them to a unit-ish range before the projection
-        x = (x.clamp(min=-40.0) + 20.0) / 10.0
         out_len = self.out_lengths(lengths)
         x = self.drop(torch.relu(self.inp(x)))
         packed = nn.utils.rnn.pack_padded_sequence(x, out_len.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
