@@ -219,3 +219,13 @@ def test_bad_inputs():
     a = ctc.beam_search(logits, None, 0, beam=3, log_softmax=True)
     b = ctc.beam_search(torch.log_softmax(logits, -1), None, 0, beam=3)
     assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
+
+
+def test_empty_batch_and_no_frames():
+    lm = TableBigram(4, 0)
+    assert ctc.beam_search(torch.zeros(0, 5, 4), None, 0, beam=3, fusion=[(lm, 1.0)]) == []
+    x = torch.log_softmax(torch.randn(2, 0, 4), -1)
+    for collapse in (None, 0.9):
+        res = ctc.beam_search(x, None, 0, beam=3, fusion=[(lm, 1.0)], blank_collapse=collapse)
+        assert [[h.tokens for h in r] for r in res] == [[[]], [[]]]
+        assert res[0][0].score == pytest.approx(float(lm.eos[lm.start]))

@@ -42,7 +42,6 @@ __all__ = ["beam_search", "CTCBeamState", "parse_collapse"]
 
 FusionArg = Sequence[tuple[FusionModel, float]]
 CollapseArg = Union[None, float, str]
-_NO_COLLAPSE = "off"
 
 
 def parse_collapse(blank_collapse: CollapseArg) -> tuple[bool, Optional[float]]:
@@ -91,7 +90,8 @@ class CTCBeamState:
         hash0 = torch.full((batch, beam), -1, dtype=torch.long, device=device)  # -1: invalid slot
         hash0[:, 0] = EMPTY_HASH
         utterances = torch.arange(batch, device=device).repeat_interleave(beam)
-        fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(batch, beam, -1)
+        fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(
+            batch, beam, scorer.num_models)
         return CTCBeamState(
             p_b=p_b,
             p_nb=neg.clone(),
