@@ -370,6 +370,8 @@ def beam_search(
                 "beam_threshold, blank_collapse, token_beam or dtype) than this call"
             )
         st = state
+    if batch == 0:
+        return [] if final else st
     offsets = st.offsets
     if collapse_on:
         assert st.collapse is not None
