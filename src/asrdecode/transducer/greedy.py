@@ -1,0 +1,350 @@
+"""Batched greedy decoding for RNN-T and TDT: label-looping (with WIND windows) and frame-looping.
+
+Both loops are exact: for every utterance they take the same decisions as
+:func:`~asrdecode.transducer.reference.reference_greedy` (Algorithm 1 of the label-looping paper),
+whatever the batch composition, and so return the same tokens, timestamps, TDT durations and
+scores (same scoring rule, see the reference module).
+
+RNN-T and TDT share one loop: they differ only in how far time advances after a decision
+(RNN-T: blank 1, label 0; TDT: the predicted duration value, a blank at least 1).
+
+- ``loop="labels"`` (label-looping, Algorithm 3 of the paper): the outer loop emits one label
+  per utterance per step and runs the prediction network once for the batch; the inner loop
+  consumes blanks for the utterances still looking for their next label. With ``window=w``
+  (WIND, RNN-T) the inner loop evaluates the joint on ``w`` frames at once and jumps to the
+  first non-blank frame.
+- ``loop="frames"`` (Algorithm 2 of the paper, the baseline): the outer loop walks frames; all
+  utterances on that frame take decisions together, the prediction network runs for the whole
+  batch every inner iteration and the results are kept only where a label was emitted.
+
+Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
+checks one flag between steps. Streaming: pass ``return_state=True`` (first chunk) or
+``state=`` (later chunks) to decode encoder output chunk by chunk; the final hypotheses equal
+whole-utterance decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from ..accel import StepRunner, resolve_mode
+from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ..hyps import BatchedHyps
+from ..results import Hypothesis, Tokenizer, attach_text
+from .model import TransducerModel, check_model
+
+__all__ = ["greedy", "GreedyState"]
+
+_LOOPS = ("labels", "frames")
+
+
+@dataclass
+class GreedyState:
+    """What greedy decoding carries from one chunk of encoder output to the next.
+
+    Attributes:
+        pred_state: prediction-network state (model pytree), batch ``B``.
+        dec_out: ``[B, P]`` prediction-network output for the last emitted label.
+        skip: ``[B]`` frames of the next chunk already covered (a TDT jump past the chunk end).
+        offset: ``[B]`` global index of the next chunk's first frame.
+        hyps: the hypotheses so far (timestamps in global frames).
+    """
+
+    pred_state: Any
+    dec_out: torch.Tensor
+    skip: torch.Tensor
+    offset: torch.Tensor
+    hyps: BatchedHyps
+
+
+class _Loop:
+    """Loop state of one greedy call: tensors only, updated by the step functions."""
+
+    # attributes the steps replace (for the CUDA-graph in-place wrapper)
+    STATE = (
+        "t", "active", "found", "symbols", "pending_label", "pending_logp", "pending_dur",
+        "dec_out", "dec_proj", "pred_state", "hyps",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        model: TransducerModel,
+        enc: torch.Tensor,
+        lengths: torch.Tensor,
+        state: GreedyState,
+        window: int,
+        max_symbols: int | None,
+        precompute: bool,
+    ) -> None:
+        B, T, _ = enc.shape
+        dev = enc.device
+        self.model = model
+        self.V = model.vocab_size
+        self.blank = model.blank_id
+        self.tdt = model.durations is not None
+        self.durations = torch.tensor(model.durations, device=dev) if self.tdt else None
+        self.max_symbols = max_symbols
+        self.precompute = precompute
+        self.T = T
+        self.enc = model.project_encoder(enc) if precompute else enc
+        self.lengths = lengths
+        self.offset = state.offset
+        self.b_idx = torch.arange(B, device=dev)
+        self.win = torch.arange(window, device=dev)
+        self.window = window
+        self.hyps = state.hyps
+        self.pred_state = state.pred_state
+        self.dec_out = state.dec_out
+        self.dec_proj = model.project_decoder(state.dec_out) if precompute else state.dec_out
+        self.t = state.skip.clone()
+        self.active = self.t < lengths
+        self.found = ~self.active
+        self.symbols = torch.zeros(B, dtype=torch.long, device=dev)
+        self.pending_label = torch.full((B,), self.blank, dtype=torch.long, device=dev)
+        self.pending_logp = torch.zeros(B, dtype=state.hyps.scores.dtype, device=dev)
+        self.pending_dur = torch.zeros(B, dtype=torch.long, device=dev)
+        self.frame = torch.zeros((), dtype=torch.long, device=dev)  # frame-looping's current frame
+
+    # -- the joint after projection, and one decision per row ----------------------------------
+
+    def joint_at(self, frames: torch.Tensor) -> torch.Tensor:
+        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels."""
+        frames = frames.clamp(max=self.T - 1)
+        if frames.dim() == 1:
+            enc = self.enc[self.b_idx, frames]
+            dec = self.dec_proj
+        else:
+            enc = self.enc[self.b_idx.unsqueeze(1), frames]
+            dec = self.dec_proj.unsqueeze(1)
+        if not self.precompute:
+            enc = self.model.project_encoder(enc)
+            dec = self.model.project_decoder(dec)
+        return self.model.joint(enc, dec)
+
+    def decide(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Greedy decision per row: (label, log-prob of the decision, duration value; 0 for RNN-T)."""
+        tok = logits[..., : self.V]
+        val, label = tok.max(dim=-1)
+        logp = val - torch.logsumexp(tok, dim=-1)
+        if not self.tdt:
+            return label, logp.to(self.pending_logp.dtype), torch.zeros_like(label)
+        dur_logits = logits[..., self.V :]
+        dval, didx = dur_logits.max(dim=-1)
+        logp = logp + dval - torch.logsumexp(dur_logits, dim=-1)
+        return label, logp.to(self.pending_logp.dtype), self.durations[didx]
+
+    # -- steps shared by both loops --------------------------------------------------------------
+
+    def emit_and_advance(self, emit: torch.Tensor, label: torch.Tensor, logp: torch.Tensor, dur: torch.Tensor) -> None:
+        """Append ``label`` where ``emit``, advance time by the label rule, update the prediction network."""
+        self.hyps.write(emit, label, self.t + self.offset, dur if self.tdt else None)
+        self.hyps.scores += torch.where(emit, logp, 0)
+        symbols = self.symbols + emit.long()
+        advance = dur if self.tdt else torch.zeros_like(dur)
+        if self.max_symbols is not None:
+            forced = emit & (advance == 0) & (symbols >= self.max_symbols)
+            advance = advance + forced.long()
+        self.t = self.t + torch.where(emit, advance, 0)
+        self.symbols = torch.where(emit & (advance > 0), 0, symbols)
+        dec_out, new_state = self.model.predict(torch.where(emit, label, self.blank), self.pred_state)
+        self.pred_state = self.model.replace_state(self.pred_state, new_state, emit)
+        self.dec_out = torch.where(emit.unsqueeze(1), dec_out, self.dec_out)
+        if self.precompute:
+            self.dec_proj = torch.where(emit.unsqueeze(1), self.model.project_decoder(dec_out), self.dec_proj)
+        else:
+            self.dec_proj = self.dec_out
+        self.active = self.t < self.lengths
+
+    def blank_advance(self, dur: torch.Tensor) -> torch.Tensor:
+        """Frames a blank decision advances: 1 for RNN-T, the duration (at least 1) for TDT."""
+        return dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
+
+
+# -- label-looping steps ---------------------------------------------------------------------------
+
+
+def _find_label_step(lp: _Loop) -> None:
+    """Inner loop body, one frame: consume a blank or record the pending label (RNN-T and TDT)."""
+    need = lp.active & ~lp.found
+    label, logp, dur = lp.decide(lp.joint_at(lp.t))
+    is_blank = label == lp.blank
+    consume = need & is_blank
+    has = need & ~is_blank
+    lp.hyps.scores += torch.where(consume, logp, 0)
+    lp.t = lp.t + torch.where(consume, lp.blank_advance(dur), 0)
+    lp.symbols = torch.where(consume, 0, lp.symbols)
+    lp.pending_label = torch.where(has, label, lp.pending_label)
+    lp.pending_logp = torch.where(has, logp, lp.pending_logp)
+    lp.pending_dur = torch.where(has, dur, lp.pending_dur)
+    lp.active = lp.t < lp.lengths
+    lp.found = lp.found | has | ~lp.active
+
+
+def _find_label_window_step(lp: _Loop) -> None:
+    """Inner loop body with a WIND window (RNN-T): evaluate ``w`` frames, jump to the first label."""
+    need = lp.active & ~lp.found
+    frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
+    valid = (frames < lp.lengths.unsqueeze(1)) & need.unsqueeze(1)
+    label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
+    is_blank = label == lp.blank
+    nonblank = valid & ~is_blank
+    has = nonblank.any(dim=1)
+    first = nonblank.to(torch.int8).argmax(dim=1)  # first label frame (0 when none)
+    n_blank = torch.where(has, first, valid.sum(dim=1))  # blanks consumed before it
+    consumed = torch.where(lp.win.unsqueeze(0) < n_blank.unsqueeze(1), logp, 0)
+    lp.hyps.scores += consumed.sum(dim=1)
+    lp.t = lp.t + n_blank
+    lp.symbols = torch.where(n_blank > 0, 0, lp.symbols)
+    at = first.unsqueeze(1)
+    lp.pending_label = torch.where(has, label.gather(1, at).squeeze(1), lp.pending_label)
+    lp.pending_logp = torch.where(has, logp.gather(1, at).squeeze(1), lp.pending_logp)
+    lp.active = lp.t < lp.lengths
+    lp.found = lp.found | has | ~lp.active
+
+
+def _emit_step(lp: _Loop) -> None:
+    """Outer loop body: every active utterance emits its pending label."""
+    lp.emit_and_advance(lp.active, lp.pending_label, lp.pending_logp, lp.pending_dur)
+    lp.found = ~lp.active
+
+
+def _label_loop(lp: _Loop, run: StepRunner) -> None:
+    find = _find_label_window_step if lp.window > 1 else _find_label_step
+    while bool(lp.active.any()):
+        while not bool(lp.found.all()):
+            run(find, lp)
+        if not bool(lp.active.any()):
+            break
+        lp.hyps.reserve_append()
+        run(_emit_step, lp)
+
+
+# -- frame-looping step ----------------------------------------------------------------------------
+
+
+def _frame_step(lp: _Loop) -> None:
+    """One decision for every utterance on frame ``lp.frame``; the prediction network runs for all."""
+    on_frame = lp.active & (lp.t == lp.frame)
+    label, logp, dur = lp.decide(lp.joint_at(lp.t))
+    is_blank = label == lp.blank
+    consume = on_frame & is_blank
+    lp.hyps.scores += torch.where(consume, logp, 0)
+    lp.t = lp.t + torch.where(consume, lp.blank_advance(dur), 0)
+    lp.symbols = torch.where(consume, 0, lp.symbols)
+    lp.emit_and_advance(on_frame & ~is_blank, label, logp, dur)
+    lp.found = ~(lp.active & (lp.t == lp.frame))
+
+
+def _frame_loop(lp: _Loop, run: StepRunner) -> None:
+    max_len = int(lp.lengths.max()) if lp.lengths.numel() else 0
+    for frame in range(max_len):
+        lp.frame.fill_(frame)
+        lp.found = ~(lp.active & (lp.t == frame))
+        while not bool(lp.found.all()):
+            lp.hyps.reserve_append()
+            run(_frame_step, lp)
+
+
+# -- public entry point ----------------------------------------------------------------------------
+
+
+def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch.Tensor) -> GreedyState:
+    dev = enc.device
+    pred_state = model.initial_state(batch, device=dev, dtype=enc.dtype)
+    dec_out, pred_state = model.predict(torch.full((batch,), model.blank_id, dtype=torch.long, device=dev), pred_state)
+    zeros = torch.zeros(batch, dtype=torch.long, device=dev)
+    hyps = BatchedHyps(batch, capacity, dev, score_dtype=enc.dtype, with_durations=model.durations is not None)
+    return GreedyState(pred_state=pred_state, dec_out=dec_out, skip=zeros, offset=zeros.clone(), hyps=hyps)
+
+
+def _check_args(
+    model: object, encoder_output: object, loop: str, window: int, max_symbols: int | None
+) -> torch.Tensor:
+    check_model(model)
+    enc = check_emissions("encoder_output", encoder_output, ndim=3)
+    check_finite("encoder_output", enc)
+    if loop not in _LOOPS:
+        raise DecodingInputError(f"loop must be one of {_LOOPS}, got {loop!r}")
+    if not isinstance(window, int) or window < 1:
+        raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
+    if window > 1 and (loop != "labels" or model.durations is not None):
+        raise DecodingInputError("window > 1 (WIND) is supported for RNN-T label-looping (loop='labels')")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    return enc
+
+
+def _check_joint(model: TransducerModel, enc: torch.Tensor, state: GreedyState) -> None:
+    """One joint evaluation to catch a vocabulary/joint-width mismatch before decoding."""
+    if enc.shape[0] == 0 or enc.shape[1] == 0:
+        return
+    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
+    probe = model.joint(model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
+    if probe.shape[-1] != expected:
+        raise DecodingInputError(
+            f"model.joint returns {probe.shape[-1]} outputs but vocab_size + len(durations) is {expected}"
+        )
+
+
+@torch.inference_mode()
+def greedy(
+    model: TransducerModel,
+    encoder_output: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int] | None = None,
+    *,
+    loop: str = "labels",
+    window: int = 1,
+    max_symbols: int | None = None,
+    precompute_projections: bool = True,
+    tokenizer: Tokenizer | None = None,
+    state: GreedyState | None = None,
+    return_state: bool = False,
+    acceleration: str | None = None,
+) -> list[Hypothesis] | tuple[list[Hypothesis], GreedyState]:
+    """Batched greedy decoding of RNN-T / TDT encoder output, exact w.r.t. :func:`reference_greedy`.
+
+    Args:
+        model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
+        encoder_output: ``[B, T, D]`` encoder output (not projected).
+        lengths: ``[B]`` valid frames per utterance (default: all ``T``).
+        loop: "labels" (label-looping) or "frames" (frame-looping baseline).
+        window: WIND window size (RNN-T label-looping); 1 disables WIND.
+        max_symbols: at most this many labels per frame (then time advances); None = no limit.
+        precompute_projections: project encoder output once and each label once (paper 3.4);
+            False projects inside every joint call (the baseline of the paper's Table 4).
+        tokenizer: fills ``Hypothesis.text`` when given.
+        state: the state returned by the previous chunk (streaming); its batch must match.
+        return_state: also return the state to carry into the next chunk.
+        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
+
+    Returns:
+        ``B`` hypotheses (for a streaming call: everything decoded so far, timestamps in global
+        frames), and the carried :class:`GreedyState` when ``state`` or ``return_state`` is given.
+    """
+    enc = _check_args(model, encoder_output, loop, window, max_symbols)
+    B, T, _ = enc.shape
+    lengths = check_lengths(lengths, B, T, device=enc.device)
+    streaming = state is not None or return_state
+    if state is None:
+        state = _initial_state(model, B, max(T // 2, 8), enc)
+    elif state.dec_out.shape[0] != B:
+        raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
+    _check_joint(model, enc, state)
+    mode = resolve_mode(acceleration, enc.device)
+    lp = _Loop(model, enc, lengths, state, window, max_symbols, precompute_projections)
+    run = StepRunner(mode, _Loop.STATE)
+    (_label_loop if loop == "labels" else _frame_loop)(lp, run)
+    hyps = attach_text(lp.hyps.to_hypotheses(), tokenizer)
+    if not streaming:
+        return hyps
+    new_state = GreedyState(
+        pred_state=lp.pred_state,
+        dec_out=lp.dec_out,
+        skip=(lp.t - lengths).clamp(min=0),
+        offset=lp.offset + lengths,
+        hyps=lp.hyps,
+    )
+    return hyps, new_state
