@@ -1,4 +1,21 @@
-"""CTC decoding: batched greedy, blank collapse, batched prefix beam search with fusion, and its reference."""
+"""CTC decoding: batched greedy, blank collapse, batched prefix beam search with fusion, and its reference.
+
+Example::
+
+    from asrdecode import ctc
+    from asrdecode.lm import NGramLM
+
+    lm = NGramLM.from_arpa("token-4gram.arpa.gz", vocab_size=V, blank_id=blank)
+    best = ctc.greedy(log_probs, lengths, blank)                      # [Hypothesis] * B
+    nbest = ctc.beam_search(log_probs, lengths, blank, beam=16,       # [[Hypothesis] * nbest] * B
+                            fusion=[(lm, 0.5)], beta=1.0, blank_collapse=0.999, nbest=4)
+
+    # streaming: the same result as one call on the whole utterances
+    state = None
+    for chunk, chunk_lengths in chunks:
+        state = ctc.beam_search(chunk, chunk_lengths, blank, beam=16, state=state, final=False)
+    nbest = ctc.beam_search(last_chunk, last_lengths, blank, beam=16, state=state, final=True)
+"""
 
 from .beam import CTCBeamState, beam_search
 from .collapse import blank_collapse
