@@ -168,6 +168,12 @@ def test_bad_inputs(fn):
     bad[0, 0, 0] = float("inf")
     with pytest.raises(DecodingInputError, match="NaN or inf"):
         fn(bad, None, 0)
+    bad = lp.clone()
+    bad[0, 1, 2] = -float("inf")
+    with pytest.raises(DecodingInputError, match="NaN or inf"):
+        fn(bad, None, 0)
+    with pytest.raises(DecodingInputError, match="NaN or inf"):
+        fn(bad, None, 0, log_softmax=True)
     # Padding frames are not inspected.
     bad = lp.clone()
     bad[1, 4] = float("nan")

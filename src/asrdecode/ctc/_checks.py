@@ -68,14 +68,17 @@ def prepare_log_probs(
     mask = valid_mask(lens, max_len)
     if x.numel() == 0 or not bool(mask.any()):
         return x, lens
-    frames = x[mask]  # [N, V] valid frames only
-    if not bool(torch.isfinite(frames).all()):
-        raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
     if log_softmax:
-        x = torch.log_softmax(x, dim=-1)
-        return x, lens
+        if not bool(torch.isfinite(x[mask]).all()):
+            raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
+        return torch.log_softmax(x, dim=-1), lens
+    # One logsumexp and one min over the whole tensor (padding included, then masked): a NaN or
+    # +inf makes the row's logsumexp non-finite, a -inf shows in the row minimum.
+    lse = torch.logsumexp(x, dim=-1)[mask]
+    lowest = x.amin(dim=-1)[mask]
     tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2  # type: ignore[union-attr]
-    lse = torch.logsumexp(frames, dim=-1)
+    if not bool(torch.isfinite(lse).all()) or not bool(torch.isfinite(lowest).all()):
+        raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
     worst = float(lse.abs().max())
     if not worst <= tol:
         raise DecodingInputError(
