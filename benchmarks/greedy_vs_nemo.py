@@ -92,7 +92,7 @@ def bench(tdt: bool, batches: list[int], frames: int, repeats: int, max_symbols:
     dec, joint = nemo_modules_from_lstm(model)
     adapter = NeMoTransducer(dec, joint, durations=model.durations)
     kind = "TDT" if tdt else "RNN-T"
-    print(f"\n## {kind}: model from {source}, T={frames}, max_symbols={max_symbols}, repeats={repeats}, 1 thread")
+    print(f"\n### {kind}: model from {source}, T={frames}, max_symbols={max_symbols}, repeats={repeats}, 1 thread")
     decoders: dict[str, Callable[[torch.Tensor, torch.Tensor], Result]] = {
         "NeMo labels": _nemo(
             make_nemo_greedy(dec, joint, loop_labels=True, durations=model.durations, max_symbols=max_symbols)
