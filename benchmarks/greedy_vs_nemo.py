@@ -35,43 +35,12 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nemo_models import make_nemo_greedy, nemo_modules_from_lstm, run_nemo_greedy, with_blank_last  # noqa: E402
+from paper_model import make_encoder_output, make_paper_model  # noqa: E402
 
 from asrdecode.models.nemo import NeMoTransducer  # noqa: E402
-from asrdecode.transducer import LSTMTransducer, greedy  # noqa: E402
+from asrdecode.transducer import greedy  # noqa: E402
 
 Result = list[tuple[list[int], list[int]]]
-
-
-def _stand_in_model(seed: int, tdt: bool) -> LSTMTransducer:
-    """Paper-sized model with the blank bias calibrated to ~0.3 labels/frame (used without paper_model.py)."""
-    torch.manual_seed(seed)
-    m = LSTMTransducer(1025, 512, 640, 640, blank_id=1024, durations=[0, 1, 2, 3, 4] if tdt else None).eval()
-    enc, lengths = _stand_in_encoder_output(8, 150, seed + 1)
-    lo, hi = -10.0, 30.0
-    base = m.joint_out.bias[1024].item()
-    for _ in range(14):  # bisection on the blank bias: emission rate falls as it grows
-        mid = (lo + hi) / 2
-        with torch.no_grad():
-            m.joint_out.bias[1024] = base + mid
-        rate = sum(len(h.tokens) for h in greedy(m, enc, lengths, max_symbols=10)) / float(lengths.sum())
-        lo, hi = (mid, hi) if rate > 0.3 else (lo, mid)
-    with torch.no_grad():
-        m.joint_out.bias[1024] = base + (lo + hi) / 2
-    return m
-
-
-def _stand_in_encoder_output(batch: int, frames: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(batch, frames, 512, generator=g), torch.full((batch,), frames, dtype=torch.long)
-
-
-def load_models(tdt: bool) -> tuple[LSTMTransducer, Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]], str]:
-    """The lead's ``paper_model`` when present, else the stand-in; returns (model, make_encoder_output, source)."""
-    try:
-        from paper_model import make_encoder_output, make_paper_model
-    except ImportError:
-        return _stand_in_model(0, tdt), _stand_in_encoder_output, "stand-in (benchmarks/greedy_vs_nemo.py)"
-    return make_paper_model(seed=0, tdt=tdt), lambda b, t, s: make_encoder_output(b, frames=t, seed=s), "paper_model.py"
 
 
 def _ours(model: object, **kw: object) -> Callable[[torch.Tensor, torch.Tensor], Result]:
@@ -87,12 +56,11 @@ def _nemo(infer: object) -> Callable[[torch.Tensor, torch.Tensor], Result]:
 
 def bench(tdt: bool, batches: list[int], frames: int, repeats: int, max_symbols: int) -> None:
     torch.set_num_threads(1)
-    model, make_enc, source = load_models(tdt)
-    model, _ = with_blank_last(model)  # NeMo's layout; same model up to relabelling
+    model, _ = with_blank_last(make_paper_model(seed=0, tdt=tdt))  # NeMo's layout (a no-op when blank is last)
     dec, joint = nemo_modules_from_lstm(model)
     adapter = NeMoTransducer(dec, joint, durations=model.durations)
     kind = "TDT" if tdt else "RNN-T"
-    print(f"\n### {kind}: model from {source}, T={frames}, max_symbols={max_symbols}, repeats={repeats}, 1 thread")
+    print(f"\n### {kind}: model from paper_model.py, T={frames}, max_symbols={max_symbols}, repeats={repeats}, 1 thread")
     decoders: dict[str, Callable[[torch.Tensor, torch.Tensor], Result]] = {
         "NeMo labels": _nemo(
             make_nemo_greedy(dec, joint, loop_labels=True, durations=model.durations, max_symbols=max_symbols)
@@ -108,7 +76,7 @@ def bench(tdt: bool, batches: list[int], frames: int, repeats: int, max_symbols:
 
     rows = []
     for b in batches:
-        enc, lengths = make_enc(b, frames, 1000 + b)
+        enc, lengths = make_encoder_output(b, frames=frames, seed=1000 + b)
         times: dict[str, list[float]] = {k: [] for k in decoders}
         outputs: dict[str, Result] = {}
         with torch.inference_mode():
