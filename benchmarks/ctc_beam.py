@@ -170,6 +170,22 @@ def best_of(n, fn, *a, **k):
     return out, best
 
 
+def interleaved(jobs, runs):
+    """Run every job ``runs`` times, round-robin (so load changes hit all alike); keep each job's fastest time.
+
+    ``jobs``: ``[(key, fn)]`` with ``fn() -> (output, seconds)``. Returns ``{key: (first output, best seconds)}``.
+    """
+    out: dict = {}
+    for _ in range(max(1, runs)):
+        for key, fn in jobs:
+            res, dt = fn()
+            if key in out:
+                out[key] = (out[key][0], min(out[key][1], dt))
+            else:
+                out[key] = (res, dt)
+    return out
+
+
 def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=None):
     """Decode every utterance; batches are formed from utterances sorted by length (less padding)."""
     order = sorted(range(len(lps)), key=lambda i: lps[i].shape[0]) if batch > 1 else list(range(len(lps)))
@@ -311,43 +327,62 @@ def main() -> None:
     # warm-up (allocations, LM caches) on a few utterances
     run_ours(lps[:4], blank, lm, args.alpha, 4, 4, args.beam_threshold)
 
-    rows = ["| beam | decoder | WER % | decode s | RTFx | " + " | ".join(f"time / asrdecode batch {b}" for b in args.batches) + " |",
-            "|---|---|---|---|---|" + "---|" * len(args.batches)]
+    objective_cache: dict[tuple[int, tuple[int, ...]], float] = {}
+
+    def objective(i: int, ids: list[int]) -> float:
+        """The searched objective of a hypothesis: log p_ctc(ids | x) + alpha * log p_LM(ids </s>)."""
+        key = (i, tuple(ids))
+        if key not in objective_cache:
+            x = lps[i]
+            if ids:
+                ac = -float(torch.nn.functional.ctc_loss(
+                    x[:, None, :], torch.tensor([ids]), torch.tensor([x.shape[0]]), torch.tensor([len(ids)]),
+                    blank=blank, reduction="sum", zero_infinity=False))
+            else:
+                ac = float(x[:, blank].sum())
+            objective_cache[key] = ac + args.alpha * lm.score_sequence(ids)
+        return objective_cache[key]
+
+    def versus(ids_a, ids_b) -> str:
+        """'a/b': utterances where hypothesis a (resp. b) scores higher on the objective."""
+        wa = wb = 0
+        for i, (a, b) in enumerate(zip(ids_a, ids_b)):
+            oa, ob = objective(i, a), objective(i, b)
+            wa += oa > ob + 1e-3
+            wb += ob > oa + 1e-3
+        return f"{wa}/{wb}"
+
+    audio_s = n_frames * frame_s
+    rows = ["| beam | decoder | WER % | decode s | RTFx | " + " | ".join(f"time / asrdecode batch {b}" for b in args.batches)
+            + " | objective: asrdecode better / peer better |",
+            "|---|---|---|---|---|" + "---|" * len(args.batches) + "---|"]
+    tb = args.token_beam
     for beam in args.beams:
-        ours = {}
-        for b in args.batches:
-            ids, dt = best_of(args.timing_runs, run_ours, lps, blank, lm, args.alpha, beam, b, args.beam_threshold)
-            ours[b] = (wer(texts_of(tokenizer, ids), refs), dt)
-            audio_s = n_frames * frame_s
-            ratios = " | ".join(f"{dt / ours[c][1]:.2f}" if c in ours else "" for c in args.batches)
-            rows.append(f"| {beam} | asrdecode batch {b} | {ours[b][0]:.2f} | {dt:.3f} | {audio_s / dt:.0f} | {ratios} |")
-            print(rows[-1], flush=True)
-        for name, peer in peers.items():
-            ids, dt = best_of(args.timing_runs, peer.run, lps, beam, args.beam_threshold)
-            w = wer(texts_of(tokenizer, ids), refs)
-            ratios = " | ".join(f"**{dt / ours[b][1]:.1f}x**" for b in args.batches)
-            label = {"pyctcdecode": "pyctcdecode (token_min_logp -5)" if not args.pyctc_no_token_pruning
-                     else "pyctcdecode (no token pruning)", "flashlight": "flashlight (all tokens)"}[name]
-            rows.append(f"| {beam} | {label} | {w:.2f} | {dt:.3f} | {n_frames * frame_s / dt:.0f} | {ratios} |")
-            print(rows[-1], flush=True)
-        if args.token_beam:
-            tb = args.token_beam
-            tours = {}
-            for b in args.batches:
-                ids, dt = best_of(args.timing_runs, run_ours, lps, blank, lm, args.alpha, beam, b, args.beam_threshold,
-                                  token_beam=tb)
-                tours[b] = (wer(texts_of(tokenizer, ids), refs), dt)
-                ratios = " | ".join(f"{dt / ours[c][1]:.2f}" for c in args.batches)
-                rows.append(f"| {beam} | asrdecode batch {b}, token_beam {tb} | {tours[b][0]:.2f} | {dt:.3f} | "
-                            f"{n_frames * frame_s / dt:.0f} | {ratios} |")
-                print(rows[-1], flush=True)
+        jobs = [(("ours", b, None), lambda b=b: run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold))
+                for b in args.batches]
+        jobs += [((name, 0, None), lambda peer=peer: peer.run(lps, beam, args.beam_threshold)) for name, peer in peers.items()]
+        if tb:
+            jobs += [(("ours", b, tb), lambda b=b: run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold,
+                                                             token_beam=tb)) for b in args.batches]
             if "flashlight" in peers:
-                ids, dt = best_of(args.timing_runs, peers["flashlight"].run, lps, beam, args.beam_threshold, token_beam=tb)
-                w = wer(texts_of(tokenizer, ids), refs)
-                ratios = " | ".join(f"**{dt / tours[b][1]:.1f}x** (vs token_beam)" for b in args.batches)
-                rows.append(f"| {beam} | flashlight (beam_size_token {tb}) | {w:.2f} | {dt:.3f} | "
-                            f"{n_frames * frame_s / dt:.0f} | {ratios} |")
-                print(rows[-1], flush=True)
+                jobs.append((("flashlight", 0, tb), lambda: peers["flashlight"].run(lps, beam, args.beam_threshold, token_beam=tb)))
+        res = interleaved(jobs, args.timing_runs)
+        ref_ids = res[("ours", args.batches[-1], None)][0]
+        for (name, b, t), (ids, dt) in res.items():
+            w = wer(texts_of(tokenizer, ids), refs)
+            if name == "ours":
+                base = {c: res[("ours", c, t)][1] for c in args.batches}
+                ratios = " | ".join(f"{dt / base[c]:.2f}" for c in args.batches)
+                label = f"asrdecode batch {b}" + (f", token_beam {t}" if t else "")
+                vs = "-" if not t else versus(ref_ids, ids) + " (vs all tokens)"
+            else:
+                base = {c: res[("ours", c, t)][1] for c in args.batches}
+                ratios = " | ".join(f"**{dt / base[c]:.1f}x**" for c in args.batches)
+                label = {"pyctcdecode": "pyctcdecode (token_min_logp -5)" if not args.pyctc_no_token_pruning
+                         else "pyctcdecode (no token pruning)"}.get(name, f"flashlight ({'beam_size_token ' + str(t) if t else 'all tokens'})")
+                vs = versus(res[("ours", args.batches[-1], t)][0], ids)
+            rows.append(f"| {beam} | {label} | {w:.2f} | {dt:.3f} | {audio_s / dt:.0f} | {ratios} | {vs} |")
+            print(rows[-1], flush=True)
     lines += ["### Beam search with the token 4-gram LM", "", *rows, ""]
 
     # Blank collapse: frames removed, WER change and speed-up, at batch 1 and batch 32.
@@ -355,23 +390,21 @@ def main() -> None:
     cb = args.collapse_batches
     crow = ["| blank collapse | frames removed % | WER % | WER change | " + " | ".join(f"speed-up batch {b}" for b in cb) + " |",
             "|---|---|---|---|" + "---|" * len(cb)]
-    base_t = {}
-    for b in cb:
-        base_ids, base_t[b] = best_of(args.timing_runs, run_ours, lps, blank, lm, args.alpha, args.collapse_beam, b,
-                                      args.beam_threshold)
-    base_w = wer(texts_of(tokenizer, base_ids), refs)
-    crow.append(f"| off | 0.0 | {base_w:.2f} | - | " + " | ".join(f"1.00x ({base_t[b]:.3f} s)" for b in cb) + " |")
-    print(crow[-1], flush=True)
-    for th in (0.999, 0.99, "weak"):
-        _, new_len, _ = ctc.blank_collapse(x_all, len_all, blank, None if th == "weak" else th)
-        removed = 100.0 * (1 - float(new_len.sum()) / float(len_all.sum()))
-        sp = []
-        for b in cb:
-            ids, dt = best_of(args.timing_runs, run_ours, lps, blank, lm, args.alpha, args.collapse_beam, b,
-                              args.beam_threshold, collapse=th)
-            sp.append(f"{base_t[b] / dt:.2f}x ({dt:.3f} s)")
-        w = wer(texts_of(tokenizer, ids), refs)
-        crow.append(f"| {th} | {removed:.1f} | {w:.2f} | {w - base_w:+.2f} | " + " | ".join(sp) + " |")
+    variants = [None, 0.999, 0.99, "weak"]
+    jobs = [((th, b), lambda th=th, b=b: run_ours(lps, blank, lm, args.alpha, args.collapse_beam, b, args.beam_threshold,
+                                                  collapse=th)) for th in variants for b in cb]
+    res = interleaved(jobs, args.timing_runs)
+    base_w = wer(texts_of(tokenizer, res[(None, cb[0])][0]), refs)
+    for th in variants:
+        if th is None:
+            removed = 0.0
+        else:
+            _, new_len, _ = ctc.blank_collapse(x_all, len_all, blank, None if th == "weak" else th)
+            removed = 100.0 * (1 - float(new_len.sum()) / float(len_all.sum()))
+        w = wer(texts_of(tokenizer, res[(th, cb[0])][0]), refs)
+        sp = " | ".join(f"{res[(None, b)][1] / res[(th, b)][1]:.2f}x ({res[(th, b)][1]:.3f} s)" for b in cb)
+        change = "-" if th is None else f"{w - base_w:+.2f}"
+        crow.append(f"| {'off' if th is None else th} | {removed:.1f} | {w:.2f} | {change} | {sp} |")
         print(crow[-1], flush=True)
     lines += [f"### Blank collapse (asrdecode, beam {args.collapse_beam}, same LM)", "", *crow, ""]
     lines += ["Command: `OMP_NUM_THREADS=1 python3 benchmarks/ctc_beam.py " + " ".join(sys.argv[1:]) + "`", ""]
