@@ -39,19 +39,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("manifest")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N utterances")
+    ap.add_argument("--chunk", type=int, default=400, help="save progress every N utterances")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.time()
     man = Path(args.manifest)
-    rows = [json.loads(line) for line in man.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in man.read_text().splitlines() if line.strip()][: args.limit]
     paths = [str(man.parent / r["audio_filepath"]) for r in rows]
+    out = man.parent / "features.pt"
+    feats: list[torch.Tensor] = []
     with Pool(args.jobs) as pool:
-        feats = pool.map(_feats, paths, chunksize=8)
-    torch.save(
-        {"feats": feats, "text": [r["text"] for r in rows], "voice": [r.get("voice", "") for r in rows]},
-        man.parent / "features.pt",
-    )
-    audio_s = sum(r["duration"] for r in rows)
+        for s in range(0, len(paths), args.chunk):
+            feats += pool.map(_feats, paths[s : s + args.chunk], chunksize=8)
+            done = rows[: len(feats)]
+            # saved after every chunk (atomically), so a long run can be used while it goes on
+            torch.save({"feats": feats, "text": [r["text"] for r in done], "voice": [r.get("voice", "") for r in done]},
+                       out.with_suffix(".tmp"))
+            out.with_suffix(".tmp").replace(out)
+            print(f"{len(feats)}/{len(paths)} utterances, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    audio_s = sum(r["duration"] for r in rows)  # noqa: F841
     print(f"{man}: {len(rows)} utterances, {audio_s:.0f} s audio, {time.time() - t0:.0f} s", file=sys.stderr)
 
 

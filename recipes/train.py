@@ -110,6 +110,8 @@ def main() -> None:
     ap.add_argument("--dev", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resume", action="store_true", help="start from the checkpoint at --out")
+    ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--durations", default="0,1,2,3,4")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -125,6 +127,11 @@ def main() -> None:
     dev_feats, dev_texts = feats[-n_dev:], texts[-n_dev:]
     durations = [int(d) for d in args.durations.split(",")] if args.kind == "tdt" else None
     model = build_model(args.kind, tok.vocab_size, tok.blank_id, durations)
+    if args.resume:
+        # continue a run: encoder.pt + this model's head from --out (both written by an earlier run)
+        model.encoder.load_state_dict(load_encoder_state(Path(args.out).parent / "encoder.pt"))
+        head = torch.load(args.out + ".pt")["state_dict"]
+        model.load_state_dict({k: v.float() for k, v in head.items()}, strict=False)
     frozen = args.kind != "ctc"
     if frozen:
         # RNN-T / TDT: on top of the trained CTC encoder, frozen (all three models share it)
@@ -137,8 +144,11 @@ def main() -> None:
     budget = args.minutes * 60
     curve_path = Path(args.curve_dir) / (Path(args.out).name + ".curve.tsv")
     curve_path.parent.mkdir(parents=True, exist_ok=True)
-    curve = open(curve_path, "w")
-    curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer\n")
+    curve = open(curve_path, "a" if args.resume else "w")
+    if args.resume:
+        curve.write("# resumed from the best checkpoint above (step and seconds restart at 0)\n")
+    else:
+        curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer\n")
     print(f"{args.kind}: {n_params} parameters, {len(tr_feats)} train / {n_dev} dev utterances", flush=True)
     t0 = time.time()
     step, epoch, best, run_loss = 0, 0, 9.9, None
@@ -152,7 +162,7 @@ def main() -> None:
                 done = True
                 break
             frac = elapsed / budget
-            scale = min(1.0, (step + 1) / 150) * (0.05 + 0.95 * 0.5 * (1 + __import__("math").cos(__import__("math").pi * frac)))
+            scale = min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + __import__("math").cos(__import__("math").pi * frac)))
             for g, b in zip(opt.param_groups, base):
                 g["lr"] = b * scale
             x, lens, tg, tl = collate(tr_feats, tr_ids, idx, True, rng)

@@ -95,6 +95,7 @@ class CTCModel(nn.Module):
         self.vocab_size = net.vocab_size
         self._front = front
 
+    @torch.no_grad()
     def log_probs_from_encoder(self, enc: torch.Tensor) -> torch.Tensor:
         """Encoder output ``[B, T, D]`` -> log-probs ``[B, T, V]``."""
         return torch.log_softmax(self.head(enc).float(), dim=-1)

@@ -46,7 +46,7 @@ class HamaFrontEnd:
 class PhoneEncoder(nn.Module):
     """Phone log-probs ``[B, T20, 191]`` -> encoder output ``[B, ceil(T20 / 4), D]`` (80 ms frames).
 
-    Stack 4 frames -> linear -> ``layers``-layer BiLSTM of ``hidden`` units per direction;
+    Posteriors (``exp``) -> stack 4 frames -> linear -> ReLU -> ``layers``-layer BiLSTM of ``hidden`` units per direction;
     ``D = 2 * hidden``.
     """
 
@@ -75,6 +75,8 @@ class PhoneEncoder(nn.Module):
         silence[PHONE_DIM - 1] = 0.0
         x = torch.where(mask.unsqueeze(2), silence, x)
         x = x.reshape(b, (t + pad) // STACK, STACK * PHONE_DIM)
+        # phone posteriors (probabilities) learn much faster than raw log-probs (which span [-50, 0])
+        x = x.exp()
         out_len = self.out_lengths(lengths)
         x = self.drop(torch.relu(self.inp(x)))
         packed = nn.utils.rnn.pack_padded_sequence(x, out_len.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
