@@ -35,6 +35,7 @@ from ..errors import DecodingInputError, check_emissions, check_finite, check_le
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
 from .model import TransducerModel, check_model
+from . import reference as _reference
 
 __all__ = ["greedy", "GreedyState"]
 
@@ -211,8 +212,17 @@ def _emit_step(lp: _Loop) -> None:
     lp.found = ~lp.active
 
 
+def _check_runaway(lp: _Loop, steps: int) -> None:
+    """Every 1024 label steps, fail (as the reference does) if a frame holds too many labels."""
+    if steps % 1024 == 0 and lp.max_symbols is None and int(lp.symbols.max()) > _reference.MAX_SYMBOLS_GUARD:
+        raise DecodingInputError(
+            f"model emitted over {_reference.MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols"
+        )
+
+
 def _label_loop(lp: _Loop, run: StepRunner) -> None:
     find = _find_label_window_step if lp.window > 1 else _find_label_step
+    steps = 0
     while bool(lp.active.any()):
         while not bool(lp.found.all()):
             run(find, lp)
@@ -220,6 +230,8 @@ def _label_loop(lp: _Loop, run: StepRunner) -> None:
             break
         lp.hyps.reserve_append()
         run(_emit_step, lp)
+        steps += 1
+        _check_runaway(lp, steps)
 
 
 # -- frame-looping step ----------------------------------------------------------------------------
@@ -240,12 +252,15 @@ def _frame_step(lp: _Loop) -> None:
 
 def _frame_loop(lp: _Loop, run: StepRunner) -> None:
     max_len = int(lp.lengths.max()) if lp.lengths.numel() else 0
+    steps = 0
     for frame in range(max_len):
         lp.frame.fill_(frame)
         lp.found = ~(lp.active & (lp.t == frame))
         while not bool(lp.found.all()):
             lp.hyps.reserve_append()
             run(_frame_step, lp)
+            steps += 1
+            _check_runaway(lp, steps)
 
 
 # -- public entry point ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .model import TransducerModel, check_model
 
 __all__ = ["reference_greedy"]
 
-_MAX_SYMBOLS_GUARD = 100_000
+MAX_SYMBOLS_GUARD = 100_000
 
 
 @torch.inference_mode()
@@ -78,6 +78,6 @@ def reference_greedy(
             if max_symbols is not None and symbols >= max_symbols:
                 t += 1
                 symbols = 0
-            elif symbols > _MAX_SYMBOLS_GUARD:
-                raise DecodingInputError("model emitted over 100000 labels on one frame; set max_symbols")
+            elif symbols > MAX_SYMBOLS_GUARD:
+                raise DecodingInputError(f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols")
     return Hypothesis(tokens=tokens, timestamps=stamps, score=score, durations=durs if durations is not None else None)
