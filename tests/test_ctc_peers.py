@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from asrdecode import ctc
 from asrdecode.lm import NGramLM
