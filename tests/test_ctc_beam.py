@@ -229,3 +229,18 @@ def test_empty_batch_and_no_frames():
         res = ctc.beam_search(x, None, 0, beam=3, fusion=[(lm, 1.0)], blank_collapse=collapse)
         assert [[h.tokens for h in r] for r in res] == [[[]], [[]]]
         assert res[0][0].score == pytest.approx(float(lm.eos[lm.start]))
+
+
+def test_partial_hypotheses_of_a_stream():
+    """Without fusion (no end-of-sentence score), the partial n-best after every chunk equals the
+    final result of a call on the frames so far."""
+    lp = peaky_log_probs(4, 2, 30, 7, 6, peak=5.0)
+    lens = torch.tensor([30, 21])
+    kw = dict(beam=4, beta=0.3)
+    state = None
+    for a in range(0, 30, 10):
+        chunk_lens = (lens - a).clamp(0, 10)
+        state = ctc.beam_search(lp[:, a : a + 10], chunk_lens, 6, state=state, final=False, **kw)
+        assert_same(state.hypotheses(nbest=3), ctc.beam_search(lp[:, : a + 10], lens.clamp(max=a + 10), 6, nbest=3, **kw))
+    with pytest.raises(DecodingInputError, match="nbest"):
+        state.hypotheses(nbest=0)

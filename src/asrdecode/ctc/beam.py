@@ -77,7 +77,17 @@ class CTCBeamState:
     offsets: torch.Tensor  # [B] original frames consumed so far
     collapse: Optional[CollapseState]
     tree: BeamTree = field(default_factory=BeamTree)
-    config: tuple = ()
+    config: tuple = ()  # the settings it was made with (checked on every later call)
+    beta: float = 0.0
+
+    def hypotheses(self, nbest: int = 1, tokenizer: Optional[Tokenizer] = None) -> list[list[Hypothesis]]:
+        """The current n-best per utterance (partial results of a stream), best first.
+
+        Scores as :func:`beam_search` returns them, except that the fusion models' end-of-sentence
+        scores are not added (the stream has not ended). The state is not modified.
+        """
+        nbest = check_positive_int("nbest", nbest)
+        return _finalize(self, None, self.beta, nbest, tokenizer)
 
     @staticmethod
     def initial(
@@ -277,13 +287,14 @@ class _Stepper:
         return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, par_rec, self.slots))
 
 
-def _finalize(st: CTCBeamState, scorer: FusionScorer, beta: float, nbest: int,
+def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbest: int,
               tokenizer: Optional[Tokenizer]) -> list[list[Hypothesis]]:
+    """N-best lists from the state (``scorer``: add its end-of-sentence scores; ``None``: don't)."""
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
     score = score + st.fscore + beta * st.length
-    if scorer.num_models:
+    if scorer is not None and scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
     score = torch.where(valid, score, -math.inf)
     n = min(nbest, K)
@@ -370,6 +381,7 @@ def beam_search(
               beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
     if state is None:
         st = CTCBeamState.initial(batch, beam, vocab, scorer, collapse_on, x.dtype, x.device, config)
+        st.beta = beta
     else:
         if not isinstance(state, CTCBeamState):
             raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
