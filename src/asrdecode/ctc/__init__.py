@@ -14,6 +14,7 @@ Example::
     state = None
     for chunk, chunk_lengths in chunks:
         state = ctc.beam_search(chunk, chunk_lengths, blank, beam=16, state=state, final=False)
+        partial = state.hypotheses()                                  # n-best so far
     nbest = ctc.beam_search(last_chunk, last_lengths, blank, beam=16, state=state, final=True)
 """
 
