@@ -1,0 +1,205 @@
+"""Per-utterance reference beam searches for RNN-T and TDT (ALSD and mAES): the oracles.
+
+Readable, one utterance, one hypothesis object per beam entry, transcripts compared as Python
+tuples (no hashes). The batched ALSD++ / AES++ of :mod:`asrdecode.transducer.beam` must return
+the same hypotheses with the same scores, utterance by utterance.
+
+The search (shared by both methods; "alsd" and "aes" differ only in which hypotheses expand):
+
+* A hypothesis has a score, a frame ``t``, a count of labels emitted on its current frame, its
+  labels (with emission frames and TDT durations), a prediction-network state and fusion states.
+  It is *active* while ``t < length``; finished hypotheses keep ``t = length``.
+* One step: every expanding hypothesis evaluates the joint at its frame and proposes one
+  candidate per (token, duration) pair: ``C = V`` candidates for RNN-T, ``V * len(durations)``
+  for TDT. Non-expanding hypotheses propose themselves unchanged (a "carry" candidate).
+  ALSD (alignment-length synchronous, Saon et al.): every active hypothesis expands.
+  AES (adaptive expansion, frame synchronous, Kim et al.): only the active hypotheses on the
+  earliest frame of the beam expand; the others wait, and a frame's expansions go on until no
+  hypothesis is left on it (so the number of expansions per frame adapts).
+* Time: a blank advances ``max(d, 1)`` frames (RNN-T: 1), a label advances ``d`` (RNN-T: 0).
+  A label that makes ``max_symbols`` labels on one frame also advances one frame (no score),
+  exactly as greedy decoding's forced advance. With ``beam=1`` and no fusion both methods take
+  greedy's decisions (see tests).
+* Scores (log, natural): acoustic ``log p[k] (+ log p_dur[d])`` plus fusion, ``lam`` being the
+  sum of the fusion weights and ``lm[k]`` the weighted fusion score of token k:
+  ``blank_scoring="none"`` (Eq. 2 of the ALSD++ paper): label ``log p[k] + lm[k]``, blank
+  ``log p[blank]``; ``"lm_weighted"`` (Eq. 3): label ``log p[k] + lam * log(1 - p[blank]) + lm[k]``,
+  blank ``(1 + lam) * log p[blank]``.
+* Selection: ``pruning="late"`` keeps the ``beam`` best candidates by fused score;
+  ``"early"`` first keeps each hypothesis's ``beam`` best candidates by acoustic score, then
+  the ``beam`` best of those by fused score.
+* Merging after selection: candidates with the same transcript and the same frame (and the
+  same active/finished status, implied) are merged into the best of them, whose score becomes
+  the log-sum-exp of theirs.
+* At the end, the fusion end-of-sentence score (weighted) is added; hypotheses are returned
+  best first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from ..errors import DecodingInputError, check_emissions, check_finite
+from ..fusion import FusionModel, FusionScorer
+from ..results import Hypothesis
+from .model import TransducerModel, check_model
+
+__all__ = ["reference_beam_search", "METHODS", "BLANK_SCORINGS", "PRUNINGS"]
+
+METHODS = ("alsd", "aes")
+BLANK_SCORINGS = ("lm_weighted", "none")
+PRUNINGS = ("late", "early")
+MAX_SYMBOLS_GUARD = 100_000
+
+
+@dataclass
+class _Hyp:
+    score: float
+    t: int
+    symbols: int
+    tokens: tuple[int, ...]
+    stamps: tuple[int, ...]
+    durs: tuple[int, ...]
+    pred_state: Any
+    dec_proj: torch.Tensor
+    lm_states: torch.Tensor  # [1, M]
+
+
+def check_beam_args(
+    model: TransducerModel, beam: int, method: str, blank_scoring: str, pruning: str,
+    max_symbols: int | None, nbest: int,
+) -> None:
+    """Shared argument checks of the reference and batched beam searches."""
+    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
+    if beam > model.vocab_size:
+        raise DecodingInputError(f"beam {beam} is larger than the vocabulary ({model.vocab_size} tokens)")
+    if method not in METHODS:
+        raise DecodingInputError(f"method must be one of {METHODS}, got {method!r}")
+    if blank_scoring not in BLANK_SCORINGS:
+        raise DecodingInputError(f"blank_scoring must be one of {BLANK_SCORINGS}, got {blank_scoring!r}")
+    if pruning not in PRUNINGS:
+        raise DecodingInputError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols_per_frame must be an int >= 1 or None, got {max_symbols!r}")
+    if not isinstance(nbest, int) or not 1 <= nbest <= beam:
+        raise DecodingInputError(f"nbest must be an int in 1..beam ({beam}), got {nbest!r}")
+
+
+def _logaddexp(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    m = max(a, b)
+    return m + math.log(math.exp(a - m) + math.exp(b - m))
+
+
+@torch.inference_mode()
+def reference_beam_search(
+    model: TransducerModel,
+    encoder_output: torch.Tensor,
+    *,
+    beam: int = 4,
+    method: str = "alsd",
+    fusion: Sequence[tuple[FusionModel, float]] = (),
+    blank_scoring: str = "lm_weighted",
+    pruning: str = "late",
+    max_symbols_per_frame: int | None = 10,
+) -> list[Hypothesis]:
+    """Beam-search one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
+
+    See the module docstring for the exact search; all arguments as in
+    :func:`asrdecode.transducer.beam.beam_search`.
+    """
+    check_model(model)
+    check_emissions("encoder_output", encoder_output, ndim=2)
+    check_finite("encoder_output", encoder_output)
+    check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols_per_frame, 1)
+    V, blank = model.vocab_size, model.blank_id
+    durations = model.durations
+    dvals = [1] if durations is None else list(durations)
+    scorer = FusionScorer(fusion, V, blank)
+    lam = sum(scorer.weights)
+    dev = encoder_output.device
+    T = encoder_output.shape[0]
+    enc_proj = model.project_encoder(encoder_output)
+
+    state = model.initial_state(1, device=dev, dtype=encoder_output.dtype)
+    dec, state = model.predict(torch.tensor([blank], device=dev), state)
+    hyps = [_Hyp(0.0, 0, 0, (), (), (), state, model.project_decoder(dec)[0], scorer.initial(1, dev))]
+    steps = 0
+    while any(h.t < T for h in hyps):
+        tmin = min(h.t for h in hyps if h.t < T)
+        cands: list[tuple[float, int, int, int]] = []  # (fused score, hyp index, token (-1: carry), duration idx)
+        for i, h in enumerate(hyps):
+            expanding = h.t < T and (method == "alsd" or h.t == tmin)
+            if not expanding:
+                cands.append((h.score, i, -1, 0))
+                continue
+            logits = model.joint(enc_proj[h.t], h.dec_proj).double()
+            if not bool(torch.isfinite(logits).all()):
+                raise DecodingInputError("model.joint produced NaN or inf logits")
+            lp_tok = torch.log_softmax(logits[:V], dim=-1).tolist()
+            lp_dur = [0.0] if durations is None else torch.log_softmax(logits[V:], dim=-1).tolist()
+            lm = scorer.advance(h.lm_states, dtype=torch.float64)[0][0].tolist()
+            log_nonblank = math.log1p(-math.exp(lp_tok[blank])) if lam != 0.0 else 0.0
+            mine = []
+            for k in range(V):
+                for j in range(len(dvals)):
+                    acoustic = lp_tok[k] + lp_dur[j]
+                    if k == blank:
+                        fused = acoustic + (lam * lp_tok[blank] if blank_scoring == "lm_weighted" else 0.0)
+                    else:
+                        fused = acoustic + lm[k] + (lam * log_nonblank if blank_scoring == "lm_weighted" else 0.0)
+                    mine.append((acoustic, fused, k, j))
+            if pruning == "early":
+                mine.sort(key=lambda c: -c[0])
+                mine = mine[:beam]
+            cands.extend((h.score + fused, i, k, j) for _, fused, k, j in mine)
+        cands.sort(key=lambda c: -c[0])
+        chosen = [c for c in cands[:beam] if c[0] > -math.inf]
+
+        new: list[_Hyp] = []
+        for score, i, k, j in chosen:
+            h = hyps[i]
+            if k == -1:
+                new.append(_Hyp(score, h.t, h.symbols, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
+                continue
+            d = 0 if durations is None else dvals[j]
+            if k == blank:
+                t = h.t + (1 if durations is None else max(d, 1))
+                new.append(_Hyp(score, min(t, T), 0, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
+                continue
+            symbols = h.symbols + 1 if d == 0 else 0
+            t = h.t + d
+            if max_symbols_per_frame is not None and d == 0 and symbols >= max_symbols_per_frame:
+                t, symbols = t + 1, 0
+            if symbols > MAX_SYMBOLS_GUARD:
+                raise DecodingInputError(f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame")
+            dec, st = model.predict(torch.tensor([k], device=dev), h.pred_state)
+            lm_next = scorer.advance(h.lm_states)[1][:, k]  # [1, M]
+            new.append(_Hyp(score, min(t, T), symbols, h.tokens + (k,), h.stamps + (h.t,), h.durs + (d,),
+                            st, model.project_decoder(dec)[0], lm_next))
+        # merge equal transcripts on the same frame into the best of them (log-sum-exp of scores)
+        merged: dict[tuple, _Hyp] = {}
+        for h in new:  # ``new`` is sorted best first, so the first of a group is its best
+            key = (h.tokens, h.t)
+            if key in merged:
+                merged[key].score = _logaddexp(merged[key].score, h.score)
+            else:
+                merged[key] = h
+        hyps = list(merged.values())
+        steps += 1
+
+    out = []
+    for h in hyps:
+        final = float(scorer.final(h.lm_states, dtype=torch.float64)[0]) if scorer.num_models else 0.0
+        out.append(Hypothesis(tokens=list(h.tokens), timestamps=list(h.stamps), score=h.score + final,
+                              durations=list(h.durs) if durations is not None else None))
+    out.sort(key=lambda x: -x.score)
+    return out
