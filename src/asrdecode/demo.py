@@ -1,0 +1,223 @@
+"""``python -m asrdecode.demo`` (``make demo``): every decoder of the package on the bundled models.
+
+Decodes the bundled synthetic test set (``data/synth_test``, 50 utterances) and the real clips
+(``data/real``, 10 utterances) with the bundled models ``demo-rnnt``, ``demo-tdt`` and
+``demo-ctc`` and prints one table: WER on each set, decoder-only RTFx (audio seconds / decoder
+seconds, encoder excluded, fastest of ``--repeats`` runs, both sets together) and its ratio to the
+family's baseline measured in the same run (transducers: frame-looping greedy; CTC: greedy).
+
+The three models share one encoder, so the front end and encoder run once per test set. One
+thread; about a minute on 2 cores, most of it computing the front-end features.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import ctc
+from . import transducer as tr
+from .audio import read_audio
+from .errors import AsrDecodeError
+from .evaluate import read_manifest, texts_of, timed, wer
+from .results import Hypothesis
+
+__all__ = ["main", "run_demo", "DemoRow"]
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+LM_WEIGHT = 0.7  # tuned on dev by recipes/tune_lm.py (see recipes/evaluate_models.py)
+LM_BETA = 2.0
+BEAM = 8
+
+
+@dataclass
+class DemoRow:
+    """One line of the demo table."""
+
+    model: str
+    decoder: str
+    wer: dict[str, float] = field(default_factory=dict)
+    decoder_seconds: float = 0.0
+    audio_seconds: float = 0.0
+    ratio: float = math.nan
+    note: str = ""
+
+    @property
+    def rtfx(self) -> float:
+        return self.audio_seconds / self.decoder_seconds if self.decoder_seconds > 0 else math.inf
+
+
+def _first(result: object) -> list[Hypothesis]:
+    return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]]:
+    """(name, decode(model output, lengths)) for every decoder family that applies to ``demo``."""
+    tok = demo.tokenizer
+    if demo.kind == "ctc":
+        b = demo.blank_id
+        out = [
+            ("greedy", lambda x, n: ctc.greedy(x, n, b, tok)),
+            (f"beam {BEAM}", lambda x, n: _first(ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok))),
+            (f"beam {BEAM} + blank collapse", lambda x, n: _first(
+                ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok))),
+        ]
+        if lm is not None:
+            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(ctc.beam_search(
+                x, n, b, beam=BEAM, fusion=[(lm, LM_WEIGHT)], beta=LM_BETA, tokenizer=tok))))
+        return out
+    m = demo.model
+    out = [
+        ("greedy frame-looping", lambda x, n: tr.greedy(m, x, n, loop="frames", tokenizer=tok, acceleration="eager")),
+        ("greedy label-looping", lambda x, n: tr.greedy(m, x, n, loop="labels", tokenizer=tok, acceleration="eager")),
+    ]
+    if demo.kind == "rnnt":
+        out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
+            m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
+    if hasattr(tr, "beam_search"):
+        out.append((f"beam {BEAM}", lambda x, n: _first(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+        if lm is not None:
+            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(tr.beam_search(
+                m, x, n, beam=BEAM, fusion=[(lm, LM_WEIGHT)], beta=LM_BETA, tokenizer=tok))))
+    return out
+
+
+def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "demo-tdt", "demo-ctc"),
+             repeats: int = 3, log: Callable[[str], None] = print) -> list[DemoRow]:
+    """Decode the bundled test sets with every decoder and return the table rows."""
+    from .lm import NGramLM
+    from .models import load
+    from .models.demo import ASSETS
+
+    sets = {"synthetic": data_dir / "synth_test" / "manifest.jsonl", "real": data_dir / "real" / "manifest.jsonl"}
+    loaded = []
+    for name in models:
+        try:
+            loaded.append(load(name))
+        except AsrDecodeError as err:
+            log(f"note: skipping {name}: {err}")
+    if not loaded:
+        raise AsrDecodeError("no bundled model could be loaded")
+    lm = None
+    lm_path = ASSETS / "token-4gram.arpa.gz"
+    if lm_path.is_file():
+        t0 = time.perf_counter()
+        lm = NGramLM.from_arpa(lm_path, vocab_size=loaded[0].tokenizer.vocab_size, blank_id=loaded[0].blank_id)
+        log(f"token 4-gram LM loaded in {time.perf_counter() - t0:.1f} s")
+    else:
+        log(f"note: {lm_path} is missing; LM rows skipped")
+    # The bundled models share the front end and the encoder: run them once per set.
+    encoded = {}
+    for sname, mpath in sets.items():
+        entries = read_manifest(mpath)
+        waves = [read_audio(e.audio_filepath) for e in entries]
+        t0 = time.perf_counter()
+        feats, flen = loaded[0].features(waves)
+        with torch.inference_mode():
+            enc, elen = loaded[0].encode_features(feats, flen)
+        audio_s = sum(w.numel() for w in waves) / 16000
+        log(f"{sname}: {len(entries)} utterances, {audio_s:.1f} s of audio, front end + encoder "
+            f"{time.perf_counter() - t0:.1f} s")
+        encoded[sname] = (enc, elen, [e.text for e in entries], audio_s)
+    rows: list[DemoRow] = []
+    for demo in loaded:
+        if not _same_weights(demo.encoder, loaded[0].encoder):
+            raise AsrDecodeError(f"{demo.name} does not share the encoder of {loaded[0].name}")
+        family_rows = []
+        for dname, fn in _decoders(demo, lm):
+            row = DemoRow(demo.name, dname)
+            try:
+                for sname, (enc, elen, refs, audio_s) in encoded.items():
+                    with torch.inference_mode():
+                        x = demo.model.log_probs_from_encoder(enc) if demo.kind == "ctc" else enc
+                    hyps, secs = timed(lambda: fn(x, elen), repeats=repeats)
+                    row.wer[sname] = wer(refs, texts_of(hyps))
+                    row.decoder_seconds += secs
+                    row.audio_seconds += audio_s
+            except (TypeError, NotImplementedError) as err:  # a decoder whose API differs: report, go on
+                row.note = f"failed: {err}"
+            family_rows.append(row)
+            log(f"  {demo.name:9s} {dname:28s} done")
+        base = family_rows[0]
+        for row in family_rows:
+            if not row.note:
+                row.ratio = row.rtfx / base.rtfx
+        rows.extend(family_rows)
+    return rows
+
+
+def format_table(rows: list[DemoRow]) -> str:
+    """The table as plain text."""
+    head = ["model", "decoder", "WER synth %", "WER real %", "dec. RTFx", "x baseline"]
+    body = []
+    for r in rows:
+        if r.note:
+            body.append([r.model, r.decoder, "-", "-", "-", r.note])
+            continue
+        body.append([r.model, r.decoder, f"{100 * r.wer['synthetic']:.1f}", f"{100 * r.wer['real']:.1f}",
+                     f"{r.rtfx:,.0f}", f"{r.ratio:.2f}"])
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for b in body:
+        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))))
+    return "\n".join(lines)
+
+
+def _print_rich(rows: list[DemoRow]) -> bool:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return False
+    t = Table(title="asrdecode demo: bundled models, decoder-only RTFx (one thread)")
+    for col in ["model", "decoder", "WER synth %", "WER real %", "dec. RTFx", "x baseline"]:
+        t.add_column(col, justify="left" if col in ("model", "decoder") else "right", no_wrap=True)
+    for r in rows:
+        if r.note:
+            t.add_row(r.model, r.decoder, "-", "-", "-", r.note)
+        else:
+            t.add_row(r.model, r.decoder, f"{100 * r.wer['synthetic']:.1f}", f"{100 * r.wer['real']:.1f}",
+                      f"{r.rtfx:,.0f}", f"{r.ratio:.2f}")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # no wrapping when piped (make demo | tee ...)
+    console.print(t)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m asrdecode.demo``."""
+    ap = argparse.ArgumentParser(prog="python -m asrdecode.demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA, help="folder with synth_test/ and real/ (default: %(default)s)")
+    ap.add_argument("--repeats", type=int, default=3, help="timing runs per decoder, fastest counts (default: 3)")
+    ap.add_argument("--plain", action="store_true", help="plain-text table even when rich is installed")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        rows = run_demo(args.data, repeats=max(1, args.repeats), log=lambda s: print(s, flush=True))
+    except (AsrDecodeError, OSError) as err:
+        print(f"asrdecode.demo: error: {err}", file=sys.stderr)
+        return 2
+    print()
+    if args.plain or not _print_rich(rows):
+        print(format_table(rows))
+    print("WER: normalised text (asrdecode.evaluate.normalize_text). RTFx: audio seconds / decoder seconds, "
+          "encoder excluded; 'x baseline' = RTFx / RTFx of the family's first row (frame-looping / CTC greedy).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
