@@ -1,0 +1,311 @@
+"""Batched beam search for RNN-T and TDT: ALSD++ and AES++ (Grigoryan et al.), with shallow fusion.
+
+Both methods keep exactly ``beam`` hypotheses per utterance in fixed ``[B, K]`` tensors (``K`` =
+beam); a removed hypothesis has score ``-inf``. Transcripts live in a backpointer tree
+(:class:`~asrdecode.beam_hyps.BeamTree`), and equal transcripts are found in constant time by an
+incremental hash (:func:`~asrdecode.beam_hyps.extend_hash`) plus the transcript length and last
+token. One step is a sync-free function of the loop state (masked tensor ops only): one joint
+call for all ``B*K`` hypotheses, one prediction-network call (``model.predict``, with
+``select_state`` / ``replace_state``) for all ``B*K`` hypotheses, fusion scores for all of them,
+selection, merging. The driver checks one flag between steps.
+
+The search is exactly the one of :func:`~asrdecode.transducer.reference_beam.reference_beam_search`
+(see its module docstring for the rules: which hypotheses expand in ALSD and AES, time advance,
+the per-frame symbol cap, Eq. 2 / Eq. 3 blank scoring, early / late pruning, merging, final
+LM scores); tests compare the two on random models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
+from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ..fusion import FusionModel, FusionScorer
+from ..results import Hypothesis, Tokenizer, attach_text
+from .model import TransducerModel, check_model
+from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
+
+__all__ = ["beam_search"]
+
+_NEG_INF = float("-inf")
+
+
+class _BeamLoop:
+    """Loop state of one batched beam search: ``[B, K]`` tensors updated by :meth:`step`."""
+
+    def __init__(
+        self,
+        model: TransducerModel,
+        enc: torch.Tensor,
+        lengths: torch.Tensor,
+        beam: int,
+        method: str,
+        scorer: FusionScorer,
+        blank_scoring: str,
+        pruning: str,
+        max_symbols: int | None,
+    ) -> None:
+        B, T, _ = enc.shape
+        K = beam
+        dev = enc.device
+        self.model, self.B, self.K, self.T = model, B, K, T
+        self.V, self.blank = model.vocab_size, model.blank_id
+        self.tdt = model.durations is not None
+        dvals = list(model.durations) if self.tdt else [0]
+        self.D = len(dvals)
+        self.dvals = torch.tensor(dvals, dtype=torch.long, device=dev)
+        self.pack = max(dvals) + 1  # tree data = frame * pack + duration
+        self.aes = method == "aes"
+        self.early = pruning == "early"
+        self.scorer = scorer
+        self.fused = scorer.num_models > 0
+        self.lam = float(sum(scorer.weights))
+        self.lm_weighted = blank_scoring == "lm_weighted" and self.lam != 0.0
+        self.max_symbols = max_symbols
+        self.dtype = enc.dtype
+        self.enc_proj = model.project_encoder(enc)  # [B, T, H]
+        self.lengths = lengths[:, None]  # [B, 1]
+        self.b_idx = torch.arange(B, device=dev)[:, None]  # [B, 1]
+        self.flat_base = (torch.arange(B, device=dev) * K)[:, None]  # [B, 1]
+        N = B * K
+        self.score = torch.full((B, K), _NEG_INF, dtype=enc.dtype, device=dev)
+        self.score[:, 0] = 0.0
+        zeros = torch.zeros((B, K), dtype=torch.long, device=dev)
+        self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
+        self.hash = torch.full((B, K), EMPTY_HASH, dtype=torch.long, device=dev)
+        self.last = torch.full((B, K), self.blank, dtype=torch.long, device=dev)
+        self.pred_state = model.initial_state(N, device=dev, dtype=enc.dtype)
+        dec, self.pred_state = model.predict(torch.full((N,), self.blank, dtype=torch.long, device=dev), self.pred_state)
+        self.dec_proj = model.project_decoder(dec)  # [N, H]
+        # per-utterance models (stacked boosting trees) get the utterance of each hypothesis;
+        # a single tree serves every utterance
+        stacked = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
+        utt = torch.arange(B, device=dev).repeat_interleave(K) if stacked else None
+        self.lm_states = scorer.initial(N, dev, utterances=utt)  # [N, M]
+        self.tree = BeamTree()
+        self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+
+    # -- one step: expand, select, merge, update ---------------------------------------------
+
+    def step(self) -> None:
+        B, K, V, D = self.B, self.K, self.V, self.D
+        N = B * K
+        C = V * D
+        valid = self.score > _NEG_INF
+        active = valid & (self.time < self.lengths)
+        if self.aes:  # only the earliest frame of each utterance expands
+            big = torch.iinfo(torch.long).max
+            tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
+            expand = active & (self.time == tmin)
+        else:
+            expand = active
+        frames = self.time.clamp(max=max(self.T - 1, 0))
+        logits = self.model.joint(self.enc_proj[self.b_idx, frames], self.dec_proj.view(B, K, -1))
+        logits = logits.to(self.dtype)
+        lp_tok = torch.log_softmax(logits[..., :V], dim=-1)  # [B, K, V]
+        if self.tdt:
+            lp_dur = torch.log_softmax(logits[..., V:], dim=-1)  # [B, K, D]
+            acoustic = lp_tok[..., :, None] + lp_dur[..., None, :]  # [B, K, V, D]
+        else:
+            acoustic = lp_tok[..., :, None]
+        # fusion terms per token: blank_add for the blank, label_add[k] for labels
+        lp_blank = lp_tok[..., self.blank]  # [B, K]
+        blank_add = self.lam * lp_blank if self.lm_weighted else torch.zeros_like(lp_blank)
+        nonblank_add = (self.lam * torch.log1p(-torch.exp(lp_blank))) if self.lm_weighted else torch.zeros_like(lp_blank)
+        tok_ids = torch.arange(V, device=lp_tok.device)
+        is_blank_tok = tok_ids == self.blank  # [V]
+        acoustic = acoustic.reshape(B, K, C)
+        exp_mask = expand[..., None]
+        carry = torch.where(active | valid, self.score, _NEG_INF)
+        carry = torch.where(expand, _NEG_INF, carry)[..., None]  # [B, K, 1]
+
+        if not self.early:
+            if self.fused:
+                lm, lm_next = self.scorer.advance(self.lm_states, dtype=self.dtype)  # [N, V], [N, V, M]
+                lm = lm.view(B, K, V)
+            else:
+                lm, lm_next = torch.zeros_like(lp_tok), None
+            add = torch.where(is_blank_tok, blank_add[..., None], lm + nonblank_add[..., None])  # [B, K, V]
+            fused = acoustic.view(B, K, V, D) + add[..., None]
+            cand = torch.where(exp_mask, self.score[..., None] + fused.reshape(B, K, C), _NEG_INF)
+            cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
+            width = C + 1
+            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
+            parent = sel_idx // width
+            col = sel_idx % width
+            is_carry = col == C
+            c = col.clamp(max=C - 1)
+        else:
+            top_ac, top_c = acoustic.topk(K, dim=2)  # per hypothesis, acoustic only: [B, K, K]
+            top_tok = top_c // D
+            if self.fused:
+                lm_sel, lm_next = self.scorer.score_tokens(self.lm_states, top_tok.view(N, K), dtype=self.dtype)
+                lm_sel = lm_sel.view(B, K, K)
+            else:
+                lm_sel, lm_next = torch.zeros_like(top_ac), None
+            add = torch.where(top_tok == self.blank, blank_add[..., None], lm_sel + nonblank_add[..., None])
+            cand = torch.where(exp_mask, self.score[..., None] + top_ac + add, _NEG_INF)
+            cand = torch.cat([cand, carry], dim=2)  # [B, K, K + 1]
+            width = K + 1
+            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
+            parent = sel_idx // width
+            col = sel_idx % width
+            is_carry = col == K
+            colc = col.clamp(max=K - 1)
+            c = top_c.view(B, K * K).gather(1, parent * K + colc)
+
+        tok = c // D
+        dur = self.dvals[c % D]  # [B, K] duration value (0 for RNN-T)
+        ok = sel_val > _NEG_INF
+        emitted = ok & ~is_carry & (tok != self.blank)
+        blanked = ok & ~is_carry & (tok == self.blank)
+        p_time = self.time.gather(1, parent)
+        p_sym = self.symbols.gather(1, parent)
+        label_adv = dur if self.tdt else torch.zeros_like(dur)
+        blank_adv = dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
+        symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, 0), torch.where(blanked, 0, p_sym))
+        adv = torch.where(emitted, label_adv, torch.where(blanked, blank_adv, 0))
+        if self.max_symbols is not None:
+            forced = emitted & (label_adv == 0) & (symbols >= self.max_symbols)
+            adv = adv + forced.long()
+            symbols = torch.where(forced, 0, symbols)
+        time = torch.minimum(p_time + adv, self.lengths)
+        hsh = torch.where(emitted, extend_hash(self.hash.gather(1, parent), tok), self.hash.gather(1, parent))
+        nlabels = self.nlabels.gather(1, parent) + emitted.long()
+        last = torch.where(emitted, tok, self.last.gather(1, parent))
+
+        # merge equal transcripts on the same frame: best one keeps the log-sum-exp of the group
+        eq = ((hsh[:, :, None] == hsh[:, None, :]) & (time[:, :, None] == time[:, None, :])
+              & (nlabels[:, :, None] == nlabels[:, None, :]) & (last[:, :, None] == last[:, None, :])
+              & ok[:, :, None] & ok[:, None, :])  # [B, K, K]
+        s_i, s_j = sel_val[:, :, None], sel_val[:, None, :]
+        idx = torch.arange(K, device=eq.device)
+        better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
+        leader = ok & ~better.any(dim=2)
+        group = torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2)
+        self.score = torch.where(leader, group, _NEG_INF)
+
+        # prediction network: once for all B*K hypotheses
+        parent_flat = (self.flat_base + parent).view(N)
+        em_flat = emitted.view(N)
+        st = self.model.select_state(self.pred_state, parent_flat)
+        out, st_new = self.model.predict(torch.where(emitted, tok, self.blank).view(N), st)
+        self.pred_state = self.model.replace_state(st, st_new, em_flat)
+        self.dec_proj = torch.where(em_flat[:, None], self.model.project_decoder(out), self.dec_proj[parent_flat])
+        # fusion states
+        lm_prev = self.lm_states[parent_flat]
+        if lm_next is not None:
+            if self.early:
+                nxt = lm_next.view(N * K, -1)[parent_flat * K + colc.view(N)]
+            else:
+                nxt = lm_next[parent_flat, tok.view(N)]
+            self.lm_states = torch.where(em_flat[:, None], nxt, lm_prev)
+        else:
+            self.lm_states = lm_prev
+
+        self.tree.record(torch.where(emitted, tok, -1), parent, p_time * self.pack + label_adv)
+        self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
+        self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def results(self, nbest: int) -> list[list[Hypothesis]]:
+        final = self.score
+        if self.fused:
+            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.K)
+        vals, slots = final.topk(nbest, dim=1)
+        slots = torch.where(vals > _NEG_INF, slots, -1)
+        seqs = self.tree.backtrack(slots)
+        vals_l = vals.tolist()
+        out: list[list[Hypothesis]] = []
+        for b in range(self.B):
+            row = []
+            for n in range(nbest):
+                if vals_l[b][n] == _NEG_INF:
+                    continue
+                toks, data = seqs[b][n]
+                row.append(Hypothesis(
+                    tokens=toks,
+                    timestamps=[x // self.pack for x in data],
+                    score=float(vals_l[b][n]),
+                    durations=[x % self.pack for x in data] if self.tdt else None,
+                ))
+            out.append(row)
+        return out
+
+
+def _check_joint(model: TransducerModel, loop: _BeamLoop) -> None:
+    if loop.B == 0 or loop.T == 0:
+        return
+    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
+    probe = model.joint(loop.enc_proj[:1, 0], loop.dec_proj[:1])
+    if probe.shape[-1] != expected:
+        raise DecodingInputError(
+            f"model.joint returns {probe.shape[-1]} outputs but vocab_size + len(durations) is {expected}"
+        )
+
+
+@torch.inference_mode()
+def beam_search(
+    model: TransducerModel,
+    encoder_output: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int] | None = None,
+    *,
+    beam: int = 4,
+    method: str = "alsd",
+    fusion: Sequence[tuple[FusionModel, float]] = (),
+    blank_scoring: str = "lm_weighted",
+    pruning: str = "late",
+    max_symbols_per_frame: int | None = 10,
+    nbest: int = 1,
+    tokenizer: Tokenizer | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
+
+    Args:
+        model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
+        encoder_output: ``[B, T, D]`` encoder output (not projected).
+        lengths: ``[B]`` valid frames per utterance (default: all ``T``).
+        beam: hypotheses kept per utterance, ``1 <= beam <= model.vocab_size``.
+        method: "alsd" (ALSD++, every active hypothesis expands each step) or "aes" (AES++,
+            frame synchronous: hypotheses on the earliest frame expand until they leave it).
+        fusion: ``[(FusionModel, weight), ...]`` (n-gram LMs, boosting trees) over the model's ids.
+        blank_scoring: "lm_weighted" (Eq. 3 of the ALSD++ paper) or "none" (Eq. 2).
+        pruning: "late" (fuse over the whole vocabulary, then select) or "early" (each
+            hypothesis's ``beam`` best acoustic candidates, then fuse and select).
+        max_symbols_per_frame: a label that makes this many on one frame also advances one frame
+            (as greedy's ``max_symbols``); None = no cap (a model that never emits blank then fails).
+        nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
+        tokenizer: fills ``Hypothesis.text`` when given.
+
+    Returns:
+        ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
+        first (fewer when merging left fewer distinct ones). Scores are the summed fused log-scores
+        plus the fusion end-of-sentence scores.
+    """
+    check_model(model)
+    enc = check_emissions("encoder_output", encoder_output, ndim=3)
+    check_finite("encoder_output", enc)
+    check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols_per_frame, nbest)
+    scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
+    B, T, _ = enc.shape
+    lengths = check_lengths(lengths, B, T, device=enc.device)
+    loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame)
+    _check_joint(model, loop)
+    steps = 0
+    while bool(loop.active.any()):
+        loop.step()
+        steps += 1
+        if max_symbols_per_frame is None and steps % 1024 == 0 and int(loop.symbols.max()) > MAX_SYMBOLS_GUARD:
+            raise DecodingInputError(
+                f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame"
+            )
+    nb = loop.results(nbest)
+    for row in nb:
+        attach_text(row, tokenizer)
+    if nbest == 1:
+        return [row[0] for row in nb]
+    return nb
