@@ -16,7 +16,7 @@ p(blank) > 0.999 and > 0.99, and labels per frame of the greedy output. For CTC 
 counts; for RNN-T / TDT the blank probability is the joint's at the first decision of every
 frame the greedy decoder visits (TDT skips frames; the visited fraction is reported too).
 
-Usage: python3 recipes/evaluate_models.py [--lm-weight 0.5] [--beam 8] [--out recipes/results/eval.json]
+Usage: python3 recipes/evaluate_models.py [--lm-weight 0.7] [--beta 2.0] [--beam 8] [--out recipes/results/eval.json]
 Run time: about 1-2 minutes (hama features of ~20 minutes of audio, cached under work/eval_cache).
 """
 
@@ -84,8 +84,8 @@ def transducer_blank_stats(model, enc: torch.Tensor, lengths: torch.Tensor, hyps
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--beam", type=int, default=8)
-    ap.add_argument("--lm-weight", type=float, default=0.5)
-    ap.add_argument("--beta", type=float, default=1.0, help="per-token bonus with the LM")
+    ap.add_argument("--lm-weight", type=float, default=0.7, help="tuned on dev by tune_lm.py")
+    ap.add_argument("--beta", type=float, default=2.0, help="per-token bonus with the LM (tuned on dev)")
     ap.add_argument("--models", default="demo-ctc,demo-rnnt,demo-tdt")
     ap.add_argument("--out", default="recipes/results/eval.json")
     args = ap.parse_args()
