@@ -187,6 +187,7 @@ class _BeamLoop:
         leader = ok & ~better.any(dim=2)
         group = torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2)
         self.score = torch.where(leader, group, _NEG_INF)
+        self._selected_ok = ok  # selected before merging (tests check the merges)
 
         # prediction network: once for all B*K hypotheses
         parent_flat = (self.flat_base + parent).view(N)

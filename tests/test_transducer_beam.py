@@ -1,0 +1,271 @@
+"""Batched ALSD++ / AES++ (asrdecode.transducer.beam) against the per-utterance reference and greedy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from asrdecode.errors import DecodingInputError
+from asrdecode.lm import BoostingTree, NGramLM
+from asrdecode.transducer import greedy
+from asrdecode.transducer import beam as beam_mod
+from asrdecode.transducer.beam import beam_search
+from asrdecode.transducer.reference_beam import reference_beam_search
+
+from transducer_models import random_model
+
+V, BLANK = 6, 5
+ARPA = "\n".join([
+    "\\data\\", "ngram 1=7", "ngram 2=3", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t-0.5", "-0.7\t</s>",
+    "-0.6\td\t-0.3", "-0.8\te\t-0.2", "-0.9\tf", "-1.1\tg", "", "\\2-grams:", "-0.3\t<s> d", "-0.4\td e",
+    "-0.2\te </s>", "", "\\end\\", "",
+])
+TDT = [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    p = tmp_path_factory.mktemp("beam_lm") / "lm.arpa"
+    p.write_text(ARPA)
+    return NGramLM.from_arpa(p, vocab_size=V, blank_id=BLANK)
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return BoostingTree.from_token_sequences([[0, 1, 2], [3]], vocab_size=V, blank_id=BLANK)
+
+
+def _enc(seed: int, B: int, T: int) -> torch.Tensor:
+    return torch.randn(B, T, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def _key(hyps, digits: int = 8):
+    return [(h.tokens, h.timestamps, h.durations, round(h.score, digits)) for h in hyps]
+
+
+# -- beam = 1 is greedy --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_beam1_equals_greedy(durations, method, pruning):
+    """Beam 1 without fusion takes greedy's decisions (same symbol cap: a label reaching the cap
+    advances one frame unscored in both), for ALSD and AES, RNN-T and TDT (joint argmax of
+    token + duration = greedy's separate argmaxes). Low blank bias: the cap is hit."""
+    for seed in range(6):
+        for blank_bias, cap in ((-1.0, 2), (0.0, 3), (3.0, None)):
+            m = random_model(seed, V, seed % V, durations, blank_bias=blank_bias, kind="lstm" if seed % 2 else "stateless")
+            enc = _enc(seed, 3, 9)
+            lengths = torch.tensor([9, 5, 0])
+            g = greedy(m, enc, lengths, max_symbols=cap)
+            b = beam_search(m, enc, lengths, beam=1, method=method, pruning=pruning, max_symbols_per_frame=cap)
+            assert _key(b) == _key(g)
+
+
+# -- batched == reference ----------------------------------------------------------------------
+
+
+def _check_vs_reference(m, enc, lengths, **kw):
+    beam = kw["beam"]
+    res = beam_search(m, enc, lengths, nbest=beam, **kw)
+    for b in range(enc.shape[0]):
+        ref = reference_beam_search(m, enc[b, : int(lengths[b])], **kw)
+        # sorted: exactly tied scores (equal sums of the same terms) may come in either order
+        assert sorted(_key(res[b], 7)) == sorted(_key(ref, 7)), (b, kw)
+        # n-best transcripts are distinct: equal transcripts were merged
+        assert len({tuple(h.tokens) for h in res[b]}) == len(res[b])
+        assert all(x.score >= y.score for x, y in zip(res[b], res[b][1:]))
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+def test_matches_reference_no_fusion(durations, method):
+    for seed in range(5):
+        # stateless context 2 (context 1 makes many exactly tied scores)
+        m = random_model(100 + seed, V, seed % V, durations, blank_bias=0.5, kind="lstm" if seed % 2 else "stateless",
+                         pred_layers=2)
+        enc = _enc(seed, 3, 8)
+        lengths = torch.tensor([8, 3, 6])
+        for beam, pruning in ((2, "late"), (4, "early"), (V, "late")):
+            _check_vs_reference(m, enc, lengths, beam=beam, method=method, pruning=pruning, max_symbols_per_frame=3)
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+@pytest.mark.parametrize("pruning", ["late", "early"])
+@pytest.mark.parametrize("blank_scoring", ["lm_weighted", "none"])
+def test_matches_reference_with_fusion(lm, tree, durations, method, pruning, blank_scoring):
+    for seed in range(3):
+        m = random_model(200 + seed, V, BLANK, durations, blank_bias=0.5)
+        enc = _enc(seed, 2, 7)
+        lengths = torch.tensor([7, 5])
+        fusion = [(lm, 0.3 + seed * 0.4), (tree, 0.5)]
+        _check_vs_reference(m, enc, lengths, beam=3, method=method, pruning=pruning, blank_scoring=blank_scoring,
+                            fusion=fusion, max_symbols_per_frame=3)
+
+
+def test_fusion_changes_scores_and_scorings_differ(lm):
+    m = random_model(7, V, BLANK, None, blank_bias=0.5)
+    enc = _enc(7, 2, 8)
+    plain = beam_search(m, enc, beam=3, nbest=3)
+    a = beam_search(m, enc, beam=3, nbest=3, fusion=[(lm, 1.0)], blank_scoring="lm_weighted")
+    b = beam_search(m, enc, beam=3, nbest=3, fusion=[(lm, 1.0)], blank_scoring="none")
+    assert _key(plain[0]) != _key(a[0]) and _key(a[0]) != _key(b[0])
+    # weight 0 is no fusion
+    z = beam_search(m, enc, beam=3, nbest=3, fusion=[(lm, 0.0)])
+    assert _key(z[0]) == _key(plain[0]) and _key(z[1]) == _key(plain[1])
+
+
+# -- batch invariance ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+def test_batch_invariance(lm, durations, method):
+    m = random_model(11, V, BLANK, durations, blank_bias=0.5)
+    enc = _enc(3, 4, 10)
+    lengths = torch.tensor([10, 0, 4, 7])
+    kw = dict(beam=3, method=method, nbest=3, fusion=[(lm, 0.5)], max_symbols_per_frame=4)
+    full = beam_search(m, enc, lengths, **kw)
+    for b in range(4):
+        alone = beam_search(m, enc[b : b + 1, : max(int(lengths[b]), 1)], lengths[b : b + 1], **kw)[0]
+        assert _key(alone, 9) == _key(full[b], 9)
+    perm = [2, 0, 3, 1]
+    shuffled = beam_search(m, enc[perm], lengths[perm], **kw)
+    for i, b in enumerate(perm):
+        assert _key(shuffled[i], 9) == _key(full[b], 9)
+    assert full[1][0].tokens == [] and len(full[1]) == 1
+
+
+# -- merging: only truly equal transcripts, and all of them --------------------------------------
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+def test_merges_are_equal_transcripts(monkeypatch, durations, method):
+    """After every step, backtrack every selected slot: two live slots never share (transcript, frame),
+    and every slot removed by merging has a live slot with its transcript and frame."""
+    checked = {"merges": 0}
+    orig_step = beam_mod._BeamLoop.step
+
+    def step(self):
+        orig_step(self)
+        K = self.K
+        slots = torch.arange(K).expand(self.B, K)
+        seqs = self.tree.backtrack(slots)
+        for b in range(self.B):
+            live = {}
+            for k in range(K):
+                if self.score[b, k] > -math.inf:
+                    key = (tuple(seqs[b][k][0]), int(self.time[b, k]))
+                    assert key not in live
+                    live[key] = k
+            for k in range(K):
+                if self.score[b, k] == -math.inf and self._selected_ok[b, k]:
+                    key = (tuple(seqs[b][k][0]), int(self.time[b, k]))
+                    assert key in live  # merged into an equal transcript on the same frame
+                    checked["merges"] += 1
+
+    monkeypatch.setattr(beam_mod._BeamLoop, "step", step)
+    for seed in range(4):
+        m = random_model(300 + seed, V, BLANK, durations, blank_bias=1.0)
+        beam_search(m, _enc(seed, 2, 8), beam=4, method=method, max_symbols_per_frame=2)
+    assert checked["merges"] > 0
+
+
+def test_hash_collision_is_not_merged(monkeypatch):
+    """With a degenerate hash (every prefix collides), merges rely on length/last token only: the
+    result then differs from the reference, so the reference comparison does catch false merges."""
+    m = random_model(5, V, BLANK, None, blank_bias=0.5)
+    enc = _enc(5, 1, 10)
+    ref = reference_beam_search(m, enc[0], beam=4, max_symbols_per_frame=3)
+    ok = beam_search(m, enc, beam=4, nbest=4, max_symbols_per_frame=3)[0]
+    assert _key(ok, 7) == _key(ref, 7)
+    monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))
+    bad = beam_search(m, enc, beam=4, nbest=4, max_symbols_per_frame=3)[0]
+    assert _key(bad, 7) != _key(ref, 7)
+
+
+# -- Equation 2 and 3 by hand ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("blank_scoring", ["lm_weighted", "none"])
+def test_blank_scoring_by_hand(lm, blank_scoring):
+    """One frame, cap 1, beam = V: every token is one finished hypothesis, scored by hand."""
+    m = random_model(9, V, BLANK, None, blank_bias=0.0)
+    enc = _enc(9, 1, 1)
+    lam = 0.8
+    hyps = beam_search(m, enc, beam=V, nbest=V, fusion=[(lm, lam)], blank_scoring=blank_scoring,
+                       max_symbols_per_frame=1)[0]
+    assert len(hyps) == V
+    with torch.no_grad():
+        dec, _ = m.predict(torch.tensor([BLANK]), m.initial_state(1))
+        logits = m.joint(m.project_encoder(enc[0, 0]), m.project_decoder(dec)[0])
+    p = torch.softmax(logits, dim=-1).tolist()
+    got = {tuple(h.tokens): h.score for h in hyps}
+    for k in range(V):
+        if k == BLANK:
+            blank_term = (1 + lam) * math.log(p[BLANK]) if blank_scoring == "lm_weighted" else math.log(p[BLANK])
+            want = blank_term + lam * lm.score_sequence([])
+            assert got[()] == pytest.approx(want, abs=1e-6)
+        else:
+            if blank_scoring == "lm_weighted":  # ln p[k] + lam * ln((1 - p[blank]) * p_lm[k])
+                want = math.log(p[k]) + lam * math.log(1 - p[BLANK]) + lam * lm.score_sequence([k])
+            else:
+                want = math.log(p[k]) + lam * lm.score_sequence([k])
+            assert got[(k,)] == pytest.approx(want, abs=1e-6)
+            assert [h.timestamps for h in hyps if h.tokens == [k]] == [[0]]
+
+
+# -- API and bad input -----------------------------------------------------------------------------
+
+
+def test_nbest_and_tokenizer():
+    class Tok:
+        def decode(self, ids):
+            return "".join("abcdef"[i] for i in ids)
+
+    m = random_model(1, V, BLANK, TDT, blank_bias=0.5)
+    enc = _enc(1, 2, 6)
+    one = beam_search(m, enc, beam=3, tokenizer=Tok())
+    many = beam_search(m, enc, beam=3, nbest=2, tokenizer=Tok())
+    assert len(one) == 2 and all(isinstance(h.text, str) for h in one)
+    assert all(len(row) <= 2 for row in many) and many[0][0].tokens == one[0].tokens
+    assert all(h.durations is not None and all(d in TDT for d in h.durations) for h in one)
+
+
+def test_bad_inputs(tmp_path):
+    m = random_model(0, V, BLANK, None)
+    enc = _enc(0, 1, 4)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=0)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=V + 1)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, method="wind")
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, blank_scoring="full")
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, pruning="middle")
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=2, nbest=3)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, max_symbols_per_frame=0)
+    p = tmp_path / "lm.arpa"
+    p.write_text(ARPA)
+    other = NGramLM.from_arpa(p, vocab_size=V + 2, blank_id=BLANK)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, fusion=[(other, 0.5)])
+    nan = enc.clone()
+    nan[0, 1, 2] = float("nan")
+    with pytest.raises(DecodingInputError):
+        beam_search(m, nan)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, torch.tensor([5]))
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc[0])
+    with pytest.raises(DecodingInputError):
+        reference_beam_search(m, enc[0], beam=0)
