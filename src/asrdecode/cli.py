@@ -1,0 +1,446 @@
+"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval`` and ``build-lm``.
+
+Every error in the input (a missing or unreadable file, a bad manifest line, a wrong shape, an
+option that does not fit the model) prints one line ``asrdecode: error: ...`` naming the file or
+line on stderr and exits with status 2. Output files are written atomically (a temporary file in
+the same folder, renamed when complete), so a failed run never leaves a partial file behind.
+Audio at any sample rate is resampled to 16 kHz (:func:`asrdecode.audio.read_audio`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .errors import AsrDecodeError, DecodingInputError, FileFormatError
+from .results import Hypothesis
+
+__all__ = ["main", "build_parser", "hypothesis_record", "parse_boost"]
+
+MODELS = ("demo-rnnt", "demo-tdt", "demo-ctc")
+
+
+class CLIError(AsrDecodeError):
+    """A command-line usage or input error (exit status 2)."""
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise CLIError(f"{p}: the output folder {p.parent} does not exist")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _emit(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomic(output, text)
+
+
+def parse_boost(spec: str) -> tuple[str, float]:
+    """``"phrase:weight"`` -> ``(phrase, weight)``; a spec without ``:weight`` gets weight 1.0."""
+    phrase, sep, weight = spec.rpartition(":")
+    if not sep:
+        phrase, weight = spec, "1.0"
+    try:
+        w = float(weight)
+    except ValueError:
+        raise CLIError(f"--boost {spec!r}: the weight after ':' must be a number") from None
+    if not phrase.strip():
+        raise CLIError(f"--boost {spec!r}: empty phrase")
+    return phrase.strip(), w
+
+
+def _load_model(name: str):
+    from .models import load
+
+    return load(name)
+
+
+def _fusion(args: argparse.Namespace, tokenizer, vocab: int, blank: int) -> list:
+    fusion: list = []
+    if getattr(args, "lm", None):
+        from .lm import NGramLM
+
+        if not Path(args.lm).is_file():
+            raise FileFormatError(args.lm, None, "no such LM file")
+        fusion.append((NGramLM.from_arpa(args.lm, vocab_size=vocab, blank_id=blank), float(args.lm_weight)))
+    boosts = getattr(args, "boost", None) or []
+    if boosts:
+        from .lm import BoostingTree
+
+        if tokenizer is None:
+            raise CLIError("--boost needs a tokenizer (--model)")
+        tree = BoostingTree.from_phrases([parse_boost(b) for b in boosts], tokenizer, vocab_size=vocab, blank_id=blank)
+        fusion.append((tree, 1.0))
+    if fusion and args.decoder != "beam":
+        raise CLIError("--lm and --boost need --decoder beam")
+    return fusion
+
+
+def _first(result: Any) -> list[Hypothesis]:
+    return [h[0] if isinstance(h, list) else h for h in result]
+
+
+def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
+    """(encode(waves) -> (output, lengths), decode(output, lengths) -> hypotheses) for ``demo``."""
+    from . import ctc
+    from . import transducer as tr
+
+    tok = demo.tokenizer
+    fusion = _fusion(args, tok, tok.vocab_size, demo.blank_id)
+    beam, window = int(args.beam), int(getattr(args, "window", 1))
+    if beam < 1:
+        raise CLIError(f"--beam must be >= 1, got {beam}")
+    if window < 1:
+        raise CLIError(f"--window must be >= 1, got {window}")
+
+    def encode(waves: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        feats, flen = demo.features(waves)
+        enc, elen = demo.encode_features(feats, flen)
+        if demo.kind == "ctc":
+            return demo.model.log_probs_from_encoder(enc), elen
+        return enc, elen
+
+    if demo.kind == "ctc":
+        if window != 1:
+            raise CLIError("--window applies to transducer greedy decoding (demo-rnnt), not to demo-ctc")
+        if args.decoder == "greedy":
+            return encode, lambda x, n: ctc.greedy(x, n, demo.blank_id, tok)
+        return encode, lambda x, n: _first(ctc.beam_search(
+            x, n, demo.blank_id, beam=beam, fusion=fusion, beta=float(args.beta), tokenizer=tok))
+    if args.decoder == "greedy":
+        return encode, lambda x, n: tr.greedy(demo.model, x, n, window=window, tokenizer=tok, acceleration="eager")
+    if not hasattr(tr, "beam_search"):
+        raise CLIError(f"transducer beam search is not available in this version; use --decoder greedy "
+                       f"or --model demo-ctc")
+    kw: dict[str, Any] = {"beam": beam, "tokenizer": tok}
+    if fusion:
+        kw.update(fusion=fusion, beta=float(args.beta))
+    return encode, lambda x, n: _first(tr.beam_search(demo.model, x, n, **kw))
+
+
+def _word_spans(hyp: Hypothesis, tokenizer) -> Optional[list[tuple[str, int, int]]]:
+    """Words as ``(text, first_frame, end_frame_exclusive)`` from sentencepiece ``▁`` boundaries."""
+    if tokenizer is None or not hasattr(tokenizer, "id_to_piece") or not hyp.tokens:
+        return None if tokenizer is None or not hasattr(tokenizer, "id_to_piece") else []
+    groups: list[list[int]] = []
+    for k, t in enumerate(hyp.tokens):
+        if tokenizer.id_to_piece(t).startswith("\u2581") or not groups:
+            groups.append([k])
+        else:
+            groups[-1].append(k)
+    words = []
+    for g in groups:
+        text = tokenizer.decode([hyp.tokens[k] for k in g]).strip()
+        if not text:
+            continue
+        last = g[-1]
+        dur = hyp.durations[last] if hyp.durations is not None else 1
+        words.append((text, hyp.timestamps[g[0]], hyp.timestamps[last] + max(1, int(dur))))
+    return words
+
+
+def hypothesis_record(hyp: Hypothesis, tokenizer, frame_seconds: float, name: str) -> dict[str, Any]:
+    """A JSON-ready record: text, score, tokens with start times, words with start/end times (s).
+
+    A token's time is its frame index x ``frame_seconds``; a word ends one frame (TDT: the
+    predicted duration) after its last token's frame.
+    """
+    tokens = []
+    for k, (t, f) in enumerate(zip(hyp.tokens, hyp.timestamps)):
+        rec: dict[str, Any] = {"id": int(t), "frame": int(f), "start": round(f * frame_seconds, 3)}
+        if tokenizer is not None and hasattr(tokenizer, "id_to_piece"):
+            rec["piece"] = tokenizer.id_to_piece(int(t))
+        if hyp.durations is not None:
+            rec["duration"] = round(int(hyp.durations[k]) * frame_seconds, 3)
+        tokens.append(rec)
+    out: dict[str, Any] = {"audio": name, "text": hyp.text if hyp.text is not None else "",
+                           "score": float(hyp.score), "tokens": tokens}
+    words = _word_spans(hyp, tokenizer)
+    if words is not None:
+        out["words"] = [{"word": w, "start": round(s * frame_seconds, 3), "end": round(e * frame_seconds, 3)}
+                        for w, s, e in words]
+    return out
+
+
+def _format(records: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(records if len(records) != 1 else records[0], indent=1, ensure_ascii=False) + "\n"
+    if fmt == "ctm":
+        lines = []
+        for r in records:
+            utt = Path(r["audio"]).stem or "utt"
+            for w in r.get("words") or [{"word": t.get("piece", str(t["id"])), "start": t["start"],
+                                         "end": t["start"]} for t in r["tokens"]]:
+                lines.append(f"{utt} 1 {w['start']:.3f} {max(0.0, w['end'] - w['start']):.3f} {w['word']}")
+        return "\n".join(lines) + ("\n" if lines else "")
+    return "".join(f"{r['audio']}\t{r['text']}\n" for r in records)
+
+
+# -------------------------------------------------------------------------------------- subcommands
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    from .audio import read_audio
+
+    waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
+    demo = _load_model(args.model)
+    encode, decode = make_pipeline(demo, args)
+    with torch.inference_mode():
+        out, lengths = encode(waves)
+        hyps = decode(out, lengths)
+    records = [hypothesis_record(h, demo.tokenizer, demo.frame_seconds, str(a)) for h, a in zip(hyps, args.audio)]
+    _emit(_format(records, args.format), args.output)
+    return 0
+
+
+def _load_emissions(path: str) -> torch.Tensor:
+    p = Path(path)
+    if not p.is_file():
+        raise FileFormatError(p, None, "no such emissions file")
+    if p.suffix == ".npy":
+        try:
+            x = torch.from_numpy(np.load(p, allow_pickle=False))
+        except (ValueError, OSError) as err:
+            raise FileFormatError(p, None, f"not a numpy .npy array: {err}") from None
+    elif p.suffix == ".pt":
+        try:
+            x = torch.load(str(p), map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises several types (UnpicklingError, RuntimeError, ...)
+            raise FileFormatError(p, None, f"not a torch-saved tensor: {str(err).splitlines()[0]}") from None
+        if not isinstance(x, torch.Tensor):
+            raise FileFormatError(p, None, f"expected a tensor, found a {type(x).__name__}")
+    else:
+        raise FileFormatError(p, None, "emissions must be a .pt or .npy file")
+    if x.dim() == 2:
+        x = x.unsqueeze(0)
+    if x.dim() != 3 or not x.is_floating_point():
+        raise FileFormatError(p, None, f"expected float log-probs [T, V] or [B, T, V], got {x.dtype} {tuple(x.shape)}")
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    from . import ctc
+
+    x = _load_emissions(args.emissions)
+    tok = _load_model(args.model).tokenizer if args.model else None
+    if tok is not None and tok.vocab_size != x.shape[2]:
+        raise CLIError(f"{args.emissions}: vocabulary {x.shape[2]} does not match {args.model}'s {tok.vocab_size}")
+    fusion = _fusion(args, tok, x.shape[2], args.blank_id)
+    if args.decoder == "greedy":
+        hyps = ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax)
+    else:
+        if args.beam < 1:
+            raise CLIError(f"--beam must be >= 1, got {args.beam}")
+        hyps = _first(ctc.beam_search(x, None, args.blank_id, beam=args.beam, fusion=fusion, beta=args.beta,
+                                      tokenizer=tok, log_softmax=args.log_softmax))
+    if args.format == "json":
+        recs = [{"index": i, "tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
+                 **({"text": h.text} if h.text is not None else {})} for i, h in enumerate(hyps)]
+        text = json.dumps(recs, ensure_ascii=False) + "\n"
+    else:
+        text = "".join(f"{i}\t{h.text if h.text is not None else ' '.join(map(str, h.tokens))}\n"
+                       for i, h in enumerate(hyps))
+    _emit(text, args.output)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .audio import read_audio
+    from .evaluate import read_manifest, run_evaluation
+
+    entries = read_manifest(args.manifest)
+    for e in entries:  # fail on a bad audio file before any decoding, naming the manifest line
+        try:
+            read_audio(e.audio_filepath)
+        except FileFormatError as err:
+            raise FileFormatError(args.manifest, e.line, str(err)) from None
+    demo = _load_model(args.model)
+    encode, decode = make_pipeline(demo, args)
+    bar = None
+    if not args.no_progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(entries), desc="decoding", unit="utt", file=sys.stderr)
+        except ImportError:
+            bar = None
+    try:
+        res = run_evaluation(entries, encode, decode, read=read_audio, batch_size=args.batch_size,
+                             progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    t = res.timing
+    print(f"utterances        {len(entries)}")
+    print(f"audio seconds     {t.audio_seconds:.1f}")
+    print(f"WER               {100 * res.wer:.2f} %")
+    print(f"CER               {100 * res.cer:.2f} %")
+    print(f"RTFx total        {t.rtfx_total:.1f}")
+    print(f"RTFx decoder-only {t.rtfx_decoder:.1f}")
+    if args.output:
+        lines = [json.dumps({"audio_filepath": str(e.audio_filepath), "text": e.text, "pred_text": h.text or ""},
+                            ensure_ascii=False) for e, h in zip(entries, res.hypotheses)]
+        write_atomic(args.output, "\n".join(lines) + "\n")
+    return 0
+
+
+def cmd_build_lm(args: argparse.Namespace) -> int:
+    from .lm import TokenMap, estimate_arpa
+
+    src = Path(args.text)
+    if not src.is_file():
+        raise FileFormatError(src, None, "no such text file")
+    try:
+        lines = [ln.strip() for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except UnicodeDecodeError as err:
+        raise FileFormatError(src, None, f"not UTF-8 text: {err}") from None
+    if not lines:
+        raise FileFormatError(src, None, "the text file holds no sentences")
+    if args.order < 1:
+        raise CLIError(f"--order must be >= 1, got {args.order}")
+    if args.tokens:
+        tok = _load_model(args.model).tokenizer
+        tmap = TokenMap.offset(tok.vocab_size, tok.blank_id)
+        lines = [tmap.encode_line(tok.encode(s)) for s in lines]
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise CLIError(f"{out}: the output folder {out.parent} does not exist")
+    with tempfile.TemporaryDirectory(prefix=".build_lm_", dir=str(out.parent)) as tmp:
+        arpa = Path(tmp) / "lm.arpa"
+        try:
+            estimate_arpa(lines, args.order, arpa)
+        except FileNotFoundError as err:
+            raise CLIError(str(err)) from None
+        except RuntimeError as err:
+            raise CLIError(" ".join(str(err).split())) from None
+        data = arpa.read_bytes()
+        write_atomic(out, gzip.compress(data) if out.suffix == ".gz" else data)
+    print(f"wrote {out} ({'token' if args.tokens else 'word'}-level {args.order}-gram, {len(lines)} sentences)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- parser
+_TRANSCRIBE_EX = """examples:
+  asrdecode transcribe data/real/cards-001.wav
+  asrdecode transcribe a.wav b.wav --model demo-ctc --decoder beam --beam 8 \\
+      --lm src/asrdecode/models/assets/token-4gram.arpa.gz --lm-weight 0.7 --beta 2
+  asrdecode transcribe a.wav --model demo-rnnt --window 8 --format json -o a.json
+  asrdecode transcribe a.wav --model demo-ctc --decoder beam --boost "sense and sensibility:2" --format ctm
+"""
+_DECODE_EX = """examples:
+  asrdecode decode logprobs.npy --blank-id 512 --model demo-ctc
+  asrdecode decode logits.pt --blank-id 0 --log-softmax --decoder beam --beam 16 --format json
+"""
+_EVAL_EX = """examples:
+  asrdecode eval data/synth_test/manifest.jsonl --model demo-rnnt
+  asrdecode eval data/real/manifest.jsonl --model demo-ctc --decoder beam --beam 8 \\
+      --lm src/asrdecode/models/assets/token-4gram.arpa.gz -o predictions.jsonl
+"""
+_BUILD_EX = """examples:
+  asrdecode build-lm corpus.txt --order 3 --out words.arpa
+  asrdecode build-lm corpus.txt --order 4 --tokens --model demo-ctc --out tokens.arpa.gz
+(needs KenLM's lmplz: run recipes/build_kenlm.sh, or set $ASRDECODE_KENLM_BIN)
+"""
+
+
+def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
+    p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
+    p.add_argument("--decoder", choices=("greedy", "beam"), default="greedy", help="default: %(default)s")
+    if window:
+        p.add_argument("--window", type=int, default=1, help="WIND window for RNN-T greedy (default: 1, off)")
+    _add_beam(p)
+
+
+def _add_beam(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, default=8, help="beam size (default: %(default)s)")
+    p.add_argument("--lm", metavar="PATH", help="token-level ARPA LM (.arpa or .arpa.gz, e.g. from build-lm --tokens)")
+    p.add_argument("--lm-weight", type=float, default=0.7, help="LM weight (default: %(default)s)")
+    p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
+    p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
+                   help="boost a phrase by WEIGHT per token (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``asrdecode``."""
+    ap = argparse.ArgumentParser(prog="asrdecode", description="Fast CTC / RNN-T / TDT decoding.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="run `asrdecode COMMAND --help` for examples")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("transcribe", help="transcribe audio files with a bundled model", epilog=_TRANSCRIBE_EX,
+                       formatter_class=raw)
+    p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
+    _add_decoding(p)
+    p.add_argument("--format", choices=("text", "json", "ctm"), default="text", help="default: %(default)s")
+    p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
+    p.set_defaults(func=cmd_transcribe)
+
+    p = sub.add_parser("decode", help="decode saved CTC log-probs (.pt / .npy)", epilog=_DECODE_EX, formatter_class=raw)
+    p.add_argument("emissions", help="[T, V] or [B, T, V] log-probs in a .pt or .npy file")
+    p.add_argument("--blank-id", type=int, required=True, help="index of the blank class")
+    p.add_argument("--log-softmax", action="store_true", help="the file holds logits: normalise them first")
+    p.add_argument("--decoder", choices=("greedy", "beam"), default="greedy", help="default: %(default)s")
+    p.add_argument("--model", choices=("demo-ctc",), help="use this model's tokenizer for text")
+    _add_beam(p)
+    p.add_argument("--format", choices=("text", "json"), default="text", help="default: %(default)s")
+    p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
+    p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("eval", help="WER, CER and RTFx on a NeMo-style manifest", epilog=_EVAL_EX, formatter_class=raw)
+    p.add_argument("manifest", help="JSON lines with audio_filepath, duration, text")
+    _add_decoding(p)
+    p.add_argument("--batch-size", type=int, default=16, help="default: %(default)s")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-o", "--output", type=Path, help="write predictions as JSON lines (atomically)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("build-lm", help="estimate an ARPA n-gram LM with KenLM", epilog=_BUILD_EX, formatter_class=raw)
+    p.add_argument("text", help="training text, one sentence per line")
+    p.add_argument("--order", type=int, required=True, help="n-gram order")
+    p.add_argument("--out", required=True, help="output ARPA file (.gz: gzip-compressed)")
+    p.add_argument("--tokens", action="store_true", help="token-level LM over the model's BPE pieces")
+    p.add_argument("--model", choices=MODELS, default="demo-ctc", help="tokenizer for --tokens (default: %(default)s)")
+    p.set_defaults(func=cmd_build_lm)
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``asrdecode``; returns the exit status (0, or 2 on bad input)."""
+    args = build_parser().parse_args(None if argv is None else list(argv))
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
+    try:
+        return int(args.func(args))
+    except (AsrDecodeError, OSError) as err:
+        msg = " ".join(str(err).split()) or type(err).__name__
+        print(f"asrdecode: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
