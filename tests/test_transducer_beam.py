@@ -104,7 +104,7 @@ def test_matches_reference_with_fusion(lm, tree, durations, method, pruning, bla
         lengths = torch.tensor([7, 5])
         fusion = [(lm, 0.3 + seed * 0.4), (tree, 0.5)]
         _check_vs_reference(m, enc, lengths, beam=3, method=method, pruning=pruning, blank_scoring=blank_scoring,
-                            fusion=fusion, max_symbols_per_frame=3)
+                            fusion=fusion, max_symbols_per_frame=3, beta=0.5 * seed)
 
 
 def test_fusion_changes_scores_and_scorings_differ(lm):
@@ -254,6 +254,8 @@ def test_bad_inputs(tmp_path):
         beam_search(m, enc, beam=2, nbest=3)
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, max_symbols_per_frame=0)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beta=float("nan"))
     p = tmp_path / "lm.arpa"
     p.write_text(ARPA)
     other = NGramLM.from_arpa(p, vocab_size=V + 2, blank_id=BLANK)

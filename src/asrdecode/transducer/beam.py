@@ -17,7 +17,8 @@ LM scores); tests compare the two on random models.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Sequence
 
 import torch
 
@@ -47,6 +48,7 @@ class _BeamLoop:
         blank_scoring: str,
         pruning: str,
         max_symbols: int | None,
+        beta: float = 0.0,
     ) -> None:
         B, T, _ = enc.shape
         K = beam
@@ -64,6 +66,7 @@ class _BeamLoop:
         self.fused = scorer.num_models > 0
         self.lam = float(sum(scorer.weights))
         self.lm_weighted = blank_scoring == "lm_weighted" and self.lam != 0.0
+        self.beta = float(beta)
         self.max_symbols = max_symbols
         self.dtype = enc.dtype
         self.enc_proj = model.project_encoder(enc)  # [B, T, H]
@@ -115,6 +118,8 @@ class _BeamLoop:
         lp_blank = lp_tok[..., self.blank]  # [B, K]
         blank_add = self.lam * lp_blank if self.lm_weighted else torch.zeros_like(lp_blank)
         nonblank_add = (self.lam * torch.log1p(-torch.exp(lp_blank))) if self.lm_weighted else torch.zeros_like(lp_blank)
+        if self.beta:
+            nonblank_add = nonblank_add + self.beta
         tok_ids = torch.arange(V, device=lp_tok.device)
         is_blank_tok = tok_ids == self.blank  # [V]
         acoustic = acoustic.reshape(B, K, C)
@@ -261,6 +266,7 @@ def beam_search(
     blank_scoring: str = "lm_weighted",
     pruning: str = "late",
     max_symbols_per_frame: int | None = 10,
+    beta: float = 0.0,
     nbest: int = 1,
     tokenizer: Tokenizer | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
@@ -279,6 +285,8 @@ def beam_search(
             hypothesis's ``beam`` best acoustic candidates, then fuse and select).
         max_symbols_per_frame: a label that makes this many on one frame also advances one frame
             (as greedy's ``max_symbols``); None = no cap (a model that never emits blank then fails).
+        beta: bonus added to the score of every emitted label (length reward, mostly used with
+            an LM); 0 by default.
         nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
         tokenizer: fills ``Hypothesis.text`` when given.
 
@@ -291,10 +299,13 @@ def beam_search(
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
     check_finite("encoder_output", enc)
     check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols_per_frame, nbest)
+    if not isinstance(beta, (int, float)) or not math.isfinite(beta):
+        raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
-    loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame)
+    loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
+                     float(beta))
     _check_joint(model, loop)
     steps = 0
     while bool(loop.active.any()):

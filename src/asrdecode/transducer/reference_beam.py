@@ -24,7 +24,7 @@ The search (shared by both methods; "alsd" and "aes" differ only in which hypoth
   sum of the fusion weights and ``lm[k]`` the weighted fusion score of token k:
   ``blank_scoring="none"`` (Eq. 2 of the ALSD++ paper): label ``log p[k] + lm[k]``, blank
   ``log p[blank]``; ``"lm_weighted"`` (Eq. 3): label ``log p[k] + lam * log(1 - p[blank]) + lm[k]``,
-  blank ``(1 + lam) * log p[blank]``.
+  blank ``(1 + lam) * log p[blank]``. Every label also gets the insertion bonus ``beta``.
 * Selection: ``pruning="late"`` keeps the ``beam`` best candidates by fused score;
   ``"early"`` first keeps each hypothesis's ``beam`` best candidates by acoustic score, then
   the ``beam`` best of those by fused score.
@@ -110,6 +110,7 @@ def reference_beam_search(
     blank_scoring: str = "lm_weighted",
     pruning: str = "late",
     max_symbols_per_frame: int | None = 10,
+    beta: float = 0.0,
 ) -> list[Hypothesis]:
     """Beam-search one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
@@ -155,7 +156,7 @@ def reference_beam_search(
                     if k == blank:
                         fused = acoustic + (lam * lp_tok[blank] if blank_scoring == "lm_weighted" else 0.0)
                     else:
-                        fused = acoustic + lm[k] + (lam * log_nonblank if blank_scoring == "lm_weighted" else 0.0)
+                        fused = acoustic + lm[k] + (lam * log_nonblank if blank_scoring == "lm_weighted" else 0.0) + beta
                     mine.append((acoustic, fused, k, j))
             if pruning == "early":
                 mine.sort(key=lambda c: -c[0])
