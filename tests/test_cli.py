@@ -281,3 +281,25 @@ def test_build_lm_word_and_token(capsys, tmp_path: Path) -> None:
     code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--decoder", "beam", "--beam", "4",
                        "--lm", tmp_path / "t.arpa.gz")
     assert code == 0 and out.strip()
+
+
+def test_transcribe_empty_audio(capsys, tmp_path: Path) -> None:
+    empty = write_wav(tmp_path / "empty.wav", torch.zeros(0), 16000)
+    code, out, _ = run(capsys, "transcribe", empty, CLIP, "--model", "demo-ctc", "--format", "json")
+    assert code == 0
+    recs = json.loads(out)
+    assert recs[0]["text"] == "" and recs[0]["tokens"] == [] and recs[0]["words"] == []
+    assert recs[1]["text"]
+
+
+def test_demo_table_format() -> None:
+    from asrdecode.demo import DemoRow, format_table
+
+    rows = [DemoRow("demo-ctc", "greedy", {"synthetic": 0.5, "real": 0.25}, 1.0, 300.0, 1.0),
+            DemoRow("demo-ctc", "beam 8", {"synthetic": 0.4, "real": 0.2}, 4.0, 300.0, 0.25),
+            DemoRow("demo-ctc", "broken", note="failed: x")]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[:2] == ["model", "decoder"]
+    assert lines[2].split() == ["demo-ctc", "greedy", "50.0", "25.0", "300", "1.00"]
+    assert lines[3].split() == ["demo-ctc", "beam", "8", "40.0", "20.0", "75", "0.25"]
+    assert lines[4].endswith("failed: x")
