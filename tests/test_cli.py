@@ -303,3 +303,17 @@ def test_demo_table_format() -> None:
     assert lines[2].split() == ["demo-ctc", "greedy", "50.0", "25.0", "300", "1.00"]
     assert lines[3].split() == ["demo-ctc", "beam", "8", "40.0", "20.0", "75", "0.25"]
     assert lines[4].endswith("failed: x")
+
+
+@needs_rnnt
+def test_transcribe_rnnt_beam(capsys) -> None:
+    from asrdecode.demo import transducer_beam_search
+
+    if transducer_beam_search() is None:
+        assert "not available" in bad(capsys, "transcribe", CLIP2, "--model", "demo-rnnt", "--decoder", "beam")
+        return
+    code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
+                       "--boost", "ill disposed:1", "--format", "json")
+    assert code == 0
+    rec = json.loads(out)
+    assert rec["text"] and len(rec["tokens"]) > 0

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -58,6 +58,17 @@ def _first(result: object) -> list[Hypothesis]:
     return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
 
 
+def transducer_beam_search() -> Optional[Callable]:
+    """The transducer beam search (``asrdecode.transducer.beam_search``) when the package has it."""
+    fn = getattr(tr, "beam_search", None)
+    if fn is None:
+        try:
+            from .transducer.beam import beam_search as fn
+        except ImportError:
+            return None
+    return fn
+
+
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     sa, sb = a.state_dict(), b.state_dict()
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
@@ -86,10 +97,11 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
     if demo.kind == "rnnt":
         out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
             m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
-    if hasattr(tr, "beam_search"):
-        out.append((f"beam {BEAM}", lambda x, n: _first(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+    beam_search = transducer_beam_search()
+    if beam_search is not None:
+        out.append((f"beam {BEAM}", lambda x, n: _first(beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
         if lm is not None:
-            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(tr.beam_search(
+            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(beam_search(
                 m, x, n, beam=BEAM, fusion=[(lm, LM_WEIGHT)], beta=LM_BETA, tokenizer=tok))))
     return out
 
