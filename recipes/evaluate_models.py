@@ -7,16 +7,16 @@ committed), ``work/synth/test`` (all 300 of them, when the recipes have been run
 ``data/real`` (the 10 real pocketsphinx recordings: LibriVox and cards, reported separately).
 
 Decoders: greedy for every model (``asrdecode.ctc.greedy``, ``asrdecode.transducer.greedy``);
-CTC prefix beam search without and with the bundled token-level n-gram LM
-(``asrdecode.ctc.beam_search``); transducer beam search with the LM when
-``asrdecode.transducer`` offers ``beam_search``.
+CTC prefix beam search (``asrdecode.ctc.beam_search``) and transducer ALSD++ beam search
+(``asrdecode.transducer.beam.beam_search``), each without and with the bundled token-level
+4-gram LM (weights per model in ``TUNED``, chosen on dev by ``tune_lm.py``).
 
 Blank statistics (per model, on the synthetic test set): fraction of frames with
 p(blank) > 0.999 and > 0.99, and labels per frame of the greedy output. For CTC every frame
 counts; for RNN-T / TDT the blank probability is the joint's at the first decision of every
 frame the greedy decoder visits (TDT skips frames; the visited fraction is reported too).
 
-Usage: python3 recipes/evaluate_models.py [--lm-weight 0.7] [--beta 2.0] [--beam 8] [--out recipes/results/eval.json]
+Usage: python3 recipes/evaluate_models.py [--beam 8] [--out recipes/results/eval.json]
 Run time: about 1-2 minutes (hama features of ~20 minutes of audio, cached under work/eval_cache).
 """
 
@@ -81,11 +81,21 @@ def transducer_blank_stats(model, enc: torch.Tensor, lengths: torch.Tensor, hyps
     }
 
 
+# (LM weight, beta) per model, chosen on the dev set by recipes/tune_lm.py (beam 8)
+TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 2.0), "demo-tdt": (0.3, 1.0)}
+
+try:  # transducer beam search (ALSD++), when the library has it
+    from asrdecode.transducer.beam import beam_search as tr_beam
+except ImportError:  # pragma: no cover
+    tr_beam = None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--beam", type=int, default=8)
-    ap.add_argument("--lm-weight", type=float, default=0.7, help="tuned on dev by tune_lm.py")
-    ap.add_argument("--beta", type=float, default=2.0, help="per-token bonus with the LM (tuned on dev)")
+    ap.add_argument("--lm-weight", type=float, default=None, help="default: per model, tuned on dev (TUNED)")
+    ap.add_argument("--beta", type=float, default=None, help="per-token bonus with the LM; default: TUNED")
+    ap.add_argument("--sets", default="synth_test50,real,synth_test300")
     ap.add_argument("--models", default="demo-ctc,demo-rnnt,demo-tdt")
     ap.add_argument("--out", default="recipes/results/eval.json")
     args = ap.parse_args()
@@ -93,6 +103,7 @@ def main() -> None:
     sets = {"synth_test50": Path("data/synth_test/manifest.jsonl"), "real": Path("data/real/manifest.jsonl")}
     if Path("work/synth/test/manifest.jsonl").exists():
         sets["synth_test300"] = Path("work/synth/test/manifest.jsonl")
+    sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
     results: dict = {"settings": vars(args)}
     lm = None
     for name in args.models.split(","):
@@ -101,6 +112,9 @@ def main() -> None:
             lm = NGramLM.from_arpa(ASSETS / "token-4gram.arpa.gz", vocab_size=demo.tokenizer.vocab_size,
                                    blank_id=demo.tokenizer.blank_id)
         res = results.setdefault(name, {})
+        lm_w = args.lm_weight if args.lm_weight is not None else TUNED[name][0]
+        beta = args.beta if args.beta is not None else TUNED[name][1]
+        res["lm_weight"], res["beta"] = lm_w, beta
         for sname, mpath in sets.items():
             rows = manifest(mpath)
             x, n = features(demo, rows, Path("work/eval_cache"))
@@ -115,7 +129,7 @@ def main() -> None:
                 hyp_sets[f"beam{args.beam}"] = [h[0] for h in ctc.beam_search(lp, el, demo.blank_id, beam=args.beam,
                                                                                tokenizer=demo.tokenizer)]
                 hyp_sets[f"beam{args.beam}+lm"] = [h[0] for h in ctc.beam_search(
-                    lp, el, demo.blank_id, beam=args.beam, fusion=[(lm, args.lm_weight)], beta=args.beta,
+                    lp, el, demo.blank_id, beam=args.beam, fusion=[(lm, lm_w)], beta=beta,
                     tokenizer=demo.tokenizer)]
                 if sname.startswith("synth_test50"):
                     p = lp.exp()[..., demo.blank_id]
@@ -129,15 +143,12 @@ def main() -> None:
                     }
             else:
                 hyp_sets["greedy"] = tr.greedy(demo.model, enc, el, tokenizer=demo.tokenizer)
-                if hasattr(tr, "beam_search"):
-                    try:
-                        hyp_sets[f"beam{args.beam}"] = _first(tr.beam_search(demo.model, enc, el, beam=args.beam,
-                                                                              tokenizer=demo.tokenizer))
-                        hyp_sets[f"beam{args.beam}+lm"] = _first(tr.beam_search(
-                            demo.model, enc, el, beam=args.beam, fusion=[(lm, args.lm_weight)], beta=args.beta,
-                            tokenizer=demo.tokenizer))
-                    except TypeError as err:  # API not as expected
-                        out["beam_error"] = str(err)
+                if tr_beam is not None:
+                    hyp_sets[f"beam{args.beam}"] = _first(tr_beam(demo.model, enc, el, beam=args.beam,
+                                                                  tokenizer=demo.tokenizer))
+                    hyp_sets[f"beam{args.beam}+lm"] = _first(tr_beam(
+                        demo.model, enc, el, beam=args.beam, fusion=[(lm, lm_w)], beta=beta,
+                        tokenizer=demo.tokenizer))
                 if sname.startswith("synth_test50"):
                     res["blank_stats"] = transducer_blank_stats(demo.model, enc, el, hyp_sets["greedy"])
             out["decode_seconds"] = round(time.time() - t0, 2)

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
 A=src/asrdecode/models/assets
-MIN_CTC=${MIN_CTC:-12}
+MIN_CTC=${MIN_CTC:-20}
 MIN_RNNT=${MIN_RNNT:-14}
 MIN_TDT=${MIN_TDT:-14}
 
@@ -15,12 +15,13 @@ python3 recipes/make_text.py
 python3 recipes/synthesize.py --split test --num 300 --out work/synth/test
 python3 recipes/features.py work/synth/test/manifest.jsonl
 python3 recipes/synthesize.py --split train --num 4000 --out work/synth/train
-python3 recipes/features.py work/synth/train/manifest.jsonl
+python3 recipes/features.py work/synth/train/manifest.jsonl --limit 3000
 python3 recipes/train_tokenizer.py --vocab-size 512
 python3 recipes/make_test_sets.py --num 50
 recipes/build_kenlm.sh
 python3 recipes/build_lms.py
-python3 recipes/train.py --kind ctc --minutes "$MIN_CTC" --eval-every 50 --out $A/demo-ctc
-python3 recipes/train.py --kind rnnt --minutes "$MIN_RNNT" --eval-every 50 --out $A/demo-rnnt
-python3 recipes/train.py --kind tdt --minutes "$MIN_TDT" --eval-every 50 --out $A/demo-tdt
+python3 recipes/train.py --kind ctc --minutes "$MIN_CTC" --lr 5e-3 --max-frames 4000 --eval-every 200 --out $A/demo-ctc
+python3 recipes/train.py --kind rnnt --minutes "$MIN_RNNT" --lr 3e-3 --warmup 50 --max-frames 4000 --eval-every 100 --out $A/demo-rnnt
+python3 recipes/train.py --kind tdt --minutes "$MIN_TDT" --lr 3e-3 --warmup 50 --max-frames 4000 --eval-every 100 --out $A/demo-tdt
+for m in demo-ctc demo-rnnt demo-tdt; do python3 recipes/tune_lm.py --model $m; done
 python3 recipes/evaluate_models.py

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Pick the LM weight and token bonus of CTC beam search + token LM on the DEV set.
+"""Pick the LM weight and token bonus of beam search + token LM on the DEV set, per model.
 
 Dev = the last ``--dev`` utterances of ``work/synth/train/features.pt`` (training voices,
 sentences never trained on), the same dev set as ``train.py``; the test sets are not used.
 
-Usage: python3 recipes/tune_lm.py [--beam 8]
+Usage: python3 recipes/tune_lm.py [--model demo-ctc|demo-rnnt|demo-tdt] [--beam 8]
 Run time: about 1 minute.
 """
 
@@ -29,10 +29,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--beam", type=int, default=8)
     ap.add_argument("--dev", type=int, default=150)
+    ap.add_argument("--model", default="demo-ctc")
     ap.add_argument("--data", default="work/synth/train/features.pt")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    demo = load("demo-ctc")
+    demo = load(args.model)
     d = torch.load(args.data)
     feats, refs = d["feats"][-args.dev :], d["text"][-args.dev :]
     n = torch.tensor([f.shape[0] for f in feats])
@@ -40,17 +41,30 @@ def main() -> None:
     for i, f in enumerate(feats):
         x[i, : f.shape[0]] = f.float()
     enc, el = demo.encode_features(x, n)
-    lp = demo.model.log_probs_from_encoder(enc)
     lm = NGramLM.from_arpa(ASSETS / "token-4gram.arpa.gz", vocab_size=demo.tokenizer.vocab_size,
                            blank_id=demo.tokenizer.blank_id)
-    greedy = wer(refs, [h.text for h in ctc.greedy(lp, el, demo.blank_id, demo.tokenizer)])
+    if demo.kind == "ctc":
+        lp = demo.model.log_probs_from_encoder(enc)
+        greedy = wer(refs, [h.text for h in ctc.greedy(lp, el, demo.blank_id, demo.tokenizer)])
+
+        def search(w: float, beta: float) -> list:
+            hyps = ctc.beam_search(lp, el, demo.blank_id, beam=args.beam, fusion=[(lm, w)], beta=beta,
+                                   tokenizer=demo.tokenizer)
+            return [h[0].text for h in hyps]
+    else:
+        from asrdecode.transducer import greedy as tr_greedy
+        from asrdecode.transducer.beam import beam_search as tr_beam
+
+        greedy = wer(refs, [h.text for h in tr_greedy(demo.model, enc, el, tokenizer=demo.tokenizer)])
+
+        def search(w: float, beta: float) -> list:
+            hyps = tr_beam(demo.model, enc, el, beam=args.beam, fusion=[(lm, w)], beta=beta, tokenizer=demo.tokenizer)
+            return [h.text for h in hyps]
     print(f"greedy dev WER {greedy:.4f}")
     best = None
     for w in (0.3, 0.5, 0.7, 1.0):
         for beta in (0.0, 1.0, 2.0):
-            hyps = ctc.beam_search(lp, el, demo.blank_id, beam=args.beam, fusion=[(lm, w)], beta=beta,
-                                   tokenizer=demo.tokenizer)
-            v = wer(refs, [h[0].text for h in hyps])
+            v = wer(refs, search(w, beta))
             print(f"lm_weight {w} beta {beta}: dev WER {v:.4f}", flush=True)
             if best is None or v < best[0]:
                 best = (v, w, beta)
