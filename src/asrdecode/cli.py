@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import AsrDecodeError, DecodingInputError, FileFormatError
+from .errors import AsrDecodeError, FileFormatError
 from .results import Hypothesis
 
 __all__ = ["main", "build_parser", "hypothesis_record", "parse_boost"]
@@ -150,8 +150,8 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
 
 def _word_spans(hyp: Hypothesis, tokenizer) -> Optional[list[tuple[str, int, int]]]:
     """Words as ``(text, first_frame, end_frame_exclusive)`` from sentencepiece ``▁`` boundaries."""
-    if tokenizer is None or not hasattr(tokenizer, "id_to_piece") or not hyp.tokens:
-        return None if tokenizer is None or not hasattr(tokenizer, "id_to_piece") else []
+    if tokenizer is None or not hasattr(tokenizer, "id_to_piece"):
+        return None  # no piece spelling: word boundaries are not derivable
     groups: list[list[int]] = []
     for k, t in enumerate(hyp.tokens):
         if tokenizer.id_to_piece(t).startswith("\u2581") or not groups:
