@@ -47,6 +47,7 @@ __all__ = [
     "timed",
     "EvalResult",
     "run_evaluation",
+    "texts_of",
 ]
 
 _NOT_KEPT = re.compile(r"[^\w\s']|_")
