@@ -23,6 +23,8 @@ from timing import markdown_table, single_thread, time_many  # noqa: E402
 
 from asrdecode.transducer import greedy  # noqa: E402
 
+MAX_SYMBOLS = 10  # as NeMo's default; random-weight models can otherwise emit without end
+
 
 @torch.inference_mode()
 def network_bound(model, enc: torch.Tensor, labels: int, joints: int) -> None:
@@ -47,20 +49,20 @@ def run(frames: int, batches: list[int], tdt: bool, repeats: int) -> str:
     rows = []
     for B in batches:
         enc, lengths = make_encoder_output(B, frames, seed=B)
-        hyps = greedy(model, enc, lengths)
+        hyps = greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)
         U = [len(h.tokens) for h in hyps]
         lpf = sum(U) / float(lengths.sum())
         joints = max(frames + u for u in U)
         fns = {
-            "frames": lambda: greedy(model, enc, lengths, loop="frames"),
-            "labels": lambda: greedy(model, enc, lengths, loop="labels"),
-            "labels_noproj": lambda: greedy(model, enc, lengths, precompute_projections=False),
+            "frames": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="frames"),
+            "labels": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="labels"),
+            "labels_noproj": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, precompute_projections=False),
             "bound": lambda: network_bound(model, enc, max(U), joints),
         }
         if not tdt:
-            fns["wind8"] = lambda: greedy(model, enc, lengths, window=8)
-            assert [h.tokens for h in greedy(model, enc, lengths, window=8)] == [h.tokens for h in hyps]
-        assert [h.tokens for h in greedy(model, enc, lengths, loop="frames")] == [h.tokens for h in hyps]
+            fns["wind8"] = lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, window=8)
+            assert [h.tokens for h in greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, window=8)] == [h.tokens for h in hyps]
+        assert [h.tokens for h in greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="frames")] == [h.tokens for h in hyps]
         t = time_many(fns, repeats=repeats)
         row = [
             B,

@@ -66,9 +66,12 @@ class StepRunner:
         self._compiled: dict[Callable, Callable] = {}
         self._graphs: dict[tuple, Any] = {}
 
-    def __call__(self, fn: Callable[[Any], None], state: Any) -> None:
+    def __call__(self, fn: Callable[..., None], state: Any, *args: Any) -> None:
+        """Run ``fn(state, *args)``; extra arguments (e.g. a row subset) exist in eager mode only."""
         if self.mode == "eager":
-            fn(state)
+            fn(state, *args)
+        elif any(a is not None for a in args):
+            raise ValueError(f"step arguments are not supported in {self.mode} mode")
         elif self.mode == "compile":
             compiled = self._compiled.get(fn)
             if compiled is None:

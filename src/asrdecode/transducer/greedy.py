@@ -79,8 +79,10 @@ class _Loop:
         window: int,
         max_symbols: int | None,
         precompute: bool,
+        compact: bool = False,
     ) -> None:
         B, T, _ = enc.shape
+        self.compact = compact
         dev = enc.device
         self.model = model
         self.V = model.vocab_size
@@ -111,19 +113,35 @@ class _Loop:
 
     # -- the joint after projection, and one decision per row ----------------------------------
 
-    def joint_at(self, frames: torch.Tensor) -> torch.Tensor:
-        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels."""
+    def joint_at(self, frames: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels.
+
+        With ``rows [n]`` only those utterances are evaluated (``frames`` then has ``n`` rows).
+        """
         frames = frames.clamp(max=self.T - 1)
+        b = self.b_idx if rows is None else rows
+        dec = self.dec_proj if rows is None else self.dec_proj[rows]
         if frames.dim() == 1:
-            enc = self.enc[self.b_idx, frames]
-            dec = self.dec_proj
+            enc = self.enc[b, frames]
         else:
-            enc = self.enc[self.b_idx.unsqueeze(1), frames]
-            dec = self.dec_proj.unsqueeze(1)
+            enc = self.enc[b.unsqueeze(1), frames]
+            dec = dec.unsqueeze(1)
         if not self.precompute:
             enc = self.model.project_encoder(enc)
             dec = self.model.project_decoder(dec)
         return self.model.joint(enc, dec)
+
+    def decisions(
+        self, frames: torch.Tensor, rows: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`decide` at ``frames``; with ``rows`` only for those, the others get (blank, 0, 0)."""
+        if rows is None:
+            return self.decide(self.joint_at(frames))
+        out = self.decide(self.joint_at(frames[rows], rows))
+        fills = (self.blank, 0, 0)
+        return tuple(  # type: ignore[return-value]
+            x.new_full(frames.shape, fill).index_copy_(0, rows, x) for x, fill in zip(out, fills)
+        )
 
     def decide(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Greedy decision per row: (label, log-prob of the decision, duration value; 0 for RNN-T)."""
@@ -167,10 +185,13 @@ class _Loop:
 # -- label-looping steps ---------------------------------------------------------------------------
 
 
-def _find_label_step(lp: _Loop) -> None:
-    """Inner loop body, one frame: consume a blank or record the pending label (RNN-T and TDT)."""
+def _find_label_step(lp: _Loop, rows: torch.Tensor | None = None) -> None:
+    """Inner loop body, one frame: consume a blank or record the pending label (RNN-T and TDT).
+
+    ``rows`` (CPU only): the utterances still searching, so the joint runs for those alone.
+    """
     need = lp.active & ~lp.found
-    label, logp, dur = lp.decide(lp.joint_at(lp.t))
+    label, logp, dur = lp.decisions(lp.t, rows)
     is_blank = label == lp.blank
     consume = need & is_blank
     has = need & ~is_blank
@@ -184,12 +205,12 @@ def _find_label_step(lp: _Loop) -> None:
     lp.found = lp.found | has | ~lp.active
 
 
-def _find_label_window_step(lp: _Loop) -> None:
+def _find_label_window_step(lp: _Loop, rows: torch.Tensor | None = None) -> None:
     """Inner loop body with a WIND window (RNN-T): evaluate ``w`` frames, jump to the first label."""
     need = lp.active & ~lp.found
     frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
     valid = (frames < lp.lengths.unsqueeze(1)) & need.unsqueeze(1)
-    label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
+    label, logp, _ = lp.decisions(frames, rows)  # [B, w]
     is_blank = label == lp.blank
     nonblank = valid & ~is_blank
     has = nonblank.any(dim=1)
@@ -223,9 +244,14 @@ def _check_runaway(lp: _Loop, steps: int) -> None:
 def _label_loop(lp: _Loop, run: StepRunner) -> None:
     find = _find_label_window_step if lp.window > 1 else _find_label_step
     steps = 0
+    batch = lp.b_idx.numel()
     while bool(lp.active.any()):
         while not bool(lp.found.all()):
-            run(find, lp)
+            rows = None
+            if lp.compact:  # CPU: evaluate the joint only for the utterances still searching
+                rows = (~lp.found).nonzero().squeeze(1)
+                rows = None if rows.numel() == batch else rows
+            run(find, lp, rows)
         if not bool(lp.active.any()):
             break
         lp.hyps.reserve_append()
@@ -349,7 +375,9 @@ def greedy(
         raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
     _check_joint(model, enc, state)
     mode = resolve_mode(acceleration, enc.device)
-    lp = _Loop(model, enc, lengths, state, window, max_symbols, precompute_projections)
+    # Eager mode (CPU) runs the label search only on the utterances still searching; the static
+    # shapes that compile and CUDA graphs need evaluate every row (the same step function).
+    lp = _Loop(model, enc, lengths, state, window, max_symbols, precompute_projections, compact=mode == "eager")
     run = StepRunner(mode, _Loop.STATE)
     (_label_loop if loop == "labels" else _frame_loop)(lp, run)
     hyps = attach_text(lp.hyps.to_hypotheses(), tokenizer)
