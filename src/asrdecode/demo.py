@@ -32,8 +32,9 @@ from .results import Hypothesis
 __all__ = ["main", "run_demo", "DemoRow"]
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-LM_WEIGHT = 0.7  # tuned on dev by recipes/tune_lm.py (see recipes/evaluate_models.py)
-LM_BETA = 2.0
+# (LM weight, per-token bonus) per model, tuned on dev by recipes/tune_lm.py (the same values as
+# TUNED in recipes/evaluate_models.py).
+LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 2.0), "demo-tdt": (0.3, 1.0)}
 BEAM = 8
 
 
@@ -77,6 +78,7 @@ def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]]:
     """(name, decode(model output, lengths)) for every decoder family that applies to ``demo``."""
     tok = demo.tokenizer
+    lm_w, lm_beta = LM_TUNED.get(demo.name, (0.5, 1.0))
     if demo.kind == "ctc":
         b = demo.blank_id
         out = [
@@ -87,7 +89,7 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         ]
         if lm is not None:
             out.append((f"beam {BEAM} + token LM", lambda x, n: _first(ctc.beam_search(
-                x, n, b, beam=BEAM, fusion=[(lm, LM_WEIGHT)], beta=LM_BETA, tokenizer=tok))))
+                x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
         return out
     m = demo.model
     out = [
@@ -102,7 +104,7 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         out.append((f"beam {BEAM}", lambda x, n: _first(beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
         if lm is not None:
             out.append((f"beam {BEAM} + token LM", lambda x, n: _first(beam_search(
-                m, x, n, beam=BEAM, fusion=[(lm, LM_WEIGHT)], beta=LM_BETA, tokenizer=tok))))
+                m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
     return out
 
 
