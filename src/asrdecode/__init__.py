@@ -1,7 +1,15 @@
-"""asrdecode: fast, exact, batched decoders for CTC, RNN-T and TDT speech recognition models."""
+"""asrdecode: fast, exact, batched decoders for CTC, RNN-T and TDT speech recognition models.
 
+Decoders live in their family's namespace: :mod:`asrdecode.transducer` (``greedy``,
+``reference_greedy``), :mod:`asrdecode.ctc` (``greedy``, ``blank_collapse``, ``beam_search``).
+Language models and phrase boosting (fusion models) are in :mod:`asrdecode.lm`; the bundled demo
+models and adapters in :mod:`asrdecode.models`.
+"""
+
+from . import ctc, lm, transducer
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
-from .fusion import FusionModel
+from .fusion import FusionModel, FusionScorer
+from .lm import BoostingTree, NGramLM, TokenMap, estimate_arpa, read_arpa, write_arpa
 from .results import Hypothesis, Tokenizer
 from .tokenizers import CharTokenizer, SentencePieceTokenizer
 from .transducer import LSTMTransducer, StatelessTransducer, TransducerModel
@@ -9,10 +17,20 @@ from .transducer import LSTMTransducer, StatelessTransducer, TransducerModel
 __version__ = "0.1.0"
 
 __all__ = [
+    "ctc",
+    "lm",
+    "transducer",
     "AsrDecodeError",
     "DecodingInputError",
     "FileFormatError",
     "FusionModel",
+    "FusionScorer",
+    "NGramLM",
+    "BoostingTree",
+    "TokenMap",
+    "read_arpa",
+    "write_arpa",
+    "estimate_arpa",
     "Hypothesis",
     "Tokenizer",
     "CharTokenizer",
