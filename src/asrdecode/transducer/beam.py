@@ -32,6 +32,8 @@ from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
 __all__ = ["beam_search"]
 
 _NEG_INF = float("-inf")
+#: None: skip the prediction network on steps without emissions on CPU only; True/False: force (tests)
+_SKIP_IDLE_PREDICT: bool | None = None
 
 
 class _BeamLoop:
@@ -89,6 +91,8 @@ class _BeamLoop:
         utt = torch.arange(B, device=dev).repeat_interleave(K) if stacked else None
         self.lm_states = scorer.initial(N, dev, utterances=utt)  # [N, M]
         self.tree = BeamTree()
+        self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
+        self.labels = torch.full((N,), self.blank, dtype=torch.long, device=dev)
         self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
 
     # -- one step: expand, select, merge, update ---------------------------------------------
@@ -194,13 +198,12 @@ class _BeamLoop:
         self.score = torch.where(leader, group, _NEG_INF)
         self._selected_ok = ok  # selected before merging (tests check the merges)
 
-        # prediction network: once for all B*K hypotheses
+        # prediction-network states follow their hypotheses; :meth:`predict_step` advances them
         parent_flat = (self.flat_base + parent).view(N)
         em_flat = emitted.view(N)
-        st = self.model.select_state(self.pred_state, parent_flat)
-        out, st_new = self.model.predict(torch.where(emitted, tok, self.blank).view(N), st)
-        self.pred_state = self.model.replace_state(st, st_new, em_flat)
-        self.dec_proj = torch.where(em_flat[:, None], self.model.project_decoder(out), self.dec_proj[parent_flat])
+        self.pred_state = self.model.select_state(self.pred_state, parent_flat)
+        self.dec_proj = self.dec_proj[parent_flat]
+        self.emitted, self.labels = em_flat, torch.where(emitted, tok, self.blank).view(N)
         # fusion states
         lm_prev = self.lm_states[parent_flat]
         if lm_next is not None:
@@ -215,6 +218,12 @@ class _BeamLoop:
         self.tree.record(torch.where(emitted, tok, -1), parent, p_time * self.pack + label_adv)
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
         self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+
+    def predict_step(self) -> None:
+        """The prediction network, once for all ``B*K`` hypotheses; kept where a label was emitted."""
+        out, st_new = self.model.predict(self.labels, self.pred_state)
+        self.pred_state = self.model.replace_state(self.pred_state, st_new, self.emitted)
+        self.dec_proj = torch.where(self.emitted[:, None], self.model.project_decoder(out), self.dec_proj)
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -308,8 +317,13 @@ def beam_search(
                      float(beta))
     _check_joint(model, loop)
     steps = 0
+    # On CPU a step where no hypothesis emitted skips the prediction network (one more flag
+    # check); on GPU it always runs, keeping the loop free of extra host synchronisation.
+    skip_idle = enc.device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
     while bool(loop.active.any()):
         loop.step()
+        if not skip_idle or bool(loop.emitted.any()):
+            loop.predict_step()
         steps += 1
         if max_symbols_per_frame is None and steps % 1024 == 0 and int(loop.symbols.max()) > MAX_SYMBOLS_GUARD:
             raise DecodingInputError(
