@@ -316,12 +316,14 @@ def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
             hb = model.has_backoff[k - 1]
             vocab = model.vocab
             out = []
+            # Python floats (repr round-trips exactly); numpy 2 scalars would print as np.float64(...).
+            lp_list, bo_list = lp.tolist(), bo.tolist()
             for i in range(words.shape[0]):
                 text = " ".join(vocab[j] for j in words[i])
                 if hb[i]:
-                    out.append(f"{lp[i]!r}\t{text}\t{bo[i]!r}\n")
+                    out.append(f"{lp_list[i]!r}\t{text}\t{bo_list[i]!r}\n")
                 else:
-                    out.append(f"{lp[i]!r}\t{text}\n")
+                    out.append(f"{lp_list[i]!r}\t{text}\n")
             f.write("".join(out))
         f.write("\n\\end\\\n")
     return path
