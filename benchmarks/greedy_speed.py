@@ -3,8 +3,8 @@
 On the paper-sized model (benchmarks/paper_model.py), T frames, batch sizes 1/4/16/32:
 frame-looping (Algorithm 2) vs label-looping (Algorithm 3), label-looping with WIND window 8,
 precomputed projections on vs off, and overhead = decode time / network-work bound (the same
-encoder projection, prediction-network steps and chain of T+U joint evaluations done as bare
-batched matrix products).
+encoder projection, prediction-network steps and longest chain of joint evaluations -- T+U for
+RNN-T, the decisions actually taken for TDT -- done as bare batched matrix products).
 
     OMP_NUM_THREADS=1 python benchmarks/greedy_speed.py [--frames 150] [--tdt] [--repeats 5]
 """
@@ -21,14 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_model import make_encoder_output, make_paper_model  # noqa: E402
 from timing import markdown_table, single_thread, time_many  # noqa: E402
 
-from asrdecode.transducer import greedy  # noqa: E402
+from asrdecode.transducer import greedy, reference_greedy  # noqa: E402
 
 MAX_SYMBOLS = 10  # as NeMo's default; random-weight models can otherwise emit without end
 
 
 @torch.inference_mode()
 def network_bound(model, enc: torch.Tensor, labels: int, joints: int) -> None:
-    """The network work of greedy decoding with nothing else: projection, U predictions, T+U joints."""
+    """The network work of greedy decoding with nothing else: projection, U predictions, the joints.
+
+    ``joints`` is the longest chain of joint evaluations of any utterance (each on the whole batch).
+    """
     B = enc.shape[0]
     enc_proj = model.project_encoder(enc)
     state = model.initial_state(B)
@@ -43,6 +46,28 @@ def network_bound(model, enc: torch.Tensor, labels: int, joints: int) -> None:
         model.joint(frame, dec_proj).max(dim=-1)
 
 
+def count_decisions(model, enc: torch.Tensor, lengths: torch.Tensor) -> list[int]:
+    """Joint evaluations the exact greedy needs per utterance (T + U for RNN-T; fewer for TDT, which skips frames)."""
+    calls = 0
+    joint = model.joint
+
+    def counting(*args):
+        nonlocal calls
+        calls += 1
+        return joint(*args)
+
+    counts = []
+    model.joint = counting
+    try:
+        for b in range(enc.shape[0]):
+            calls = 0
+            reference_greedy(model, enc[b, : int(lengths[b])], max_symbols=MAX_SYMBOLS)
+            counts.append(calls)
+    finally:
+        del model.joint
+    return counts
+
+
 def run(frames: int, batches: list[int], tdt: bool, repeats: int) -> str:
     single_thread()
     model = make_paper_model(seed=0, tdt=tdt)
@@ -52,7 +77,7 @@ def run(frames: int, batches: list[int], tdt: bool, repeats: int) -> str:
         hyps = greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)
         U = [len(h.tokens) for h in hyps]
         lpf = sum(U) / float(lengths.sum())
-        joints = max(frames + u for u in U)
+        joints = max(count_decisions(model, enc, lengths))
         fns = {
             "frames": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="frames"),
             "labels": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="labels"),
