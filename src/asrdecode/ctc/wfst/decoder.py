@@ -1,0 +1,281 @@
+"""Batched, vectorised token-passing (Viterbi beam) decoder over a :class:`DecodingGraph`.
+
+All utterances of a batch advance together, frame by frame. Active tokens are flat tensors
+(utterance, state, score, history id). Each frame: expand every active token over its
+emitting arcs (score += arc score + ``acoustic_scale * log_prob[token]`` + word boost),
+prune by beam, recombine tokens reaching the same (utterance, state) keeping the best,
+keep at most ``max_active`` per utterance, then run ``graph.eps_depth`` vectorised epsilon
+passes (the epsilon closure). Backpointers are a history of (predecessor id, word, frame,
+token) entries appended per frame; the 1-best is traced back after the last frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+
+from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ...results import Hypothesis
+from .graph import DecodingGraph
+
+__all__ = ["WFSTDecoder"]
+
+_NEG = float("-inf")
+
+
+@dataclass
+class _Tokens:
+    b: torch.Tensor  # [N] utterance
+    s: torch.Tensor  # [N] state
+    score: torch.Tensor  # [N] float32
+    hid: torch.Tensor  # [N] history id
+
+    def take(self, idx: torch.Tensor) -> "_Tokens":
+        return _Tokens(self.b[idx], self.s[idx], self.score[idx], self.hid[idx])
+
+    @staticmethod
+    def cat(a: "_Tokens", c: "_Tokens") -> "_Tokens":
+        return _Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
+
+
+class _History:
+    """Per-entry arrays appended frame by frame: predecessor id, word, frame, token (-1 = epsilon arc)."""
+
+    def __init__(self) -> None:
+        self.prev: list[torch.Tensor] = []
+        self.word: list[torch.Tensor] = []
+        self.frame: list[torch.Tensor] = []
+        self.token: list[torch.Tensor] = []
+        self.start: list[torch.Tensor] = []
+        self.size = 0
+
+    def add(self, prev: torch.Tensor, word: torch.Tensor, frame: int, token: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        n = prev.shape[0]
+        ids = torch.arange(self.size, self.size + n, device=prev.device)
+        self.prev.append(prev)
+        self.word.append(word)
+        self.frame.append(torch.full((n,), frame, dtype=torch.int64, device=prev.device))
+        self.token.append(token)
+        self.start.append(start)
+        self.size += n
+        return ids
+
+
+def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For tokens in ``states [N]``: (token index, arc index) of every outgoing arc, each ``[M]``."""
+    lo = ptr[states]
+    cnt = ptr[states + 1] - lo
+    tok = torch.repeat_interleave(torch.arange(states.shape[0], device=states.device), cnt)
+    first = torch.cumsum(cnt, 0) - cnt
+    arc = lo[tok] + torch.arange(tok.shape[0], device=states.device) - first[tok]
+    return tok, arc
+
+
+class WFSTDecoder:
+    """Viterbi beam search of CTC log-probs over a TLG graph.
+
+    Args:
+        graph: the decoding graph (moved to the emissions' device on first use).
+        beam: keep tokens whose score is within ``beam`` of the utterance's best (natural log).
+        max_active: at most this many tokens per utterance after each frame.
+        acoustic_scale: weight of the log-probs relative to the graph's (LM) scores.
+        blank_id: the model's blank id (must match the graph's; default: the graph's).
+    """
+
+    def __init__(
+        self,
+        graph: DecodingGraph,
+        beam: float = 17.0,
+        max_active: int = 10000,
+        acoustic_scale: float = 1.0,
+        blank_id: int | None = None,
+    ) -> None:
+        if not beam > 0:
+            raise DecodingInputError(f"beam must be > 0, got {beam}")
+        if int(max_active) < 1:
+            raise DecodingInputError(f"max_active must be >= 1, got {max_active}")
+        if blank_id is not None and int(blank_id) != graph.blank_id:
+            raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
+        self.graph = graph
+        self.beam = float(beam)
+        self.max_active = int(max_active)
+        self.acoustic_scale = float(acoustic_scale)
+        self.blank_id = graph.blank_id
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _graph_on(self, device: torch.device) -> DecodingGraph:
+        if self.graph.device != device:
+            self.graph = self.graph.to(device)
+        return self.graph
+
+    def _boost_table(self, boosts: Sequence[Mapping[str, float] | None] | None, B: int, device) -> torch.Tensor | None:
+        if boosts is None:
+            return None
+        if len(boosts) != B:
+            raise DecodingInputError(f"boosts must have one entry per utterance ({B}), got {len(boosts)}")
+        index = self.graph.word_index()
+        table = torch.zeros(B, len(self.graph.words), dtype=torch.float32)
+        for b, d in enumerate(boosts):
+            for w, v in (d or {}).items():
+                if w not in index or index[w] == 0:
+                    raise DecodingInputError(f"boosts[{b}]: word {w!r} is not in the graph's vocabulary")
+                table[b, index[w]] = float(v)
+        return table.to(device)
+
+    def _prune(self, t: _Tokens, B: int) -> _Tokens:
+        """Recombine same (utterance, state) keeping the best (earliest on ties), beam, max_active."""
+        if t.b.numel() == 0:
+            return t
+        S = self.graph.num_states
+        key = t.b * S + t.s
+        uniq, inv = torch.unique(key, return_inverse=True)
+        best = torch.full((uniq.shape[0],), _NEG, device=key.device).scatter_reduce(0, inv, t.score, "amax")
+        idx = torch.arange(key.shape[0], device=key.device)
+        cand = torch.where(t.score == best[inv], idx, key.shape[0])
+        win = torch.full((uniq.shape[0],), key.shape[0], device=key.device).scatter_reduce(0, inv, cand, "amin")
+        t = t.take(win)
+        top = torch.full((B,), _NEG, device=key.device).scatter_reduce(0, t.b, t.score, "amax")
+        t = t.take(torch.nonzero(t.score >= top[t.b] - self.beam).squeeze(1))
+        if t.b.numel() > self.max_active:
+            order = torch.argsort(t.score, descending=True, stable=True)
+            order = order[torch.argsort(t.b[order], stable=True)]
+            bs = t.b[order]
+            counts = torch.bincount(bs, minlength=B)
+            first = torch.cumsum(counts, 0) - counts
+            rank = torch.arange(bs.shape[0], device=bs.device) - first[bs]
+            keep = order[rank < self.max_active]
+            t = t.take(torch.sort(keep).values)
+        return t
+
+    def _closure(self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, frame: int, boost) -> _Tokens:
+        """Epsilon passes from the tokens ``frontier`` (indices into ``t``); returns the closed set."""
+        g = self.graph
+        for _ in range(g.eps_depth):
+            if frontier.numel() == 0:
+                break
+            f = t.take(frontier)
+            tok, arc = _expand(g.p_ptr, f.s)
+            if tok.numel() == 0:
+                break
+            b = f.b[tok]
+            score = f.score[tok] + g.p_score[arc]
+            word = g.p_olabel[arc]
+            if boost is not None:
+                score = score + boost[b, word]
+            hid = hist.add(f.hid[tok], word, frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
+            new = _Tokens(b, g.p_dst[arc], score, hid)
+            n_old = t.b.shape[0]
+            merged = _Tokens.cat(t, new)
+            # the new tokens that survive recombination and pruning form the next frontier
+            is_new = torch.cat([torch.zeros(n_old, dtype=torch.bool, device=b.device), torch.ones_like(b, dtype=torch.bool)])
+            kept = self._prune_idx(merged, B)
+            t = merged.take(kept)
+            frontier = torch.nonzero(is_new[kept]).squeeze(1)
+        return t
+
+    def _prune_idx(self, t: _Tokens, B: int) -> torch.Tensor:
+        """Indices (ascending) of the tokens :meth:`_prune` keeps."""
+        marker = _Tokens(t.b, t.s, t.score, torch.arange(t.b.shape[0], device=t.b.device))
+        kept = self._prune(marker, B).hid
+        return torch.sort(kept).values
+
+    # -- decoding --------------------------------------------------------------------------
+    @torch.no_grad()
+    def __call__(
+        self,
+        log_probs: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+        boosts: Sequence[Mapping[str, float] | None] | None = None,
+    ) -> list[Hypothesis]:
+        """Decode ``log_probs [B, T, V]`` (``lengths [B]``) to one :class:`Hypothesis` per utterance.
+
+        ``boosts``: optional per-utterance ``{word: boost}`` added to the score each time an arc
+        outputting that word is taken (the graph is not copied). ``Hypothesis.words`` holds
+        ``(word, start_frame, end_frame)``; ``tokens`` / ``timestamps`` are the output tokens of the best
+        path and the frame each starts at (a word starts at the frame of the arc that outputs it and
+        ends at the last non-blank frame before the next word); ``score`` is ``acoustic_scale * sum log_probs + graph score + boosts``.
+        """
+        x = check_emissions("log_probs", log_probs)
+        B, T, V = x.shape
+        check_finite("log_probs", x)
+        lens = check_lengths(lengths, B, T, device=x.device)
+        if V < self.graph.vocab_size:
+            raise DecodingInputError(
+                f"log_probs has {V} classes but the graph reads tokens up to {self.graph.vocab_size - 1}"
+            )
+        g = self._graph_on(x.device)
+        boost = self._boost_table(boosts, B, x.device)
+        am = x.float() * self.acoustic_scale
+        dev = x.device
+        hist = _History()
+        b0 = torch.arange(B, device=dev)
+        hid0 = hist.add(torch.full((B,), -1, device=dev), torch.zeros(B, dtype=torch.int64, device=dev), -1,
+                        torch.full((B,), -1, dtype=torch.int64, device=dev), torch.zeros(B, dtype=torch.bool, device=dev))
+        toks = _Tokens(b0, torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
+        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, -1, boost)
+        for t in range(T):
+            live = lens[toks.b] > t
+            if not bool(live.any()):
+                break
+            cur = toks.take(torch.nonzero(live).squeeze(1))
+            kept = toks.take(torch.nonzero(~live).squeeze(1))
+            tok, arc = _expand(g.e_ptr, cur.s)
+            b = cur.b[tok]
+            lab = g.e_ilabel[arc]
+            word = g.e_olabel[arc]
+            score = cur.score[tok] + g.e_score[arc] + am[b, t, lab]
+            if boost is not None:
+                score = score + boost[b, word]
+            new = _Tokens(b, g.e_dst[arc], score, torch.empty(0, dtype=torch.int64, device=dev))
+            new.hid = torch.arange(b.shape[0], device=dev)  # local index until kept
+            new = self._prune(new, B)
+            new.hid = hist.add(cur.hid[tok[new.hid]], word[new.hid], t, lab[new.hid], g.e_start[arc[new.hid]])
+            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, t, boost)
+            toks = _Tokens.cat(kept, new)
+        return self._best(toks, B, hist)
+
+    def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
+        g = self.graph
+        fin = toks.score + g.final_score[toks.s]
+        any_final = torch.zeros(B, dtype=torch.bool, device=fin.device).scatter_reduce(
+            0, toks.b, torch.isfinite(fin), "amax")
+        total = torch.where(any_final[toks.b], fin, toks.score)
+        best = torch.full((B,), _NEG, device=fin.device).scatter_reduce(0, toks.b, total, "amax")
+        cand = torch.where(total == best[toks.b], torch.arange(toks.b.shape[0], device=fin.device), toks.b.shape[0])
+        win = torch.full((B,), toks.b.shape[0], device=fin.device).scatter_reduce(0, toks.b, cand, "amin")
+        prev = torch.cat(hist.prev).cpu().tolist()
+        word = torch.cat(hist.word).cpu().tolist()
+        frame = torch.cat(hist.frame).cpu().tolist()
+        token = torch.cat(hist.token).cpu().tolist()
+        start = torch.cat(hist.start).cpu().tolist()
+        win_l = win.cpu().tolist()
+        hid_l = toks.hid.cpu().tolist()
+        best_l = best.cpu().tolist()
+        out = []
+        for b in range(B):
+            if win_l[b] >= len(hid_l):  # no surviving token (cannot happen with a connected graph)
+                out.append(Hypothesis([], [], float("-inf"), words=[]))
+                continue
+            path = []
+            h = hid_l[win_l[b]]
+            while h >= 0:
+                path.append(h)
+                h = prev[h]
+            path.reverse()
+            tokens, stamps = [], []
+            words: list[list] = []
+            for h in path:
+                lab = token[h]
+                if lab >= 0:
+                    if start[h]:
+                        tokens.append(lab)
+                        stamps.append(frame[h])
+                if word[h] > 0:
+                    f = max(frame[h], 0)
+                    words.append([g.words[word[h]], f, f])
+                if lab >= 0 and lab != self.blank_id and words:
+                    words[-1][2] = max(words[-1][2], frame[h])
+            out.append(Hypothesis(tokens, stamps, float(best_l[b]), words=[tuple(w) for w in words]))
+        return out

@@ -1,0 +1,388 @@
+"""TLG building with OpenFst (through ``kaldifst``) and the tensor form the decoder runs on.
+
+Recipe (as in the usual Kaldi / k2 one): G is the ARPA LM as a word acceptor whose back-off
+arcs read the disambiguation symbol ``#0``; L is the lexicon as a token -> word transducer
+whose ambiguous spellings (prefixes of others, homophones) end in ``#1, #2, ...`` and whose
+loop state passes ``#0`` through; ``LG = minimize(determinize*(L o G))``; the disambiguation
+symbols are then replaced by epsilon and epsilons removed; finally ``TLG = T o LG`` with T the
+CTC topology (:mod:`.topology`). Weights are tropical costs in natural log (``-ln p``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ...errors import DecodingInputError, FileFormatError
+from ...lm.arpa import ArpaModel, read_arpa
+from .lexicon import add_disambig, check_lexicon, read_lexicon
+from .topology import TOPOLOGIES, ctc_topology_text
+
+__all__ = ["DecodingGraph", "build_tlg", "build_g_text", "build_l_text", "load_graph"]
+
+_LN10 = math.log(10.0)
+_SPECIAL = ("<s>", "</s>")
+
+
+def _kaldifst():
+    try:
+        import kaldifst
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("graph building needs kaldifst: pip install kaldifst") from e
+    return kaldifst
+
+
+@dataclass
+class DecodingGraph:
+    """A decoding graph as tensors, arcs sorted by source state.
+
+    Emitting arcs (``e_*``, reading model token ``e_ilabel`` in ``[0, V)``) and epsilon arcs
+    (``p_*``, reading nothing) are kept apart; ``e_start [A] bool`` marks emitting arcs where a
+    new output token starts; each set has ``src, dst [A] int64``,
+    ``olabel [A] int64`` (word id, 0 = no word), ``score [A] float32`` (``-cost``) and
+    ``ptr [S + 1] int64``: the arcs of state ``s`` are ``ptr[s]:ptr[s + 1]``.
+
+    Attributes:
+        start: the start state.
+        final_score: ``[S]`` float32, ``-final cost`` or ``-inf`` for non-final states.
+        words: word table, ``words[0] == "<eps>"``.
+        vocab_size, blank_id: the model vocabulary the graph was built for.
+        eps_depth: the longest chain of epsilon arcs (the decoder does that many closure passes).
+    """
+
+    start: int
+    final_score: torch.Tensor
+    e_src: torch.Tensor
+    e_dst: torch.Tensor
+    e_ilabel: torch.Tensor
+    e_olabel: torch.Tensor
+    e_score: torch.Tensor
+    e_ptr: torch.Tensor
+    e_start: torch.Tensor
+    p_src: torch.Tensor
+    p_dst: torch.Tensor
+    p_olabel: torch.Tensor
+    p_score: torch.Tensor
+    p_ptr: torch.Tensor
+    words: list[str]
+    vocab_size: int
+    blank_id: int
+    topology: str = ""
+    eps_depth: int = 0
+    _word_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def num_states(self) -> int:
+        return int(self.final_score.shape[0])
+
+    @property
+    def num_arcs(self) -> int:
+        return int(self.e_src.shape[0] + self.p_src.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.final_score.device
+
+    def word_index(self) -> dict[str, int]:
+        """Mapping word -> word id (output label)."""
+        if self._word_index is None:
+            self._word_index = {w: i for i, w in enumerate(self.words)}
+        return self._word_index
+
+    def to(self, device: torch.device | str) -> "DecodingGraph":
+        """A copy with every tensor on ``device``."""
+        kw = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self._fields().items()}
+        return DecodingGraph(**kw)
+
+    def _fields(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Save with ``torch.save`` (loadable with ``weights_only=True``)."""
+        d = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in self._fields().items()}
+        d["format"] = "asrdecode.DecodingGraph/1"
+        torch.save(d, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "DecodingGraph":
+        """Load a graph written by :meth:`save`."""
+        try:
+            d = torch.load(path, map_location=device, weights_only=True)
+        except Exception as e:
+            raise FileFormatError(path, None, f"not a decoding graph file ({e})") from e
+        if not isinstance(d, dict) or d.pop("format", None) != "asrdecode.DecodingGraph/1":
+            raise FileFormatError(path, None, "not a decoding graph file (missing format tag)")
+        try:
+            g = cls(**d)
+        except TypeError as e:
+            raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
+        g.validate()
+        return g
+
+    def validate(self) -> None:
+        """Check internal consistency (shapes, ranges); raise :class:`DecodingInputError`."""
+        S = self.num_states
+        for pre in ("e", "p"):
+            ptr = getattr(self, f"{pre}_ptr")
+            src = getattr(self, f"{pre}_src")
+            dst = getattr(self, f"{pre}_dst")
+            if ptr.shape != (S + 1,) or int(ptr[-1]) != src.shape[0]:
+                raise DecodingInputError(f"graph: {pre}_ptr must have {S + 1} entries ending at the arc count")
+            if src.numel() and (int(dst.min()) < 0 or int(dst.max()) >= S):
+                raise DecodingInputError("graph: arc destination out of range")
+        if self.e_ilabel.numel() and int(self.e_ilabel.max()) >= self.vocab_size:
+            raise DecodingInputError("graph: input label beyond vocab_size")
+        if not 0 <= self.start < S:
+            raise DecodingInputError("graph: start state out of range")
+
+    @classmethod
+    def from_fst_text(
+        cls, text: str, words: Sequence[str], vocab_size: int, blank_id: int, topology: str = ""
+    ) -> "DecodingGraph":
+        """Build from OpenFst text (labels as in :mod:`.topology`: input ``t + 1``, output word id).
+
+        The first arc's source (or the first listed state) is taken as start, as ``fstprint`` writes it.
+        """
+        src, dst, il, ol, w = [], [], [], [], []
+        finals: dict[int, float] = {}
+        start = None
+        for line in text.splitlines():
+            f = line.split()
+            if not f:
+                continue
+            if start is None:
+                start = int(f[0])
+            if len(f) >= 4:
+                src.append(int(f[0]))
+                dst.append(int(f[1]))
+                il.append(int(f[2]))
+                ol.append(int(f[3]))
+                w.append(float(f[4]) if len(f) > 4 else 0.0)
+            else:
+                finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
+        if start is None:
+            raise DecodingInputError("graph: the FST is empty (no path survived composition)")
+        S = max([start] + src + dst + list(finals)) + 1
+        final = np.full(S, -np.inf, dtype=np.float32)
+        for s, c in finals.items():
+            final[s] = -c
+        src_a, dst_a, il_a, ol_a = (np.asarray(x, dtype=np.int64) for x in (src, dst, il, ol))
+        w_a = -np.asarray(w, dtype=np.float32)
+        if il_a.size and int(il_a.max()) > 2 * vocab_size:
+            raise DecodingInputError(
+                f"graph: input label {int(il_a.max())} is not a token of a {vocab_size}-token model")
+        start_a = il_a > vocab_size
+        il_a = np.where(start_a, il_a - vocab_size, il_a)
+        if ol_a.size and int(ol_a.max()) >= len(words):
+            raise DecodingInputError("graph: output label beyond the word table")
+
+        def part(mask: np.ndarray) -> tuple[torch.Tensor, ...]:
+            order = np.argsort(src_a[mask], kind="stable")
+            s, d, i, o, sc, st = (x[mask][order] for x in (src_a, dst_a, il_a, ol_a, w_a, start_a))
+            ptr = np.zeros(S + 1, dtype=np.int64)
+            np.add.at(ptr, s + 1, 1)
+            ptr = np.cumsum(ptr)
+            t = torch.from_numpy
+            return t(s), t(d), t(i - 1), t(o), t(sc.astype(np.float32)), t(ptr), t(st)
+
+        es, ed, ei, eo, esc, ep, est = part(il_a > 0)
+        ps, pd, _, po, psc, pp, _ = part(il_a == 0)
+        g = cls(
+            start=int(start), final_score=torch.from_numpy(final), e_src=es, e_dst=ed, e_ilabel=ei, e_olabel=eo,
+            e_score=esc, e_ptr=ep, e_start=est, p_src=ps, p_dst=pd, p_olabel=po, p_score=psc, p_ptr=pp, words=list(words),
+            vocab_size=int(vocab_size), blank_id=int(blank_id), topology=topology,
+            eps_depth=_eps_depth(S, ps.numpy(), pd.numpy()),
+        )
+        g.validate()
+        return g
+
+
+def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
+    """Longest chain of epsilon arcs; raises on an epsilon cycle."""
+    if src.size == 0:
+        return 0
+    depth = np.zeros(S, dtype=np.int64)
+    for it in range(S + 1):
+        new = depth.copy()
+        np.maximum.at(new, src, depth[dst] + 1)
+        if np.array_equal(new, depth):
+            return int(depth.max())
+        depth = new
+    raise DecodingInputError("graph: it has a cycle of epsilon arcs")
+
+
+def build_g_text(model: ArpaModel, word_ids: Mapping[str, int], disambig0: int) -> tuple[str, int]:
+    """G as OpenFst text: a word acceptor (labels from ``word_ids``), back-off arcs read ``disambig0``.
+
+    Returns the text and the start state. Words of the LM missing from ``word_ids`` raise
+    :class:`FileFormatError` naming the ARPA line.
+    """
+    where = model.path or "<arpa>"
+    vocab = model.vocab
+    N = model.order
+    bos = vocab.index("<s>") if "<s>" in vocab else -1
+    eos = vocab.index("</s>") if "</s>" in vocab else -1
+    lab = np.zeros(len(vocab), dtype=np.int64)
+    for i, w in enumerate(vocab):
+        if i in (bos, eos):
+            continue
+        if w not in word_ids:
+            if w == "<unk>":
+                lab[i] = -1  # <unk> without a spelling: its n-grams are left out
+                continue
+            raise FileFormatError(where, model.line_of(1, i), f"word {w!r} of the LM is not in the lexicon")
+        lab[i] = word_ids[w]
+    states: dict[tuple[int, ...], int] = {(): 0}
+    for k in range(1, N):
+        for row in model.words[k - 1]:
+            key = tuple(int(x) for x in row)
+            if key[-1] != eos and key not in states:
+                states[key] = len(states)
+
+    def dest(h: tuple[int, ...]) -> int:
+        h = h[-(N - 1):] if N > 1 else ()
+        while h not in states:
+            h = h[1:]
+        return states[h]
+
+    lines: list[str] = []
+    finals: dict[int, float] = {}
+    for k in range(1, N + 1):
+        rows, lps, bos_w, lines_k = model.words[k - 1], model.logprob[k - 1], model.backoff[k - 1], model.lines
+        for j in range(rows.shape[0]):
+            key = tuple(int(x) for x in rows[j])
+            h, w = key[:-1], key[-1]
+            if w == bos or (lab[w] < 0) or any(lab[x] < 0 for x in h if x not in (bos, eos)):
+                pass
+            elif h not in states:
+                raise FileFormatError(where, model.line_of(k, j), f"n-gram {[vocab[x] for x in key]} has no context n-gram")
+            else:
+                cost = -float(lps[j]) * _LN10
+                if w == eos:
+                    finals[states[h]] = cost
+                else:
+                    lines.append(f"{states[h]} {dest(key)} {lab[w]} {lab[w]} {cost:.7g}")
+            if k < N and key in states and key != ():
+                b = -float(bos_w[j]) * _LN10
+                lines.append(f"{states[key]} {dest(key[1:])} {disambig0} 0 {b:.7g}")
+    start = states.get((bos,), 0)
+    # fstcompile takes the first listed source as the start state: list it first
+    head = [ln for ln in lines if ln.split()[0] == str(start)]
+    rest = [ln for ln in lines if ln.split()[0] != str(start)]
+    if not head:
+        head = [f"{start} 0" if start not in finals else f"{start} {finals[start]:.7g}"]
+        finals.pop(start, None)
+    out = head + rest + [f"{s} {c:.7g}" for s, c in finals.items()]
+    return "\n".join(out) + "\n", start
+
+
+def build_l_text(
+    lexicon: Mapping[str, Sequence[int]], word_ids: Mapping[str, int], vocab_size: int, disambig0_word: int
+) -> tuple[str, int]:
+    """L (with disambiguation symbols) as OpenFst text; returns the text and the largest token-side label.
+
+    Token ``t`` is input label ``t + 1``; ``#k`` is ``vocab_size + 1 + k``.
+    """
+    items = [(w, tuple(int(t) for t in lexicon[w])) for w in word_ids if w in lexicon]
+    dis, top = add_disambig([p for _, p in items])
+    lines = [f"0 0 {vocab_size + 1} {disambig0_word} 0"]
+    n = 1
+    for (w, p), d in zip(items, dis):
+        labels = [t + 1 for t in p] + ([vocab_size + 1 + d] if d else [])
+        s = 0
+        for i, lab in enumerate(labels):
+            nxt = 0 if i == len(labels) - 1 else n
+            if nxt:
+                n += 1
+            lines.append(f"{s} {nxt} {lab} {word_ids[w] if i == 0 else 0} 0")
+            s = nxt
+    lines.append("0 0")
+    return "\n".join(lines) + "\n", vocab_size + 1 + top
+
+
+def build_tlg(
+    tokens: Sequence[str] | int,
+    lexicon: Mapping[str, Sequence[int]] | str | os.PathLike,
+    arpa: str | os.PathLike | ArpaModel,
+    topology: str = "compact",
+    blank_id: int | None = None,
+) -> DecodingGraph:
+    """Build the TLG decoding graph of a CTC model.
+
+    Args:
+        tokens: the model's token symbols (``tokens[i]`` for id ``i``, blank included) or just
+            the vocabulary size ``V`` when ``lexicon`` is given as token ids.
+        lexicon: ``{word: [token ids]}`` or a lexicon file (``word sym sym ...`` lines, symbols of ``tokens``).
+        arpa: the word LM (ARPA file, ``.gz`` allowed, or a parsed :class:`ArpaModel`); every LM word
+            except ``<s>``, ``</s>`` (and ``<unk>`` when not in the lexicon) must be in the lexicon.
+        topology: ``"compact"`` or ``"normal"`` (:mod:`.topology`).
+        blank_id: the blank's id; default: the symbol ``<blk>``/``<blank>``/``<b>`` of ``tokens``, else ``V - 1``.
+    """
+    kf = _kaldifst()
+    if topology not in TOPOLOGIES:
+        raise DecodingInputError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
+    if isinstance(tokens, int):
+        V, syms = tokens, None
+    else:
+        syms = list(tokens)
+        V = len(syms)
+    if blank_id is None:
+        blank_id = V - 1
+        if syms is not None:
+            for b in ("<blk>", "<blank>", "<b>"):
+                if b in syms:
+                    blank_id = syms.index(b)
+                    break
+    if not 0 <= blank_id < V:
+        raise DecodingInputError(f"blank_id must be in [0, {V}), got {blank_id}")
+    if isinstance(lexicon, (str, os.PathLike)):
+        if syms is None:
+            raise DecodingInputError("a lexicon file needs the token symbols (tokens as a list of strings)")
+        lex_path = lexicon
+        lexicon = read_lexicon(lexicon, syms)
+        for w, ids in lexicon.items():
+            if blank_id in ids:
+                raise FileFormatError(lex_path, None, f"word {w!r} is spelled with the blank token")
+    check_lexicon(lexicon, V, blank_id)
+    model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa)
+    lm_words = [w for w in model.vocab if w not in _SPECIAL and not (w == "<unk>" and w not in lexicon)]
+    if not lm_words:
+        raise FileFormatError(model.path or "<arpa>", None, "the LM has no word")
+    words = ["<eps>"] + lm_words
+    word_ids = {w: i for i, w in enumerate(words) if i > 0}
+    W = len(words) - 1
+    g_text, _ = build_g_text(model, word_ids, W + 1)
+    l_text, _ = build_l_text(lexicon, word_ids, V, W + 1)
+    G = kf.compile(g_text)
+    L = kf.compile(l_text)
+    kf.arcsort(L, sort_type="olabel")
+    kf.arcsort(G, sort_type="ilabel")
+    LG = kf.compose(L, G)
+    kf.determinize_star(LG)
+    kf.minimize_encoded(LG)
+    # remove the disambiguation symbols (token-side labels > V) and the epsilons left
+    lg_lines = []
+    for line in LG.to_str(show_weight_one=True).splitlines():
+        f = line.split()
+        if len(f) >= 4 and int(f[2]) > V:
+            f[2] = "0"
+        lg_lines.append(" ".join(f))
+    LG = kf.compile("\n".join(lg_lines) + "\n")
+    kf.rmepsilon(LG)
+    kf.arcsort(LG, sort_type="ilabel")
+    T = kf.compile(ctc_topology_text(V, blank_id, topology))
+    kf.arcsort(T, sort_type="olabel")
+    TLG = kf.compose(T, LG)
+    kf.connect(TLG)
+    return DecodingGraph.from_fst_text(TLG.to_str(show_weight_one=True), words, V, blank_id, topology)
+
+
+def load_graph(path: str | os.PathLike, device: torch.device | str = "cpu") -> DecodingGraph:
+    """Load a graph saved by :meth:`DecodingGraph.save`."""
+    return DecodingGraph.load(path, device)

@@ -1,0 +1,98 @@
+"""Lexicons: word -> token-id sequence, read from a file or derived from a tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from ...errors import DecodingInputError, FileFormatError
+
+__all__ = ["read_lexicon", "lexicon_from_tokenizer", "check_lexicon", "add_disambig"]
+
+
+def read_lexicon(path: str | os.PathLike, tokens: Sequence[str]) -> dict[str, list[int]]:
+    """Read a lexicon file: one ``word tok1 tok2 ...`` per line (tokens are symbols of ``tokens``).
+
+    Args:
+        path: the lexicon file (UTF-8, whitespace separated; blank lines skipped).
+        tokens: token symbols, ``tokens[i]`` is the symbol of model token ``i``.
+    Returns:
+        ``{word: [token ids]}``; a word listed twice keeps its first pronunciation.
+    Raises:
+        FileFormatError: a line with no token, a token not in ``tokens``, or no entry at all.
+    """
+    index = {s: i for i, s in enumerate(tokens)}
+    lex: dict[str, list[int]] = {}
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) < 2:
+                raise FileFormatError(path, ln, f"expected 'word token [token ...]', got {line.strip()!r}")
+            ids = []
+            for s in fields[1:]:
+                if s not in index:
+                    raise FileFormatError(path, ln, f"token {s!r} of word {fields[0]!r} is not in the model's vocabulary")
+                ids.append(index[s])
+            lex.setdefault(fields[0], ids)
+    if not lex:
+        raise FileFormatError(path, None, "the lexicon is empty")
+    return lex
+
+
+def lexicon_from_tokenizer(words: Iterable[str], tokenizer) -> dict[str, list[int]]:
+    """Spell every word with ``tokenizer.encode`` (e.g. a sentencepiece BPE model).
+
+    Words the tokenizer spells as nothing are skipped.
+    """
+    lex: dict[str, list[int]] = {}
+    for w in words:
+        ids = list(tokenizer.encode(w))
+        if ids:
+            lex[w] = ids
+    if not lex:
+        raise DecodingInputError("lexicon_from_tokenizer: no word could be spelled")
+    return lex
+
+
+def check_lexicon(lexicon: Mapping[str, Sequence[int]], vocab_size: int, blank_id: int) -> None:
+    """Check a ``{word: [token ids]}`` lexicon against the model's vocabulary."""
+    if not lexicon:
+        raise DecodingInputError("lexicon is empty")
+    for w, ids in lexicon.items():
+        if not isinstance(w, str) or not w or any(c.isspace() for c in w):
+            raise DecodingInputError(f"lexicon: bad word {w!r}")
+        if len(ids) == 0:
+            raise DecodingInputError(f"lexicon: word {w!r} has an empty spelling")
+        for t in ids:
+            if not 0 <= int(t) < vocab_size or int(t) == blank_id:
+                raise DecodingInputError(
+                    f"lexicon: token {t} of word {w!r} is not a non-blank token of the model (vocab_size {vocab_size}, blank {blank_id})"
+                )
+
+
+def add_disambig(prons: list[tuple[int, ...]]) -> tuple[list[int], int]:
+    """Disambiguation symbol index (0 = none, k = #k) of each pronunciation, and the largest used.
+
+    A pronunciation gets one when it is a proper prefix of another, or when several words share
+    it (each then gets a different one), so that L composed with G is determinisable.
+    """
+    prefixes = set()
+    counts: dict[tuple[int, ...], int] = {}
+    for p in prons:
+        counts[p] = counts.get(p, 0) + 1
+        for k in range(1, len(p)):
+            prefixes.add(p[:k])
+    next_id: dict[tuple[int, ...], int] = {}
+    out, top = [], 0
+    for p in prons:
+        if p in prefixes or counts[p] > 1:
+            k = next_id.get(p, 0) + 1
+            next_id[p] = k
+            out.append(k)
+            top = max(top, k)
+        else:
+            out.append(0)
+    return out, top
