@@ -236,6 +236,21 @@ class WFSTDecoder:
             toks = _Tokens.cat(kept, new)
         return self._best(toks, B, hist)
 
+    def _word_times(self, arc_words: list[tuple[int, int]], toks: list[list[int]]) -> list[tuple[str, int, int]]:
+        """Word (start, end) frames: the first/last frame of the tokens spelling it (lexicon lengths);
+        without lengths (or if they do not add up), the frames of the arcs that output the words."""
+        g = self.graph
+        lens = g.word_lengths
+        if lens is not None and sum(lens[w] for w, _ in arc_words) == len(toks):
+            out, k = [], 0
+            for w, _ in arc_words:
+                n = lens[w]
+                out.append((g.words[w], toks[k][1], toks[k + n - 1][2]))
+                k += n
+            return out
+        nxt = [f for _, f in arc_words[1:]] + [None]
+        return [(g.words[w], f, f if e is None else max(f, e - 1)) for (w, f), e in zip(arc_words, nxt)]
+
     def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
         g = self.graph
         fin = toks.score + g.final_score[toks.s]
@@ -264,18 +279,19 @@ class WFSTDecoder:
                 path.append(h)
                 h = prev[h]
             path.reverse()
-            tokens, stamps = [], []
-            words: list[list] = []
+            toks: list[list[int]] = []  # [token, first frame, last frame]
+            arc_words: list[tuple[int, int]] = []  # (word id, frame of the arc that output it)
             for h in path:
                 lab = token[h]
                 if lab >= 0:
                     if start[h]:
-                        tokens.append(lab)
-                        stamps.append(frame[h])
+                        toks.append([lab, frame[h], frame[h]])
+                    elif toks and lab == toks[-1][0]:
+                        toks[-1][2] = frame[h]
                 if word[h] > 0:
-                    f = max(frame[h], 0)
-                    words.append([g.words[word[h]], f, f])
-                if lab >= 0 and lab != self.blank_id and words:
-                    words[-1][2] = max(words[-1][2], frame[h])
-            out.append(Hypothesis(tokens, stamps, float(best_l[b]), words=[tuple(w) for w in words]))
+                    arc_words.append((word[h], max(frame[h], 0)))
+            out_words = self._word_times(arc_words, toks)
+            tokens = [x[0] for x in toks]
+            stamps = [x[1] for x in toks]
+            out.append(Hypothesis(tokens, stamps, float(best_l[b]), words=out_words))
         return out

@@ -54,6 +54,7 @@ class DecodingGraph:
         words: word table, ``words[0] == "<eps>"``.
         vocab_size, blank_id: the model vocabulary the graph was built for.
         eps_depth: the longest chain of epsilon arcs (the decoder does that many closure passes).
+        word_lengths: number of tokens spelling each word (from the lexicon; gives word times).
     """
 
     start: int
@@ -75,6 +76,7 @@ class DecodingGraph:
     blank_id: int
     topology: str = ""
     eps_depth: int = 0
+    word_lengths: list[int] | None = None
     _word_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -351,7 +353,13 @@ def build_tlg(
                 raise FileFormatError(lex_path, None, f"word {w!r} is spelled with the blank token")
     check_lexicon(lexicon, V, blank_id)
     model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa)
-    lm_words = [w for w in model.vocab if w not in _SPECIAL and not (w == "<unk>" and w not in lexicon)]
+    lm_words = []
+    for i, w in enumerate(model.vocab):
+        if w in _SPECIAL or (w == "<unk>" and w not in lexicon):
+            continue
+        if w not in lexicon:
+            raise FileFormatError(model.path or "<arpa>", model.line_of(1, i), f"word {w!r} of the LM is not in the lexicon")
+        lm_words.append(w)
     if not lm_words:
         raise FileFormatError(model.path or "<arpa>", None, "the LM has no word")
     words = ["<eps>"] + lm_words
@@ -380,7 +388,9 @@ def build_tlg(
     kf.arcsort(T, sort_type="olabel")
     TLG = kf.compose(T, LG)
     kf.connect(TLG)
-    return DecodingGraph.from_fst_text(TLG.to_str(show_weight_one=True), words, V, blank_id, topology)
+    g = DecodingGraph.from_fst_text(TLG.to_str(show_weight_one=True), words, V, blank_id, topology)
+    g.word_lengths = [0] + [len(lexicon[w]) for w in lm_words]
+    return g
 
 
 def load_graph(path: str | os.PathLike, device: torch.device | str = "cpu") -> DecodingGraph:
