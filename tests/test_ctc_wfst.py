@@ -301,3 +301,24 @@ def test_bad_inputs(graphs, tmp_path):
         dec(torch.full((1, 3, V), float("nan")))
     with pytest.raises(DecodingInputError):
         dec(torch.zeros(1, 3, V), torch.tensor([4]))
+
+
+@pytest.mark.parametrize("top", ["normal", "compact"])
+def test_streaming_equals_whole(graphs, top):
+    g = graphs[top]
+    gen = torch.Generator().manual_seed(11)
+    lp = (torch.randn(4, 13, V, generator=gen) * 2).log_softmax(-1)
+    lengths = torch.tensor([13, 7, 0, 10])
+    boosts = [{"ab": 1.0}, None, None, {"b": -0.5}]
+    dec = WFSTDecoder(g, beam=6.0, max_active=5)
+    whole = dec(lp, lengths, boosts=boosts)
+    state = dec.init_state(4, boosts=boosts)
+    for lo in range(0, 13, 4):
+        chunk = lp[:, lo : lo + 4]
+        cl = (lengths - lo).clamp(0, chunk.shape[1])
+        dec.advance(state, chunk, cl)
+        assert len(dec.hypotheses(state)) == 4
+    parts = dec.hypotheses(state)
+    for a, b in zip(whole, parts):
+        assert a.words == b.words and a.tokens == b.tokens and a.timestamps == b.timestamps
+        assert a.score == pytest.approx(b.score, abs=1e-5)

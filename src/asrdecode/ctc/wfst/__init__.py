@@ -10,15 +10,21 @@ Example::
     graph.save("TLG.pt")
     dec = WFSTDecoder(graph, beam=17.0, max_active=10000, acoustic_scale=1.0)
     hyps = dec(log_probs, lengths, boosts=[{"paris": 3.0}, None])   # [Hypothesis] * B
+
+    state = dec.init_state(batch, device)                          # streaming, same result
+    for chunk, chunk_lengths in chunks:
+        dec.advance(state, chunk, chunk_lengths)
+        partial = dec.hypotheses(state)
 """
 
-from .decoder import WFSTDecoder
+from .decoder import WFSTDecoder, WFSTStreamState
 from .graph import DecodingGraph, build_tlg, load_graph
 from .lexicon import lexicon_from_tokenizer, read_lexicon
 from .topology import ctc_topology_text
 
 __all__ = [
     "WFSTDecoder",
+    "WFSTStreamState",
     "DecodingGraph",
     "build_tlg",
     "load_graph",

@@ -20,7 +20,7 @@ from ...errors import DecodingInputError, check_emissions, check_finite, check_l
 from ...results import Hypothesis
 from .graph import DecodingGraph
 
-__all__ = ["WFSTDecoder"]
+__all__ = ["WFSTDecoder", "WFSTStreamState"]
 
 _NEG = float("-inf")
 
@@ -40,6 +40,17 @@ class _Tokens:
         return _Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
 
 
+@dataclass
+class WFSTStreamState:
+    """A batch's decoding state between chunks: active tokens, backpointer history, frames consumed ``[B]``."""
+
+    toks: "_Tokens"
+    hist: "_History"
+    offset: torch.Tensor
+    boost: torch.Tensor | None
+    batch: int
+
+
 class _History:
     """Per-entry arrays appended frame by frame: predecessor id, word, frame, token (-1 = epsilon arc)."""
 
@@ -51,12 +62,12 @@ class _History:
         self.start: list[torch.Tensor] = []
         self.size = 0
 
-    def add(self, prev: torch.Tensor, word: torch.Tensor, frame: int, token: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    def add(self, prev: torch.Tensor, word: torch.Tensor, frame: torch.Tensor, token: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
         n = prev.shape[0]
         ids = torch.arange(self.size, self.size + n, device=prev.device)
         self.prev.append(prev)
         self.word.append(word)
-        self.frame.append(torch.full((n,), frame, dtype=torch.int64, device=prev.device))
+        self.frame.append(frame)
         self.token.append(token)
         self.start.append(start)
         self.size += n
@@ -149,7 +160,9 @@ class WFSTDecoder:
             t = t.take(torch.sort(keep).values)
         return t
 
-    def _closure(self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, frame: int, boost) -> _Tokens:
+    def _closure(
+        self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, offset: torch.Tensor, frame: int, boost
+    ) -> _Tokens:
         """Epsilon passes from the tokens ``frontier`` (indices into ``t``); returns the closed set."""
         g = self.graph
         for _ in range(g.eps_depth):
@@ -164,7 +177,7 @@ class WFSTDecoder:
             word = g.p_olabel[arc]
             if boost is not None:
                 score = score + boost[b, word]
-            hid = hist.add(f.hid[tok], word, frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
+            hid = hist.add(f.hid[tok], word, offset[b] + frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
             new = _Tokens(b, g.p_dst[arc], score, hid)
             n_old = t.b.shape[0]
             merged = _Tokens.cat(t, new)
@@ -193,12 +206,42 @@ class WFSTDecoder:
 
         ``boosts``: optional per-utterance ``{word: boost}`` added to the score each time an arc
         outputting that word is taken (the graph is not copied). ``Hypothesis.words`` holds
-        ``(word, start_frame, end_frame)``; ``tokens`` / ``timestamps`` are the output tokens of the best
-        path and the frame each starts at (a word starts at the frame of the arc that outputs it and
-        ends at the last non-blank frame before the next word); ``score`` is ``acoustic_scale * sum log_probs + graph score + boosts``.
+        ``(word, start_frame, end_frame)``: the first and last frame of the tokens spelling the word;
+        ``tokens`` / ``timestamps`` are the output tokens of the best path and the frame each starts
+        at; ``score`` is ``acoustic_scale * sum log_probs + graph score (+ boosts)``.
+        """
+        x = check_emissions("log_probs", log_probs)
+        state = self.init_state(x.shape[0], x.device, boosts)
+        self.advance(state, x, lengths)
+        return self.hypotheses(state)
+
+    def init_state(
+        self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None
+    ) -> "WFSTStreamState":
+        """A fresh decoding state for ``batch`` utterances (streaming: feed chunks to :meth:`advance`)."""
+        dev = torch.device(device)
+        g = self._graph_on(dev)
+        B = int(batch)
+        hist = _History()
+        zero = torch.zeros(B, dtype=torch.int64, device=dev)
+        hid0 = hist.add(torch.full((B,), -1, device=dev), zero, zero - 1, zero - 1, torch.zeros(B, dtype=torch.bool, device=dev))
+        toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
+        boost = self._boost_table(boosts, B, dev)
+        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost)
+        return WFSTStreamState(toks, hist, zero.clone(), boost, B)
+
+    @torch.no_grad()
+    def advance(
+        self, state: "WFSTStreamState", log_probs: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> "WFSTStreamState":
+        """Consume one chunk ``log_probs [B, T, V]`` (``lengths [B]`` valid frames of it); updates ``state``.
+
+        Chunk by chunk decoding gives the same result as one call on the whole utterances.
         """
         x = check_emissions("log_probs", log_probs)
         B, T, V = x.shape
+        if B != state.batch:
+            raise DecodingInputError(f"log_probs has batch {B}, the state was made for {state.batch}")
         check_finite("log_probs", x)
         lens = check_lengths(lengths, B, T, device=x.device)
         if V < self.graph.vocab_size:
@@ -206,15 +249,9 @@ class WFSTDecoder:
                 f"log_probs has {V} classes but the graph reads tokens up to {self.graph.vocab_size - 1}"
             )
         g = self._graph_on(x.device)
-        boost = self._boost_table(boosts, B, x.device)
         am = x.float() * self.acoustic_scale
         dev = x.device
-        hist = _History()
-        b0 = torch.arange(B, device=dev)
-        hid0 = hist.add(torch.full((B,), -1, device=dev), torch.zeros(B, dtype=torch.int64, device=dev), -1,
-                        torch.full((B,), -1, dtype=torch.int64, device=dev), torch.zeros(B, dtype=torch.bool, device=dev))
-        toks = _Tokens(b0, torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
-        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, -1, boost)
+        hist, boost, offset, toks = state.hist, state.boost, state.offset, state.toks
         for t in range(T):
             live = lens[toks.b] > t
             if not bool(live.any()):
@@ -228,13 +265,20 @@ class WFSTDecoder:
             score = cur.score[tok] + g.e_score[arc] + am[b, t, lab]
             if boost is not None:
                 score = score + boost[b, word]
-            new = _Tokens(b, g.e_dst[arc], score, torch.empty(0, dtype=torch.int64, device=dev))
-            new.hid = torch.arange(b.shape[0], device=dev)  # local index until kept
+            new = _Tokens(b, g.e_dst[arc], score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
-            new.hid = hist.add(cur.hid[tok[new.hid]], word[new.hid], t, lab[new.hid], g.e_start[arc[new.hid]])
-            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, t, boost)
+            sel = new.hid
+            new.hid = hist.add(cur.hid[tok[sel]], word[sel], offset[new.b] + t, lab[sel], g.e_start[arc[sel]])
+            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost)
             toks = _Tokens.cat(kept, new)
-        return self._best(toks, B, hist)
+        state.toks = toks
+        state.offset = offset + lens
+        return state
+
+    def hypotheses(self, state: "WFSTStreamState") -> list[Hypothesis]:
+        """The 1-best of each utterance so far (final weights applied; the state is not changed)."""
+        self._graph_on(state.toks.b.device)
+        return self._best(state.toks, state.batch, state.hist)
 
     def _word_times(self, arc_words: list[tuple[int, int]], toks: list[list[int]]) -> list[tuple[str, int, int]]:
         """Word (start, end) frames: the first/last frame of the tokens spelling it (lexicon lengths);
