@@ -1,8 +1,10 @@
-"""Transducer (RNN-T and TDT): the model protocol, reference and batched greedy decoders."""
+"""Transducer (RNN-T and TDT): the model protocol, reference and batched greedy and beam decoders."""
 
+from .beam import beam_search
 from .greedy import GreedyState, greedy
 from .model import LSTMTransducer, StatelessTransducer, TransducerModel, check_model
 from .reference import reference_greedy
+from .reference_beam import reference_beam_search
 
 __all__ = [
     "TransducerModel",
@@ -12,4 +14,6 @@ __all__ = [
     "greedy",
     "GreedyState",
     "reference_greedy",
+    "beam_search",
+    "reference_beam_search",
 ]
