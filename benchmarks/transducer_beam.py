@@ -10,6 +10,11 @@ WER: greedy vs beam vs beam + LM for demo-rnnt / demo-tdt on data/synth_test (50
 synthetic sentences) and data/real (10 recordings), as recipes/evaluate_models.py computes it.
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py [--frames 150] [--repeats 3] [--skip-wer]
+
+Peer comparison (NeMo's batched malsd_batch / maes_batch on the same paper-model weights, CUDA
+graphs off), run with NeMo's interpreter (see results_nemo.md):
+
+    OMP_NUM_THREADS=1 /work/venvs/nemo/bin/python benchmarks/transducer_beam.py --nemo
 """
 
 from __future__ import annotations
@@ -106,14 +111,97 @@ def wer_rows(name: str, lm_settings: list[tuple[float, float]]) -> list[list[obj
     return out
 
 
+def nemo_rows(frames: int, repeats: int) -> list[list[object]]:
+    """Ours vs NeMo's batched beam search (malsd_batch / maes_batch, CUDA graphs off) on the same weights."""
+    from nemo_models import nemo_modules_from_lstm, with_blank_last
+    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer
+    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer
+
+    rows = []
+    for tdt in (False, True):
+        model, _ = with_blank_last(make_paper_model(seed=0, tdt=tdt))
+        dec, joint = nemo_modules_from_lstm(model)
+        blank = model.blank_id
+
+        def nemo(search: str):
+            common = dict(blank_index=blank, beam_size=4, search_type=search, score_norm=False,
+                          max_symbols_per_step=MAX_SYMBOLS, allow_cuda_graphs=False)
+            if tdt:
+                return BeamBatchedTDTInfer(dec, joint, durations=list(model.durations), **common)
+            return BeamBatchedRNNTInfer(dec, joint, **common)
+
+        infers = {"NeMo malsd_batch beam 4": nemo("malsd_batch")}
+        if not tdt:
+            infers["NeMo maes_batch beam 4"] = nemo("maes_batch")
+        for batch in (1, 16):
+            enc, lengths = make_encoder_output(batch, frames, seed=7)
+            fns = {
+                "ours greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS),
+                "ours ALSD++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, max_symbols_per_frame=MAX_SYMBOLS),
+                "ours AES++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="aes",
+                                                         max_symbols_per_frame=MAX_SYMBOLS),
+            }
+            for name, inf in infers.items():
+                fns[name] = (lambda inf=inf: inf(encoder_output=enc.transpose(1, 2), encoded_lengths=lengths)[0])
+            with torch.inference_mode():
+                times = time_many(fns, repeats=repeats, warmup=1)
+                ours = fns["ours ALSD++ beam 4"]()
+                theirs = fns["NeMo malsd_batch beam 4"]()
+            same = sum(list(h.tokens) == [int(x) for x in torch.as_tensor(n.y_sequence).tolist()]
+                       for h, n in zip(ours, theirs))
+            dscore = max(abs(h.score - float(n.score)) for h, n in zip(ours, theirs))
+            base = times["ours greedy (label-looping)"]
+            for name, t in times.items():
+                note = f"best = ours ALSD++ on {same}/{batch}, max |score diff| {dscore:.3g}" if "malsd" in name else ""
+                rows.append([f"paper {'TDT' if tdt else 'RNN-T'}", batch, name, t * 1e3, t / base, note])
+            print(rows[-len(times):], flush=True)
+    return rows
+
+
+def nemo_agreement() -> list[list[object]]:
+    """Best hypotheses of ours vs NeMo's batched beam search on the bundled models (50 synthetic utterances)."""
+    from nemo_models import nemo_modules_from_lstm, with_blank_last
+    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer
+    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer
+
+    rows = []
+    for name in ("demo-rnnt", "demo-tdt"):
+        demo, _, enc, el = demo_inputs(name)
+        model, _ = with_blank_last(demo.model)
+        dec, joint = nemo_modules_from_lstm(model)
+        searches = [("malsd_batch", "alsd")] + ([] if model.durations else [("maes_batch", "aes")])
+        for search, method in searches:
+            for beam in (1, 4):
+                common = dict(blank_index=model.blank_id, beam_size=beam, search_type=search, score_norm=False,
+                              max_symbols_per_step=MAX_SYMBOLS, allow_cuda_graphs=False)
+                if model.durations:
+                    inf = BeamBatchedTDTInfer(dec, joint, durations=list(model.durations), **common)
+                else:
+                    inf = BeamBatchedRNNTInfer(dec, joint, **common)
+                with torch.inference_mode():
+                    theirs = inf(encoder_output=enc.transpose(1, 2), encoded_lengths=el)[0]
+                    ours = beam_search(model, enc, el, beam=beam, method=method, max_symbols_per_frame=MAX_SYMBOLS)
+                same = sum(list(h.tokens) == [int(x) for x in n.y_sequence] for h, n in zip(ours, theirs))
+                diff = max(abs(h.score - float(n.score)) for h, n in zip(ours, theirs))
+                rows.append([name, beam, f"ours {method} vs NeMo {search}", f"{same}/{len(ours)}", diff])
+                print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-wer", action="store_true")
     ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
     args = ap.parse_args()
     single_thread()
+    if args.nemo:
+        rows = nemo_rows(args.frames, args.repeats)
+        print(markdown_table(["model", "batch", "decoder", "ms / batch", "x our greedy time", "outputs"], rows))
+        print(markdown_table(["model", "beam", "search", "same best tokens", "max |score diff|"], nemo_agreement()))
+        return
     rows: list[list[object]] = []
     for tdt in (False, True):
         model = make_paper_model(tdt=tdt)
