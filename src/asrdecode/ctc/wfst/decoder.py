@@ -140,6 +140,9 @@ class WFSTDecoder:
         if t.b.numel() == 0:
             return t
         S = self.graph.num_states
+        # the beam first (the best score is the same before and after recombination): fewer to sort
+        top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
+        t = t.take(torch.nonzero(t.score >= top[t.b] - self.beam).squeeze(1))
         key = t.b * S + t.s
         uniq, inv = torch.unique(key, return_inverse=True)
         best = torch.full((uniq.shape[0],), _NEG, device=key.device).scatter_reduce(0, inv, t.score, "amax")
@@ -147,8 +150,6 @@ class WFSTDecoder:
         cand = torch.where(t.score == best[inv], idx, key.shape[0])
         win = torch.full((uniq.shape[0],), key.shape[0], device=key.device).scatter_reduce(0, inv, cand, "amin")
         t = t.take(win)
-        top = torch.full((B,), _NEG, device=key.device).scatter_reduce(0, t.b, t.score, "amax")
-        t = t.take(torch.nonzero(t.score >= top[t.b] - self.beam).squeeze(1))
         if t.b.numel() > self.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
             order = order[torch.argsort(t.b[order], stable=True)]
