@@ -14,8 +14,9 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
   (WIND, RNN-T) the inner loop evaluates the joint on ``w`` frames at once and jumps to the
   first non-blank frame.
 - ``loop="frames"`` (Algorithm 2 of the paper, the baseline): the outer loop walks frames; all
-  utterances on that frame take decisions together, the prediction network runs for the whole
-  batch every inner iteration and the results are kept only where a label was emitted.
+  utterances on that frame take decisions together; after an iteration in which some utterance
+  emitted a label, the prediction network runs for the whole batch and its results are kept
+  only where a label was emitted.
 
 Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
 checks one flag between steps. Streaming: pass ``return_state=True`` (first chunk) or
@@ -67,7 +68,7 @@ class _Loop:
     # attributes the steps replace (for the CUDA-graph in-place wrapper)
     STATE = (
         "t", "active", "found", "symbols", "pending_label", "pending_logp", "pending_dur",
-        "dec_out", "dec_proj", "pred_state", "hyps",
+        "dec_out", "dec_proj", "pred_state", "hyps", "emit",
     )  # fmt: skip
 
     def __init__(
@@ -110,6 +111,7 @@ class _Loop:
         self.pending_logp = torch.zeros(B, dtype=state.hyps.scores.dtype, device=dev)
         self.pending_dur = torch.zeros(B, dtype=torch.long, device=dev)
         self.frame = torch.zeros((), dtype=torch.long, device=dev)  # frame-looping's current frame
+        self.emit = torch.zeros(B, dtype=torch.bool, device=dev)  # frame-looping's labels to emit
 
     # -- the joint after projection, and one decision per row ----------------------------------
 
@@ -263,8 +265,8 @@ def _label_loop(lp: _Loop, run: StepRunner) -> None:
 # -- frame-looping step ----------------------------------------------------------------------------
 
 
-def _frame_step(lp: _Loop) -> None:
-    """One decision for every utterance on frame ``lp.frame``; the prediction network runs for all."""
+def _frame_decide_step(lp: _Loop) -> None:
+    """One decision for every utterance on frame ``lp.frame``: blanks are consumed, labels wait in ``emit``."""
     on_frame = lp.active & (lp.t == lp.frame)
     label, logp, dur = lp.decide(lp.joint_at(lp.t))
     is_blank = label == lp.blank
@@ -272,7 +274,15 @@ def _frame_step(lp: _Loop) -> None:
     lp.hyps.scores += torch.where(consume, logp, 0)
     lp.t = lp.t + torch.where(consume, lp.blank_advance(dur), 0)
     lp.symbols = torch.where(consume, 0, lp.symbols)
-    lp.emit_and_advance(on_frame & ~is_blank, label, logp, dur)
+    lp.emit = on_frame & ~is_blank
+    lp.pending_label, lp.pending_logp, lp.pending_dur = label, logp, dur
+    lp.active = lp.t < lp.lengths
+    lp.found = ~(lp.active & (lp.t == lp.frame))
+
+
+def _frame_emit_step(lp: _Loop) -> None:
+    """Emit the waiting labels; the prediction network runs for the whole batch (kept where emitted)."""
+    lp.emit_and_advance(lp.emit, lp.pending_label, lp.pending_logp, lp.pending_dur)
     lp.found = ~(lp.active & (lp.t == lp.frame))
 
 
@@ -283,10 +293,12 @@ def _frame_loop(lp: _Loop, run: StepRunner) -> None:
         lp.frame.fill_(frame)
         lp.found = ~(lp.active & (lp.t == frame))
         while not bool(lp.found.all()):
-            lp.hyps.reserve_append()
-            run(_frame_step, lp)
-            steps += 1
-            _check_runaway(lp, steps)
+            run(_frame_decide_step, lp)
+            if bool(lp.emit.any()):  # as Algorithm 2: the decoder runs only after a label
+                lp.hyps.reserve_append()
+                run(_frame_emit_step, lp)
+                steps += 1
+                _check_runaway(lp, steps)
 
 
 # -- public entry point ----------------------------------------------------------------------------
