@@ -152,7 +152,7 @@ def nemo_rows(frames: int, repeats: int) -> list[list[object]]:
             dscore = max(abs(h.score - float(n.score)) for h, n in zip(ours, theirs))
             base = times["ours greedy (label-looping)"]
             for name, t in times.items():
-                note = f"best = ours ALSD++ on {same}/{batch}, max |score diff| {dscore:.3g}" if "malsd" in name else ""
+                note = f"best = ours ALSD++ on {same}/{batch}, max abs score diff {dscore:.3g}" if "malsd" in name else ""
                 rows.append([f"paper {'TDT' if tdt else 'RNN-T'}", batch, name, t * 1e3, t / base, note])
             print(rows[-len(times):], flush=True)
     return rows
@@ -200,7 +200,7 @@ def main() -> None:
     if args.nemo:
         rows = nemo_rows(args.frames, args.repeats)
         print(markdown_table(["model", "batch", "decoder", "ms / batch", "x our greedy time", "outputs"], rows))
-        print(markdown_table(["model", "beam", "search", "same best tokens", "max |score diff|"], nemo_agreement()))
+        print(markdown_table(["model", "beam", "search", "same best tokens", "max abs score diff"], nemo_agreement()))
         return
     rows: list[list[object]] = []
     for tdt in (False, True):
