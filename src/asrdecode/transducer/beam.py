@@ -128,8 +128,7 @@ class _BeamLoop:
         is_blank_tok = tok_ids == self.blank  # [V]
         acoustic = acoustic.reshape(B, K, C)
         exp_mask = expand[..., None]
-        carry = torch.where(active | valid, self.score, _NEG_INF)
-        carry = torch.where(expand, _NEG_INF, carry)[..., None]  # [B, K, 1]
+        carry = torch.where(expand, _NEG_INF, self.score)[..., None]  # [B, K, 1]: waiting / finished stay
 
         if not self.early:
             if self.fused:
