@@ -86,3 +86,17 @@ def test_ngram_lm_streaming_equals_whole(tmp_path_factory):
         z = min(a + 7, 40)
         state = ctc.beam_search(lp[:, a:z], (lens - a).clamp(0, z - a), blank, state=state, final=z == 40, **kw)
     assert_same(state, whole, tol=0.0)
+
+
+def test_single_boosting_tree_serves_every_utterance_of_a_batch():
+    """One (unstacked) tree with batch > 1 boosts each utterance as it does alone."""
+    vocab, blank = 5, 4
+    logits = torch.full((3, 6, vocab), -4.0, dtype=torch.float64)
+    logits[:, :, blank] = 0.0
+    logits[:, 1, 1], logits[:, 1, 2] = 3.0, 2.0
+    logits[:, 3, 3] = 3.0
+    lp = torch.log_softmax(logits, -1)
+    tree = BoostingTree.from_token_sequences([[2, 3]], vocab_size=vocab, blank_id=blank, weight=2.0)
+    batched = ctc.beam_search(lp, None, blank, beam=4, fusion=[(tree, 1.0)])
+    alone = ctc.beam_search(lp[:1], None, blank, beam=4, fusion=[(tree, 1.0)])[0][0]
+    assert [nb[0].tokens for nb in batched] == [alone.tokens] * 3 == [[2, 3]] * 3

@@ -208,7 +208,8 @@ class BoostingTree:
 
         With several stacked trees: ``utterances [n]`` gives the tree of each hypothesis; without
         it ``n`` must be a multiple of ``num_trees`` and the layout is batch-major
-        (``[num_trees, n // num_trees]`` flattened).
+        (``[num_trees, n // num_trees]`` flattened). A single tree serves every utterance, so
+        its ``utterances`` may hold any utterance index.
         """
         device = device or self.device
         roots = self.roots.to(device)
@@ -217,6 +218,8 @@ class BoostingTree:
                 raise DecodingInputError(f"utterances must be a 1-D tensor of {n} tree indices")
             if utterances.is_floating_point() or utterances.dtype == torch.bool:
                 raise DecodingInputError(f"utterances must be an integer tensor, got {utterances.dtype}")
+            if self.num_trees == 1:
+                return roots.expand(int(n)).clone()
             if n and (int(utterances.min()) < 0 or int(utterances.max()) >= self.num_trees):
                 raise DecodingInputError(f"utterances must be in 0..{self.num_trees - 1}")
             return roots[utterances.to(device=device, dtype=torch.int64)]
