@@ -26,7 +26,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
-from .model import TransducerModel, check_model
+from .model import TransducerModel, check_joint_width, check_model
 from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
 
 __all__ = ["beam_search"]
@@ -251,17 +251,6 @@ class _BeamLoop:
         return out
 
 
-def _check_joint(model: TransducerModel, loop: _BeamLoop) -> None:
-    if loop.B == 0 or loop.T == 0:
-        return
-    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
-    probe = model.joint(loop.enc_proj[:1, 0], loop.dec_proj[:1])
-    if probe.shape[-1] != expected:
-        raise DecodingInputError(
-            f"model.joint returns {probe.shape[-1]} outputs but vocab_size + len(durations) is {expected}"
-        )
-
-
 @torch.inference_mode()
 def beam_search(
     model: TransducerModel,
@@ -314,7 +303,8 @@ def beam_search(
     lengths = check_lengths(lengths, B, T, device=enc.device)
     loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
                      float(beta))
-    _check_joint(model, loop)
+    if loop.B and loop.T:
+        check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     steps = 0
     # On CPU a step where no hypothesis emitted skips the prediction network (one more flag
     # check); on GPU it always runs, keeping the loop free of extra host synchronisation.

@@ -35,7 +35,7 @@ from ..accel import StepRunner, resolve_mode
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
-from .model import TransducerModel, check_model
+from .model import TransducerModel, check_joint_width, check_model
 from . import reference as _reference
 
 __all__ = ["greedy", "GreedyState"]
@@ -330,18 +330,6 @@ def _check_args(
     return enc
 
 
-def _check_joint(model: TransducerModel, enc: torch.Tensor, state: GreedyState) -> None:
-    """One joint evaluation to catch a vocabulary/joint-width mismatch before decoding."""
-    if enc.shape[0] == 0 or enc.shape[1] == 0:
-        return
-    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
-    probe = model.joint(model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
-    if probe.shape[-1] != expected:
-        raise DecodingInputError(
-            f"model.joint returns {probe.shape[-1]} outputs but vocab_size + len(durations) is {expected}"
-        )
-
-
 @torch.inference_mode()
 def greedy(
     model: TransducerModel,
@@ -385,7 +373,8 @@ def greedy(
         state = _initial_state(model, B, max(T // 2, 8), enc)
     elif state.dec_out.shape[0] != B:
         raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
-    _check_joint(model, enc, state)
+    if B and T:
+        check_joint_width(model, model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
     mode = resolve_mode(acceleration, enc.device)
     # Eager mode (CPU) runs the label search only on the utterances still searching; the static
     # shapes that compile and CUDA graphs need evaluate every row (the same step function).

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..errors import DecodingInputError
 
-__all__ = ["TransducerModel", "LSTMTransducer", "StatelessTransducer", "check_model"]
+__all__ = ["TransducerModel", "LSTMTransducer", "StatelessTransducer", "check_model", "check_joint_width"]
 
 State = Any
 
@@ -79,6 +79,14 @@ def check_model(model: object) -> TransducerModel:
         if max(d) == 0:
             raise DecodingInputError("model.durations must contain a value > 0")
     return model
+
+
+def check_joint_width(model: TransducerModel, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> None:
+    """One joint evaluation (``[1, H]`` rows) to catch a vocabulary / joint-width mismatch before decoding."""
+    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
+    width = model.joint(enc_proj, dec_proj).shape[-1]
+    if width != expected:
+        raise DecodingInputError(f"model.joint returns {width} outputs but vocab_size + len(durations) is {expected}")
 
 
 class _JointMixin(nn.Module):
