@@ -23,6 +23,7 @@ from .graph import DecodingGraph
 __all__ = ["WFSTDecoder", "WFSTStreamState"]
 
 _NEG = float("-inf")
+_BIG = torch.iinfo(torch.int64).max
 
 
 @dataclass
@@ -116,6 +117,13 @@ class WFSTDecoder:
         self.blank_id = graph.blank_id
 
     # -- helpers ---------------------------------------------------------------------------
+    def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense per-(utterance, state) scratch arrays for recombination (-inf / int64 max when idle)."""
+        buf = getattr(self, "_scratch", None)
+        if buf is None or buf[0].shape[0] < size or buf[0].device != device:
+            buf = (torch.full((size,), _NEG, device=device), torch.full((size,), _BIG, dtype=torch.int64, device=device))
+            self._scratch = buf
+        return buf
     def _graph_on(self, device: torch.device) -> DecodingGraph:
         if self.graph.device != device:
             self.graph = self.graph.to(device)
@@ -144,19 +152,22 @@ class WFSTDecoder:
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
         t = t.take(torch.nonzero(t.score >= top[t.b] - self.beam).squeeze(1))
         key = t.b * S + t.s
-        uniq, inv = torch.unique(key, return_inverse=True)
-        best = torch.full((uniq.shape[0],), _NEG, device=key.device).scatter_reduce(0, inv, t.score, "amax")
-        idx = torch.arange(key.shape[0], device=key.device)
-        cand = torch.where(t.score == best[inv], idx, key.shape[0])
-        win = torch.full((uniq.shape[0],), key.shape[0], device=key.device).scatter_reduce(0, inv, cand, "amin")
+        n = key.shape[0]
+        best, first = self._buffers(B * S, key.device)
+        best.scatter_reduce_(0, key, t.score, "amax")
+        idx = torch.arange(n, device=key.device)
+        first.scatter_reduce_(0, key, torch.where(t.score == best[key], idx, _BIG), "amin")
+        win = torch.nonzero(first[key] == idx).squeeze(1)
+        best[key] = _NEG  # reset only what was touched
+        first[key] = _BIG
         t = t.take(win)
-        if t.b.numel() > self.max_active:
+        counts = torch.bincount(t.b, minlength=B)
+        if int(counts.max()) > self.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
             order = order[torch.argsort(t.b[order], stable=True)]
             bs = t.b[order]
-            counts = torch.bincount(bs, minlength=B)
-            first = torch.cumsum(counts, 0) - counts
-            rank = torch.arange(bs.shape[0], device=bs.device) - first[bs]
+            start = torch.cumsum(counts, 0) - counts
+            rank = torch.arange(bs.shape[0], device=bs.device) - start[bs]
             keep = order[rank < self.max_active]
             t = t.take(torch.sort(keep).values)
         return t
@@ -262,10 +273,14 @@ class WFSTDecoder:
             tok, arc = _expand(g.e_ptr, cur.s)
             b = cur.b[tok]
             lab = g.e_ilabel[arc]
-            word = g.e_olabel[arc]
-            score = cur.score[tok] + g.e_score[arc] + am[b, t, lab]
+            score = cur.score[tok] + g.e_score[arc] + am[:, t].reshape(-1)[b * V + lab]
             if boost is not None:
-                score = score + boost[b, word]
+                score = score + boost[b, g.e_olabel[arc]]
+            # beam before gathering the rest (the same cutoff _prune applies)
+            top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
+            sel = torch.nonzero(score >= top[b] - self.beam).squeeze(1)
+            tok, arc, b, lab, score = tok[sel], arc[sel], b[sel], lab[sel], score[sel]
+            word = g.e_olabel[arc]
             new = _Tokens(b, g.e_dst[arc], score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
             sel = new.hid
