@@ -322,3 +322,23 @@ def test_streaming_equals_whole(graphs, top):
     for a, b in zip(whole, parts):
         assert a.words == b.words and a.tokens == b.tokens and a.timestamps == b.timestamps
         assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_lexicon_from_tokenizer_and_narrow_beam():
+    from asrdecode.ctc.wfst import lexicon_from_tokenizer
+
+    class CharTok:  # "a" -> 0, "b" -> 2 (blank 1)
+        def encode(self, text):
+            return [{"a": 0, "b": 2}[c] for c in text]
+
+    lex = lexicon_from_tokenizer(["ab", "ba", "a"], CharTok())
+    assert lex == {"ab": [0, 2], "ba": [2, 0], "a": [0]}
+    g = build_tlg(V, lex, _lm_only(["ab", "ba", "a"]), blank_id=BLANK)
+    lp = torch.full((1, 4, V), -5.0)
+    for t, k in enumerate([2, 0, BLANK, 0]):
+        lp[0, t, k] = -0.05
+    wide = WFSTDecoder(g, beam=1e9)(lp)[0]
+    narrow = WFSTDecoder(g, beam=3.0, max_active=1)(lp)[0]
+    assert [w for w, _, _ in wide.words] == ["ba", "a"]
+    # one token per frame: a search error is allowed, a better-than-optimal score is not
+    assert narrow.score <= wide.score + 1e-6 and all(w in lex for w, _, _ in narrow.words)
