@@ -245,7 +245,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, beam=V + 1)
     with pytest.raises(DecodingInputError):
-        beam_search(m, enc, method="wind")
+        beam_search(m, enc, method="beam")
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, blank_scoring="full")
     with pytest.raises(DecodingInputError):

@@ -1,4 +1,5 @@
-"""Batched beam search for RNN-T and TDT: ALSD++ and AES++ (Grigoryan et al.), with shallow fusion.
+"""Batched beam search for RNN-T and TDT: ALSD++ and AES++ (Grigoryan et al.), with shallow fusion,
+and WIND beam search (RNN-T, windowed expansion; Algorithm 3 of the WIND paper).
 
 Both methods keep exactly ``beam`` hypotheses per utterance in fixed ``[B, K]`` tensors (``K`` =
 beam); a removed hypothesis has score ``-inf``. Transcripts live in a backpointer tree
@@ -12,7 +13,9 @@ selection, merging. The driver checks one flag between steps.
 The search is exactly the one of :func:`~asrdecode.transducer.reference_beam.reference_beam_search`
 (see its module docstring for the rules: which hypotheses expand in ALSD and AES, time advance,
 the per-frame symbol cap, Eq. 2 / Eq. 3 blank scoring, early / late pruning, merging, final
-LM scores); tests compare the two on random models.
+LM scores); tests compare the two on random models. ``method="wind"`` is the search of
+:func:`~asrdecode.transducer.reference_wind_beam.reference_wind_beam_search` (the same loop as AES++,
+with Equation 1's windowed candidates: ``window * V`` per expanding hypothesis).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
 from .model import TransducerModel, check_joint_width, check_model
 from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
+from .reference_wind_beam import check_window
 
 __all__ = ["beam_search"]
 
@@ -51,6 +55,7 @@ class _BeamLoop:
         pruning: str,
         max_symbols: int | None,
         beta: float = 0.0,
+        window: int = 1,
     ) -> None:
         B, T, _ = enc.shape
         K = beam
@@ -62,7 +67,10 @@ class _BeamLoop:
         self.D = len(dvals)
         self.dvals = torch.tensor(dvals, dtype=torch.long, device=dev)
         self.pack = max(dvals) + 1  # tree data = frame * pack + duration
-        self.aes = method == "aes"
+        self.wind = method == "wind"
+        self.aes = method in ("aes", "wind")  # both expand only the hypotheses on the earliest frame
+        self.window = window
+        self.win = torch.arange(window, device=dev)
         self.early = pruning == "early"
         self.scorer = scorer
         self.fused = scorer.num_models > 0
@@ -100,7 +108,6 @@ class _BeamLoop:
     def step(self) -> None:
         B, K, V, D = self.B, self.K, self.V, self.D
         N = B * K
-        C = V * D
         valid = self.score > _NEG_INF
         active = valid & (self.time < self.lengths)
         if self.aes:  # only the earliest frame of each utterance expands
@@ -109,75 +116,30 @@ class _BeamLoop:
             expand = active & (self.time == tmin)
         else:
             expand = active
-        frames = self.time.clamp(max=max(self.T - 1, 0))
-        logits = self.model.joint(self.enc_proj[self.b_idx, frames], self.dec_proj.view(B, K, -1))
-        logits = logits.to(self.dtype)
-        lp_tok = torch.log_softmax(logits[..., :V], dim=-1)  # [B, K, V]
-        if self.tdt:
-            lp_dur = torch.log_softmax(logits[..., V:], dim=-1)  # [B, K, D]
-            acoustic = lp_tok[..., :, None] + lp_dur[..., None, :]  # [B, K, V, D]
-        else:
-            acoustic = lp_tok[..., :, None]
-        # fusion terms per token: blank_add for the blank, label_add[k] for labels
-        lp_blank = lp_tok[..., self.blank]  # [B, K]
-        blank_add = self.lam * lp_blank if self.lm_weighted else torch.zeros_like(lp_blank)
-        nonblank_add = (self.lam * torch.log1p(-torch.exp(lp_blank))) if self.lm_weighted else torch.zeros_like(lp_blank)
-        if self.beta:
-            nonblank_add = nonblank_add + self.beta
-        tok_ids = torch.arange(V, device=lp_tok.device)
-        is_blank_tok = tok_ids == self.blank  # [V]
-        acoustic = acoustic.reshape(B, K, C)
-        exp_mask = expand[..., None]
         carry = torch.where(expand, _NEG_INF, self.score)[..., None]  # [B, K, 1]: waiting / finished stay
+        select = self._wind_select if self.wind else self._select
+        sel_val, parent, c, is_carry, colc, lm_next = select(expand, carry)
 
-        if not self.early:
-            if self.fused:
-                lm, lm_next = self.scorer.advance(self.lm_states, dtype=self.dtype)  # [N, V], [N, V, M]
-                lm = lm.view(B, K, V)
-            else:
-                lm, lm_next = torch.zeros_like(lp_tok), None
-            add = torch.where(is_blank_tok, blank_add[..., None], lm + nonblank_add[..., None])  # [B, K, V]
-            fused = acoustic.view(B, K, V, D) + add[..., None]
-            cand = torch.where(exp_mask, self.score[..., None] + fused.reshape(B, K, C), _NEG_INF)
-            cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
-            width = C + 1
-            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
-            parent = sel_idx // width
-            col = sel_idx % width
-            is_carry = col == C
-            c = col.clamp(max=C - 1)
+        if self.wind:  # candidate c = j * V + token: first emission at window frame j
+            tok, dur = c % V, c // V
         else:
-            top_ac, top_c = acoustic.topk(K, dim=2)  # per hypothesis, acoustic only: [B, K, K]
-            top_tok = top_c // D
-            if self.fused:
-                lm_sel, lm_next = self.scorer.score_tokens(self.lm_states, top_tok.view(N, K), dtype=self.dtype)
-                lm_sel = lm_sel.view(B, K, K)
-            else:
-                lm_sel, lm_next = torch.zeros_like(top_ac), None
-            add = torch.where(top_tok == self.blank, blank_add[..., None], lm_sel + nonblank_add[..., None])
-            cand = torch.where(exp_mask, self.score[..., None] + top_ac + add, _NEG_INF)
-            cand = torch.cat([cand, carry], dim=2)  # [B, K, K + 1]
-            width = K + 1
-            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
-            parent = sel_idx // width
-            col = sel_idx % width
-            is_carry = col == K
-            colc = col.clamp(max=K - 1)
-            c = top_c.view(B, K * K).gather(1, parent * K + colc)
-
-        tok = c // D
-        dur = self.dvals[c % D]  # [B, K] duration value (0 for RNN-T)
+            tok = c // D
+            dur = self.dvals[c % D]  # [B, K] duration value (0 for RNN-T)
         ok = sel_val > _NEG_INF
         emitted = ok & ~is_carry & (tok != self.blank)
         blanked = ok & ~is_carry & (tok == self.blank)
         p_time = self.time.gather(1, parent)
         p_sym = self.symbols.gather(1, parent)
-        label_adv = dur if self.tdt else torch.zeros_like(dur)
-        blank_adv = dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
-        symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, 0), torch.where(blanked, 0, p_sym))
+        label_adv = dur if (self.tdt or self.wind) else torch.zeros_like(dur)
+        blank_adv = dur.clamp(min=1) if self.tdt else (dur + 1 if self.wind else torch.ones_like(dur))
+        # labels on the frame a label lands on: +1 on the same frame; a TDT label leaves its frame
+        # (0 on the next), a WIND label is the first one on frame t + j (1)
+        moved = 1 if self.wind else 0
+        symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, moved), torch.where(blanked, 0, p_sym))
         adv = torch.where(emitted, label_adv, torch.where(blanked, blank_adv, 0))
         if self.max_symbols is not None:
-            forced = emitted & (label_adv == 0) & (symbols >= self.max_symbols)
+            stays = (label_adv == 0) | self.wind
+            forced = emitted & stays & (symbols >= self.max_symbols)
             adv = adv + forced.long()
             symbols = torch.where(forced, 0, symbols)
         time = torch.minimum(p_time + adv, self.lengths)
@@ -217,6 +179,107 @@ class _BeamLoop:
         self.tree.record(torch.where(emitted, tok, -1), parent, p_time * self.pack + label_adv)
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
         self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+
+    def _select(
+        self, expand: torch.Tensor, carry: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """ALSD / AES candidates at each hypothesis's frame, fused, and the top ``K``.
+
+        Returns the selected scores ``[B, K]``, parent slots, candidate indices (``token * D + d``),
+        carry flags, candidate columns (early pruning) and the fusion states after each token.
+        """
+        B, K, V, D = self.B, self.K, self.V, self.D
+        N = B * K
+        C = V * D
+        frames = self.time.clamp(max=max(self.T - 1, 0))
+        logits = self.model.joint(self.enc_proj[self.b_idx, frames], self.dec_proj.view(B, K, -1))
+        logits = logits.to(self.dtype)
+        lp_tok = torch.log_softmax(logits[..., :V], dim=-1)  # [B, K, V]
+        if self.tdt:
+            lp_dur = torch.log_softmax(logits[..., V:], dim=-1)  # [B, K, D]
+            acoustic = lp_tok[..., :, None] + lp_dur[..., None, :]  # [B, K, V, D]
+        else:
+            acoustic = lp_tok[..., :, None]
+        # fusion terms per token: blank_add for the blank, label_add[k] for labels
+        lp_blank = lp_tok[..., self.blank]  # [B, K]
+        blank_add = self.lam * lp_blank if self.lm_weighted else torch.zeros_like(lp_blank)
+        nonblank_add = (self.lam * torch.log1p(-torch.exp(lp_blank))) if self.lm_weighted else torch.zeros_like(lp_blank)
+        if self.beta:
+            nonblank_add = nonblank_add + self.beta
+        tok_ids = torch.arange(V, device=lp_tok.device)
+        is_blank_tok = tok_ids == self.blank  # [V]
+        acoustic = acoustic.reshape(B, K, C)
+        exp_mask = expand[..., None]
+
+        if not self.early:
+            if self.fused:
+                lm, lm_next = self.scorer.advance(self.lm_states, dtype=self.dtype)  # [N, V], [N, V, M]
+                lm = lm.view(B, K, V)
+            else:
+                lm, lm_next = torch.zeros_like(lp_tok), None
+            add = torch.where(is_blank_tok, blank_add[..., None], lm + nonblank_add[..., None])  # [B, K, V]
+            fused = acoustic.view(B, K, V, D) + add[..., None]
+            cand = torch.where(exp_mask, self.score[..., None] + fused.reshape(B, K, C), _NEG_INF)
+            cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
+            width = C + 1
+            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
+            parent = sel_idx // width
+            col = sel_idx % width
+            is_carry = col == C
+            c = colc = col.clamp(max=C - 1)
+        else:
+            top_ac, top_c = acoustic.topk(K, dim=2)  # per hypothesis, acoustic only: [B, K, K]
+            top_tok = top_c // D
+            if self.fused:
+                lm_sel, lm_next = self.scorer.score_tokens(self.lm_states, top_tok.view(N, K), dtype=self.dtype)
+                lm_sel = lm_sel.view(B, K, K)
+            else:
+                lm_sel, lm_next = torch.zeros_like(top_ac), None
+            add = torch.where(top_tok == self.blank, blank_add[..., None], lm_sel + nonblank_add[..., None])
+            cand = torch.where(exp_mask, self.score[..., None] + top_ac + add, _NEG_INF)
+            cand = torch.cat([cand, carry], dim=2)  # [B, K, K + 1]
+            width = K + 1
+            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
+            parent = sel_idx // width
+            col = sel_idx % width
+            is_carry = col == K
+            colc = col.clamp(max=K - 1)
+            c = top_c.view(B, K * K).gather(1, parent * K + colc)
+
+        return sel_val, parent, c, is_carry, colc, lm_next
+
+    def _wind_select(
+        self, expand: torch.Tensor, carry: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        """WIND candidates (Equation 1 in log space) of the expanding hypotheses, and the top ``K``.
+
+        Each expanding hypothesis reads the window ``t .. t + n - 1`` (``n = min(window, length - t)``):
+        candidate ``j * V + v`` is label ``v`` first emitted at frame ``t + j`` (blanks before it),
+        candidate ``(n - 1) * V + blank`` is blank on the whole window. Returns the selected scores
+        ``[B, K]``, parent slots, candidate indices, carry flags, candidate columns, no LM states.
+        """
+        B, K, V, W = self.B, self.K, self.V, self.window
+        frames = self.time[..., None] + self.win  # [B, K, W]
+        valid = frames < self.lengths[..., None]
+        enc = self.enc_proj[self.b_idx[..., None], frames.clamp(max=max(self.T - 1, 0))]  # [B, K, W, H]
+        logits = self.model.joint(enc, self.dec_proj.view(B, K, 1, -1)).to(self.dtype)
+        lp = torch.log_softmax(logits, dim=-1)  # [B, K, W, V]
+        lp_blank = torch.where(valid, lp[..., self.blank], 0.0)
+        before = torch.cumsum(lp_blank, dim=-1) - lp_blank  # log prod of blanks before frame j
+        n = valid.sum(dim=-1, keepdim=True)  # [B, K, 1]
+        is_blank_tok = torch.arange(V, device=lp.device) == self.blank
+        label = before[..., None] + lp + self.beta
+        whole_blank = lp_blank.sum(dim=-1)[..., None, None]  # [B, K, 1, 1]
+        last = (self.win == n - 1)[..., None]  # [B, K, W, 1]
+        cand = torch.where(is_blank_tok, torch.where(last, whole_blank, _NEG_INF),
+                           torch.where(valid[..., None], label, _NEG_INF))
+        C = W * V
+        cand = torch.where(expand[..., None], self.score[..., None] + cand.reshape(B, K, C), _NEG_INF)
+        cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
+        sel_val, sel_idx = cand.view(B, K * (C + 1)).topk(K, dim=1)
+        parent = sel_idx // (C + 1)
+        col = sel_idx % (C + 1)
+        return sel_val, parent, col.clamp(max=C - 1), col == C, col, None
 
     def predict_step(self) -> None:
         """The prediction network, once for all ``B*K`` hypotheses; kept where a label was emitted."""
@@ -266,6 +329,7 @@ def beam_search(
     beta: float = 0.0,
     nbest: int = 1,
     tokenizer: Tokenizer | None = None,
+    window: int = 8,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
 
@@ -274,8 +338,11 @@ def beam_search(
         encoder_output: ``[B, T, D]`` encoder output (not projected).
         lengths: ``[B]`` valid frames per utterance (default: all ``T``).
         beam: hypotheses kept per utterance, ``1 <= beam <= model.vocab_size``.
-        method: "alsd" (ALSD++, every active hypothesis expands each step) or "aes" (AES++,
-            frame synchronous: hypotheses on the earliest frame expand until they leave it).
+        method: "alsd" (ALSD++, every active hypothesis expands each step), "aes" (AES++,
+            frame synchronous: hypotheses on the earliest frame expand until they leave it) or
+            "wind" (WIND beam search, RNN-T, no fusion: the hypotheses on the earliest frame read a
+            window of ``window`` frames and may emit their next label on any of them; see
+            :mod:`~asrdecode.transducer.reference_wind_beam`).
         fusion: ``[(FusionModel, weight), ...]`` (n-gram LMs, boosting trees) over the model's ids.
         blank_scoring: "lm_weighted" (Eq. 3 of the ALSD++ paper) or "none" (Eq. 2).
         pruning: "late" (fuse over the whole vocabulary, then select) or "early" (each
@@ -286,6 +353,7 @@ def beam_search(
             an LM); 0 by default.
         nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
         tokenizer: fills ``Hypothesis.text`` when given.
+        window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only; window 1 is AES++.
 
     Returns:
         ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
@@ -295,14 +363,21 @@ def beam_search(
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
     check_finite("encoder_output", enc)
-    check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols_per_frame, nbest)
+    wind = method == "wind"
+    check_beam_args(model, beam, "aes" if wind else method, blank_scoring, pruning, max_symbols_per_frame, nbest)
+    if wind:
+        check_window(model, window)
+        if fusion:
+            raise DecodingInputError("method='wind' does not support fusion")
+        if pruning != "late":
+            raise DecodingInputError("method='wind' supports pruning='late' only")
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
     loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
-                     float(beta))
+                     float(beta), window if wind else 1)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     steps = 0
