@@ -26,6 +26,11 @@ _NEG = float("-inf")
 _BIG = torch.iinfo(torch.int64).max
 
 
+def _g(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[idx]`` for 1-D ``x`` (``index_select`` is much faster than advanced indexing on CPU)."""
+    return torch.index_select(x, 0, idx)
+
+
 @dataclass
 class _Tokens:
     b: torch.Tensor  # [N] utterance
@@ -34,7 +39,7 @@ class _Tokens:
     hid: torch.Tensor  # [N] history id
 
     def take(self, idx: torch.Tensor) -> "_Tokens":
-        return _Tokens(self.b[idx], self.s[idx], self.score[idx], self.hid[idx])
+        return _Tokens(_g(self.b, idx), _g(self.s, idx), _g(self.score, idx), _g(self.hid, idx))
 
     @staticmethod
     def cat(a: "_Tokens", c: "_Tokens") -> "_Tokens":
@@ -77,11 +82,11 @@ class _History:
 
 def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For tokens in ``states [N]``: (token index, arc index) of every outgoing arc, each ``[M]``."""
-    lo = ptr[states]
-    cnt = ptr[states + 1] - lo
+    lo = _g(ptr, states)
+    cnt = _g(ptr, states + 1) - lo
     tok = torch.repeat_interleave(torch.arange(states.shape[0], device=states.device), cnt)
     first = torch.cumsum(cnt, 0) - cnt
-    arc = lo[tok] + torch.arange(tok.shape[0], device=states.device) - first[tok]
+    arc = _g(lo - first, tok) + torch.arange(tok.shape[0], device=states.device)
     return tok, arc
 
 
@@ -150,16 +155,16 @@ class WFSTDecoder:
         S = self.graph.num_states
         # the beam first (the best score is the same before and after recombination): fewer to sort
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
-        t = t.take(torch.nonzero(t.score >= top[t.b] - self.beam).squeeze(1))
+        t = t.take(torch.nonzero(t.score >= _g(top, t.b) - self.beam).squeeze(1))
         key = t.b * S + t.s
         n = key.shape[0]
         best, first = self._buffers(B * S, key.device)
         best.scatter_reduce_(0, key, t.score, "amax")
         idx = torch.arange(n, device=key.device)
-        first.scatter_reduce_(0, key, torch.where(t.score == best[key], idx, _BIG), "amin")
-        win = torch.nonzero(first[key] == idx).squeeze(1)
-        best[key] = _NEG  # reset only what was touched
-        first[key] = _BIG
+        first.scatter_reduce_(0, key, torch.where(t.score == _g(best, key), idx, _BIG), "amin")
+        win = torch.nonzero(_g(first, key) == idx).squeeze(1)
+        best.index_fill_(0, key, _NEG)  # reset only what was touched
+        first.index_fill_(0, key, _BIG)
         t = t.take(win)
         counts = torch.bincount(t.b, minlength=B)
         if int(counts.max()) > self.max_active:
@@ -184,13 +189,13 @@ class WFSTDecoder:
             tok, arc = _expand(g.p_ptr, f.s)
             if tok.numel() == 0:
                 break
-            b = f.b[tok]
-            score = f.score[tok] + g.p_score[arc]
-            word = g.p_olabel[arc]
+            b = _g(f.b, tok)
+            score = _g(f.score, tok) + _g(g.p_score, arc)
+            word = _g(g.p_olabel, arc)
             if boost is not None:
-                score = score + boost[b, word]
-            hid = hist.add(f.hid[tok], word, offset[b] + frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
-            new = _Tokens(b, g.p_dst[arc], score, hid)
+                score = score + _g(boost.reshape(-1), b * boost.shape[1] + word)
+            hid = hist.add(_g(f.hid, tok), word, _g(offset, b) + frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
+            new = _Tokens(b, _g(g.p_dst, arc), score, hid)
             n_old = t.b.shape[0]
             merged = _Tokens.cat(t, new)
             # the new tokens that survive recombination and pruning form the next frontier
@@ -271,20 +276,21 @@ class WFSTDecoder:
             cur = toks.take(torch.nonzero(live).squeeze(1))
             kept = toks.take(torch.nonzero(~live).squeeze(1))
             tok, arc = _expand(g.e_ptr, cur.s)
-            b = cur.b[tok]
-            lab = g.e_ilabel[arc]
-            score = cur.score[tok] + g.e_score[arc] + am[:, t].reshape(-1)[b * V + lab]
+            b = _g(cur.b, tok)
+            lab = _g(g.e_ilabel, arc)
+            score = _g(cur.score, tok) + _g(g.e_score, arc) + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
             if boost is not None:
-                score = score + boost[b, g.e_olabel[arc]]
+                score = score + _g(boost.reshape(-1), b * boost.shape[1] + _g(g.e_olabel, arc))
             # beam before gathering the rest (the same cutoff _prune applies)
             top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= top[b] - self.beam).squeeze(1)
-            tok, arc, b, lab, score = tok[sel], arc[sel], b[sel], lab[sel], score[sel]
-            word = g.e_olabel[arc]
-            new = _Tokens(b, g.e_dst[arc], score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
+            sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+            tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
+            word = _g(g.e_olabel, arc)
+            new = _Tokens(b, _g(g.e_dst, arc), score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
             sel = new.hid
-            new.hid = hist.add(cur.hid[tok[sel]], word[sel], offset[new.b] + t, lab[sel], g.e_start[arc[sel]])
+            new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
+                               _g(g.e_start, _g(arc, sel)))
             new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost)
             toks = _Tokens.cat(kept, new)
         state.toks = toks
