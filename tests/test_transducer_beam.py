@@ -284,3 +284,70 @@ def test_always_running_prediction_network_is_the_same(monkeypatch, lm, duration
     monkeypatch.setattr(beam_mod, "_SKIP_IDLE_PREDICT", False)
     always = beam_search(m, enc, **kw)
     assert [_key(r, 9) for r in skip] == [_key(r, 9) for r in always]
+
+
+# -- streaming: chunked == whole -----------------------------------------------------------------
+
+
+def _chunked(m, enc, lengths, bounds, **kw):
+    """Decode ``enc`` in chunks split at ``bounds`` (common to the batch), carrying the beam state."""
+    state, edges = None, [0, *bounds, enc.shape[1]]
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        last = lengths <= b  # per utterance: this chunk holds its last frame
+        out, state = beam_search(m, enc[:, a:b], clen, state=state, return_state=True, final=last, **kw)
+    return out
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
+def test_streaming_equals_whole(lm, durations, method):
+    """Random chunk boundaries (chunks of 1 frame, of 0 frames for short utterances, longer than a
+    WIND window or not): the final hypotheses equal whole-utterance decoding exactly."""
+    if method == "wind" and durations is not None:
+        pytest.skip("WIND is RNN-T only")
+    gen = torch.Generator().manual_seed(5)
+    for seed in range(4):
+        m = random_model(800 + seed, V, BLANK, durations, blank_bias=0.5 + 0.5 * seed)
+        T = 14
+        enc = _enc(seed, 3, T)
+        lengths = torch.tensor([T, 9, 3])
+        kw = dict(beam=3, nbest=3, method=method, max_symbols_per_frame=3)
+        if method == "wind":
+            kw["window"] = 1 + seed
+        elif seed % 2:
+            kw["fusion"] = [(lm, 0.5)]
+        whole = beam_search(m, enc, lengths, **kw)
+        for trial in range(3):
+            k = int(torch.randint(1, 6, (1,), generator=gen))
+            bounds = sorted(set(torch.randint(1, T, (k,), generator=gen).tolist()))
+            got = _chunked(m, enc, lengths, bounds, **kw)
+            assert [_key(r, 9) for r in got] == [_key(r, 9) for r in whole], (seed, bounds)
+
+
+def test_streaming_pause_is_needed():
+    """Without the pause (every chunk marked final) ALSD and WIND chunked decoding differ from
+    whole-utterance decoding: the test above does test the pause."""
+    m = random_model(801, V, BLANK, None, blank_bias=1.0)
+    enc = _enc(1, 2, 12)
+    lengths = torch.tensor([12, 12])
+    for kw in (dict(method="alsd"), dict(method="wind", window=4)):
+        whole = beam_search(m, enc, lengths, beam=3, nbest=3, **kw)
+        state, diff = None, False
+        for a in range(0, 12, 3):
+            out, state = beam_search(m, enc[:, a : a + 3], torch.tensor([3, 3]), beam=3, nbest=3, state=state,
+                                     return_state=True, **kw)
+        diff = [_key(r, 9) for r in out] != [_key(r, 9) for r in whole]
+        assert diff, kw
+
+
+def test_streaming_state_checks():
+    m = random_model(0, V, BLANK, None)
+    enc = _enc(0, 2, 4)
+    _, st = beam_search(m, enc, beam=2, return_state=True, final=False)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=3, state=st)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc[:1], beam=2, state=st)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=2, method="aes", state=st)

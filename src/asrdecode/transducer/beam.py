@@ -21,7 +21,8 @@ with Equation 1's windowed candidates: ``window * V`` per expanding hypothesis).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import torch
 
@@ -33,11 +34,38 @@ from .model import TransducerModel, check_joint_width, check_model
 from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
 from .reference_wind_beam import check_window
 
-__all__ = ["beam_search"]
+__all__ = ["beam_search", "BeamState"]
 
 _NEG_INF = float("-inf")
 #: None: skip the prediction network on steps without emissions on CPU only; True/False: force (tests)
 _SKIP_IDLE_PREDICT: bool | None = None
+
+
+@dataclass
+class BeamState:
+    """What :func:`beam_search` carries from one chunk of encoder output to the next (streaming).
+
+    Attributes:
+        hyps: the ``[B, K]`` hypothesis tensors (``score``, ``time`` relative to ``offset``,
+            ``symbols``, ``hash``, ``nlabels``, ``last``), ``pred_state`` (model pytree, batch
+            ``B*K``), ``dec_proj`` ``[B*K, H]``, ``lm_states`` ``[B*K, M]``.
+        tree: the backpointer tree of every step so far (frames are global).
+        offset: ``[B]`` global index of the first frame of ``tail``.
+        received: ``[B]`` frames received so far.
+        tail: per utterance, the projected frames ``[n_b, H]`` from ``offset`` on that are still
+            needed (hypotheses not past them, or paused before them).
+        config: (beam, method, window) of the search, checked on the next chunk.
+    """
+
+    hyps: dict[str, Any]
+    tree: BeamTree
+    offset: torch.Tensor
+    received: torch.Tensor
+    tail: list[torch.Tensor]
+    config: tuple[int, str, int]
+
+
+_CARRIED = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states")
 
 
 class _BeamLoop:
@@ -46,7 +74,7 @@ class _BeamLoop:
     def __init__(
         self,
         model: TransducerModel,
-        enc: torch.Tensor,
+        enc_proj: torch.Tensor,
         lengths: torch.Tensor,
         beam: int,
         method: str,
@@ -56,10 +84,13 @@ class _BeamLoop:
         max_symbols: int | None,
         beta: float = 0.0,
         window: int = 1,
+        carried: BeamState | None = None,
+        offset: torch.Tensor | None = None,
+        final: torch.Tensor | None = None,
     ) -> None:
-        B, T, _ = enc.shape
+        B, T, _ = enc_proj.shape
         K = beam
-        dev = enc.device
+        dev = enc_proj.device
         self.model, self.B, self.K, self.T = model, B, K, T
         self.V, self.blank = model.vocab_size, model.blank_id
         self.tdt = model.durations is not None
@@ -78,19 +109,21 @@ class _BeamLoop:
         self.lm_weighted = blank_scoring == "lm_weighted" and self.lam != 0.0
         self.beta = float(beta)
         self.max_symbols = max_symbols
-        self.dtype = enc.dtype
-        self.enc_proj = model.project_encoder(enc)  # [B, T, H]
+        self.dtype = enc_proj.dtype
+        self.enc_proj = enc_proj  # [B, T, H]
         self.lengths = lengths[:, None]  # [B, 1]
+        self.final = torch.ones((B, 1), dtype=torch.bool, device=dev) if final is None else final[:, None]
+        self.offset = (torch.zeros(B, dtype=torch.long, device=dev) if offset is None else offset)[:, None]
         self.b_idx = torch.arange(B, device=dev)[:, None]  # [B, 1]
         self.flat_base = (torch.arange(B, device=dev) * K)[:, None]  # [B, 1]
         N = B * K
-        self.score = torch.full((B, K), _NEG_INF, dtype=enc.dtype, device=dev)
+        self.score = torch.full((B, K), _NEG_INF, dtype=self.dtype, device=dev)
         self.score[:, 0] = 0.0
         zeros = torch.zeros((B, K), dtype=torch.long, device=dev)
         self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
         self.hash = torch.full((B, K), EMPTY_HASH, dtype=torch.long, device=dev)
         self.last = torch.full((B, K), self.blank, dtype=torch.long, device=dev)
-        self.pred_state = model.initial_state(N, device=dev, dtype=enc.dtype)
+        self.pred_state = model.initial_state(N, device=dev, dtype=self.dtype)
         dec, self.pred_state = model.predict(torch.full((N,), self.blank, dtype=torch.long, device=dev), self.pred_state)
         self.dec_proj = model.project_decoder(dec)  # [N, H]
         # per-utterance models (stacked boosting trees) get the utterance of each hypothesis;
@@ -101,21 +134,37 @@ class _BeamLoop:
         self.tree = BeamTree()
         self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
         self.labels = torch.full((N,), self.blank, dtype=torch.long, device=dev)
-        self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+        if carried is not None:
+            for name in _CARRIED:
+                setattr(self, name, carried.hyps[name])
+            self.tree = carried.tree
+        self.active = self._expanding()
+
+    def _expanding(self) -> torch.Tensor:
+        """``[B, K]``: the hypotheses the next step expands.
+
+        ALSD: every active one; AES / WIND: the active ones on the earliest frame. Before the last
+        chunk (``final=False``) an utterance whose next step needs frames not received yet pauses:
+        ALSD when a hypothesis has reached the chunk end, WIND when the window passes it (AES never
+        reads past the earliest frame), so chunked decoding takes the whole-utterance steps.
+        """
+        valid = self.score > _NEG_INF
+        active = valid & (self.time < self.lengths)
+        if not self.aes:
+            return active & (self.final | ~(valid & (self.time >= self.lengths)).any(dim=1, keepdim=True))
+        big = torch.iinfo(torch.long).max
+        tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
+        expand = active & (self.time == tmin)
+        if self.wind:
+            expand = expand & (self.final | (tmin + self.window <= self.lengths))
+        return expand
 
     # -- one step: expand, select, merge, update ---------------------------------------------
 
     def step(self) -> None:
         B, K, V, D = self.B, self.K, self.V, self.D
         N = B * K
-        valid = self.score > _NEG_INF
-        active = valid & (self.time < self.lengths)
-        if self.aes:  # only the earliest frame of each utterance expands
-            big = torch.iinfo(torch.long).max
-            tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
-            expand = active & (self.time == tmin)
-        else:
-            expand = active
+        expand = self.active
         carry = torch.where(expand, _NEG_INF, self.score)[..., None]  # [B, K, 1]: waiting / finished stay
         select = self._wind_select if self.wind else self._select
         sel_val, parent, c, is_carry, colc, lm_next = select(expand, carry)
@@ -142,7 +191,9 @@ class _BeamLoop:
             forced = emitted & stays & (symbols >= self.max_symbols)
             adv = adv + forced.long()
             symbols = torch.where(forced, 0, symbols)
-        time = torch.minimum(p_time + adv, self.lengths)
+        time = p_time + adv
+        # a TDT jump past the end stops at the end; before the last chunk it is kept (next chunk)
+        time = torch.where(self.final, torch.minimum(time, self.lengths), time)
         hsh = torch.where(emitted, extend_hash(self.hash.gather(1, parent), tok), self.hash.gather(1, parent))
         nlabels = self.nlabels.gather(1, parent) + emitted.long()
         last = torch.where(emitted, tok, self.last.gather(1, parent))
@@ -176,9 +227,9 @@ class _BeamLoop:
         else:
             self.lm_states = lm_prev
 
-        self.tree.record(torch.where(emitted, tok, -1), parent, p_time * self.pack + label_adv)
+        self.tree.record(torch.where(emitted, tok, -1), parent, (self.offset + p_time) * self.pack + label_adv)
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
-        self.active = (self.score > _NEG_INF) & (self.time < self.lengths)
+        self.active = self._expanding()
 
     def _select(
         self, expand: torch.Tensor, carry: torch.Tensor
@@ -330,7 +381,10 @@ def beam_search(
     nbest: int = 1,
     tokenizer: Tokenizer | None = None,
     window: int = 8,
-) -> list[Hypothesis] | list[list[Hypothesis]]:
+    state: BeamState | None = None,
+    return_state: bool = False,
+    final: bool | Sequence[bool] | torch.Tensor = True,
+) -> list[Hypothesis] | list[list[Hypothesis]] | tuple[list[Hypothesis] | list[list[Hypothesis]], BeamState]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
 
     Args:
@@ -354,11 +408,19 @@ def beam_search(
         nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
         tokenizer: fills ``Hypothesis.text`` when given.
         window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only; window 1 is AES++.
+        state: the state returned for the previous chunk (streaming, RNN-T and TDT, every
+            method); same batch, beam, method, window and fusion models.
+        return_state: also return the :class:`BeamState` to carry into the next chunk.
+        final: whether this chunk ends the utterances (one flag, or ``[B]`` flags). Before an
+            utterance's last chunk pass False: a search whose next step needs frames not received
+            yet waits for them, so the hypotheses after the last chunk equal whole-utterance
+            decoding exactly. Chunks after an utterance's final one must have no frames for it.
 
     Returns:
         ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
         first (fewer when merging left fewer distinct ones). Scores are the summed fused log-scores
-        plus the fusion end-of-sentence scores.
+        plus the fusion end-of-sentence scores. Streaming: the current beam's hypotheses
+        (timestamps in global frames), and the state when ``return_state``.
     """
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
@@ -376,8 +438,17 @@ def beam_search(
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
-    loop = _BeamLoop(model, enc, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
-                     float(beta), window if wind else 1)
+    config = (beam, method, window if wind else 1)
+    if state is not None and (len(state.tail) != B or state.config != config):
+        raise DecodingInputError(f"state is for batch {len(state.tail)} and (beam, method, window) {state.config}, "
+                                 f"not batch {B} and {config}")
+    final_t = torch.as_tensor(final, dtype=torch.bool, device=enc.device).reshape(-1).expand(B).clone()
+    if state is None and bool(final_t.all()):  # whole utterances (or a first and last chunk)
+        enc_proj, offset, received = model.project_encoder(enc), None, lengths
+    else:
+        enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
+    loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
+                     float(beta), config[2], carried=state, offset=offset, final=final_t)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     steps = 0
@@ -396,6 +467,44 @@ def beam_search(
     nb = loop.results(nbest)
     for row in nb:
         attach_text(row, tokenizer)
-    if nbest == 1:
-        return [row[0] for row in nb]
-    return nb
+    out = [row[0] for row in nb] if nbest == 1 else nb
+    if not return_state:
+        return out
+    return out, _carry(loop, received, config)
+
+
+def _chunk_buffer(
+    model: TransducerModel, enc: torch.Tensor, lengths: torch.Tensor, state: BeamState | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The frames a chunk call searches: per utterance the carried tail, then the new chunk's frames
+    from the carried offset on. Returns (buffer ``[B, T', H]``, lengths ``[B]``, offset ``[B]``
+    (global index of buffer frame 0), frames received ``[B]`` after this chunk)."""
+    proj = model.project_encoder(enc)  # [B, T, H]
+    B = enc.shape[0]
+    if state is None:
+        zeros = torch.zeros(B, dtype=torch.long, device=enc.device)
+        return proj, lengths, zeros, lengths.clone()
+    n = lengths.tolist()
+    off, rec = state.offset.tolist(), state.received.tolist()
+    rows = []
+    for b in range(B):
+        drop = min(max(off[b] - rec[b], 0), n[b])  # frames a TDT jump already passed
+        rows.append(torch.cat([state.tail[b], proj[b, drop : n[b]]]))
+    new_len = torch.tensor([r.shape[0] for r in rows], dtype=torch.long, device=enc.device)
+    buf = proj.new_zeros((B, max(int(new_len.max()) if B else 0, 1), proj.shape[-1]))
+    for b, r in enumerate(rows):
+        buf[b, : r.shape[0]] = r
+    return buf, new_len, state.offset, state.received + lengths
+
+
+def _carry(loop: _BeamLoop, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
+    """The state after a chunk: frames before each utterance's earliest hypothesis are dropped."""
+    valid = loop.score > _NEG_INF
+    big = torch.iinfo(torch.long).max
+    start = torch.where(valid, loop.time, big).min(dim=1).values  # [B]; every utterance has a hypothesis
+    hyps = {name: getattr(loop, name) for name in _CARRIED}
+    hyps["time"] = loop.time - start[:, None]
+    st, ln = start.tolist(), loop.lengths[:, 0].tolist()
+    tail = [loop.enc_proj[b, min(st[b], ln[b]) : ln[b]].clone() for b in range(loop.B)]
+    return BeamState(hyps=hyps, tree=loop.tree, offset=loop.offset[:, 0] + start, received=received,
+                     tail=tail, config=config)
