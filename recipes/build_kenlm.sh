@@ -50,9 +50,21 @@ if [[ ! -f "$SRC/CMakeLists.txt" ]]; then
     rm -rf "$DL" "$SRC"
     mkdir -p "$DL"
     echo "kenlm: downloading the source distribution from PyPI"
-    # --no-build-isolation: only the kenlm sdist itself is fetched, not its build requirements
-    # (with isolation, --no-binary :all: would compile cmake from source as well).
-    "$PYTHON" -m pip download --quiet --no-binary :all: --no-deps --no-build-isolation kenlm -d "$DL"
+    # Fetch the sdist file from PyPI's simple index: `pip download --no-binary` would first build
+    # the package's metadata, which needs its build requirements installed.
+    "$PYTHON" - "$DL" <<'PY'
+import re, sys, urllib.parse, urllib.request
+from pathlib import Path
+index = "https://pypi.org/simple/kenlm/"
+with urllib.request.urlopen(index, timeout=120) as r:
+    page = r.read().decode()
+links = re.findall(r'href="([^"]*kenlm-0\.3\.0\.tar\.gz[^"]*)"', page)
+if not links:
+    sys.exit("kenlm: no kenlm-0.3.0.tar.gz on " + index)
+url = urllib.parse.urljoin(index, links[0].replace("&amp;", "&"))
+with urllib.request.urlopen(url, timeout=300) as r:
+    (Path(sys.argv[1]) / "kenlm-0.3.0.tar.gz").write_bytes(r.read())
+PY
     archive="$(find "$DL" -maxdepth 1 \( -name 'kenlm-*.tar.gz' -o -name 'kenlm-*.zip' \) | head -n1)"
     [[ -n "$archive" ]] || { echo "kenlm: pip download produced no archive in $DL" >&2; exit 1; }
     mkdir -p "$PREFIX/unpack"
