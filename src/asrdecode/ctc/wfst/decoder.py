@@ -129,6 +129,7 @@ class WFSTDecoder:
             buf = (torch.full((size,), _NEG, device=device), torch.full((size,), _BIG, dtype=torch.int64, device=device))
             self._scratch = buf
         return buf
+
     def _graph_on(self, device: torch.device) -> DecodingGraph:
         if self.graph.device != device:
             self.graph = self.graph.to(device)
@@ -194,7 +195,8 @@ class WFSTDecoder:
             word = _g(g.p_olabel, arc)
             if boost is not None:
                 score = score + _g(boost.reshape(-1), b * boost.shape[1] + word)
-            hid = hist.add(_g(f.hid, tok), word, _g(offset, b) + frame, torch.full_like(word, -1), torch.zeros_like(word, dtype=torch.bool))
+            no_token = torch.full_like(word, -1)
+            hid = hist.add(_g(f.hid, tok), word, _g(offset, b) + frame, no_token, torch.zeros_like(word, dtype=torch.bool))
             new = _Tokens(b, _g(g.p_dst, arc), score, hid)
             n_old = t.b.shape[0]
             merged = _Tokens.cat(t, new)

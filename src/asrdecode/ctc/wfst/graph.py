@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -256,7 +255,7 @@ def build_g_text(model: ArpaModel, word_ids: Mapping[str, int], disambig0: int) 
     lines: list[str] = []
     finals: dict[int, float] = {}
     for k in range(1, N + 1):
-        rows, lps, bos_w, lines_k = model.words[k - 1], model.logprob[k - 1], model.backoff[k - 1], model.lines
+        rows, lps, bos_w = model.words[k - 1], model.logprob[k - 1], model.backoff[k - 1]
         for j in range(rows.shape[0]):
             key = tuple(int(x) for x in rows[j])
             h, w = key[:-1], key[-1]
