@@ -1,4 +1,4 @@
-"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval`` and ``build-lm``.
+"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm`` and ``bench``.
 
 Every error in the input (a missing or unreadable file, a bad manifest line, a wrong shape, an
 option that does not fit the model) prints one line ``asrdecode: error: ...`` naming the file or
@@ -347,6 +347,37 @@ def cmd_build_lm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import BenchConfig, format_markdown, run_bench, write_plots
+
+    cfg = BenchConfig(batches=tuple(args.batches) if args.batches else ((1, 4) if args.quick else (1, 4, 16, 32)),
+                      repeats=args.repeats if args.repeats is not None else (1 if args.quick else 3),
+                      lm_weights=tuple(args.lm_weights) if args.lm_weights else
+                      ((0.0, 0.5, 1.0) if args.quick else (0.0, 0.25, 0.5, 0.75, 1.0)),
+                      beta=args.beta, utterances=8 if args.quick else None, paper=args.paper,
+                      paper_frames=40 if args.quick else 150)
+    cfg.validate()
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out}: exists and is not a folder")
+    if not out.parent.is_dir():
+        raise CLIError(f"--out {out}: the parent folder {out.parent} does not exist")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CLIError("asrdecode bench needs matplotlib for its plots: pip install matplotlib") from None
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    res = run_bench(cfg, log=log)
+    out.mkdir(exist_ok=True)
+    table = format_markdown(res, cfg)
+    write_atomic(out / "bench.md", table)
+    for p in write_plots(res, out):
+        log(f"wrote {p}")
+    log(f"wrote {out / 'bench.md'}")
+    sys.stdout.write(table)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------- parser
 _TRANSCRIBE_EX = """examples:
   asrdecode transcribe data/real/cards-001.wav
@@ -368,6 +399,13 @@ _BUILD_EX = """examples:
   asrdecode build-lm corpus.txt --order 3 --out words.arpa
   asrdecode build-lm corpus.txt --order 4 --tokens --model demo-ctc --out tokens.arpa.gz
 (needs KenLM's lmplz: run recipes/build_kenlm.sh, or set $ASRDECODE_KENLM_BIN)
+"""
+_BENCH_EX = """examples:
+  asrdecode bench --out bench/
+  asrdecode bench --quick --out /tmp/bench
+  asrdecode bench --batches 1 8 64 --paper --repeats 5 --out bench/
+writes bench.md (also printed) and rtfx_vs_batch.png, wind_jumps.png, wer_vs_lm_weight.png
+(needs matplotlib)
 """
 
 
@@ -430,6 +468,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", action="store_true", help="token-level LM over the model's BPE pieces")
     p.add_argument("--model", choices=MODELS, default="demo-ctc", help="tokenizer for --tokens (default: %(default)s)")
     p.set_defaults(func=cmd_build_lm)
+
+    p = sub.add_parser("bench", help="decoder speed, WIND jumps and WER vs LM weight: table + PNG plots",
+                       epilog=_BENCH_EX, formatter_class=raw)
+    p.add_argument("--out", required=True, help="output folder (created if missing)")
+    p.add_argument("--quick", action="store_true",
+                   help="fast settings: 8 utterances, batches 1 4, one repeat, LM weights 0 0.5 1")
+    p.add_argument("--batches", type=int, nargs="+", metavar="B", help="batch sizes (default: 1 4 16 32)")
+    p.add_argument("--repeats", type=int, help="timed runs per decoder and batch size, median counts (default: 3)")
+    p.add_argument("--lm-weights", type=float, nargs="+", metavar="W",
+                   help="LM weights for CTC beam search (default: 0 0.25 0.5 0.75 1)")
+    p.add_argument("--beta", type=float, default=2.0, help="per-token bonus with the LM (default: %(default)s)")
+    p.add_argument("--paper", action="store_true", help="also time a random paper-sized RNN-T")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_bench)
     return ap
 
 
