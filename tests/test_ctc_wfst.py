@@ -342,3 +342,14 @@ def test_lexicon_from_tokenizer_and_narrow_beam():
     assert [w for w, _, _ in wide.words] == ["ba", "a"]
     # one token per frame: a search error is allowed, a better-than-optimal score is not
     assert narrow.score <= wide.score + 1e-6 and all(w in lex for w, _, _ in narrow.words)
+
+
+@pytest.mark.parametrize("top", ["normal", "compact"])
+def test_homophones_and_prefixes_get_disambiguated(top):
+    lex = {"ab": [0, 2], "ab2": [0, 2], "a": [0], "aba": [0, 2, 0]}
+    g = build_tlg(V, lex, _lm_only(list(lex)), topology=top, blank_id=BLANK)
+    arcs = _arcs(g)
+    got = {tuple(g.words[w] for w in ws) for ws, _, _ in all_paths(g, [0, 2, BLANK, 0], arcs)}
+    assert got == {("ab", "a"), ("ab2", "a"), ("aba",)}
+    # the disambiguation symbols are gone: every emitting arc reads a model token
+    assert int(g.e_ilabel.max()) < V and int(g.e_ilabel.min()) >= 0
