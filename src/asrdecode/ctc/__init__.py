@@ -18,9 +18,10 @@ Example::
     nbest = ctc.beam_search(last_chunk, last_lengths, blank, beam=16, state=state, final=True)
 """
 
+from . import wfst
 from .beam import CTCBeamState, beam_search
 from .collapse import blank_collapse
 from .greedy import greedy
 from .reference import reference_beam_search
 
-__all__ = ["greedy", "blank_collapse", "beam_search", "reference_beam_search", "CTCBeamState"]
+__all__ = ["greedy", "blank_collapse", "beam_search", "reference_beam_search", "CTCBeamState", "wfst"]
