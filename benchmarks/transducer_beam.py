@@ -11,6 +11,11 @@ synthetic sentences) and data/real (10 recordings), as recipes/evaluate_models.p
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py [--frames 150] [--repeats 3] [--skip-wer]
 
+WIND beam search (method="wind", window 8) vs ALSD++ at beams 2, 4, 8 (speed on the paper RNN-T
+and demo-rnnt, WER of demo-rnnt), one run:
+
+    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --wind [--frames 150] [--repeats 3]
+
 Peer comparison (NeMo's batched malsd_batch / maes_batch on the same paper-model weights, CUDA
 graphs off), run with NeMo's interpreter (see results_nemo.md):
 
@@ -188,6 +193,74 @@ def nemo_agreement() -> list[list[object]]:
     return rows
 
 
+WIND_WINDOW = 8
+WIND_BEAMS = (2, 4, 8)
+
+
+def wind_decoders(model, enc, lengths, tokenizer=None) -> dict[str, object]:
+    """Greedy, then ALSD++ and WIND beam (window 8) at beams 2, 4, 8, no LM."""
+    fns = {"greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, tokenizer=tokenizer)}
+    for beam in WIND_BEAMS:
+        fns[f"ALSD++ beam {beam}"] = lambda beam=beam: beam_search(
+            model, enc, lengths, beam=beam, method="alsd", max_symbols_per_frame=MAX_SYMBOLS, tokenizer=tokenizer)
+        fns[f"WIND beam {beam} (window {WIND_WINDOW})"] = lambda beam=beam: beam_search(
+            model, enc, lengths, beam=beam, method="wind", window=WIND_WINDOW, max_symbols_per_frame=MAX_SYMBOLS,
+            tokenizer=tokenizer)
+    return fns
+
+
+def wind_speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repeats: int) -> list[list[object]]:
+    """Time per batch, ratio to greedy and to ALSD++ of the same beam, labels and best score sum."""
+    fns = wind_decoders(model, enc, lengths)
+    times = time_many(fns, repeats=repeats, warmup=1)
+    base = times["greedy (label-looping)"]
+    rows = []
+    for name, t in times.items():
+        hyps = fns[name]()
+        beam = name.split(" beam ")[1].split()[0] if " beam " in name else None
+        vs_alsd = t / times[f"ALSD++ beam {beam}"] if beam else ""
+        rows.append([label, int(enc.shape[0]), name, t * 1e3, t / base, vs_alsd,
+                     sum(len(h.tokens) for h in hyps), sum(h.score for h in hyps)])
+    return rows
+
+
+def wind_wer_rows() -> list[list[object]]:
+    from evaluate_models import features, manifest
+    from simple_decode import wer
+
+    demo = __import__("asrdecode.models", fromlist=["load"]).load("demo-rnnt")
+    out = []
+    for sname, mpath in (("synth_test50", ROOT / "data/synth_test/manifest.jsonl"), ("real10", ROOT / "data/real/manifest.jsonl")):
+        rows = manifest(mpath)
+        x, n = features(demo, rows, ROOT / "work/eval_cache")
+        with torch.inference_mode():
+            enc, el = demo.encode_features(x, n)
+        refs = [r["text"] for r in rows]
+        for dname, fn in wind_decoders(demo.model, enc, el, demo.tokenizer).items():
+            hyps = fn()
+            out.append(["demo-rnnt", sname, dname, wer(refs, [h.text or "" for h in hyps]),
+                        sum(h.score for h in hyps) / len(hyps)])
+            print(out[-1], flush=True)
+    return out
+
+
+def wind_main(frames: int, repeats: int) -> None:
+    rows: list[list[object]] = []
+    demo, _, enc, el = demo_inputs("demo-rnnt")
+    for batch in (1, 16):
+        order = torch.argsort(el, descending=True)[:batch]
+        e, n = enc[order, : int(el[order].max())], el[order]
+        rows += wind_speed_rows("demo-rnnt", demo.model, e, n, repeats)
+        print(rows[-7:], flush=True)
+    wer = wind_wer_rows()
+    # paper model: batch 1 only (WIND emits up to the symbol cap on its random weights: slow)
+    enc, lengths = make_encoder_output(1, frames, seed=7)
+    rows += wind_speed_rows("paper RNN-T", make_paper_model(tdt=False), enc, lengths, repeats)
+    print(markdown_table(["model", "batch", "decoder", "ms / batch", "x greedy time", "x ALSD++ same beam",
+                          "labels", "sum of best scores"], rows))
+    print(markdown_table(["model", "test set", "decoder", "WER", "mean best score"], wer))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int, default=150)
@@ -195,8 +268,12 @@ def main() -> None:
     ap.add_argument("--skip-wer", action="store_true")
     ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
+    ap.add_argument("--wind", action="store_true", help="only WIND beam vs ALSD++ (beams 2, 4, 8)")
     args = ap.parse_args()
     single_thread()
+    if args.wind:
+        wind_main(args.frames, args.repeats)
+        return
     if args.nemo:
         rows = nemo_rows(args.frames, args.repeats)
         print(markdown_table(["model", "batch", "decoder", "ms / batch", "x our greedy time", "outputs"], rows))

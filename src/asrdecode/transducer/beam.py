@@ -16,6 +16,14 @@ the per-frame symbol cap, Eq. 2 / Eq. 3 blank scoring, early / late pruning, mer
 LM scores); tests compare the two on random models. ``method="wind"`` is the search of
 :func:`~asrdecode.transducer.reference_wind_beam.reference_wind_beam_search` (the same loop as AES++,
 with Equation 1's windowed candidates: ``window * V`` per expanding hypothesis).
+
+Streaming (every method, RNN-T and TDT): ``return_state=True`` returns a :class:`BeamState`
+(the ``[B, K]`` tensors, the tree, and per utterance the encoder frames still needed), passed
+back with ``state=`` for the next chunk. A chunk that is not an utterance's last
+(``final=False``) pauses that utterance's search at the step that would read frames not yet
+received (ALSD: a hypothesis reached the chunk end; WIND: the window passes it; AES never reads
+ahead), and a TDT jump past the chunk end is kept for the next chunk, so chunked decoding takes
+exactly the whole-utterance steps (tests: random chunk boundaries).
 """
 
 from __future__ import annotations

@@ -24,9 +24,13 @@ makes ``max_symbols_per_frame`` labels on its frame also advances one frame (no 
 per-frame symbol cap of greedy decoding and of ALSD++ / AES++. With ``window=1`` Equation 1 is
 the plain per-frame distribution and the search is AES++ without fusion step for step (tested).
 
-Not in this search (documented differences from the paper's Algorithm 3): the mAES prefix search
-(adding the probability of completing a hypothesis into a longer one on the same frame) and
-shallow fusion; TDT models (the window is defined for RNN-T).
+Not in this search (documented differences from the paper's Algorithm 3): the paper prunes the
+hypotheses of each frame separately (t2hyps buckets, unbounded in total), here one beam holds all
+pending frames, so a candidate that blanks over a whole window competes with candidates that stay
+on the window's first frame (on a model whose blanks are not confident this keeps hypotheses
+behind and fills frames up to the symbol cap; see benchmarks/results_transducer_beam.md); the
+mAES prefix search (adding the probability of completing a hypothesis into a longer one on the
+same frame); shallow fusion; TDT models (the window is defined for RNN-T).
 """
 
 from __future__ import annotations
