@@ -351,3 +351,9 @@ def test_streaming_state_checks():
         beam_search(m, enc[:1], beam=2, state=st)
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, beam=2, method="aes", state=st)
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=2, state=st, final=[True, False, True])
+    # per-utterance final flags, timestamps in global frames
+    out, st2 = beam_search(m, enc, beam=2, state=st, final=[True, True], return_state=True)
+    assert all(0 <= x < 8 for h in out for x in h.timestamps)
+    assert st2.offset.tolist() == [8, 8] and st2.received.tolist() == [8, 8]

@@ -450,7 +450,10 @@ def beam_search(
     if state is not None and (len(state.tail) != B or state.config != config):
         raise DecodingInputError(f"state is for batch {len(state.tail)} and (beam, method, window) {state.config}, "
                                  f"not batch {B} and {config}")
-    final_t = torch.as_tensor(final, dtype=torch.bool, device=enc.device).reshape(-1).expand(B).clone()
+    final_t = torch.as_tensor(final, dtype=torch.bool, device=enc.device).reshape(-1)
+    if final_t.numel() not in (1, B):
+        raise DecodingInputError(f"final must be one flag or {B} flags, got {final_t.numel()}")
+    final_t = final_t.expand(B).clone()
     if state is None and bool(final_t.all()):  # whole utterances (or a first and last chunk)
         enc_proj, offset, received = model.project_encoder(enc), None, lengths
     else:
