@@ -1,10 +1,11 @@
 """Transducer (RNN-T and TDT): the model protocol, reference and batched greedy and beam decoders."""
 
-from .beam import beam_search
+from .beam import BeamState, beam_search
 from .greedy import GreedyState, greedy
 from .model import LSTMTransducer, StatelessTransducer, TransducerModel, check_model
 from .reference import reference_greedy
 from .reference_beam import reference_beam_search
+from .reference_wind_beam import reference_wind_beam_search
 
 __all__ = [
     "TransducerModel",
@@ -16,4 +17,6 @@ __all__ = [
     "reference_greedy",
     "beam_search",
     "reference_beam_search",
+    "reference_wind_beam_search",
+    "BeamState",
 ]
