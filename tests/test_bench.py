@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -74,6 +75,13 @@ def test_bad_arguments_exit_2(capsys, tmp_path: Path, argv: list[str], message: 
     assert cli.main(["bench", "--quick", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("asrdecode: error: ") and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_without_matplotlib_the_message_says_so(capsys, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    assert cli.main(["bench", "--quick", "--out", str(tmp_path / "o")]) == 2
+    assert "needs matplotlib" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -4,7 +4,7 @@ Everything is measured in one run on one thread, decoder only (the front end and
 once, before any timing):
 
 - **RTFx vs batch size** for the transducer decoders (frame-looping greedy, label-looping greedy,
-  label-looping + WIND 8, ALSD beam 4) on ``demo-rnnt`` and the CTC decoders (greedy, beam 8) on
+  label-looping + WIND 8, ALSD beam 4; at most 10 labels per frame) on ``demo-rnnt`` and the CTC decoders (greedy, beam 8) on
   ``demo-ctc``; optionally (``paper=True``) the transducer decoders also on a random paper-sized
   RNN-T (encoder 512, prediction 640, joint 640, vocabulary 1024 + blank). A batch size ``B``
   decodes the same workload (``max(batches)`` utterances, the bundled ones repeated as needed) in
@@ -51,6 +51,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 WIND = 8
 TRANSDUCER_BEAM = 4
 CTC_BEAM = 8
+MAX_SYMBOLS = 10
 
 
 @dataclass
@@ -191,11 +192,15 @@ def _speed(model_name: str, decoders: dict[str, Callable], inputs: dict[str, tor
 
 
 def _transducer_decoders(model) -> dict[str, tuple[str, Callable]]:
+    # At most MAX_SYMBOLS labels per frame, as beam search's default cap (random-weight models
+    # can otherwise emit without end on one frame).
+    kw = dict(max_symbols=MAX_SYMBOLS, acceleration="eager")
     return {
-        "greedy frame-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="frames", acceleration="eager")),
-        "greedy label-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="labels", acceleration="eager")),
-        f"label-looping + WIND {WIND}": ("enc", lambda x, n: tr.greedy(model, x, n, window=WIND, acceleration="eager")),
-        f"ALSD beam {TRANSDUCER_BEAM}": ("enc", lambda x, n: tr.beam_search(model, x, n, beam=TRANSDUCER_BEAM)),
+        "greedy frame-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="frames", **kw)),
+        "greedy label-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="labels", **kw)),
+        f"label-looping + WIND {WIND}": ("enc", lambda x, n: tr.greedy(model, x, n, window=WIND, **kw)),
+        f"ALSD beam {TRANSDUCER_BEAM}": ("enc", lambda x, n: tr.beam_search(
+            model, x, n, beam=TRANSDUCER_BEAM, max_symbols_per_frame=MAX_SYMBOLS)),
     }
 
 
@@ -217,7 +222,7 @@ def _paper_model(frames: int):
         for _ in range(10):
             mid = (lo + hi) / 2
             model.joint_out.bias[vocab - 1] = base + mid
-            hyps = tr.greedy(model, probe, probe_len, max_symbols=10, acceleration="eager")
+            hyps = tr.greedy(model, probe, probe_len, max_symbols=MAX_SYMBOLS, acceleration="eager")
             if sum(len(h.tokens) for h in hyps) / 200.0 > 0.3:
                 lo = mid
             else:

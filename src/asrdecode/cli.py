@@ -479,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-weights", type=float, nargs="+", metavar="W",
                    help="LM weights for CTC beam search (default: 0 0.25 0.5 0.75 1)")
     p.add_argument("--beta", type=float, default=2.0, help="per-token bonus with the LM (default: %(default)s)")
-    p.add_argument("--paper", action="store_true", help="also time a random paper-sized RNN-T")
+    p.add_argument("--paper", action="store_true", help="also time a random paper-sized RNN-T (encoder 512, joint 640, 1024 tokens; minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_bench)
     return ap
