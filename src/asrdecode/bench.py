@@ -4,11 +4,11 @@ Everything is measured in one run on one thread, decoder only (the front end and
 once, before any timing):
 
 - **RTFx vs batch size** for the transducer decoders (frame-looping greedy, label-looping greedy,
-  label-looping + WIND 8, ALSD beam 4; at most 10 labels per frame) on ``demo-rnnt`` and the CTC decoders (greedy, beam 8) on
-  ``demo-ctc``; optionally (``paper=True``) the transducer decoders also on a random paper-sized
-  RNN-T (encoder 512, prediction 640, joint 640, vocabulary 1024 + blank). A batch size ``B``
-  decodes the same workload (``max(batches)`` utterances, the bundled ones repeated as needed) in
-  batches of ``B``; the timings of one batch size are interleaved across decoders and the median
+  label-looping + WIND 8, ALSD beam 4; at most 10 labels per frame) on ``demo-rnnt`` and the CTC
+  decoders (greedy, beam 8) on ``demo-ctc``; optionally (``paper=True``) the transducer decoders
+  also on a random paper-sized RNN-T (encoder 512, prediction 640, joint 640, vocabulary 1024 +
+  blank, 8 random utterances). A batch size ``B`` decodes the same workload (every utterance,
+  repeated as needed to make at least ``max(batches)``) in batches of ``B``; the timings of one batch size are interleaved across decoders and the median
   of ``repeats`` counts. RTFx = audio seconds / decoder seconds; the ratio is against the
   family's baseline (frame-looping greedy, CTC greedy) at the same batch size.
 - **WIND jump lengths**: how many frames each WIND window step advanced when decoding the bundled
@@ -172,7 +172,7 @@ def _workload(x: torch.Tensor, lengths: torch.Tensor, n: int, batch: int) -> lis
 def _speed(model_name: str, decoders: dict[str, Callable], inputs: dict[str, torch.Tensor], lengths: torch.Tensor,
            frame_seconds: float, cfg: BenchConfig) -> list[SpeedRow]:
     """Time every decoder (the first is the baseline) for every batch size."""
-    n = max(int(b) for b in cfg.batches)
+    n = max(max(int(b) for b in cfg.batches), int(lengths.shape[0]))
     rows = []
     for B in cfg.batches:
         B = int(B)
@@ -304,7 +304,7 @@ def format_markdown(res: BenchResult, cfg: BenchConfig) -> str:
         "# asrdecode bench",
         "",
         f"{res.utterances} bundled utterances ({res.audio_seconds:.1f} s of audio, encoder frames x frame length); workload per batch size: "
-        f"{max(cfg.batches)} utterances; one thread; decoder only; median of {cfg.repeats} interleaved runs.",
+        f"{max(max(cfg.batches), res.utterances)} utterances; one thread; decoder only; median of {cfg.repeats} interleaved runs.",
         "",
         "## Decoder speed",
         "",
@@ -313,6 +313,9 @@ def format_markdown(res: BenchResult, cfg: BenchConfig) -> str:
     ]
     for r in res.speed:
         lines.append(f"| {r.model} | {r.decoder} | {r.batch} | {r.rtfx:.1f} | {r.ratio:.2f} |")
+    if cfg.paper:
+        lines += ["", f"paper RNN-T (random): 8 random utterances of {cfg.paper_frames} frames (80 ms each), "
+                  f"workload {max(max(cfg.batches), 8)} utterances per batch size."]
     lines += ["", "x baseline: RTFx / RTFx of the family's first decoder (greedy frame-looping, CTC greedy) "
               "at the same batch size, measured in the same run.", "",
               f"## WIND jump lengths (demo-rnnt, window {res.wind_window})", "",
