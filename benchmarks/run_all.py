@@ -31,6 +31,9 @@ def main() -> int:
         ("greedy_tdt", [sys.executable, "benchmarks/greedy_speed.py", "--tdt"]),
         ("ctc_beam", [sys.executable, "benchmarks/ctc_beam.py"]),
         ("transducer_beam", [sys.executable, "benchmarks/transducer_beam.py"]),
+        ("transducer_beam_wind", [sys.executable, "benchmarks/transducer_beam.py", "--wind"]),
+        ("ctc_wfst", [sys.executable, "benchmarks/ctc_wfst.py"]),
+        ("cli_bench", [sys.executable, "-m", "asrdecode.cli", "bench", "--out", "benchmarks/latest/plots"]),
     ]
     if nemo:
         jobs += [
@@ -44,7 +47,7 @@ def main() -> int:
     out_dir.mkdir(exist_ok=True)
     failed = []
     for name, cmd in jobs:
-        if not (ROOT / cmd[1]).exists():
+        if cmd[1] != "-m" and not (ROOT / cmd[1]).exists():
             print(f"== {name}: {cmd[1]} not present, skipped")
             continue
         print(f"== {name}: {' '.join(cmd)}", flush=True)
