@@ -108,3 +108,31 @@ def check_float(name: str, value: object, *, positive: bool = False, allow_inf: 
     if positive and not v > 0:
         raise DecodingInputError(f"{name} must be > 0, got {v}")
     return v
+
+
+def check_beam_search_args(
+    log_probs: object,
+    lengths: object,
+    blank_id: object,
+    tokenizer: Any,
+    *,
+    beam: object,
+    nbest: object,
+    beta: object,
+    beam_threshold: object,
+    log_softmax: bool,
+) -> tuple[torch.Tensor, torch.Tensor, int, int, int, float, float]:
+    """The checks shared by the batched and the reference CTC beam search.
+
+    Returns ``(log_probs [B, T, V], lengths [B], blank, beam, nbest, beta, beam_threshold)``.
+    """
+    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
+    blank = check_blank_id(blank_id, x.shape[2])
+    check_tokenizer(tokenizer, x.shape[2])
+    beam_i = check_positive_int("beam", beam)
+    nbest_i = check_positive_int("nbest", nbest)
+    if nbest_i > beam_i:
+        raise DecodingInputError(f"nbest must be <= beam ({beam_i}), got {nbest_i}")
+    beta_f = check_float("beta", beta)
+    threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
+    return x, lens, blank, beam_i, nbest_i, beta_f, threshold

@@ -35,7 +35,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
-from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
+from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
 
 __all__ = ["beam_search", "CTCBeamState", "parse_collapse"]
@@ -362,16 +362,11 @@ def beam_search(
         start it were most likely (while its prefix was in the beam), the earlier ones are those of
         its parent prefix at that moment. Otherwise the state.
     """
-    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
+    x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
+        log_probs, lengths, blank_id, tokenizer, beam=beam, nbest=nbest, beta=beta,
+        beam_threshold=beam_threshold, log_softmax=log_softmax,
+    )
     batch, max_len, vocab = x.shape
-    blank = check_blank_id(blank_id, vocab)
-    check_tokenizer(tokenizer, vocab)
-    beam = check_positive_int("beam", beam)
-    nbest = check_positive_int("nbest", nbest)
-    if nbest > beam:
-        raise DecodingInputError(f"nbest must be <= beam ({beam}), got {nbest}")
-    beta = check_float("beta", beta)
-    beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
     scorer = FusionScorer(fusion, vocab, blank)
     fusion_l = scorer.fusion
     collapse_on, collapse_th = parse_collapse(blank_collapse)

@@ -21,10 +21,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer, check_fusion
 from ..results import Hypothesis, Tokenizer, attach_text
-from ._checks import check_blank_id, check_float, check_positive_int, check_tokenizer, prepare_log_probs
+from ._checks import check_beam_search_args, check_positive_int
 from .beam import CollapseArg, parse_collapse
 from .collapse import blank_collapse as _blank_collapse
 
@@ -146,16 +145,11 @@ def reference_beam_search(
     Arguments and results as :func:`asrdecode.ctc.beam_search` (without streaming). Scores are
     computed in Python floats (float64).
     """
-    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
+    x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
+        log_probs, lengths, blank_id, tokenizer, beam=beam, nbest=nbest, beta=beta,
+        beam_threshold=beam_threshold, log_softmax=log_softmax,
+    )
     vocab = x.shape[2]
-    blank = check_blank_id(blank_id, vocab)
-    check_tokenizer(tokenizer, vocab)
-    beam = check_positive_int("beam", beam)
-    nbest = check_positive_int("nbest", nbest)
-    if nbest > beam:
-        raise DecodingInputError(f"nbest must be <= beam ({beam}), got {nbest}")
-    beta = check_float("beta", beta)
-    beam_threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
     fusion_l = check_fusion(fusion, vocab)
     collapse_on, collapse_th = parse_collapse(blank_collapse)
     if token_beam is not None:
