@@ -1,4 +1,4 @@
-"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm`` and ``bench``.
+"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm``, ``build-graph`` and ``bench``.
 
 Every error in the input (a missing or unreadable file, a bad manifest line, a wrong shape, an
 option that does not fit the model) prints one line ``asrdecode: error: ...`` naming the file or
@@ -347,6 +347,34 @@ def cmd_build_lm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build_graph(args: argparse.Namespace) -> int:
+    from .ctc.wfst import build_tlg, lexicon_from_tokenizer, read_lexicon
+    from .lm import read_arpa
+
+    for path, what in ((args.lm, "--lm"), (args.lexicon, "--lexicon")):
+        if path is not None and not Path(path).is_file():
+            raise CLIError(f"{path}: {what} file not found")
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise CLIError(f"{out}: the output folder {out.parent} does not exist")
+    tok = _load_model(args.model).tokenizer
+    blank = tok.blank_id
+    symbols = ["<blk>" if i == blank else tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    arpa = read_arpa(args.lm)
+    if args.lexicon is not None:
+        lexicon = read_lexicon(args.lexicon, symbols)
+    else:  # spell every LM word with the model's tokenizer
+        words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
+        lexicon = lexicon_from_tokenizer(words, tok)
+    graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank)
+    with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
+        tmp_path = Path(tmp) / "graph.pt"
+        graph.save(tmp_path)
+        os.replace(tmp_path, out)
+    print(f"wrote {out} ({args.topology} TLG, {len(lexicon)} words)")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import BenchConfig, format_markdown, run_bench, write_plots
 
@@ -394,6 +422,10 @@ _EVAL_EX = """examples:
   asrdecode eval data/synth_test/manifest.jsonl --model demo-rnnt
   asrdecode eval data/real/manifest.jsonl --model demo-ctc --decoder beam --beam 8 \\
       --lm src/asrdecode/models/assets/token-4gram.arpa.gz -o predictions.jsonl
+"""
+_BUILD_GRAPH_EX = """examples:
+  asrdecode build-graph --lm words.arpa --out tlg.pt                      # lexicon from the BPE tokenizer
+  asrdecode build-graph --lm words.arpa --lexicon lexicon.txt --topology normal --out tlg.pt
 """
 _BUILD_EX = """examples:
   asrdecode build-lm corpus.txt --order 3 --out words.arpa
@@ -468,6 +500,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", action="store_true", help="token-level LM over the model's BPE pieces")
     p.add_argument("--model", choices=MODELS, default="demo-ctc", help="tokenizer for --tokens (default: %(default)s)")
     p.set_defaults(func=cmd_build_lm)
+
+    p = sub.add_parser("build-graph", help="build a TLG decoding graph (CTC topology, lexicon, word LM)",
+                       epilog=_BUILD_GRAPH_EX, formatter_class=raw)
+    p.add_argument("--lm", required=True, help="word-level ARPA LM (.arpa or .arpa.gz)")
+    p.add_argument("--lexicon", help="lexicon file: 'word piece piece ...' lines (default: spell the LM's words "
+                   "with the model's tokenizer)")
+    p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
+    p.add_argument("--model", choices=MODELS, default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
+    p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
+    p.set_defaults(func=cmd_build_graph)
 
     p = sub.add_parser("bench", help="decoder speed, WIND jumps and WER vs LM weight: table + PNG plots",
                        epilog=_BENCH_EX, formatter_class=raw)

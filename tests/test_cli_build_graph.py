@@ -1,0 +1,80 @@
+"""`asrdecode build-graph`: a TLG graph from a word ARPA LM, loadable and decodable; bad inputs exit 2."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("kaldifst")
+pytest.importorskip("sentencepiece")
+pytest.importorskip("hama")
+
+from asrdecode.cli import main  # noqa: E402
+from asrdecode.ctc.wfst import WFSTDecoder, load_graph  # noqa: E402
+from asrdecode.models import load  # noqa: E402
+
+ARPA = """\\data\\
+ngram 1=5
+ngram 2=2
+
+\\1-grams:
+-1.0\t<s>\t-0.3
+-1.0\t</s>
+-0.5\thello\t-0.2
+-0.7\tworld\t-0.2
+-1.2\tcards
+
+\\2-grams:
+-0.2\t<s> hello
+-0.1\thello world
+
+\\end\\
+"""
+
+
+def test_build_graph_from_tokenizer_spellings(tmp_path, capsys):
+    lm = tmp_path / "words.arpa"
+    lm.write_text(ARPA)
+    out = tmp_path / "tlg.pt"
+    assert main(["build-graph", "--lm", str(lm), "--out", str(out), "--topology", "normal"]) == 0
+    assert "3 words" in capsys.readouterr().out
+    graph = load_graph(out)
+    demo = load("demo-ctc")
+    # Peaky emissions spelling "hello world" decode to exactly those words through the graph.
+    ids = demo.tokenizer.encode("hello world")
+    T, V = 2 * len(ids) + 1, demo.tokenizer.vocab_size
+    logits = torch.full((1, T, V), -8.0)
+    logits[0, :, demo.blank_id] = 0.0
+    for i, t in enumerate(ids):
+        logits[0, 2 * i + 1, t] = 6.0
+    hyp = WFSTDecoder(graph, blank_id=demo.blank_id)(torch.log_softmax(logits, -1), torch.tensor([T]))[0]
+    assert [w for w, _, _ in hyp.words] == ["hello", "world"]
+
+
+def test_build_graph_with_lexicon_file(tmp_path):
+    lm = tmp_path / "words.arpa"
+    lm.write_text(ARPA)
+    tok = load("demo-ctc").tokenizer
+    lex = tmp_path / "lexicon.txt"
+    lex.write_text("".join(f"{w} {' '.join(tok.id_to_piece(i) for i in tok.encode(w))}\n" for w in ("hello", "world", "cards")))
+    out = tmp_path / "tlg.pt"
+    assert main(["build-graph", "--lm", str(lm), "--lexicon", str(lex), "--out", str(out)]) == 0
+    assert out.is_file()
+
+
+def test_build_graph_bad_inputs(tmp_path, capsys):
+    lm = tmp_path / "words.arpa"
+    lm.write_text(ARPA)
+    out = tmp_path / "tlg.pt"
+    assert main(["build-graph", "--lm", str(tmp_path / "missing.arpa"), "--out", str(out)]) == 2
+    assert "missing.arpa: --lm file not found" in capsys.readouterr().err
+    lex = tmp_path / "lexicon.txt"
+    lex.write_text("hello \u2581he llo\nworld\n")
+    assert main(["build-graph", "--lm", str(lm), "--lexicon", str(lex), "--out", str(out)]) == 2
+    assert "lexicon.txt:" in capsys.readouterr().err
+    bad_lm = tmp_path / "bad.arpa"
+    bad_lm.write_text(ARPA.replace("ngram 2=2", "ngram 2=3"))
+    assert main(["build-graph", "--lm", str(bad_lm), "--out", str(out)]) == 2
+    assert "bad.arpa" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["build-graph", "--lm", str(lm), "--out", str(tmp_path / "nope" / "g.pt")]) == 2
