@@ -78,3 +78,31 @@ def test_build_graph_bad_inputs(tmp_path, capsys):
     assert "bad.arpa" in capsys.readouterr().err
     assert not out.exists()
     assert main(["build-graph", "--lm", str(lm), "--out", str(tmp_path / "nope" / "g.pt")]) == 2
+
+
+def test_transcribe_with_wfst_decoder(tmp_path, capsys):
+    """`transcribe --decoder wfst` reads words of the graph's vocabulary only, with word times."""
+    import json
+    from pathlib import Path
+
+    lm = tmp_path / "words.arpa"
+    lm.write_text(ARPA)
+    graph = tmp_path / "tlg.pt"
+    assert main(["build-graph", "--lm", str(lm), "--out", str(graph)]) == 0
+    capsys.readouterr()
+    clip = sorted(Path("data/real").glob("*.wav"))[0]
+    assert main(["transcribe", str(clip), "--model", "demo-ctc", "--decoder", "wfst", "--graph", str(graph),
+                 "--boost", "cards:3", "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    words = rec["text"].split()
+    assert words and set(words) <= {"hello", "world", "cards"}
+    assert [w["word"] for w in rec["words"]] == words
+    assert all(w["start"] < w["end"] for w in rec["words"])
+    # bad combinations exit 2 with a message
+    assert main(["transcribe", str(clip), "--model", "demo-ctc", "--decoder", "wfst"]) == 2
+    assert "--graph" in capsys.readouterr().err
+    assert main(["transcribe", str(clip), "--model", "demo-rnnt", "--decoder", "wfst", "--graph", str(graph)]) == 2
+    assert "demo-ctc" in capsys.readouterr().err
+    assert main(["transcribe", str(clip), "--model", "demo-ctc", "--decoder", "wfst", "--graph", str(graph),
+                 "--boost", "zebra:2"]) == 2
+    assert "zebra" in capsys.readouterr().err

@@ -113,7 +113,6 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
     from . import transducer as tr
 
     tok = demo.tokenizer
-    fusion = _fusion(args, tok, tok.vocab_size, demo.blank_id)
     beam, window = int(args.beam), int(getattr(args, "window", 1))
     if beam < 1:
         raise CLIError(f"--beam must be >= 1, got {beam}")
@@ -127,6 +126,9 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
             return demo.model.log_probs_from_encoder(enc), elen
         return enc, elen
 
+    if args.decoder == "wfst":
+        return encode, _wfst_decode(demo, args)
+    fusion = _fusion(args, tok, tok.vocab_size, demo.blank_id)
     if demo.kind == "ctc":
         if window != 1:
             raise CLIError("--window applies to transducer greedy decoding (demo-rnnt), not to demo-ctc")
@@ -146,6 +148,30 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
     if fusion:
         kw.update(fusion=fusion, beta=float(args.beta))
     return encode, lambda x, n: _first(beam_search(demo.model, x, n, **kw))
+
+
+def _wfst_decode(demo, args: argparse.Namespace) -> Callable:
+    """decode(log_probs, lengths) through a TLG graph (``--graph``); ``--boost`` takes WORD:WEIGHT."""
+    from .ctc.wfst import WFSTDecoder, load_graph
+
+    if demo.kind != "ctc":
+        raise CLIError("--decoder wfst decodes CTC output: use --model demo-ctc")
+    if not getattr(args, "graph", None):
+        raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
+    if not Path(args.graph).is_file():
+        raise FileFormatError(args.graph, None, "no such graph file")
+    if getattr(args, "lm", None):
+        raise CLIError("--lm is for beam search; a WFST graph already holds its word LM")
+    boosts = dict(parse_boost(b) for b in getattr(args, "boost", None) or [])
+    decoder = WFSTDecoder(load_graph(args.graph), blank_id=demo.blank_id, acoustic_scale=float(args.acoustic_scale))
+
+    def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
+        hyps = decoder(x, n, boosts=[boosts] * x.shape[0] if boosts else None)
+        for h in hyps:
+            h.text = " ".join(w for w, _, _ in h.words or [])
+        return hyps
+
+    return decode
 
 
 def _word_spans(hyp: Hypothesis, tokenizer) -> Optional[list[tuple[str, int, int]]]:
@@ -185,7 +211,10 @@ def hypothesis_record(hyp: Hypothesis, tokenizer, frame_seconds: float, name: st
         tokens.append(rec)
     out: dict[str, Any] = {"audio": name, "text": hyp.text if hyp.text is not None else "",
                            "score": float(hyp.score), "tokens": tokens}
-    words = _word_spans(hyp, tokenizer)
+    if hyp.words is not None:  # decoders that know words (WFST): last frame inclusive -> exclusive end
+        words: Optional[list[tuple[str, int, int]]] = [(w, s, e + 1) for w, s, e in hyp.words]
+    else:
+        words = _word_spans(hyp, tokenizer)
     if words is not None:
         out["words"] = [{"word": w, "start": round(s * frame_seconds, 3), "end": round(e * frame_seconds, 3)}
                         for w, s, e in words]
@@ -443,9 +472,12 @@ writes bench.md (also printed) and rtfx_vs_batch.png, wind_jumps.png, wer_vs_lm_
 
 def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
-    p.add_argument("--decoder", choices=("greedy", "beam"), default="greedy", help="default: %(default)s")
+    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
     if window:
         p.add_argument("--window", type=int, default=1, help="WIND window for RNN-T greedy (default: 1, off)")
+    p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
+    p.add_argument("--acoustic-scale", type=float, default=2.0,
+                   help="acoustic scale for --decoder wfst (default: %(default)s)")
     _add_beam(p)
 
 
@@ -455,7 +487,7 @@ def _add_beam(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lm-weight", type=float, default=0.7, help="LM weight (default: %(default)s)")
     p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
     p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
-                   help="boost a phrase by WEIGHT per token (repeatable)")
+                   help="boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word by WEIGHT")
 
 
 def build_parser() -> argparse.ArgumentParser:
