@@ -15,41 +15,17 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from asrdecode import ctc
 from asrdecode.audio import read_audio
 from asrdecode.ctc.wfst import DecodingGraph, WFSTDecoder, build_tlg, lexicon_from_tokenizer
 from asrdecode.evaluate import wer
-from asrdecode.lm.arpa import ArpaModel, read_arpa
+from asrdecode.lm.arpa import prune_vocabulary, read_arpa
 from asrdecode.models import load
 from asrdecode.models.demo import ASSETS
 
 SETS = {"synth_test50": Path("data/synth_test/manifest.jsonl"), "real10": Path("data/real/manifest.jsonl")}
-
-
-def prune_arpa(model: ArpaModel, n_words: int) -> ArpaModel:
-    """Keep the ``n_words`` most likely words (plus <s>, </s>) and the n-grams over them only."""
-    uni = model.logprob[0]
-    order = np.argsort(-uni, kind="stable")
-    keep = np.zeros(len(model.vocab), dtype=bool)
-    keep[order[:n_words]] = True
-    for s in ("<s>", "</s>"):
-        keep[model.vocab.index(s)] = True
-    if "<unk>" in model.vocab:
-        keep[model.vocab.index("<unk>")] = False
-    new_id = np.cumsum(keep) - 1
-    words, lps, bos, hbs, lines = [], [], [], [], []
-    for k in range(model.order):
-        m = keep[model.words[k]].all(axis=1)
-        words.append(new_id[model.words[k][m]].astype(np.int32))
-        lps.append(model.logprob[k][m])
-        bos.append(model.backoff[k][m])
-        hbs.append(model.has_backoff[k][m])
-        lines.append(np.zeros(int(m.sum()), dtype=np.int64))
-    vocab = [w for w, kp in zip(model.vocab, keep) if kp]
-    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=f"{model.path} (pruned to {n_words} words)")
 
 
 def log_probs(demo, rows):
@@ -123,7 +99,7 @@ def main() -> None:
               f"back-off weights not renormalised). Lexicon: each word spelled by the bundled sentencepiece model "
               f"(blank id {demo.blank_id}). Beam {args.beam}, max_active {args.max_active}. One CPU thread.\n"]
     t0 = time.time()
-    model = prune_arpa(read_arpa(ASSETS / "word-3gram.arpa.gz"), args.words)
+    model = prune_vocabulary(read_arpa(ASSETS / "word-3gram.arpa.gz"), args.words)
     t_read = time.time() - t0
     lex = lexicon_from_tokenizer([w for w in model.vocab if w not in ("<s>", "</s>")], tok)
     graphs = {}

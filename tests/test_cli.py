@@ -307,11 +307,6 @@ def test_demo_table_format() -> None:
 
 @needs_rnnt
 def test_transcribe_rnnt_beam(capsys) -> None:
-    from asrdecode.demo import transducer_beam_search
-
-    if transducer_beam_search() is None:
-        assert "not available" in bad(capsys, "transcribe", CLIP2, "--model", "demo-rnnt", "--decoder", "beam")
-        return
     code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
                        "--boost", "ill disposed:1", "--format", "json")
     assert code == 0

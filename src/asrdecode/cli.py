@@ -138,16 +138,10 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
             x, n, demo.blank_id, beam=beam, fusion=fusion, beta=float(args.beta), tokenizer=tok))
     if args.decoder == "greedy":
         return encode, lambda x, n: tr.greedy(demo.model, x, n, window=window, tokenizer=tok, acceleration="eager")
-    from .demo import transducer_beam_search
-
-    beam_search = transducer_beam_search()
-    if beam_search is None:
-        raise CLIError("transducer beam search is not available in this version; use --decoder greedy "
-                       "or --model demo-ctc")
     kw: dict[str, Any] = {"beam": beam, "tokenizer": tok}
     if fusion:
         kw.update(fusion=fusion, beta=float(args.beta))
-    return encode, lambda x, n: _first(beam_search(demo.model, x, n, **kw))
+    return encode, lambda x, n: _first(tr.beam_search(demo.model, x, n, **kw))
 
 
 def _wfst_decode(demo, args: argparse.Namespace) -> Callable:

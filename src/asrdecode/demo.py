@@ -36,6 +36,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 # TUNED in recipes/evaluate_models.py).
 LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 2.0), "demo-tdt": (0.3, 1.0)}
 BEAM = 8
+TLG_WORDS = 2000  # vocabulary of the demo's WFST graph (the word 3-gram pruned to its most likely words)
 
 
 @dataclass
@@ -59,15 +60,41 @@ def _first(result: object) -> list[Hypothesis]:
     return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
 
 
-def transducer_beam_search() -> Optional[Callable]:
-    """The transducer beam search (``asrdecode.transducer.beam_search``) when the package has it."""
-    fn = getattr(tr, "beam_search", None)
-    if fn is None:
+def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]:
+    """A WFST decoder over a TLG of the bundled word 3-gram pruned to its TLG_WORDS most likely words.
+
+    The graph (normal topology, lexicon spelled by the model's tokenizer) takes ~20 s to build; it
+    is cached under the repository's git-ignored ``work/cache``.
+    """
+    from .ctc.wfst import WFSTDecoder, build_tlg, lexicon_from_tokenizer, load_graph
+    from .lm.arpa import prune_vocabulary, read_arpa
+    from .models.demo import ASSETS
+
+    arpa_path = ASSETS / "word-3gram.arpa.gz"
+    if not arpa_path.is_file():
+        return None
+    cache = DATA.parent / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}.pt"
+    if cache.is_file():
+        graph = load_graph(cache)
+    else:
+        arpa = prune_vocabulary(read_arpa(arpa_path), TLG_WORDS)
+        words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
+        graph = build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
+                          topology="normal", blank_id=demo.blank_id)
         try:
-            from .transducer.beam import beam_search as fn
-        except ImportError:
-            return None
-    return fn
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            graph.save(cache)
+        except OSError:
+            pass  # a read-only checkout: rebuild next time
+    decoder = WFSTDecoder(graph, beam=12.0, max_active=2000, acoustic_scale=2.0, blank_id=demo.blank_id)
+
+    def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
+        hyps = decoder(x, n)
+        for h in hyps:
+            h.text = " ".join(w for w, _, _ in h.words or [])
+        return hyps
+
+    return decode
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -90,6 +117,9 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         if lm is not None:
             out.append((f"beam {BEAM} + token LM", lambda x, n: _first(ctc.beam_search(
                 x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
+        wfst = _wfst_decoder(demo)
+        if wfst is not None:
+            out.append((f"WFST TLG ({TLG_WORDS} words, 3-gram)", wfst))
         return out
     m = demo.model
     out = [
@@ -99,12 +129,10 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
     if demo.kind == "rnnt":
         out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
             m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
-    beam_search = transducer_beam_search()
-    if beam_search is not None:
-        out.append((f"beam {BEAM}", lambda x, n: _first(beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
-        if lm is not None:
-            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(beam_search(
-                m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
+    out.append((f"beam {BEAM}", lambda x, n: _first(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+    if lm is not None:
+        out.append((f"beam {BEAM} + token LM", lambda x, n: _first(tr.beam_search(
+            m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
     return out
 
 

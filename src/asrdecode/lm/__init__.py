@@ -7,7 +7,7 @@
 """
 
 from .boosting import BoostingTree
-from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, read_arpa, write_arpa
+from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, prune_vocabulary, read_arpa, write_arpa
 from .ngram import NGramLM
 from .tokens import TokenMap, write_token_corpus
 
@@ -17,6 +17,7 @@ __all__ = [
     "write_arpa",
     "estimate_arpa",
     "find_kenlm_tool",
+    "prune_vocabulary",
     "TokenMap",
     "write_token_corpus",
     "NGramLM",

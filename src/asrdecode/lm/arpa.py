@@ -49,6 +49,7 @@ __all__ = [
     "write_arpa",
     "estimate_arpa",
     "find_kenlm_tool",
+    "prune_vocabulary",
 ]
 
 BOS = "<s>"
@@ -414,3 +415,30 @@ def estimate_arpa(
         tail = res.stderr.decode("utf-8", "replace").strip().splitlines()[-8:]
         raise RuntimeError(f"lmplz failed (exit {res.returncode}):\n" + "\n".join(tail))
     return out_path
+
+
+def prune_vocabulary(model: ArpaModel, n_words: int) -> ArpaModel:
+    """Keep the ``n_words`` most likely words (by unigram log-prob, plus ``<s>``/``</s>``; ``<unk>`` dropped)
+    and only the n-grams made of kept words. Backoff weights are kept as they are (not renormalised),
+    so the result is a smaller approximate LM, e.g. for a quick decoding graph."""
+    if n_words < 1:
+        raise DecodingInputError(f"n_words must be >= 1, got {n_words}")
+    order = np.argsort(-model.logprob[0], kind="stable")
+    keep = np.zeros(len(model.vocab), dtype=bool)
+    keep[order[:n_words]] = True
+    for s in ("<s>", "</s>"):
+        if s in model.vocab:
+            keep[model.vocab.index(s)] = True
+    if "<unk>" in model.vocab:
+        keep[model.vocab.index("<unk>")] = False
+    new_id = np.cumsum(keep) - 1
+    words, lps, bos, hbs, lines = [], [], [], [], []
+    for k in range(model.order):
+        m = keep[model.words[k]].all(axis=1)
+        words.append(new_id[model.words[k][m]].astype(model.words[k].dtype))
+        lps.append(model.logprob[k][m])
+        bos.append(model.backoff[k][m])
+        hbs.append(model.has_backoff[k][m])
+        lines.append(model.lines[k][m] if k < len(model.lines) else np.zeros(int(m.sum()), dtype=np.int64))
+    vocab = [w for w, kp in zip(model.vocab, keep) if kp]
+    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=f"{model.path} (pruned to {n_words} words)")
