@@ -353,3 +353,26 @@ def test_homophones_and_prefixes_get_disambiguated(top):
     assert got == {("ab", "a"), ("ab2", "a"), ("aba",)}
     # the disambiguation symbols are gone: every emitting arc reads a model token
     assert int(g.e_ilabel.max()) < V and int(g.e_ilabel.min()) >= 0
+
+
+@pytest.mark.parametrize("top", ["normal", "compact"])
+def test_blank_collapse_first_keeps_original_frames(graphs, top):
+    """Decoding blank-collapsed frames with their frame_index gives the words and times of the full input."""
+    from asrdecode.ctc import blank_collapse
+
+    g = graphs[top]
+    frames = [BLANK, BLANK, 0, BLANK, BLANK, 2, BLANK, BLANK, BLANK, 2, 0, BLANK, BLANK]  # "ab ba" among blanks
+    lp = torch.full((2, len(frames), V), -9.0)
+    for t, k in enumerate(frames):
+        lp[:, t, k] = 0.0
+    lp = torch.log_softmax(lp, -1)
+    lengths = torch.tensor([len(frames), len(frames) - 2])
+    dec = WFSTDecoder(g, beam=1e9)
+    full = dec(lp, lengths)
+    collapsed, new_lengths, frame_index = blank_collapse(lp, lengths, BLANK, threshold=0.999)
+    assert int(new_lengths[0]) < len(frames)  # frames were removed
+    mapped = dec(collapsed, new_lengths, frame_index=frame_index)
+    for a, b in zip(mapped, full):
+        assert a.words == b.words and a.tokens == b.tokens and a.timestamps == b.timestamps
+    with pytest.raises(DecodingInputError, match="frame_index"):
+        dec(collapsed, new_lengths, frame_index=frame_index[:, :1])

@@ -220,8 +220,13 @@ class WFSTDecoder:
         log_probs: torch.Tensor,
         lengths: torch.Tensor | None = None,
         boosts: Sequence[Mapping[str, float] | None] | None = None,
+        frame_index: torch.Tensor | None = None,
     ) -> list[Hypothesis]:
         """Decode ``log_probs [B, T, V]`` (``lengths [B]``) to one :class:`Hypothesis` per utterance.
+
+        ``frame_index [B, T]``: the original frame of each input frame, as returned by
+        :func:`asrdecode.ctc.blank_collapse`; timestamps and word frames are then mapped back to
+        the frames before the collapse.
 
         ``boosts``: optional per-utterance ``{word: boost}`` added to the score each time an arc
         outputting that word is taken (the graph is not copied). ``Hypothesis.words`` holds
@@ -230,9 +235,21 @@ class WFSTDecoder:
         at; ``score`` is ``acoustic_scale * sum log_probs + graph score (+ boosts)``.
         """
         x = check_emissions("log_probs", log_probs)
+        if frame_index is not None and (
+            not isinstance(frame_index, torch.Tensor) or frame_index.shape != x.shape[:2]
+            or frame_index.is_floating_point() or frame_index.dtype == torch.bool
+        ):
+            raise DecodingInputError(f"frame_index must be an integer tensor of shape {tuple(x.shape[:2])}")
         state = self.init_state(x.shape[0], x.device, boosts)
         self.advance(state, x, lengths)
-        return self.hypotheses(state)
+        hyps = self.hypotheses(state)
+        if frame_index is not None:
+            fi = frame_index.tolist()
+            for b, h in enumerate(hyps):
+                h.timestamps = [fi[b][t] for t in h.timestamps]
+                if h.words is not None:
+                    h.words = [(w, fi[b][s], fi[b][e]) for w, s, e in h.words]
+        return hyps
 
     def init_state(
         self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None
