@@ -85,19 +85,25 @@ def bundled_lm(demo):
                              blank_id=demo.tokenizer.blank_id)
 
 
-def wer_rows(name: str, lm_settings: list[tuple[float, float]]) -> list[list[object]]:
+def encoded_test_sets(demo):
+    """(set name, encoder output [B, T, D], lengths [B], reference texts) of the bundled test sets."""
     from evaluate_models import features, manifest
-    from simple_decode import wer
 
-    demo = __import__("asrdecode.models", fromlist=["load"]).load(name)
-    lm = bundled_lm(demo)
-    out = []
     for sname, mpath in (("synth_test50", ROOT / "data/synth_test/manifest.jsonl"), ("real10", ROOT / "data/real/manifest.jsonl")):
         rows = manifest(mpath)
         x, n = features(demo, rows, ROOT / "work/eval_cache")
         with torch.inference_mode():
             enc, el = demo.encode_features(x, n)
-        refs = [r["text"] for r in rows]
+        yield sname, enc, el, [r["text"] for r in rows]
+
+
+def wer_rows(name: str, lm_settings: list[tuple[float, float]]) -> list[list[object]]:
+    from simple_decode import wer
+
+    demo = __import__("asrdecode.models", fromlist=["load"]).load(name)
+    lm = bundled_lm(demo)
+    out = []
+    for sname, enc, el, refs in encoded_test_sets(demo):
         decoders = {
             "greedy": lambda: greedy(demo.model, enc, el, max_symbols=MAX_SYMBOLS, tokenizer=demo.tokenizer),
             "ALSD++ beam 4": lambda: beam_search(demo.model, enc, el, beam=4, tokenizer=demo.tokenizer),
@@ -225,17 +231,11 @@ def wind_speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor,
 
 
 def wind_wer_rows() -> list[list[object]]:
-    from evaluate_models import features, manifest
     from simple_decode import wer
 
     demo = __import__("asrdecode.models", fromlist=["load"]).load("demo-rnnt")
     out = []
-    for sname, mpath in (("synth_test50", ROOT / "data/synth_test/manifest.jsonl"), ("real10", ROOT / "data/real/manifest.jsonl")):
-        rows = manifest(mpath)
-        x, n = features(demo, rows, ROOT / "work/eval_cache")
-        with torch.inference_mode():
-            enc, el = demo.encode_features(x, n)
-        refs = [r["text"] for r in rows]
+    for sname, enc, el, refs in encoded_test_sets(demo):
         for dname, fn in wind_decoders(demo.model, enc, el, demo.tokenizer).items():
             hyps = fn()
             out.append(["demo-rnnt", sname, dname, wer(refs, [h.text or "" for h in hyps]),

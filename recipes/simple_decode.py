@@ -1,4 +1,4 @@
-"""Small, independent greedy decoders and WER used by the training recipe to track dev WER.
+"""Small, independent greedy decoders used by the training recipe to track dev WER (WER itself: asrdecode.evaluate).
 
 They are deliberately plain (per-utterance loops) so the training curve does not depend on the
 library's fast decoders; ``recipes/evaluate_models.py`` uses the library's decoders.
@@ -6,7 +6,11 @@ library's fast decoders; ``recipes/evaluate_models.py`` uses the library's decod
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+
+from asrdecode import evaluate
 
 
 def ctc_greedy_ids(log_probs: torch.Tensor, lengths: torch.Tensor, blank: int) -> list[list[int]]:
@@ -68,17 +72,6 @@ def transducer_greedy_ids(model, enc: torch.Tensor, lengths: torch.Tensor, max_s
     return out
 
 
-def wer(refs: list[str], hyps: list[str]) -> float:
-    """Corpus word error rate (word-level Levenshtein distance / reference words)."""
-    errors = words = 0
-    for r, h in zip(refs, hyps):
-        rw, hw = r.split(), h.split()
-        prev = list(range(len(hw) + 1))
-        for i, a in enumerate(rw, 1):
-            cur = [i] + [0] * len(hw)
-            for j, c in enumerate(hw, 1):
-                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a != c))
-            prev = cur
-        errors += prev[-1]
-        words += len(rw)
-    return errors / max(words, 1)
+# Corpus word error rate on the texts as given (word edits / reference words): the library's
+# jiwer-based implementation, without its text normalisation (recipe texts are normalised already).
+wer = partial(evaluate.wer, normalize=False)
