@@ -279,12 +279,7 @@ class _BeamLoop:
             add = torch.where(is_blank_tok, blank_add[..., None], lm + nonblank_add[..., None])  # [B, K, V]
             fused = acoustic.view(B, K, V, D) + add[..., None]
             cand = torch.where(exp_mask, self.score[..., None] + fused.reshape(B, K, C), _NEG_INF)
-            cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
-            width = C + 1
-            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
-            parent = sel_idx // width
-            col = sel_idx % width
-            is_carry = col == C
+            sel_val, parent, col, is_carry = _top_k_with_carry(cand, carry)
             c = colc = col.clamp(max=C - 1)
         else:
             top_ac, top_c = acoustic.topk(K, dim=2)  # per hypothesis, acoustic only: [B, K, K]
@@ -296,12 +291,7 @@ class _BeamLoop:
                 lm_sel, lm_next = torch.zeros_like(top_ac), None
             add = torch.where(top_tok == self.blank, blank_add[..., None], lm_sel + nonblank_add[..., None])
             cand = torch.where(exp_mask, self.score[..., None] + top_ac + add, _NEG_INF)
-            cand = torch.cat([cand, carry], dim=2)  # [B, K, K + 1]
-            width = K + 1
-            sel_val, sel_idx = cand.view(B, K * width).topk(K, dim=1)
-            parent = sel_idx // width
-            col = sel_idx % width
-            is_carry = col == K
+            sel_val, parent, col, is_carry = _top_k_with_carry(cand, carry)
             colc = col.clamp(max=K - 1)
             c = top_c.view(B, K * K).gather(1, parent * K + colc)
 
@@ -371,6 +361,20 @@ class _BeamLoop:
                 ))
             out.append(row)
         return out
+
+
+def _top_k_with_carry(
+    cand: torch.Tensor, carry: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``K`` best of candidates ``[B, K, W]`` plus each hypothesis' carried score ``[B, K, 1]``.
+
+    Returns (scores, parent slot, column in ``0..W`` — ``W`` is the carry, is-carry), each ``[B, K]``.
+    """
+    B, K, W = cand.shape
+    width = W + 1
+    sel_val, sel_idx = torch.cat([cand, carry], dim=2).view(B, K * width).topk(K, dim=1)
+    col = sel_idx % width
+    return sel_val, sel_idx // width, col, col == W
 
 
 @torch.inference_mode()

@@ -44,7 +44,7 @@ import torch
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
-from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
+from .reference_beam import MAX_SYMBOLS_GUARD, _logaddexp, check_beam_args
 
 __all__ = ["reference_wind_beam_search", "check_window"]
 
@@ -67,13 +67,6 @@ def check_window(model: TransducerModel, window: object) -> int:
     if model.durations is not None:
         raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
     return window
-
-
-def _logaddexp(a: float, b: float) -> float:
-    m = max(a, b)
-    if m == -math.inf:
-        return m
-    return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
 @torch.inference_mode()
