@@ -80,6 +80,16 @@ class BeamTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def take_rows(self, rows: torch.Tensor) -> "BeamTree":
+        """The tree of the utterances ``rows [N]`` only (every step restricted to those rows)."""
+        return BeamTree([t[rows] for t in self.tokens], [p[rows] for p in self.parents], [d[rows] for d in self.data])
+
+    def extend(self, later: "BeamTree") -> None:
+        """Append the steps of ``later`` (same batch rows, recorded after this tree's last step)."""
+        self.tokens.extend(later.tokens)
+        self.parents.extend(later.parents)
+        self.data.extend(later.data)
+
     def backtrack(self, slots: torch.Tensor) -> list[list[tuple[list[int], list[int]]]]:
         """Token sequences and stored data of the hypotheses in ``slots [B, N]`` after the last step.
 
