@@ -19,6 +19,7 @@ import torch
 from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ...results import Hypothesis
 from .graph import DecodingGraph
+from .lattice import LatticeRecorder, UtteranceLattice
 
 __all__ = ["WFSTDecoder", "WFSTStreamState"]
 
@@ -55,6 +56,7 @@ class WFSTStreamState:
     offset: torch.Tensor
     boost: torch.Tensor | None
     batch: int
+    lattice: LatticeRecorder | None = None
 
 
 class _History:
@@ -80,6 +82,11 @@ class _History:
         return ids
 
 
+def _check_nbest(nbest) -> None:
+    if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1):
+        raise DecodingInputError(f"nbest must be a positive int or None, got {nbest!r}")
+
+
 def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For tokens in ``states [N]``: (token index, arc index) of every outgoing arc, each ``[M]``."""
     lo = _g(ptr, states)
@@ -99,6 +106,8 @@ class WFSTDecoder:
         max_active: at most this many tokens per utterance after each frame.
         acoustic_scale: weight of the log-probs relative to the graph's (LM) scores.
         blank_id: the model's blank id (must match the graph's; default: the graph's).
+        lattice_beam: when a lattice or an n-best list is asked for, keep the lattice arcs on paths
+            within ``lattice_beam`` of the best path (natural log). Recording happens only then.
     """
 
     def __init__(
@@ -108,9 +117,12 @@ class WFSTDecoder:
         max_active: int = 10000,
         acoustic_scale: float = 1.0,
         blank_id: int | None = None,
+        lattice_beam: float = 8.0,
     ) -> None:
         if not beam > 0:
             raise DecodingInputError(f"beam must be > 0, got {beam}")
+        if not lattice_beam > 0:
+            raise DecodingInputError(f"lattice_beam must be > 0, got {lattice_beam}")
         if int(max_active) < 1:
             raise DecodingInputError(f"max_active must be >= 1, got {max_active}")
         if blank_id is not None and int(blank_id) != graph.blank_id:
@@ -120,6 +132,7 @@ class WFSTDecoder:
         self.max_active = int(max_active)
         self.acoustic_scale = float(acoustic_scale)
         self.blank_id = graph.blank_id
+        self.lattice_beam = float(lattice_beam)
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,7 +192,8 @@ class WFSTDecoder:
         return t
 
     def _closure(
-        self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, offset: torch.Tensor, frame: int, boost
+        self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, offset: torch.Tensor, frame: int, boost,
+        rec: LatticeRecorder | None = None,
     ) -> _Tokens:
         """Epsilon passes from the tokens ``frontier`` (indices into ``t``); returns the closed set."""
         g = self.graph
@@ -191,12 +205,18 @@ class WFSTDecoder:
             if tok.numel() == 0:
                 break
             b = _g(f.b, tok)
-            score = _g(f.score, tok) + _g(g.p_score, arc)
+            arc_score = _g(g.p_score, arc)
+            score = _g(f.score, tok) + arc_score
             word = _g(g.p_olabel, arc)
             if boost is not None:
-                score = score + _g(boost.reshape(-1), b * boost.shape[1] + word)
+                bw = _g(boost.reshape(-1), b * boost.shape[1] + word)
+                score = score + bw
+                arc_score = arc_score + bw
             no_token = torch.full_like(word, -1)
-            hid = hist.add(_g(f.hid, tok), word, _g(offset, b) + frame, no_token, torch.zeros_like(word, dtype=torch.bool))
+            frames = _g(offset, b) + frame
+            hid = hist.add(_g(f.hid, tok), word, frames, no_token, torch.zeros_like(word, dtype=torch.bool))
+            if rec is not None:
+                rec.epsilon(b, _g(f.s, tok), _g(g.p_dst, arc), word, frames, arc_score, score)
             new = _Tokens(b, _g(g.p_dst, arc), score, hid)
             n_old = t.b.shape[0]
             merged = _Tokens.cat(t, new)
@@ -221,7 +241,9 @@ class WFSTDecoder:
         lengths: torch.Tensor | None = None,
         boosts: Sequence[Mapping[str, float] | None] | None = None,
         frame_index: torch.Tensor | None = None,
-    ) -> list[Hypothesis]:
+        nbest: int | None = None,
+        return_lattice: bool = False,
+    ):
         """Decode ``log_probs [B, T, V]`` (``lengths [B]``) to one :class:`Hypothesis` per utterance.
 
         ``frame_index [B, T]``: the original frame of each input frame, as returned by
@@ -233,6 +255,15 @@ class WFSTDecoder:
         ``(word, start_frame, end_frame)``: the first and last frame of the tokens spelling the word;
         ``tokens`` / ``timestamps`` are the output tokens of the best path and the frame each starts
         at; ``score`` is ``acoustic_scale * sum log_probs + graph score (+ boosts)``.
+
+        ``nbest=N``: return ``list[list[Hypothesis]]`` instead, up to ``N`` distinct word sequences
+        per utterance, best first, from a lattice recorded during the search (pruned with
+        ``lattice_beam``); entry 0 is the 1-best, each other entry is its word sequence's best path
+        in the lattice (tokens, timestamps, word frames, total score as for the 1-best).
+        ``return_lattice=True``: also return one ``kaldifst.Lattice`` per utterance (``None`` if
+        nothing survived): ``(hyps, lattices)``. Input label ``token + 1`` (0: epsilon arc), output
+        label the word id (``graph.words``), weight (graph cost incl. boosts, acoustic cost incl.
+        ``acoustic_scale``), costs = -scores.
         """
         x = check_emissions("log_probs", log_probs)
         if frame_index is not None and (
@@ -240,21 +271,28 @@ class WFSTDecoder:
             or frame_index.is_floating_point() or frame_index.dtype == torch.bool
         ):
             raise DecodingInputError(f"frame_index must be an integer tensor of shape {tuple(x.shape[:2])}")
-        state = self.init_state(x.shape[0], x.device, boosts)
+        _check_nbest(nbest)
+        state = self.init_state(x.shape[0], x.device, boosts, lattice=nbest is not None or return_lattice)
         self.advance(state, x, lengths)
-        hyps = self.hypotheses(state)
+        out = self.hypotheses(state, nbest=nbest, return_lattice=return_lattice)
+        hyps = out[0] if return_lattice else out
         if frame_index is not None:
             fi = frame_index.tolist()
-            for b, h in enumerate(hyps):
-                h.timestamps = [fi[b][t] for t in h.timestamps]
-                if h.words is not None:
-                    h.words = [(w, fi[b][s], fi[b][e]) for w, s, e in h.words]
-        return hyps
+            for b, hs in enumerate(hyps):
+                for h in (hs if nbest is not None else [hs]):
+                    h.timestamps = [fi[b][t] for t in h.timestamps]
+                    if h.words is not None:
+                        h.words = [(w, fi[b][s], fi[b][e]) for w, s, e in h.words]
+        return out
 
     def init_state(
-        self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None
+        self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None,
+        lattice: bool = False,
     ) -> "WFSTStreamState":
-        """A fresh decoding state for ``batch`` utterances (streaming: feed chunks to :meth:`advance`)."""
+        """A fresh decoding state for ``batch`` utterances (streaming: feed chunks to :meth:`advance`).
+
+        ``lattice=True`` records a lattice (for ``hypotheses(state, nbest=N)`` and lattices).
+        """
         dev = torch.device(device)
         g = self._graph_on(dev)
         B = int(batch)
@@ -263,8 +301,14 @@ class WFSTDecoder:
         hid0 = hist.add(torch.full((B,), -1, device=dev), zero, zero - 1, zero - 1, torch.zeros(B, dtype=torch.bool, device=dev))
         toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
         boost = self._boost_table(boosts, B, dev)
-        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost)
-        return WFSTStreamState(toks, hist, zero.clone(), boost, B)
+        rec = LatticeRecorder(self.lattice_beam, g.eps_depth) if lattice else None
+        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost, rec)
+        if rec is not None:
+            rec.nid = rec.close_step(toks.b, toks.s, toks.score, g.num_states)
+            at_start = torch.nonzero(toks.s == g.start).squeeze(1)
+            rec.start_node = torch.full((B,), -1, dtype=torch.int64, device=dev).index_copy_(
+                0, _g(toks.b, at_start), _g(rec.nid, at_start))
+        return WFSTStreamState(toks, hist, zero.clone(), boost, B, rec)
 
     @torch.no_grad()
     def advance(
@@ -287,13 +331,15 @@ class WFSTDecoder:
         g = self._graph_on(x.device)
         am = x.float() * self.acoustic_scale
         dev = x.device
-        hist, boost, offset, toks = state.hist, state.boost, state.offset, state.toks
+        hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
+        S = g.num_states
         for t in range(T):
             live = lens[toks.b] > t
             if not bool(live.any()):
                 break
-            cur = toks.take(torch.nonzero(live).squeeze(1))
-            kept = toks.take(torch.nonzero(~live).squeeze(1))
+            live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
+            cur = toks.take(live_idx)
+            kept = toks.take(dead_idx)
             tok, arc = _expand(g.e_ptr, cur.s)
             b = _g(cur.b, tok)
             lab = _g(g.e_ilabel, arc)
@@ -305,21 +351,74 @@ class WFSTDecoder:
             sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
             tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
             word = _g(g.e_olabel, arc)
+            if rec is not None:
+                graph_part = _g(g.e_score, arc)
+                if boost is not None:
+                    graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
+                rec.emitting(_g(_g(rec.nid, live_idx), tok), b, _g(g.e_dst, arc), word, lab, _g(g.e_start, arc),
+                             _g(offset, b) + t, graph_part, _g(am[:, t].reshape(-1), b * V + lab), score)
             new = _Tokens(b, _g(g.e_dst, arc), score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
             sel = new.hid
             new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
                                _g(g.e_start, _g(arc, sel)))
-            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost)
+            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
+            if rec is not None:
+                rec.nid = torch.cat([_g(rec.nid, dead_idx), rec.close_step(new.b, new.s, new.score, S)])
             toks = _Tokens.cat(kept, new)
         state.toks = toks
         state.offset = offset + lens
         return state
 
-    def hypotheses(self, state: "WFSTStreamState") -> list[Hypothesis]:
-        """The 1-best of each utterance so far (final weights applied; the state is not changed)."""
+    def hypotheses(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
+        """The 1-best of each utterance so far (final weights applied; the state is not changed).
+
+        ``nbest`` / ``return_lattice`` as in :meth:`__call__`; they need a state made with
+        ``init_state(..., lattice=True)``. The n-best list at the end of a stream equals the one of
+        a single call on the whole utterances.
+        """
+        _check_nbest(nbest)
         self._graph_on(state.toks.b.device)
-        return self._best(state.toks, state.batch, state.hist)
+        best = self._best(state.toks, state.batch, state.hist)
+        if nbest is None and not return_lattice:
+            return best
+        if state.lattice is None:
+            raise DecodingInputError("nbest / return_lattice need a state recording a lattice: init_state(..., lattice=True)")
+        lats = self._lattices(state)
+        hyps = best if nbest is None else [self._nbest(lat, h, nbest) for lat, h in zip(lats, best)]
+        if return_lattice:
+            return hyps, [None if lat is None else lat.to_kaldi() for lat in lats]
+        return hyps
+
+    def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
+        toks, g = state.toks, self.graph
+        fin = _g(g.final_score, toks.s)
+        any_final = torch.zeros(state.batch, dtype=torch.bool, device=fin.device).scatter_reduce(
+            0, toks.b, torch.isfinite(fin), "amax")
+        fin = torch.where(_g(any_final, toks.b), fin, torch.zeros_like(fin))
+        return state.lattice.utterances(state.lattice.nid, toks.b, fin, state.batch)
+
+    def _nbest(self, lat: UtteranceLattice | None, best: Hypothesis, n: int) -> list[Hypothesis]:
+        """``best`` (the Viterbi 1-best) followed by the lattice's next best distinct word sequences."""
+        out = [best]
+        if lat is None or n == 1:
+            return out
+        index = self.graph.word_index()
+        best_ids = [index[w] for w, _, _ in best.words]
+        for words, _ in lat.nbest_words(n + 1):
+            if len(out) == n:
+                break
+            if words == best_ids:
+                continue
+            found = lat.best_path(words)
+            if found is None:  # pragma: no cover - a word sequence of the lattice always has a path
+                continue
+            arcs, final = found
+            entries = [(int(lat.token[a]), bool(lat.start[a]), int(lat.frame[a]), int(lat.word[a])) for a in arcs]
+            score = float(lat.graph[arcs].sum() + lat.am[arcs].sum()) + final
+            out.append(self._hypothesis(entries, score))
+        out[1:] = sorted(out[1:], key=lambda h: -h.score)
+        return out
 
     def _word_times(self, arc_words: list[tuple[int, int]], toks: list[list[int]]) -> list[tuple[str, int, int]]:
         """Word (start, end) frames: the first/last frame of the tokens spelling it (lexicon lengths);
@@ -364,19 +463,20 @@ class WFSTDecoder:
                 path.append(h)
                 h = prev[h]
             path.reverse()
-            toks: list[list[int]] = []  # [token, first frame, last frame]
-            arc_words: list[tuple[int, int]] = []  # (word id, frame of the arc that output it)
-            for h in path:
-                lab = token[h]
-                if lab >= 0:
-                    if start[h]:
-                        toks.append([lab, frame[h], frame[h]])
-                    elif toks and lab == toks[-1][0]:
-                        toks[-1][2] = frame[h]
-                if word[h] > 0:
-                    arc_words.append((word[h], max(frame[h], 0)))
-            out_words = self._word_times(arc_words, toks)
-            tokens = [x[0] for x in toks]
-            stamps = [x[1] for x in toks]
-            out.append(Hypothesis(tokens, stamps, float(best_l[b]), words=out_words))
+            out.append(self._hypothesis([(token[h], start[h], frame[h], word[h]) for h in path], float(best_l[b])))
         return out
+
+    def _hypothesis(self, path: list[tuple[int, bool, int, int]], score: float) -> Hypothesis:
+        """A hypothesis from a path's arcs in order: (token read or -1, token starts, frame, word id)."""
+        toks: list[list[int]] = []  # [token, first frame, last frame]
+        arc_words: list[tuple[int, int]] = []  # (word id, frame of the arc that output it)
+        for lab, start, frame, word in path:
+            if lab >= 0:
+                if start:
+                    toks.append([lab, frame, frame])
+                elif toks and lab == toks[-1][0]:
+                    toks[-1][2] = frame
+            if word > 0:
+                arc_words.append((word, max(frame, 0)))
+        out_words = self._word_times(arc_words, toks)
+        return Hypothesis([x[0] for x in toks], [x[1] for x in toks], score, words=out_words)
