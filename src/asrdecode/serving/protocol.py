@@ -1,0 +1,250 @@
+"""The wire protocol of ``asrdecode serve``: message formats, limits and their checks.
+
+One WebSocket connection carries one audio stream (path ``/v1/stream``):
+
+1. client -> server, one **text** message, the stream's configuration (JSON object)::
+
+       {"sample_rate": 16000, "encoding": "s16le", "boosts": {"sense and sensibility": 2.0}, "name": "clip-7"}
+
+   ``sample_rate`` is required and must be 16000. ``encoding`` is ``"s16le"`` (default:
+   little-endian signed 16-bit PCM) or ``"f32le"`` (little-endian float32 in [-1, 1]).
+   ``boosts`` (optional) maps a phrase (a word for the WFST decoder) to its boost weight;
+   ``name`` (optional) is echoed back. Unknown keys are an error (a typo is not silently
+   ignored).
+2. server -> client ``{"type": "ready", "stream_id": ..., "sample_rate": 16000, "encoding": ...,
+   "max_chunk_bytes": ..., "frame_seconds": ...}``.
+3. client -> server, any number of **binary** messages, each a chunk of mono PCM in the
+   configured encoding (a whole number of samples, at most ``max_chunk_bytes``, any length).
+4. client -> server, one **text** message ``{"type": "end"}``: the audio is complete.
+5. server -> client, for every chunk in order, ``{"type": "partial", "seq": k, "text": ...,
+   "frames": ..., "queue_ms": ..., "compute_ms": ..., "batch": ...}`` (``seq`` counts chunks
+   from 0); after ``end``, one ``{"type": "final", ...}`` with the same fields plus ``words``
+   (``[{"word", "start", "end"}]`` in seconds) and ``audio_seconds``. The server then closes
+   the connection (code 1000).
+
+Any violation (not JSON, unknown message, wrong sample rate, binary before the
+configuration, a chunk too large or not a whole number of samples, NaN samples, a stream
+longer than ``max_stream_seconds``, idle for ``idle_timeout_s``) gets one ``{"type": "error",
+"code": ..., "message": ...}`` and the server closes *that* connection with the WebSocket code
+in :data:`CLOSE_CODES`; other streams are not affected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+__all__ = [
+    "SAMPLE_RATE", "ENCODINGS", "CLOSE_CODES", "Limits", "StreamConfig", "ProtocolError",
+    "parse_config", "parse_control", "decode_chunk", "encode_chunk", "error_message",
+]
+
+SAMPLE_RATE = 16000
+ENCODINGS = {"s16le": np.dtype("<i2"), "f32le": np.dtype("<f4")}
+
+# error code -> WebSocket close code (RFC 6455 section 7.4.1)
+CLOSE_CODES = {
+    "bad_config": 1008,         # policy violation
+    "bad_sample_rate": 1003,    # unsupported data
+    "bad_encoding": 1003,
+    "bad_boosts": 1008,
+    "bad_message": 1008,
+    "unexpected_binary": 1008,
+    "bad_chunk": 1007,          # inconsistent data (odd byte count, NaN)
+    "chunk_too_large": 1009,    # message too big
+    "message_too_large": 1009,
+    "stream_too_long": 1009,
+    "idle_timeout": 1008,
+    "server_busy": 1013,        # try again later
+    "shutting_down": 1001,      # going away
+    "internal": 1011,
+}
+
+
+class ProtocolError(ValueError):
+    """A client broke the protocol: ``code`` is a key of :data:`CLOSE_CODES`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in CLOSE_CODES:
+            raise KeyError(f"unknown protocol error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def close_code(self) -> int:
+        return CLOSE_CODES[self.code]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-stream limits the server enforces.
+
+    Attributes:
+        max_chunk_seconds: longest audio chunk (one binary message), in seconds.
+        max_text_bytes: largest text (JSON) message.
+        max_stream_seconds: longest stream, in seconds of audio.
+        max_boosts: most boosted phrases per stream.
+        max_phrase_chars: longest boosted phrase.
+        max_boost_weight: largest absolute boost weight.
+        config_timeout_s: time allowed between connecting and the configuration message.
+        idle_timeout_s: longest silence from the client while a stream is open.
+    """
+
+    max_chunk_seconds: float = 2.0
+    max_text_bytes: int = 65536
+    max_stream_seconds: float = 600.0
+    max_boosts: int = 256
+    max_phrase_chars: int = 100
+    max_boost_weight: float = 100.0
+    config_timeout_s: float = 10.0
+    idle_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_chunk_seconds", "max_stream_seconds", "max_boost_weight", "config_timeout_s",
+                     "idle_timeout_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"Limits.{name} must be a positive number, got {v!r}")
+        for name in ("max_text_bytes", "max_boosts", "max_phrase_chars"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v > 0):
+                raise ValueError(f"Limits.{name} must be a positive integer, got {v!r}")
+
+    def max_chunk_bytes(self, encoding: str) -> int:
+        """Largest binary message for ``encoding``: ``max_chunk_seconds`` of samples."""
+        return int(self.max_chunk_seconds * SAMPLE_RATE) * ENCODINGS[encoding].itemsize
+
+    @property
+    def transport_max_bytes(self) -> int:
+        """The WebSocket layer's own cap: larger messages are cut off with code 1009 unread.
+
+        Four times the largest legal message, so that anything up to that size is read and
+        answered with a JSON ``chunk_too_large`` error instead.
+        """
+        return 4 * max(self.max_text_bytes, self.max_chunk_bytes("f32le"))
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """A parsed configuration message."""
+
+    sample_rate: int = SAMPLE_RATE
+    encoding: str = "s16le"
+    boosts: Optional[dict[str, float]] = None
+    name: Optional[str] = None
+
+    def to_json(self) -> str:
+        msg: dict[str, Any] = {"sample_rate": self.sample_rate, "encoding": self.encoding}
+        if self.boosts:
+            msg["boosts"] = dict(self.boosts)
+        if self.name is not None:
+            msg["name"] = self.name
+        return json.dumps(msg, ensure_ascii=False)
+
+
+def _json_object(text: str, limits: Limits, what: str) -> dict[str, Any]:
+    if len(text.encode("utf-8")) > limits.max_text_bytes:
+        raise ProtocolError("message_too_large", f"{what}: text message larger than {limits.max_text_bytes} bytes")
+    try:
+        msg = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise ProtocolError("bad_config" if what == "configuration" else "bad_message",
+                            f"{what}: not valid JSON ({err})") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("bad_config" if what == "configuration" else "bad_message",
+                            f"{what}: expected a JSON object, got {type(msg).__name__}")
+    return msg
+
+
+def parse_config(text: str, limits: Limits) -> StreamConfig:
+    """Check the first (configuration) message of a stream; raise :class:`ProtocolError` if bad."""
+    msg = _json_object(text, limits, "configuration")
+    unknown = sorted(set(msg) - {"sample_rate", "encoding", "boosts", "name"})
+    if unknown:
+        raise ProtocolError("bad_config", f"configuration: unknown keys {unknown} "
+                            "(expected sample_rate, encoding, boosts, name)")
+    if "sample_rate" not in msg:
+        raise ProtocolError("bad_config", "configuration: 'sample_rate' is required")
+    sr = msg["sample_rate"]
+    if isinstance(sr, bool) or not isinstance(sr, int) or sr != SAMPLE_RATE:
+        raise ProtocolError("bad_sample_rate", f"configuration: sample_rate must be {SAMPLE_RATE}, got {sr!r}")
+    enc = msg.get("encoding", "s16le")
+    if enc not in ENCODINGS:
+        raise ProtocolError("bad_encoding", f"configuration: encoding must be one of {sorted(ENCODINGS)}, got {enc!r}")
+    name = msg.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > 200):
+        raise ProtocolError("bad_config", "configuration: name must be a string of at most 200 characters")
+    boosts = msg.get("boosts")
+    if boosts is not None:
+        boosts = _check_boosts(boosts, limits)
+    return StreamConfig(sample_rate=sr, encoding=enc, boosts=boosts or None, name=name)
+
+
+def _check_boosts(boosts: Any, limits: Limits) -> dict[str, float]:
+    if not isinstance(boosts, dict):
+        raise ProtocolError("bad_boosts", "configuration: boosts must be an object {phrase: weight}")
+    if len(boosts) > limits.max_boosts:
+        raise ProtocolError("bad_boosts", f"configuration: at most {limits.max_boosts} boosts, got {len(boosts)}")
+    out: dict[str, float] = {}
+    for phrase, w in boosts.items():
+        p = " ".join(phrase.split())
+        if not p or len(p) > limits.max_phrase_chars:
+            raise ProtocolError("bad_boosts", f"configuration: boost phrase {phrase!r} must be 1 to "
+                                f"{limits.max_phrase_chars} characters")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
+                or abs(w) > limits.max_boost_weight:
+            raise ProtocolError("bad_boosts", f"configuration: boost weight of {phrase!r} must be a finite "
+                                f"number with |w| <= {limits.max_boost_weight}, got {w!r}")
+        out[p] = float(w)
+    return out
+
+
+def parse_control(text: str, limits: Limits) -> str:
+    """A text message after the configuration: returns its ``type`` (only ``"end"`` is defined)."""
+    msg = _json_object(text, limits, "control message")
+    if msg.get("type") != "end" or len(msg) != 1:
+        raise ProtocolError("bad_message", f"expected {{\"type\": \"end\"}} or binary audio, got {text[:100]!r}")
+    return "end"
+
+
+def decode_chunk(data: bytes, encoding: str, limits: Limits) -> np.ndarray:
+    """A binary message -> 1-D float32 samples in [-1, 1]; raise :class:`ProtocolError` if bad."""
+    dtype = ENCODINGS[encoding]
+    cap = limits.max_chunk_bytes(encoding)
+    if len(data) > cap:
+        raise ProtocolError("chunk_too_large", f"audio chunk of {len(data)} bytes is larger than {cap} bytes "
+                            f"({limits.max_chunk_seconds:g} s of {encoding})")
+    if len(data) % dtype.itemsize:
+        raise ProtocolError("bad_chunk", f"audio chunk of {len(data)} bytes is not a whole number of "
+                            f"{dtype.itemsize}-byte {encoding} samples")
+    x = np.frombuffer(data, dtype=dtype)
+    if encoding == "s16le":
+        return x.astype(np.float32) / 32768.0
+    if not np.isfinite(x).all():
+        raise ProtocolError("bad_chunk", "audio chunk holds NaN or inf samples")
+    return x.astype(np.float32)
+
+
+def encode_chunk(samples: np.ndarray, encoding: str = "s16le") -> bytes:
+    """Float samples in [-1, 1] -> a binary message (the client side of :func:`decode_chunk`)."""
+    x = np.asarray(samples, dtype=np.float32)
+    if encoding == "s16le":
+        return np.clip(np.round(x * 32768.0), -32768, 32767).astype("<i2").tobytes()
+    if encoding == "f32le":
+        return x.astype("<f4").tobytes()
+    raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
+
+
+def error_message(code: str, message: str, **extra: Any) -> str:
+    """The JSON text of an error message."""
+    return json.dumps({"type": "error", "code": code, "message": message, **extra}, ensure_ascii=False)
+
+
+def result_message(kind: str, fields: Mapping[str, Any]) -> str:
+    """The JSON text of a ``partial`` or ``final`` message."""
+    return json.dumps({"type": kind, **fields}, ensure_ascii=False)
