@@ -1,0 +1,202 @@
+""":class:`StreamDecoder`: many audio streams decoded together, chunk by chunk, with one state per stream.
+
+A step takes the new audio of any subset of the open streams. Each stream's audio goes through the
+block front end (:mod:`~asrdecode.streaming.frontend`); the streams that got new encoder frames (or
+end now) have their decoder states gathered into one batch state, the decoder family's own
+streaming call runs once for the batch, and the states are scattered back
+(:mod:`~asrdecode.streaming.state_batching`). Streams join (:meth:`StreamDecoder.open`) and leave
+(``final``, :meth:`StreamDecoder.close`) at any step.
+
+The final result of a stream equals :meth:`StreamDecoder.offline` on the same audio, whatever the
+chunking and whatever other streams were decoded alongside: the front end encodes the same blocks
+either way, and every decoder family's streaming call equals its whole-utterance call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Collection, Hashable, Mapping
+
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from .families import make_family
+from .frontend import AudioBuffer, BlockFrontEnd, check_audio
+
+__all__ = ["StreamDecoder", "StreamResult"]
+
+
+@dataclass
+class StreamResult:
+    """The result of one stream after a step.
+
+    Attributes:
+        stream_id: the stream's id.
+        hypothesis: everything decoded so far (timestamps in 80 ms encoder frames from the stream's
+            start); the final one equals :meth:`StreamDecoder.offline`.
+        text: the transcript so far (``hypothesis.text``).
+        final: True for the stream's last result (it is closed now).
+        frames: encoder frames decoded so far.
+    """
+
+    stream_id: Hashable
+    hypothesis: Hypothesis
+    text: str
+    final: bool
+    frames: int
+
+
+@dataclass
+class _Stream:
+    audio: AudioBuffer
+    state: Any
+    frames: int = 0
+
+
+class StreamDecoder:
+    """Decode many audio streams of a bundled model together, chunk by chunk.
+
+    Args:
+        bundle: a demo model from :func:`asrdecode.models.load` (``"demo-rnnt"``, ``"demo-tdt"``,
+            ``"demo-ctc"``).
+        decoder: ``"greedy"`` or ``"beam"`` (transducers, CTC), ``"wfst"`` (CTC; needs ``graph=``).
+        block_frames, left_context, right_context: the front end's block of ``N`` encoder frames
+            (80 ms each) and its left context and lookahead in frames (see
+            :mod:`asrdecode.streaming.frontend`). A block is decoded once its audio and lookahead
+            have arrived, so the latency is ``block_frames + right_context`` frames.
+        boost_weight: ``"beam"`` decoders: the fusion weight of per-stream phrase boosting; with it
+            set, :meth:`open` accepts ``boosts={phrase: bonus per token}`` (a
+            :class:`~asrdecode.lm.BoostingTree` per stream); without it boosts are refused.
+        **options: the family's decoding options: ``transducer.greedy`` (``loop``, ``window``,
+            ``max_symbols``, ...), ``transducer.beam_search`` (``beam``, ``method``, ``window``,
+            ``fusion``, ``beta``, ...), ``ctc.beam_search`` (``beam``, ``fusion``, ``beta``,
+            ``blank_collapse``, ...), ``WFSTDecoder`` (``graph``, ``beam``, ``max_active``,
+            ``acoustic_scale``). Options the stream decoder sets itself (``tokenizer``, ``state``,
+            ``final``, ``nbest``, ...) are refused.
+
+    Raises:
+        ValueError: an unknown decoder name for the bundle, or a bad option.
+    """
+
+    def __init__(self, bundle: Any, decoder: str = "greedy", *, block_frames: int = 16, left_context: int = 8,
+                 right_context: int = 0, **options: Any) -> None:
+        self.family = make_family(bundle, decoder, options)
+        self.bundle = bundle
+        self.decoder = decoder
+        head = bundle.model.log_probs_from_encoder if bundle.kind == "ctc" else None
+        self.front = BlockFrontEnd(bundle, head, block_frames, left_context, right_context)
+        self._streams: dict[Hashable, _Stream] = {}
+
+    # -- streams ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def __contains__(self, stream_id: object) -> bool:
+        return stream_id in self._streams
+
+    @property
+    def streams(self) -> list[Hashable]:
+        """The open streams' ids, in the order they were opened."""
+        return list(self._streams)
+
+    def open(self, stream_id: Hashable, boosts: Mapping[str, float] | None = None) -> None:
+        """Start a stream.
+
+        ``boosts``: ``"wfst"``: ``{word: boost}`` added each time the word is output; ``"beam"``
+        with ``boost_weight``: ``{phrase: bonus per token}``.
+
+        Raises:
+            ValueError: the id is already open, or the decoder does not take these boosts.
+        """
+        try:
+            hash(stream_id)
+        except TypeError:
+            raise DecodingInputError(f"stream_id must be hashable, got {type(stream_id).__name__}") from None
+        if stream_id in self._streams:
+            raise DecodingInputError(f"stream {stream_id!r} is already open")
+        self.family.check_boosts(boosts)
+        self._streams[stream_id] = _Stream(AudioBuffer.empty(), self.family.open(boosts))
+
+    def close(self, stream_id: Hashable) -> None:
+        """Abandon a stream (no final result). Raises KeyError for an id that is not open."""
+        if stream_id not in self._streams:
+            raise KeyError(f"stream {stream_id!r} is not open")
+        self.family.close(self._streams.pop(stream_id).state)
+
+    # -- decoding --------------------------------------------------------------------------------
+
+    def _check_step(self, chunks: object, final: object) -> tuple[dict[Hashable, torch.Tensor], set]:
+        if not isinstance(chunks, Mapping):
+            raise DecodingInputError(f"chunks must be a mapping {{stream_id: audio}}, got {type(chunks).__name__}")
+        if isinstance(final, (str, bytes)) or not isinstance(final, Collection):
+            raise DecodingInputError(f"final must be a collection of stream ids, got {type(final).__name__}")
+        for sid in chunks:
+            if sid not in self._streams:
+                raise KeyError(f"stream {sid!r} is not open (open it first)")
+        ends = set(final)
+        extra = ends - set(chunks)
+        if extra:
+            raise DecodingInputError(f"final names streams without a chunk in this step: {sorted(map(repr, extra))} "
+                                     "(pass an empty chunk for a stream that ends without new audio)")
+        audio = {sid: check_audio(f"audio of stream {sid!r}", a) for sid, a in chunks.items()}
+        return audio, ends
+
+    def step(self, chunks: Mapping[Hashable, Any], final: Collection[Hashable] = ()) -> dict[Hashable, StreamResult]:
+        """Feed one chunk of audio to each stream in ``chunks`` and decode them together.
+
+        Args:
+            chunks: ``{stream_id: audio}``, audio a 1-D float32 waveform (numpy or torch, 16 kHz,
+                any length, may be empty).
+            final: the ids whose chunk is their last; they get their final result and are closed.
+
+        Returns:
+            ``{stream_id: StreamResult}`` for every stream in ``chunks``: everything decoded so far.
+            Streams not in ``chunks`` are untouched.
+
+        Raises:
+            KeyError: a stream id that is not open. ValueError: bad audio (not 1-D, not float, NaN
+            or inf), or a ``final`` id without a chunk. Nothing is changed when an input is bad.
+        """
+        audio, ends = self._check_step(chunks, final)
+        ids = list(audio)
+        frames = []
+        for sid in ids:
+            stream = self._streams[sid]
+            self.front.push(stream.audio, audio[sid])
+            frames.append(self.front.frames(stream.audio, sid in ends))
+        states = [self._streams[sid].state for sid in ids]
+        self.family.advance(states, frames, [sid in ends for sid in ids])
+        out = {}
+        for sid, f in zip(ids, frames):
+            stream = self._streams[sid]
+            stream.frames += f.shape[0]
+            out[sid] = self._result(sid, stream, sid in ends)
+            if sid in ends:
+                self.close(sid)
+        return out
+
+    def _result(self, sid: Hashable, stream: _Stream, final: bool) -> StreamResult:
+        hyp = self._with_text(self.family.result(stream.state, final))
+        return StreamResult(sid, hyp, hyp.text or "", final, stream.frames)
+
+    def _with_text(self, hyp: Hypothesis) -> Hypothesis:
+        if hyp.words is not None:  # WFST: the words of the graph's output
+            hyp.text = " ".join(w for w, _, _ in hyp.words)
+        else:
+            hyp.text = self.bundle.tokenizer.decode(hyp.tokens)
+        return hyp
+
+    def offline(self, audio: Any, boosts: Mapping[str, float] | None = None) -> Hypothesis:
+        """Whole-utterance decoding of ``audio`` through the same block front end: the final result
+        a stream fed this audio returns, in any chunking."""
+        wave = check_audio("audio", audio)
+        self.family.check_boosts(boosts)
+        frames = self.front.encode_utterance(wave)
+        return self._with_text(self.family.offline(frames, boosts))
+
+    def __repr__(self) -> str:
+        f = self.front
+        return (f"StreamDecoder({self.bundle.name!r}, decoder={self.decoder!r}, block_frames={f.block_frames}, "
+                f"left_context={f.left_context}, right_context={f.right_context}, streams={len(self)})")

@@ -1,0 +1,434 @@
+"""One adapter per decoder family: per-stream state, one batched streaming call, results, offline.
+
+Each adapter keeps nothing per stream but the family's own carried state (gathered and scattered
+by :mod:`~asrdecode.streaming.state_batching`); the decoding is always the family's existing call
+(``transducer.greedy``, ``transducer.beam_search``, ``ctc.greedy``, ``ctc.beam_search``,
+``WFSTDecoder.advance``), and ``offline`` is the same call on the whole utterance.
+
+An adapter's interface (used by :class:`~asrdecode.streaming.StreamDecoder`):
+
+- ``open(boosts) -> state`` and ``close(state)``;
+- ``advance(states, frames, final)``: one batched call for the streams that have new frames
+  ``[n_i, F]`` (or, where the family needs it, that end now);
+- ``result(state, final) -> Hypothesis``: everything decoded so far (``final``: the stream ended);
+- ``offline(frames, boosts) -> Hypothesis``: whole-utterance decoding of ``frames [T, F]``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from .. import ctc
+from ..errors import DecodingInputError
+from ..lm import BoostingTree
+from ..fusion import FusionScorer
+from ..results import Hypothesis
+from ..transducer import BeamState, beam_search, greedy
+from .state_batching import (
+    GreedyRow,
+    StatePool,
+    gather_beam,
+    gather_ctc_beam,
+    gather_greedy,
+    gather_wfst,
+    scatter_beam,
+    scatter_ctc_beam,
+    scatter_greedy,
+    scatter_wfst,
+)
+
+__all__ = ["make_family", "DECODERS"]
+
+Boosts = Mapping[str, float]
+
+#: decoder names per bundle kind
+DECODERS = {"rnnt": ("greedy", "beam"), "tdt": ("greedy", "beam"), "ctc": ("greedy", "beam", "wfst")}
+
+
+def pad_frames(frames: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-stream frames ``[n_i, F]`` -> padded ``[B, max n_i, F]`` and lengths ``[B]``."""
+    lengths = torch.tensor([f.shape[0] for f in frames], dtype=torch.long)
+    x = frames[0].new_zeros((len(frames), int(lengths.max()) if len(frames) else 0, frames[0].shape[1]))
+    for b, f in enumerate(frames):
+        x[b, : f.shape[0]] = f
+    return x, lengths
+
+
+def _check_options(decoder: str, options: dict[str, Any], call: Callable, reserved: Sequence[str]) -> None:
+    """Reject options the stream decoder sets itself, and names ``call`` does not take."""
+    for name in options:
+        if name in reserved:
+            raise DecodingInputError(f"decoder {decoder!r}: option {name!r} is set by the StreamDecoder itself")
+    params = inspect.signature(call).parameters
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        allowed = sorted(p for p in params if p not in reserved and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
+        raise DecodingInputError(f"decoder {decoder!r} has no option(s) {unknown}; options: {allowed}")
+
+
+def _no_boosts(decoder: str) -> Callable[[Boosts | None], None]:
+    def check(boosts: Boosts | None) -> None:
+        if boosts:
+            raise DecodingInputError(f"decoder {decoder!r} does not support per-stream boosts")
+    return check
+
+
+def _phrase_tree(decoder: str, boosts: Boosts | None, tokenizer: Any, empty: BoostingTree) -> BoostingTree:
+    """The boosting tree of a stream's ``{phrase: bonus per token}`` (the empty tree for none)."""
+    if not boosts:
+        return empty
+    if not isinstance(boosts, Mapping):
+        raise DecodingInputError(f"decoder {decoder!r}: boosts must be a mapping {{phrase: bonus per token}}")
+    return BoostingTree.from_phrases([(str(p), float(w)) for p, w in boosts.items()], tokenizer)
+
+
+# -- transducer greedy -----------------------------------------------------------------------------
+
+
+class TransducerGreedy:
+    """``transducer.greedy`` (RNN-T and TDT, every greedy option) per stream."""
+
+    name = "greedy"
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        _check_options("greedy", options, greedy, ("tokenizer", "state", "return_state"))
+        self.model = bundle.model
+        self.options = options
+        self.width = bundle.encoder.out_dim
+        self.tdt = self.model.durations is not None
+        self.pool = StatePool(self.model, 1)
+        self.check_boosts = _no_boosts("greedy")
+        self._fresh()  # validates the options
+
+    def _fresh(self) -> Any:
+        _, st = greedy(self.model, torch.zeros(1, 0, self.width), torch.zeros(1, dtype=torch.long),
+                       return_state=True, **self.options)
+        return st
+
+    def open(self, boosts: Boosts | None) -> GreedyRow:
+        st = self._fresh()
+        return GreedyRow(self.pool.add(st.pred_state), st.dec_out, durations=[] if self.tdt else None)
+
+    def close(self, row: GreedyRow) -> None:
+        self.pool.release(row.slot)
+
+    def advance(self, rows: Sequence[GreedyRow], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0]]
+        if not pick:
+            return
+        rows = [rows[i] for i in pick]
+        x, lengths = pad_frames([frames[i] for i in pick])
+        state = gather_greedy(self.pool, rows, x.dtype)
+        _, state = greedy(self.model, x, lengths, state=state, **self.options)
+        scatter_greedy(self.pool, rows, state)
+
+    def result(self, row: GreedyRow, final: bool) -> Hypothesis:
+        return Hypothesis(list(row.tokens), list(row.timestamps), row.score,
+                          durations=None if row.durations is None else list(row.durations))
+
+    def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
+        return greedy(self.model, frames[None], torch.tensor([frames.shape[0]]), **self.options)[0]
+
+
+# -- transducer beam -------------------------------------------------------------------------------
+
+
+@dataclass
+class _BeamStream:
+    slot: int
+    state: BeamState
+    tree: BoostingTree | None
+    scorer: FusionScorer
+
+
+class _PhraseBoosts:
+    """Per-stream phrase boosting for a beam search: with ``boost_weight`` set, every stream's fusion
+    list ends with its own :class:`~asrdecode.lm.BoostingTree` (the empty tree when it has no
+    phrases) at that weight; a batch uses the stack of its streams' trees."""
+
+    name = "beam"
+
+    def _init_boosts(self, boost_weight: object, base_fusion: list, vocab: int, blank: int, tokenizer: Any) -> None:
+        self.base_fusion = base_fusion
+        self.tokenizer = tokenizer
+        self.boost_weight = boost_weight
+        self.empty: BoostingTree | None = None
+        self.boost_column: int | None = None
+        if boost_weight is not None:
+            if isinstance(boost_weight, bool) or not isinstance(boost_weight, (int, float)) \
+                    or not math.isfinite(boost_weight):
+                raise DecodingInputError(f"boost_weight must be a finite number, got {boost_weight!r}")
+            self.empty = BoostingTree.empty(vocab, blank)
+            self.boost_column = len(base_fusion)
+
+    def check_boosts(self, boosts: Boosts | None) -> None:
+        if boosts and self.boost_weight is None:
+            raise DecodingInputError("decoder 'beam' supports per-stream boosts only when created with boost_weight=...")
+
+    def _tree(self, boosts: Boosts | None) -> BoostingTree | None:
+        self.check_boosts(boosts)
+        return None if self.empty is None else _phrase_tree("beam", boosts, self.tokenizer, self.empty)
+
+    def _fusion(self, tree: BoostingTree | None) -> list:
+        return self.base_fusion + ([(tree, float(self.boost_weight))] if tree is not None else [])
+
+    def _stack(self, streams: Sequence[Any]) -> tuple[list, list[int]]:
+        """The fusion list of a batch and each stream's boosting-state shift in the stacked tree."""
+        if self.boost_column is None:
+            return self.base_fusion, []
+        trees = [s.tree for s in streams]
+        stacked = trees[0] if len(trees) == 1 else BoostingTree.stack(trees)
+        shifts = [int(r) - int(t.roots[0]) for r, t in zip(stacked.roots.tolist(), trees)]
+        return self._fusion(stacked), shifts
+
+
+class TransducerBeam(_PhraseBoosts):
+    """``transducer.beam_search`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
+    phrase boosting (``boost_weight``: the fusion weight of every stream's boosting tree)."""
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        options = dict(options)
+        boost_weight = options.pop("boost_weight", None)
+        _check_options("beam", options, beam_search, ("tokenizer", "state", "return_state", "final", "nbest"))
+        self.model = bundle.model
+        self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
+                          bundle.tokenizer)
+        self.options = options
+        self.width = bundle.encoder.out_dim
+        durations = self.model.durations
+        self.pack = max(durations) + 1 if durations is not None else 1  # beam.py: tree data = frame * pack + duration
+        probe = self._initial(self._fusion(self.empty))  # validates the options
+        # prediction-state rows per stream: the hypothesis slots per utterance (beam, or more for WIND)
+        self.pool = StatePool(self.model, probe.hyps["score"].shape[1])
+
+    def _initial(self, fusion: list) -> BeamState:
+        _, st = beam_search(self.model, torch.zeros(1, 0, self.width), torch.zeros(1, dtype=torch.long),
+                            fusion=fusion, final=False, return_state=True, **self.options)
+        return st
+
+    def open(self, boosts: Boosts | None) -> _BeamStream:
+        tree = self._tree(boosts)
+        fusion = self._fusion(tree)
+        st = self._initial(fusion)
+        slot = self.pool.add(st.hyps["pred_state"])
+        st.hyps["pred_state"] = None  # lives in the pool
+        return _BeamStream(slot, st, tree, FusionScorer(fusion, self.model.vocab_size, self.model.blank_id))
+
+    def close(self, stream: _BeamStream) -> None:
+        self.pool.release(stream.slot)
+
+    def advance(self, streams: Sequence[_BeamStream], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0] or final[i]]
+        if not pick:
+            return
+        streams = [streams[i] for i in pick]
+        x, lengths = pad_frames([frames[i] for i in pick])
+        fusion, shifts = self._stack(streams)
+        slots = [s.slot for s in streams]
+        states = [s.state for s in streams]
+        batch = gather_beam(self.pool, slots, states, self.boost_column, shifts)
+        _, batch = beam_search(self.model, x, lengths, state=batch, return_state=True, fusion=fusion,
+                               final=torch.tensor([final[i] for i in pick]), **self.options)
+        scatter_beam(self.pool, slots, states, batch, self.boost_column, shifts)
+
+    def result(self, stream: _BeamStream, final: bool) -> Hypothesis:
+        """The best hypothesis so far, as ``beam_search`` ranks them (fusion end scores included)."""
+        hyps = stream.state.hyps
+        score = hyps["score"]
+        if stream.scorer.num_models:
+            score = score + stream.scorer.final(hyps["lm_states"], dtype=score.dtype).view(score.shape)
+        val, slot = score.topk(1, dim=1)
+        (tokens, data), = stream.state.tree.backtrack(slot)[0]
+        return Hypothesis(tokens, [d // self.pack for d in data], float(val[0, 0]),
+                          durations=[d % self.pack for d in data] if self.model.durations is not None else None)
+
+    def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
+        return beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),
+                           fusion=self._fusion(self._tree(boosts)), **self.options)[0]
+
+
+# -- CTC greedy ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _CTCGreedyRow:
+    prev: int = -1  # best class of the last frame so far (-1: none)
+    offset: int = 0
+    tokens: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    score: float = 0.0
+
+
+class CTCGreedy:
+    """``ctc.greedy`` per chunk; a label that continues across a chunk boundary is merged (the
+    whole-utterance rule: a frame emits when its best class is not blank and differs from the last frame's)."""
+
+    name = "greedy"
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        if options:
+            raise DecodingInputError(f"decoder 'greedy' of a CTC model has no options, got {sorted(options)}")
+        self.blank = bundle.blank_id
+        self.check_boosts = _no_boosts("greedy")
+
+    def open(self, boosts: Boosts | None) -> _CTCGreedyRow:
+        return _CTCGreedyRow()
+
+    def close(self, row: _CTCGreedyRow) -> None:
+        pass
+
+    def advance(self, rows: Sequence[_CTCGreedyRow], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0]]
+        if not pick:
+            return
+        x, lengths = pad_frames([frames[i] for i in pick])
+        hyps = ctc.greedy(x, lengths, self.blank)
+        best = x.max(dim=-1).indices  # as ctc.greedy: the class of each frame
+        last = best.gather(1, (lengths - 1)[:, None]).squeeze(1).tolist()
+        for b, i in enumerate(pick):
+            row, h = rows[i], hyps[b]
+            toks, stamps = h.tokens, h.timestamps
+            if toks and stamps[0] == 0 and toks[0] == row.prev:  # the same label run goes on
+                toks, stamps = toks[1:], stamps[1:]
+            row.tokens.extend(toks)
+            row.timestamps.extend(t + row.offset for t in stamps)
+            row.score += h.score
+            row.offset += int(lengths[b])
+            row.prev = last[b]
+
+    def result(self, row: _CTCGreedyRow, final: bool) -> Hypothesis:
+        return Hypothesis(list(row.tokens), list(row.timestamps), row.score)
+
+    def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
+        return ctc.greedy(frames[None], torch.tensor([frames.shape[0]]), self.blank)[0]
+
+
+# -- CTC beam --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _CTCBeamStream:
+    state: ctc.CTCBeamState
+    tree: BoostingTree | None
+    fusion: list
+
+
+class CTCBeam(_PhraseBoosts):
+    """``ctc.beam_search`` (fusion, blank collapse, token beam) per stream, with optional per-stream
+    phrase boosting (``boost_weight``). Each stream keeps a batch-1 ``CTCBeamState``: partial
+    results are its ``hypotheses()``, the final one its ``final=True`` call on an empty chunk."""
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        options = dict(options)
+        boost_weight = options.pop("boost_weight", None)
+        _check_options("beam", options, ctc.beam_search, ("tokenizer", "state", "final", "nbest", "log_softmax"))
+        self.blank = bundle.blank_id
+        self.vocab = bundle.model.vocab_size
+        self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.vocab, self.blank, bundle.tokenizer)
+        self.options = options
+        self._empty_call(1, self._fusion(self.empty))  # validates the options
+
+    def _empty_call(self, n: int, fusion: list, state: ctc.CTCBeamState | None = None, final: bool = False) -> Any:
+        """``ctc.beam_search`` on an empty chunk: a fresh state of batch ``n``, or a stream's end."""
+        return ctc.beam_search(torch.zeros(n, 0, self.vocab), torch.zeros(n, dtype=torch.long), self.blank,
+                               fusion=fusion, state=state, final=final, **self.options)
+
+    def open(self, boosts: Boosts | None) -> _CTCBeamStream:
+        tree = self._tree(boosts)
+        fusion = self._fusion(tree)
+        return _CTCBeamStream(self._empty_call(1, fusion), tree, fusion)
+
+    def close(self, stream: _CTCBeamStream) -> None:
+        pass
+
+    def advance(self, streams: Sequence[_CTCBeamStream], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0]]
+        if not pick:
+            return
+        streams = [streams[i] for i in pick]
+        x, lengths = pad_frames([frames[i] for i in pick])
+        fusion, shifts = self._stack(streams)
+        states = [s.state for s in streams]
+        batch = gather_ctc_beam(self._empty_call(len(streams), fusion), states, self.boost_column, shifts)
+        batch = ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False, **self.options)
+        scatter_ctc_beam(states, batch, self.boost_column, shifts)
+
+    def result(self, stream: _CTCBeamStream, final: bool) -> Hypothesis:
+        if final:  # ends the search: adds the fusion models' end-of-sentence scores
+            return self._empty_call(1, stream.fusion, state=stream.state, final=True)[0][0]
+        return stream.state.hypotheses(1)[0][0]
+
+    def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
+        return ctc.beam_search(frames[None], torch.tensor([frames.shape[0]]), self.blank,
+                               fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
+
+
+# -- WFST ------------------------------------------------------------------------------------------
+
+
+class WFST:
+    """:class:`~asrdecode.ctc.wfst.WFSTDecoder` (``graph=`` and its options) per stream, with
+    per-stream word boosts ``{word: boost}``."""
+
+    name = "wfst"
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        from ..ctc.wfst import DecodingGraph, WFSTDecoder
+
+        options = dict(options)
+        graph = options.pop("graph", None)
+        if not isinstance(graph, DecodingGraph):
+            raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg)")
+        _check_options("wfst", options, WFSTDecoder.__init__, ("graph", "blank_id"))
+        self.decoder = WFSTDecoder(graph, blank_id=bundle.blank_id, **options)
+        if graph.vocab_size > bundle.model.vocab_size:
+            raise DecodingInputError(f"the graph reads token ids up to {graph.vocab_size - 1}, the model has "
+                                     f"{bundle.model.vocab_size} classes")
+
+    def check_boosts(self, boosts: Boosts | None) -> None:
+        if boosts is not None and not isinstance(boosts, Mapping):
+            raise DecodingInputError("decoder 'wfst': boosts must be a mapping {word: boost}")
+
+    def open(self, boosts: Boosts | None) -> Any:
+        self.check_boosts(boosts)
+        return self.decoder.init_state(1, boosts=[dict(boosts)] if boosts else None)
+
+    def close(self, state: Any) -> None:
+        pass
+
+    def advance(self, states: Sequence[Any], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0]]
+        if not pick:
+            return
+        states = [states[i] for i in pick]
+        x, lengths = pad_frames([frames[i] for i in pick])
+        batch, bridge = gather_wfst(states)
+        self.decoder.advance(batch, x, lengths)
+        scatter_wfst(states, batch, bridge)
+
+    def result(self, state: Any, final: bool) -> Hypothesis:
+        return self.decoder.hypotheses(state)[0]
+
+    def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
+        self.check_boosts(boosts)
+        return self.decoder(frames[None], torch.tensor([frames.shape[0]]),
+                            boosts=[dict(boosts)] if boosts else None)[0]
+
+
+def make_family(bundle: Any, decoder: str, options: dict[str, Any]) -> Any:
+    """The adapter of ``decoder`` for ``bundle``'s kind; a ValueError names the accepted names."""
+    kind = getattr(bundle, "kind", None)
+    if kind not in DECODERS:
+        raise DecodingInputError(f"bundle must be a demo model from asrdecode.models.load(), got {type(bundle).__name__}")
+    if decoder not in DECODERS[kind]:
+        raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODERS[kind]}")
+    if kind == "ctc":
+        cls = {"greedy": CTCGreedy, "beam": CTCBeam, "wfst": WFST}[decoder]
+    else:
+        cls = {"greedy": TransducerGreedy, "beam": TransducerBeam}[decoder]
+    return cls(bundle, dict(options))
