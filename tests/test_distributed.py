@@ -1,0 +1,209 @@
+"""asrdecode.distributed: a Ray run equals the local transcription, exactly once, resumable.
+
+The Ray tests share one local Ray instance (``ray.init(num_cpus=2)``, module-scoped) and skip only
+when ``ray`` is not importable. The manifest is 8 bundled utterances in shards of 3 (3 + 3 + 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from asrdecode.errors import AsrDecodeError, DecodingInputError, FileFormatError
+from asrdecode.evaluate import read_manifest
+
+from asrdecode import distributed as dist
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 3
+
+
+def _write_manifest(path: Path) -> Path:
+    lines = []
+    for sub, k in (("real", 4), ("synth_test", 4)):
+        src = ROOT / "data" / sub / "manifest.jsonl"
+        for line in src.read_text(encoding="utf-8").splitlines()[:k]:
+            obj = json.loads(line)
+            obj["audio_filepath"] = str((src.parent / obj["audio_filepath"]).resolve())
+            lines.append(json.dumps(obj))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> Path:
+    return _write_manifest(tmp_path_factory.mktemp("manifest") / "manifest.jsonl")
+
+
+@pytest.fixture(scope="module")
+def local_rnnt(manifest) -> list[dict]:
+    return dist.transcribe_local(manifest, model="demo-rnnt", batch_size=BATCH)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+# ------------------------------------------------------------------------------ local, no Ray
+def test_local_equals_cli_eval(manifest, local_rnnt, tmp_path) -> None:
+    from asrdecode.cli import main
+
+    out = tmp_path / "pred.jsonl"
+    assert main(["eval", str(manifest), "--batch-size", str(BATCH), "--no-progress", "-o", str(out)]) == 0
+    cli = _read_jsonl(out)
+    entries = read_manifest(manifest)
+    assert [r["id"] for r in local_rnnt] == list(range(len(entries)))
+    assert [r["pred_text"] for r in local_rnnt] == [r["pred_text"] for r in cli]
+    assert [r["audio_filepath"] for r in local_rnnt] == [str(e.audio_filepath) for e in entries]
+    assert all(len(r["tokens"]) == len(r["timestamps"]) and r["durations"] is None for r in local_rnnt)
+    assert any(r["tokens"] for r in local_rnnt)
+
+
+def test_device_wrapper_feeds_the_cli_pipeline(manifest) -> None:
+    # the wrapper GPU actors use: the CLI pipeline through it gives the plain pipeline's results
+    from asrdecode.audio import read_audio
+    from asrdecode.cli import build_parser, make_pipeline
+
+    demo, encode, decode = dist.build_pipeline("demo-tdt")
+    wrapped = dist._OnDevice(demo, torch.device("cpu"))
+    assert wrapped.kind == "tdt" and wrapped.tokenizer is demo.tokenizer
+    args = build_parser().parse_args(["eval", "-", "--model", "demo-tdt"])
+    encode2, decode2 = make_pipeline(wrapped, args)
+    waves = [read_audio(e.audio_filepath) for e in read_manifest(manifest)[:2]]
+    a = decode(*encode(waves))
+    b = decode2(*encode2(waves))
+    assert [(h.tokens, h.timestamps, h.durations, h.score) for h in a] == \
+           [(h.tokens, h.timestamps, h.durations, h.score) for h in b]
+    assert all(h.durations is not None for h in a)
+
+
+def test_bad_options_raise() -> None:
+    with pytest.raises(DecodingInputError, match="unknown key 'beam_size'"):
+        dist.build_pipeline("demo-ctc", "beam", {"beam_size": 4})
+    with pytest.raises(DecodingInputError, match=r"decoder_options\['beam'\]"):
+        dist.build_pipeline("demo-ctc", "beam", {"beam": "4"})
+    with pytest.raises(DecodingInputError, match="model must be one of"):
+        dist.build_pipeline("demo-xyz")
+    with pytest.raises(DecodingInputError, match="decoder must be one of"):
+        dist.build_pipeline("demo-ctc", "viterbi")
+    with pytest.raises(DecodingInputError, match="on the CPU"):
+        dist.build_pipeline("demo-ctc", "beam", {"lm": "x.arpa"}, device="meta")
+    with pytest.raises(AsrDecodeError, match="--graph"):
+        dist.build_pipeline("demo-ctc", "wfst")
+    with pytest.raises(DecodingInputError, match="batch_size"):
+        dist.transcribe_local(ROOT / "data/real/manifest.jsonl", batch_size=0)
+
+
+def _fake_record(i: int, entry, pred: str) -> dict:
+    return {"id": i, "audio_filepath": str(entry.audio_filepath), "pred_text": pred}
+
+
+def test_merge_keeps_each_utterance_once_first_part_wins(manifest, tmp_path) -> None:
+    entries = read_manifest(manifest)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    recs = [_fake_record(i, e, f"utt {i}") for i, e in enumerate(entries)]
+    dist._commit(parts / dist._part_name(0, 5), dist._dumps(recs[:5]))
+    dist._commit(parts / dist._part_name(5, 8), dist._dumps(recs[5:]))
+    # a second copy of utterances 1..3 with other content, in a part whose name sorts later
+    dist._commit(parts / dist._part_name(1, 4), dist._dumps([dict(r, pred_text="late copy") for r in recs[1:4]]))
+    (parts / ".part-000000009-000000010.jsonl.x.tmp").write_text("half a line")  # an uncommitted temp file
+    path, dropped = dist._merge(tmp_path, parts, entries)
+    merged = _read_jsonl(path)
+    assert merged == recs and dropped == 3
+    # the same part files written in the opposite order merge the same way
+    again = tmp_path / "again"
+    (again / "parts").mkdir(parents=True)
+    for p in sorted(parts.glob("part-*"), reverse=True):
+        dist._commit(again / "parts" / p.name, p.read_text(encoding="utf-8"))
+    assert dist._merge(again, again / "parts", entries)[1] == 3
+    assert _read_jsonl(again / dist.RESULT_FILE) == recs
+
+    os.unlink(parts / dist._part_name(5, 8))
+    with pytest.raises(dist.DistributedRunError, match="3 utterances have no committed result .first: id 5, manifest line 6."):
+        dist._merge(tmp_path, parts, entries)
+    bad = dict(recs[6], audio_filepath="/elsewhere.wav")
+    dist._commit(parts / dist._part_name(6, 7), dist._dumps([bad]))
+    with pytest.raises(FileFormatError, match=r"part-000000006-000000007.jsonl:1: record 6 is for"):
+        dist._read_parts(parts, entries)
+
+
+def test_run_config_mismatch_is_an_error(manifest, tmp_path) -> None:
+    entries = read_manifest(manifest)
+    cfg = dist._config(manifest.resolve(), len(entries), "demo-rnnt", "greedy", {}, BATCH)
+    parts = dist._prepare(tmp_path, cfg, resume=True)
+    dist._commit(parts / dist._part_name(0, 3), "{}\n")
+    assert dist._prepare(tmp_path, cfg, resume=True) == parts  # same configuration: resumable
+    assert (parts / dist._part_name(0, 3)).exists()
+    other = dict(cfg, decoder="beam", decoder_options={"beam": 4})
+    with pytest.raises(DecodingInputError, match="decoder, decoder_options differ"):
+        dist._prepare(tmp_path, other, resume=True)
+    dist._prepare(tmp_path, other, resume=False)  # starts over: old parts removed
+    assert not list(parts.glob("part-*")) and json.loads((tmp_path / "run.json").read_text())["decoder"] == "beam"
+    dist._commit(parts / dist._part_name(0, 3), "{}\n")
+    os.unlink(tmp_path / "run.json")
+    with pytest.raises(DecodingInputError, match="run.json is missing"):
+        dist._prepare(tmp_path, cfg, resume=True)
+
+
+# -------------------------------------------------------------------------------------- on Ray
+def test_ray_run_equals_local_transcription(ray_session, manifest, local_rnnt, tmp_path) -> None:
+    run = dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-rnnt", batch_size=BATCH, num_actors=2)
+    assert run.output == (tmp_path / "out" / dist.RESULT_FILE).resolve()
+    assert _read_jsonl(run.output) == local_rnnt  # tokens, timestamps, text and float score identical
+    assert run.decoded == list(range(8)) and run.skipped == 0 and run.duplicates == 0
+    assert run.num_gpus_per_actor == 0.0 and run.devices == ["cpu"]
+    assert sorted(p.name for p in (tmp_path / "out" / "parts").iterdir()) == \
+           [dist._part_name(0, 3), dist._part_name(3, 6), dist._part_name(6, 8)]
+    assert run.timing.audio_seconds == pytest.approx(sum(e.duration for e in read_manifest(manifest)), abs=0.05)
+
+
+def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, local_rnnt, tmp_path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(dist.DistributedRunError, match="injected failure") as info:
+        dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1, _faults={"fail_when_committed": 1})
+    assert "rerun with resume=True" in str(info.value)
+    assert not (out / dist.RESULT_FILE).exists()
+    parts = sorted((out / "parts").glob("part-*.jsonl"))
+    committed = {r["id"] for p in parts for r in _read_jsonl(p)}
+    assert 1 <= len(parts) < 3 and committed  # some shards committed, the failing one not
+    stamps = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts}
+
+    with pytest.raises(DecodingInputError, match="batch_size differ"):
+        dist.transcribe_dataset(manifest, out, batch_size=BATCH + 1, num_actors=1)
+
+    run = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)
+    assert run.decoded == sorted(set(range(8)) - committed)  # only the rest was decoded
+    assert run.skipped == len(committed) and run.duplicates == 0
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts} == stamps  # not rewritten
+    assert _read_jsonl(run.output) == local_rnnt
+
+    again = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)  # nothing left to do
+    assert again.decoded == [] and again.skipped == 8 and _read_jsonl(again.output) == local_rnnt
+
+
+def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, manifest, tmp_path) -> None:
+    local = dist.transcribe_local(manifest, model="demo-tdt", batch_size=BATCH)
+    marker = tmp_path / "actor-died"
+    run = dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-tdt", batch_size=BATCH, num_actors=2,
+                                  _faults={"exit_after_commit": str(marker)})
+    assert marker.exists()  # an actor process did die right after committing a shard
+    assert run.decoded == list(range(8)) and run.duplicates == 0
+    merged = _read_jsonl(run.output)
+    assert merged == local and [r["id"] for r in merged] == list(range(8))
+    assert all(r["durations"] is not None for r in merged)
+    assert len(list((tmp_path / "out" / "parts").glob("part-*.jsonl"))) == 3
