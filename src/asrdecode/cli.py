@@ -1,4 +1,5 @@
-"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm``, ``build-graph`` and ``bench``.
+"""The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm``, ``build-graph``, ``bench``,
+``serve`` and ``loadtest``.
 
 Every error in the input (a missing or unreadable file, a bad manifest line, a wrong shape, an
 option that does not fit the model) prints one line ``asrdecode: error: ...`` naming the file or
@@ -429,6 +430,129 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_modules(command: str):
+    """Import the server modules, or fail with the pip extra to install."""
+    from .serving import missing_serve_deps
+
+    missing = missing_serve_deps()
+    if missing:
+        raise CLIError(f"asrdecode {command} needs {', '.join(missing)}: pip install 'asrdecode[serve]'")
+    from .serving import loadtest, server
+
+    return server, loadtest
+
+
+def _parse_options(specs: Optional[Sequence[str]]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs -> keyword arguments (VALUE as JSON when it parses, else a string)."""
+    out: dict[str, Any] = {}
+    for spec in specs or []:
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise CLIError(f"--option {spec!r}: expected KEY=VALUE with KEY a Python identifier")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _server_config(args: argparse.Namespace, server) -> Any:
+    from .serving.protocol import Limits
+
+    options = _parse_options(args.option)
+    if args.beam is not None:
+        if args.decoder == "greedy":
+            raise CLIError("--beam applies to --decoder beam or wfst")
+        if args.decoder == "beam" and (args.beam != int(args.beam) or args.beam < 1):
+            raise CLIError(f"--beam must be a whole number >= 1 for --decoder beam, got {args.beam:g}")
+        options.setdefault("beam", int(args.beam) if args.decoder == "beam" else float(args.beam))
+    if args.boost_weight is not None:
+        if args.decoder != "beam":
+            raise CLIError("--boost-weight applies to --decoder beam (wfst boosts words without it)")
+        options.setdefault("boost_weight", args.boost_weight)
+    if args.decoder == "wfst":
+        if args.model != "demo-ctc":
+            raise CLIError("--decoder wfst decodes CTC output: use --model demo-ctc")
+        if not args.graph:
+            raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
+        if not Path(args.graph).is_file():
+            raise FileFormatError(args.graph, None, "no such graph file")
+        options["graph"] = str(args.graph)  # loaded by the server (build_service)
+    elif args.graph:
+        raise CLIError("--graph applies to --decoder wfst")
+    try:
+        limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds)
+        return server.ServerConfig(model=args.model, decoder=args.decoder, decoder_options=options,
+                                   max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
+                                   max_streams=args.max_streams, drain_timeout_s=args.drain_timeout, limits=limits)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+
+def _check_batching(args: argparse.Namespace) -> None:
+    if args.max_batch < 1:
+        raise CLIError(f"--max-batch must be >= 1, got {args.max_batch}")
+    if not args.max_wait_ms >= 0:
+        raise CLIError(f"--max-wait-ms must be >= 0, got {args.max_wait_ms}")
+    if args.max_queue < 1:
+        raise CLIError(f"--max-queue must be >= 1, got {args.max_queue}")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    server, _ = _serve_modules("serve")
+    _check_batching(args)
+    config = _server_config(args, server)
+    try:
+        service = server.build_service(config)
+    except (ValueError, TypeError) as err:  # an option the decoder does not take
+        raise CLIError(f"--model {args.model} --decoder {args.decoder}: {err}") from None
+    sock = server.bind_socket(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    srv = server.Server(service, host=host, port=port, log_level=args.log_level)
+    print(f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, decoder {args.decoder}, "
+          f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)", flush=True)
+    srv.run(sockets=[sock])
+    print(f"stopped: {json.dumps(service.health())}", flush=True)
+    return 0
+
+
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    _, loadtest = _serve_modules("loadtest")
+    _check_batching(args)
+    if args.streams < 1:
+        raise CLIError(f"--streams must be >= 1, got {args.streams}")
+    if not args.chunk_seconds > 0:
+        raise CLIError(f"--chunk-seconds must be > 0, got {args.chunk_seconds}")
+    if args.duration is not None and not args.duration > 0:
+        raise CLIError(f"--duration must be > 0, got {args.duration}")
+    if (args.url is None) == (not args.spawn):
+        raise CLIError("give either --url URL (a running server) or --spawn (start one)")
+    clips = loadtest.load_clips(args.audio or ["data/real"])
+    boosts = dict(parse_boost(b) for b in args.boost or [])
+    kw = dict(chunk_seconds=args.chunk_seconds, duration=args.duration, encoding=args.encoding,
+              boosts=boosts or None, stagger=not args.no_stagger, seed=args.seed)
+    if args.spawn:
+        serve_args = ["--model", args.model, "--decoder", args.decoder, "--max-batch", str(args.max_batch),
+                      "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue),
+                      "--max-streams", str(max(256, args.streams))]
+        if args.beam is not None:
+            serve_args += ["--beam", f"{args.beam:g}"]
+        if args.boost_weight is not None:
+            serve_args += ["--boost-weight", str(args.boost_weight)]
+        if args.graph:
+            serve_args += ["--graph", str(args.graph)]
+        for o in args.option or []:
+            serve_args += ["--option", o]
+        with loadtest.spawn_server(serve_args) as url:
+            report = loadtest.loadtest(url, clips, args.streams, **kw)
+    else:
+        report = loadtest.loadtest(args.url, clips, args.streams, **kw)
+    if args.json:
+        write_atomic(args.json, json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
+    sys.stdout.write(report.format_text())
+    return 0 if report.summary()["failed"] == 0 else 1
+
+
 # ------------------------------------------------------------------------------------------- parser
 _TRANSCRIBE_EX = """examples:
   asrdecode transcribe data/real/cards-001.wav
@@ -463,6 +587,20 @@ writes bench.md (also printed) and rtfx_vs_batch.png, wind_jumps.png, wer_vs_lm_
 (needs matplotlib)
 """
 
+_SERVE_EX = """examples:
+  asrdecode serve                                             # demo-rnnt greedy on ws://127.0.0.1:8000/v1/stream
+  asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
+  asrdecode serve --max-batch 1                               # batching off
+protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
+(needs the server extra: pip install 'asrdecode[serve]')
+"""
+_LOADTEST_EX = """examples:
+  asrdecode loadtest --spawn --streams 8                       # start a server, 8 real-time streams
+  asrdecode loadtest --spawn --model demo-ctc --decoder beam --max-batch 32 --streams 32 --duration 30
+  asrdecode loadtest --url ws://127.0.0.1:8000/v1/stream --streams 16 --audio data/synth_test --json load.json
+reports compute, queue and total latency (mean, p99), response and final latency, RTFx; exit
+status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serve]')
+"""
 
 def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
@@ -550,7 +688,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper", action="store_true", help="also time a random paper-sized RNN-T (encoder 512, joint 640, 1024 tokens; minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("serve", help="streaming recognition server (WebSockets, dynamic batching)",
+                       epilog=_SERVE_EX, formatter_class=raw)
+    _add_serving(p)
+    p.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
+    p.add_argument("--port", type=int, default=8000, help="default: %(default)s (0: any free port)")
+    p.add_argument("--max-streams", type=int, default=256, help="most concurrent streams (default: %(default)s)")
+    p.add_argument("--max-chunk-seconds", type=float, default=2.0,
+                   help="largest audio message, in seconds (default: %(default)s)")
+    p.add_argument("--max-stream-seconds", type=float, default=600.0, help="longest stream (default: %(default)s)")
+    p.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="on shutdown, seconds open streams may go on (default: %(default)s)")
+    p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
+                   help="uvicorn log level (default: %(default)s)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("loadtest", help="N concurrent real-time streams against a server: latency and RTFx",
+                       epilog=_LOADTEST_EX, formatter_class=raw)
+    p.add_argument("--url", help="stream URL of a running server (ws://HOST:PORT/v1/stream)")
+    p.add_argument("--spawn", action="store_true", help="start `asrdecode serve` with the options below")
+    p.add_argument("--streams", type=int, default=8, help="concurrent streams (default: %(default)s)")
+    p.add_argument("--chunk-seconds", type=float, default=0.5, help="audio per message (default: %(default)s)")
+    p.add_argument("--duration", type=float, help="keep the streams busy (clip after clip) this many seconds "
+                   "(default: one clip per stream)")
+    p.add_argument("--audio", nargs="+", metavar="PATH",
+                   help="wav files, folders of wavs or manifests (default: data/real)")
+    p.add_argument("--encoding", choices=("s16le", "f32le"), default="s16le", help="default: %(default)s")
+    p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"', help="per-stream boost (repeatable)")
+    p.add_argument("--no-stagger", action="store_true", help="start every stream at the same time")
+    p.add_argument("--seed", type=int, default=0, help="start offsets (default: %(default)s)")
+    p.add_argument("--json", type=Path, help="write the per-stream report here (atomically)")
+    _add_serving(p)
+    p.set_defaults(func=cmd_loadtest)
     return ap
+
+
+def _add_serving(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
+    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
+    p.add_argument("--beam", type=float, help="beam size (beam: hypotheses, wfst: score beam)")
+    p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
+    p.add_argument("--boost-weight", type=float,
+                   help="--decoder beam: fusion weight of the per-stream boosts (without it, boosts are refused)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="another StreamDecoder keyword argument (VALUE read as JSON if it parses; repeatable)")
+    p.add_argument("--max-batch", type=int, default=32, help="streams per decoder step; 1 = no batching "
+                   "(default: %(default)s)")
+    p.add_argument("--max-wait-ms", type=float, default=10.0,
+                   help="longest wait for a batch to fill (default: %(default)s)")
+    p.add_argument("--max-queue", type=int, default=8,
+                   help="per-stream chunks queued before the server stops reading it (default: %(default)s)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,306 @@
+"""The streaming server on loopback: finals equal offline decoding, bad messages, back-pressure,
+graceful shutdown, per-stream boosts, the CLI. Each test is bounded in streams and time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("websockets")
+
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+
+from asrdecode.serving.loadtest import Clip, load_clips, run_load  # noqa: E402
+from asrdecode.serving.protocol import Limits, decode_chunk, encode_chunk  # noqa: E402
+from asrdecode.serving.server import ServerConfig, ServerThread, StreamingService  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+CLIPS = ["data/real/cards-001.wav", "data/real/cards-003.wav", "data/real/cards-004.wav"]
+
+
+def make_service(model: str = "demo-rnnt", decoder: str = "greedy", options: dict | None = None, *,
+                 step_delay: float = 0.0, **cfg) -> StreamingService:
+    from asrdecode.models import load
+    from asrdecode.streaming import StreamDecoder
+
+    bundle = load(model)
+    dec = StreamDecoder(bundle, decoder=decoder, **(options or {}))
+    cfg.setdefault("limits", Limits(max_chunk_seconds=1.0, config_timeout_s=10, idle_timeout_s=20))
+    config = ServerConfig(model=model, decoder=decoder, **cfg)
+    step = None
+    if step_delay:  # a slower machine: the real step, then a pause
+        import torch
+
+        def step(chunks, final):
+            with torch.inference_mode():
+                out = dec.step(chunks, final=final)
+            time.sleep(step_delay)
+            return out
+
+    return StreamingService(dec, config, tokenizer=bundle.tokenizer, frame_seconds=bundle.frame_seconds,
+                            keep_history=True, step=step)
+
+
+def quantized(audio: np.ndarray) -> np.ndarray:
+    """What the server decodes from s16le messages."""
+    return decode_chunk(encode_chunk(audio, "s16le"), "s16le", Limits())
+
+
+def offline_text(service: StreamingService, audio: np.ndarray, boosts=None) -> str:
+    import torch
+
+    with torch.inference_mode():
+        hyp = service.decoder.offline(torch.from_numpy(quantized(audio)), boosts=boosts)
+    return hyp.text or ""
+
+
+@pytest.fixture(scope="module")
+def clips() -> list[Clip]:
+    return load_clips(CLIPS)
+
+
+async def raw_session(url: str, messages: list, *, read_timeout: float = 20.0) -> tuple[list[dict], int | None]:
+    """Send ``messages`` (str: text, bytes: binary; a float: sleep), then read until the server closes."""
+    got: list[dict] = []
+    async with connect(url, max_size=None, ping_interval=None, close_timeout=5) as ws:
+        try:
+            for m in messages:
+                if isinstance(m, float):
+                    await asyncio.sleep(m)
+                else:
+                    await ws.send(m)
+        except ConnectionClosed:
+            pass
+        try:
+            while True:
+                got.append(json.loads(await asyncio.wait_for(ws.recv(), read_timeout)))
+        except ConnectionClosed:
+            pass
+        return got, ws.close_code
+
+
+def cfg(**kw) -> str:
+    return json.dumps({"sample_rate": 16000, **kw})
+
+
+def test_loadtest_finals_equal_offline(clips):
+    svc = make_service(max_batch=8, max_wait_ms=100)
+    with ServerThread(svc) as st:
+        rep = asyncio.run(run_load(st.url, clips, 4, chunk_seconds=0.25, stagger=False))
+        health = svc.health()
+    assert [r.ok for r in rep.results] == [True] * 4, [r.error for r in rep.results]
+    for r in rep.results:
+        clip = clips[r.client % len(clips)]
+        assert r.final_text == offline_text(svc, clip.audio), r.clip
+        n_chunks = -(-len(clip.audio) // 4000)
+        assert r.chunks == n_chunks
+        # one partial per chunk, then the final (on the last chunk or an empty end chunk)
+        assert len(r.partial_texts) + 1 in (n_chunks, n_chunks + 1)
+        assert all(q >= 0 for q in r.queue_ms) and all(c > 0 for c in r.compute_ms)
+        assert r.final_ms is not None and r.final_ms > 0
+    assert any(r.final_text for r in rep.results)
+    s = rep.summary()
+    assert s["finished"] == 4 and s["failed"] == 0 and s["rtfx"] > 0
+    assert health["completed"] == 4 and health["streams"] == 0
+    assert max(len(b.keys) for b in svc.batcher.history) > 1  # streams shared decoder steps
+    assert all(len(set(b.keys)) == len(b.keys) <= 8 for b in svc.batcher.history)
+
+
+def test_bad_messages_close_only_that_stream(clips):
+    svc = make_service(max_batch=4, max_wait_ms=20)
+    clip = clips[1]
+    limit = svc.config.limits.max_chunk_bytes("s16le")
+    audio = encode_chunk(clip.audio[:4000])
+    bad_cases = {
+        "not json": (["{sample_rate: 16000"], "bad_config", 1008),
+        "json list": (["[1, 2]"], "bad_config", 1008),
+        "wrong rate": ([json.dumps({"sample_rate": 8000})], "bad_sample_rate", 1003),
+        "unknown key": ([cfg(rate=1)], "bad_config", 1008),
+        "binary first": ([audio], "unexpected_binary", 1008),
+        "oversized": ([cfg(), audio, b"\0" * (limit + 2)], "chunk_too_large", 1009),
+        "odd bytes": ([cfg(), audio, b"\1\2\3"], "bad_chunk", 1007),
+        "nan float": ([cfg(encoding="f32le"), np.array([0.1, np.nan], "<f4").tobytes()], "bad_chunk", 1007),
+        "bad control": ([cfg(), audio, json.dumps({"type": "stop"})], "bad_message", 1008),
+        "bad boost": ([cfg(boosts={"cards": "high"})], "bad_boosts", 1008),
+        "bad encoding": ([cfg(encoding="mp3")], "bad_encoding", 1003),
+    }
+
+    async def main(url):
+        good = asyncio.create_task(run_load(url, [clip], 1, chunk_seconds=0.25, stagger=False))
+        await asyncio.sleep(0.3)  # the good stream is under way
+        bad = await asyncio.gather(*(raw_session(url, m) for m, _, _ in bad_cases.values()))
+        # a message far over the WebSocket layer's own cap: cut off there, still only this stream
+        huge = await raw_session(url, [cfg(), b"\0" * (svc.config.limits.transport_max_bytes + 8)])
+        return await good, bad, huge
+
+    with ServerThread(svc) as st:
+        good, bad, huge = asyncio.run(main(st.url))
+        health = svc.health()
+    for (name, (_, code, close)), (msgs, close_code) in zip(bad_cases.items(), bad):
+        errors = [m for m in msgs if m["type"] == "error"]
+        assert len(errors) == 1 and errors[0]["code"] == code, (name, msgs)
+        assert msgs[-1]["type"] == "error", name  # nothing after the error
+        assert close_code == close, (name, close_code)
+    assert huge[1] == 1009
+    r = good.results[0]
+    assert r.ok and r.final_text == offline_text(svc, clip.audio)
+    assert health["streams"] == 0 and health["completed"] == 1
+    assert sum(health["errors"].values()) == len(bad_cases)
+
+
+def test_back_pressure_bounds_unanswered_chunks(clips):
+    max_pending = 2
+    svc = make_service(max_batch=4, max_wait_ms=0, max_pending=max_pending, step_delay=0.01)
+    clip = clips[2]
+    chunks = [encode_chunk(clip.audio[i:i + 160]) for i in range(0, len(clip.audio), 160)]  # 10 ms chunks
+
+    async def blast(url):
+        sent = 0
+        got = []
+        async with connect(url, max_size=None, ping_interval=None) as ws:
+            await ws.send(cfg())
+            got.append(json.loads(await ws.recv()))
+            for c in chunks:  # as fast as the socket takes them
+                await ws.send(c)
+                sent += 1
+            await ws.send(json.dumps({"type": "end"}))
+            async for raw in ws:
+                got.append(json.loads(raw))
+        return sent, got
+
+    with ServerThread(svc) as st:
+        sent, got = asyncio.run(blast(st.url))
+        health = svc.health()
+    assert sent == len(chunks) > 50
+    assert got[-1]["type"] == "final" and got[-1]["text"] == offline_text(svc, clip.audio)
+    assert [m["seq"] for m in got[1:]] == list(range(len(got) - 1))
+    # the queue filled up (the client sent faster than the server decoded), and the server
+    # stopped reading the socket: never more than max_pending + 2 chunks read and unanswered
+    assert max_pending <= health["max_backlog"] <= max_pending + 2
+
+
+def test_graceful_shutdown_finishes_in_flight_streams(clips):
+    svc = make_service(max_batch=4, max_wait_ms=20, drain_timeout_s=30)
+    st = ServerThread(svc).start()
+    stopper: list[threading.Thread] = []
+
+    async def main():
+        load = asyncio.create_task(run_load(st.url, clips[:2], 2, chunk_seconds=0.25, stagger=False))
+        await asyncio.sleep(0.5)  # both streams are mid-way
+        t = threading.Thread(target=st.stop)
+        t.start()
+        stopper.append(t)
+        await asyncio.sleep(0.3)
+        try:  # no new streams while draining
+            late = await raw_session(st.url, [cfg()], read_timeout=5)
+        except OSError:
+            late = None
+        return await load, late
+
+    try:
+        rep, late = asyncio.run(main())
+    finally:
+        for t in stopper:
+            t.join(60)
+        st.stop()
+    for r in rep.results:
+        assert r.ok, r.error
+        assert r.final_text == offline_text(svc, clips[r.client].audio)
+    assert late is None or late[0][-1]["code"] == "shutting_down"
+    assert not svc.batcher.running
+
+
+def test_shutdown_ends_streams_after_the_drain_timeout(clips):
+    svc = make_service(max_batch=4, max_wait_ms=0, drain_timeout_s=0.5)
+    clip = clips[2]
+    head = clip.audio[:12000]
+    st = ServerThread(svc).start()
+
+    async def main():
+        async with connect(st.url, max_size=None, ping_interval=None) as ws:
+            await ws.send(cfg())
+            await ws.recv()
+            for i in range(0, len(head), 4000):
+                await ws.send(encode_chunk(head[i:i + 4000]))
+            await asyncio.sleep(0.3)  # then silence: the client never ends its stream
+            threading.Thread(target=st.stop).start()
+            msgs = []
+            async for raw in ws:
+                msgs.append(json.loads(raw))
+            return msgs, ws.close_code
+
+    try:
+        msgs, code = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        st.stop()
+    assert msgs[-1]["type"] == "final" and msgs[-1]["reason"] == "shutdown"
+    assert msgs[-1]["text"] == offline_text(svc, head)
+    assert code == 1001
+
+
+def test_server_busy():
+    svc = make_service(max_streams=1)
+
+    async def main(url):
+        async with connect(url, ping_interval=None) as ws:
+            await ws.send(cfg())
+            await ws.recv()
+            second = await raw_session(url, [cfg()])
+            await ws.send(json.dumps({"type": "end"}))
+            last = json.loads(await ws.recv())
+        return second, last
+
+    with ServerThread(svc) as st:
+        (msgs, code), last = asyncio.run(main(st.url))
+    assert msgs[-1]["code"] == "server_busy" and code == 1013
+    assert last["type"] == "final" and last["text"] == ""
+
+
+def test_per_stream_boosts(clips):
+    svc = make_service("demo-rnnt", "beam", {"beam": 4, "boost_weight": 1.0}, max_batch=4, max_wait_ms=50)
+    clip = clips[0]  # "ten of clubs"
+    boosts = [None, {"ten": 2.0, "of": 2.0, "clubs": 2.0}, {"cards": 3.0}]
+
+    async def main(url):
+        return await asyncio.gather(*(run_load(url, [clip], 1, chunk_seconds=0.25, stagger=False, boosts=b)
+                                      for b in boosts))
+
+    with ServerThread(svc) as st:
+        reports = asyncio.run(main(st.url))
+    texts = [r.results[0].final_text for r in reports]
+    assert texts == [offline_text(svc, clip.audio, boosts=b) for b in boosts]
+    assert texts[1] == "ten of clubs" and len(set(texts)) == 3  # each stream got its own boosts
+    assert max(len(b.keys) for b in svc.batcher.history) > 1
+
+
+def test_cli_serve_and_loadtest(tmp_path):
+    out = tmp_path / "load.json"
+    proc = subprocess.run([sys.executable, "-m", "asrdecode.cli", "loadtest", "--spawn", "--streams", "2",
+                           "--chunk-seconds", "0.5", "--audio", CLIPS[0], "--max-batch", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "RTFx" in proc.stdout and "compute" in proc.stdout
+    rep = json.loads(out.read_text())
+    assert rep["summary"]["finished"] == 2 and len(rep["streams"]) == 2
+
+
+def test_cli_names_the_extra_when_server_packages_are_missing(monkeypatch, capsys):
+    import asrdecode.serving as serving
+    from asrdecode import cli
+
+    monkeypatch.setattr(serving, "missing_serve_deps", lambda: ["uvicorn"])
+    assert cli.main(["serve"]) == 2
+    assert "asrdecode[serve]" in capsys.readouterr().err
+    assert cli.main(["loadtest", "--spawn"]) == 2
+    assert "asrdecode[serve]" in capsys.readouterr().err
