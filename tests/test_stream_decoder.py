@@ -323,3 +323,17 @@ def test_bad_inputs(bundles, clips, graph) -> None:
     _same(r["a"].hypothesis, dec.offline(wave))
     _same(r["b"].hypothesis, dec.offline(wave))
     assert len(dec) == 0
+
+
+def test_steps_inside_and_outside_inference_mode(bundles, clips) -> None:
+    """A server may run steps under torch.inference_mode() or not; mixing both is fine."""
+    dec = StreamDecoder(bundles["demo-tdt"], "greedy", **FRONT)
+    wave = clips[1]
+    dec.open("a")
+    dec.step({"a": wave[:7000]})
+    with torch.inference_mode():
+        dec.open("b")
+        dec.step({"a": wave[7000:10000], "b": wave[:9000]})
+    r = dec.step({"a": wave[10000:], "b": wave[9000:]}, final={"a", "b"})
+    _same(r["a"].hypothesis, dec.offline(wave))
+    _same(r["b"].hypothesis, dec.offline(wave))

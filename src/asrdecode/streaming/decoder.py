@@ -101,6 +101,7 @@ class StreamDecoder:
         """The open streams' ids, in the order they were opened."""
         return list(self._streams)
 
+    @torch.inference_mode()
     def open(self, stream_id: Hashable, boosts: Mapping[str, float] | None = None) -> None:
         """Start a stream.
 
@@ -143,6 +144,7 @@ class StreamDecoder:
         audio = {sid: check_audio(f"audio of stream {sid!r}", a) for sid, a in chunks.items()}
         return audio, ends
 
+    @torch.inference_mode()
     def step(self, chunks: Mapping[Hashable, Any], final: Collection[Hashable] = ()) -> dict[Hashable, StreamResult]:
         """Feed one chunk of audio to each stream in ``chunks`` and decode them together.
 
@@ -188,6 +190,7 @@ class StreamDecoder:
             hyp.text = self.bundle.tokenizer.decode(hyp.tokens)
         return hyp
 
+    @torch.inference_mode()
     def offline(self, audio: Any, boosts: Mapping[str, float] | None = None) -> Hypothesis:
         """Whole-utterance decoding of ``audio`` through the same block front end: the final result
         a stream fed this audio returns, in any chunking."""
