@@ -1,5 +1,6 @@
-"""WIND beam search: batched ``beam_search(method="wind")`` against its per-utterance reference,
-window 1 against AES++, beam 1, scores against the model, bad inputs."""
+"""WIND beam search: batched ``beam_search(method="wind")`` against its per-utterance reference (with
+and without fusion), window 1 against an independent frame-by-frame search, beam 1, scores against
+the model, batch invariance, bad inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from asrdecode.errors import DecodingInputError
-from asrdecode.lm import NGramLM
+from asrdecode.lm import BoostingTree, NGramLM
 from asrdecode.transducer import greedy
 from asrdecode.transducer.beam import beam_search
 from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
@@ -17,6 +18,23 @@ from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
 from transducer_models import random_model
 
 V, BLANK = 6, 5
+ARPA = "\n".join([
+    "\\data\\", "ngram 1=7", "ngram 2=3", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t-0.5", "-0.7\t</s>",
+    "-0.6\td\t-0.3", "-0.8\te\t-0.2", "-0.9\tf", "-1.1\tg", "", "\\2-grams:", "-0.3\t<s> d", "-0.4\td e",
+    "-0.2\te </s>", "", "\\end\\", "",
+])
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    p = tmp_path_factory.mktemp("wind_lm") / "lm.arpa"
+    p.write_text(ARPA)
+    return NGramLM.from_arpa(p, vocab_size=V, blank_id=BLANK)
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return BoostingTree.from_token_sequences([[0, 1, 2], [3]], vocab_size=V, blank_id=BLANK)
 
 
 def _enc(seed: int, B: int, T: int) -> torch.Tensor:
@@ -44,20 +62,102 @@ def test_matches_reference(window):
                 assert all(x.score >= y.score for x, y in zip(res[b], res[b][1:]))
 
 
-def test_window_one_is_aes():
-    """Window 1: Equation 1 is the per-frame distribution, so WIND beam is AES++ (no fusion), the
-    frame-by-frame search that also expands only the earliest frame's hypotheses, step for step."""
+@pytest.mark.parametrize("window", [1, 3])
+@pytest.mark.parametrize("pruning", ["late", "early"])
+@pytest.mark.parametrize("blank_scoring", ["lm_weighted", "none"])
+def test_matches_reference_with_fusion(lm, tree, window, pruning, blank_scoring):
+    """Shallow fusion (n-gram LM + boosting tree), both blank scorings, early / late pruning."""
+    for seed in range(3):
+        m = random_model(900 + seed, V, BLANK, None, blank_bias=0.5, pred_layers=1 + seed % 2)
+        enc = _enc(seed, 2, 8)
+        lengths = torch.tensor([8, 5])
+        kw = dict(beam=3, window=window, max_symbols_per_frame=3, beta=0.5 * seed, fusion=[(lm, 0.3 + 0.4 * seed), (tree, 0.5)],
+                  pruning=pruning, blank_scoring=blank_scoring)
+        res = beam_search(m, enc, lengths, method="wind", nbest=3, **kw)
+        for b in range(2):
+            ref = reference_wind_beam_search(m, enc[b, : int(lengths[b])], **kw)
+            assert sorted(_key(res[b], 7)) == sorted(_key(ref, 7)), (seed, b, kw)
+    plain = beam_search(m, enc, lengths, method="wind", beam=3, window=window, max_symbols_per_frame=3)
+    assert [h.score for h in plain] != [row[0].score for row in res]
+
+
+def _frame_by_frame(m, enc, beam, cap, stats):
+    """The frame-by-frame search that WIND beam search is with window 1, written independently: the
+    hypotheses of frame ``t`` (``cur``) and of frame ``t + 1`` (``nxt``), each list merged and pruned
+    to ``beam``; prefix search on every pop; each hypothesis keeps its ``beam`` best expansions."""
+
+    def lse(a, b):
+        return max(a, b) + math.log1p(math.exp(-abs(a - b))) if min(a, b) > -math.inf else max(a, b)
+
+    def insert(lst, hyps):
+        best = {}
+        for h in sorted(lst + hyps, key=lambda h: -h["score"]):
+            if h["tokens"] in best:
+                best[h["tokens"]]["score"] = lse(best[h["tokens"]]["score"], h["score"])
+            else:
+                best[h["tokens"]] = dict(h)
+        return sorted(best.values(), key=lambda h: -h["score"])[:beam]
+
+    T = enc.shape[0]
+    enc_proj = m.project_encoder(enc)
+    dec, st = m.predict(torch.tensor([m.blank_id]), m.initial_state(1, dtype=enc.dtype))
+    cur = [dict(score=0.0, tokens=(), stamps=(), sym=0, st=st, dec=m.project_decoder(dec)[0])]
+    nxt = []
+    t = 0
+    while t < T:
+        if not cur:
+            cur, nxt, t = nxt, [], t + 1
+            continue
+        popped, cur = cur, []
+        lps = [torch.log_softmax(m.joint(enc_proj[t], h["dec"]), -1).tolist() for h in popped]
+        by_tokens = {h["tokens"]: i for i, h in enumerate(popped)}
+        scores = [h["score"] for h in popped]
+        gone = set()
+        for i, h in enumerate(popped):
+            a = by_tokens.get(h["tokens"][:-1]) if h["tokens"] else None
+            if a is not None and (cap is None or popped[a]["sym"] + 1 < cap):
+                scores[i] = lse(scores[i], popped[a]["score"] + lps[a][h["tokens"][-1]])
+                gone.add(a)
+                stats["prefix"] += 1
+        to_cur, to_nxt = [], []
+        for i, h in enumerate(popped):
+            if i in gone:
+                continue
+            for v in sorted(range(V), key=lambda v: -lps[i][v])[:beam]:
+                score = scores[i] + lps[i][v]
+                if v == m.blank_id:
+                    to_nxt.append(dict(h, score=score, sym=0))
+                    continue
+                dec, st = m.predict(torch.tensor([v]), h["st"])
+                new = dict(score=score, tokens=h["tokens"] + (v,), stamps=h["stamps"] + (t,), sym=h["sym"] + 1,
+                           st=st, dec=m.project_decoder(dec)[0])
+                if cap is not None and new["sym"] >= cap:
+                    to_nxt.append(dict(new, sym=0))
+                else:
+                    to_cur.append(new)
+        cur = insert(cur, to_cur) if to_cur else cur
+        nxt = insert(nxt, to_nxt) if to_nxt else nxt
+    return sorted(((list(h["tokens"]), list(h["stamps"]), None, round(h["score"], 9)) for h in cur),
+                  key=lambda k: -k[3])
+
+
+def test_window_one_is_frame_by_frame():
+    """Window 1: Equation 1 is the per-frame distribution, and WIND beam search is the frame-by-frame
+    search with per-frame lists (written independently above), prefix search included."""
+    stats = {"prefix": 0}
     for seed in range(6):
-        m = random_model(500 + seed, V, seed % V, None, blank_bias=0.5, kind="lstm" if seed % 2 else "stateless",
-                         pred_layers=2)
+        m = random_model(500 + seed, V, seed % V, None, blank_bias=0.5, kind="lstm", pred_layers=1 + seed % 2)
         enc = _enc(seed, 3, 10)
         lengths = torch.tensor([10, 6, 0])
         for beam, cap in ((1, 2), (3, 3), (5, 4)):
             w = beam_search(m, enc, lengths, beam=beam, nbest=beam, method="wind", window=1, max_symbols_per_frame=cap)
-            a = beam_search(m, enc, lengths, beam=beam, nbest=beam, method="aes", max_symbols_per_frame=cap)
-            if beam == 1:  # nbest 1: one hypothesis per utterance
-                w, a = [[h] for h in w], [[h] for h in a]
-            assert [_key(r, 12) for r in w] == [_key(r, 12) for r in a]
+            if beam == 1:
+                w = [[h] for h in w]
+            with torch.inference_mode():
+                for b in range(3):
+                    want = _frame_by_frame(m, enc[b, : int(lengths[b])], beam, cap, stats)
+                    assert sorted(_key(w[b], 9)) == sorted(want), (seed, beam, b)
+    assert stats["prefix"] > 0  # the prefix search did take part
 
 
 def test_beam1_window1_is_greedy():
@@ -112,7 +212,7 @@ def test_beam1_score_is_its_alignment(window):
     assert h.tokens == [] and h.score < 0
 
 
-def test_batch_invariance():
+def test_batch_invariance(lm):
     m = random_model(11, V, BLANK, None, blank_bias=0.5)
     enc = _enc(3, 4, 10)
     lengths = torch.tensor([10, 0, 4, 7])
@@ -121,7 +221,12 @@ def test_batch_invariance():
     for b in range(4):
         alone = beam_search(m, enc[b : b + 1, : max(int(lengths[b]), 1)], lengths[b : b + 1], **kw)[0]
         assert _key(alone, 9) == _key(full[b], 9)
-    assert full[1][0].tokens == [] and full[1][0].score == 0.0
+    kw = dict(kw, fusion=[(lm, 0.5)], beta=0.5)
+    full = beam_search(m, enc, lengths, **kw)
+    for b in range(4):
+        alone = beam_search(m, enc[b : b + 1, : max(int(lengths[b]), 1)], lengths[b : b + 1], **kw)[0]
+        assert _key(alone, 9) == _key(full[b], 9)
+    assert full[1][0].tokens == [] and full[1][0].score == pytest.approx(0.5 * lm.score_sequence([]))  # </s> only
 
 
 def test_bad_inputs(tmp_path):
@@ -138,12 +243,14 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(DecodingInputError):
         reference_wind_beam_search(tdt, enc[0], window=2)
     with pytest.raises(DecodingInputError):
-        beam_search(m, enc, method="wind", pruning="early")
+        beam_search(m, enc, method="wind", pruning="middle")
+    with pytest.raises(DecodingInputError):
+        reference_wind_beam_search(m, enc[0], blank_scoring="full")
     p = tmp_path / "lm.arpa"
     p.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<unk>\n-99\t<s>\n-0.5\t</s>\n\n\\end\\\n")
-    lm = NGramLM.from_arpa(p, vocab_size=V, blank_id=BLANK)
+    other = NGramLM.from_arpa(p, vocab_size=V + 1, blank_id=BLANK)
     with pytest.raises(DecodingInputError):
-        beam_search(m, enc, method="wind", fusion=[(lm, 0.5)])
+        beam_search(m, enc, method="wind", fusion=[(other, 0.5)])
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, method="wind", beam=0)
     assert math.isfinite(beam_search(m, enc, method="wind", window=100)[0].score)

@@ -14,8 +14,11 @@ The search is exactly the one of :func:`~asrdecode.transducer.reference_beam.ref
 (see its module docstring for the rules: which hypotheses expand in ALSD and AES, time advance,
 the per-frame symbol cap, Eq. 2 / Eq. 3 blank scoring, early / late pruning, merging, final
 LM scores); tests compare the two on random models. ``method="wind"`` is the search of
-:func:`~asrdecode.transducer.reference_wind_beam.reference_wind_beam_search` (the same loop as AES++,
-with Equation 1's windowed candidates: ``window * V`` per expanding hypothesis).
+:func:`~asrdecode.transducer.reference_wind_beam.reference_wind_beam_search` (Algorithm 3 of the WIND
+paper: per-frame hypothesis lists kept in a ring of ``window + 1`` lists of ``beam`` slots, so the
+state is ``[B, (window + 1) * beam]``; one step pops each utterance's earliest list, runs the prefix
+search, expands each popped hypothesis over the window (Equation 1, ``window * V`` candidates, its
+``beam`` best kept) and merges / prunes every list with its arrivals; fusion as for ALSD++ / AES++).
 
 Streaming (every method, RNN-T and TDT): ``return_state=True`` returns a :class:`BeamState`
 (the ``[B, K]`` tensors, the tree, and per utterance the encoder frames still needed), passed
@@ -54,9 +57,10 @@ class BeamState:
     """What :func:`beam_search` carries from one chunk of encoder output to the next (streaming).
 
     Attributes:
-        hyps: the ``[B, K]`` hypothesis tensors (``score``, ``time`` relative to ``offset``,
+        hyps: the ``[B, S]`` hypothesis tensors (``score``, ``time`` relative to ``offset``,
             ``symbols``, ``hash``, ``nlabels``, ``last``), ``pred_state`` (model pytree, batch
-            ``B*K``), ``dec_proj`` ``[B*K, H]``, ``lm_states`` ``[B*K, M]``.
+            ``B*S``), ``dec_proj`` ``[B*S, H]``, ``lm_states`` ``[B*S, M]``; ``S`` slots per
+            utterance: ``beam``, for WIND ``(window + 1) * beam`` (its ring of frame lists).
         tree: the backpointer tree of every step so far (frames are global).
         offset: ``[B]`` global index of the first frame of ``tail``.
         received: ``[B]`` frames received so far.
@@ -122,22 +126,30 @@ class _BeamLoop:
         self.lengths = lengths[:, None]  # [B, 1]
         self.final = torch.ones((B, 1), dtype=torch.bool, device=dev) if final is None else final[:, None]
         self.offset = (torch.zeros(B, dtype=torch.long, device=dev) if offset is None else offset)[:, None]
+        # slots per utterance: K, WIND: a ring of ``window + 1`` frame lists of K (slot ``r * K + k``
+        # holds a hypothesis whose global frame is ``r`` modulo ``window + 1``)
+        self.R = window + 1 if self.wind else 1
+        S = self.S = self.R * K
         self.b_idx = torch.arange(B, device=dev)[:, None]  # [B, 1]
-        self.flat_base = (torch.arange(B, device=dev) * K)[:, None]  # [B, 1]
-        N = B * K
-        self.score = torch.full((B, K), _NEG_INF, dtype=self.dtype, device=dev)
+        self.flat_base = (torch.arange(B, device=dev) * S)[:, None]  # [B, 1]
+        self.k_idx = torch.arange(K, device=dev)[None, :]  # [1, K]
+        self.r_idx = torch.arange(self.R, device=dev)[None, :, None]  # [1, R, 1]
+        self.slot_idx = torch.arange(S, device=dev)[None, :]  # [1, S]
+        self.slot_list = self.slot_idx // K  # [1, S]: the frame list of each slot
+        N = B * S
+        self.score = torch.full((B, S), _NEG_INF, dtype=self.dtype, device=dev)
         self.score[:, 0] = 0.0
-        zeros = torch.zeros((B, K), dtype=torch.long, device=dev)
+        zeros = torch.zeros((B, S), dtype=torch.long, device=dev)
         self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
-        self.hash = torch.full((B, K), EMPTY_HASH, dtype=torch.long, device=dev)
-        self.last = torch.full((B, K), self.blank, dtype=torch.long, device=dev)
+        self.hash = torch.full((B, S), EMPTY_HASH, dtype=torch.long, device=dev)
+        self.last = torch.full((B, S), self.blank, dtype=torch.long, device=dev)
         self.pred_state = model.initial_state(N, device=dev, dtype=self.dtype)
         dec, self.pred_state = model.predict(torch.full((N,), self.blank, dtype=torch.long, device=dev), self.pred_state)
         self.dec_proj = model.project_decoder(dec)  # [N, H]
         # per-utterance models (stacked boosting trees) get the utterance of each hypothesis;
         # a single tree serves every utterance
         stacked = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
-        utt = torch.arange(B, device=dev).repeat_interleave(K) if stacked else None
+        utt = torch.arange(B, device=dev).repeat_interleave(S) if stacked else None
         self.lm_states = scorer.initial(N, dev, utterances=utt)  # [N, M]
         self.tree = BeamTree()
         self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
@@ -163,40 +175,35 @@ class _BeamLoop:
         big = torch.iinfo(torch.long).max
         tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
         expand = active & (self.time == tmin)
-        if self.wind:
-            expand = expand & (self.final | (tmin + self.window <= self.lengths))
+        if self.wind:  # [B, 1]: the utterances whose next step pops their earliest frame's list
+            return active.any(dim=1, keepdim=True) & (self.final | (tmin + self.window <= self.lengths))
         return expand
 
     # -- one step: expand, select, merge, update ---------------------------------------------
 
     def step(self) -> None:
+        if self.wind:
+            self._wind_step()
+            return
         B, K, V, D = self.B, self.K, self.V, self.D
         N = B * K
         expand = self.active
         carry = torch.where(expand, _NEG_INF, self.score)[..., None]  # [B, K, 1]: waiting / finished stay
-        select = self._wind_select if self.wind else self._select
-        sel_val, parent, c, is_carry, colc, lm_next = select(expand, carry)
-
-        if self.wind:  # candidate c = j * V + token: first emission at window frame j
-            tok, dur = c % V, c // V
-        else:
-            tok = c // D
-            dur = self.dvals[c % D]  # [B, K] duration value (0 for RNN-T)
+        sel_val, parent, c, is_carry, colc, lm_next = self._select(expand, carry)
+        tok = c // D
+        dur = self.dvals[c % D]  # [B, K] duration value (0 for RNN-T)
         ok = sel_val > _NEG_INF
         emitted = ok & ~is_carry & (tok != self.blank)
         blanked = ok & ~is_carry & (tok == self.blank)
         p_time = self.time.gather(1, parent)
         p_sym = self.symbols.gather(1, parent)
-        label_adv = dur if (self.tdt or self.wind) else torch.zeros_like(dur)
-        blank_adv = dur.clamp(min=1) if self.tdt else (dur + 1 if self.wind else torch.ones_like(dur))
+        label_adv = dur if self.tdt else torch.zeros_like(dur)
+        blank_adv = dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
         # labels on the frame a label lands on: +1 on the same frame; a TDT label leaves its frame
-        # (0 on the next), a WIND label is the first one on frame t + j (1)
-        moved = 1 if self.wind else 0
-        symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, moved), torch.where(blanked, 0, p_sym))
+        symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, 0), torch.where(blanked, 0, p_sym))
         adv = torch.where(emitted, label_adv, torch.where(blanked, blank_adv, 0))
         if self.max_symbols is not None:
-            stays = (label_adv == 0) | self.wind
-            forced = emitted & stays & (symbols >= self.max_symbols)
+            forced = emitted & (label_adv == 0) & (symbols >= self.max_symbols)
             adv = adv + forced.long()
             symbols = torch.where(forced, 0, symbols)
         time = p_time + adv
@@ -237,6 +244,142 @@ class _BeamLoop:
 
         self.tree.record(torch.where(emitted, tok, -1), parent, (self.offset + p_time) * self.pack + label_adv)
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
+        self.active = self._expanding()
+
+    def _wind_step(self) -> None:
+        """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
+        utterance whose earliest frame list is popped: prefix search, windowed expansions (each
+        hypothesis's ``beam`` best), then every frame list merged with its arrivals and pruned to ``beam``."""
+        B, K, V, W, R, S = self.B, self.K, self.V, self.window, self.R, self.S
+        M = self.lm_states.shape[-1]
+        blank, dev = self.blank, self.score.device
+        go = self.active  # [B, 1]
+        valid = self.score > _NEG_INF
+        pending = valid & (self.time < self.lengths)
+        big = torch.iinfo(torch.long).max
+        tmin = torch.where(pending, self.time, big).min(dim=1, keepdim=True).values
+        tmin = torch.where(go, tmin, 0)  # [B, 1]
+        r0 = torch.remainder(self.offset + tmin, R)  # the popped list
+        pslots = r0 * K + self.k_idx  # [B, K]
+        p_score = self.score.gather(1, pslots)
+        p_sym, p_hash = self.symbols.gather(1, pslots), self.hash.gather(1, pslots)
+        p_nl, p_last = self.nlabels.gather(1, pslots), self.last.gather(1, pslots)
+        popped = go & (p_score > _NEG_INF)  # every live hypothesis of the popped list is on frame tmin
+        p_flat = (self.flat_base + pslots).view(B * K)
+        p_lm = self.lm_states[p_flat]  # [B*K, M]
+
+        # Equation 1 over the window, fusion terms on every frame
+        frames = tmin + self.win  # [B, W]
+        fvalid = (frames < self.lengths)[:, None, :]  # [B, 1, W]
+        enc = self.enc_proj[self.b_idx, frames.clamp(max=max(self.T - 1, 0))]  # [B, W, H]
+        dec = self.dec_proj[p_flat].view(B, K, 1, -1)
+        enc = enc[:, None].expand(B, K, W, enc.shape[-1])
+        lp = torch.log_softmax(self.model.joint(enc, dec).to(self.dtype), dim=-1)  # [B, K, W, V]
+        lpb = lp[..., blank]  # [B, K, W]
+        blank_fr = torch.where(fvalid, (1.0 + self.lam) * lpb if self.lm_weighted else lpb, 0.0)
+        blank_ac = torch.where(fvalid, lpb, 0.0)
+        nonblank = self.lam * torch.log1p(-torch.exp(lpb)) if self.lm_weighted else torch.zeros_like(lpb)
+        label_base = torch.cumsum(blank_fr, dim=-1) - blank_fr + nonblank + self.beta  # [B, K, W]
+        whole = blank_fr.sum(dim=-1)  # [B, K]: blank over the whole window
+        n = fvalid.sum(dim=-1, keepdim=True)  # [B, 1, 1]
+        last_frame = self.win == n - 1  # [B, 1, W]
+        is_blank = torch.arange(V, device=dev) == blank
+        # candidate columns j * V + v: label v first on window frame j; (n - 1) * V + blank: blank on all
+        blank_col = torch.where(last_frame, whole[..., None], _NEG_INF)[..., None]  # [B, K, W, 1]
+        no_lm = torch.where(is_blank, blank_col, torch.where(fvalid[..., None], label_base[..., None] + lp, _NEG_INF))
+        C = W * V
+
+        # prefix search: B = A + (v,) on this frame gets A's paths "then v here"; A is removed
+        pair = (popped[:, :, None] & popped[:, None, :] & (p_nl[:, :, None] == p_nl[:, None, :] + 1)
+                & (p_hash[:, :, None] == extend_hash(p_hash[:, None, :], p_last[:, :, None])))  # [B, K(b), K(a)]
+        if self.max_symbols is not None:
+            pair = pair & (p_sym[:, None, :] + 1 < self.max_symbols)
+        last_bk = p_last[:, :, None].expand(B, K, K)  # token v of pair (b, a)
+        if self.early:
+            lm_v, _ = self.scorer.score_tokens(p_lm, last_bk.transpose(1, 2).reshape(B * K, K), dtype=self.dtype)
+            lm_v = lm_v.view(B, K, K).transpose(1, 2)  # [B, K(b), K(a)]
+            lm_full = lm_next = None
+        else:
+            lm_full, lm_next = self.scorer.advance(p_lm, dtype=self.dtype)  # [B*K, V], [B*K, V, M]
+            lm_full = lm_full.view(B, K, V)
+            lm_v = lm_full[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0]
+        first = no_lm[:, :, 0, :]  # [B, K(a), V]: the window's first frame
+        complete = p_score[:, None, :] + first[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0] + lm_v
+        p_score = torch.logsumexp(torch.cat([p_score[..., None], torch.where(pair, complete, _NEG_INF)], dim=2), dim=2)
+        expand = popped & ~pair.any(dim=1)
+
+        # each hypothesis's K best expansions
+        if self.early:
+            ac = torch.where(fvalid[..., None], (torch.cumsum(blank_ac, -1) - blank_ac)[..., None] + lp, _NEG_INF)
+            ac = torch.where(is_blank, torch.where(last_frame, blank_ac.sum(-1)[..., None], _NEG_INF)[..., None], ac)
+            _, col = ac.reshape(B, K, C).topk(K, dim=2)  # [B, K, K]
+            val = no_lm.reshape(B, K, C).gather(2, col)
+            tok = col % V
+            lm_s, lm_nx = self.scorer.score_tokens(p_lm, tok.view(B * K, K), dtype=self.dtype)
+            val = val + lm_s.view(B, K, K)  # blank: score 0
+            new_lm = lm_nx.view(B, K * K, M)
+        else:
+            fused = no_lm + torch.where(is_blank, 0.0, lm_full)[:, :, None, :]
+            val, col = fused.reshape(B, K, C).topk(K, dim=2)
+            tok = col % V
+            new_lm = lm_next.view(B, K, V, M).gather(2, tok[..., None].expand(B, K, K, M)).view(B, K * K, M)
+        j = col // V
+        Q = K * K
+        val = torch.where(expand[..., None], p_score[..., None] + val, _NEG_INF).view(B, Q)
+        tok, j = tok.view(B, Q), j.view(B, Q)
+        src = pslots[:, :, None].expand(B, K, K).reshape(B, Q)  # the parent's slot
+        rep = lambda x: x[:, :, None].expand(B, K, K).reshape(B, Q)  # noqa: E731
+        lab = tok != blank
+        sym = torch.where(lab, torch.where(j == 0, rep(p_sym) + 1, 1), 0)
+        time = tmin + j + (~lab).long()  # a label lands on its frame, the blank after the window
+        if self.max_symbols is not None:
+            forced = lab & (sym >= self.max_symbols)
+            time, sym = time + forced.long(), torch.where(forced, 0, sym)
+        hsh = torch.where(lab, extend_hash(rep(p_hash), tok), rep(p_hash))
+        nl = rep(p_nl) + lab.long()
+        lst = torch.where(lab, tok, rep(p_last))
+        new_lm = torch.where(lab[..., None], new_lm, self.lm_states[(self.flat_base + src).view(-1)].view(B, Q, M))
+
+        # every frame list with its arrivals: merge equal transcripts, keep the K best
+        keep = torch.where(go & (self.slot_list == r0), _NEG_INF, self.score)  # the popped list is consumed
+        pool_score = torch.cat([keep, val], dim=1)  # [B, P]
+        pool_time = torch.cat([self.time, time], dim=1)
+        pool_sym = torch.cat([self.symbols, sym], dim=1)
+        pool_hash = torch.cat([self.hash, hsh], dim=1)
+        pool_nl = torch.cat([self.nlabels, nl], dim=1)
+        pool_last = torch.cat([self.last, lst], dim=1)
+        pool_src = torch.cat([self.slot_idx.expand(B, S), src], dim=1)
+        pool_tok = torch.cat([torch.full((B, S), -1, dtype=torch.long, device=dev), torch.where(lab, tok, -1)], dim=1)
+        pool_frame = torch.cat([self.time, tmin + j], dim=1)
+        pool_lm = torch.cat([self.lm_states.view(B, S, M), new_lm], dim=1)
+        ok = pool_score > _NEG_INF
+        P = S + Q
+        eq = ((pool_hash[:, :, None] == pool_hash[:, None, :]) & (pool_time[:, :, None] == pool_time[:, None, :])
+              & (pool_nl[:, :, None] == pool_nl[:, None, :]) & (pool_last[:, :, None] == pool_last[:, None, :])
+              & ok[:, :, None] & ok[:, None, :])  # [B, P, P]
+        s_i, s_j = pool_score[:, :, None], pool_score[:, None, :]
+        idx = torch.arange(P, device=dev)
+        better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
+        leader = ok & ~better.any(dim=2)
+        merged = torch.where(leader, torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2), _NEG_INF)
+        bucket = torch.remainder(self.offset + pool_time, R)  # [B, P]
+        by_list = torch.where(bucket[:, None, :] == self.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
+        new_score, sel = by_list.topk(K, dim=2)
+        new_score, sel = new_score.view(B, S), sel.view(B, S)
+        live = new_score > _NEG_INF
+
+        parent = pool_src.gather(1, sel)
+        tokens = torch.where(live, pool_tok.gather(1, sel), -1)
+        parent_flat = (self.flat_base + parent).view(B * S)
+        self.pred_state = self.model.select_state(self.pred_state, parent_flat)
+        self.dec_proj = self.dec_proj[parent_flat]
+        self.emitted = (tokens >= 0).view(B * S)
+        self.labels = torch.where(tokens >= 0, tokens, blank).view(B * S)
+        self.lm_states = pool_lm.gather(1, sel[..., None].expand(B, S, M)).reshape(B * S, M)
+        self.tree.record(tokens, parent, (self.offset + pool_frame.gather(1, sel)) * self.pack)
+        self.score = new_score
+        self.time, self.symbols = pool_time.gather(1, sel), pool_sym.gather(1, sel)
+        self.hash, self.nlabels, self.last = pool_hash.gather(1, sel), pool_nl.gather(1, sel), pool_last.gather(1, sel)
         self.active = self._expanding()
 
     def _select(
@@ -297,39 +440,6 @@ class _BeamLoop:
 
         return sel_val, parent, c, is_carry, colc, lm_next
 
-    def _wind_select(
-        self, expand: torch.Tensor, carry: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, None]:
-        """WIND candidates (Equation 1 in log space) of the expanding hypotheses, and the top ``K``.
-
-        Each expanding hypothesis reads the window ``t .. t + n - 1`` (``n = min(window, length - t)``):
-        candidate ``j * V + v`` is label ``v`` first emitted at frame ``t + j`` (blanks before it),
-        candidate ``(n - 1) * V + blank`` is blank on the whole window. Returns the selected scores
-        ``[B, K]``, parent slots, candidate indices, carry flags, candidate columns, no LM states.
-        """
-        B, K, V, W = self.B, self.K, self.V, self.window
-        frames = self.time[..., None] + self.win  # [B, K, W]
-        valid = frames < self.lengths[..., None]
-        enc = self.enc_proj[self.b_idx[..., None], frames.clamp(max=max(self.T - 1, 0))]  # [B, K, W, H]
-        logits = self.model.joint(enc, self.dec_proj.view(B, K, 1, -1)).to(self.dtype)
-        lp = torch.log_softmax(logits, dim=-1)  # [B, K, W, V]
-        lp_blank = torch.where(valid, lp[..., self.blank], 0.0)
-        before = torch.cumsum(lp_blank, dim=-1) - lp_blank  # log prod of blanks before frame j
-        n = valid.sum(dim=-1, keepdim=True)  # [B, K, 1]
-        is_blank_tok = torch.arange(V, device=lp.device) == self.blank
-        label = before[..., None] + lp + self.beta
-        whole_blank = lp_blank.sum(dim=-1)[..., None, None]  # [B, K, 1, 1]
-        last = (self.win == n - 1)[..., None]  # [B, K, W, 1]
-        cand = torch.where(is_blank_tok, torch.where(last, whole_blank, _NEG_INF),
-                           torch.where(valid[..., None], label, _NEG_INF))
-        C = W * V
-        cand = torch.where(expand[..., None], self.score[..., None] + cand.reshape(B, K, C), _NEG_INF)
-        cand = torch.cat([cand, carry], dim=2)  # [B, K, C + 1]
-        sel_val, sel_idx = cand.view(B, K * (C + 1)).topk(K, dim=1)
-        parent = sel_idx // (C + 1)
-        col = sel_idx % (C + 1)
-        return sel_val, parent, col.clamp(max=C - 1), col == C, col, None
-
     def predict_step(self) -> None:
         """The prediction network, once for all ``B*K`` hypotheses; kept where a label was emitted."""
         out, st_new = self.model.predict(self.labels, self.pred_state)
@@ -341,7 +451,7 @@ class _BeamLoop:
     def results(self, nbest: int) -> list[list[Hypothesis]]:
         final = self.score
         if self.fused:
-            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.K)
+            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.S)
         vals, slots = final.topk(nbest, dim=1)
         slots = torch.where(vals > _NEG_INF, slots, -1)
         seqs = self.tree.backtrack(slots)
@@ -406,9 +516,9 @@ def beam_search(
         beam: hypotheses kept per utterance, ``1 <= beam <= model.vocab_size``.
         method: "alsd" (ALSD++, every active hypothesis expands each step), "aes" (AES++,
             frame synchronous: hypotheses on the earliest frame expand until they leave it) or
-            "wind" (WIND beam search, RNN-T, no fusion: the hypotheses on the earliest frame read a
-            window of ``window`` frames and may emit their next label on any of them; see
-            :mod:`~asrdecode.transducer.reference_wind_beam`).
+            "wind" (WIND beam search, RNN-T: per-frame hypothesis lists; the list of the earliest
+            frame reads a window of ``window`` frames and its hypotheses may emit their next label
+            on any of them; see :mod:`~asrdecode.transducer.reference_wind_beam`).
         fusion: ``[(FusionModel, weight), ...]`` (n-gram LMs, boosting trees) over the model's ids.
         blank_scoring: "lm_weighted" (Eq. 3 of the ALSD++ paper) or "none" (Eq. 2).
         pruning: "late" (fuse over the whole vocabulary, then select) or "early" (each
@@ -419,7 +529,8 @@ def beam_search(
             an LM); 0 by default.
         nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
         tokenizer: fills ``Hypothesis.text`` when given.
-        window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only; window 1 is AES++.
+        window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only; window 1 is the
+            frame-by-frame search with per-frame lists.
         state: the state returned for the previous chunk (streaming, RNN-T and TDT, every
             method); same batch, beam, method, window and fusion models.
         return_state: also return the :class:`BeamState` to carry into the next chunk.
@@ -441,10 +552,6 @@ def beam_search(
     check_beam_args(model, beam, "aes" if wind else method, blank_scoring, pruning, max_symbols_per_frame, nbest)
     if wind:
         check_window(model, window)
-        if fusion:
-            raise DecodingInputError("method='wind' does not support fusion")
-        if pruning != "late":
-            raise DecodingInputError("method='wind' supports pruning='late' only")
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)

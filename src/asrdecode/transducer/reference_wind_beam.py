@@ -1,47 +1,62 @@
-"""Per-utterance reference of WIND beam search for RNN-T (Algorithm 3 of the WIND paper), the oracle of
-``beam_search(..., method="wind")`` in :mod:`asrdecode.transducer.beam`.
+"""Per-utterance reference of WIND beam search for RNN-T (Algorithm 3 and Equation 1 of the WIND paper),
+the oracle of ``beam_search(..., method="wind")`` in :mod:`asrdecode.transducer.beam`.
 
-The search keeps a map ``t2hyps``: frame -> hypotheses whose next frame to read is that frame
-(a hypothesis is *finished* at ``t = T``). One step:
+The search keeps ``t2hyps``: frame -> the hypotheses whose next frame to read is that frame, each
+frame's list holding at most ``beam`` hypotheses (a hypothesis is *finished* at ``t = T``). One step:
 
-* take the hypotheses of the smallest pending frame ``t0 < T`` (the others wait);
-* for each of them, evaluate the joint on the window ``t0 .. t0 + n - 1``, ``n = min(window, T - t0)``,
-  and score Equation 1 of the paper in log space (``lp[j]`` the log-softmax at frame ``t0 + j``):
+1. pop the hypotheses of the smallest pending frame ``t0 < T`` (the other frames wait);
+2. ``recombine_prune_prefix_search`` (the paper's line 8; recombination and pruning already hold
+   for every frame's list, see 5.): for every pair (A, B) of popped hypotheses where B's transcript
+   is A's plus one label ``v``, B's score becomes ``logaddexp(B, A + score of emitting v from A on
+   frame t0)`` (both computed with the scores before this step) and A is removed, as the paper
+   says (mAES's prefix search, Kim et al. Algorithm 1 lines 5-7, adds the mass without removing A;
+   keeping A would count the paths "A, then v on t0" twice, because A's own expansion proposes them
+   again). The pair is only formed when A may still emit on ``t0`` (A's labels on ``t0`` + 1 below
+   ``max_symbols_per_frame``);
+3. each remaining hypothesis reads the window ``t0 .. t0 + n - 1``, ``n = min(window, T - t0)``,
+   and scores Equation 1 in log space (``lp[j]`` the log-softmax at frame ``t0 + j``):
 
-  - label ``v`` first emitted at frame ``t0 + j`` (blanks on the frames before it):
-    ``sum_{i < j} lp[i][blank] + lp[j][v]``; the hypothesis moves to frame ``t0 + j``;
-  - blank (blanks on the whole window): ``sum_{i < n} lp[i][blank]``; it moves to ``t0 + n``;
+   - label ``v`` first emitted on frame ``t0 + j`` (blanks on the frames before it):
+     ``sum_{i < j} lp[i][blank] + lp[j][v]``; the hypothesis moves to frame ``t0 + j``;
+   - blank (blanks on the whole window): ``sum_{i < n} lp[i][blank]``; it moves to ``t0 + n``;
 
-  every label also gets the bonus ``beta``;
-* pruning: the candidates and the waiting hypotheses compete, and the ``beam`` best are kept
-  (one beam over all pending frames, as AES++ keeps waiting hypotheses in its beam: the
-  batched search holds exactly ``beam`` hypotheses per utterance);
-* recombination: hypotheses with the same transcript on the same frame are merged into the best
-  of them, whose score becomes the log-sum-exp of theirs (probabilities summed).
+   with shallow fusion every frame's terms get the fusion terms of the ALSD++ paper (``lam`` the sum of
+   the fusion weights, ``lm[v]`` the weighted fusion score of ``v`` after the hypothesis's labels):
+   ``blank_scoring="lm_weighted"`` (Eq. 3) makes a blank frame ``(1 + lam) * lp[i][blank]`` and a label
+   ``lp[j][v] + lam * log(1 - p[j][blank]) + lm[v]``; ``"none"`` (Eq. 2) adds ``lm[v]`` to labels
+   only. Every label also gets the bonus ``beta``. So the window regroups the frame-by-frame terms
+   and window 1 is the frame-by-frame search;
+4. each hypothesis keeps its ``beam`` best expansions (the paper's line 13, ``top_expansions_for_each_b``):
+   ``pruning="late"`` by the fused score, ``"early"`` by the acoustic score (Equation 1 alone);
+5. every expansion goes to the list of its frame; each receiving frame's list (the hypotheses it
+   already held plus the new ones) is recombined (equal transcripts merged into the best of them,
+   whose score becomes the log-sum-exp of theirs) and pruned to its ``beam`` best.
 
-Safeguard against staying on one frame forever (the paper leaves it to its code): a label that
-makes ``max_symbols_per_frame`` labels on its frame also advances one frame (no score), as the
-per-frame symbol cap of greedy decoding and of ALSD++ / AES++. With ``window=1`` Equation 1 is
-the plain per-frame distribution and the search is AES++ without fusion step for step (tested).
+Safeguard against staying on one frame (the paper leaves it to its code): a label that makes
+``max_symbols_per_frame`` labels on its frame also advances one frame (no score), as the per-frame
+symbol cap of greedy decoding and of ALSD++ / AES++.
 
-Not in this search (documented differences from the paper's Algorithm 3): the paper prunes the
-hypotheses of each frame separately (t2hyps buckets, unbounded in total), here one beam holds all
-pending frames, so a candidate that blanks over a whole window competes with candidates that stay
-on the window's first frame (on a model whose blanks are not confident this keeps hypotheses
-behind and fills frames up to the symbol cap; see benchmarks/results_transducer_beam.md); the
-mAES prefix search (adding the probability of completing a hypothesis into a longer one on the
-same frame); shallow fusion; TDT models (the window is defined for RNN-T).
+At the end the fusion end-of-sentence scores are added to the finished hypotheses (``t2hyps[T]``),
+returned best first.
+
+Difference from the paper's Algorithm 3: the paper appends to a frame's list without bound and
+recombines and prunes it when the frame is popped; here a list is recombined and pruned whenever
+expansions arrive (so it never holds more than ``beam``: the batched search has ``(window + 1) *
+beam`` fixed slots). Both keep the same ``beam`` best, except when an expansion pruned on arrival
+would later have been merged with an equal transcript arriving from another frame. TDT models are
+not supported (the window is defined for RNN-T).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
 from ..errors import DecodingInputError, check_emissions, check_finite
+from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
 from .reference_beam import MAX_SYMBOLS_GUARD, _logaddexp, check_beam_args
@@ -58,6 +73,7 @@ class _Hyp:
     stamps: tuple[int, ...]
     pred_state: Any
     dec_proj: torch.Tensor
+    lm_states: torch.Tensor  # [1, M]
 
 
 def check_window(model: TransducerModel, window: object) -> int:
@@ -69,6 +85,17 @@ def check_window(model: TransducerModel, window: object) -> int:
     return window
 
 
+def _recombine_prune(hyps: list[_Hyp], beam: int) -> list[_Hyp]:
+    """Equal transcripts merged into the best of them (log-sum-exp of the scores), the ``beam`` best kept."""
+    merged: dict[tuple[int, ...], _Hyp] = {}
+    for h in sorted(hyps, key=lambda x: -x.score):  # best first: the first of a group is its best
+        if h.tokens in merged:
+            merged[h.tokens].score = _logaddexp(merged[h.tokens].score, h.score)
+        else:
+            merged[h.tokens] = _Hyp(h.score, h.t, h.symbols, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states)
+    return sorted(merged.values(), key=lambda x: -x.score)[:beam]
+
+
 @torch.inference_mode()
 def reference_wind_beam_search(
     model: TransducerModel,
@@ -76,77 +103,105 @@ def reference_wind_beam_search(
     *,
     beam: int = 4,
     window: int = 8,
+    fusion: Sequence[tuple[FusionModel, float]] = (),
+    blank_scoring: str = "lm_weighted",
+    pruning: str = "late",
     max_symbols_per_frame: int | None = 10,
     beta: float = 0.0,
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
-    See the module docstring for the exact search.
+    See the module docstring for the exact search; arguments as in
+    :func:`asrdecode.transducer.beam.beam_search`.
     """
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_finite("encoder_output", encoder_output)
-    check_beam_args(model, beam, "aes", "none", "late", max_symbols_per_frame, 1)
+    check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols_per_frame, 1)
     check_window(model, window)
     V, blank = model.vocab_size, model.blank_id
+    scorer = FusionScorer(fusion, V, blank)
+    lam = float(sum(scorer.weights))
+    weighted = blank_scoring == "lm_weighted" and lam != 0.0
+    cap = max_symbols_per_frame
     T = encoder_output.shape[0]
     dev = encoder_output.device
     enc_proj = model.project_encoder(encoder_output)
     state = model.initial_state(1, device=dev, dtype=encoder_output.dtype)
     dec, state = model.predict(torch.tensor([blank], device=dev), state)
-    t2hyps: dict[int, list[_Hyp]] = {0: [_Hyp(0.0, 0, 0, (), (), state, model.project_decoder(dec)[0])]}
+    root = _Hyp(0.0, 0, 0, (), (), state, model.project_decoder(dec)[0], scorer.initial(1, dev))
+    t2hyps: dict[int, list[_Hyp]] = {0: [root]}
 
     while any(t < T for t in t2hyps):
         t0 = min(t for t in t2hyps if t < T)
         hyps = t2hyps.pop(t0)
         n = min(window, T - t0)
-        # (score, source hypothesis, token or None for a waiting one, frame offset j in the window)
-        cands: list[tuple[float, _Hyp, int | None, int]] = []
+        # per hypothesis: label terms ``label[j][v]`` (fused, without the score so far) and the blank
+        # over the whole window, Equation 1 with the fusion terms of every frame
+        terms = []
         for h in hyps:
             logits = model.joint(enc_proj[t0 : t0 + n], h.dec_proj[None, :]).double()  # [n, V]
             if not bool(torch.isfinite(logits).all()):
                 raise DecodingInputError("model.joint produced NaN or inf logits")
             lp = torch.log_softmax(logits, dim=-1).tolist()
-            blanks_before = 0.0  # log prod_{i < j} P(blank | t0 + i)
+            lm_t, lm_next = scorer.advance(h.lm_states, dtype=torch.float64)
+            lm = lm_t[0].tolist()
+            label: list[list[float]] = []
+            acoustic: list[list[float]] = []
+            before = before_ac = 0.0  # blanks on the frames before j: fused, acoustic only
             for j in range(n):
-                for v in range(V):
-                    if v != blank:
-                        cands.append((h.score + blanks_before + lp[j][v] + beta, h, v, j))
-                blanks_before += lp[j][blank]
-            cands.append((h.score + blanks_before, h, blank, n - 1))  # blank on the whole window
-        for t, waiting in t2hyps.items():
-            cands.extend((h.score, h, None, 0) for h in waiting)
-        cands.sort(key=lambda c: -c[0])
+                nonblank = lam * math.log1p(-math.exp(lp[j][blank])) if weighted else 0.0
+                label.append([before + lp[j][v] + nonblank + lm[v] + beta for v in range(V)])
+                acoustic.append([before_ac + lp[j][v] for v in range(V)])
+                before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
+                before_ac += lp[j][blank]
+            terms.append((label, acoustic, before, before_ac, lm_next))
 
-        new_t2hyps: dict[int, list[_Hyp]] = {}
-        merged: dict[tuple[tuple[int, ...], int], _Hyp] = {}
-        for score, h, v, j in cands[:beam]:
-            if score == -math.inf:
+        # prefix search: A + (v,) == B, both on t0, gives B the paths "A, then v on t0"; A is removed
+        index = {h.tokens: i for i, h in enumerate(hyps)}
+        new_scores = [h.score for h in hyps]
+        removed: set[int] = set()
+        for bi, b in enumerate(hyps):
+            if not b.tokens:
                 continue
-            if v is None:
-                new = _Hyp(score, h.t, h.symbols, h.tokens, h.stamps, h.pred_state, h.dec_proj)
-            elif v == blank:
-                new = _Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj)
-            else:
-                frame = t0 + j
-                symbols = h.symbols + 1 if j == 0 else 1
-                t = frame
-                if max_symbols_per_frame is not None and symbols >= max_symbols_per_frame:
-                    t, symbols = t + 1, 0  # the safeguard: leave a frame that holds the cap
-                if symbols > MAX_SYMBOLS_GUARD:
-                    raise DecodingInputError(
-                        f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame")
-                dec, st = model.predict(torch.tensor([v], device=dev), h.pred_state)
-                new = _Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st, model.project_decoder(dec)[0])
-            key = (new.tokens, new.t)
-            if key in merged:  # candidates come best first: the first of a group is its best
-                merged[key].score = _logaddexp(merged[key].score, new.score)
-            else:
-                merged[key] = new
-                new_t2hyps.setdefault(new.t, []).append(new)
-        t2hyps = new_t2hyps
+            ai = index.get(b.tokens[:-1])
+            if ai is None or (cap is not None and hyps[ai].symbols + 1 >= cap):
+                continue
+            new_scores[bi] = _logaddexp(new_scores[bi], hyps[ai].score + terms[ai][0][0][b.tokens[-1]])
+            removed.add(ai)
 
-    out = [Hypothesis(tokens=list(h.tokens), timestamps=list(h.stamps), score=h.score)
-           for hyps in t2hyps.values() for h in hyps]
+        arrivals: dict[int, list[_Hyp]] = {}
+        for i, h in enumerate(hyps):
+            if i in removed:
+                continue
+            label, acoustic, whole, whole_ac, lm_next = terms[i]
+            # (fused, acoustic, v, j): labels on every window frame, blank over the window
+            cands = [(label[j][v], acoustic[j][v], v, j) for j in range(n) for v in range(V) if v != blank]
+            cands.append((whole, whole_ac, blank, n - 1))
+            cands.sort(key=(lambda c: -c[1]) if pruning == "early" else (lambda c: -c[0]))
+            for fused, _, v, j in cands[:beam]:
+                score = new_scores[i] + fused
+                if v == blank:
+                    new = _Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states)
+                else:
+                    frame = t0 + j
+                    symbols = h.symbols + 1 if j == 0 else 1
+                    t = frame
+                    if cap is not None and symbols >= cap:
+                        t, symbols = t + 1, 0  # the safeguard: leave a frame that holds the cap
+                    if symbols > MAX_SYMBOLS_GUARD:
+                        raise DecodingInputError(
+                            f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame")
+                    dec, st = model.predict(torch.tensor([v], device=dev), h.pred_state)
+                    new = _Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st,
+                               model.project_decoder(dec)[0], lm_next[:, v])
+                arrivals.setdefault(new.t, []).append(new)
+        for t, new in arrivals.items():
+            t2hyps[t] = _recombine_prune(t2hyps.get(t, []) + new, beam)
+
+    out = []
+    for h in t2hyps.get(T, []):
+        final = float(scorer.final(h.lm_states, dtype=torch.float64)[0]) if scorer.num_models else 0.0
+        out.append(Hypothesis(tokens=list(h.tokens), timestamps=list(h.stamps), score=h.score + final))
     out.sort(key=lambda x: -x.score)
     return out
