@@ -80,7 +80,7 @@ class StreamDecoder:
     """
 
     def __init__(self, bundle: Any, decoder: str = "greedy", *, block_frames: int = 16, left_context: int = 8,
-                 right_context: int = 0, **options: Any) -> None:
+                 right_context: int = 4, **options: Any) -> None:
         self.family = make_family(bundle, decoder, options)
         self.bundle = bundle
         self.decoder = decoder

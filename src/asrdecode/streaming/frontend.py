@@ -101,7 +101,7 @@ class BlockFrontEnd:
         head: Callable[[torch.Tensor], torch.Tensor] | None = None,
         block_frames: int = 16,
         left_context: int = 8,
-        right_context: int = 0,
+        right_context: int = 4,
     ) -> None:
         for name, value, low in (("block_frames", block_frames, 1), ("left_context", left_context, 0),
                                  ("right_context", right_context, 0)):
