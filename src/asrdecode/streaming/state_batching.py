@@ -183,13 +183,7 @@ def scatter_greedy(pool: StatePool, rows: Sequence[GreedyRow], state: GreedyStat
 # -- transducer beam --------------------------------------------------------------------------------
 
 
-def gather_beam(pool: StatePool, slots: Sequence[int], states: Sequence[BeamState],
-                boost_column: int | None = None, boost_shifts: Sequence[int] = ()) -> BeamState:
-    """One batch :class:`BeamState` from batch-1 states (their ``pred_state`` lives in ``pool``).
-
-    The batch gets a fresh tree; ``boost_shifts[i]``: where stream ``i``'s boosting tree starts in the
-    stacked tree of this batch (its fusion states' column ``boost_column``).
-    """
+def _gather_beam_hyps(pool: StatePool, slots: Sequence[int], states: Sequence[BeamState]) -> dict[str, Any]:
     hyps: dict[str, Any] = {}
     for name, value in states[0].hyps.items():
         if name == "pred_state":
@@ -199,13 +193,34 @@ def gather_beam(pool: StatePool, slots: Sequence[int], states: Sequence[BeamStat
         else:
             raise TypeError(f"BeamState.hyps[{name!r}] is a {type(value).__name__}; only tensors and the "
                             "prediction state can be batched")
-    if "lm_states" in hyps:
-        hyps["lm_states"] = shift_column(hyps["lm_states"], boost_column, boost_shifts)
-    return BeamState(
-        hyps=hyps, tree=BeamTree(), offset=gather_rows([s.offset for s in states]),
-        received=gather_rows([s.received for s in states]), tail=[t for s in states for t in s.tail],
-        config=states[0].config,
-    )
+    return hyps
+
+
+def gather_beam(pool: StatePool, slots: Sequence[int], states: Sequence[BeamState],
+                boost_column: int | None = None, boost_shifts: Sequence[int] = ()) -> BeamState:
+    """One batch :class:`BeamState` from batch-1 states (their ``pred_state`` lives in ``pool``).
+
+    Tensors are concatenated, per-utterance lists (``tail``) joined, the settings taken from the
+    first state; the batch gets a fresh tree. ``boost_shifts[i]``: where stream ``i``'s boosting tree
+    starts in the stacked tree of this batch (its fusion states' column ``boost_column``).
+    """
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(BeamState):
+        first = getattr(states[0], f.name)
+        if f.name == "hyps":
+            hyps = _gather_beam_hyps(pool, slots, states)
+            if "lm_states" in hyps:
+                hyps["lm_states"] = shift_column(hyps["lm_states"], boost_column, boost_shifts)
+            fields[f.name] = hyps
+        elif isinstance(first, BeamTree):
+            fields[f.name] = BeamTree()
+        elif isinstance(first, torch.Tensor):
+            fields[f.name] = gather_rows([getattr(s, f.name) for s in states])
+        elif isinstance(first, list):
+            fields[f.name] = [x for s in states for x in getattr(s, f.name)]
+        else:
+            fields[f.name] = first
+    return BeamState(**fields)
 
 
 def scatter_beam(pool: StatePool, slots: Sequence[int], states: Sequence[BeamState], batch: BeamState,
@@ -218,13 +233,16 @@ def scatter_beam(pool: StatePool, slots: Sequence[int], states: Sequence[BeamSta
         lm = shift_column(lm, boost_column, [-s for s in boost_shifts])
     for b, st in enumerate(states):
         for name, value in batch.hyps.items():
-            if name == "pred_state":
-                continue
-            st.hyps[name] = take_row(lm if name == "lm_states" else value, b, n)
-        st.tree.extend(batch.tree.take_rows(torch.tensor([b])))
-        st.offset = take_row(batch.offset, b, n)
-        st.received = take_row(batch.received, b, n)
-        st.tail = [batch.tail[b]]
+            if name != "pred_state":
+                st.hyps[name] = take_row(lm if name == "lm_states" else value, b, n)
+        for f in dataclasses.fields(BeamState):
+            value = getattr(batch, f.name)
+            if isinstance(value, BeamTree):
+                getattr(st, f.name).extend(value.take_rows(torch.tensor([b])))
+            elif isinstance(value, torch.Tensor):
+                setattr(st, f.name, take_row(value, b, n))
+            elif isinstance(value, list):
+                setattr(st, f.name, [value[b]])
 
 
 # -- CTC prefix beam search -------------------------------------------------------------------------
