@@ -87,14 +87,17 @@ def _check_nbest(nbest) -> None:
         raise DecodingInputError(f"nbest must be a positive int or None, got {nbest!r}")
 
 
+def _expand_ranges(lo: torch.Tensor, cnt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ranges ``lo[i] : lo[i] + cnt[i]``: (range index, position) of every element, each ``[M]``."""
+    tok = torch.repeat_interleave(torch.arange(lo.shape[0], device=lo.device), cnt)
+    first = torch.cumsum(cnt, 0) - cnt
+    return tok, _g(lo - first, tok) + torch.arange(tok.shape[0], device=lo.device)
+
+
 def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For tokens in ``states [N]``: (token index, arc index) of every outgoing arc, each ``[M]``."""
     lo = _g(ptr, states)
-    cnt = _g(ptr, states + 1) - lo
-    tok = torch.repeat_interleave(torch.arange(states.shape[0], device=states.device), cnt)
-    first = torch.cumsum(cnt, 0) - cnt
-    arc = _g(lo - first, tok) + torch.arange(tok.shape[0], device=states.device)
-    return tok, arc
+    return _expand_ranges(lo, _g(ptr, states + 1) - lo)
 
 
 class WFSTDecoder:
@@ -108,6 +111,10 @@ class WFSTDecoder:
         blank_id: the model's blank id (must match the graph's; default: the graph's).
         lattice_beam: when a lattice or an n-best list is asked for, keep the lattice arcs on paths
             within ``lattice_beam`` of the best path (natural log). Recording happens only then.
+        dense_min_degree: states with at least this many emitting arcs (one per token) get a dense
+            ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
+            reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
+            Pre-pruning only skips arcs the beam would remove: results are the same without it.
     """
 
     def __init__(
@@ -118,6 +125,8 @@ class WFSTDecoder:
         acoustic_scale: float = 1.0,
         blank_id: int | None = None,
         lattice_beam: float = 8.0,
+        dense_min_degree: int = 64,
+        dense_memory_mb: float = 512.0,
     ) -> None:
         if not beam > 0:
             raise DecodingInputError(f"beam must be > 0, got {beam}")
@@ -133,6 +142,10 @@ class WFSTDecoder:
         self.acoustic_scale = float(acoustic_scale)
         self.blank_id = graph.blank_id
         self.lattice_beam = float(lattice_beam)
+        self.dense_min_degree = int(dense_min_degree)
+        self.dense_memory_mb = float(dense_memory_mb)
+        self._dense: tuple | None = None
+        self._packed: tuple | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,7 +159,53 @@ class WFSTDecoder:
     def _graph_on(self, device: torch.device) -> DecodingGraph:
         if self.graph.device != device:
             self.graph = self.graph.to(device)
+            self._dense = None
+            self._packed = None
         return self.graph
+
+    def _arc_rows(self, g: DecodingGraph) -> torch.Tensor:
+        """Emitting arcs packed as ``[A, 4]`` int32 rows ``(2 * token + starts, dst, word, score bits)``:
+        one memory access per arc instead of one per field (the per-frame gathers are memory bound)."""
+        if self._packed is not None and self._packed[0] is g:
+            return self._packed[1]
+        if g.num_states >= 2**31 or len(g.words) >= 2**31 or 2 * g.vocab_size >= 2**31:  # pragma: no cover
+            rows = None
+        else:
+            rows = torch.stack([
+                (g.e_ilabel * 2 + g.e_start.long()).int(), g.e_dst.int(), g.e_olabel.int(),
+                g.e_score.float().view(torch.int32)], 1).contiguous()
+        self._packed = (g, rows)
+        return rows
+
+    def _dense_rows(self, g: DecodingGraph) -> tuple | None:
+        """Arcs of the states with the most emitting arcs (at least ``dense_min_degree``, within
+        ``dense_memory_mb``) indexed by (state, token): ``(row [S] int64, -1 = none; ptr [R * V + 1];
+        arcs [.] emitting arc ids sorted by (row, token); e_max)``: the arcs of state ``s`` reading
+        token ``k`` are ``arcs[ptr[row[s] * V + k] : ptr[row[s] * V + k + 1]]``."""
+        if self._dense is not None and self._dense[0] is g:
+            return self._dense[1]
+        out = None
+        deg = g.e_ptr[1:] - g.e_ptr[:-1]
+        V = g.vocab_size
+        cap = int(self.dense_memory_mb * 2**20 // (8 * V))
+        if g.e_src.numel() and cap > 0 and int(deg.max()) >= self.dense_min_degree:
+            cand = torch.nonzero(deg >= self.dense_min_degree).squeeze(1)
+            if cand.numel() > cap:
+                cand = cand[torch.sort(torch.topk(deg[cand], cap).indices).values]
+            row = torch.full((g.num_states,), -1, dtype=torch.int64, device=g.device)
+            row[cand] = torch.arange(cand.numel(), device=g.device)
+            arc_row = _g(row, g.e_src)
+            on = torch.nonzero(arc_row >= 0).squeeze(1)
+            key = _g(arc_row, on) * V + _g(g.e_ilabel, on)
+            if key.numel() > 1 and not bool((key[1:] >= key[:-1]).all()):  # arcs not sorted by token
+                order = torch.argsort(key, stable=True)
+                on, key = _g(on, order), _g(key, order)
+            small = torch.int32 if g.e_src.shape[0] < 2**31 else torch.int64
+            ptr = torch.zeros(cand.numel() * V + 1, dtype=small, device=g.device)
+            ptr[1:] = torch.cumsum(torch.bincount(key, minlength=cand.numel() * V), 0)
+            out = (row, ptr, on, float(g.e_score.max()))
+        self._dense = (g, out)
+        return out
 
     def _boost_table(self, boosts: Sequence[Mapping[str, float] | None] | None, B: int, device) -> torch.Tensor | None:
         if boosts is None:
@@ -190,6 +249,57 @@ class WFSTDecoder:
             keep = order[rank < self.max_active]
             t = t.take(torch.sort(keep).values)
         return t
+
+    def _candidates(self, g: DecodingGraph, dense: tuple, cur: _Tokens, am_t: torch.Tensor, boost, B: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(token index, arc index) of the emitting arcs worth scoring this frame.
+
+        Tokens in states without a dense row expand every arc. For the others, only the tokens
+        ``k`` with ``am[b, k] + best token score + max arc score + max boost >= cutoff`` are looked
+        up, where ``cutoff = (best score of the best token's own expansion) - beam`` is a lower bound
+        of the beam's final cutoff: every arc skipped would fail the beam anyway."""
+        row, ptr, arcs, e_max = dense
+        dev = cur.b.device
+        V = am_t.shape[1]
+        r = _g(row, cur.s)
+        high = r >= 0
+        low_i = torch.nonzero(~high).squeeze(1)
+        high_i = torch.nonzero(high).squeeze(1)
+        tok_l, arc_l = _expand(g.e_ptr, _g(cur.s, low_i))
+        tok_l = _g(low_i, tok_l)
+        if high_i.numel() == 0:
+            return tok_l, arc_l
+        # a lower bound of the frame's best score: expand each utterance's best token
+        n = cur.b.shape[0]
+        best_src = torch.full((B,), _NEG, device=dev).scatter_reduce(0, cur.b, cur.score, "amax")
+        idx = torch.arange(n, device=dev)
+        first = torch.full((B,), n, device=dev).scatter_reduce(
+            0, cur.b, torch.where(cur.score == _g(best_src, cur.b), idx, n), "amin")
+        first = _g(first, torch.nonzero(first < n).squeeze(1))
+        bt, ba = _expand(g.e_ptr, _g(cur.s, first))
+        bt = _g(first, bt)
+        bb = _g(cur.b, bt)
+        est = _g(cur.score, bt) + _g(g.e_score, ba) + _g(am_t.reshape(-1), bb * V + _g(g.e_ilabel, ba))
+        bmax = torch.zeros(B, device=dev)
+        if boost is not None:
+            est = est + _g(boost.reshape(-1), bb * boost.shape[1] + _g(g.e_olabel, ba))
+            bmax = boost.max(1).values.clamp(min=0)
+        cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.beam
+        # tokens that can reach the cutoff from the best source, per utterance (CSR over utterances)
+        good = am_t[:, : g.vocab_size] >= (cutoff - best_src - e_max - bmax).unsqueeze(1)
+        gb, gk = torch.nonzero(good, as_tuple=True)
+        cnt = torch.bincount(gb, minlength=B)
+        start = torch.cumsum(cnt, 0) - cnt
+        hb = _g(cur.b, high_i)
+        c = _g(cnt, hb)
+        pt = torch.repeat_interleave(torch.arange(high_i.numel(), device=dev), c)
+        first_p = torch.cumsum(c, 0) - c
+        k = _g(gk, _g(start, _g(hb, pt)) + torch.arange(pt.shape[0], device=dev) - _g(first_p, pt))
+        key = _g(_g(r, high_i), pt) * g.vocab_size + k
+        lo = _g(ptr, key).long()
+        n_arcs = _g(ptr, key + 1) - lo
+        pair, pos = _expand_ranges(lo, n_arcs)
+        return torch.cat([tok_l, _g(_g(high_i, pt), pair)]), torch.cat([arc_l, _g(arcs, pos)])
 
     def _closure(
         self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, offset: torch.Tensor, frame: int, boost,
@@ -333,6 +443,8 @@ class WFSTDecoder:
         dev = x.device
         hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
         S = g.num_states
+        dense = self._dense_rows(g)
+        rows = self._arc_rows(g)
         for t in range(T):
             live = lens[toks.b] > t
             if not bool(live.any()):
@@ -340,28 +452,40 @@ class WFSTDecoder:
             live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
             cur = toks.take(live_idx)
             kept = toks.take(dead_idx)
-            tok, arc = _expand(g.e_ptr, cur.s)
+            if dense is None:
+                tok, arc = _expand(g.e_ptr, cur.s)
+            else:
+                tok, arc = self._candidates(g, dense, cur, am[:, t], boost, B)
             b = _g(cur.b, tok)
-            lab = _g(g.e_ilabel, arc)
-            score = _g(cur.score, tok) + _g(g.e_score, arc) + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
+            if rows is None:  # pragma: no cover - graphs too large for int32 rows
+                lab2 = _g(g.e_ilabel, arc) * 2 + _g(g.e_start, arc).long()
+                dst_a, word_a, arc_sc = _g(g.e_dst, arc), _g(g.e_olabel, arc), _g(g.e_score, arc)
+            else:
+                r = torch.index_select(rows, 0, arc)
+                lab2, dst_a, word_a = r[:, 0].long(), r[:, 1].long(), r[:, 2].long()
+                arc_sc = r[:, 3].contiguous().view(torch.float32)
+            lab = lab2 >> 1
+            score = _g(cur.score, tok) + arc_sc + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
             if boost is not None:
-                score = score + _g(boost.reshape(-1), b * boost.shape[1] + _g(g.e_olabel, arc))
+                score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
             # beam before gathering the rest (the same cutoff _prune applies)
             top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
             sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+            if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
+                sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
             tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
-            word = _g(g.e_olabel, arc)
+            word, dst, starts = _g(word_a, sel), _g(dst_a, sel), _g(lab2, sel) & 1 == 1
             if rec is not None:
                 graph_part = _g(g.e_score, arc)
                 if boost is not None:
                     graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
-                rec.emitting(_g(_g(rec.nid, live_idx), tok), b, _g(g.e_dst, arc), word, lab, _g(g.e_start, arc),
+                rec.emitting(_g(_g(rec.nid, live_idx), tok), b, dst, word, lab, starts,
                              _g(offset, b) + t, graph_part, _g(am[:, t].reshape(-1), b * V + lab), score)
-            new = _Tokens(b, _g(g.e_dst, arc), score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
+            new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
             sel = new.hid
             new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
-                               _g(g.e_start, _g(arc, sel)))
+                               _g(starts, sel))
             new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
             if rec is not None:
                 rec.nid = torch.cat([_g(rec.nid, dead_idx), rec.close_step(new.b, new.s, new.score, S)])

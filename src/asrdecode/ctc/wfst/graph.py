@@ -41,7 +41,8 @@ def _kaldifst():
 class DecodingGraph:
     """A decoding graph as tensors, arcs sorted by source state.
 
-    Emitting arcs (``e_*``, reading model token ``e_ilabel`` in ``[0, V)``) and epsilon arcs
+    Emitting arcs (``e_*``, reading model token ``e_ilabel`` in ``[0, V)``; graphs from
+    :meth:`from_fst_text` sort a state's emitting arcs by token) and epsilon arcs
     (``p_*``, reading nothing) are kept apart; ``e_start [A] bool`` marks emitting arcs where a
     new output token starts; each set has ``src, dst [A] int64``,
     ``olabel [A] int64`` (word id, 0 = no word), ``score [A] float32`` (``-cost``) and
@@ -184,7 +185,7 @@ class DecodingGraph:
             raise DecodingInputError("graph: output label beyond the word table")
 
         def part(mask: np.ndarray) -> tuple[torch.Tensor, ...]:
-            order = np.argsort(src_a[mask], kind="stable")
+            order = np.lexsort((il_a[mask], src_a[mask]))  # by source state, then token
             s, d, i, o, sc, st = (x[mask][order] for x in (src_a, dst_a, il_a, ol_a, w_a, start_a))
             ptr = np.zeros(S + 1, dtype=np.int64)
             np.add.at(ptr, s + 1, 1)
