@@ -160,6 +160,23 @@ def test_run_config_mismatch_is_an_error(manifest, tmp_path) -> None:
         dist._prepare(tmp_path, cfg, resume=True)
 
 
+def test_gpu_share_per_actor(monkeypatch, manifest, tmp_path) -> None:
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 2.0})
+    assert dist._gpus_per_actor(None, 4, {}) == 0.5  # auto: 2 GPUs shared by 4 actors
+    assert dist._gpus_per_actor(None, 1, {}) == 1.0
+    assert dist._gpus_per_actor(None, 2, {"lm": "x.arpa"}) == 0.0  # fusion runs on CPU actors
+    assert dist._gpus_per_actor(0.25, 2, {}) == 0.25
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0})
+    assert dist._gpus_per_actor(None, 2, {}) == 0.0
+    with pytest.raises(DecodingInputError, match="use num_gpus_per_actor=0"):
+        dist._gpus_per_actor(1, 2, {"boost": ["a:1"]})
+    for bad in (-1, float("nan"), "1", True):
+        with pytest.raises(DecodingInputError, match="num_gpus_per_actor"):
+            dist.transcribe_dataset(manifest, tmp_path, num_gpus_per_actor=bad)
+    assert not (tmp_path / "run.json").exists()  # rejected before anything was written
+
+
 # -------------------------------------------------------------------------------------- on Ray
 def test_ray_run_equals_local_transcription(ray_session, manifest, local_rnnt, tmp_path) -> None:
     run = dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-rnnt", batch_size=BATCH, num_actors=2)

@@ -357,7 +357,7 @@ class DatasetRun:
         duplicates: records dropped by the merge because an earlier part file held the same id.
         timing: audio, front-end and decoder seconds summed over this run's shards (actor time).
         wall_seconds: wall-clock time of the Ray execution (actor start-up included, ``ray.init`` not).
-        num_gpus_per_actor: the GPU share each actor asked Ray for.
+        num_gpus_per_actor: the GPU share each actor asked Ray for (0 when nothing was left to decode).
         devices: the torch devices the actors decoded on (e.g. ``["cpu"]``).
         actor_pids: process ids of the actors that committed shards in this run.
     """
@@ -500,6 +500,8 @@ def transcribe_dataset(
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
     opts = _check_options(model, decoder, decoder_options)
+    if num_gpus_per_actor is not None:
+        _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
     build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
     out = Path(output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -508,16 +510,16 @@ def transcribe_dataset(
     committed, _ = _read_parts(parts, entries)
     todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in committed for i in range(s, e))]
     skipped = len(entries) - sum(e - s for s, e in todo)
-    if not ray.is_initialized():
-        ray.init(address=ray_address, include_dashboard=False)
-    gpus = _gpus_per_actor(num_gpus_per_actor, num_actors, opts)
-
     timing = Timing()
     decoded: list[int] = []
     devices: set[str] = set()
     pids: set[int] = set()
+    gpus = 0.0
     t0 = time.perf_counter()
-    if todo:
+    if todo:  # else everything is committed: only the merge is left, Ray is not needed
+        if not ray.is_initialized():
+            ray.init(**({"address": ray_address} if ray_address else {"include_dashboard": False}))
+        gpus = _gpus_per_actor(num_gpus_per_actor, num_actors, opts)
         rows = [{"start": s, "stop": e,
                  "paths": [str(x.audio_filepath) for x in entries[s:e]],
                  "durations": [x.duration for x in entries[s:e]],
