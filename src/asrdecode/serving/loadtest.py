@@ -5,7 +5,8 @@ clip's audio in chunks of ``chunk_seconds`` at real-time pace (chunk ``k`` is se
 audio would have been recorded, ``start + (k + 1) * chunk_seconds``; clients start at random
 offsets within one chunk so that arrivals are not synchronised), then ``{"type": "end"}``, and
 reads the ``partial`` / ``final`` messages. With ``duration`` each client keeps streaming clip
-after clip (a new stream each) until that many seconds have passed.
+after clip (a new stream each) until that many seconds have passed, then ends its current stream
+after the chunk in flight (so every client stops at about the same time).
 
 Measured, as in table 4 of the GPU WFST paper (milliseconds):
 
@@ -62,7 +63,7 @@ class StreamReport:
 
     client: int
     clip: str
-    audio_seconds: float
+    audio_seconds: float        # audio sent (the whole clip unless the run's duration cut it)
     chunks: int = 0
     final_text: Optional[str] = None
     error: Optional[dict[str, Any]] = None
@@ -169,7 +170,7 @@ def load_clips(paths: Sequence[str | os.PathLike]) -> list[Clip]:
 
 async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, encoding: str,
                       boosts: Optional[Mapping[str, float]], realtime: bool, start_at: float,
-                      open_timeout: float) -> StreamReport:
+                      open_timeout: float, stop_at: Optional[float] = None) -> StreamReport:
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
@@ -178,6 +179,7 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
     chunks = [clip.audio[i:i + step] for i in range(0, len(clip.audio), step)]
     sent_at: dict[int, float] = {}
     end_sent: list[float] = []
+    sent_samples = 0
     cfg: dict[str, Any] = {"sample_rate": SAMPLE_RATE, "encoding": encoding, "name": f"{client}:{clip.name}"}
     if boosts:
         cfg["boosts"] = dict(boosts)
@@ -231,10 +233,14 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
                             rep.max_send_lag_ms = max(rep.max_send_lag_ms, -1000.0 * wait)
                     if receiver.done():
                         break  # the server ended the stream (an error)
+                    if stop_at is not None and k > 0 and time.perf_counter() >= stop_at:
+                        break  # the run's time is up: end the stream here
                     data = encode_chunk(chunk, encoding)
                     sent_at[k] = time.perf_counter()
                     await ws.send(data)
                     rep.chunks += 1
+                    sent_samples += len(chunk)
+                rep.audio_seconds = sent_samples / SAMPLE_RATE
                 if not receiver.done():
                     end_sent.append(time.perf_counter())
                     await ws.send(json.dumps({"type": "end"}))
@@ -277,7 +283,7 @@ async def run_load(url: str, clips: Sequence[Clip], streams: int, *, chunk_secon
         start_at = t_start + offsets[i]
         while True:
             rep = await _one_stream(url, clips[k % len(clips)], i, chunk_seconds, encoding, boosts, realtime,
-                                    start_at, open_timeout)
+                                    start_at, open_timeout, deadline)
             out.append(rep)
             k += streams
             start_at = 0.0
@@ -296,14 +302,17 @@ def loadtest(url: str, clips: Sequence[Clip], streams: int, **kwargs: Any) -> Lo
 
 
 @contextlib.contextmanager
-def spawn_server(serve_args: Sequence[str], *, timeout: float = 120.0, env: Optional[Mapping[str, str]] = None
-                 ) -> Iterator[str]:
+def spawn_server(serve_args: Sequence[str], *, timeout: float = 120.0, env: Optional[Mapping[str, str]] = None,
+                 command: Optional[Sequence[str]] = None) -> Iterator[str]:
     """Start ``asrdecode serve --port 0 SERVE_ARGS`` in a subprocess; yields its stream URL.
 
-    On exit the server gets SIGTERM (a graceful drain) and, if it has not ended after 60 s,
-    SIGKILL.
+    ``command`` replaces ``asrdecode serve --host 127.0.0.1 --port 0`` (a program that prints
+    ``listening on URL ...`` once it serves). On exit the server gets SIGTERM (a graceful drain)
+    and, if it has not ended after 60 s, SIGKILL.
     """
-    cmd = [sys.executable, "-m", "asrdecode.cli", "serve", "--host", "127.0.0.1", "--port", "0", *serve_args]
+    base = list(command) if command is not None else [sys.executable, "-m", "asrdecode.cli", "serve", "--host",
+                                                       "127.0.0.1", "--port", "0"]
+    cmd = [*base, *serve_args]
     proc_env = dict(os.environ if env is None else env)
     proc_env.setdefault("OMP_NUM_THREADS", "1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=proc_env)
