@@ -28,7 +28,7 @@ from asrdecode.streaming import BlockFrontEnd  # noqa: E402
 from asrdecode.transducer import greedy  # noqa: E402
 
 SETS = {"real": ROOT / "data/real/manifest.jsonl", "synth_test": ROOT / "data/synth_test/manifest.jsonl"}
-DEFAULT_CONFIGS = ["8,8,0", "16,8,0", "32,8,0", "16,0,0", "8,8,2", "16,8,4"]
+DEFAULT_CONFIGS = ["8,8,0", "8,8,2", "8,16,4", "16,0,0", "16,8,0", "16,8,4", "16,16,4", "16,8,8", "32,8,0", "32,8,4"]
 
 
 def encodings(demo, waves: list[torch.Tensor], config: tuple[int, int, int] | None) -> list[torch.Tensor]:

@@ -79,7 +79,7 @@ class StreamDecoder:
         ValueError: an unknown decoder name for the bundle, or a bad option.
     """
 
-    def __init__(self, bundle: Any, decoder: str = "greedy", *, block_frames: int = 16, left_context: int = 8,
+    def __init__(self, bundle: Any, decoder: str = "greedy", *, block_frames: int = 16, left_context: int = 16,
                  right_context: int = 4, **options: Any) -> None:
         self.family = make_family(bundle, decoder, options)
         self.bundle = bundle

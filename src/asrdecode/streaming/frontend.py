@@ -100,7 +100,7 @@ class BlockFrontEnd:
         bundle: object,
         head: Callable[[torch.Tensor], torch.Tensor] | None = None,
         block_frames: int = 16,
-        left_context: int = 8,
+        left_context: int = 16,
         right_context: int = 4,
     ) -> None:
         for name, value, low in (("block_frames", block_frames, 1), ("left_context", left_context, 0),
