@@ -51,6 +51,7 @@ class UtteranceLattice:
     graph: np.ndarray
     am: np.ndarray
     final: dict[int, float] = field(default_factory=dict)
+    _index_fst: object = field(default=None, repr=False, compare=False)
 
     def _text(self, ilabel: np.ndarray, olabel: np.ndarray) -> str:
         cost = -(self.graph.astype(np.float64) + self.am)
@@ -105,8 +106,10 @@ class UtteranceLattice:
         """Arc indices of the best path whose words are ``words``, and its final node's final score."""
         import kaldifst
 
-        idx = kaldifst.compile(self._text(np.arange(1, self.src.shape[0] + 1), self.word))
-        kaldifst.arcsort(idx, sort_type="olabel")
+        idx = self._index_fst
+        if idx is None:  # input label: arc index + 1 (compiled once per lattice)
+            idx = self._index_fst = kaldifst.compile(self._text(np.arange(1, self.src.shape[0] + 1), self.word))
+            kaldifst.arcsort(idx, sort_type="olabel")
         lin = "".join(f"{i} {i + 1} {w} {w}\n" for i, w in enumerate(words)) + f"{len(words)}\n"
         both = kaldifst.compose(idx, kaldifst.compile(lin))
         ok, arcs, _, weight = kaldifst.get_linear_symbol_sequence(kaldifst.shortest_path(both, n=1))
