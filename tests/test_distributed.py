@@ -224,3 +224,16 @@ def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, mani
     assert merged == local and [r["id"] for r in merged] == list(range(8))
     assert all(r["durations"] is not None for r in merged)
     assert len(list((tmp_path / "out" / "parts").glob("part-*.jsonl"))) == 3
+
+
+def test_ray_bad_audio_names_the_manifest_line(ray_session, tmp_path) -> None:
+    (tmp_path / "bad.wav").write_bytes(b"not a wav file")
+    good = ROOT / "data/real/cards-001.wav"
+    lines = [{"audio_filepath": str(good), "duration": 1.0, "text": "a"},
+             {"audio_filepath": "bad.wav", "duration": 1.0, "text": "b"}]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    with pytest.raises(dist.DistributedRunError, match=r"after [01] of 2 utterances.*FileFormatError: .*m.jsonl:2: "):
+        dist.transcribe_dataset(manifest, tmp_path / "out", batch_size=1, num_actors=1)
+    # the good utterance may or may not have been committed before the run stopped; the bad one never
+    assert {p.name for p in (tmp_path / "out" / "parts").glob("part-*")} <= {dist._part_name(0, 1)}

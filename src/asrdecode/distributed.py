@@ -437,6 +437,14 @@ def _gpus_per_actor(requested: Optional[float], num_actors: int, opts: dict[str,
     return float(requested)
 
 
+def _root_cause(err: BaseException) -> str:
+    """The failing line of an actor's exception: Ray passes it as traceback text, not as an object."""
+    text = str(err)
+    head = text.split("The above exception was the direct cause of the following exception:")[0]
+    lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
 def transcribe_dataset(
     manifest: str | Path,
     output_dir: str | Path,
@@ -546,7 +554,8 @@ def transcribe_dataset(
             done, _ = _read_parts(parts, entries)
             raise DistributedRunError(
                 f"the Ray run failed after {len(done)} of {len(entries)} utterances were committed in {parts}; "
-                f"rerun with resume=True to decode the rest. Cause: {' '.join(str(err).split())[-2000:]}") from err
+                f"rerun with resume=True to decode the rest (after fixing the cause if it is in the input). "
+                f"Cause: {_root_cause(err)}") from err
     wall = time.perf_counter() - t0
     path, dropped = _merge(out, parts, entries)
     return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(decoded)), skipped=skipped,
