@@ -305,6 +305,8 @@ class WFSTBridge:
 def gather_wfst(states: Sequence[WFSTStreamState]) -> tuple[WFSTStreamState, WFSTBridge]:
     """One batch :class:`WFSTStreamState` from batch-1 states; its history starts with one bridge
     entry per carried token (the batched call never backtracks through them)."""
+    if any(getattr(s, "lattice", None) is not None for s in states):
+        raise ValueError("WFST states that record a lattice cannot be batched across streams")
     toks0 = states[0].toks
     counts = torch.tensor([s.toks.b.numel() for s in states], dtype=torch.long)
     owner = torch.repeat_interleave(torch.arange(len(states)), counts)
