@@ -546,10 +546,11 @@ class WFSTDecoder:
 
     def _word_times(self, arc_words: list[tuple[int, int]], toks: list[list[int]]) -> list[tuple[str, int, int]]:
         """Word (start, end) frames: the first/last frame of the tokens spelling it (lexicon lengths);
-        without lengths (or if they do not add up), the frames of the arcs that output the words."""
+        without lengths (a word with pronunciations of different lengths, or lengths that do not add
+        up), the frames of the arcs that output the words."""
         g = self.graph
         lens = g.word_lengths
-        if lens is not None and sum(lens[w] for w, _ in arc_words) == len(toks):
+        if lens is not None and all(lens[w] for w, _ in arc_words) and sum(lens[w] for w, _ in arc_words) == len(toks):
             out, k = [], 0
             for w, _ in arc_words:
                 n = lens[w]

@@ -20,7 +20,7 @@ import torch
 
 from ...errors import DecodingInputError, FileFormatError
 from ...lm.arpa import ArpaModel, read_arpa
-from .lexicon import add_disambig, check_lexicon, read_lexicon
+from .lexicon import add_disambig, check_lexicon, pronunciations, read_lexicon
 from .topology import TOPOLOGIES, ctc_topology_text
 
 __all__ = ["DecodingGraph", "build_tlg", "build_g_text", "build_l_text", "load_graph"]
@@ -291,7 +291,7 @@ def build_l_text(
 
     Token ``t`` is input label ``t + 1``; ``#k`` is ``vocab_size + 1 + k``.
     """
-    items = [(w, tuple(int(t) for t in lexicon[w])) for w in word_ids if w in lexicon]
+    items = [(w, p) for w in word_ids if w in lexicon for p in pronunciations(lexicon[w])]
     dis, top = add_disambig([p for _, p in items])
     lines = [f"0 0 {vocab_size + 1} {disambig0_word} 0"]
     n = 1
@@ -320,7 +320,9 @@ def build_tlg(
     Args:
         tokens: the model's token symbols (``tokens[i]`` for id ``i``, blank included) or just
             the vocabulary size ``V`` when ``lexicon`` is given as token ids.
-        lexicon: ``{word: [token ids]}`` or a lexicon file (``word sym sym ...`` lines, symbols of ``tokens``).
+        lexicon: ``{word: [token ids]}``, ``{word: [[token ids], [token ids], ...]}`` (several
+            pronunciations), or a lexicon file (``word sym sym ...`` lines, symbols of ``tokens``; every
+            line of a word listed several times is a pronunciation).
         arpa: the word LM (ARPA file, ``.gz`` allowed, or a parsed :class:`ArpaModel`); every LM word
             except ``<s>``, ``</s>`` (and ``<unk>`` when not in the lexicon) must be in the lexicon.
         topology: ``"compact"`` or ``"normal"`` (:mod:`.topology`).
@@ -347,9 +349,9 @@ def build_tlg(
         if syms is None:
             raise DecodingInputError("a lexicon file needs the token symbols (tokens as a list of strings)")
         lex_path = lexicon
-        lexicon = read_lexicon(lexicon, syms)
-        for w, ids in lexicon.items():
-            if blank_id in ids:
+        lexicon = read_lexicon(lexicon, syms, all_pronunciations=True)
+        for w, prons in lexicon.items():
+            if any(blank_id in ids for ids in prons):
                 raise FileFormatError(lex_path, None, f"word {w!r} is spelled with the blank token")
     check_lexicon(lexicon, V, blank_id)
     model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa)
@@ -389,7 +391,9 @@ def build_tlg(
     TLG = kf.compose(T, LG)
     kf.connect(TLG)
     g = DecodingGraph.from_fst_text(TLG.to_str(show_weight_one=True), words, V, blank_id, topology)
-    g.word_lengths = [0] + [len(lexicon[w]) for w in lm_words]
+    # tokens per word (gives word times); 0 when a word's pronunciations differ in length
+    lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
+    g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]
     return g
 
 

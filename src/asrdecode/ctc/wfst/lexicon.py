@@ -7,22 +7,37 @@ from typing import Iterable, Mapping, Sequence
 
 from ...errors import DecodingInputError, FileFormatError
 
-__all__ = ["read_lexicon", "lexicon_from_tokenizer", "check_lexicon", "add_disambig"]
+__all__ = ["read_lexicon", "lexicon_from_tokenizer", "check_lexicon", "add_disambig", "pronunciations"]
 
 
-def read_lexicon(path: str | os.PathLike, tokens: Sequence[str]) -> dict[str, list[int]]:
+def pronunciations(spelling) -> list[tuple[int, ...]]:
+    """The distinct pronunciations of a lexicon entry: ``[ids]`` (one) or ``[[ids], [ids], ...]`` (several)."""
+    items = list(spelling)
+    if items and isinstance(items[0], (list, tuple)):
+        out: list[tuple[int, ...]] = []
+        for p in items:
+            t = tuple(int(x) for x in p)
+            if t not in out:
+                out.append(t)
+        return out
+    return [tuple(int(x) for x in items)]
+
+
+def read_lexicon(path: str | os.PathLike, tokens: Sequence[str], all_pronunciations: bool = False) -> dict:
     """Read a lexicon file: one ``word tok1 tok2 ...`` per line (tokens are symbols of ``tokens``).
 
     Args:
         path: the lexicon file (UTF-8, whitespace separated; blank lines skipped).
         tokens: token symbols, ``tokens[i]`` is the symbol of model token ``i``.
+        all_pronunciations: keep every pronunciation of a word listed several times.
     Returns:
-        ``{word: [token ids]}``; a word listed twice keeps its first pronunciation.
+        ``{word: [token ids]}`` (a word listed twice keeps its first pronunciation), or with
+        ``all_pronunciations`` ``{word: [[token ids], ...]}`` (distinct ones, in file order).
     Raises:
         FileFormatError: a line with no token, a token not in ``tokens``, or no entry at all.
     """
     index = {s: i for i, s in enumerate(tokens)}
-    lex: dict[str, list[int]] = {}
+    lex: dict = {}
     with open(path, encoding="utf-8") as f:
         for ln, line in enumerate(f, start=1):
             fields = line.split()
@@ -35,7 +50,12 @@ def read_lexicon(path: str | os.PathLike, tokens: Sequence[str]) -> dict[str, li
                 if s not in index:
                     raise FileFormatError(path, ln, f"token {s!r} of word {fields[0]!r} is not in the model's vocabulary")
                 ids.append(index[s])
-            lex.setdefault(fields[0], ids)
+            if all_pronunciations:
+                prons = lex.setdefault(fields[0], [])
+                if ids not in prons:
+                    prons.append(ids)
+            else:
+                lex.setdefault(fields[0], ids)
     if not lex:
         raise FileFormatError(path, None, "the lexicon is empty")
     return lex
@@ -56,20 +76,25 @@ def lexicon_from_tokenizer(words: Iterable[str], tokenizer) -> dict[str, list[in
     return lex
 
 
-def check_lexicon(lexicon: Mapping[str, Sequence[int]], vocab_size: int, blank_id: int) -> None:
-    """Check a ``{word: [token ids]}`` lexicon against the model's vocabulary."""
+def check_lexicon(lexicon: Mapping[str, Sequence], vocab_size: int, blank_id: int) -> None:
+    """Check a ``{word: [token ids]}`` (or ``{word: [[token ids], ...]}``) lexicon against the model's vocabulary."""
     if not lexicon:
         raise DecodingInputError("lexicon is empty")
-    for w, ids in lexicon.items():
+    for w, spelling in lexicon.items():
         if not isinstance(w, str) or not w or any(c.isspace() for c in w):
             raise DecodingInputError(f"lexicon: bad word {w!r}")
-        if len(ids) == 0:
-            raise DecodingInputError(f"lexicon: word {w!r} has an empty spelling")
-        for t in ids:
-            if not 0 <= int(t) < vocab_size or int(t) == blank_id:
-                raise DecodingInputError(
-                    f"lexicon: token {t} of word {w!r} is not a non-blank token of the model (vocab_size {vocab_size}, blank {blank_id})"
-                )
+        for ids in pronunciations(spelling):
+            _check_spelling(w, ids, vocab_size, blank_id)
+
+
+def _check_spelling(w: str, ids: Sequence[int], vocab_size: int, blank_id: int) -> None:
+    if len(ids) == 0:
+        raise DecodingInputError(f"lexicon: word {w!r} has an empty spelling")
+    for t in ids:
+        if not 0 <= int(t) < vocab_size or int(t) == blank_id:
+            raise DecodingInputError(
+                f"lexicon: token {t} of word {w!r} is not a non-blank token of the model (vocab_size {vocab_size}, blank {blank_id})"
+            )
 
 
 def add_disambig(prons: list[tuple[int, ...]]) -> tuple[list[int], int]:
