@@ -286,6 +286,11 @@ def test_bad_inputs(bundles, clips, graph) -> None:
         StreamDecoder(rnnt, "beam", beam=2).open("a", {"queen": 1.0})
     with pytest.raises(ValueError, match="not in the graph"):
         StreamDecoder(ctc_b, "wfst", graph=graph).open("a", {"zebra": 1.0})
+    boosted = StreamDecoder(ctc_b, "beam", beam=2, boost_weight=1.0)
+    for boosts, msg in (({"queen": "x"}, "finite"), (["queen"], "mapping"), ({3: 1.0}, "str")):
+        with pytest.raises(ValueError, match=msg):
+            boosted.open("a", boosts)
+    assert len(boosted) == 0
     dec.open("a")
     dec.open("b")
     with pytest.raises(ValueError, match="already open"):

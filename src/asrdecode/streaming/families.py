@@ -84,7 +84,7 @@ def _phrase_tree(decoder: str, boosts: Boosts | None, tokenizer: Any, empty: Boo
         return empty
     if not isinstance(boosts, Mapping):
         raise DecodingInputError(f"decoder {decoder!r}: boosts must be a mapping {{phrase: bonus per token}}")
-    return BoostingTree.from_phrases([(str(p), float(w)) for p, w in boosts.items()], tokenizer)
+    return BoostingTree.from_phrases(list(boosts.items()), tokenizer)  # checks phrases and weights
 
 
 # -- transducer greedy -----------------------------------------------------------------------------
