@@ -65,30 +65,115 @@ class BeamTree:
     ``-1`` if none), ``parents [B, K]`` (its slot at the previous step) and ``data [B, K]`` or ``[B]``
     (an integer stored with each appended token, e.g. a frame index). Recording only appends the
     tensors to lists: no copy, no sync.
+
+    A tree made by :meth:`preallocated` keeps its steps in ``[capacity, B, K]`` tensors instead
+    (its ``tokens`` / ``parents`` / ``data`` lists stay empty; :meth:`steps` gives the recorded
+    steps): :meth:`write` records one step in place at a step counter held on the device, so a
+    step function captured in a CUDA graph records on every replay; the host counts the steps it
+    ran (:meth:`advance`) and grows the storage between steps (:meth:`reserve`, capacity doubling
+    decided on the host, no sync). ``record``, ``len``, ``take_rows``, ``extend`` and ``backtrack``
+    work on both kinds; :meth:`materialize` turns the storage into the list form (views).
     """
 
     tokens: list[torch.Tensor] = field(default_factory=list)
     parents: list[torch.Tensor] = field(default_factory=list)
     data: list[torch.Tensor] = field(default_factory=list)
+    _buf: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, init=False, repr=False,
+                                                                          compare=False)
+    _count: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+    _n: int = field(default=0, init=False, repr=False, compare=False)
+
+    @classmethod
+    def preallocated(cls, batch: int, slots: int, device: torch.device | str | None = None,
+                     capacity: int = 64) -> "BeamTree":
+        """An empty tree whose steps live in preallocated ``[capacity, batch, slots]`` int64 tensors."""
+        tree = cls()
+        cap = max(int(capacity), 1)
+        tree._buf = tuple(torch.zeros((cap, batch, slots), dtype=torch.long, device=device) for _ in range(3))
+        tree._count = torch.zeros(1, dtype=torch.long, device=device)
+        return tree
+
+    @property
+    def is_preallocated(self) -> bool:
+        return self._buf is not None
+
+    @property
+    def capacity(self) -> int:
+        """Steps the preallocated storage holds (list trees: the recorded steps)."""
+        return self._buf[0].shape[0] if self._buf is not None else len(self.tokens)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The preallocated storage and step counter (what a captured step writes), else ``[]``."""
+        return [*self._buf, self._count] if self._buf is not None else []
+
+    def reserve(self, steps: int = 1) -> None:
+        """Make room for ``steps`` more steps (preallocated trees; doubles the capacity, host-side)."""
+        if self._buf is None or self._n + steps <= self._buf[0].shape[0]:
+            return
+        cap = self._buf[0].shape[0]
+        while cap < self._n + steps:
+            cap *= 2
+        grown = []
+        for old in self._buf:
+            new = old.new_zeros((cap, *old.shape[1:]))
+            new[: self._n] = old[: self._n]
+            grown.append(new)
+        self._buf = tuple(grown)
+
+    def write(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        """Preallocated trees: store one step at the device step counter and advance it (in place,
+        static shapes, no sync). The host must have reserved room and counts it with :meth:`advance`."""
+        assert self._buf is not None, "write() needs a preallocated tree; use record()"
+        data = data if data.dim() == 2 else data[:, None].expand_as(tokens)
+        for buf, x in zip(self._buf, (tokens, parents, data)):
+            buf.index_copy_(0, self._count, x[None].to(buf.dtype))
+        self._count.add_(1)
+
+    def advance(self, steps: int = 1) -> None:
+        """Count ``steps`` steps written by :meth:`write` (host side)."""
+        self._n += steps
 
     def record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
         """Append one step (tokens ``[B, K]``, parents ``[B, K]``, data ``[B, K]`` or ``[B]``)."""
+        if self._buf is not None:
+            self.reserve(1)
+            self.write(tokens, parents, data)
+            self.advance(1)
+            return
         self.tokens.append(tokens)
         self.parents.append(parents)
         self.data.append(data if data.dim() == 2 else data[:, None].expand_as(tokens))
 
+    def steps(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        """The recorded steps: (tokens, parents, data), each a list of ``[B, K]`` tensors."""
+        if self._buf is None:
+            return self.tokens, self.parents, self.data
+        return tuple(list(b[: self._n].unbind(0)) for b in self._buf)  # type: ignore[return-value]
+
+    def materialize(self) -> "BeamTree":
+        """A list-form tree of the recorded steps (views of a preallocated storage; self if a list tree)."""
+        return self if self._buf is None else BeamTree(*self.steps())
+
     def __len__(self) -> int:
-        return len(self.tokens)
+        return self._n if self._buf is not None else len(self.tokens)
 
     def take_rows(self, rows: torch.Tensor) -> "BeamTree":
         """The tree of the utterances ``rows [N]`` only (every step restricted to those rows)."""
+        if self._buf is not None:
+            tok, par, dat = (b[: self._n, rows] for b in self._buf)
+            return BeamTree(list(tok.unbind(0)), list(par.unbind(0)), list(dat.unbind(0)))
         return BeamTree([t[rows] for t in self.tokens], [p[rows] for p in self.parents], [d[rows] for d in self.data])
 
     def extend(self, later: "BeamTree") -> None:
         """Append the steps of ``later`` (same batch rows, recorded after this tree's last step)."""
-        self.tokens.extend(later.tokens)
-        self.parents.extend(later.parents)
-        self.data.extend(later.data)
+        tok, par, dat = later.steps()
+        if self._buf is not None:
+            for t, p, d in zip(tok, par, dat):
+                self.record(t, p, d)
+            return
+        self.tokens.extend(tok)
+        self.parents.extend(par)
+        self.data.extend(dat)
 
     def backtrack(self, slots: torch.Tensor) -> list[list[tuple[list[int], list[int]]]]:
         """Token sequences and stored data of the hypotheses in ``slots [B, N]`` after the last step.
@@ -98,11 +183,14 @@ class BeamTree:
         """
         slots_np = slots.detach().cpu().numpy().astype(np.int64)
         batch, n = slots_np.shape
-        if not self.tokens:
+        if len(self) == 0:
             return [[([], []) for _ in range(n)] for _ in range(batch)]
-        tok = torch.stack(self.tokens).cpu().numpy()  # [S, B, K]
-        par = torch.stack(self.parents).cpu().numpy()
-        dat = torch.stack(self.data).cpu().numpy()  # [S, B, K]
+        if self._buf is not None:
+            tok, par, dat = (b[: self._n].cpu().numpy() for b in self._buf)  # [S, B, K]
+        else:
+            tok = torch.stack(self.tokens).cpu().numpy()  # [S, B, K]
+            par = torch.stack(self.parents).cpu().numpy()
+            dat = torch.stack(self.data).cpu().numpy()  # [S, B, K]
         steps = tok.shape[0]
         rows = np.arange(batch)[:, None].repeat(n, 1)
         cur = np.where(slots_np >= 0, slots_np, 0)

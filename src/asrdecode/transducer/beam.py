@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..accel import StepRunner, resolve_mode
 from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..fusion import FusionModel, FusionScorer
@@ -50,6 +51,8 @@ __all__ = ["beam_search", "BeamState"]
 _NEG_INF = float("-inf")
 #: None: skip the prediction network on steps without emissions on CPU only; True/False: force (tests)
 _SKIP_IDLE_PREDICT: bool | None = None
+#: steps the preallocated tree of the static path holds at first (None: ``max(64, 2 * frames)``); it doubles
+_TREE_CAPACITY: int | None = None
 
 
 @dataclass
@@ -81,7 +84,16 @@ _CARRIED = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state",
 
 
 class _BeamLoop:
-    """Loop state of one batched beam search: ``[B, K]`` tensors updated by :meth:`step`."""
+    """Loop state of one batched beam search: ``[B, S]`` tensors updated by :meth:`step`.
+
+    With ``static=True`` (torch.compile, CUDA graphs) the tree is preallocated and written in place
+    (:meth:`BeamTree.write`), and :func:`_static_step` (step + prediction network for every row)
+    is the whole step: static shapes, no host synchronisation.
+    """
+
+    #: the attributes a step replaces (for CUDA graphs: the static buffers); the tree is written in place
+    STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states",
+             "emitted", "labels", "active", "tree")
 
     def __init__(
         self,
@@ -99,6 +111,7 @@ class _BeamLoop:
         carried: BeamState | None = None,
         offset: torch.Tensor | None = None,
         final: torch.Tensor | None = None,
+        static: bool = False,
     ) -> None:
         B, T, _ = enc_proj.shape
         K = beam
@@ -151,13 +164,19 @@ class _BeamLoop:
         stacked = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
         utt = torch.arange(B, device=dev).repeat_interleave(S) if stacked else None
         self.lm_states = scorer.initial(N, dev, utterances=utt)  # [N, M]
-        self.tree = BeamTree()
+        self.static = static
+        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T)
+        self.tree = BeamTree.preallocated(B, S, dev, capacity=cap) if static else BeamTree()
+        self._carried_tree: BeamTree | None = None
         self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
         self.labels = torch.full((N,), self.blank, dtype=torch.long, device=dev)
         if carried is not None:
             for name in _CARRIED:
                 setattr(self, name, carried.hyps[name])
-            self.tree = carried.tree
+            if static:
+                self._carried_tree = carried.tree
+            else:
+                self.tree = carried.tree
         self.active = self._expanding()
 
     def _expanding(self) -> torch.Tensor:
@@ -242,7 +261,7 @@ class _BeamLoop:
         else:
             self.lm_states = lm_prev
 
-        self.tree.record(torch.where(emitted, tok, -1), parent, (self.offset + p_time) * self.pack + label_adv)
+        self._record(torch.where(emitted, tok, -1), parent, (self.offset + p_time) * self.pack + label_adv)
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
         self.active = self._expanding()
 
@@ -376,7 +395,7 @@ class _BeamLoop:
         self.emitted = (tokens >= 0).view(B * S)
         self.labels = torch.where(tokens >= 0, tokens, blank).view(B * S)
         self.lm_states = pool_lm.gather(1, sel[..., None].expand(B, S, M)).reshape(B * S, M)
-        self.tree.record(tokens, parent, (self.offset + pool_frame.gather(1, sel)) * self.pack)
+        self._record(tokens, parent, (self.offset + pool_frame.gather(1, sel)) * self.pack)
         self.score = new_score
         self.time, self.symbols = pool_time.gather(1, sel), pool_sym.gather(1, sel)
         self.hash, self.nlabels, self.last = pool_hash.gather(1, sel), pool_nl.gather(1, sel), pool_last.gather(1, sel)
@@ -440,11 +459,35 @@ class _BeamLoop:
 
         return sel_val, parent, c, is_carry, colc, lm_next
 
-    def predict_step(self) -> None:
-        """The prediction network, once for all ``B*K`` hypotheses; kept where a label was emitted."""
-        out, st_new = self.model.predict(self.labels, self.pred_state)
-        self.pred_state = self.model.replace_state(self.pred_state, st_new, self.emitted)
-        self.dec_proj = torch.where(self.emitted[:, None], self.model.project_decoder(out), self.dec_proj)
+    def _record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        if self.static:
+            self.tree.write(tokens, parents, data)  # in place; the driver reserves and counts the step
+        else:
+            self.tree.record(tokens, parents, data)
+
+    def finish(self) -> None:
+        """After the last step: the tree in list form, appended to the carried tree (streaming)."""
+        if not self.static:
+            return
+        done = self.tree.materialize()
+        if self._carried_tree is not None:
+            self._carried_tree.extend(done)
+            done = self._carried_tree
+        self.tree = done
+
+    def predict_step(self, rows: torch.Tensor | None = None) -> None:
+        """The prediction network, once for all ``B*S`` hypotheses (or only ``rows [n]``, the emitting
+        ones: CPU eager); kept where a label was emitted."""
+        if rows is None:
+            out, st_new = self.model.predict(self.labels, self.pred_state)
+            self.pred_state = self.model.replace_state(self.pred_state, st_new, self.emitted)
+            self.dec_proj = torch.where(self.emitted[:, None], self.model.project_decoder(out), self.dec_proj)
+            return
+        out, st_new = self.model.predict(self.labels[rows], self.model.select_state(self.pred_state, rows))
+        back = torch.zeros(self.labels.shape[0], dtype=torch.long, device=rows.device)
+        back[rows] = torch.arange(rows.shape[0], device=rows.device)  # each row's place in the subset
+        self.pred_state = self.model.replace_state(self.pred_state, self.model.select_state(st_new, back), self.emitted)
+        self.dec_proj = self.dec_proj.index_copy(0, rows, self.model.project_decoder(out).to(self.dec_proj.dtype))
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -471,6 +514,12 @@ class _BeamLoop:
                 ))
             out.append(row)
         return out
+
+
+def _static_step(loop: _BeamLoop) -> None:
+    """The whole step of the static path (what torch.compile compiles and a CUDA graph captures)."""
+    loop.step()
+    loop.predict_step()
 
 
 def _top_k_with_carry(
@@ -506,6 +555,7 @@ def beam_search(
     state: BeamState | None = None,
     return_state: bool = False,
     final: bool | Sequence[bool] | torch.Tensor = True,
+    acceleration: str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]] | tuple[list[Hypothesis] | list[list[Hypothesis]], BeamState]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
 
@@ -538,6 +588,11 @@ def beam_search(
             utterance's last chunk pass False: a search whose next step needs frames not received
             yet waits for them, so the hypotheses after the last chunk equal whole-utterance
             decoding exactly. Chunks after an utterance's final one must have no frames for it.
+        acceleration: "eager", "compile" (``torch.compile`` of the step), "cuda_graphs" (the step
+            captured once and replayed; CUDA tensors), or None/"auto" (CUDA graphs on a GPU, eager
+            elsewhere). The compiled and captured step is the same sync-free, static-shape step
+            (the tree preallocated and written in place, the prediction network on every row);
+            eager on CPU additionally runs the prediction network only for rows that emitted.
 
     Returns:
         ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
@@ -555,6 +610,10 @@ def beam_search(
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
+    try:
+        mode = resolve_mode(acceleration, enc.device)
+    except ValueError as err:
+        raise DecodingInputError(str(err)) from None
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
     config = (beam, method, window if wind else 1)
@@ -569,23 +628,35 @@ def beam_search(
         enc_proj, offset, received = model.project_encoder(enc), None, lengths
     else:
         enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
+    static = mode != "eager"
     loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
-                     float(beta), config[2], carried=state, offset=offset, final=final_t)
+                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
+    run = StepRunner(mode, _BeamLoop.STATE)
     steps = 0
-    # On CPU a step where no hypothesis emitted skips the prediction network (one more flag
-    # check); on GPU it always runs, keeping the loop free of extra host synchronisation.
+    # Eager on CPU: the prediction network runs only for the hypotheses that emitted (none: skipped;
+    # one flag check). Eager on GPU, compile and CUDA graphs: every row, every step, no extra sync.
     skip_idle = enc.device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
     while bool(loop.active.any()):
-        loop.step()
-        if not skip_idle or bool(loop.emitted.any()):
-            loop.predict_step()
+        if static:
+            loop.tree.reserve(1)  # host-side capacity decision: a doubled storage is re-captured
+            run(_static_step, loop)
+            loop.tree.advance(1)
+        else:
+            loop.step()
+            if not skip_idle:
+                loop.predict_step()
+            else:
+                rows = loop.emitted.nonzero().squeeze(1)
+                if rows.numel():
+                    loop.predict_step(None if rows.numel() == loop.emitted.numel() else rows)
         steps += 1
         if max_symbols_per_frame is None and steps % 1024 == 0 and int(loop.symbols.max()) > MAX_SYMBOLS_GUARD:
             raise DecodingInputError(
                 f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame"
             )
+    loop.finish()
     nb = loop.results(nbest)
     for row in nb:
         attach_text(row, tokenizer)

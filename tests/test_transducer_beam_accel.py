@@ -1,0 +1,132 @@
+"""The static path of transducer beam search (what torch.compile compiles and a CUDA graph replays)
+against eager, on CPU: preallocated tree written in place, the prediction network on every row,
+the step run through the in-place wrapper that CUDA-graph capture relies on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrdecode.accel import StepRunner
+from asrdecode.errors import DecodingInputError
+from asrdecode.lm import NGramLM
+from asrdecode.transducer import beam as beam_mod
+from asrdecode.transducer.beam import beam_search
+
+from transducer_models import random_model
+
+V, BLANK = 6, 5
+TDT = [0, 1, 2]
+ARPA = "\n".join([
+    "\\data\\", "ngram 1=7", "ngram 2=3", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t-0.5", "-0.7\t</s>",
+    "-0.6\td\t-0.3", "-0.8\te\t-0.2", "-0.9\tf", "-1.1\tg", "", "\\2-grams:", "-0.3\t<s> d", "-0.4\td e",
+    "-0.2\te </s>", "", "\\end\\", "",
+])
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    p = tmp_path_factory.mktemp("accel_lm") / "lm.arpa"
+    p.write_text(ARPA)
+    return NGramLM.from_arpa(p, vocab_size=V, blank_id=BLANK)
+
+
+class _InPlaceRunner(StepRunner):
+    """What CUDA-graph replay does, run eagerly on CPU: the step updates the state in place (the same
+    tensor objects before and after), and a new storage layout (tree doubled) means a new capture."""
+
+    layouts: set = set()
+    steps = 0
+
+    def _replay(self, fn, state):
+        from asrdecode.accel import _state_tensors
+
+        leaves = _state_tensors(state, self.state_names)
+        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in leaves))
+        before = [id(x) for x in leaves]
+        self._in_place(fn, state)()
+        assert [id(x) for x in _state_tensors(state, self.state_names)] == before
+        _InPlaceRunner.steps += 1
+
+
+@pytest.fixture
+def graphs_on_cpu(monkeypatch):
+    """acceleration="graphs-on-cpu" runs the cuda_graphs path with the in-place runner."""
+    real = beam_mod.resolve_mode
+    monkeypatch.setattr(beam_mod, "resolve_mode", lambda m, d: "cuda_graphs" if m == "graphs-on-cpu" else real(m, d))
+    monkeypatch.setattr(beam_mod, "StepRunner", _InPlaceRunner)
+    _InPlaceRunner.layouts, _InPlaceRunner.steps = set(), 0
+    return monkeypatch
+
+
+def _key(hyps):
+    return [(h.tokens, h.timestamps, h.durations) for h in hyps], [h.score for h in hyps]
+
+
+def _same(a, b):
+    for ra, rb in zip(a, b, strict=True):
+        ka, sa = _key(ra)
+        kb, sb = _key(rb)
+        assert ka == kb
+        assert all(abs(x - y) <= 1e-9 * max(1.0, abs(y)) for x, y in zip(sa, sb, strict=True))
+
+
+CASES = [("alsd", None, {}), ("aes", None, {}), ("alsd", TDT, {}), ("aes", TDT, {"pruning": "early"}),
+         ("wind", None, {"window": 3}), ("wind", None, {"window": 1, "pruning": "early"})]
+
+
+@pytest.mark.parametrize("method,durations,extra", CASES)
+def test_static_in_place_path_equals_eager(graphs_on_cpu, lm, method, durations, extra):
+    """Utterance by utterance, with and without fusion; a tree capacity of 2 steps forces doublings
+    (new storage: a new capture)."""
+    graphs_on_cpu.setattr(beam_mod, "_TREE_CAPACITY", 2)
+    for seed in range(3):
+        m = random_model(40 + seed, V, BLANK, durations, blank_bias=0.5 + 0.5 * seed, pred_layers=1 + seed % 2,
+                         kind="lstm" if seed != 1 else "stateless")
+        enc = torch.randn(3, 9, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+        lengths = torch.tensor([9, 0, 6])
+        kw = dict(beam=3, nbest=3, method=method, max_symbols_per_frame=3, **extra)
+        if seed % 2 == 0:
+            kw.update(fusion=[(lm, 0.4)], beta=0.3)
+        eager = beam_search(m, enc, lengths, **kw)
+        static = beam_search(m, enc, lengths, acceleration="graphs-on-cpu", **kw)
+        _same(static, eager)
+    assert _InPlaceRunner.steps > 0 and len(_InPlaceRunner.layouts) > 1
+
+
+@pytest.mark.parametrize("method", ["alsd", "wind"])
+def test_static_path_streaming_equals_eager(graphs_on_cpu, method):
+    """Chunked decoding on the static path: each chunk's tree is appended to the carried tree."""
+    m = random_model(77, V, BLANK, None, blank_bias=1.0)
+    enc = torch.randn(2, 12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    lengths = torch.tensor([12, 7])
+    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols_per_frame=3)
+    whole = beam_search(m, enc, lengths, **kw)
+    state = None
+    for a, b in ((0, 4), (4, 9), (9, 12)):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        out, state = beam_search(m, enc[:, a:b], clen, state=state, return_state=True, final=lengths <= b,
+                                 acceleration="graphs-on-cpu", **kw)
+    _same(out, whole)
+    assert not state.tree.is_preallocated  # list form after the call: take_rows / extend as before
+
+
+def test_acceleration_argument():
+    m = random_model(0, V, BLANK, None)
+    enc = torch.randn(1, 4, 5, dtype=torch.float64)
+    with pytest.raises(DecodingInputError, match="CUDA"):
+        beam_search(m, enc, acceleration="cuda_graphs")
+    with pytest.raises(DecodingInputError, match="acceleration"):
+        beam_search(m, enc, acceleration="fast")
+    assert beam_search(m, enc, acceleration="eager")[0].tokens == beam_search(m, enc)[0].tokens
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["alsd", "wind"])
+def test_torch_compile_equals_eager(lm, method):
+    """torch.compile of the static step (tens of seconds cold: not in the fast suite)."""
+    m = random_model(3, V, BLANK, None, blank_bias=1.0)
+    enc = torch.randn(3, 10, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    lengths = torch.tensor([10, 4, 0])
+    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols_per_frame=3, fusion=[(lm, 0.4)])
+    _same(beam_search(m, enc, lengths, acceleration="compile", **kw), beam_search(m, enc, lengths, **kw))
