@@ -7,6 +7,12 @@ both ways and reports the greedy WER of demo-rnnt, demo-tdt and demo-ctc (all th
 encoder, so one encoding per configuration serves the three heads). Latency = (N + R) x 80 ms.
 
     OMP_NUM_THREADS=1 python3 benchmarks/stream_frontend.py [--configs 16,8,0 8,8,0 ...] [--limit N]
+
+``--speed``: CPU time (one thread) of a StreamDecoder serving 16 synth_test streams in 0.32 s chunks
+(default front end), end to end, and of its decoder part alone: one batched call per step for the
+16 streams vs one call per stream (encoder output given, 16-frame chunks), per decoder.
+
+    OMP_NUM_THREADS=1 python3 benchmarks/stream_frontend.py --speed
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from asrdecode import ctc  # noqa: E402
 from asrdecode.audio import read_audio  # noqa: E402
 from asrdecode.evaluate import read_manifest, wer  # noqa: E402
 from asrdecode.models import load  # noqa: E402
-from asrdecode.streaming import BlockFrontEnd  # noqa: E402
+from asrdecode.streaming import BlockFrontEnd, StreamDecoder  # noqa: E402
+from asrdecode.streaming.families import make_family  # noqa: E402
 from asrdecode.transducer import greedy  # noqa: E402
 
 SETS = {"real": ROOT / "data/real/manifest.jsonl", "synth_test": ROOT / "data/synth_test/manifest.jsonl"}
@@ -59,12 +66,73 @@ def texts(demos: dict, encs: list[torch.Tensor]) -> dict[str, list[str]]:
     return out
 
 
+SPEED_DECODERS = [("demo-rnnt", "greedy", {}), ("demo-tdt", "greedy", {}), ("demo-rnnt", "beam", {"beam": 4}),
+                  ("demo-ctc", "greedy", {}), ("demo-ctc", "beam", {"beam": 8})]
+
+
+def end_to_end(demo, decoder: str, options: dict, waves: list[torch.Tensor], chunk: int = 5120) -> float:
+    """CPU seconds of a StreamDecoder decoding ``waves`` as parallel streams in ``chunk``-sample steps."""
+    dec = StreamDecoder(demo, decoder, **options)
+    for i in range(len(waves)):
+        dec.open(i)
+    pos, t0 = 0, time.process_time()
+    while len(dec):
+        chunks = {i: waves[i][pos : pos + chunk] for i in dec.streams}
+        dec.step(chunks, final={i for i in chunks if pos + chunk >= waves[i].numel()})
+        pos += chunk
+    return time.process_time() - t0
+
+
+def decoder_only(demo, decoder: str, options: dict, frames: list[torch.Tensor], batched: bool,
+                 chunk: int = 16) -> tuple[float, list]:
+    """CPU seconds of the decoder part alone (batched call per step, or one call per stream), and the results."""
+    fam = make_family(demo, decoder, dict(options))
+    states = [fam.open(None) for _ in frames]
+    t0 = time.process_time()
+    for start in range(0, max(f.shape[0] for f in frames), chunk):
+        live = [i for i, f in enumerate(frames) if start < f.shape[0]]
+        parts = [frames[i][start : start + chunk] for i in live]
+        ends = [start + chunk >= frames[i].shape[0] for i in live]
+        groups = [live] if batched else [[i] for i in live]
+        for g in groups:
+            fam.advance([states[i] for i in g], [parts[live.index(i)] for i in g], [ends[live.index(i)] for i in g])
+        for i, e in zip(live, ends):
+            fam.result(states[i], e)
+    return time.process_time() - t0, [fam.result(s, True).tokens for s in states]
+
+
+def speed(streams: int = 16) -> None:
+    entries = read_manifest(SETS["synth_test"])[:streams]
+    waves = [read_audio(e.audio_filepath) for e in entries]
+    audio_s = sum(w.numel() for w in waves) / 16000
+    print(f"{streams} streams, {audio_s:.1f} s of audio (synth_test), one thread, CPU seconds\n")
+    print("| model | decoder | end to end (RTFx) | decoder: one call per stream | decoder: batched | speedup |")
+    print("|---|---|---|---|---|---|")
+    demos: dict = {}
+    for name, decoder, options in SPEED_DECODERS:
+        demo = demos.setdefault(name, load(name))
+        front = BlockFrontEnd(demo, demo.model.log_probs_from_encoder if demo.kind == "ctc" else None)
+        frames = [front.encode_utterance(w) for w in waves]
+        e2e = end_to_end(demo, decoder, options, waves)
+        t_one, r_one = decoder_only(demo, decoder, options, frames, batched=False)
+        t_batch, r_batch = decoder_only(demo, decoder, options, frames, batched=True)
+        assert r_one == r_batch, "batched and per-stream decoding differ"
+        label = decoder + "".join(f" {k}={v}" for k, v in options.items())
+        print(f"| {name} | {label} | {e2e:.2f} ({audio_s / e2e:.1f}) | {t_one:.3f} | {t_batch:.3f} "
+              f"| {t_one / t_batch:.1f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", nargs="*", default=DEFAULT_CONFIGS, help="N,C,R triples (block, left, right)")
     ap.add_argument("--limit", type=int, default=None, help="first utterances of each set only")
+    ap.add_argument("--speed", action="store_true", help="CPU time of 16 streams, batched vs one call per stream")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.speed:
+        with torch.inference_mode():
+            speed()
+        return 0
     configs: list[tuple[int, int, int] | None] = [None]
     configs += [tuple(int(x) for x in c.split(",")) for c in args.configs]  # type: ignore[misc]
     demos = {name: load(name) for name in ("demo-rnnt", "demo-tdt", "demo-ctc")}
