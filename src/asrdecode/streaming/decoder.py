@@ -64,7 +64,7 @@ class StreamDecoder:
         block_frames, left_context, right_context: the front end's block of ``N`` encoder frames
             (80 ms each) and its left context and lookahead in frames (see
             :mod:`asrdecode.streaming.frontend`). A block is decoded once its audio and lookahead
-            have arrived, so the latency is ``block_frames + right_context`` frames.
+            have arrived, so a frame waits at most ``block_frames + right_context`` frames.
         boost_weight: ``"beam"`` decoders: the fusion weight of per-stream phrase boosting; with it
             set, :meth:`open` accepts ``boosts={phrase: bonus per token}`` (a
             :class:`~asrdecode.lm.BoostingTree` per stream); without it boosts are refused.
