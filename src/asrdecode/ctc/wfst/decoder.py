@@ -310,7 +310,7 @@ class WFSTDecoder:
         for _ in range(g.eps_depth):
             if frontier.numel() == 0:
                 break
-            f = t.take(frontier)
+            f = t if frontier.shape[0] == t.b.shape[0] else t.take(frontier)  # (all of them: no gathers)
             tok, arc = _expand(g.p_ptr, f.s)
             if tok.numel() == 0:
                 break
@@ -449,9 +449,14 @@ class WFSTDecoder:
             live = lens[toks.b] > t
             if not bool(live.any()):
                 break
-            live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
-            cur = toks.take(live_idx)
-            kept = toks.take(dead_idx)
+            all_live = bool(live.all())
+            if all_live:  # (the usual case: no gathers)
+                cur, kept = toks, None
+                live_idx = dead_idx = None
+            else:
+                live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
+                cur = toks.take(live_idx)
+                kept = toks.take(dead_idx)
             if dense is None:
                 tok, arc = _expand(g.e_ptr, cur.s)
             else:
@@ -479,7 +484,8 @@ class WFSTDecoder:
                 graph_part = _g(g.e_score, arc)
                 if boost is not None:
                     graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
-                rec.emitting(_g(_g(rec.nid, live_idx), tok), b, dst, word, lab, starts,
+                cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)
+                rec.emitting(_g(cur_nid, tok), b, dst, word, lab, starts,
                              _g(offset, b) + t, graph_part, _g(am[:, t].reshape(-1), b * V + lab), score)
             new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
             new = self._prune(new, B)
@@ -488,8 +494,9 @@ class WFSTDecoder:
                                _g(starts, sel))
             new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
             if rec is not None:
-                rec.nid = torch.cat([_g(rec.nid, dead_idx), rec.close_step(new.b, new.s, new.score, S)])
-            toks = _Tokens.cat(kept, new)
+                nid = rec.close_step(new.b, new.s, new.score, S)
+                rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])
+            toks = new if all_live else _Tokens.cat(kept, new)
         state.toks = toks
         state.offset = offset + lens
         return state
