@@ -134,7 +134,8 @@ def test_merge_keeps_each_utterance_once_first_part_wins(manifest, tmp_path) -> 
     assert _read_jsonl(again / dist.RESULT_FILE) == recs
 
     os.unlink(parts / dist._part_name(5, 8))
-    with pytest.raises(dist.DistributedRunError, match="3 utterances have no committed result .first: id 5, manifest line 6."):
+    with pytest.raises(dist.DistributedRunError,
+                       match="3 utterances have no committed result .first: id 5, manifest line 6."):
         dist._merge(tmp_path, parts, entries)
     bad = dict(recs[6], audio_filepath="/elsewhere.wav")
     dist._commit(parts / dist._part_name(6, 7), dist._dumps([bad]))
