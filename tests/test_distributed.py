@@ -1,13 +1,17 @@
 """asrdecode.distributed: a Ray run equals the local transcription, exactly once, resumable.
 
-The Ray tests share one local Ray instance (``ray.init(num_cpus=2)``, module-scoped) and skip only
-when ``ray`` is not importable. The manifest is 8 bundled utterances in shards of 3 (3 + 3 + 2).
+The Ray tests share one local Ray instance (``ray.init(num_cpus=2)``, module-scoped; the killed
+driver of one test is a subprocess connected to it) and skip only when ``ray`` is not importable.
+The manifest is 8 bundled utterances in shards of 3 (3 + 3 + 2).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,6 +216,43 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
 
     again = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)  # nothing left to do
     assert again.decoded == [] and again.skipped == 8 and _read_jsonl(again.output) == local_rnnt
+
+
+def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnnt, tmp_path) -> None:
+    # a real crash: the driver process gets SIGKILL (no exception handling, no cleanup) while its
+    # actor holds the run open after committing the first shard
+    out = tmp_path / "out"
+    script = (
+        "import ray\n"
+        "from asrdecode import distributed as dist\n"
+        f"ray.init(address={ray_session.get_runtime_context().gcs_address!r}, log_to_driver=False)\n"
+        f"dist.transcribe_dataset({str(manifest)!r}, {str(out)!r}, batch_size={BATCH}, num_actors=1,\n"
+        "                        num_gpus_per_actor=0, _faults={'sleep_after_commit': 300})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "parts").glob("part-*.jsonl")):
+            if proc.poll() is not None:
+                pytest.fail(f"the driver exited before committing: {proc.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, "no part file committed within 120 s"
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stderr.close()
+    parts = sorted((out / "parts").glob("part-*.jsonl"))
+    assert [p.name for p in parts] == [dist._part_name(0, 3)] and not (out / dist.RESULT_FILE).exists()
+    stamp = (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns)
+
+    run = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)
+    assert run.decoded == list(range(3, 8)) and run.skipped == 3 and run.duplicates == 0
+    assert (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns) == stamp
+    assert _read_jsonl(run.output) == local_rnnt
 
 
 def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, manifest, tmp_path) -> None:

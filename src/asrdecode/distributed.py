@@ -312,6 +312,8 @@ class _ShardDecoder:
             committed = len(list(self.parts_dir.glob("part-*.jsonl")))
             if committed >= int(self.faults["fail_when_committed"]):
                 raise InjectedFailure(f"injected failure: {committed} part files are committed")
+        if stage == "after" and "sleep_after_commit" in self.faults:
+            time.sleep(float(self.faults["sleep_after_commit"]))  # holds the run open for a test to kill
         if stage == "after" and "exit_after_commit" in self.faults:
             marker = Path(self.faults["exit_after_commit"])
             try:
@@ -481,7 +483,9 @@ def transcribe_dataset(
         _faults: for tests only: ``{"fail_when_committed": k}`` makes an actor raise
             :class:`InjectedFailure` before decoding a shard once ``k`` part files exist;
             ``{"exit_after_commit": marker_path}`` kills the first actor process that commits a
-            shard (once, remembered by creating ``marker_path``), so Ray retries its task.
+            shard (once, remembered by creating ``marker_path``), so Ray retries its task;
+            ``{"sleep_after_commit": seconds}`` pauses an actor after each commit (a test kills
+            the driver meanwhile).
 
     Returns:
         a :class:`DatasetRun`; ``.output`` is the merged ``transcripts.jsonl`` (one record per
