@@ -165,6 +165,14 @@ def test_run_config_mismatch_is_an_error(manifest, tmp_path) -> None:
         dist._prepare(tmp_path, cfg, resume=True)
 
 
+def test_without_ray_the_error_says_what_to_install(monkeypatch, manifest, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if it were not installed
+    monkeypatch.setitem(sys.modules, "ray.data", None)
+    with pytest.raises(ImportError, match=r"pip install 'ray\[data\]==2\.60\.0'"):
+        dist.transcribe_dataset(manifest, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_gpu_share_per_actor(monkeypatch, manifest, tmp_path) -> None:
     ray = pytest.importorskip("ray")
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 2.0})
