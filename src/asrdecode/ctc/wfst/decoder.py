@@ -255,7 +255,7 @@ class WFSTDecoder:
         """(token index, arc index) of the emitting arcs worth scoring this frame.
 
         Tokens in states without a dense row expand every arc. For the others, only the tokens
-        ``k`` with ``am[b, k] + best token score + max arc score + max boost >= cutoff`` are looked
+        ``k`` with ``am[b, k] + the token's score + max arc score + max boost >= cutoff`` are looked
         up, where ``cutoff = (best score of the best token's own expansion) - beam`` is a lower bound
         of the beam's final cutoff: every arc skipped would fail the beam anyway."""
         row, ptr, arcs, e_max = dense
@@ -285,16 +285,16 @@ class WFSTDecoder:
             est = est + _g(boost.reshape(-1), bb * boost.shape[1] + _g(g.e_olabel, ba))
             bmax = boost.max(1).values.clamp(min=0)
         cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.beam
-        # tokens that can reach the cutoff from the best source, per utterance (CSR over utterances)
-        good = am_t[:, : g.vocab_size] >= (cutoff - best_src - e_max - bmax).unsqueeze(1)
-        gb, gk = torch.nonzero(good, as_tuple=True)
-        cnt = torch.bincount(gb, minlength=B)
-        start = torch.cumsum(cnt, 0) - cnt
+        # per token i of utterance b: the tokens k with am[b, k] >= cutoff[b] - score[i] - e_max - bmax[b],
+        # a prefix of the utterance's tokens sorted by am (descending)
+        Vg = g.vocab_size
+        am_sorted, k_sorted = torch.sort(am_t[:, :Vg], dim=1, descending=True)
         hb = _g(cur.b, high_i)
-        c = _g(cnt, hb)
+        thr = _g(cutoff - e_max - bmax, hb) - _g(cur.score, high_i)
+        c = (torch.index_select(am_sorted, 0, hb) >= thr.unsqueeze(1)).sum(1)
         pt = torch.repeat_interleave(torch.arange(high_i.numel(), device=dev), c)
         first_p = torch.cumsum(c, 0) - c
-        k = _g(gk, _g(start, _g(hb, pt)) + torch.arange(pt.shape[0], device=dev) - _g(first_p, pt))
+        k = _g(k_sorted.reshape(-1), _g(hb, pt) * Vg + torch.arange(pt.shape[0], device=dev) - _g(first_p, pt))
         key = _g(_g(r, high_i), pt) * g.vocab_size + k
         lo = _g(ptr, key).long()
         n_arcs = _g(ptr, key + 1) - lo
