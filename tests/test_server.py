@@ -304,3 +304,68 @@ def test_cli_names_the_extra_when_server_packages_are_missing(monkeypatch, capsy
     assert "asrdecode[serve]" in capsys.readouterr().err
     assert cli.main(["loadtest", "--spawn"]) == 2
     assert "asrdecode[serve]" in capsys.readouterr().err
+
+
+def test_idle_client_and_vanished_client_leave_nothing_behind(clips):
+    svc = make_service(max_batch=4, max_wait_ms=0,
+                       limits=Limits(max_chunk_seconds=1.0, config_timeout_s=0.5, idle_timeout_s=1.0))
+    clip = clips[0]
+
+    async def vanish(url):
+        ws = await connect(url, ping_interval=None)
+        await ws.send(cfg())
+        await ws.recv()
+        for i in range(0, 12000, 4000):
+            await ws.send(encode_chunk(clip.audio[i:i + 4000]))
+        ws.transport.abort()  # gone without a close handshake
+
+    async def main(url):
+        silent_config = await raw_session(url, [])                 # never configures
+        idle = await raw_session(url, [cfg(), encode_chunk(clip.audio[:4000]), 2.5])  # stops sending
+        await vanish(url)
+        good = await run_load(url, [clip], 1, chunk_seconds=0.25, stagger=False)
+        await asyncio.sleep(0.5)
+        return silent_config, idle, good
+
+    with ServerThread(svc) as st:
+        silent_config, idle, good = asyncio.run(main(st.url))
+        health = svc.health()
+        open_in_decoder = len(svc.decoder)
+    assert silent_config[0][-1]["code"] == "idle_timeout" and silent_config[1] == 1008
+    assert idle[0][-1]["code"] == "idle_timeout" and idle[0][0]["type"] == "ready"
+    assert good.results[0].ok and good.results[0].final_text == offline_text(svc, clip.audio)
+    assert health["streams"] == 0 and open_in_decoder == 0
+
+
+def test_protocol_checks():
+    from asrdecode.serving.protocol import ProtocolError, parse_config, parse_control
+
+    lim = Limits(max_chunk_seconds=0.5, max_boosts=2, max_phrase_chars=10)
+    c = parse_config(cfg(encoding="f32le", boosts={"  ten   of ": 2}, name="n"), lim)
+    assert (c.encoding, c.boosts, c.name) == ("f32le", {"ten of": 2.0}, "n")
+    assert parse_control('{"type": "end"}', lim) == "end"
+    x = np.array([0.0, 0.5, -1.0, 0.999], np.float32)
+    assert np.array_equal(decode_chunk(encode_chunk(x, "f32le"), "f32le", lim), x)
+    assert np.allclose(decode_chunk(encode_chunk(x, "s16le"), "s16le", lim), x, atol=1 / 32768)
+    assert lim.max_chunk_bytes("s16le") == 16000 and lim.max_chunk_bytes("f32le") == 32000
+    bad = {
+        cfg(boosts={"a": 1, "b": 1, "c": 1}): "bad_boosts",
+        cfg(boosts={"x" * 11: 1}): "bad_boosts",
+        cfg(boosts={"a": float("inf")}): "bad_boosts",
+        cfg(boosts={"a": True}): "bad_boosts",
+        cfg(name=5): "bad_config",
+        json.dumps({"sample_rate": 16000.0}): "bad_sample_rate",
+        json.dumps({"encoding": "s16le"}): "bad_config",
+        "x" * (lim.max_text_bytes + 1): "message_too_large",
+    }
+    for text, code in bad.items():
+        with pytest.raises(ProtocolError) as info:
+            parse_config(text, lim)
+        assert info.value.code == code, text[:40]
+    for text in ('{"type": "end", "x": 1}', '"end"', "end"):
+        with pytest.raises(ProtocolError):
+            parse_control(text, lim)
+    with pytest.raises(ProtocolError):
+        decode_chunk(b"\0" * 16002, "s16le", lim)
+    with pytest.raises(ValueError):
+        Limits(max_chunk_seconds=0)

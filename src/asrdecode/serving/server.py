@@ -99,6 +99,11 @@ class _Entry:
     final: bool = False
 
 
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(Exception):
+        await awaitable
+
+
 class _Session:
     """One WebSocket stream: a reader (socket -> batcher) and a sender (results -> socket)."""
 
@@ -125,6 +130,16 @@ class _Session:
         try:
             await self._run()
         finally:
+            # also when this handler is cancelled (uvicorn gave up on the connection): nothing of
+            # the stream may stay behind in the batcher or the decoder
+            for t in (self.reader, self.sender):
+                if t is not None and not t.done():
+                    t.cancel()
+            svc = self.service
+            svc.batcher.cancel(self.sid)
+            if self.opened and svc.batcher.running:
+                self.opened = False
+                asyncio.ensure_future(_quietly(svc.batcher.call(svc.close_stream, self.sid)))
             self.done.set()
 
     async def _run(self) -> None:
@@ -135,6 +150,9 @@ class _Session:
             return
         except _Disconnected:
             await self._cleanup()
+            return
+        except BatcherClosed:
+            await self._fail("shutting_down", "the server is shutting down")
             return
         reader = self.reader = asyncio.create_task(self._read_loop())
         sender = self.sender = asyncio.create_task(self._send_loop())
