@@ -139,8 +139,8 @@ def child(args: argparse.Namespace) -> int:
     service = StreamingService(dec, config, tokenizer=demo.tokenizer, frame_seconds=demo.frame_seconds)
     sock = bind_socket("127.0.0.1", 0)
     host, port = sock.getsockname()[:2]
-    print(f"listening on ws://{host}:{port}{STREAM_PATH}", flush=True)
-    Server(service, host=host, port=port).run(sockets=[sock])
+    url = f"ws://{host}:{port}{STREAM_PATH}"
+    Server(service, host=host, port=port, on_ready=lambda: print(f"listening on {url}", flush=True)).run(sockets=[sock])
     return 0
 
 

@@ -508,9 +508,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CLIError(f"--model {args.model} --decoder {args.decoder}: {err}") from None
     sock = server.bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    srv = server.Server(service, host=host, port=port, log_level=args.log_level)
-    print(f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, decoder {args.decoder}, "
-          f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)", flush=True)
+    ready = (f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, decoder {args.decoder}, "
+             f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
+    srv = server.Server(service, host=host, port=port, log_level=args.log_level,
+                        on_ready=lambda: print(ready, flush=True))
     srv.run(sockets=[sock])
     print(f"stopped: {json.dumps(service.health())}", flush=True)
     return 0

@@ -491,16 +491,24 @@ class Server(uvicorn.Server):
     """``uvicorn.Server`` that drains the service before uvicorn closes the connections.
 
     The first SIGINT/SIGTERM starts the drain (no new connections, open streams finish within
-    ``drain_timeout_s``); a second SIGINT forces the exit.
+    ``drain_timeout_s``); a second SIGINT forces the exit. ``on_ready()`` is called once the
+    service has started (warmed up) and the socket accepts connections.
     """
 
     def __init__(self, service: StreamingService, host: str = "127.0.0.1", port: int = 8000,
-                 log_level: str = "warning", **uvicorn_kwargs: Any) -> None:
+                 log_level: str = "warning", on_ready: Optional[Callable[[], None]] = None,
+                 **uvicorn_kwargs: Any) -> None:
         self.service = service
+        self.on_ready = on_ready
         cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level,
                              ws="websockets-sansio", ws_max_size=service.config.limits.transport_max_bytes,
                              ws_ping_interval=None, lifespan="on", **uvicorn_kwargs)
         super().__init__(cfg)
+
+    async def startup(self, sockets: Optional[list[socket.socket]] = None) -> None:
+        await super().startup(sockets)  # the lifespan (batcher start, warm-up) runs first
+        if self.started and self.on_ready is not None:
+            self.on_ready()
 
     async def shutdown(self, sockets: Optional[list[socket.socket]] = None) -> None:
         for server in getattr(self, "servers", []):
