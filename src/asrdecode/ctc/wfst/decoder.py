@@ -285,16 +285,12 @@ class WFSTDecoder:
             est = est + _g(boost.reshape(-1), bb * boost.shape[1] + _g(g.e_olabel, ba))
             bmax = boost.max(1).values.clamp(min=0)
         cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.beam
-        # per token i of utterance b: the tokens k with am[b, k] >= cutoff[b] - score[i] - e_max - bmax[b],
-        # a prefix of the utterance's tokens sorted by am (descending)
+        # per token i of utterance b: the tokens k with am[b, k] >= cutoff[b] - score[i] - e_max - bmax[b]
         Vg = g.vocab_size
-        am_sorted, k_sorted = torch.sort(am_t[:, :Vg], dim=1, descending=True)
         hb = _g(cur.b, high_i)
         thr = _g(cutoff - e_max - bmax, hb) - _g(cur.score, high_i)
-        c = (torch.index_select(am_sorted, 0, hb) >= thr.unsqueeze(1)).sum(1)
-        pt = torch.repeat_interleave(torch.arange(high_i.numel(), device=dev), c)
-        first_p = torch.cumsum(c, 0) - c
-        k = _g(k_sorted.reshape(-1), _g(hb, pt) * Vg + torch.arange(pt.shape[0], device=dev) - _g(first_p, pt))
+        rows_am = torch.index_select(am_t[:, :Vg], 0, hb)
+        pt, k = torch.nonzero(rows_am >= thr.unsqueeze(1), as_tuple=True)
         key = _g(_g(r, high_i), pt) * g.vocab_size + k
         lo = _g(ptr, key).long()
         n_arcs = _g(ptr, key + 1) - lo
