@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asrdecode.models.demo import build_model, load_encoder_state, save_checkpoint  # noqa: E402
 from asrdecode.tokenizers import SentencePieceTokenizer  # noqa: E402
 from asrdecode.training import rnnt_loss, tdt_loss  # noqa: E402
+from phone_sim import PhoneSimulator, read_phone_lexicon, reference_phones  # noqa: E402
 from simple_decode import ctc_greedy_ids, transducer_greedy_ids, wer  # noqa: E402
 
 
@@ -78,6 +79,43 @@ def collate(feats: list[torch.Tensor], ids: list[list[int]], idx: list[int], tra
     return x, lens, tg, tl
 
 
+class SimulatedBatches:
+    """Batches of simulated front-end features for sentences of a text corpus (``recipes/phone_sim.py``)."""
+
+    def __init__(self, text_path: str, lexicon_path: str, stats_path: str, tok, max_words: int,
+                 error_scale: float, seed: int) -> None:
+        import hama
+
+        lex = read_phone_lexicon(lexicon_path, hama.ASRModel().decoder_tokens)
+        self.items = []
+        for line in open(text_path, encoding="utf-8"):
+            text = line.strip()
+            if not text or len(text.split()) > max_words:
+                continue
+            ref = reference_phones(text, lex)
+            if ref is not None:
+                self.items.append((ref, text))
+        self.sim = PhoneSimulator(torch.load(stats_path), error_scale=error_scale, seed=seed)
+        self.tok = tok
+        self.rng = random.Random(seed)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def batch(self, max_frames: int) -> tuple[list[torch.Tensor], list[list[int]]]:
+        """Simulated utterances with at most ``max_frames`` padded 20 ms frames in all."""
+        feats, ids, longest = [], [], 0
+        while True:
+            ref, text = self.items[self.rng.randrange(len(self.items))]
+            f = self.sim.sample(ref)
+            longest2 = max(longest, f.shape[0])
+            if feats and longest2 * (len(feats) + 1) > max_frames:
+                return feats, ids
+            feats.append(f)
+            ids.append(self.tok.encode(text))
+            longest = longest2
+
+
 def evaluate(kind, model, feats, texts, tok, bs=32) -> float:
     model.eval()
     hyps = []
@@ -113,6 +151,12 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true", help="start from the checkpoint at --out")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--durations", default="0,1,2,3,4")
+    ap.add_argument("--simulate", type=int, default=0,
+                    help="simulated batches (recipes/phone_sim.py) per real batch; 0: real features only")
+    ap.add_argument("--sim-text", default="work/text/train.txt")
+    ap.add_argument("--sim-lexicon", default="work/lexicon/hama.lex")
+    ap.add_argument("--sim-stats", default="work/lexicon/sim_stats.pt")
+    ap.add_argument("--sim-error-scale", type=float, default=1.0)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -149,6 +193,10 @@ def main() -> None:
         curve.write("# resumed from the best checkpoint above (step and seconds restart at 0)\n")
     else:
         curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer\n")
+    sim = None
+    if args.simulate:
+        sim = SimulatedBatches(args.sim_text, args.sim_lexicon, args.sim_stats, tok, 16, args.sim_error_scale, args.seed)
+        print(f"simulating from {len(sim)} sentences, {args.simulate} simulated batches per real batch", flush=True)
     print(f"{args.kind}: {n_params} parameters, {len(tr_feats)} train / {n_dev} dev utterances", flush=True)
     t0 = time.time()
     step, epoch, best, run_loss = 0, 0, 9.9, None
@@ -165,7 +213,11 @@ def main() -> None:
             scale = min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + __import__("math").cos(__import__("math").pi * frac)))
             for g, b in zip(opt.param_groups, base):
                 g["lr"] = b * scale
-            x, lens, tg, tl = collate(tr_feats, tr_ids, idx, True, rng)
+            if sim is not None and step % (args.simulate + 1) != 0:
+                sf, sids = sim.batch(args.max_frames)
+                x, lens, tg, tl = collate(sf, sids, list(range(len(sf))), True, rng)
+            else:
+                x, lens, tg, tl = collate(tr_feats, tr_ids, idx, True, rng)
             if frozen:
                 model.encoder.eval()
                 with torch.no_grad():
