@@ -228,7 +228,9 @@ class WFSTDecoder:
         S = self.graph.num_states
         # the beam first (the best score is the same before and after recombination): fewer to sort
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
-        t = t.take(torch.nonzero(t.score >= _g(top, t.b) - self.beam).squeeze(1))
+        inside = t.score >= _g(top, t.b) - self.beam
+        if not bool(inside.all()):  # (often all are: no gathers)
+            t = t.take(torch.nonzero(inside).squeeze(1))
         key = t.b * S + t.s
         n = key.shape[0]
         best, first = self._buffers(B * S, key.device)
@@ -238,7 +240,8 @@ class WFSTDecoder:
         win = torch.nonzero(_g(first, key) == idx).squeeze(1)
         best.index_fill_(0, key, _NEG)  # reset only what was touched
         first.index_fill_(0, key, _BIG)
-        t = t.take(win)
+        if win.shape[0] < n:
+            t = t.take(win)
         counts = torch.bincount(t.b, minlength=B)
         if int(counts.max()) > self.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
@@ -334,10 +337,9 @@ class WFSTDecoder:
         return t
 
     def _prune_idx(self, t: _Tokens, B: int) -> torch.Tensor:
-        """Indices (ascending) of the tokens :meth:`_prune` keeps."""
+        """Indices (ascending) of the tokens :meth:`_prune` keeps (it keeps the input order)."""
         marker = _Tokens(t.b, t.s, t.score, torch.arange(t.b.shape[0], device=t.b.device))
-        kept = self._prune(marker, B).hid
-        return torch.sort(kept).values
+        return self._prune(marker, B).hid
 
     # -- decoding --------------------------------------------------------------------------
     @torch.no_grad()
