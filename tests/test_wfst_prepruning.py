@@ -87,3 +87,14 @@ def test_streaming_with_prepruning(graphs):
         chunk = lp[:, lo : lo + 5]
         dec.advance(state, chunk, (lengths - lo).clamp(0, chunk.shape[1]))
     _same(dec.hypotheses(state), whole)
+
+
+def test_prepruning_bad_settings(graphs):
+    from asrdecode.errors import DecodingInputError
+
+    with pytest.raises(DecodingInputError, match="dense_min_degree"):
+        WFSTDecoder(graphs["compact"], dense_min_degree=0)
+    with pytest.raises(DecodingInputError, match="dense_memory_mb"):
+        WFSTDecoder(graphs["compact"], dense_memory_mb=-1.0)
+    # no memory for rows: the plain expansion
+    assert WFSTDecoder(graphs["compact"], dense_min_degree=1, dense_memory_mb=0)._dense_rows(graphs["compact"]) is None

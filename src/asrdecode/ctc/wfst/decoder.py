@@ -132,6 +132,9 @@ class WFSTDecoder:
             raise DecodingInputError(f"beam must be > 0, got {beam}")
         if not lattice_beam > 0:
             raise DecodingInputError(f"lattice_beam must be > 0, got {lattice_beam}")
+        if int(dense_min_degree) < 1 or not dense_memory_mb >= 0:
+            raise DecodingInputError(
+                f"dense_min_degree must be >= 1 and dense_memory_mb >= 0, got {dense_min_degree}, {dense_memory_mb}")
         if int(max_active) < 1:
             raise DecodingInputError(f"max_active must be >= 1, got {max_active}")
         if blank_id is not None and int(blank_id) != graph.blank_id:
