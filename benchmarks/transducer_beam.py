@@ -11,10 +11,16 @@ synthetic sentences) and data/real (10 recordings), as recipes/evaluate_models.p
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py [--frames 150] [--repeats 3] [--skip-wer]
 
-WIND beam search (method="wind", window 8) vs ALSD++ at beams 2, 4, 8 (speed on the paper RNN-T
-and demo-rnnt, WER of demo-rnnt), one run:
+WIND beam search (method="wind", window 8) vs ALSD++ at beams 2, 4, 8 (speed on demo-rnnt, on the
+paper RNN-T as calibrated and with its joint logits sharpened x16, WER of demo-rnnt), one run:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --wind [--frames 150] [--repeats 3]
+
+LM weight / beta / blank scoring of ALSD++ and WIND beam 4 with the bundled token 4-gram, tuned on a
+dev split (the first 25 of the 50 synthetic test utterances) and reported on the other 25 and on
+the 10 real recordings:
+
+    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --tune-lm
 
 Peer comparison (NeMo's batched malsd_batch / maes_batch on the same paper-model weights, CUDA
 graphs off), run with NeMo's interpreter (see results_nemo.md):
@@ -244,6 +250,20 @@ def wind_wer_rows() -> list[list[object]]:
     return out
 
 
+SHARPEN = 16.0
+
+
+def sharpened_paper_model():
+    """The paper RNN-T with its joint output layer scaled by ``SHARPEN``: the same greedy decisions
+    (argmax unchanged, ~0.3 labels per frame), but confident distributions like a trained model's
+    (median blank probability ~0.997 instead of ~0.003 on the calibrated random weights)."""
+    model = make_paper_model(tdt=False)
+    with torch.no_grad():
+        model.joint_out.weight.mul_(SHARPEN)
+        model.joint_out.bias.mul_(SHARPEN)
+    return model
+
+
 def wind_main(frames: int, repeats: int) -> None:
     rows: list[list[object]] = []
     demo, _, enc, el = demo_inputs("demo-rnnt")
@@ -253,12 +273,62 @@ def wind_main(frames: int, repeats: int) -> None:
         rows += wind_speed_rows("demo-rnnt", demo.model, e, n, repeats)
         print(rows[-7:], flush=True)
     wer = wind_wer_rows()
-    # paper model: batch 1 only (WIND emits up to the symbol cap on its random weights: slow)
+    sharp = sharpened_paper_model()
+    for batch in (1, 4):
+        enc, lengths = make_encoder_output(batch, frames, seed=7)
+        rows += wind_speed_rows(f"paper RNN-T, joint x{SHARPEN:g}", sharp, enc, lengths, repeats)
+        print(rows[-7:], flush=True)
+    del sharp
+    # the paper model as calibrated: batch 1 only (WIND emits up to the symbol cap on its flat
+    # random distributions: slow)
     enc, lengths = make_encoder_output(1, frames, seed=7)
     rows += wind_speed_rows("paper RNN-T", make_paper_model(tdt=False), enc, lengths, repeats)
     print(markdown_table(["model", "batch", "decoder", "ms / batch", "x greedy time", "x ALSD++ same beam",
                           "labels", "sum of best scores"], rows))
     print(markdown_table(["model", "test set", "decoder", "WER", "mean best score"], wer))
+
+
+TUNE_WEIGHTS = (0.2, 0.4, 0.6, 0.8)
+TUNE_BETAS = (0.0, 1.0, 2.0, 3.0)
+
+
+def tune_lm_main() -> None:
+    """Grid of (LM weight, beta, blank scoring) for ALSD++ and WIND beam 4 on demo-rnnt: chosen by WER
+    on the dev half of synth_test50, then reported on the test half and real10 (never tuned on)."""
+    from simple_decode import wer
+
+    demo = __import__("asrdecode.models", fromlist=["load"]).load("demo-rnnt")
+    lm = bundled_lm(demo)
+    sets = {name: (enc, el, refs) for name, enc, el, refs in encoded_test_sets(demo)}
+    enc, el, refs = sets["synth_test50"]
+    split = {"dev25": (enc[:25], el[:25], refs[:25]), "test25": (enc[25:], el[25:], refs[25:]),
+             "real10": sets["real10"]}
+
+    def decode(part: str, method: str, w: float, beta: float, scoring: str) -> float:
+        e, n, r = split[part]
+        e = e[:, : int(n.max())]
+        fusion = [(lm, w)] if w else []
+        hyps = beam_search(demo.model, e, n, beam=4, method=method, window=WIND_WINDOW, fusion=fusion, beta=beta,
+                           blank_scoring=scoring, max_symbols_per_frame=MAX_SYMBOLS, tokenizer=demo.tokenizer)
+        return wer(r, [h.text or "" for h in hyps])
+
+    rows, grid = [], []
+    for method in ("alsd", "wind"):
+        results = {}
+        for scoring in ("lm_weighted", "none"):
+            for w in TUNE_WEIGHTS:
+                for beta in TUNE_BETAS:
+                    results[(w, beta, scoring)] = decode("dev25", method, w, beta, scoring)
+                    grid.append([method, w, beta, scoring, results[(w, beta, scoring)]])
+        best = min(results, key=lambda k: (results[k], k[0], k[1]))  # ties: the smaller weight / beta
+        print(method, "best on dev25", best, results[best], flush=True)
+        for label, (w, beta, scoring) in (("no LM", (0.0, 0.0, "lm_weighted")), ("LM tuned on dev25", best)):
+            rows.append([f"{'ALSD++' if method == 'alsd' else 'WIND'} beam 4", label, w, beta, scoring,
+                         *(decode(part, method, w, beta, scoring) for part in ("dev25", "test25", "real10"))])
+            print(rows[-1], flush=True)
+    print(markdown_table(["decoder", "LM", "weight", "beta", "blank scoring", "WER dev25", "WER test25",
+                          "WER real10"], rows))
+    print(markdown_table(["method", "weight", "beta", "blank scoring", "WER dev25"], grid))
 
 
 def main() -> None:
@@ -269,8 +339,12 @@ def main() -> None:
     ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
     ap.add_argument("--wind", action="store_true", help="only WIND beam vs ALSD++ (beams 2, 4, 8)")
+    ap.add_argument("--tune-lm", action="store_true", help="only the LM weight / beta / blank scoring tuning")
     args = ap.parse_args()
     single_thread()
+    if args.tune_lm:
+        tune_lm_main()
+        return
     if args.wind:
         wind_main(args.frames, args.repeats)
         return
