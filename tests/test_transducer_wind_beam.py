@@ -254,3 +254,29 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, method="wind", beam=0)
     assert math.isfinite(beam_search(m, enc, method="wind", window=100)[0].score)
+
+
+def test_sorted_merge_equals_pairwise():
+    """The O(P log P) merge of the WIND step (sort, group runs) against the pairwise definition:
+    live entries equal in every key merge into the best (the first on exact ties), log-sum-exp."""
+    from asrdecode.transducer.beam import _merge_equal
+
+    g = torch.Generator().manual_seed(0)
+    neg = float("-inf")
+    for _ in range(300):
+        B, P = 3, 14
+        hsh = torch.randint(0, 3, (B, P), generator=g)
+        time = torch.randint(0, 3, (B, P), generator=g)
+        nl, last = hsh.clone(), torch.randint(0, 2, (B, P), generator=g)
+        score = torch.randint(-3, 2, (B, P), generator=g).double() / 2  # exact ties
+        score[torch.rand(B, P, generator=g) < 0.3] = neg
+        ok = score > neg
+        eq = ((hsh[:, :, None] == hsh[:, None, :]) & (time[:, :, None] == time[:, None, :])
+              & (nl[:, :, None] == nl[:, None, :]) & (last[:, :, None] == last[:, None, :]) & ok[:, :, None] & ok[:, None, :])
+        s_i, s_j = score[:, :, None], score[:, None, :]
+        idx = torch.arange(P)
+        better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
+        want = torch.where(ok & ~better.any(dim=2), torch.logsumexp(torch.where(eq, s_j, neg), dim=2), neg)
+        got = _merge_equal(score, hsh, time * 3 + last, (nl, time, last))
+        assert torch.equal(got == neg, want == neg)
+        assert torch.allclose(got[want > neg], want[want > neg], rtol=0, atol=1e-12)

@@ -165,6 +165,7 @@ class _BeamLoop:
         utt = torch.arange(B, device=dev).repeat_interleave(S) if stacked else None
         self.lm_states = scorer.initial(N, dev, utterances=utt)  # [N, M]
         self.static = static
+        self.compact = not static and dev.type == "cpu"  # CPU eager: per-step row subsets (host syncs)
         cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T)
         self.tree = BeamTree.preallocated(B, S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
@@ -293,7 +294,13 @@ class _BeamLoop:
         enc = self.enc_proj[self.b_idx, frames.clamp(max=max(self.T - 1, 0))]  # [B, W, H]
         dec = self.dec_proj[p_flat].view(B, K, 1, -1)
         enc = enc[:, None].expand(B, K, W, enc.shape[-1])
-        lp = torch.log_softmax(self.model.joint(enc, dec).to(self.dtype), dim=-1)  # [B, K, W, V]
+        if self.compact:  # CPU eager: the joint for the popped hypotheses only (one sync)
+            rows = popped.view(-1).nonzero().squeeze(1)
+            logits = self.model.joint(enc.reshape(B * K, W, -1)[rows], dec.view(B * K, 1, -1)[rows])
+            lp = torch.zeros((B * K, W, V), dtype=self.dtype, device=dev)
+            lp = lp.index_copy(0, rows, torch.log_softmax(logits.to(self.dtype), dim=-1)).view(B, K, W, V)
+        else:
+            lp = torch.log_softmax(self.model.joint(enc, dec).to(self.dtype), dim=-1)  # [B, K, W, V]
         lpb = lp[..., blank]  # [B, K, W]
         blank_fr = torch.where(fvalid, (1.0 + self.lam) * lpb if self.lm_weighted else lpb, 0.0)
         blank_ac = torch.where(fvalid, lpb, 0.0)
@@ -371,16 +378,7 @@ class _BeamLoop:
         pool_tok = torch.cat([torch.full((B, S), -1, dtype=torch.long, device=dev), torch.where(lab, tok, -1)], dim=1)
         pool_frame = torch.cat([self.time, tmin + j], dim=1)
         pool_lm = torch.cat([self.lm_states.view(B, S, M), new_lm], dim=1)
-        ok = pool_score > _NEG_INF
-        P = S + Q
-        eq = ((pool_hash[:, :, None] == pool_hash[:, None, :]) & (pool_time[:, :, None] == pool_time[:, None, :])
-              & (pool_nl[:, :, None] == pool_nl[:, None, :]) & (pool_last[:, :, None] == pool_last[:, None, :])
-              & ok[:, :, None] & ok[:, None, :])  # [B, P, P]
-        s_i, s_j = pool_score[:, :, None], pool_score[:, None, :]
-        idx = torch.arange(P, device=dev)
-        better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
-        leader = ok & ~better.any(dim=2)
-        merged = torch.where(leader, torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2), _NEG_INF)
+        merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl, pool_time, pool_last))
         bucket = torch.remainder(self.offset + pool_time, R)  # [B, P]
         by_list = torch.where(bucket[:, None, :] == self.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
         new_score, sel = by_list.topk(K, dim=2)
@@ -514,6 +512,34 @@ class _BeamLoop:
                 ))
             out.append(row)
         return out
+
+
+def _merge_equal(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
+                 check: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Merge equal entries of ``[B, P]`` candidates (static shapes, O(P log P)): entries are sorted by
+    ``(key1, key2)`` (stable, so equal keys keep their order), a group is a run of adjacent live
+    entries equal in both keys and in every tensor of ``check``; its best entry (the first one on
+    ties) gets the log-sum-exp of the group's scores, every other entry ``-inf``."""
+    B, P = score.shape
+    # removed entries sort after the live ones of their key1, so equal live entries are adjacent
+    _, order = torch.sort(torch.where(score > _NEG_INF, key2, torch.iinfo(torch.long).max), dim=1, stable=True)
+    _, by1 = torch.sort(key1.gather(1, order), dim=1, stable=True)
+    order = order.gather(1, by1)
+    s = score.gather(1, order)
+    live = s > _NEG_INF
+    same = live[:, 1:] & live[:, :-1]
+    for k in (key1, key2, *check):
+        k = k.gather(1, order)
+        same = same & (k[:, 1:] == k[:, :-1])
+    start = torch.cat([torch.ones_like(same[:, :1]), ~same], dim=1)
+    seg = torch.cumsum(start.long(), dim=1) - 1  # [B, P] group of each sorted entry
+    top = torch.full_like(s, _NEG_INF).scatter_reduce(1, seg, s, "amax", include_self=True).gather(1, seg)
+    total = torch.zeros_like(s).scatter_add(1, seg, torch.where(live, torch.exp(s - top), 0.0)).gather(1, seg)
+    pos = torch.arange(P, device=score.device).expand(B, P)
+    first = torch.full_like(seg, P).scatter_reduce(1, seg, torch.where(live & (s == top), pos, P), "amin",
+                                                   include_self=True).gather(1, seg)
+    merged_sorted = torch.where(live & (pos == first), top + torch.log(total), _NEG_INF)
+    return torch.empty_like(merged_sorted).scatter(1, order, merged_sorted)
 
 
 def _static_step(loop: _BeamLoop) -> None:
