@@ -117,7 +117,7 @@ def boosting(report: list[str], graphs, data, args, unigram: dict[str, float]) -
     words taken from other utterances (distractors only)."""
     import random
 
-    g = graphs["compact"]
+    g = graphs["compact"] if "compact" in graphs else next(iter(graphs.values()))
     index = g.word_index()
     ranked = sorted(unigram, key=lambda w: -unigram[w])
     common = set(ranked[: args.common])
@@ -196,6 +196,7 @@ def main() -> None:
     ap.add_argument("--cache", default="work/cache/wfst-bench")
     ap.add_argument("--lattice-beam", type=float, default=6.0)
     ap.add_argument("--common", type=int, default=1000, help="words outside the N most likely count as rare")
+    ap.add_argument("--topologies", default="compact,normal")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: wer,peer,nbest,boost")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -220,7 +221,7 @@ def main() -> None:
     lex = lexicon_from_tokenizer([w for w in model.vocab if w not in ("<s>", "</s>")], tok)
     graphs = {}
     report.append("\n## Graphs\n\n| topology | build s | states | arcs |\n|---|---|---|---|\n")
-    for top in ("compact", "normal"):
+    for top in args.topologies.split(","):
         g, dt = graph_for(model, lex, top, demo, cache, args.words)
         graphs[top] = g
         report.append(f"| {top} | {dt:.1f} | {g.num_states} | {g.num_arcs} |\n")
