@@ -3,6 +3,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 STAMP := .install.stamp
 BENCH_STAMP := .bench.stamp
+TEST_STAMP := .test.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
@@ -14,20 +15,25 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e '.[dev]' torch==2.13.0
 	touch $(STAMP)
 
+# The tests also cover the server (serve extra) and Ray corpus decoding (distributed extra).
+$(TEST_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[dev,serve,distributed]' torch==2.13.0
+	touch $(TEST_STAMP)
+
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(PYTHON) -m asrdecode.demo
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PYTHON) -m pytest
 
 # KenLM's lmplz/build_binary (for estimate_arpa and its tests); needs Debian's boost packages.
 kenlm:
 	bash recipes/build_kenlm.sh
 
-$(BENCH_STAMP): $(STAMP)
-	$(PIP) install -q -e '.[dev,bench]' torch==2.13.0
+$(BENCH_STAMP): $(TEST_STAMP)
+	$(PIP) install -q -e '.[dev,serve,distributed,bench]' torch==2.13.0
 	touch $(BENCH_STAMP)
 
 # NeMo (a peer in the greedy and n-gram benchmarks) lives in its own venv over the system torch.
@@ -41,4 +47,4 @@ bench: $(BENCH_STAMP)
 	$(PYTHON) benchmarks/run_all.py
 
 clean:
-	rm -f $(STAMP) $(BENCH_STAMP)
+	rm -f $(STAMP) $(TEST_STAMP) $(BENCH_STAMP)

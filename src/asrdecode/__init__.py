@@ -3,10 +3,10 @@
 Decoders live in their family's namespace: :mod:`asrdecode.transducer` (``greedy``,
 ``reference_greedy``), :mod:`asrdecode.ctc` (``greedy``, ``blank_collapse``, ``beam_search``).
 Language models and phrase boosting (fusion models) are in :mod:`asrdecode.lm`; the bundled demo
-models and adapters in :mod:`asrdecode.models`.
+models and adapters in :mod:`asrdecode.models`; many-stream sessions in :mod:`asrdecode.streaming`.
 """
 
-from . import ctc, lm, transducer
+from . import ctc, lm, streaming, transducer
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .fusion import FusionModel, FusionScorer
 from .lm import BoostingTree, NGramLM, TokenMap, estimate_arpa, read_arpa, write_arpa
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ctc",
     "lm",
+    "streaming",
     "transducer",
     "AsrDecodeError",
     "DecodingInputError",
