@@ -512,7 +512,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
              f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
     srv = server.Server(service, host=host, port=port, log_level=args.log_level,
                         on_ready=lambda: print(ready, flush=True))
-    srv.run(sockets=[sock])
+    # uvicorn handles SIGINT/SIGTERM while it serves (a graceful drain) and raises the signal again
+    # once it has stopped; the no-op handlers below take that one, so the exit status is 0.
+    import signal
+
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in sigs}
+    try:
+        srv.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(f"stopped: {json.dumps(service.health())}", flush=True)
     return 0
 
