@@ -280,3 +280,20 @@ def test_sorted_merge_equals_pairwise():
         got = _merge_equal(score, hsh, time * 3 + last, (nl, time, last))
         assert torch.equal(got == neg, want == neg)
         assert torch.allclose(got[want > neg], want[want > neg], rtol=0, atol=1e-12)
+
+
+def test_hash_collision_is_not_merged(monkeypatch):
+    """With a degenerate hash (every prefix collides) the WIND merge and prefix search rely on length /
+    last token / frame only and the result departs from the oracle: the oracle comparison catches
+    false merges."""
+    from asrdecode.transducer import beam as beam_mod
+
+    m = random_model(5, V, BLANK, None, blank_bias=0.5)
+    enc = _enc(5, 1, 10)
+    kw = dict(beam=4, window=3, max_symbols_per_frame=3)
+    ref = reference_wind_beam_search(m, enc[0], **kw)
+    ok = beam_search(m, enc, method="wind", nbest=4, **kw)[0]
+    assert sorted(_key(ok, 7)) == sorted(_key(ref, 7))
+    monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))
+    bad = beam_search(m, enc, method="wind", nbest=4, **kw)[0]
+    assert sorted(_key(bad, 7)) != sorted(_key(ref, 7))
