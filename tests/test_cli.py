@@ -312,3 +312,29 @@ def test_transcribe_rnnt_beam(capsys) -> None:
     assert code == 0
     rec = json.loads(out)
     assert rec["text"] and len(rec["tokens"]) > 0
+
+
+@needs_rnnt
+@pytest.mark.parametrize("method,window", [("aes", 1), ("wind", 3)])
+def test_transcribe_beam_method_equals_the_library_call(capsys, method, window) -> None:
+    from asrdecode.models import load
+    from asrdecode.transducer import beam_search
+
+    code, out, _ = run(capsys, "transcribe", CLIP, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
+                       "--method", method, "--window", window, "--format", "json")
+    assert code == 0
+    demo = load("demo-rnnt")
+    with torch.inference_mode():
+        enc, n = demo.encode([read_audio(CLIP)])
+        kw = {"window": window} if method == "wind" else {}
+        hyp = beam_search(demo.model, enc, n, beam=2, method=method, tokenizer=demo.tokenizer, **kw)[0]
+    assert json.loads(out)["text"] == hyp.text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--model", "demo-rnnt", "--decoder", "beam", "--window", "4"], "needs --method wind"),
+    (["--model", "demo-ctc", "--decoder", "beam", "--method", "wind"], "CTC prefix beam search"),
+])
+def test_beam_method_and_window_misuse(capsys, argv, message) -> None:
+    code, _, err = run(capsys, "transcribe", CLIP, *argv)
+    assert code == 2 and message in err

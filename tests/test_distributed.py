@@ -290,3 +290,19 @@ def test_ray_bad_audio_names_the_manifest_line(ray_session, tmp_path) -> None:
         dist.transcribe_dataset(manifest, tmp_path / "out", batch_size=1, num_actors=1)
     # the good utterance may or may not have been committed before the run stopped; the bad one never
     assert {p.name for p in (tmp_path / "out" / "parts").glob("part-*")} <= {dist._part_name(0, 1)}
+
+
+def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, manifest, local_rnnt, tmp_path,
+                                                               capsys) -> None:
+    from asrdecode.cli import main
+
+    out = tmp_path / "cli"
+    args = ["transcribe-dataset", str(manifest), str(out), "--batch-size", str(BATCH), "--actors", "1"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "decoded           8" in first and "skipped (resumed) 0" in first
+    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert main(args) == 0
+    second = capsys.readouterr().out
+    assert "decoded           0" in second and "skipped (resumed) 8" in second
+    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt

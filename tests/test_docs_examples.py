@@ -14,7 +14,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["docs/decoders.md", "docs/lm_and_graphs.md", "docs/streaming.md", "README.md"]
+DOCS = ["docs/decoders.md", "docs/lm_and_graphs.md", "docs/streaming.md", "docs/serving.md", "README.md"]
 _BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 

@@ -132,14 +132,21 @@ def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
     fusion = _fusion(args, tok, tok.vocab_size, demo.blank_id)
     if demo.kind == "ctc":
         if window != 1:
-            raise CLIError("--window applies to transducer greedy decoding (demo-rnnt), not to demo-ctc")
+            raise CLIError("--window applies to transducer decoding (demo-rnnt), not to demo-ctc")
+        if args.decoder == "beam" and getattr(args, "method", "alsd") != "alsd":
+            raise CLIError("--method chooses a transducer beam search; demo-ctc uses the CTC prefix beam search")
         if args.decoder == "greedy":
             return encode, lambda x, n: ctc.greedy(x, n, demo.blank_id, tok)
         return encode, lambda x, n: _first(ctc.beam_search(
             x, n, demo.blank_id, beam=beam, fusion=fusion, beta=float(args.beta), tokenizer=tok))
     if args.decoder == "greedy":
         return encode, lambda x, n: tr.greedy(demo.model, x, n, window=window, tokenizer=tok, acceleration="eager")
-    kw: dict[str, Any] = {"beam": beam, "tokenizer": tok}
+    method = getattr(args, "method", "alsd")
+    if window != 1 and method != "wind":
+        raise CLIError("--window with --decoder beam needs --method wind")
+    kw: dict[str, Any] = {"beam": beam, "tokenizer": tok, "method": method}
+    if method == "wind":
+        kw["window"] = window
     if fusion:
         kw.update(fusion=fusion, beta=float(args.beta))
     return encode, lambda x, n: _first(tr.beam_search(demo.model, x, n, **kw))
@@ -498,6 +505,28 @@ def _check_batching(args: argparse.Namespace) -> None:
         raise CLIError(f"--max-queue must be >= 1, got {args.max_queue}")
 
 
+def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
+    from .distributed import transcribe_dataset
+
+    options = {k: getattr(args, k) for k in ("beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph",
+                                             "acoustic_scale") if getattr(args, k) is not None}
+    run = transcribe_dataset(args.manifest, args.output_dir, model=args.model, decoder=args.decoder,
+                             decoder_options=options, batch_size=args.batch_size, num_actors=args.actors,
+                             num_gpus_per_actor=args.gpus_per_actor, cpus_per_actor=args.cpus_per_actor,
+                             resume=not args.restart, ray_address=args.address)
+    audio = run.timing.audio_seconds
+    print(f"utterances        {run.utterances}")
+    print(f"decoded           {len(run.decoded)}")
+    print(f"skipped (resumed) {run.skipped}")
+    print(f"duplicates        {run.duplicates}")
+    print(f"devices           {', '.join(run.devices) or '-'}")
+    print(f"wall seconds      {run.wall_seconds:.1f}")
+    if run.wall_seconds > 0 and audio > 0:
+        print(f"RTFx              {audio / run.wall_seconds:.1f}")
+    print(f"output            {run.output}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     server, _ = _serve_modules("serve")
     _check_batching(args)
@@ -581,6 +610,11 @@ _EVAL_EX = """examples:
   asrdecode eval data/real/manifest.jsonl --model demo-ctc --decoder beam --beam 8 \\
       --lm src/asrdecode/models/assets/token-4gram.arpa.gz -o predictions.jsonl
 """
+_DATASET_EX = """examples:
+  asrdecode transcribe-dataset data/synth_test/manifest.jsonl out/ --actors 2
+  asrdecode transcribe-dataset big.jsonl /shared/run1 --address auto --actors 16 --model demo-tdt --decoder beam
+rerun the same command after a crash: committed shards are skipped (needs: pip install 'asrdecode[distributed]')
+"""
 _BUILD_GRAPH_EX = """examples:
   asrdecode build-graph --lm words.arpa --out tlg.pt                      # lexicon from the BPE tokenizer
   asrdecode build-graph --lm words.arpa --lexicon lexicon.txt --topology normal --out tlg.pt
@@ -617,7 +651,8 @@ def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
     p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
     if window:
-        p.add_argument("--window", type=int, default=1, help="WIND window for RNN-T greedy (default: 1, off)")
+        p.add_argument("--window", type=int, default=1,
+                       help="WIND window for RNN-T greedy, or for --decoder beam --method wind (default: 1, off)")
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
     p.add_argument("--acoustic-scale", type=float, default=2.0,
                    help="acoustic scale for --decoder wfst (default: %(default)s)")
@@ -626,6 +661,8 @@ def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
 
 def _add_beam(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=8, help="beam size (default: %(default)s)")
+    p.add_argument("--method", choices=("alsd", "aes", "wind"), default="alsd",
+                   help="transducer beam search: ALSD++, AES++ or WIND beam (with --window; default: %(default)s)")
     p.add_argument("--lm", metavar="PATH", help="token-level ARPA LM (.arpa or .arpa.gz, e.g. from build-lm --tokens)")
     p.add_argument("--lm-weight", type=float, default=0.7, help="LM weight (default: %(default)s)")
     p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
@@ -667,6 +704,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-o", "--output", type=Path, help="write predictions as JSON lines (atomically)")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("transcribe-dataset", help="decode a manifest on a Ray actor pool (resumable, exactly once)",
+                       epilog=_DATASET_EX, formatter_class=raw)
+    p.add_argument("manifest", help="JSON lines with audio_filepath (+ duration, text)")
+    p.add_argument("output_dir", type=Path, help="run.json, parts/ and the merged transcripts.jsonl go here")
+    _add_decoding(p)
+    p.add_argument("--batch-size", type=int, default=16, help="utterances per shard and decoder batch (default: %(default)s)")
+    p.add_argument("--actors", type=int, default=2, help="decoder actors, one model each (default: %(default)s)")
+    p.add_argument("--gpus-per-actor", type=float, default=None, help="GPU share per actor (default: auto)")
+    p.add_argument("--cpus-per-actor", type=float, default=1.0, help="default: %(default)s")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--restart", action="store_true",
+                   help="discard the results already in output_dir and decode everything again")
+    p.set_defaults(func=cmd_transcribe_dataset)
 
     p = sub.add_parser("build-lm", help="estimate an ARPA n-gram LM with KenLM", epilog=_BUILD_EX, formatter_class=raw)
     p.add_argument("text", help="training text, one sentence per line")

@@ -77,6 +77,7 @@ _DECODERS = ("greedy", "beam", "wfst")
 _OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "beam": ("--beam", (int,)),
     "window": ("--window", (int,)),
+    "method": ("--method", (str,)),
     "lm": ("--lm", (str, os.PathLike)),
     "lm_weight": ("--lm-weight", (int, float)),
     "beta": ("--beta", (int, float)),
