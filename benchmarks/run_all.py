@@ -33,6 +33,10 @@ def main() -> int:
         ("transducer_beam", [sys.executable, "benchmarks/transducer_beam.py"]),
         ("transducer_beam_wind", [sys.executable, "benchmarks/transducer_beam.py", "--wind"]),
         ("ctc_wfst", [sys.executable, "benchmarks/ctc_wfst.py"]),
+        ("wfst_phone", [sys.executable, "benchmarks/wfst_phone.py"]),
+        ("stream_frontend", [sys.executable, "benchmarks/stream_frontend.py"]),
+        ("serving", [sys.executable, "benchmarks/serving.py", "--quick"]),
+        ("distributed", [sys.executable, "benchmarks/distributed.py"]),
         ("cli_bench", [sys.executable, "-m", "asrdecode.cli", "bench", "--out", "benchmarks/latest/plots"]),
     ]
     if nemo:
