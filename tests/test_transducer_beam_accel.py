@@ -9,26 +9,18 @@ import torch
 
 from asrdecode.accel import StepRunner
 from asrdecode.errors import DecodingInputError
-from asrdecode.lm import NGramLM
 from asrdecode.transducer import beam as beam_mod
 from asrdecode.transducer.beam import beam_search
 
-from transducer_models import random_model
+from transducer_models import FUSION_BLANK, FUSION_V, random_model, tiny_lm
 
-V, BLANK = 6, 5
+V, BLANK = FUSION_V, FUSION_BLANK
 TDT = [0, 1, 2]
-ARPA = "\n".join([
-    "\\data\\", "ngram 1=7", "ngram 2=3", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t-0.5", "-0.7\t</s>",
-    "-0.6\td\t-0.3", "-0.8\te\t-0.2", "-0.9\tf", "-1.1\tg", "", "\\2-grams:", "-0.3\t<s> d", "-0.4\td e",
-    "-0.2\te </s>", "", "\\end\\", "",
-])
 
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory):
-    p = tmp_path_factory.mktemp("accel_lm") / "lm.arpa"
-    p.write_text(ARPA)
-    return NGramLM.from_arpa(p, vocab_size=V, blank_id=BLANK)
+    return tiny_lm(tmp_path_factory.mktemp("accel_lm"))
 
 
 class _InPlaceRunner(StepRunner):

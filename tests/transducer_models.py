@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
+from asrdecode.lm import BoostingTree, NGramLM
 from asrdecode.transducer import LSTMTransducer, StatelessTransducer
+
+#: Vocabulary of the tiny fusion models below (tokens 0..4, blank 5), shared by the beam tests.
+FUSION_V, FUSION_BLANK = 6, 5
+TINY_ARPA = "\n".join([
+    "\\data\\", "ngram 1=7", "ngram 2=3", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t-0.5", "-0.7\t</s>",
+    "-0.6\td\t-0.3", "-0.8\te\t-0.2", "-0.9\tf", "-1.1\tg", "", "\\2-grams:", "-0.3\t<s> d", "-0.4\td e",
+    "-0.2\te </s>", "", "\\end\\", "",
+])
+
+
+def tiny_lm(directory: Path) -> NGramLM:
+    """A token bigram LM over ``FUSION_V`` tokens (written to ``directory`` as ARPA and read back)."""
+    p = Path(directory) / "lm.arpa"
+    p.write_text(TINY_ARPA)
+    return NGramLM.from_arpa(p, vocab_size=FUSION_V, blank_id=FUSION_BLANK)
+
+
+def tiny_boosting_tree() -> BoostingTree:
+    """Boosts the token sequences [0, 1, 2] and [3]."""
+    return BoostingTree.from_token_sequences([[0, 1, 2], [3]], vocab_size=FUSION_V, blank_id=FUSION_BLANK)
 
 
 def random_model(
