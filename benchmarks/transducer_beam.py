@@ -22,17 +22,28 @@ the 10 real recordings:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --tune-lm
 
-Peer comparison (NeMo's batched malsd_batch / maes_batch on the same paper-model weights, CUDA
-graphs off), run with NeMo's interpreter (see results_nemo.md):
+Peer comparison, run with NeMo's interpreter (see results_nemo.md): NeMo's batched malsd_batch /
+maes_batch (CUDA graphs off) and its per-utterance BeamRNNTInfer alsd / maes and BeamTDTInfer
+default / maes (a Python loop over the batch), beam 4, on the same weights, interleaved with ours:
+speed on the paper-sized RNN-T / TDT and on demo-rnnt / demo-tdt (batch 1 and 16), best-hypothesis
+agreement, and WER of every decoder on the 50 synthetic test utterances. The per-utterance searches
+are timed ``--slow-repeats`` times on the paper model (default 1), ``--repeats`` times elsewhere:
 
-    OMP_NUM_THREADS=1 /work/venvs/nemo/bin/python benchmarks/transducer_beam.py --nemo
+    OMP_NUM_THREADS=1 /work/venvs/nemo/bin/python benchmarks/transducer_beam.py --nemo [--repeats 3] [--slow-repeats 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
+import time
 from pathlib import Path
+
+# NeMo's per-utterance beam searches draw a tqdm bar per call: off in this benchmark (tqdm reads its
+# TQDM_* settings when it is first imported, hence before torch)
+os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch
 
@@ -128,81 +139,194 @@ def wer_rows(name: str, lm_settings: list[tuple[float, float]]) -> list[list[obj
     return out
 
 
-def nemo_rows(frames: int, repeats: int) -> list[list[object]]:
-    """Ours vs NeMo's batched beam search (malsd_batch / maes_batch, CUDA graphs off) on the same weights."""
-    from nemo_models import nemo_modules_from_lstm, with_blank_last
-    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer
-    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer
+NEMO_BEAM = 4
+
+
+def nemo_decoders(model, beam: int = NEMO_BEAM, per_utterance: bool = True) -> dict[str, tuple[str, object]]:
+    """NeMo's beam searches on ``model``'s weights (blank last), each as
+    name -> (the search of ours it corresponds to, fn(enc [B, T, D], lengths) -> list of NeMo hypotheses).
+
+    Batched: ``malsd_batch`` (RNN-T, TDT), ``maes_batch`` (RNN-T only in NeMo 3.0), CUDA graphs off,
+    ``max_symbols_per_step`` as ours. Per-utterance (``BeamRNNTInfer`` / ``BeamTDTInfer``, a Python
+    loop over the batch): RNN-T ``alsd`` and ``maes``, TDT ``default`` and ``maes`` (NeMo 3.0 has no
+    per-utterance TDT ``alsd``). These take no symbol cap and run with NeMo's defaults:
+    ``alsd_max_target_len=1.0`` (u_max = T), mAES ``maes_num_steps=2``, ``maes_prefix_alpha=1``,
+    ``maes_expansion_gamma=2.3``, ``maes_expansion_beta=2``. ``score_norm=False`` everywhere (ours
+    ranks by the unnormalised score too).
+    """
+    from nemo_models import nemo_modules_from_lstm
+    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer, BeamRNNTInfer
+    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer, BeamTDTInfer
+
+    dec, joint = nemo_modules_from_lstm(model)
+    tdt = model.durations is not None
+    extra = dict(durations=list(model.durations)) if tdt else {}
+
+    def batched(search: str):
+        cls = BeamBatchedTDTInfer if tdt else BeamBatchedRNNTInfer
+        return cls(dec, joint, blank_index=model.blank_id, beam_size=beam, search_type=search, score_norm=False,
+                   max_symbols_per_step=MAX_SYMBOLS, allow_cuda_graphs=False, **extra)
+
+    def single(search: str):
+        cls = BeamTDTInfer if tdt else BeamRNNTInfer
+        return cls(dec, joint, beam_size=beam, search_type=search, score_norm=False, **extra)
+
+    def call(inf):
+        return lambda enc, lengths: inf(encoder_output=enc.transpose(1, 2), encoded_lengths=lengths)[0]
+
+    out = {f"NeMo malsd_batch beam {beam}": ("alsd", call(batched("malsd_batch")))}
+    if not tdt:
+        out[f"NeMo maes_batch beam {beam}"] = ("aes", call(batched("maes_batch")))
+    if per_utterance:
+        for search, ours in ((("default", "alsd"), ("maes", "aes")) if tdt else (("alsd", "alsd"), ("maes", "aes"))):
+            out[f"NeMo {search} beam {beam} (per utt.)"] = (ours, call(single(search)))
+    return out
+
+
+def nemo_tokens(h) -> list[int]:
+    return [int(x) for x in torch.as_tensor(h.y_sequence).tolist()]
+
+
+def our_decoders(model, beam: int = NEMO_BEAM) -> dict[str, tuple[str | None, object]]:
+    return {
+        "ours greedy (label-looping)": (None, lambda enc, lengths: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)),
+        f"ours ALSD++ beam {beam}": ("alsd", lambda enc, lengths: beam_search(
+            model, enc, lengths, beam=beam, method="alsd", max_symbols_per_frame=MAX_SYMBOLS)),
+        f"ours AES++ beam {beam}": ("aes", lambda enc, lengths: beam_search(
+            model, enc, lengths, beam=beam, method="aes", max_symbols_per_frame=MAX_SYMBOLS)),
+    }
+
+
+def time_mixed(fns: dict[str, object], enc: torch.Tensor, lengths: torch.Tensor, repeats: int,
+               slow: set[str], slow_repeats: int) -> tuple[dict[str, float], dict[str, int], dict[str, list]]:
+    """Median wall time of each ``fn(enc, lengths)``, repeats interleaved in rounds as in ``time_many``;
+    the ``slow`` ones (NeMo's per-utterance loops) run only in the first ``slow_repeats`` rounds and are
+    warmed up on one 16-frame utterance instead of the whole batch. Also returns the run counts and
+    each decoder's last output."""
+    with torch.inference_mode():
+        for name, fn in fns.items():
+            if name in slow:
+                fn(enc[:1, :16].contiguous(), lengths[:1].clamp(max=16))
+            else:
+                fn(enc, lengths)
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        last: dict[str, list] = {}
+        for r in range(max(repeats, slow_repeats)):
+            for name, fn in fns.items():
+                if r >= (slow_repeats if name in slow else repeats):
+                    continue
+                start = time.perf_counter()
+                last[name] = fn(enc, lengths)
+                samples[name].append(time.perf_counter() - start)
+    return ({n: statistics.median(s) for n, s in samples.items()}, {n: len(s) for n, s in samples.items()}, last)
+
+
+def agreement(ours: list, theirs: list) -> tuple[int, float, float, float]:
+    """Utterances whose best tokens are identical, max |score diff| there (float32 rounding when the
+    searches are the same), and the mean best score of ours / of NeMo's (higher = the search found a
+    likelier path under the same model)."""
+    same = [list(h.tokens) == nemo_tokens(n) for h, n in zip(ours, theirs)]
+    diff = max((abs(h.score - float(n.score)) for h, n, s in zip(ours, theirs, same) if s), default=float("nan"))
+    return (sum(same), diff, statistics.fmean(h.score for h in ours), statistics.fmean(float(n.score) for n in theirs))
+
+
+def unfinished_alsd(theirs: list, lengths: torch.Tensor) -> int:
+    """NeMo's per-utterance ``alsd`` returns its last beam when no hypothesis reached the last frame within
+    T + u_max steps; ``length`` is the alignment step i = t + u of the hypothesis."""
+    return sum(int(n.length) - len(nemo_tokens(n)) < int(t) - 1 for n, t in zip(theirs, lengths))
+
+
+def nemo_speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repeats: int,
+                    slow_repeats: int) -> list[list[object]]:
+    """Ours vs NeMo's batched and per-utterance beam searches, one interleaved group on one input."""
+    ours = our_decoders(model)
+    theirs = nemo_decoders(model)
+    fns = {name: fn for name, (_, fn) in {**ours, **theirs}.items()}
+    slow = {name for name in theirs if "per utt." in name}
+    times, runs, last = time_mixed(fns, enc, lengths, repeats, slow, slow_repeats)
+    base = times["ours greedy (label-looping)"]
+    ref = {method: last[name] for name, (method, _) in ours.items() if method}
+    ref_name = {method: name.removeprefix("ours ") for name, (method, _) in ours.items() if method}
+    rows = []
+    for name, t in times.items():
+        note = ""
+        if name in theirs:
+            method = theirs[name][0]
+            same, diff, s_ours, s_nemo = agreement(ref[method], last[name])
+            note = (f"best = ours {ref_name[method]} on {same}/{len(lengths)}; mean best score "
+                    f"ours {s_ours:.1f} / NeMo {s_nemo:.1f}")
+            if name.startswith("NeMo alsd"):
+                note += f"; {unfinished_alsd(last[name], lengths)} unfinished"
+        rows.append([label, int(enc.shape[0]), name, t * 1e3, t / base, runs[name], note])
+    print(rows, flush=True)
+    return rows
+
+
+def nemo_rows(frames: int, repeats: int, slow_repeats: int) -> list[list[object]]:
+    """Paper-sized RNN-T / TDT, random encoder output: batch 1 and 16."""
+    from nemo_models import with_blank_last
 
     rows = []
     for tdt in (False, True):
         model, _ = with_blank_last(make_paper_model(seed=0, tdt=tdt))
-        dec, joint = nemo_modules_from_lstm(model)
-        blank = model.blank_id
-
-        def nemo(search: str):
-            common = dict(blank_index=blank, beam_size=4, search_type=search, score_norm=False,
-                          max_symbols_per_step=MAX_SYMBOLS, allow_cuda_graphs=False)
-            if tdt:
-                return BeamBatchedTDTInfer(dec, joint, durations=list(model.durations), **common)
-            return BeamBatchedRNNTInfer(dec, joint, **common)
-
-        infers = {"NeMo malsd_batch beam 4": nemo("malsd_batch")}
-        if not tdt:
-            infers["NeMo maes_batch beam 4"] = nemo("maes_batch")
         for batch in (1, 16):
             enc, lengths = make_encoder_output(batch, frames, seed=7)
-            fns = {
-                "ours greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS),
-                "ours ALSD++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, max_symbols_per_frame=MAX_SYMBOLS),
-                "ours AES++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="aes",
-                                                         max_symbols_per_frame=MAX_SYMBOLS),
-            }
-            for name, inf in infers.items():
-                fns[name] = (lambda inf=inf: inf(encoder_output=enc.transpose(1, 2), encoded_lengths=lengths)[0])
-            with torch.inference_mode():
-                times = time_many(fns, repeats=repeats, warmup=1)
-                ours = fns["ours ALSD++ beam 4"]()
-                theirs = fns["NeMo malsd_batch beam 4"]()
-            same = sum(list(h.tokens) == [int(x) for x in torch.as_tensor(n.y_sequence).tolist()]
-                       for h, n in zip(ours, theirs))
-            dscore = max(abs(h.score - float(n.score)) for h, n in zip(ours, theirs))
-            base = times["ours greedy (label-looping)"]
-            for name, t in times.items():
-                note = f"best = ours ALSD++ on {same}/{batch}, max abs score diff {dscore:.3g}" if "malsd" in name else ""
-                rows.append([f"paper {'TDT' if tdt else 'RNN-T'}", batch, name, t * 1e3, t / base, note])
-            print(rows[-len(times):], flush=True)
+            rows += nemo_speed_rows(f"paper {'TDT' if tdt else 'RNN-T'}", model, enc, lengths, repeats, slow_repeats)
     return rows
 
 
-def nemo_agreement() -> list[list[object]]:
-    """Best hypotheses of ours vs NeMo's batched beam search on the bundled models (50 synthetic utterances)."""
-    from nemo_models import nemo_modules_from_lstm, with_blank_last
-    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer
-    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer
+def nemo_demo(repeats: int) -> tuple[list[list[object]], list[list[object]], list[list[object]]]:
+    """The bundled demo-rnnt / demo-tdt on the 50 synthetic test utterances: speed (the longest 1 and 16
+    utterances), best-hypothesis agreement (beam 1 batched, beam 4 all) and WER of every decoder."""
+    from nemo_models import with_blank_last
+    from asrdecode.evaluate import wer
 
-    rows = []
+    speed, agree, wers = [], [], []
     for name in ("demo-rnnt", "demo-tdt"):
-        demo, _, enc, el = demo_inputs(name)
+        demo, rows, enc, el = demo_inputs(name)
+        refs = [r["text"] for r in rows]
         model, _ = with_blank_last(demo.model)
-        dec, joint = nemo_modules_from_lstm(model)
-        searches = [("malsd_batch", "alsd")] + ([] if model.durations else [("maes_batch", "aes")])
-        for search, method in searches:
-            for beam in (1, 4):
-                common = dict(blank_index=model.blank_id, beam_size=beam, search_type=search, score_norm=False,
-                              max_symbols_per_step=MAX_SYMBOLS, allow_cuda_graphs=False)
-                if model.durations:
-                    inf = BeamBatchedTDTInfer(dec, joint, durations=list(model.durations), **common)
-                else:
-                    inf = BeamBatchedRNNTInfer(dec, joint, **common)
-                with torch.inference_mode():
-                    theirs = inf(encoder_output=enc.transpose(1, 2), encoded_lengths=el)[0]
-                    ours = beam_search(model, enc, el, beam=beam, method=method, max_symbols_per_frame=MAX_SYMBOLS)
-                same = sum(list(h.tokens) == [int(x) for x in n.y_sequence] for h, n in zip(ours, theirs))
-                diff = max(abs(h.score - float(n.score)) for h, n in zip(ours, theirs))
-                rows.append([name, beam, f"ours {method} vs NeMo {search}", f"{same}/{len(ours)}", diff])
-                print(rows[-1], flush=True)
-    return rows
+        assert model is demo.model  # the bundled models put blank last: token ids need no mapping
+        for batch in (1, 16):
+            idx = torch.argsort(el, descending=True)[:batch]
+            e, n = enc[idx, : int(el[idx].max())].contiguous(), el[idx]
+            speed += nemo_speed_rows(name, model, e, n, repeats, slow_repeats=repeats)
+        # all 50 utterances, once each
+        ours = our_decoders(model)
+        theirs = {**nemo_decoders(model, beam=1, per_utterance=False), **nemo_decoders(model)}
+        with torch.inference_mode():
+            out = {dname: fn(enc, el) for dname, (_, fn) in {**ours, **theirs}.items()}
+            ours1 = {m: beam_search(model, enc, el, beam=1, method=m, max_symbols_per_frame=MAX_SYMBOLS)
+                     for m in ("alsd", "aes")}
+        ref4 = {m: out[dname] for dname, (m, _) in ours.items() if m}
+        for dname, (method, _) in theirs.items():
+            beam = 1 if " beam 1" in dname else NEMO_BEAM
+            ref = ours1[method] if beam == 1 else ref4[method]
+            same, diff, s_ours, s_nemo = agreement(ref, out[dname])
+            note = f"{unfinished_alsd(out[dname], el)} unfinished" if dname.startswith("NeMo alsd") else ""
+            agree.append([name, beam, f"ours {'ALSD++' if method == 'alsd' else 'AES++'} vs {dname}",
+                          f"{same}/{len(el)}", diff, s_ours, s_nemo, note])
+            print(agree[-1], flush=True)
+        for dname, hyps in out.items():
+            if " beam 1" in dname:
+                continue
+            toks = [list(h.tokens) if dname.startswith("ours") else nemo_tokens(h) for h in hyps]
+            wers.append([name, dname, wer(refs, [demo.tokenizer.decode(t) for t in toks]), sum(map(len, toks))])
+            print(wers[-1], flush=True)
+    return speed, agree, wers
+
+
+def nemo_main(frames: int, repeats: int, slow_repeats: int) -> None:
+    start = time.perf_counter()
+    header = ["model", "batch", "decoder", "ms / batch", "x our greedy time", "timed runs", "outputs"]
+    paper = nemo_rows(frames, repeats, slow_repeats)
+    speed, agree, wers = nemo_demo(repeats)
+    print(markdown_table(header, paper))
+    print(markdown_table(header, speed))
+    print(markdown_table(["model", "beam", "search", "same best tokens", "max abs score diff (same tokens)",
+                          "mean best score ours", "mean best score NeMo", "notes"], agree))
+    print(markdown_table(["model", "decoder", "WER synth_test50", "labels"], wers))
+    print(f"total {time.perf_counter() - start:.0f} s")
 
 
 WIND_WINDOW = 8
@@ -336,6 +460,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-wer", action="store_true")
+    ap.add_argument("--slow-repeats", type=int, default=1,
+                    help="--nemo: timed runs of NeMo's per-utterance searches on the paper model")
     ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
     ap.add_argument("--wind", action="store_true", help="only WIND beam vs ALSD++ (beams 2, 4, 8)")
@@ -349,9 +475,7 @@ def main() -> None:
         wind_main(args.frames, args.repeats)
         return
     if args.nemo:
-        rows = nemo_rows(args.frames, args.repeats)
-        print(markdown_table(["model", "batch", "decoder", "ms / batch", "x our greedy time", "outputs"], rows))
-        print(markdown_table(["model", "beam", "search", "same best tokens", "max abs score diff"], nemo_agreement()))
+        nemo_main(args.frames, args.repeats, args.slow_repeats)
         return
     rows: list[list[object]] = []
     for tdt in (False, True):
