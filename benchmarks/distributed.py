@@ -146,8 +146,8 @@ torch {torch.__version__}, ray {ray.__version__}). Corpus: the {len(entries)} bu
   gets less than a core, so this sum grows with the actor count; the end-to-end column is what
   parallelism buys.
 * The box is shared: its 1-minute load average was {", ".join(f"{x:.1f}" for x in load)} (before the
-  first repeat, then after each), i.e. other jobs competed for the 2 cores during the run; the
-  spread of the *every repeat* column is the noise this causes.
+  first repeat, then after each; above 2, other jobs competed for the 2 cores); the spread of the
+  *every repeat* column is the noise this causes.
 {verdict}
 * Per-actor start-up (a Python process, torch import and model load: several seconds) is large next
   to a {audio:.0f} s corpus; Ray is meant for corpora many times this size on more cores or nodes.
