@@ -14,7 +14,8 @@ from asrdecode.transducer import beam as beam_mod
 from asrdecode.transducer.beam import beam_search
 from asrdecode.transducer.reference_beam import reference_beam_search
 
-from transducer_models import FUSION_BLANK, FUSION_V, TINY_ARPA, random_model, tiny_boosting_tree, tiny_lm
+from transducer_models import (FUSION_BLANK, FUSION_V, TINY_ARPA, hyp_key, random_encoder, random_model,
+                               tiny_boosting_tree, tiny_lm)
 
 V, BLANK = FUSION_V, FUSION_BLANK
 TDT = [0, 1, 2]
@@ -30,12 +31,8 @@ def tree():
     return tiny_boosting_tree()
 
 
-def _enc(seed: int, B: int, T: int) -> torch.Tensor:
-    return torch.randn(B, T, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-
-
-def _key(hyps, digits: int = 8):
-    return [(h.tokens, h.timestamps, h.durations, round(h.score, digits)) for h in hyps]
+_enc = random_encoder
+_key = hyp_key
 
 
 # -- beam = 1 is greedy --------------------------------------------------------------------------

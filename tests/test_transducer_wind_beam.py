@@ -15,7 +15,7 @@ from asrdecode.transducer import greedy
 from asrdecode.transducer.beam import beam_search
 from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
 
-from transducer_models import FUSION_BLANK, FUSION_V, random_model, tiny_boosting_tree, tiny_lm
+from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_boosting_tree, tiny_lm
 
 V, BLANK = FUSION_V, FUSION_BLANK
 
@@ -30,12 +30,8 @@ def tree():
     return tiny_boosting_tree()
 
 
-def _enc(seed: int, B: int, T: int) -> torch.Tensor:
-    return torch.randn(B, T, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-
-
-def _key(hyps, digits: int = 8):
-    return [(h.tokens, h.timestamps, h.durations, round(h.score, digits)) for h in hyps]
+_enc = random_encoder
+_key = hyp_key
 
 
 @pytest.mark.parametrize("window", [1, 2, 3, 8])

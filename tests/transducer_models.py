@@ -51,3 +51,13 @@ def random_model(
         m.joint_out.weight.mul_(2.0)
         m.joint_out.bias[blank] += blank_bias
     return m
+
+
+def random_encoder(seed: int, B: int, T: int, D: int = 5) -> torch.Tensor:
+    """Encoder output ``[B, T, D]`` in float64 (``D`` = ``random_model``'s default ``enc_dim``)."""
+    return torch.randn(B, T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def hyp_key(hyps, digits: int = 8) -> list:
+    """What must agree between two decoders: tokens, timestamps, durations, rounded score."""
+    return [(h.tokens, h.timestamps, h.durations, round(h.score, digits)) for h in hyps]
