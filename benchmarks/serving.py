@@ -85,7 +85,7 @@ def memoise_front_end(decoder, clips, chunk_samples: int) -> int:
 
     def key(window):
         a = window.audio.numpy()
-        return hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest(), window.context, window.phones, window.keep
+        return hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest(), window.context, window.features, window.keep
 
     waves = [decode_chunk(encode_chunk(c.audio), "s16le", Limits(max_chunk_seconds=600)) for c in clips]
     tag = hashlib.blake2b(digest_size=8)

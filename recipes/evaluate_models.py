@@ -50,7 +50,7 @@ def manifest(path: Path) -> list[dict]:
 
 
 def features(demo, rows: list[dict], cache_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    key = hashlib.sha1("|".join(r["path"] for r in rows).encode()).hexdigest()[:16]
+    key = hashlib.sha1(("|".join(r["path"] for r in rows) + f"|{demo.frontend}").encode()).hexdigest()[:16]
     cache = cache_dir / f"{key}.pt"
     if cache.exists():
         d = torch.load(cache)

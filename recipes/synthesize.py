@@ -52,6 +52,19 @@ TRAIN_VOICES = [
     ("flite", "rms"),
     ("flite", "kal"),
 ]
+# The "wide" training set (``--voices wide``): every espeak-ng English accent except the two test
+# accents, crossed with espeak-ng voice variants except the two test variants (f4, m7), plus
+# the four training flite voices with a random f0 target. A voice is drawn per utterance.
+WIDE_ESPEAK_ACCENTS = ["en-us", "en-gb", "en-gb-x-rp", "en-029", "en-gb-scotland", "en-gb-x-gbclan"]
+WIDE_ESPEAK_VARIANTS = [
+    "m1", "m2", "m3", "m4", "m5", "m6", "m8", "f1", "f2", "f3", "f5", "Alex", "Andy", "Annie", "adam",
+    "aunty", "benjamin", "boris", "caleb", "david", "ed", "edward", "iven", "john", "linda", "max",
+    "michel", "norbert", "paul", "quincy", "rob", "robert", "steph", "travis", "zac", "klatt", "klatt2",
+    "klatt3", "klatt4", "croak", "grandpa", "grandma", "shelby", "victor",
+]
+WIDE_FLITE = ["kal16", "slt", "rms", "kal"]
+WIDE_FLITE_SHARE = 0.35
+
 TEST_VOICES = [
     ("espeak", "en-us-nyc+f4"),
     ("espeak", "en-gb-x-gbcwmd+m7"),
@@ -79,7 +92,7 @@ def write_wav(path: Path, x: np.ndarray) -> None:
         f.writeframes(pcm.tobytes())
 
 
-def tts(engine: str, voice: str, text: str, rng: random.Random, tmp: str) -> np.ndarray:
+def tts(engine: str, voice: str, text: str, rng: random.Random, tmp: str, wide: bool = False) -> np.ndarray:
     """Render ``text`` with one voice -> 16 kHz float waveform."""
     out = os.path.join(tmp, "tts.wav")
     if engine == "espeak":
@@ -88,6 +101,8 @@ def tts(engine: str, voice: str, text: str, rng: random.Random, tmp: str) -> np.
     else:
         stretch = rng.uniform(0.85, 1.15)
         cmd = ["flite", "-voice", voice, "--setf", f"duration_stretch={stretch:.3f}", "-t", text, "-o", out]
+        if wide:
+            cmd[3:3] = ["--setf", f"int_f0_target_mean={rng.randint(80, 230)}"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     x, sr = read_wav(out)
     if sr != SR:
@@ -96,8 +111,21 @@ def tts(engine: str, voice: str, text: str, rng: random.Random, tmp: str) -> np.
     return x
 
 
-def augment(x: np.ndarray, rng: random.Random) -> np.ndarray:
+def random_eq(x: np.ndarray, rng: random.Random) -> np.ndarray:
+    """A random spectral tilt plus one random peak/notch (a few dB), to vary the channel."""
+    spec = np.fft.rfft(x)
+    f = np.fft.rfftfreq(len(x), 1.0 / SR)
+    octaves = np.log2(np.maximum(f, 50.0) / 1000.0)
+    gain_db = rng.uniform(-3.0, 3.0) * octaves
+    centre, width, peak = rng.uniform(300, 5000), rng.uniform(0.3, 1.5), rng.uniform(-8.0, 8.0)
+    gain_db += peak * np.exp(-0.5 * (np.log2(np.maximum(f, 1.0) / centre) / width) ** 2)
+    return np.fft.irfft(spec * 10 ** (gain_db / 20), n=len(x)).astype(np.float32)
+
+
+def augment(x: np.ndarray, rng: random.Random, wide: bool = False) -> np.ndarray:
     nrng = np.random.default_rng(rng.randrange(2**31))
+    if wide:
+        x = random_eq(x, rng)
     # trim long silences a little and add random leading/trailing pause
     x = np.concatenate([np.zeros(int(SR * rng.uniform(0.05, 0.3)), np.float32), x,
                         np.zeros(int(SR * rng.uniform(0.05, 0.3)), np.float32)])
@@ -117,11 +145,20 @@ def augment(x: np.ndarray, rng: random.Random) -> np.ndarray:
     return np.clip(x, -1.0, 1.0)
 
 
-def _work(job: tuple[int, str, str, str, str, int]) -> dict:
-    idx, engine, voice, text, out_dir, seed = job
+def wide_voice(rng: random.Random) -> tuple[str, str]:
+    """One voice of the wide training set (see ``WIDE_*``)."""
+    if rng.random() < WIDE_FLITE_SHARE:
+        return "flite", rng.choice(WIDE_FLITE)
+    return "espeak", f"{rng.choice(WIDE_ESPEAK_ACCENTS)}+{rng.choice(WIDE_ESPEAK_VARIANTS)}"
+
+
+def _work(job: tuple[int, str, str, str, str, int, bool]) -> dict:
+    idx, engine, voice, text, out_dir, seed, wide = job
     rng = random.Random(seed)
+    if wide:
+        engine, voice = wide_voice(rng)
     with tempfile.TemporaryDirectory() as tmp:
-        x = augment(tts(engine, voice, text, rng, tmp), rng)
+        x = augment(tts(engine, voice, text, rng, tmp, wide), rng, wide)
     name = f"{idx:06d}.wav"
     write_wav(Path(out_dir) / name, x)
     return {"audio_filepath": name, "duration": round(len(x) / SR, 3), "text": text, "voice": f"{engine}:{voice}"}
@@ -136,6 +173,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-words", type=int, default=14)
+    ap.add_argument("--voices", choices=["base", "wide"], default="base",
+                    help="train split: the 12 fixed voices in turn (base), or a random voice per utterance "
+                         "from many espeak-ng accent x variant pairs and flite with random f0, plus random EQ (wide)")
     args = ap.parse_args()
     t0 = time.time()
     src = Path(args.text_dir) / ("train.txt" if args.split == "train" else "heldout.txt")
@@ -145,7 +185,8 @@ def main() -> None:
     voices = TRAIN_VOICES if args.split == "train" else TEST_VOICES
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(i, *voices[i % len(voices)], s, str(out), rng.randrange(2**31)) for i, s in enumerate(chosen)]
+    wide = args.split == "train" and args.voices == "wide"
+    jobs = [(i, *voices[i % len(voices)], s, str(out), rng.randrange(2**31), wide) for i, s in enumerate(chosen)]
     with Pool(args.jobs) as pool:
         rows = pool.map(_work, jobs, chunksize=16)
     with open(out / "manifest.jsonl", "w") as f:

@@ -57,12 +57,31 @@ def batches(lengths: list[int], max_frames: int, rng: random.Random) -> list[lis
     return out
 
 
+def spec_augment(a: torch.Tensor, rng: random.Random) -> torch.Tensor:
+    """SpecAugment on one log-mel ``[T10, 80]``: 2 frequency masks (<= 12 bins), 2 time masks
+    (<= 30 frames, <= 10% of the utterance each); masked cells get the utterance's bin means."""
+    a = a.clone()
+    fill = a.mean(0)
+    for _ in range(2):
+        w = rng.randint(0, 12)
+        s = rng.randint(0, a.shape[1] - w)
+        a[:, s : s + w] = fill[s : s + w]
+    for _ in range(2):
+        w = rng.randint(0, min(30, a.shape[0] // 10))
+        s = rng.randint(0, max(0, a.shape[0] - w))
+        a[s : s + w] = fill
+    return a
+
+
 def collate(feats: list[torch.Tensor], ids: list[list[int]], idx: list[int], train: bool, rng: random.Random):
     f = [feats[i].float() for i in idx]
     lens = torch.tensor([x.shape[0] for x in f])
     x = torch.zeros(len(f), int(lens.max()), f[0].shape[1])
+    logmel = f[0].shape[1] == 80
     for j, a in enumerate(f):
-        if train:
+        if train and logmel:
+            a = spec_augment(a, rng)
+        elif train:
             a = a.clone()
             # time masks (SpecAugment-like): replace a few short spans by "blank/silence"
             for _ in range(2):
@@ -136,7 +155,10 @@ def evaluate(kind, model, feats, texts, tok, bs=32) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kind", choices=["ctc", "rnnt", "tdt"], required=True)
-    ap.add_argument("--data", default="work/synth/train/features.pt")
+    ap.add_argument("--frontend", choices=["logmel", "hama"], default="logmel")
+    ap.add_argument("--data", nargs="+", default=None,
+                    help="feature files (recipes/features.py); default work/synth/train/logmel.pt or features.pt")
+    ap.add_argument("--test", default=None, help="also log the greedy WER on this feature file (not used to choose)")
     ap.add_argument("--tokenizer", default="src/asrdecode/models/assets/tokenizer.model")
     ap.add_argument("--out", required=True)
     ap.add_argument("--encoder", default="src/asrdecode/models/assets/encoder.pt",
@@ -144,13 +166,20 @@ def main() -> None:
     ap.add_argument("--curve-dir", default="recipes/results", help="where <name>.curve.tsv goes")
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--max-frames", type=int, default=6000, help="padded 20 ms frames per batch")
+    ap.add_argument("--max-frames", type=int, default=None,
+                    help="padded feature frames per batch (default 12000 log-mel / 6000 hama frames: ~2 min of audio)")
     ap.add_argument("--dev", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true", help="start from the checkpoint at --out")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--durations", default="0,1,2,3,4")
+    ap.add_argument("--train-encoder", action="store_true",
+                    help="RNN-T/TDT: start from --encoder (or, with --init, a transducer) and train it too; "
+                         "the model file then carries its own encoder")
+    ap.add_argument("--init", default=None,
+                    help="RNN-T/TDT with --train-encoder: start from this transducer checkpoint (.pt with its "
+                         "own encoder); TDT from an RNN-T: the duration outputs start fresh")
     ap.add_argument("--simulate", type=int, default=0,
                     help="simulated batches (recipes/phone_sim.py) per real batch; 0: real features only")
     ap.add_argument("--sim-text", default="work/text/train.txt")
@@ -163,20 +192,47 @@ def main() -> None:
     rng = random.Random(args.seed)
 
     tok = SentencePieceTokenizer(args.tokenizer)
-    data = torch.load(args.data)
-    feats, texts = data["feats"], data["text"]
+    if args.data is None:
+        args.data = ["work/synth/train/" + ("logmel.pt" if args.frontend == "logmel" else "features.pt")]
+    if args.max_frames is None:
+        args.max_frames = 12000 if args.frontend == "logmel" else 6000
+    feats, texts = [], []
+    for path in args.data:
+        data = torch.load(path)
+        feats += data["feats"]
+        texts += data["text"]
     ids = [tok.encode(t) for t in texts]
     n_dev = args.dev
     tr_feats, tr_ids = feats[:-n_dev], ids[:-n_dev]
     dev_feats, dev_texts = feats[-n_dev:], texts[-n_dev:]
     durations = [int(d) for d in args.durations.split(",")] if args.kind == "tdt" else None
-    model = build_model(args.kind, tok.vocab_size, tok.blank_id, durations)
-    if args.resume:
+    model = build_model(args.kind, tok.vocab_size, tok.blank_id, durations, args.frontend)
+    test = None
+    if args.test:
+        td = torch.load(args.test)
+        test = (td["feats"], td["text"])
+    if args.resume and not (args.kind != "ctc" and args.train_encoder):
         # continue a run: encoder.pt + this model's head from --out (both written by an earlier run)
         model.encoder.load_state_dict(load_encoder_state(Path(args.out).parent / "encoder.pt"))
         head = torch.load(args.out + ".pt")["state_dict"]
         model.load_state_dict({k: v.float() for k, v in head.items()}, strict=False)
-    frozen = args.kind != "ctc"
+    frozen = args.kind != "ctc" and not args.train_encoder
+    own = args.kind != "ctc" and args.train_encoder
+    if own and not args.resume:
+        if args.init:
+            init = {k: v.float() for k, v in torch.load(args.init)["state_dict"].items()}
+            cur = model.state_dict()
+            fit = {k: v for k, v in init.items() if k in cur and cur[k].shape == v.shape}
+            for k, v in init.items():  # a TDT joint from an RNN-T joint: copy the token rows
+                if k in cur and k not in fit and v.dim() >= 1 and v.shape[1:] == cur[k].shape[1:]:
+                    fit[k] = cur[k].clone()
+                    fit[k][: v.shape[0]] = v
+            model.load_state_dict(fit, strict=False)
+            print(f"initialised {len(fit)}/{len(cur)} tensors from {args.init}", flush=True)
+        else:
+            model.encoder.load_state_dict(load_encoder_state(args.encoder))
+    if own and args.resume:
+        model.load_state_dict({k: v.float() for k, v in torch.load(args.out + ".pt")["state_dict"].items()})
     if frozen:
         # RNN-T / TDT: on top of the trained CTC encoder, frozen (all three models share it)
         model.encoder.load_state_dict(load_encoder_state(args.encoder))
@@ -192,7 +248,7 @@ def main() -> None:
     if args.resume:
         curve.write("# resumed from the best checkpoint above (step and seconds restart at 0)\n")
     else:
-        curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer\n")
+        curve.write("step\tseconds\tepoch\ttrain_loss\tdev_wer" + ("\ttest_wer" if args.test else "") + "\n")
     sim = None
     if args.simulate:
         sim = SimulatedBatches(args.sim_text, args.sim_lexicon, args.sim_stats, tok, 16, args.sim_error_scale, args.seed)
@@ -246,17 +302,19 @@ def main() -> None:
             run_loss = v if run_loss is None else 0.95 * run_loss + 0.05 * v
             if step % args.eval_every == 0:
                 w = evaluate(args.kind, model, dev_feats, dev_texts, tok)
-                curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}\n")
+                tw = "" if test is None else f"\t{evaluate(args.kind, model, test[0], test[1], tok):.4f}"
+                curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}{tw}\n")
                 curve.flush()
-                print(f"step {step} {time.time() - t0:.0f}s epoch {epoch} loss {run_loss:.3f} dev WER {w:.3f}", flush=True)
+                print(f"step {step} {time.time() - t0:.0f}s epoch {epoch} loss {run_loss:.3f} dev WER {w:.3f}"
+                      + (f" test WER {tw.strip()}" if tw else ""), flush=True)
                 if w < best:
                     best = w
-                    save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
+                    save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations, own)
     w = evaluate(args.kind, model, dev_feats, dev_texts, tok)
     curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}\n")
     print(f"final step {step} dev WER {w:.3f} (best {min(best, w):.3f})", flush=True)
     if w <= best:
-        save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
+        save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations, own)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=8)
     ap.add_argument("--dev", type=int, default=150)
     ap.add_argument("--model", default="demo-ctc")
-    ap.add_argument("--data", default="work/synth/train/features.pt")
+    ap.add_argument("--data", default="work/synth/train/logmel.pt",
+                    help="features of the model's front end (recipes/features.py)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     demo = load(args.model)

@@ -22,14 +22,15 @@ from ..audio import pad_batch
 from ..errors import DecodingInputError, FileFormatError
 from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
-from .frontend import PHONE_DIM, HamaFrontEnd, PhoneEncoder
+from .frontend import HamaFrontEnd, LogMelFrontEnd, MelEncoder, PhoneEncoder
 
 __all__ = ["DemoModel", "CTCModel", "DemoNet", "load", "available", "build_model", "save_checkpoint",
-           "load_encoder_state", "ASSETS"]
+           "load_encoder_state", "encoder_frontend", "ASSETS"]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 _NAMES = {"demo-ctc": "ctc", "demo-rnnt": "rnnt", "demo-tdt": "tdt"}
 FRAME_SECONDS = 0.08
+FRONTENDS = ("logmel", "hama")
 PRED_DIM = 256
 JOINT_DIM = 256
 
@@ -37,14 +38,18 @@ JOINT_DIM = 256
 class DemoNet(nn.Module):
     """Encoder plus either a CTC head (``kind="ctc"``) or an LSTM transducer (``"rnnt"``/``"tdt"``)."""
 
-    def __init__(self, kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None) -> None:
+    def __init__(self, kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None,
+                 frontend: str = "logmel") -> None:
         super().__init__()
         if kind not in ("ctc", "rnnt", "tdt"):
             raise DecodingInputError(f"kind must be 'ctc', 'rnnt' or 'tdt', got {kind!r}")
+        if frontend not in FRONTENDS:
+            raise DecodingInputError(f"frontend must be one of {sorted(FRONTENDS)}, got {frontend!r}")
         self.kind = kind
+        self.frontend = frontend
         self.blank_id = int(blank_id)
         self.vocab_size = int(vocab_size)
-        self.encoder = PhoneEncoder()
+        self.encoder = MelEncoder() if frontend == "logmel" else PhoneEncoder()
         if kind == "ctc":
             self.ctc_head = nn.Linear(self.encoder.out_dim, vocab_size)
         else:
@@ -54,26 +59,29 @@ class DemoNet(nn.Module):
             )
 
 
-def build_model(kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None) -> DemoNet:
+def build_model(kind: str, vocab_size: int, blank_id: int, durations: Sequence[int] | None = None,
+                frontend: str = "logmel") -> DemoNet:
     """A freshly initialised :class:`DemoNet` (used by ``recipes/train.py``)."""
-    return DemoNet(kind, vocab_size, blank_id, durations)
+    return DemoNet(kind, vocab_size, blank_id, durations, frontend)
 
 
 def save_checkpoint(model: DemoNet, kind: str, path: str | Path, vocab_size: int, blank_id: int,
-                    durations: Sequence[int] | None) -> None:
-    """Write the head of ``model`` (everything but the shared encoder) as fp16 to ``path``.
+                    durations: Sequence[int] | None, own_encoder: bool = False) -> None:
+    """Write ``model`` as fp16 to ``path``.
 
-    For ``kind="ctc"`` the encoder is written too, to ``encoder.pt`` next to ``path``: the RNN-T
-    and TDT models are trained on top of this frozen encoder, so all three share its weights.
+    By default the file holds everything but the encoder, and for ``kind="ctc"`` the encoder is
+    written to ``encoder.pt`` next to ``path``: models trained on top of that frozen encoder share
+    its weights. With ``own_encoder`` (a transducer trained end to end) the file holds the whole
+    model, encoder included, and ``encoder.pt`` is left alone.
     """
     path = Path(path)
     state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()
-             if not k.startswith("encoder.")}
-    torch.save({"kind": kind, "vocab_size": vocab_size, "blank_id": blank_id,
+             if own_encoder or not k.startswith("encoder.")}
+    torch.save({"kind": kind, "vocab_size": vocab_size, "blank_id": blank_id, "frontend": model.frontend,
                 "durations": None if durations is None else list(durations), "state_dict": state}, str(path))
-    if kind == "ctc":
+    if kind == "ctc" and not own_encoder:
         enc = {k: v.half() if v.is_floating_point() else v for k, v in model.encoder.state_dict().items()}
-        torch.save({"kind": "encoder", "state_dict": enc}, str(path.parent / "encoder.pt"))
+        torch.save({"kind": "encoder", "frontend": model.frontend, "state_dict": enc}, str(path.parent / "encoder.pt"))
 
 
 def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
@@ -82,6 +90,17 @@ def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
     if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
         raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
     return {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+
+
+def encoder_frontend(path: str | Path) -> str:
+    """The front end (``"logmel"`` / ``"hama"``) the encoder in ``encoder.pt`` was trained on."""
+    ckpt = torch.load(str(path), map_location="cpu")
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
+        raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
+    frontend = ckpt.get("frontend", "hama")  # encoders saved before the log-mel front end: hama
+    if frontend not in FRONTENDS:
+        raise FileFormatError(path, None, f"unknown front end {frontend!r}")
+    return frontend
 
 
 class CTCModel(nn.Module):
@@ -117,43 +136,62 @@ class DemoModel:
         model: a :class:`CTCModel` (``log_probs(audio)``) or an
             :class:`~asrdecode.transducer.LSTMTransducer` (the TransducerModel protocol).
         tokenizer: the :class:`~asrdecode.tokenizers.SentencePieceTokenizer` (blank id = ``blank_id``).
-        encoder: the trained :class:`PhoneEncoder` (used by :meth:`encode`).
+        encoder: the trained encoder (:class:`MelEncoder`, or :class:`PhoneEncoder` for a
+            ``"hama"`` model), used by :meth:`encode`.
         frame_seconds: duration of one encoder frame (0.08 s).
+        frontend: ``"logmel"`` (80 log-mel energies every 10 ms) or ``"hama"`` (hama's 191 phone
+            log-probs every 20 ms): what :meth:`features` computes.
     """
 
     name: str
     kind: str
     model: nn.Module
     tokenizer: SentencePieceTokenizer
-    encoder: PhoneEncoder
+    encoder: nn.Module
     frame_seconds: float = FRAME_SECONDS
-    _front: HamaFrontEnd | None = field(default=None, repr=False)
+    frontend: str = "logmel"
+    _front: LogMelFrontEnd | HamaFrontEnd | None = field(default=None, repr=False)
+
+    @property
+    def feature_dim(self) -> int:
+        """Width ``F`` of :meth:`features` (80 log-mel bins or 191 phone log-probs)."""
+        return int(self.encoder.feature_dim)
+
+    @property
+    def feature_frames_per_frame(self) -> int:
+        """Feature frames per 80 ms encoder frame (8 log-mel frames of 10 ms, 4 hama frames of 20 ms)."""
+        return int(self.encoder.feature_frames_per_frame)
 
     @property
     def blank_id(self) -> int:
         return int(self.model.blank_id)
 
     def features(self, audio, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Audio -> padded phone log-probs ``[B, T20, 191]`` and their lengths ``[B]`` (20 ms frames).
+        """Audio -> padded features ``[B, Tf, F]`` and their lengths ``[B]``.
 
-        ``audio`` is a list of 1-D waveforms (tensors or numpy arrays, 16 kHz, float in [-1, 1]),
-        a single 1-D waveform, or a padded ``[B, N]`` tensor with ``lengths [B]`` in samples.
+        ``F``/frame: 80 log-mel energies every 10 ms (``frontend="logmel"``) or 191 hama phone
+        log-probs every 20 ms (``"hama"``). ``audio`` is a list of 1-D waveforms (tensors or numpy
+        arrays, 16 kHz, float in [-1, 1]), a single 1-D waveform, or a padded ``[B, N]`` tensor with
+        ``lengths [B]`` in samples.
         """
         waves = _as_wave_list(audio, lengths)
         if self._front is None:
-            self._front = HamaFrontEnd()
-        feats = [self._front.phone_log_probs(w) for w in waves]
+            self._front = LogMelFrontEnd() if self.frontend == "logmel" else HamaFrontEnd()
+        if isinstance(self._front, LogMelFrontEnd):
+            feats = [self._front.log_mel(w) for w in waves]
+        else:
+            feats = [self._front.phone_log_probs(w) for w in waves]
         flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.zeros(len(feats), max(1, int(flen.max())), PHONE_DIM)
+        x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
         for i, f in enumerate(feats):
             x[i, : f.shape[0]] = f
         return x, flen
 
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Phone log-probs ``[B, T20, 191]`` + lengths -> encoder output ``[B, T, D]`` + lengths ``[B]``."""
-        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != PHONE_DIM:
-            raise DecodingInputError(f"feats must be a float tensor [B, T20, {PHONE_DIM}]")
+        """Features ``[B, Tf, F]`` (see :meth:`features`) + lengths -> encoder output ``[B, T, D]`` + lengths ``[B]``."""
+        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
+            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
         self.encoder.eval()
         enc, out_len = self.encoder(feats.float(), lengths.long())
         return enc, out_len
@@ -211,8 +249,8 @@ def available() -> list[str]:
 def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     """Load a bundled demo model: ``"demo-ctc"``, ``"demo-rnnt"`` or ``"demo-tdt"``.
 
-    Weights are stored as fp16 and loaded as float32. Needs the ``hama`` and ``sentencepiece``
-    packages (the front end and the tokenizer).
+    Weights are stored as fp16 and loaded as float32. Needs the ``sentencepiece`` package (and
+    ``hama`` for a model whose encoder was trained on hama's phone posteriors).
     """
     if name not in _NAMES:
         raise DecodingInputError(f"name must be one of {available()}, got {name!r}")
@@ -225,13 +263,20 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
     if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:
         raise FileFormatError(path, None, "tokenizer and model vocabularies differ")
-    net = DemoNet(ckpt["kind"], ckpt["vocab_size"], ckpt["blank_id"], ckpt["durations"])
-    head = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
-    net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
-    missing, unexpected = net.load_state_dict(head, strict=False)
-    if unexpected or any(not k.startswith("encoder.") for k in missing):
+    weights = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+    own_encoder = any(k.startswith("encoder.") for k in weights)
+    # a model trained end to end carries its encoder; the others share encoder.pt
+    frontend = ckpt.get("frontend", "hama") if own_encoder else encoder_frontend(ASSETS / "encoder.pt")
+    if frontend not in FRONTENDS:
+        raise FileFormatError(path, None, f"unknown front end {frontend!r}")
+    net = DemoNet(ckpt["kind"], ckpt["vocab_size"], ckpt["blank_id"], ckpt["durations"], frontend)
+    if not own_encoder:
+        net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
+    missing, unexpected = net.load_state_dict(weights, strict=False)
+    if unexpected or any(own_encoder or not k.startswith("encoder.") for k in missing):
         raise FileFormatError(path, None, f"weights do not fit the model (missing {missing}, unexpected {unexpected})")
     net.eval().to(device)
-    demo = DemoModel(name=name, kind=ckpt["kind"], model=nn.Identity(), tokenizer=tok, encoder=net.encoder)
+    demo = DemoModel(name=name, kind=ckpt["kind"], model=nn.Identity(), tokenizer=tok, encoder=net.encoder,
+                     frontend=frontend)
     demo.model = CTCModel(net, demo).eval() if ckpt["kind"] == "ctc" else net.transducer.eval()
     return demo

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..errors import DecodingInputError
 
-__all__ = ["HamaFrontEnd", "PhoneEncoder", "PHONE_DIM", "STACK"]
+__all__ = ["HamaFrontEnd", "PhoneEncoder", "PHONE_DIM", "STACK", "LogMelFrontEnd", "MelEncoder", "MEL_DIM"]
 
 PHONE_DIM = 191
 STACK = 4
@@ -50,6 +50,9 @@ class PhoneEncoder(nn.Module):
     ``D = 2 * hidden``.
     """
 
+    feature_dim = PHONE_DIM
+    feature_frames_per_frame = STACK
+
     def __init__(self, hidden: int = 192, proj: int = 256, layers: int = 2, dropout: float = 0.1) -> None:
         super().__init__()
         self.inp = nn.Linear(PHONE_DIM * STACK, proj)
@@ -83,3 +86,110 @@ class PhoneEncoder(nn.Module):
         y, _ = self.lstm(packed)
         y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
         return self.drop(y), out_len
+
+
+# -- log-mel front end + convolutional BiLSTM encoder --------------------------------------------
+
+MEL_DIM = 80
+MEL_HOP = 160  # 10 ms at 16 kHz
+MEL_WINDOW = 400  # 25 ms
+MEL_STACK = 8  # 10 ms feature frames per 80 ms encoder frame
+
+
+def _mel_filterbank(n_fft: int, n_mels: int, sample_rate: int, f_min: float = 20.0, f_max: float = 7600.0) -> torch.Tensor:
+    """Triangular filters on the HTK mel scale: ``[n_fft // 2 + 1, n_mels]``."""
+    def mel(f: torch.Tensor) -> torch.Tensor:
+        return 2595.0 * torch.log10(1.0 + f / 700.0)
+
+    def hz(m: torch.Tensor) -> torch.Tensor:
+        return 700.0 * (10.0 ** (m / 2595.0) - 1.0)
+
+    freqs = torch.linspace(0.0, sample_rate / 2, n_fft // 2 + 1, dtype=torch.float64)
+    edges = hz(torch.linspace(float(mel(torch.tensor(f_min))), float(mel(torch.tensor(f_max))), n_mels + 2,
+                              dtype=torch.float64))
+    lo, mid, hi = edges[:-2], edges[1:-1], edges[2:]
+    f = freqs.unsqueeze(1)
+    up = (f - lo) / (mid - lo)
+    down = (hi - f) / (hi - mid)
+    return torch.clamp(torch.minimum(up, down), min=0.0).to(torch.float32)
+
+
+class LogMelFrontEnd:
+    """Audio ``[N]`` (16 kHz) -> log-mel energies ``[T10, 80]`` (25 ms Hann window, 10 ms hop).
+
+    ``T10 = 1 + (N - 400) // 160`` frames (0 when ``N < 400``); frame ``t`` covers samples
+    ``[160 t, 160 t + 400)``, so encoder frame ``j`` (80 ms) starts at sample ``1280 j``. Pure
+    torch (no torchaudio). Not normalised: :class:`MelEncoder` normalises per utterance.
+    """
+
+    def __init__(self) -> None:
+        self._window = torch.hann_window(MEL_WINDOW, periodic=True)
+        self._fbank = _mel_filterbank(512, MEL_DIM, 16000)
+
+    def log_mel(self, audio: torch.Tensor) -> torch.Tensor:
+        """``audio [N]`` float in [-1, 1] at 16 kHz -> ``[T10, 80]`` float32."""
+        if not isinstance(audio, torch.Tensor) or audio.dim() != 1:
+            raise DecodingInputError("audio must be a 1-D float tensor [N] sampled at 16 kHz")
+        if audio.numel() < MEL_WINDOW:
+            return torch.zeros(0, MEL_DIM)
+        x = audio.detach().to(torch.float32).cpu()
+        frames = x.unfold(0, MEL_WINDOW, MEL_HOP)  # [T10, 400]
+        frames = frames - frames.mean(dim=1, keepdim=True)
+        spec = torch.fft.rfft(frames * self._window, n=512).abs().pow(2)  # [T10, 257]
+        return torch.log(spec @ self._fbank + 1e-6)
+
+
+class MelEncoder(nn.Module):
+    """Log-mel ``[B, T10, 80]`` -> encoder output ``[B, ceil(T10 / 8), D]`` (80 ms frames).
+
+    Per-utterance mean / variance normalisation over the valid frames, three stride-2 1-D
+    convolutions (kernel 5, ``conv`` channels, GELU; padded frames are zeroed after each, so the
+    output does not depend on the batch's padding), layer norm, then a ``layers``-layer BiLSTM of ``hidden``
+    units per direction; ``D = 2 * hidden``.
+    """
+
+    feature_dim = MEL_DIM
+    feature_frames_per_frame = MEL_STACK
+
+    def __init__(self, hidden: int = 192, conv: int = 256, layers: int = 2, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv1d(MEL_DIM if i == 0 else conv, conv, 5, stride=2, padding=2)
+                                    for i in range(3)])
+        self.norm = nn.LayerNorm(conv)
+        self.lstm = nn.LSTM(conv, hidden, num_layers=layers, batch_first=True, bidirectional=True,
+                            dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.out_dim = 2 * hidden
+
+    @staticmethod
+    def out_lengths(lengths: torch.Tensor) -> torch.Tensor:
+        """Frame counts after the three stride-2 convolutions: ``ceil(lengths / 8)``."""
+        for _ in range(3):
+            lengths = torch.div(lengths + 1, 2, rounding_mode="floor")
+        return lengths
+
+    @staticmethod
+    def normalise(feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Per-utterance, per-bin mean / variance normalisation over the valid frames; padding -> 0."""
+        valid = (torch.arange(feats.shape[1], device=feats.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(2)
+        n = lengths.clamp(min=1).to(feats.dtype).view(-1, 1, 1)
+        x = torch.where(valid, feats, torch.zeros((), dtype=feats.dtype, device=feats.device))
+        mean = x.sum(1, keepdim=True) / n
+        var = (torch.where(valid, x - mean, torch.zeros((), dtype=feats.dtype, device=feats.device)) ** 2).sum(1, keepdim=True) / n
+        return torch.where(valid, (x - mean) / torch.sqrt(var + 1e-5), torch.zeros((), dtype=feats.dtype, device=feats.device))
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if feats.dim() != 3 or feats.shape[2] != MEL_DIM:
+            raise DecodingInputError(f"feats must be [B, T, {MEL_DIM}], got shape {tuple(feats.shape)}")
+        x = self.normalise(feats, lengths).transpose(1, 2)  # [B, 80, T10]
+        n = lengths
+        for conv in self.convs:
+            x = nn.functional.gelu(conv(x))
+            n = torch.div(n + 1, 2, rounding_mode="floor")
+            keep = torch.arange(x.shape[2], device=x.device).unsqueeze(0) < n.unsqueeze(1)
+            x = x * keep.unsqueeze(1).to(x.dtype)
+        x = self.drop(self.norm(x.transpose(1, 2)))
+        packed = nn.utils.rnn.pack_padded_sequence(x, n.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
+        y, _ = self.lstm(packed)
+        y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        return self.drop(y), n

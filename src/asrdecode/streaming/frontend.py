@@ -8,9 +8,10 @@ offline one exactly:
 - encoder frame ``j`` (80 ms) covers samples ``[1280 j, 1280 (j + 1))``;
 - block ``k`` outputs encoder frames ``[k N, (k + 1) N)`` (``N = block_frames``). It is computed from
   the audio window ``[1280 (k N - C'), 1280 ((k + 1) N + R))`` with ``C' = min(C, k N)`` frames of
-  left context and ``R`` of right context (lookahead): hama phone posteriors of the window (the
-  last phone frame, centred on the window end, belongs to the next frame and is dropped), then the
-  encoder over those frames; the outputs of the context frames are dropped;
+  left context and ``R`` of right context (lookahead): the bundle's features of the window (at most
+  ``feature_frames_per_frame`` per encoder frame: a hama phone frame centred on the window end
+  belongs to the next frame and is dropped), then the encoder over those frames; the outputs of
+  the context frames are dropped;
 - a block is encoded once more than its window's samples have been received (so a block is never
   recomputed); when the stream ends, the blocks whose window ends before the audio does are encoded
   the same way, and the rest of the audio (from the next block start, with left context) is one last
@@ -31,12 +32,10 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError
-from ..models.frontend import PHONE_DIM
 
-__all__ = ["BlockFrontEnd", "AudioBuffer", "check_audio", "SAMPLES_PER_FRAME", "PHONE_FRAMES_PER_FRAME"]
+__all__ = ["BlockFrontEnd", "AudioBuffer", "check_audio", "SAMPLES_PER_FRAME"]
 
 SAMPLES_PER_FRAME = 1280  # one 80 ms encoder frame at 16 kHz
-PHONE_FRAMES_PER_FRAME = 4  # hama's 20 ms frames per encoder frame
 
 
 def check_audio(name: str, audio: object) -> torch.Tensor:
@@ -76,12 +75,12 @@ class AudioBuffer:
 @dataclass
 class _Window:
     """Audio of one block: ``audio`` plus ``context`` left-context frames to drop from the output,
-    ``phones`` phone frames to keep (``None``: all, the stream's last window) and ``keep`` output
+    ``features`` feature frames to keep (``None``: all, the stream's last window) and ``keep`` output
     frames (``None``: all after the context)."""
 
     audio: torch.Tensor
     context: int
-    phones: int | None
+    features: int | None
     keep: int | None
 
 
@@ -89,7 +88,8 @@ class BlockFrontEnd:
     """Block-wise encoding of a demo bundle's audio (see the module docstring).
 
     Args:
-        bundle: a :class:`~asrdecode.models.DemoModel` (``features`` / ``encode_features``).
+        bundle: a :class:`~asrdecode.models.DemoModel` (``features`` / ``encode_features`` /
+            ``feature_frames_per_frame`` / ``feature_dim``).
         head: maps encoder output ``[1, T, D]`` to the frames the decoder reads (identity for a
             transducer, the CTC head's log-probs for ``demo-ctc``); applied per window.
         block_frames, left_context, right_context: ``N``, ``C``, ``R`` in encoder frames.
@@ -129,7 +129,8 @@ class BlockFrontEnd:
         if end is None:
             return _Window(buf.samples[lo:], ctx, None, None)
         frames = ctx + self.block_frames + self.right_context
-        return _Window(buf.samples[lo : end - buf.start], ctx, frames * PHONE_FRAMES_PER_FRAME, self.block_frames)
+        per = self.bundle.feature_frames_per_frame
+        return _Window(buf.samples[lo : end - buf.start], ctx, frames * per, self.block_frames)
 
     def take_windows(self, buf: AudioBuffer, final: bool) -> list[_Window]:
         """The windows of every block that can be encoded now (all the rest when ``final``);
@@ -159,8 +160,8 @@ class BlockFrontEnd:
         if window.audio.numel() == 0:
             return empty
         feats, flen = self.bundle.features([window.audio])
-        n = int(flen[0]) if window.phones is None else min(int(flen[0]), window.phones)
-        if n <= window.context * PHONE_FRAMES_PER_FRAME:
+        n = int(flen[0]) if window.features is None else min(int(flen[0]), window.features)
+        if n <= window.context * self.bundle.feature_frames_per_frame:
             return empty
         enc, _ = self.bundle.encode_features(feats[:, :n], torch.tensor([n]))
         out = enc if self.head is None else self.head(enc)
@@ -170,8 +171,9 @@ class BlockFrontEnd:
     def _empty(self) -> torch.Tensor:
         width = getattr(self, "_width", None)
         if width is None:
-            feats = torch.zeros(1, PHONE_FRAMES_PER_FRAME, PHONE_DIM)
-            enc, _ = self.bundle.encode_features(feats, torch.tensor([PHONE_FRAMES_PER_FRAME]))
+            per = self.bundle.feature_frames_per_frame
+            feats = torch.zeros(1, per, self.bundle.feature_dim)
+            enc, _ = self.bundle.encode_features(feats, torch.tensor([per]))
             width = self._width = (enc if self.head is None else self.head(enc)).shape[-1]
         return torch.zeros(0, width)
 
