@@ -1,7 +1,8 @@
-"""Words from a real phone-level CTC model through TLG: hama's phone recogniser (the bundled front
-end, 20 ms frames, 191 classes, ``<wb>`` word boundary, ``<blank>``) decoded with a lexicon of hama
-G2P pronunciations and the bundled word 3-gram, vs the bundled demo-ctc model (subword CTC on top of
-the same front end) with the sentencepiece-spelled TLG of the same LM.
+"""Words from a real phone-level CTC model through TLG: hama's phone recogniser (PyPI ``hama``,
+trained on real speech; 20 ms frames, 191 classes, ``<wb>`` word boundary, ``<blank>``) decoded with
+a lexicon of hama G2P pronunciations and the bundled word 3-gram, vs the bundled demo-ctc model
+(subword CTC over log-mel, trained on synthetic speech only) with the sentencepiece-spelled TLG of
+the same LM.
 
 Word boundaries: hama emits ``<wb>`` between words. Two ways to read it:
 
@@ -35,6 +36,7 @@ from asrdecode.evaluate import wer
 from asrdecode.lm.arpa import ArpaModel, prune_vocabulary, read_arpa
 from asrdecode.models import load
 from asrdecode.models.demo import ASSETS
+from asrdecode.models.frontend import HamaFrontEnd
 
 SETS = {"synth_test50": Path("data/synth_test/manifest.jsonl"), "real10": Path("data/real/manifest.jsonl")}
 
@@ -100,15 +102,21 @@ def main() -> None:
     symbols = list(hama.ASRModel().decoder_tokens)
     wb, blank = symbols.index("<wb>"), symbols.index("<blank>")
     demo = load("demo-ctc")
+    phone_front = HamaFrontEnd()
     data = {}
     for name, mpath in SETS.items():
         rows = [json.loads(x) for x in mpath.read_text().splitlines() if x.strip()]
         audio = [read_audio(str(mpath.parent / r["audio_filepath"])) for r in rows]
+        phone_lp = [phone_front.phone_log_probs(a) for a in audio]
+        pn = torch.tensor([f.shape[0] for f in phone_lp])
+        phone_x = torch.zeros(len(phone_lp), int(pn.max()), phone_lp[0].shape[1])
+        for i, f in enumerate(phone_lp):
+            phone_x[i, : f.shape[0]] = f
         feats, flen = demo.features(audio)
         with torch.no_grad():
             enc, el = demo.encode_features(feats, flen)
             lp = demo.model.log_probs_from_encoder(enc).float()
-        data[name] = (feats.float(), flen, lp, el, [r["text"] for r in rows])
+        data[name] = (phone_x, pn, lp, el, [r["text"] for r in rows])
 
     full = read_arpa(ASSETS / "word-3gram.arpa.gz")
     ranked = [full.vocab[i] for i in np.argsort(-full.logprob[0], kind="stable") if full.vocab[i] not in ("<s>", "</s>", "<unk>")]

@@ -7,7 +7,7 @@
   < 4 times pruned) in the demo models' vocabulary: each training
   sentence is tokenized with the bundled sentencepiece model and each token id ``i`` written
   as the word ``chr(i + 100)`` (:meth:`asrdecode.lm.TokenMap.offset`, NeMo's convention), so
-  ``NGramLM.from_arpa(path, vocab_size=513, blank_id=512)`` reads it directly.
+  ``NGramLM.from_arpa(path, vocab_size=257, blank_id=256)`` reads it directly.
 
 Usage: python3 recipes/build_lms.py [--text work/text/train.txt] [--out src/asrdecode/models/assets]
 Needs KenLM's lmplz (``recipes/build_kenlm.sh``). Run time: about 30 s.

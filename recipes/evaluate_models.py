@@ -17,7 +17,7 @@ counts; for RNN-T / TDT the blank probability is the joint's at the first decisi
 frame the greedy decoder visits (TDT skips frames; the visited fraction is reported too).
 
 Usage: python3 recipes/evaluate_models.py [--beam 8] [--out recipes/results/eval.json]
-Run time: about 1-2 minutes (hama features of ~20 minutes of audio, cached under work/eval_cache).
+Run time: about 2-4 minutes (features are cached under work/eval_cache).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def transducer_blank_stats(model, enc: torch.Tensor, lengths: torch.Tensor, hyps
 
 
 # (LM weight, beta) per model, chosen on the dev set by recipes/tune_lm.py (beam 8)
-TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 2.0), "demo-tdt": (0.3, 1.0)}
+TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 1.0), "demo-tdt": (0.3, 1.0)}
 
 try:  # transducer beam search (ALSD++), when the library has it
     from asrdecode.transducer.beam import beam_search as tr_beam

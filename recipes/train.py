@@ -57,10 +57,30 @@ def batches(lengths: list[int], max_frames: int, rng: random.Random) -> list[lis
     return out
 
 
+_MEL_CENTRES = None
+
+
+def vtlp(a: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Vocal tract length perturbation of one log-mel ``[T10, 80]``: the spectrum scaled in frequency
+    by ``alpha`` (bin k takes the energy at ``centre_k / alpha``, interpolated between bins)."""
+    global _MEL_CENTRES
+    if _MEL_CENTRES is None:
+        from asrdecode.models.frontend import _mel_filterbank
+
+        fb = _mel_filterbank(512, a.shape[1], 16000)
+        _MEL_CENTRES = (fb * torch.arange(fb.shape[0]).unsqueeze(1)).sum(0) / fb.sum(0)  # FFT-bin units
+    c = _MEL_CENTRES
+    pos = torch.searchsorted(c, c / alpha).clamp(1, len(c) - 1)  # source position between bins pos-1, pos
+    lo, hi = c[pos - 1], c[pos]
+    w = ((c / alpha - lo) / (hi - lo)).clamp(0, 1)
+    return a[:, pos - 1] * (1 - w) + a[:, pos] * w
+
+
 def spec_augment(a: torch.Tensor, rng: random.Random) -> torch.Tensor:
-    """SpecAugment on one log-mel ``[T10, 80]``: 2 frequency masks (<= 12 bins), 2 time masks
-    (<= 30 frames, <= 10% of the utterance each); masked cells get the utterance's bin means."""
-    a = a.clone()
+    """VTLP (warp 0.88-1.12) and SpecAugment on one log-mel ``[T10, 80]``: 2 frequency masks (<= 12
+    bins), 2 time masks (<= 30 frames, <= 10% of the utterance each); masked cells get the
+    utterance's bin means."""
+    a = vtlp(a, rng.uniform(0.88, 1.12))
     fill = a.mean(0)
     for _ in range(2):
         w = rng.randint(0, 12)
@@ -171,15 +191,10 @@ def main() -> None:
     ap.add_argument("--dev", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--resume", action="store_true", help="start from the checkpoint at --out")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--durations", default="0,1,2,3,4")
-    ap.add_argument("--train-encoder", action="store_true",
-                    help="RNN-T/TDT: start from --encoder (or, with --init, a transducer) and train it too; "
-                         "the model file then carries its own encoder")
-    ap.add_argument("--init", default=None,
-                    help="RNN-T/TDT with --train-encoder: start from this transducer checkpoint (.pt with its "
-                         "own encoder); TDT from an RNN-T: the duration outputs start fresh")
     ap.add_argument("--simulate", type=int, default=0,
                     help="simulated batches (recipes/phone_sim.py) per real batch; 0: real features only")
     ap.add_argument("--sim-text", default="work/text/train.txt")
@@ -187,7 +202,7 @@ def main() -> None:
     ap.add_argument("--sim-stats", default="work/lexicon/sim_stats.pt")
     ap.add_argument("--sim-error-scale", type=float, default=1.0)
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
 
@@ -211,28 +226,12 @@ def main() -> None:
     if args.test:
         td = torch.load(args.test)
         test = (td["feats"], td["text"])
-    if args.resume and not (args.kind != "ctc" and args.train_encoder):
+    if args.resume:
         # continue a run: encoder.pt + this model's head from --out (both written by an earlier run)
         model.encoder.load_state_dict(load_encoder_state(Path(args.out).parent / "encoder.pt"))
         head = torch.load(args.out + ".pt")["state_dict"]
         model.load_state_dict({k: v.float() for k, v in head.items()}, strict=False)
-    frozen = args.kind != "ctc" and not args.train_encoder
-    own = args.kind != "ctc" and args.train_encoder
-    if own and not args.resume:
-        if args.init:
-            init = {k: v.float() for k, v in torch.load(args.init)["state_dict"].items()}
-            cur = model.state_dict()
-            fit = {k: v for k, v in init.items() if k in cur and cur[k].shape == v.shape}
-            for k, v in init.items():  # a TDT joint from an RNN-T joint: copy the token rows
-                if k in cur and k not in fit and v.dim() >= 1 and v.shape[1:] == cur[k].shape[1:]:
-                    fit[k] = cur[k].clone()
-                    fit[k][: v.shape[0]] = v
-            model.load_state_dict(fit, strict=False)
-            print(f"initialised {len(fit)}/{len(cur)} tensors from {args.init}", flush=True)
-        else:
-            model.encoder.load_state_dict(load_encoder_state(args.encoder))
-    if own and args.resume:
-        model.load_state_dict({k: v.float() for k, v in torch.load(args.out + ".pt")["state_dict"].items()})
+    frozen = args.kind != "ctc"
     if frozen:
         # RNN-T / TDT: on top of the trained CTC encoder, frozen (all three models share it)
         model.encoder.load_state_dict(load_encoder_state(args.encoder))
@@ -309,12 +308,12 @@ def main() -> None:
                       + (f" test WER {tw.strip()}" if tw else ""), flush=True)
                 if w < best:
                     best = w
-                    save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations, own)
+                    save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
     w = evaluate(args.kind, model, dev_feats, dev_texts, tok)
     curve.write(f"{step}\t{time.time() - t0:.0f}\t{epoch}\t{run_loss:.4f}\t{w:.4f}\n")
     print(f"final step {step} dev WER {w:.3f} (best {min(best, w):.3f})", flush=True)
     if w <= best:
-        save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations, own)
+        save_checkpoint(model, args.kind, args.out + ".pt", tok.vocab_size, tok.blank_id, durations)
 
 
 if __name__ == "__main__":

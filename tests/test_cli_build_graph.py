@@ -7,7 +7,6 @@ import torch
 
 pytest.importorskip("kaldifst")
 pytest.importorskip("sentencepiece")
-pytest.importorskip("hama")
 
 from asrdecode.cli import main  # noqa: E402
 from asrdecode.ctc.wfst import WFSTDecoder, load_graph  # noqa: E402

@@ -89,3 +89,30 @@ def test_bad_inputs() -> None:
         fe.log_mel([0.0] * 400)  # type: ignore[arg-type]
     with pytest.raises(DecodingInputError, match="feats"):
         MelEncoder()(torch.zeros(1, 10, 40), torch.tensor([10]))
+
+
+def test_demo_model_front_ends() -> None:
+    """A demo bundle computes the features its encoder was trained on: log-mel or hama phones."""
+    from torch import nn
+
+    from asrdecode.models.demo import ASSETS, DemoModel
+    from asrdecode.models.frontend import PhoneEncoder
+    from asrdecode.tokenizers import SentencePieceTokenizer
+
+    tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
+    audio = [0.1 * torch.randn(16000), 0.1 * torch.randn(8000)]
+    mel = DemoModel("x", "ctc", nn.Identity(), tok, MelEncoder().eval(), frontend="logmel")
+    x, n = mel.features(audio)
+    assert x.shape == (2, 98, MEL_DIM) and n.tolist() == [98, 48]
+    assert mel.feature_frames_per_frame == 8
+    enc, el = mel.encode_features(x, n)
+    assert el.tolist() == [13, 6] and enc.shape[:2] == (2, 13)
+    with pytest.raises(DecodingInputError, match="feats"):
+        mel.encode_features(torch.zeros(1, 8, 191), torch.tensor([8]))
+    pytest.importorskip("hama")
+    phones = DemoModel("x", "ctc", nn.Identity(), tok, PhoneEncoder().eval(), frontend="hama")
+    x, n = phones.features(audio)
+    assert x.shape[2] == 191 and phones.feature_frames_per_frame == 4
+    assert abs(int(n[0]) - 50) <= 1  # 20 ms frames
+    enc, el = phones.encode_features(x, n)
+    assert el.tolist() == [math.ceil(int(v) / 4) for v in n]

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("hama")
 pytest.importorskip("sentencepiece")
 
 from asrdecode.audio import read_audio  # noqa: E402

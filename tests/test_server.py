@@ -267,10 +267,11 @@ def test_server_busy():
     assert last["type"] == "final" and last["text"] == ""
 
 
-def test_per_stream_boosts(clips):
+def test_per_stream_boosts():
     svc = make_service("demo-rnnt", "beam", {"beam": 4, "boost_weight": 1.0}, max_batch=4, max_wait_ms=50)
-    clip = clips[0]  # "ten of clubs"
-    boosts = [None, {"ten": 2.0, "of": 2.0, "clubs": 2.0}, {"cards": 3.0}]
+    clip = load_clips(["data/synth_test/000016.wav"])[0]  # "the anchor is up" (held-out voice)
+    # measured: no boost "the ancerries up", "anchor" alone "the anchories up"
+    boosts = [None, {"the": 2.0, "anchor": 2.0, "is": 2.0, "up": 2.0}, {"anchor": 3.0}]
 
     async def main(url):
         return await asyncio.gather(*(run_load(url, [clip], 1, chunk_seconds=0.25, stagger=False, boosts=b)
@@ -280,7 +281,7 @@ def test_per_stream_boosts(clips):
         reports = asyncio.run(main(st.url))
     texts = [r.results[0].final_text for r in reports]
     assert texts == [offline_text(svc, clip.audio, boosts=b) for b in boosts]
-    assert texts[1] == "ten of clubs" and len(set(texts)) == 3  # each stream got its own boosts
+    assert texts[1] == "the anchor is up" and len(set(texts)) == 3  # each stream got its own boosts
     assert max(len(b.keys) for b in svc.batcher.history) > 1
 
 

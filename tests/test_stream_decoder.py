@@ -18,7 +18,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("hama")
 pytest.importorskip("sentencepiece")
 
 from asrdecode.audio import read_audio  # noqa: E402
@@ -42,7 +41,7 @@ def bundles() -> dict:
 
 @pytest.fixture(scope="module")
 def clips() -> list[torch.Tensor]:
-    """Four short clips (0.9 - 1.4 s) of real speech."""
+    """Four short clips (0.9 - 1.4 s) of real speech (the bundled models, trained on synthetic speech, get few words right)."""
     librivox = read_audio(DATA / "librivox-sense_and_sensibility_01_austen_64kb-0880.wav")
     return [read_audio(DATA / "cards-002.wav")[:22000], read_audio(DATA / "cards-001.wav")[:15000],
             librivox[:20000], read_audio(DATA / "cards-003.wav")[2000:20000]]
@@ -71,7 +70,7 @@ FAMILIES = {
     "ctc-greedy": ("demo-ctc", "greedy", {}, None),
     "ctc-beam-boost": ("demo-ctc", "beam", {"beam": 4, "boost_weight": 1.0}, ({"clubs": 8.0}, {"queen": 8.0})),
     "ctc-beam-collapse": ("demo-ctc", "beam", {"beam": 4, "blank_collapse": 0.999}, None),
-    "wfst-boost": ("demo-ctc", "wfst", {"beam": 12.0}, ({"king": 8.0}, {"ten": 5.0})),
+    "wfst-boost": ("demo-ctc", "wfst", {"beam": 12.0}, ({"ten": 8.0}, {"ace": 5.0})),
 }
 
 

@@ -602,7 +602,7 @@ _TRANSCRIBE_EX = """examples:
   asrdecode transcribe a.wav --model demo-ctc --decoder beam --boost "sense and sensibility:2" --format ctm
 """
 _DECODE_EX = """examples:
-  asrdecode decode logprobs.npy --blank-id 512 --model demo-ctc
+  asrdecode decode logprobs.npy --blank-id 256 --model demo-ctc
   asrdecode decode logits.pt --blank-id 0 --log-softmax --decoder beam --beam 16 --format json
 """
 _EVAL_EX = """examples:

@@ -1,8 +1,10 @@
 """The bundled demo models: ``demo-ctc``, ``demo-rnnt`` and ``demo-tdt``.
 
-They share one encoder design (:class:`~asrdecode.models.frontend.PhoneEncoder` over hama's phone
-log-probs, 80 ms frames) and one sentencepiece BPE tokenizer (512 pieces, blank id 512). The
-recipes in ``recipes/`` rebuild them; the weights ship as fp16 under ``models/assets/``.
+They share one encoder (:class:`~asrdecode.models.frontend.MelEncoder`: 80 log-mel bins every
+10 ms, three stride-2 convolutions to 80 ms frames, a BiLSTM) and one sentencepiece BPE tokenizer
+(256 pieces, blank id 256). The recipes in ``recipes/`` rebuild them; the weights ship as fp16
+under ``models/assets/``. ``encoder.pt`` names the front end its encoder was trained on
+(``"logmel"``; ``"hama"`` for encoders over hama's phone posteriors, the design of session 1).
 
 Shapes: ``B`` batch, ``N`` audio samples (16 kHz), ``T`` encoder frames (80 ms), ``D`` encoder
 width, ``V`` vocabulary size with blank.
@@ -66,20 +68,19 @@ def build_model(kind: str, vocab_size: int, blank_id: int, durations: Sequence[i
 
 
 def save_checkpoint(model: DemoNet, kind: str, path: str | Path, vocab_size: int, blank_id: int,
-                    durations: Sequence[int] | None, own_encoder: bool = False) -> None:
-    """Write ``model`` as fp16 to ``path``.
+                    durations: Sequence[int] | None) -> None:
+    """Write the head of ``model`` (everything but the shared encoder) as fp16 to ``path``.
 
-    By default the file holds everything but the encoder, and for ``kind="ctc"`` the encoder is
-    written to ``encoder.pt`` next to ``path``: models trained on top of that frozen encoder share
-    its weights. With ``own_encoder`` (a transducer trained end to end) the file holds the whole
-    model, encoder included, and ``encoder.pt`` is left alone.
+    For ``kind="ctc"`` the encoder is written too, to ``encoder.pt`` next to ``path`` (with the
+    name of its front end): the RNN-T and TDT models are trained on top of this frozen encoder, so
+    all three share its weights.
     """
     path = Path(path)
     state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()
-             if own_encoder or not k.startswith("encoder.")}
-    torch.save({"kind": kind, "vocab_size": vocab_size, "blank_id": blank_id, "frontend": model.frontend,
+             if not k.startswith("encoder.")}
+    torch.save({"kind": kind, "vocab_size": vocab_size, "blank_id": blank_id,
                 "durations": None if durations is None else list(durations), "state_dict": state}, str(path))
-    if kind == "ctc" and not own_encoder:
+    if kind == "ctc":
         enc = {k: v.half() if v.is_floating_point() else v for k, v in model.encoder.state_dict().items()}
         torch.save({"kind": "encoder", "frontend": model.frontend, "state_dict": enc}, str(path.parent / "encoder.pt"))
 
@@ -263,17 +264,12 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
     if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:
         raise FileFormatError(path, None, "tokenizer and model vocabularies differ")
-    weights = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
-    own_encoder = any(k.startswith("encoder.") for k in weights)
-    # a model trained end to end carries its encoder; the others share encoder.pt
-    frontend = ckpt.get("frontend", "hama") if own_encoder else encoder_frontend(ASSETS / "encoder.pt")
-    if frontend not in FRONTENDS:
-        raise FileFormatError(path, None, f"unknown front end {frontend!r}")
+    frontend = encoder_frontend(ASSETS / "encoder.pt")
     net = DemoNet(ckpt["kind"], ckpt["vocab_size"], ckpt["blank_id"], ckpt["durations"], frontend)
-    if not own_encoder:
-        net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
-    missing, unexpected = net.load_state_dict(weights, strict=False)
-    if unexpected or any(own_encoder or not k.startswith("encoder.") for k in missing):
+    head = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+    net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
+    missing, unexpected = net.load_state_dict(head, strict=False)
+    if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise FileFormatError(path, None, f"weights do not fit the model (missing {missing}, unexpected {unexpected})")
     net.eval().to(device)
     demo = DemoModel(name=name, kind=ckpt["kind"], model=nn.Identity(), tokenizer=tok, encoder=net.encoder,
