@@ -1,24 +1,26 @@
 #!/usr/bin/env python3
 """Recipe step 4: train the demo CTC, RNN-T and TDT models on precomputed front-end features.
 
-All three share one encoder design (:class:`asrdecode.models.frontend.PhoneEncoder`: hama phone
-log-probs, 4 frames stacked to 80 ms, 2-layer BiLSTM). CTC is trained first; RNN-T and TDT start
+All three share one encoder (:class:`asrdecode.models.frontend.MelEncoder`: log-mel, three stride-2
+convolutions to 80 ms, 2-layer BiLSTM; ``--frontend hama`` trains the session-1
+:class:`~asrdecode.models.frontend.PhoneEncoder` on hama phone log-probs instead). Log-mel
+batches get VTLP and SpecAugment. CTC is trained first; RNN-T and TDT start
 on the trained CTC encoder (kept frozen, so all three share its weights) with an
 :class:`asrdecode.transducer.LSTMTransducer` prediction + joint network, trained with the pure
 torch losses of :mod:`asrdecode.training`.
 
 Training is time-boxed (``--minutes``); every ``--eval-every`` steps the greedy WER on a dev set
-(the last ``--dev`` utterances of the training corpus: training voices, sentences not trained
-on) is logged to ``recipes/results/<name>.curve.tsv``. The best-dev checkpoint is written as fp16 to ``<out>.pt``
+(the last ``--dev`` utterances of the ``--data`` files read in order: training voices; with the wide corpus
+16 of the 150 sentences also occur there, spoken by other voices) and, with ``--test``, on a test
+set (logged only) is logged to ``recipes/results/<name>.curve.tsv``. The best-dev checkpoint is written as fp16 to ``<out>.pt``
 (CTC also writes the shared ``encoder.pt``; RNN-T / TDT keep that encoder frozen).
 
-Usage:
-    python3 recipes/train.py --kind ctc  --minutes 12 --out src/asrdecode/models/assets/demo-ctc
-    python3 recipes/train.py --kind rnnt --minutes 14 \
-        --out src/asrdecode/models/assets/demo-rnnt
-    python3 recipes/train.py --kind tdt  --minutes 14 \
-        --out src/asrdecode/models/assets/demo-tdt
-Run time: the given minutes (one thread), plus loading.
+Usage (see recipes/run_all.sh for the bundled models' settings):
+    python3 recipes/train.py --kind ctc  --minutes 60 --data work/synth/train_wide/logmel.pt \
+        work/synth/train/logmel.pt --max-frames 4000 --out src/asrdecode/models/assets/demo-ctc
+    python3 recipes/train.py --kind rnnt --minutes 15 --lr 3e-3 ... --out src/asrdecode/models/assets/demo-rnnt
+    python3 recipes/train.py --kind tdt  --minutes 15 --lr 3e-3 ... --out src/asrdecode/models/assets/demo-tdt
+Run time: the given minutes (``--threads``, default one), plus loading.
 """
 
 from __future__ import annotations

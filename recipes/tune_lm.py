@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Pick the LM weight and token bonus of beam search + token LM on the DEV set, per model.
 
-Dev = the last ``--dev`` utterances of ``work/synth/train/features.pt`` (training voices,
-sentences never trained on), the same dev set as ``train.py``; the test sets are not used.
+Dev = the last ``--dev`` utterances of ``work/synth/train/logmel.pt`` (training voices), the same
+dev set as ``train.py``; the test sets are not used. Dev sentences are in the LM's training text,
+so the dev gains of the LM are optimistic.
 
 Usage: python3 recipes/tune_lm.py [--model demo-ctc|demo-rnnt|demo-tdt] [--beam 8]
 Run time: about 1 minute.

@@ -7,7 +7,7 @@ seconds, encoder excluded, fastest of ``--repeats`` runs, both sets together) an
 family's baseline measured in the same run (transducers: frame-looping greedy; CTC: greedy).
 
 The three models share one encoder, so the front end and encoder run once per test set. One
-thread; about a minute on 2 cores, most of it computing the front-end features.
+thread; well under a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[
     """A WFST decoder over a TLG of the bundled word 3-gram pruned to its TLG_WORDS most likely words.
 
     The graph (normal topology, lexicon spelled by the model's tokenizer) takes ~20 s to build; it
-    is cached under the repository's git-ignored ``work/cache``.
+    is cached under the repository's git-ignored ``work/cache``, keyed by the tokenizer and LM files.
     """
+    import hashlib
+
     from .ctc.wfst import WFSTDecoder, build_tlg, lexicon_from_tokenizer, load_graph
     from .lm.arpa import prune_vocabulary, read_arpa
     from .models.demo import ASSETS
@@ -73,7 +75,8 @@ def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[
     arpa_path = ASSETS / "word-3gram.arpa.gz"
     if not arpa_path.is_file():
         return None
-    cache = DATA.parent / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}.pt"
+    key = hashlib.sha1((ASSETS / "tokenizer.model").read_bytes() + arpa_path.read_bytes()).hexdigest()[:12]
+    cache = DATA.parent / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}-{key}.pt"
     if cache.is_file():
         graph = load_graph(cache)
     else:
