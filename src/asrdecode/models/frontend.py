@@ -43,6 +43,19 @@ class HamaFrontEnd:
         return torch.from_numpy(lp[0, : int(n[0])].copy())
 
 
+def _bilstm(inp: int, hidden: int, layers: int, dropout: float) -> nn.LSTM:
+    """The encoders' batch-first bidirectional LSTM (dropout between layers)."""
+    return nn.LSTM(inp, hidden, num_layers=layers, batch_first=True, bidirectional=True,
+                   dropout=dropout if layers > 1 else 0.0)
+
+
+def _run_packed(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``lstm`` over ``x [B, T, F]`` with ``lengths [B]`` valid frames; padding stays out of the state."""
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
+    y, _ = lstm(packed)
+    return nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])[0]
+
+
 class PhoneEncoder(nn.Module):
     """Phone log-probs ``[B, T20, 191]`` -> encoder output ``[B, ceil(T20 / 4), D]`` (80 ms frames).
 
@@ -56,8 +69,7 @@ class PhoneEncoder(nn.Module):
     def __init__(self, hidden: int = 192, proj: int = 256, layers: int = 2, dropout: float = 0.1) -> None:
         super().__init__()
         self.inp = nn.Linear(PHONE_DIM * STACK, proj)
-        self.lstm = nn.LSTM(proj, hidden, num_layers=layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if layers > 1 else 0.0)
+        self.lstm = _bilstm(proj, hidden, layers, dropout)
         self.drop = nn.Dropout(dropout)
         self.out_dim = 2 * hidden
 
@@ -82,9 +94,7 @@ class PhoneEncoder(nn.Module):
         x = x.exp()
         out_len = self.out_lengths(lengths)
         x = self.drop(torch.relu(self.inp(x)))
-        packed = nn.utils.rnn.pack_padded_sequence(x, out_len.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
-        y, _ = self.lstm(packed)
-        y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        y = _run_packed(self.lstm, x, out_len)
         return self.drop(y), out_len
 
 
@@ -156,8 +166,7 @@ class MelEncoder(nn.Module):
         self.convs = nn.ModuleList([nn.Conv1d(MEL_DIM if i == 0 else conv, conv, 5, stride=2, padding=2)
                                     for i in range(3)])
         self.norm = nn.LayerNorm(conv)
-        self.lstm = nn.LSTM(conv, hidden, num_layers=layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if layers > 1 else 0.0)
+        self.lstm = _bilstm(conv, hidden, layers, dropout)
         self.drop = nn.Dropout(dropout)
         self.out_dim = 2 * hidden
 
@@ -189,7 +198,5 @@ class MelEncoder(nn.Module):
             keep = torch.arange(x.shape[2], device=x.device).unsqueeze(0) < n.unsqueeze(1)
             x = x * keep.unsqueeze(1).to(x.dtype)
         x = self.drop(self.norm(x.transpose(1, 2)))
-        packed = nn.utils.rnn.pack_padded_sequence(x, n.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
-        y, _ = self.lstm(packed)
-        y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        y = _run_packed(self.lstm, x, n)
         return self.drop(y), n
