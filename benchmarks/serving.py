@@ -43,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-TLG_WORDS = 2000
+from asrdecode.demo import demo_graph  # noqa: E402  (the same TLG and cache file as `make demo`)
+
 CHUNK_SECONDS = 0.64
 BLOCK_FRAMES = 8
 DECODERS = {  # name -> (StreamDecoder decoder, options)
@@ -51,24 +52,6 @@ DECODERS = {  # name -> (StreamDecoder decoder, options)
     "beam": ("beam", {"beam": 8}),
     "wfst": ("wfst", {"beam": 12.0, "max_active": 2000, "acoustic_scale": 2.0}),
 }
-
-
-def demo_graph(demo):
-    """The demo's TLG (same recipe and cache file as ``make demo``)."""
-    from asrdecode.ctc.wfst import build_tlg, lexicon_from_tokenizer, load_graph
-    from asrdecode.lm.arpa import prune_vocabulary, read_arpa
-    from asrdecode.models.demo import ASSETS
-
-    cache = ROOT / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}.pt"
-    if cache.is_file():
-        return load_graph(cache)
-    arpa = prune_vocabulary(read_arpa(ASSETS / "word-3gram.arpa.gz"), TLG_WORDS)
-    words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
-    graph = build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
-                      topology="normal", blank_id=demo.blank_id)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    graph.save(cache)
-    return graph
 
 
 def memoise_front_end(decoder, clips, chunk_samples: int) -> int:
@@ -93,6 +76,9 @@ def memoise_front_end(decoder, clips, chunk_samples: int) -> int:
         tag.update(w.tobytes())
     tag.update(repr((front.block_frames, front.left_context, front.right_context, chunk_samples,
                      decoder.bundle.name)).encode())
+    from asrdecode.models.demo import ASSETS
+
+    tag.update((ASSETS / "encoder.pt").read_bytes())  # new weights: new windows
     path = ROOT / "work" / "cache" / f"serving-frontend-{tag.hexdigest()}.pt"
     cache: dict = torch.load(path) if path.is_file() else {}
     filled = len(cache)

@@ -60,15 +60,16 @@ def _first(result: object) -> list[Hypothesis]:
     return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
 
 
-def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]:
-    """A WFST decoder over a TLG of the bundled word 3-gram pruned to its TLG_WORDS most likely words.
+def demo_graph(demo):
+    """The demo's TLG: the bundled word 3-gram pruned to its TLG_WORDS most likely words, normal
+    topology, lexicon spelled by ``demo``'s tokenizer; ``None`` without the word LM.
 
-    The graph (normal topology, lexicon spelled by the model's tokenizer) takes ~20 s to build; it
-    is cached under the repository's git-ignored ``work/cache``, keyed by the tokenizer and LM files.
+    Building takes ~20 s; the graph is cached under the repository's git-ignored ``work/cache``,
+    keyed by the tokenizer and LM files (``benchmarks/serving.py`` uses the same graph).
     """
     import hashlib
 
-    from .ctc.wfst import WFSTDecoder, build_tlg, lexicon_from_tokenizer, load_graph
+    from .ctc.wfst import build_tlg, lexicon_from_tokenizer, load_graph
     from .lm.arpa import prune_vocabulary, read_arpa
     from .models.demo import ASSETS
 
@@ -78,17 +79,26 @@ def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[
     key = hashlib.sha1((ASSETS / "tokenizer.model").read_bytes() + arpa_path.read_bytes()).hexdigest()[:12]
     cache = DATA.parent / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}-{key}.pt"
     if cache.is_file():
-        graph = load_graph(cache)
-    else:
-        arpa = prune_vocabulary(read_arpa(arpa_path), TLG_WORDS)
-        words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
-        graph = build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
-                          topology="normal", blank_id=demo.blank_id)
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            graph.save(cache)
-        except OSError:
-            pass  # a read-only checkout: rebuild next time
+        return load_graph(cache)
+    arpa = prune_vocabulary(read_arpa(arpa_path), TLG_WORDS)
+    words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
+    graph = build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
+                      topology="normal", blank_id=demo.blank_id)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        graph.save(cache)
+    except OSError:
+        pass  # a read-only checkout: rebuild next time
+    return graph
+
+
+def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]:
+    """A WFST decoder over :func:`demo_graph`."""
+    from .ctc.wfst import WFSTDecoder
+
+    graph = demo_graph(demo)
+    if graph is None:
+        return None
     decoder = WFSTDecoder(graph, beam=12.0, max_active=2000, acoustic_scale=2.0, blank_id=demo.blank_id)
 
     def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
