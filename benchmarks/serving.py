@@ -15,9 +15,10 @@ beam (beam 8) vs WFST (TLG of the bundled word 3-gram pruned to 2000 words, beam
 
 Two front ends:
 
-- ``live``: the real pipeline. The demo model's acoustic front end (hama phone posteriors, then
-  the BiLSTM encoder, every 0.64 s block encoded alone) costs ~130-170 ms of one core per stream
-  per block here, so one core serves ~4 real-time streams whatever the decoder.
+- ``live``: the real pipeline. The demo model's acoustic front end (log-mel, then the
+  convolutional BiLSTM encoder, every 0.64 s block encoded alone with its contexts) runs on the
+  decoding thread. (With session 1's hama front end it cost ~130-170 ms of one core per stream
+  per block, so one core served only ~4 real-time streams.)
 - ``cached``: the paper's setting, where the acoustic model runs elsewhere (on a GPU) and the
   table compares decoders: the server memoises the front end's output per audio window
   (``BlockFrontEnd.encode``), pre-filled from the clips, so a step costs the decoders, the
@@ -225,8 +226,8 @@ def main() -> int:
         "decoder step seen by the chunks; max send lag = how far the clients fell behind the real-time "
         "schedule because the server stopped reading them (back-pressure: the server is overloaded).",
         "",
-        "Front end `live`: the real pipeline (hama phone posteriors + BiLSTM per 0.64 s block, "
-        "~130-170 ms of one core per stream per block here). `cached`: the acoustic front end memoised "
+        "Front end `live`: the real pipeline (log-mel + convolutional BiLSTM per 0.64 s block, encoded "
+        "alone with its contexts). `cached`: the acoustic front end memoised "
         "per audio window (as if the acoustic model ran on an accelerator, the paper's setting), so the "
         "step time is decoding + batching + serving.",
         "",
