@@ -95,8 +95,9 @@ def best_of_three(fn) -> tuple[float, object]:
 
 
 def graph_for(model: ArpaModel, lex, top: str, demo, cache: Path, words: int) -> tuple[DecodingGraph, float]:
-    path = cache / f"tlg-{top}-{words}.pt"
-    meta = cache / f"tlg-{top}-{words}.json"
+    tag = f"tlg-{top}-{words}-v{demo.tokenizer.vocab_size}"  # the vocabulary changes with the bundled models
+    path = cache / f"{tag}.pt"
+    meta = cache / f"{tag}.json"
     if path.exists() and meta.exists():
         return DecodingGraph.load(path), json.loads(meta.read_text())["build_s"]
     t0 = time.time()

@@ -174,7 +174,7 @@ def main() -> None:
 
     tok = demo.tokenizer
     lex = lexicon_from_tokenizer(lm_words, tok)
-    g, build_s = graph(f"tlg-demo-ctc-spellable-{args.words}",
+    g, build_s = graph(f"tlg-demo-ctc-spellable-{args.words}-v{tok.vocab_size}",
                        lambda: build_tlg(tok.vocab_size, lex, model, "compact", blank_id=demo.blank_id))
     dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=args.demo_scale)
     cells, t = [], 0.0
