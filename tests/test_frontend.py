@@ -116,3 +116,21 @@ def test_demo_model_front_ends() -> None:
     assert abs(int(n[0]) - 50) <= 1  # 20 ms frames
     enc, el = phones.encode_features(x, n)
     assert el.tolist() == [math.ceil(int(v) / 4) for v in n]
+
+
+def test_read_encoder(tmp_path) -> None:
+    """encoder.pt names its front end; older files (no name) are hama encoders; bad files are refused."""
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models.demo import ASSETS, read_encoder
+
+    frontend, state = read_encoder(ASSETS / "encoder.pt")
+    assert frontend == "logmel" and all(v.dtype != torch.float16 for v in state.values())
+    torch.save({"kind": "encoder", "state_dict": {"w": torch.zeros(2, dtype=torch.float16)}}, tmp_path / "old.pt")
+    frontend, state = read_encoder(tmp_path / "old.pt")
+    assert frontend == "hama" and state["w"].dtype == torch.float32
+    torch.save({"kind": "encoder", "frontend": "mfcc", "state_dict": {}}, tmp_path / "odd.pt")
+    with pytest.raises(FileFormatError, match="front end"):
+        read_encoder(tmp_path / "odd.pt")
+    torch.save({"kind": "ctc", "state_dict": {}}, tmp_path / "head.pt")
+    with pytest.raises(FileFormatError, match="encoder checkpoint"):
+        read_encoder(tmp_path / "head.pt")

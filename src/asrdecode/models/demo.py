@@ -27,7 +27,7 @@ from ..transducer.model import LSTMTransducer
 from .frontend import HamaFrontEnd, LogMelFrontEnd, MelEncoder, PhoneEncoder
 
 __all__ = ["DemoModel", "CTCModel", "DemoNet", "load", "available", "build_model", "save_checkpoint",
-           "load_encoder_state", "encoder_frontend", "ASSETS"]
+           "load_encoder_state", "read_encoder", "ASSETS"]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 _NAMES = {"demo-ctc": "ctc", "demo-rnnt": "rnnt", "demo-tdt": "tdt"}
@@ -85,23 +85,21 @@ def save_checkpoint(model: DemoNet, kind: str, path: str | Path, vocab_size: int
         torch.save({"kind": "encoder", "frontend": model.frontend, "state_dict": enc}, str(path.parent / "encoder.pt"))
 
 
-def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
-    """The shared encoder's weights (float32) from ``encoder.pt``."""
-    ckpt = torch.load(str(path), map_location="cpu")
-    if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
-        raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
-    return {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
-
-
-def encoder_frontend(path: str | Path) -> str:
-    """The front end (``"logmel"`` / ``"hama"``) the encoder in ``encoder.pt`` was trained on."""
+def read_encoder(path: str | Path) -> tuple[str, dict[str, torch.Tensor]]:
+    """``encoder.pt`` read once: the front end its encoder was trained on (``"logmel"`` /
+    ``"hama"``) and the encoder's weights (float32)."""
     ckpt = torch.load(str(path), map_location="cpu")
     if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
         raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
     frontend = ckpt.get("frontend", "hama")  # encoders saved before the log-mel front end: hama
     if frontend not in FRONTENDS:
         raise FileFormatError(path, None, f"unknown front end {frontend!r}")
-    return frontend
+    return frontend, {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
+
+
+def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """The shared encoder's weights (float32) from ``encoder.pt``."""
+    return read_encoder(path)[1]
 
 
 class CTCModel(nn.Module):
@@ -264,10 +262,10 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
     if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:
         raise FileFormatError(path, None, "tokenizer and model vocabularies differ")
-    frontend = encoder_frontend(ASSETS / "encoder.pt")
+    frontend, encoder_state = read_encoder(ASSETS / "encoder.pt")
     net = DemoNet(ckpt["kind"], ckpt["vocab_size"], ckpt["blank_id"], ckpt["durations"], frontend)
     head = {k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()}
-    net.encoder.load_state_dict(load_encoder_state(ASSETS / "encoder.pt"))
+    net.encoder.load_state_dict(encoder_state)
     missing, unexpected = net.load_state_dict(head, strict=False)
     if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise FileFormatError(path, None, f"weights do not fit the model (missing {missing}, unexpected {unexpected})")
