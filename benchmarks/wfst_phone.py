@@ -37,6 +37,7 @@ from asrdecode.lm.arpa import ArpaModel, prune_vocabulary, read_arpa
 from asrdecode.models import load
 from asrdecode.models.demo import ASSETS
 from asrdecode.models.frontend import HamaFrontEnd
+from asrdecode.streaming.families import pad_frames
 
 SETS = {"synth_test50": Path("data/synth_test/manifest.jsonl"), "real10": Path("data/real/manifest.jsonl")}
 
@@ -107,11 +108,7 @@ def main() -> None:
     for name, mpath in SETS.items():
         rows = [json.loads(x) for x in mpath.read_text().splitlines() if x.strip()]
         audio = [read_audio(str(mpath.parent / r["audio_filepath"])) for r in rows]
-        phone_lp = [phone_front.phone_log_probs(a) for a in audio]
-        pn = torch.tensor([f.shape[0] for f in phone_lp])
-        phone_x = torch.zeros(len(phone_lp), int(pn.max()), phone_lp[0].shape[1])
-        for i, f in enumerate(phone_lp):
-            phone_x[i, : f.shape[0]] = f
+        phone_x, pn = pad_frames([phone_front.phone_log_probs(a) for a in audio])
         feats, flen = demo.features(audio)
         with torch.no_grad():
             enc, el = demo.encode_features(feats, flen)

@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
 """Recipe step 2b: compute the front-end features (log-mel or hama phone log-probs) of a manifest.
 
-The bundled models' front end is hama's phoneme CTC model (a real acoustic model trained on
-real speech): 16 kHz audio -> log-probs ``[T20, 191]`` at 20 ms frames. Computing them once per
-corpus makes training fast. Writes ``features.pt`` next to the manifest: a dict with
-``feats`` (list of float16 tensors ``[T20, 191]``), ``text`` and ``voice`` lists.
+The bundled models' front end is log-mel (:class:`asrdecode.models.frontend.LogMelFrontEnd`):
+computing the features once per corpus makes training fast. Writes ``logmel.pt`` next to the
+manifest: a dict with ``feats`` (list of float16 tensors ``[T10, 80]``), ``text`` and ``voice``
+lists. With ``--frontend hama`` (the session-1 design) it writes ``features.pt`` instead: hama's
+phone log-probs ``[T20, 191]`` at 20 ms frames.
 
-With ``--frontend logmel`` (the bundled models' front end) it writes ``logmel.pt`` instead:
-float16 log-mel energies ``[T10, 80]`` (:class:`asrdecode.models.frontend.LogMelFrontEnd`).
-
-Usage: python3 recipes/features.py work/synth/train/manifest.jsonl [--jobs 2] [--frontend logmel]
+Usage: python3 recipes/features.py work/synth/train/manifest.jsonl [--jobs 2] [--frontend hama]
 Run time: log-mel ~1,000x real time (24,000 utterances: ~2 min); hama about 12x real time per
 core (3,000 utterances of ~3 s: ~6 min on 2 cores).
 """

@@ -36,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from asrdecode.models.demo import build_model, load_encoder_state, save_checkpoint  # noqa: E402
+from asrdecode.models.frontend import MEL_DIM  # noqa: E402
 from asrdecode.tokenizers import SentencePieceTokenizer  # noqa: E402
 from asrdecode.training import rnnt_loss, tdt_loss  # noqa: E402
 from phone_sim import PhoneSimulator, read_phone_lexicon, reference_phones  # noqa: E402
@@ -99,7 +100,7 @@ def collate(feats: list[torch.Tensor], ids: list[list[int]], idx: list[int], tra
     f = [feats[i].float() for i in idx]
     lens = torch.tensor([x.shape[0] for x in f])
     x = torch.zeros(len(f), int(lens.max()), f[0].shape[1])
-    logmel = f[0].shape[1] == 80
+    logmel = f[0].shape[1] == MEL_DIM
     for j, a in enumerate(f):
         if train and logmel:
             a = spec_augment(a, rng)
