@@ -1,6 +1,10 @@
 # asrdecode: two commands on a fresh machine, `make demo` and `make test`; both install what they need.
+# Everything is installed into a project virtual environment (.venv), so a Debian system Python
+# (which refuses system-wide pip installs) works as well as any other: `make test PYTHON=/usr/bin/python3`.
 PYTHON ?= python3
-PIP := $(PYTHON) -m pip
+VENV := .venv
+VPY := $(VENV)/bin/python
+PIP := $(VPY) -m pip
 STAMP := .install.stamp
 BENCH_STAMP := .bench.stamp
 TEST_STAMP := .test.stamp
@@ -9,7 +13,12 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: install demo test bench kenlm nemo clean
 
-$(STAMP): pyproject.toml
+$(VPY):
+	$(PYTHON) -m venv $(VENV) || { echo "venv failed: installing Debian's python3-venv"; \
+	  apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): pyproject.toml $(VPY)
 	# torch is pinned to the CPU build first so pip never resolves an unpinned (CUDA) torch.
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[dev]' torch==2.13.0
@@ -23,10 +32,10 @@ $(TEST_STAMP): $(STAMP)
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PYTHON) -m asrdecode.demo
+	$(VPY) -m asrdecode.demo
 
 test: $(TEST_STAMP)
-	$(PYTHON) -m pytest
+	$(VPY) -m pytest
 
 # KenLM's lmplz/build_binary (for estimate_arpa and its tests); needs Debian's boost packages.
 kenlm:
@@ -38,13 +47,14 @@ $(BENCH_STAMP): $(TEST_STAMP)
 
 # NeMo (a peer in the greedy and n-gram benchmarks) lives in its own venv over the system torch.
 nemo: $(STAMP)
-	test -x $(NEMO_VENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(NEMO_VENV)
+	test -x $(NEMO_VENV)/bin/python || $(VPY) -m venv --system-site-packages $(NEMO_VENV)
 	$(NEMO_VENV)/bin/pip install -q "nemo_toolkit[asr]" torch==2.13.0
 	$(NEMO_VENV)/bin/pip install -q "pandas<3" "pyarrow<20" torch==2.13.0
 	$(NEMO_VENV)/bin/pip install -q -e . --no-deps
 
 bench: $(BENCH_STAMP)
-	$(PYTHON) benchmarks/run_all.py
+	$(VPY) benchmarks/run_all.py
 
 clean:
 	rm -f $(STAMP) $(TEST_STAMP) $(BENCH_STAMP)
+	rm -rf $(VENV)
