@@ -56,6 +56,8 @@ def local_rnnt(manifest) -> list[dict]:
 def ray_session():
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
+    # the actors import the ModelBundle test double (tests/bundle_double.py) by module name
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
@@ -80,13 +82,12 @@ def test_local_equals_cli_eval(manifest, local_rnnt, tmp_path) -> None:
 def test_device_wrapper_feeds_the_cli_pipeline(manifest) -> None:
     # the wrapper GPU actors use: the CLI pipeline through it gives the plain pipeline's results
     from asrdecode.audio import read_audio
-    from asrdecode.cli import build_parser, make_pipeline
+    from asrdecode.pipeline import DecodeOptions, make_pipeline
 
     demo, encode, decode = dist.build_pipeline("demo-tdt")
     wrapped = dist._OnDevice(demo, torch.device("cpu"))
     assert wrapped.kind == "tdt" and wrapped.tokenizer is demo.tokenizer
-    args = build_parser().parse_args(["eval", "-", "--model", "demo-tdt"])
-    encode2, decode2 = make_pipeline(wrapped, args)
+    encode2, decode2 = make_pipeline(wrapped, DecodeOptions())
     waves = [read_audio(e.audio_filepath) for e in read_manifest(manifest)[:2]]
     a = decode(*encode(waves))
     b = decode2(*encode2(waves))
@@ -100,7 +101,7 @@ def test_bad_options_raise() -> None:
         dist.build_pipeline("demo-ctc", "beam", {"beam_size": 4})
     with pytest.raises(DecodingInputError, match=r"decoder_options\['beam'\]"):
         dist.build_pipeline("demo-ctc", "beam", {"beam": "4"})
-    with pytest.raises(DecodingInputError, match="model must be one of"):
+    with pytest.raises(DecodingInputError, match="expected a bundled model name"):
         dist.build_pipeline("demo-xyz")
     with pytest.raises(DecodingInputError, match="decoder must be one of"):
         dist.build_pipeline("demo-ctc", "viterbi")
@@ -306,3 +307,15 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     second = capsys.readouterr().out
     assert "decoded           0" in second and "skipped (resumed) 8" in second
     assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+
+
+def test_ray_cli_transcribe_dataset_of_a_bundle_that_is_not_bundled(ray_session, manifest, tmp_path, capsys) -> None:
+    # a ModelBundle test double (tests/bundle_double.py), loaded by name in every actor
+    from asrdecode.cli import main
+
+    spec = "bundle_double:rnnt_bundle"
+    out = tmp_path / "double"
+    assert main(["transcribe-dataset", str(manifest), str(out), "--model", spec, "--batch-size", str(BATCH),
+                 "--actors", "1"]) == 0
+    assert "decoded           8" in capsys.readouterr().out
+    assert _read_jsonl(out / dist.RESULT_FILE) == dist.transcribe_local(manifest, model=spec, batch_size=BATCH)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -294,6 +295,30 @@ def test_cli_serve_and_loadtest(tmp_path):
     assert "RTFx" in proc.stdout and "compute" in proc.stdout
     rep = json.loads(out.read_text())
     assert rep["summary"]["finished"] == 2 and len(rep["streams"]) == 2
+
+
+def test_cli_serves_a_bundle_that_is_not_bundled(tmp_path):
+    # a ModelBundle test double (tests/bundle_double.py) through `serve`, unchanged
+    import os
+
+    out = tmp_path / "load.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "asrdecode.cli", "loadtest", "--spawn", "--streams", "2",
+                           "--model", "bundle_double:ctc_bundle", "--decoder", "beam", "--beam", "4",
+                           "--chunk-seconds", "0.5", "--audio", CLIPS[0], "--max-batch", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    assert rep["summary"]["finished"] == 2 and rep["summary"]["failed"] == 0
+    import bundle_double
+    import torch
+    from asrdecode.streaming import StreamDecoder
+
+    dec = StreamDecoder(bundle_double.ctc_bundle(), decoder="beam", beam=4)
+    audio = load_clips([CLIPS[0]])[0].audio
+    with torch.inference_mode():
+        want = dec.offline(torch.from_numpy(quantized(audio))).text or ""
+    assert [s["final_text"] for s in rep["streams"]] == [want, want]
 
 
 def test_cli_names_the_extra_when_server_packages_are_missing(monkeypatch, capsys):

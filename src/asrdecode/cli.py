@@ -23,11 +23,15 @@ import numpy as np
 import torch
 
 from .errors import AsrDecodeError, FileFormatError
-from .results import Hypothesis
+from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
+from .records import FORMATS, format_records, hypothesis_record, write_atomic
 
-__all__ = ["main", "build_parser", "hypothesis_record", "parse_boost"]
+__all__ = ["main", "build_parser", "decode_options"]
 
+#: the bundled models (``--model`` also takes a NeMo checkpoint or ``package.module:attribute``)
 MODELS = ("demo-rnnt", "demo-tdt", "demo-ctc")
+_MODEL_HELP = ("bundled model (" + ", ".join(MODELS) + "), a NeMo checkpoint PATH.nemo, or "
+               "package.module:attribute naming a ModelBundle (default: %(default)s)")
 
 
 class CLIError(AsrDecodeError):
@@ -35,26 +39,6 @@ class CLIError(AsrDecodeError):
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    p = Path(path)
-    if not p.parent.is_dir():
-        raise CLIError(f"{p}: the output folder {p.parent} does not exist")
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _emit(text: str, output: Optional[Path]) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -63,178 +47,18 @@ def _emit(text: str, output: Optional[Path]) -> None:
         write_atomic(output, text)
 
 
-def parse_boost(spec: str) -> tuple[str, float]:
-    """``"phrase:weight"`` -> ``(phrase, weight)``; a spec without ``:weight`` gets weight 1.0."""
-    phrase, sep, weight = spec.rpartition(":")
-    if not sep:
-        phrase, weight = spec, "1.0"
-    try:
-        w = float(weight)
-    except ValueError:
-        raise CLIError(f"--boost {spec!r}: the weight after ':' must be a number") from None
-    if not phrase.strip():
-        raise CLIError(f"--boost {spec!r}: empty phrase")
-    return phrase.strip(), w
+def _load_model(spec: str):
+    from .models import load_bundle
+
+    return load_bundle(spec)
 
 
-def _load_model(name: str):
-    from .models import load
-
-    return load(name)
-
-
-def _fusion(args: argparse.Namespace, tokenizer, vocab: int, blank: int) -> list:
-    fusion: list = []
-    if getattr(args, "lm", None):
-        from .lm import NGramLM
-
-        if not Path(args.lm).is_file():
-            raise FileFormatError(args.lm, None, "no such LM file")
-        fusion.append((NGramLM.from_arpa(args.lm, vocab_size=vocab, blank_id=blank), float(args.lm_weight)))
-    boosts = getattr(args, "boost", None) or []
-    if boosts:
-        from .lm import BoostingTree
-
-        if tokenizer is None:
-            raise CLIError("--boost needs a tokenizer (--model)")
-        tree = BoostingTree.from_phrases([parse_boost(b) for b in boosts], tokenizer, vocab_size=vocab, blank_id=blank)
-        fusion.append((tree, 1.0))
-    if fusion and args.decoder != "beam":
-        raise CLIError("--lm and --boost need --decoder beam")
-    return fusion
-
-
-def _first(result: Any) -> list[Hypothesis]:
-    return [h[0] if isinstance(h, list) else h for h in result]
-
-
-def make_pipeline(demo, args: argparse.Namespace) -> tuple[Callable, Callable]:
-    """(encode(waves) -> (output, lengths), decode(output, lengths) -> hypotheses) for ``demo``."""
-    from . import ctc
-    from . import transducer as tr
-
-    tok = demo.tokenizer
-    beam, window = int(args.beam), int(getattr(args, "window", 1))
-    if beam < 1:
-        raise CLIError(f"--beam must be >= 1, got {beam}")
-    if window < 1:
-        raise CLIError(f"--window must be >= 1, got {window}")
-
-    def encode(waves: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        feats, flen = demo.features(waves)
-        enc, elen = demo.encode_features(feats, flen)
-        if demo.kind == "ctc":
-            return demo.model.log_probs_from_encoder(enc), elen
-        return enc, elen
-
-    if args.decoder == "wfst":
-        return encode, _wfst_decode(demo, args)
-    fusion = _fusion(args, tok, tok.vocab_size, demo.blank_id)
-    if demo.kind == "ctc":
-        if window != 1:
-            raise CLIError("--window applies to transducer decoding (demo-rnnt), not to demo-ctc")
-        if args.decoder == "beam" and getattr(args, "method", "alsd") != "alsd":
-            raise CLIError("--method chooses a transducer beam search; demo-ctc uses the CTC prefix beam search")
-        if args.decoder == "greedy":
-            return encode, lambda x, n: ctc.greedy(x, n, demo.blank_id, tok)
-        return encode, lambda x, n: _first(ctc.beam_search(
-            x, n, demo.blank_id, beam=beam, fusion=fusion, beta=float(args.beta), tokenizer=tok))
-    if args.decoder == "greedy":
-        return encode, lambda x, n: tr.greedy(demo.model, x, n, window=window, tokenizer=tok, acceleration="eager")
-    method = getattr(args, "method", "alsd")
-    if window != 1 and method != "wind":
-        raise CLIError("--window with --decoder beam needs --method wind")
-    kw: dict[str, Any] = {"beam": beam, "tokenizer": tok, "method": method}
-    if method == "wind":
-        kw["window"] = window
-    if fusion:
-        kw.update(fusion=fusion, beta=float(args.beta))
-    return encode, lambda x, n: _first(tr.beam_search(demo.model, x, n, **kw))
-
-
-def _wfst_decode(demo, args: argparse.Namespace) -> Callable:
-    """decode(log_probs, lengths) through a TLG graph (``--graph``); ``--boost`` takes WORD:WEIGHT."""
-    from .ctc.wfst import WFSTDecoder, load_graph
-
-    if demo.kind != "ctc":
-        raise CLIError("--decoder wfst decodes CTC output: use --model demo-ctc")
-    if not getattr(args, "graph", None):
-        raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
-    if not Path(args.graph).is_file():
-        raise FileFormatError(args.graph, None, "no such graph file")
-    if getattr(args, "lm", None):
-        raise CLIError("--lm is for beam search; a WFST graph already holds its word LM")
-    boosts = dict(parse_boost(b) for b in getattr(args, "boost", None) or [])
-    decoder = WFSTDecoder(load_graph(args.graph), blank_id=demo.blank_id, acoustic_scale=float(args.acoustic_scale))
-
-    def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
-        hyps = decoder(x, n, boosts=[boosts] * x.shape[0] if boosts else None)
-        for h in hyps:
-            h.text = " ".join(w for w, _, _ in h.words or [])
-        return hyps
-
-    return decode
-
-
-def _word_spans(hyp: Hypothesis, tokenizer) -> Optional[list[tuple[str, int, int]]]:
-    """Words as ``(text, first_frame, end_frame_exclusive)`` from sentencepiece ``▁`` boundaries."""
-    if tokenizer is None or not hasattr(tokenizer, "id_to_piece"):
-        return None  # no piece spelling: word boundaries are not derivable
-    groups: list[list[int]] = []
-    for k, t in enumerate(hyp.tokens):
-        if tokenizer.id_to_piece(t).startswith("\u2581") or not groups:
-            groups.append([k])
-        else:
-            groups[-1].append(k)
-    words = []
-    for g in groups:
-        text = tokenizer.decode([hyp.tokens[k] for k in g]).strip()
-        if not text:
-            continue
-        last = g[-1]
-        dur = hyp.durations[last] if hyp.durations is not None else 1
-        words.append((text, hyp.timestamps[g[0]], hyp.timestamps[last] + max(1, int(dur))))
-    return words
-
-
-def hypothesis_record(hyp: Hypothesis, tokenizer, frame_seconds: float, name: str) -> dict[str, Any]:
-    """A JSON-ready record: text, score, tokens with start times, words with start/end times (s).
-
-    A token's time is its frame index x ``frame_seconds``; a word ends one frame (TDT: the
-    predicted duration) after its last token's frame.
-    """
-    tokens = []
-    for k, (t, f) in enumerate(zip(hyp.tokens, hyp.timestamps)):
-        rec: dict[str, Any] = {"id": int(t), "frame": int(f), "start": round(f * frame_seconds, 3)}
-        if tokenizer is not None and hasattr(tokenizer, "id_to_piece"):
-            rec["piece"] = tokenizer.id_to_piece(int(t))
-        if hyp.durations is not None:
-            rec["duration"] = round(int(hyp.durations[k]) * frame_seconds, 3)
-        tokens.append(rec)
-    out: dict[str, Any] = {"audio": name, "text": hyp.text if hyp.text is not None else "",
-                           "score": float(hyp.score), "tokens": tokens}
-    if hyp.words is not None:  # decoders that know words (WFST): last frame inclusive -> exclusive end
-        words: Optional[list[tuple[str, int, int]]] = [(w, s, e + 1) for w, s, e in hyp.words]
-    else:
-        words = _word_spans(hyp, tokenizer)
-    if words is not None:
-        out["words"] = [{"word": w, "start": round(s * frame_seconds, 3), "end": round(e * frame_seconds, 3)}
-                        for w, s, e in words]
-    return out
-
-
-def _format(records: list[dict[str, Any]], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(records if len(records) != 1 else records[0], indent=1, ensure_ascii=False) + "\n"
-    if fmt == "ctm":
-        lines = []
-        for r in records:
-            utt = Path(r["audio"]).stem or "utt"
-            for w in r.get("words") or [{"word": t.get("piece", str(t["id"])), "start": t["start"],
-                                         "end": t["start"]} for t in r["tokens"]]:
-                lines.append(f"{utt} 1 {w['start']:.3f} {max(0.0, w['end'] - w['start']):.3f} {w['word']}")
-        return "\n".join(lines) + ("\n" if lines else "")
-    return "".join(f"{r['audio']}\t{r['text']}\n" for r in records)
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
+    """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command's flags."""
+    return DecodeOptions(decoder=args.decoder, beam=args.beam, method=getattr(args, "method", "alsd"),
+                         window=getattr(args, "window", 1), lm=getattr(args, "lm", None), lm_weight=args.lm_weight,
+                         beta=args.beta, boost=tuple(getattr(args, "boost", None) or ()),
+                         graph=getattr(args, "graph", None), acoustic_scale=getattr(args, "acoustic_scale", 2.0))
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -243,12 +67,12 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, args)
+    encode, decode = make_pipeline(demo, decode_options(args))
     with torch.inference_mode():
         out, lengths = encode(waves)
         hyps = decode(out, lengths)
     records = [hypothesis_record(h, demo.tokenizer, demo.frame_seconds, str(a)) for h, a in zip(hyps, args.audio)]
-    _emit(_format(records, args.format), args.output)
+    _emit(format_records(records, args.format), args.output)
     return 0
 
 
@@ -284,13 +108,11 @@ def cmd_decode(args: argparse.Namespace) -> int:
     tok = _load_model(args.model).tokenizer if args.model else None
     if tok is not None and tok.vocab_size != x.shape[2]:
         raise CLIError(f"{args.emissions}: vocabulary {x.shape[2]} does not match {args.model}'s {tok.vocab_size}")
-    fusion = _fusion(args, tok, x.shape[2], args.blank_id)
+    fusion = build_fusion(decode_options(args), tok, x.shape[2], args.blank_id)
     if args.decoder == "greedy":
         hyps = ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax)
     else:
-        if args.beam < 1:
-            raise CLIError(f"--beam must be >= 1, got {args.beam}")
-        hyps = _first(ctc.beam_search(x, None, args.blank_id, beam=args.beam, fusion=fusion, beta=args.beta,
+        hyps = best_of(ctc.beam_search(x, None, args.blank_id, beam=args.beam, fusion=fusion, beta=args.beta,
                                       tokenizer=tok, log_softmax=args.log_softmax))
     if args.format == "json":
         recs = [{"index": i, "tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
@@ -314,7 +136,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except FileFormatError as err:
             raise FileFormatError(args.manifest, e.line, str(err)) from None
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, args)
+    encode, decode = make_pipeline(demo, decode_options(args))
     bar = None
     if not args.no_progress:
         try:
@@ -478,8 +300,6 @@ def _server_config(args: argparse.Namespace, server) -> Any:
             raise CLIError("--boost-weight applies to --decoder beam (wfst boosts words without it)")
         options.setdefault("boost_weight", args.boost_weight)
     if args.decoder == "wfst":
-        if args.model != "demo-ctc":
-            raise CLIError("--decoder wfst decodes CTC output: use --model demo-ctc")
         if not args.graph:
             raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
         if not Path(args.graph).is_file():
@@ -648,7 +468,7 @@ status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serv
 """
 
 def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
-    p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
+    p.add_argument("--model", default="demo-rnnt", help=_MODEL_HELP)
     p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
     if window:
         p.add_argument("--window", type=int, default=1,
@@ -682,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=raw)
     p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
     _add_decoding(p)
-    p.add_argument("--format", choices=("text", "json", "ctm"), default="text", help="default: %(default)s")
+    p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=cmd_transcribe)
 
@@ -691,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blank-id", type=int, required=True, help="index of the blank class")
     p.add_argument("--log-softmax", action="store_true", help="the file holds logits: normalise them first")
     p.add_argument("--decoder", choices=("greedy", "beam"), default="greedy", help="default: %(default)s")
-    p.add_argument("--model", choices=("demo-ctc",), help="use this model's tokenizer for text")
+    p.add_argument("--model", help="use this model's tokenizer for text (a --model spec as in transcribe)")
     _add_beam(p)
     p.add_argument("--format", choices=("text", "json"), default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
@@ -724,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--order", type=int, required=True, help="n-gram order")
     p.add_argument("--out", required=True, help="output ARPA file (.gz: gzip-compressed)")
     p.add_argument("--tokens", action="store_true", help="token-level LM over the model's BPE pieces")
-    p.add_argument("--model", choices=MODELS, default="demo-ctc", help="tokenizer for --tokens (default: %(default)s)")
+    p.add_argument("--model", default="demo-ctc", help="the model whose tokenizer --tokens uses (default: %(default)s)")
     p.set_defaults(func=cmd_build_lm)
 
     p = sub.add_parser("build-graph", help="build a TLG decoding graph (CTC topology, lexicon, word LM)",
@@ -733,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lexicon", help="lexicon file: 'word piece piece ...' lines (default: spell the LM's words "
                    "with the model's tokenizer)")
     p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
-    p.add_argument("--model", choices=MODELS, default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
+    p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
     p.set_defaults(func=cmd_build_graph)
 
@@ -787,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=MODELS, default="demo-rnnt", help="bundled model (default: %(default)s)")
+    p.add_argument("--model", default="demo-rnnt", help=_MODEL_HELP)
     p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
     p.add_argument("--beam", type=float, help="beam size (beam: hypotheses, wfst: score beam)")
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")

@@ -4,7 +4,7 @@
 into *shards* of ``batch_size`` consecutive utterances (the batches a local run decodes, see
 :func:`transcribe_local`), and runs them through Ray Data ``map_batches`` with a pool of
 ``num_actors`` decoder actors: each actor loads the model once, decodes one shard per call with
-the same calls as the local run (the CLI's :func:`~asrdecode.cli.make_pipeline` and
+the same calls as the local run (:func:`~asrdecode.pipeline.make_pipeline` and
 :func:`~asrdecode.evaluate.run_evaluation`) and commits the shard's results itself, as one part
 file written atomically (temporary file, fsync, ``os.replace``). Results never travel through the
 driver; the driver merges the committed part files into one JSON-lines file in manifest order.
@@ -37,14 +37,13 @@ fresh run and on a resumed one. See ``docs/distributed.md`` for cluster use and 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -53,6 +52,7 @@ import torch
 
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
+from .pipeline import DecodeOptions, make_pipeline
 from .results import Hypothesis
 
 __all__ = [
@@ -71,21 +71,6 @@ CONFIG_FILE = "run.json"
 PARTS_DIR = "parts"
 RAY_REQUIREMENT = "ray[data]==2.60.0"
 _FORMAT = 1
-_MODELS = ("demo-rnnt", "demo-tdt", "demo-ctc")
-_DECODERS = ("greedy", "beam", "wfst")
-# decoder_options key -> (CLI flag it stands for, accepted Python types)
-_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
-    "beam": ("--beam", (int,)),
-    "window": ("--window", (int,)),
-    "method": ("--method", (str,)),
-    "lm": ("--lm", (str, os.PathLike)),
-    "lm_weight": ("--lm-weight", (int, float)),
-    "beta": ("--beta", (int, float)),
-    "boost": ("--boost", (list, tuple)),
-    "graph": ("--graph", (str, os.PathLike)),
-    "acoustic_scale": ("--acoustic-scale", (int, float)),
-}
-_CPU_ONLY_OPTIONS = ("lm", "boost", "graph")  # fusion models and graphs are built on the CPU
 
 
 class DistributedRunError(AsrDecodeError):
@@ -112,25 +97,12 @@ class _OnDevice:
 
 
 def _check_options(model: str, decoder: str, decoder_options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    if model not in _MODELS:
-        raise DecodingInputError(f"model must be one of {list(_MODELS)}, got {model!r}")
-    if decoder not in _DECODERS:
-        raise DecodingInputError(f"decoder must be one of {list(_DECODERS)}, got {decoder!r}")
-    opts = dict(decoder_options or {})
-    for key, value in opts.items():
-        if key not in _OPTIONS:
-            raise DecodingInputError(f"decoder_options: unknown key {key!r}; known: {sorted(_OPTIONS)}")
-        flag, types = _OPTIONS[key]
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise DecodingInputError(f"decoder_options[{key!r}] (the CLI's {flag}) must be "
-                                     f"{' or '.join(t.__name__ for t in types)}, got {type(value).__name__}")
-        if isinstance(value, os.PathLike):
-            opts[key] = os.fspath(value)
-        elif key == "boost":
-            if not all(isinstance(b, str) for b in value):
-                raise DecodingInputError("decoder_options['boost'] must be a list of 'PHRASE:WEIGHT' strings")
-            opts[key] = list(value)
-    return opts
+    """``decoder_options`` checked as :class:`~asrdecode.pipeline.DecodeOptions`; the keys that were given."""
+    if not isinstance(model, str) or not model:
+        raise DecodingInputError(f"model must be a model name or spec (see asrdecode.models.load_bundle), got {model!r}")
+    given = dict(decoder_options or {})
+    opts = DecodeOptions.from_mapping(decoder, given)
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in given}
 
 
 def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
@@ -139,7 +111,8 @@ def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
     """The model and the ``(encode, decode)`` pair that ``asrdecode eval`` uses, from Python values.
 
     Args:
-        model: a bundled model name (``"demo-rnnt"``, ``"demo-tdt"``, ``"demo-ctc"``).
+        model: a model spec as ``--model`` takes it (:func:`asrdecode.models.load_bundle`: a bundled
+            name, ``PATH.nemo``, ``package.module:attribute``).
         decoder: ``"greedy"``, ``"beam"`` or ``"wfst"``.
         decoder_options: the CLI's decoding flags as keys: ``beam``, ``window``, ``lm`` (path),
             ``lm_weight``, ``beta``, ``boost`` (list of ``"PHRASE:WEIGHT"``), ``graph`` (path),
@@ -147,27 +120,23 @@ def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
         device: where the encoder and decoder run (the front end always runs on the CPU).
 
     Returns:
-        ``(demo, encode, decode)`` from :func:`asrdecode.models.load` and
-        :func:`asrdecode.cli.make_pipeline`.
+        ``(bundle, encode, decode)`` from :func:`asrdecode.models.load_bundle` and
+        :func:`asrdecode.pipeline.make_pipeline`.
 
     Raises:
         DecodingInputError: unknown model, decoder or option, or an ill-typed option.
         AsrDecodeError: what ``make_pipeline`` rejects (e.g. ``wfst`` without ``graph``).
     """
-    from .cli import build_parser, make_pipeline
-    from .models import load
+    from .models import load_bundle
 
     opts = _check_options(model, decoder, decoder_options)
     dev = torch.device(device)
-    if dev.type != "cpu" and any(k in opts for k in _CPU_ONLY_OPTIONS):
-        raise DecodingInputError(f"decoder_options {sorted(k for k in opts if k in _CPU_ONLY_OPTIONS)} build "
+    if dev.type != "cpu" and any(k in opts for k in DecodeOptions.CPU_ONLY):
+        raise DecodingInputError(f"decoder_options {sorted(k for k in opts if k in DecodeOptions.CPU_ONLY)} build "
                                  "their LM/boosting/graph tensors on the CPU: decode them on a CPU device")
-    args: argparse.Namespace = build_parser().parse_args(["eval", "-"])  # the CLI's defaults
-    args.model, args.decoder = model, decoder
-    for key, value in opts.items():
-        setattr(args, key, value)
-    demo = load(model, device=dev)
-    encode, decode = make_pipeline(demo if dev.type == "cpu" else _OnDevice(demo, dev), args)
+    demo = load_bundle(model, device=dev)
+    encode, decode = make_pipeline(demo if dev.type == "cpu" else _OnDevice(demo, dev),
+                                   DecodeOptions.from_mapping(decoder, opts))
     return demo, encode, decode
 
 
@@ -428,7 +397,7 @@ def _merge(out: Path, parts: Path, entries: Sequence[ManifestEntry]) -> tuple[Pa
 def _gpus_per_actor(requested: Optional[float], num_actors: int, opts: dict[str, Any]) -> float:
     import ray
 
-    cpu_only = [k for k in _CPU_ONLY_OPTIONS if k in opts]
+    cpu_only = [k for k in DecodeOptions.CPU_ONLY if k in opts]
     if requested is None:
         gpus = float(ray.cluster_resources().get("GPU", 0.0))
         return min(1.0, gpus / num_actors) if gpus > 0 and not cpu_only else 0.0

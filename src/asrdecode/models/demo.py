@@ -26,7 +26,7 @@ from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
 from .frontend import HamaFrontEnd, LogMelFrontEnd, MelEncoder, PhoneEncoder
 
-__all__ = ["DemoModel", "CTCModel", "DemoNet", "load", "available", "build_model", "save_checkpoint",
+__all__ = ["DemoModel", "DemoCTCHead", "DemoNet", "load", "available", "build_model", "save_checkpoint",
            "load_encoder_state", "read_encoder", "ASSETS"]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -102,7 +102,7 @@ def load_encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
     return read_encoder(path)[1]
 
 
-class CTCModel(nn.Module):
+class DemoCTCHead(nn.Module):
     """The demo CTC model: audio -> frame log-probs ``[B, T, V]`` (blank id ``blank_id``)."""
 
     def __init__(self, net: DemoNet, front: "DemoModel") -> None:
@@ -132,7 +132,7 @@ class DemoModel:
     Attributes:
         name: ``"demo-ctc"``, ``"demo-rnnt"`` or ``"demo-tdt"``.
         kind: ``"ctc"``, ``"rnnt"`` or ``"tdt"``.
-        model: a :class:`CTCModel` (``log_probs(audio)``) or an
+        model: a :class:`DemoCTCHead` (``log_probs(audio)``, a :class:`~asrdecode.models.bundle.CTCModel`) or an
             :class:`~asrdecode.transducer.LSTMTransducer` (the TransducerModel protocol).
         tokenizer: the :class:`~asrdecode.tokenizers.SentencePieceTokenizer` (blank id = ``blank_id``).
         encoder: the trained encoder (:class:`MelEncoder`, or :class:`PhoneEncoder` for a
@@ -164,6 +164,11 @@ class DemoModel:
     @property
     def blank_id(self) -> int:
         return int(self.model.blank_id)
+
+    @property
+    def encoder_dim(self) -> int:
+        """Width ``D`` of :meth:`encode_features`."""
+        return int(self.encoder.out_dim)
 
     def features(self, audio, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Audio -> padded features ``[B, Tf, F]`` and their lengths ``[B]``.
@@ -272,5 +277,5 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     net.eval().to(device)
     demo = DemoModel(name=name, kind=ckpt["kind"], model=nn.Identity(), tokenizer=tok, encoder=net.encoder,
                      frontend=frontend)
-    demo.model = CTCModel(net, demo).eval() if ckpt["kind"] == "ctc" else net.transducer.eval()
+    demo.model = DemoCTCHead(net, demo).eval() if ckpt["kind"] == "ctc" else net.transducer.eval()
     return demo

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..errors import DecodingInputError, check_emissions
 
-__all__ = ["NeMoTransducer", "encoder_output", "require_nemo"]
+__all__ = ["NeMoBundle", "NeMoTransducer", "encoder_output", "require_nemo"]
 
 _INSTALL_HINT = (
     "asrdecode.models.nemo needs NVIDIA NeMo (`pip install \"nemo_toolkit[asr]\" torch==2.13.0`, "
@@ -221,3 +221,91 @@ def encoder_output(
     finally:
         nemo_model.train(was_training)
     return enc.transpose(1, 2).contiguous(), enc_len
+
+
+class _NeMoTokenizer:
+    """A NeMo tokenizer as ours: ``vocab_size`` with the blank (last id), ``decode``, ``id_to_piece``."""
+
+    def __init__(self, nemo_tokenizer: Any, vocab_size: int) -> None:
+        self._tok = nemo_tokenizer
+        self.vocab_size = int(vocab_size)
+        self.blank_id = self.vocab_size - 1
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.ids_to_text([int(i) for i in ids if int(i) != self.blank_id])
+
+    def id_to_piece(self, i: int) -> str:
+        return "<blk>" if int(i) == self.blank_id else self._tok.ids_to_tokens([int(i)])[0]
+
+
+class _NeMoCTCHead(nn.Module):
+    """A NeMo CTC decoder (``ConvASRDecoder``) as a :class:`~asrdecode.models.bundle.CTCModel`."""
+
+    def __init__(self, decoder: nn.Module, vocab_size: int) -> None:
+        super().__init__()
+        self.decoder = decoder
+        self.vocab_size = int(vocab_size)
+        self.blank_id = self.vocab_size - 1
+
+    @torch.no_grad()
+    def log_probs_from_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """Encoder output ``[B, T, D]`` -> log-probs ``[B, T, V]``."""
+        return torch.log_softmax(self.decoder(encoder_output=enc.transpose(1, 2)).float(), dim=-1)
+
+
+class NeMoBundle:
+    """A NeMo ASR model (RNN-T, TDT or CTC) as a :class:`~asrdecode.models.bundle.ModelBundle`.
+
+    Features are NeMo's preprocessor output (``[B, Tf, F]``, our layout), the encoder is NeMo's,
+    and the decoders see :class:`NeMoTransducer` or a CTC head. ``asrdecode transcribe --model
+    PATH.nemo`` loads one through :meth:`from_checkpoint`.
+    """
+
+    def __init__(self, asr_model: nn.Module, name: str = "nemo") -> None:
+        self.asr_model = asr_model.eval()
+        self.name = name
+        cfg = asr_model.cfg
+        if hasattr(asr_model, "joint"):
+            self.model: Any = NeMoTransducer.from_model(asr_model).eval()
+            self.kind = "rnnt" if self.model.durations is None else "tdt"
+        else:
+            self.model = _NeMoCTCHead(asr_model.decoder, int(asr_model.decoder.num_classes_with_blank))
+            self.kind = "ctc"
+        tok = getattr(asr_model, "tokenizer", None)
+        self.tokenizer = None if tok is None else _NeMoTokenizer(tok, self.model.vocab_size)
+        stride = float(cfg.preprocessor.get("window_stride", 0.01))
+        sub = int(getattr(asr_model.encoder, "subsampling_factor", cfg.encoder.get("subsampling_factor", 1)))
+        self.feature_dim = int(cfg.preprocessor.get("features", cfg.preprocessor.get("nfilt", 80)))
+        self.feature_frames_per_frame = sub
+        self.frame_seconds = stride * sub
+        self.encoder_dim = int(cfg.encoder.get("d_model", getattr(asr_model.encoder, "_feat_out", 0)))
+        self.sample_rate = int(cfg.get("sample_rate", 16000))
+
+    @property
+    def blank_id(self) -> int:
+        return int(self.model.blank_id)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, device: torch.device | str = "cpu") -> "NeMoBundle":
+        """Restore a ``.nemo`` file (needs NeMo)."""
+        require_nemo()
+        from nemo.collections.asr.models import ASRModel  # noqa: PLC0415 (optional dependency)
+
+        return cls(ASRModel.restore_from(str(path), map_location=torch.device(device)), name=str(path))
+
+    @torch.no_grad()
+    def features(self, audio: Any, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Waveforms (list of ``[N]``, 16 kHz) -> NeMo preprocessor features ``[B, Tf, F]`` and lengths ``[B]``."""
+        from ..audio import pad_batch
+
+        waves = [torch.as_tensor(a, dtype=torch.float32) for a in audio]
+        x, n = pad_batch(waves)
+        self.asr_model.preprocessor.eval()
+        feats, flen = self.asr_model.preprocessor(input_signal=x, length=n)
+        return feats.transpose(1, 2).contiguous(), flen
+
+    @torch.no_grad()
+    def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, D]`` + lengths ``[B]``."""
+        enc, elen = self.asr_model.encoder(audio_signal=feats.transpose(1, 2), length=lengths)
+        return enc.transpose(1, 2).contiguous(), elen

@@ -56,7 +56,7 @@ class ServerConfig:
     """Settings of :func:`build_service` / ``asrdecode serve``.
 
     Attributes:
-        model: bundled model (``demo-rnnt``, ``demo-tdt``, ``demo-ctc``).
+        model: a model spec (:func:`~asrdecode.models.load_bundle`: a bundled name, ``PATH.nemo``, ``module:attribute``).
         decoder: ``greedy`` | ``beam`` | ``wfst`` (CTC only).
         decoder_options: keyword arguments of :class:`~asrdecode.streaming.StreamDecoder`.
         max_batch: most streams per decoder step (1 = batching off).
@@ -410,7 +410,7 @@ class StreamingService:
     def words(self, hyp: Any) -> Optional[list[dict[str, Any]]]:
         if hyp is None:
             return None
-        from ..cli import hypothesis_record
+        from ..records import hypothesis_record
 
         rec = hypothesis_record(hyp, self.tokenizer, self.frame_seconds, "")
         return rec.get("words")
@@ -473,11 +473,11 @@ def create_app(service: StreamingService) -> Starlette:
 
 
 def build_service(config: ServerConfig, **kwargs: Any) -> StreamingService:
-    """Load the bundled model, make its :class:`~asrdecode.streaming.StreamDecoder`, wrap it."""
-    from ..models import load
+    """Load the model (:func:`~asrdecode.models.load_bundle`), make its :class:`~asrdecode.streaming.StreamDecoder`, wrap it."""
+    from ..models import load_bundle
     from ..streaming import StreamDecoder
 
-    bundle = load(config.model)
+    bundle = load_bundle(config.model)
     options = dict(config.decoder_options)
     if isinstance(options.get("graph"), (str, os.PathLike)):
         from ..ctc.wfst import load_graph

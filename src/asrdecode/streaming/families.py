@@ -27,6 +27,8 @@ from .. import ctc
 from ..errors import DecodingInputError
 from ..lm import BoostingTree
 from ..fusion import FusionScorer
+from ..models.bundle import check_bundle
+from ..pipeline import DECODERS
 from ..results import Hypothesis
 from ..transducer import BeamState, beam_search, greedy
 from .state_batching import (
@@ -46,8 +48,6 @@ __all__ = ["make_family", "DECODERS"]
 
 Boosts = Mapping[str, float]
 
-#: decoder names per bundle kind
-DECODERS = {"rnnt": ("greedy", "beam"), "tdt": ("greedy", "beam"), "ctc": ("greedy", "beam", "wfst")}
 
 
 def pad_frames(frames: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +99,7 @@ class TransducerGreedy:
         _check_options("greedy", options, greedy, ("tokenizer", "state", "return_state"))
         self.model = bundle.model
         self.options = options
-        self.width = bundle.encoder.out_dim
+        self.width = bundle.encoder_dim
         self.tdt = self.model.durations is not None
         self.pool = StatePool(self.model, 1)
         self.check_boosts = _no_boosts("greedy")
@@ -199,7 +199,7 @@ class TransducerBeam(_PhraseBoosts):
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
                           bundle.tokenizer)
         self.options = options
-        self.width = bundle.encoder.out_dim
+        self.width = bundle.encoder_dim
         durations = self.model.durations
         self.pack = max(durations) + 1 if durations is not None else 1  # beam.py: tree data = frame * pack + duration
         probe = self._initial(self._fusion(self.empty))  # validates the options
@@ -422,9 +422,7 @@ class WFST:
 
 def make_family(bundle: Any, decoder: str, options: dict[str, Any]) -> Any:
     """The adapter of ``decoder`` for ``bundle``'s kind; a ValueError names the accepted names."""
-    kind = getattr(bundle, "kind", None)
-    if kind not in DECODERS:
-        raise DecodingInputError(f"bundle must be a demo model from asrdecode.models.load(), got {type(bundle).__name__}")
+    kind = check_bundle(bundle, "bundle").kind
     if decoder not in DECODERS[kind]:
         raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODERS[kind]}")
     if kind == "ctc":

@@ -32,10 +32,11 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError
+from ..audio import SAMPLE_RATE
 
 __all__ = ["BlockFrontEnd", "AudioBuffer", "check_audio", "SAMPLES_PER_FRAME"]
 
-SAMPLES_PER_FRAME = 1280  # one 80 ms encoder frame at 16 kHz
+SAMPLES_PER_FRAME = 1280  # one 80 ms encoder frame of the bundled models at 16 kHz
 
 
 def check_audio(name: str, audio: object) -> torch.Tensor:
@@ -112,6 +113,10 @@ class BlockFrontEnd:
         self.block_frames = block_frames
         self.left_context = left_context
         self.right_context = right_context
+        #: audio samples per encoder frame (1280 for the bundled 80 ms models)
+        self.samples_per_frame = int(round(float(bundle.frame_seconds) * SAMPLE_RATE))  # type: ignore[attr-defined]
+        if self.samples_per_frame < 1:
+            raise DecodingInputError(f"bundle.frame_seconds is too small: {bundle.frame_seconds!r}")  # type: ignore
 
     # -- windows -----------------------------------------------------------------------------------
 
@@ -125,7 +130,7 @@ class BlockFrontEnd:
         """The window of the block starting at frame ``first``; ``end`` its last sample (exclusive),
         ``None`` for the stream's last window (to the end of the audio)."""
         ctx = min(self.left_context, first)
-        lo = (first - ctx) * SAMPLES_PER_FRAME - buf.start
+        lo = (first - ctx) * self.samples_per_frame - buf.start
         if end is None:
             return _Window(buf.samples[lo:], ctx, None, None)
         frames = ctx + self.block_frames + self.right_context
@@ -137,7 +142,7 @@ class BlockFrontEnd:
         advances the buffer and drops the samples no later block needs."""
         out = []
         while True:
-            end = (buf.next_frame + self.block_frames + self.right_context) * SAMPLES_PER_FRAME
+            end = (buf.next_frame + self.block_frames + self.right_context) * self.samples_per_frame
             if buf.received > end:
                 out.append(self._window(buf, buf.next_frame, end))
                 buf.next_frame += self.block_frames
@@ -145,7 +150,7 @@ class BlockFrontEnd:
             if final:
                 out.append(self._window(buf, buf.next_frame, None))
             break
-        keep_from = max(buf.next_frame - self.left_context, 0) * SAMPLES_PER_FRAME
+        keep_from = max(buf.next_frame - self.left_context, 0) * self.samples_per_frame
         if keep_from > buf.start:
             buf.samples = buf.samples[keep_from - buf.start :].clone()
             buf.start = keep_from
