@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import tempfile
@@ -72,6 +73,8 @@ def parse_boost(spec: str) -> tuple[str, float]:
         w = float(weight)
     except ValueError:
         raise CLIError(f"--boost {spec!r}: the weight after ':' must be a number") from None
+    if not math.isfinite(w):
+        raise CLIError(f"--boost {spec!r}: the weight after ':' must be finite")
     if not phrase.strip():
         raise CLIError(f"--boost {spec!r}: empty phrase")
     return phrase.strip(), w
