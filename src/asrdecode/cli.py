@@ -383,7 +383,7 @@ def cmd_build_lm(args: argparse.Namespace) -> int:
 
 def cmd_build_graph(args: argparse.Namespace) -> int:
     from .ctc.wfst import build_tlg, lexicon_from_tokenizer, read_lexicon
-    from .lm import read_arpa
+    from .lm.arpa import drop_words, read_arpa
 
     for path, what in ((args.lm, "--lm"), (args.lexicon, "--lexicon")):
         if path is not None and not Path(path).is_file():
@@ -399,7 +399,8 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         lexicon = read_lexicon(args.lexicon, symbols)
     else:  # spell every LM word with the model's tokenizer
         words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
-        lexicon = lexicon_from_tokenizer(words, tok)
+        lexicon = lexicon_from_tokenizer(words, tok, "skip" if args.skip_unknown_words else "error")
+        arpa = drop_words(arpa, [w for w in words if w not in lexicon])  # the skipped words leave the LM too
     graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank)
     with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
         tmp_path = Path(tmp) / "graph.pt"
@@ -738,6 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
     p.add_argument("--model", choices=MODELS, default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
+    p.add_argument("--skip-unknown-words", action="store_true",
+                   help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
     p.set_defaults(func=cmd_build_graph)
 
     p = sub.add_parser("bench", help="decoder speed, WIND jumps and WER vs LM weight: table + PNG plots",
