@@ -126,3 +126,83 @@ def test_non_utf8_arpa_word_names_the_line(tmp_path):
 def test_directory_is_a_named_error(tmp_path):
     with pytest.raises(FileFormatError, match="cannot open"):
         read_arpa(tmp_path)
+
+
+# ------------------------------------------------------------------------------------ torch.load
+SRC = Path(__file__).resolve().parents[1] / "src" / "asrdecode"
+
+
+def test_every_torch_load_in_src_is_weights_only():
+    """torch < 2.6 (allowed by pyproject) unpickles arbitrary code unless weights_only=True is explicit."""
+    import re
+
+    calls = []
+    for f in SRC.rglob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        for m in re.finditer(r"torch\.load\(([^()]*(?:\([^()]*\)[^()]*)*)\)", text):
+            calls.append((f.name, m.group(1)))
+    assert calls, "no torch.load found: the scan is broken"
+    bad = [c for c in calls if "weights_only=True" not in c[1]]
+    assert not bad, bad
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("code ran while loading",))
+
+
+def test_demo_checkpoint_with_code_is_refused(tmp_path):
+    import torch
+
+    from asrdecode.models.demo import read_encoder
+
+    p = tmp_path / "encoder.pt"
+    torch.save({"kind": "encoder", "frontend": "logmel", "state_dict": {}, "x": _Evil()}, str(p))
+    with pytest.raises(FileFormatError, match=r"encoder\.pt: not a weights-only torch checkpoint"):
+        read_encoder(p)
+    p.write_bytes(b"not a checkpoint")
+    with pytest.raises(FileFormatError, match=r"encoder\.pt: not a weights-only torch checkpoint"):
+        read_encoder(p)
+
+
+# --------------------------------------------------------------------------------- output paths
+def test_check_output_path(tmp_path):
+    from asrdecode.paths import OutputPathError, check_output_path
+
+    check_output_path(None)
+    check_output_path(tmp_path / "out.txt")
+    with pytest.raises(OutputPathError, match=r"-o .*missing/out\.txt: the output folder .*missing does not exist"):
+        check_output_path(tmp_path / "missing" / "out.txt", "-o")
+    with pytest.raises(OutputPathError, match="is a folder"):
+        check_output_path(tmp_path)
+    assert issubclass(OutputPathError, ValueError)
+
+
+@pytest.mark.parametrize("command", ["transcribe", "eval", "decode"])
+def test_cli_output_into_missing_folder_fails_before_decoding(tmp_path, capsys, monkeypatch, command):
+    import json
+
+    import numpy as np
+
+    from asrdecode import cli
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoding started before the output path was checked")
+
+    monkeypatch.setattr(cli, "_load_model", no_decoding)
+    monkeypatch.setattr(cli, "make_pipeline", no_decoding)
+    wav = Path(__file__).resolve().parents[1] / "data" / "real" / "cards-001.wav"
+    out = tmp_path / "missing" / "out.txt"
+    if command == "transcribe":
+        argv = ["transcribe", str(wav), "--model", "demo-ctc", "-o", str(out)]
+    elif command == "eval":
+        m = tmp_path / "m.jsonl"
+        m.write_text(json.dumps({"audio_filepath": str(wav), "duration": 1.0, "text": "x"}) + "\n")
+        argv = ["eval", str(m), "--model", "demo-ctc", "-o", str(out)]
+    else:
+        em = tmp_path / "x.npy"
+        np.save(em, np.log(np.full((3, 4), 0.25, dtype=np.float32)))
+        argv = ["decode", str(em), "--blank-id", "0", "--model", "demo-ctc", "-o", str(out)]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "the output folder" in captured.err and "does not exist" in captured.err

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import AsrDecodeError, FileFormatError
+from .paths import check_output_path
 from .results import Hypothesis
 
 __all__ = ["main", "build_parser", "hypothesis_record", "parse_boost"]
@@ -244,6 +245,7 @@ def _format(records: list[dict[str, Any]], fmt: str) -> str:
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from .audio import read_audio
 
+    check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
     encode, decode = make_pipeline(demo, args)
@@ -283,6 +285,7 @@ def _load_emissions(path: str) -> torch.Tensor:
 def cmd_decode(args: argparse.Namespace) -> int:
     from . import ctc
 
+    check_output_path(args.output)
     x = _load_emissions(args.emissions)
     tok = _load_model(args.model).tokenizer if args.model else None
     if tok is not None and tok.vocab_size != x.shape[2]:
@@ -310,6 +313,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .audio import read_audio
     from .evaluate import read_manifest, run_evaluation
 
+    check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     entries = read_manifest(args.manifest)
     for e in entries:  # fail on a bad audio file before any decoding, naming the manifest line
         try:
