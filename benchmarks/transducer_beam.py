@@ -64,17 +64,17 @@ def speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repe
     """One row per decoder: time per batch (ms), ratio to greedy, labels emitted."""
     fns = {
         "greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS),
-        "ALSD++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="alsd", max_symbols_per_frame=MAX_SYMBOLS),
-        "AES++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="aes", max_symbols_per_frame=MAX_SYMBOLS),
+        "ALSD++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="alsd", max_symbols=MAX_SYMBOLS),
+        "AES++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="aes", max_symbols=MAX_SYMBOLS),
     }
     if lm is not None:
         fns["ALSD++ beam 4 + LM (late)"] = lambda: beam_search(
-            model, enc, lengths, beam=4, method="alsd", fusion=[(lm, lm_weight)], max_symbols_per_frame=MAX_SYMBOLS)
+            model, enc, lengths, beam=4, method="alsd", fusion=[(lm, lm_weight)], max_symbols=MAX_SYMBOLS)
         fns["ALSD++ beam 4 + LM (early)"] = lambda: beam_search(
             model, enc, lengths, beam=4, method="alsd", fusion=[(lm, lm_weight)], pruning="early",
-            max_symbols_per_frame=MAX_SYMBOLS)
+            max_symbols=MAX_SYMBOLS)
         fns["AES++ beam 4 + LM (late)"] = lambda: beam_search(
-            model, enc, lengths, beam=4, method="aes", fusion=[(lm, lm_weight)], max_symbols_per_frame=MAX_SYMBOLS)
+            model, enc, lengths, beam=4, method="aes", fusion=[(lm, lm_weight)], max_symbols=MAX_SYMBOLS)
     times = time_many(fns, repeats=repeats, warmup=1)
     base = times["greedy (label-looping)"]
     labels = {name: sum(len(h.tokens) for h in fn()) for name, fn in fns.items()}
@@ -191,9 +191,9 @@ def our_decoders(model, beam: int = NEMO_BEAM) -> dict[str, tuple[str | None, ob
     return {
         "ours greedy (label-looping)": (None, lambda enc, lengths: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)),
         f"ours ALSD++ beam {beam}": ("alsd", lambda enc, lengths: beam_search(
-            model, enc, lengths, beam=beam, method="alsd", max_symbols_per_frame=MAX_SYMBOLS)),
+            model, enc, lengths, beam=beam, method="alsd", max_symbols=MAX_SYMBOLS)),
         f"ours AES++ beam {beam}": ("aes", lambda enc, lengths: beam_search(
-            model, enc, lengths, beam=beam, method="aes", max_symbols_per_frame=MAX_SYMBOLS)),
+            model, enc, lengths, beam=beam, method="aes", max_symbols=MAX_SYMBOLS)),
     }
 
 
@@ -296,7 +296,7 @@ def nemo_demo(repeats: int) -> tuple[list[list[object]], list[list[object]], lis
         theirs = {**nemo_decoders(model, beam=1, per_utterance=False), **nemo_decoders(model)}
         with torch.inference_mode():
             out = {dname: fn(enc, el) for dname, (_, fn) in {**ours, **theirs}.items()}
-            ours1 = {m: beam_search(model, enc, el, beam=1, method=m, max_symbols_per_frame=MAX_SYMBOLS)
+            ours1 = {m: beam_search(model, enc, el, beam=1, method=m, max_symbols=MAX_SYMBOLS)
                      for m in ("alsd", "aes")}
         ref4 = {m: out[dname] for dname, (m, _) in ours.items() if m}
         for dname, (method, _) in theirs.items():
@@ -338,9 +338,9 @@ def wind_decoders(model, enc, lengths, tokenizer=None) -> dict[str, object]:
     fns = {"greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, tokenizer=tokenizer)}
     for beam in WIND_BEAMS:
         fns[f"ALSD++ beam {beam}"] = lambda beam=beam: beam_search(
-            model, enc, lengths, beam=beam, method="alsd", max_symbols_per_frame=MAX_SYMBOLS, tokenizer=tokenizer)
+            model, enc, lengths, beam=beam, method="alsd", max_symbols=MAX_SYMBOLS, tokenizer=tokenizer)
         fns[f"WIND beam {beam} (window {WIND_WINDOW})"] = lambda beam=beam: beam_search(
-            model, enc, lengths, beam=beam, method="wind", window=WIND_WINDOW, max_symbols_per_frame=MAX_SYMBOLS,
+            model, enc, lengths, beam=beam, method="wind", window=WIND_WINDOW, max_symbols=MAX_SYMBOLS,
             tokenizer=tokenizer)
     return fns
 
@@ -433,7 +433,7 @@ def tune_lm_main() -> None:
         e = e[:, : int(n.max())]
         fusion = [(lm, w)] if w else []
         hyps = beam_search(demo.model, e, n, beam=4, method=method, window=WIND_WINDOW, fusion=fusion, beta=beta,
-                           blank_scoring=scoring, max_symbols_per_frame=MAX_SYMBOLS, tokenizer=demo.tokenizer)
+                           blank_scoring=scoring, max_symbols=MAX_SYMBOLS, tokenizer=demo.tokenizer)
         return wer(r, [h.text or "" for h in hyps])
 
     rows, grid = [], []

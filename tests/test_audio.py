@@ -89,3 +89,51 @@ def test_pad_batch() -> None:
         pad_batch([])
     with pytest.raises(DecodingInputError, match=r"audios\[1\]"):
         pad_batch([torch.ones(3), torch.ones(2, 2)])
+
+
+@pytest.mark.parametrize("sr", [1, 8, 999, 384_001, 2**31 - 1])
+def test_implausible_sample_rate_is_a_named_error(tmp_path: Path, sr: int) -> None:
+    """A header claiming 1 Hz would be resampled x16000 (minutes of work): refused, naming the file."""
+    p = tmp_path / "rate.wav"
+    _write(p, np.zeros(8000), sr)
+    with pytest.raises(FileFormatError, match=r"rate\.wav: sample rate .* outside 1000\.\.384000 Hz"):
+        read_audio(p)
+
+
+@pytest.mark.parametrize("sr", [1000, 8000, 384_000])
+def test_sample_rate_bounds_are_inclusive(tmp_path: Path, sr: int) -> None:
+    p = tmp_path / "ok.wav"
+    _write(p, np.zeros(sr // 100), sr)
+    assert read_audio(p).shape == (160,)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 1000, 3199])
+@pytest.mark.parametrize("channels", [1, 2])
+def test_truncated_data_chunk_is_a_named_error(tmp_path: Path, cut: int, channels: int) -> None:
+    """A wav cut short (its header declares more data than the file holds) is an error, never decoded silently."""
+    p = tmp_path / "cut.wav"
+    _write(p, 0.1 * np.ones(1600), 16000, channels=channels)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) - cut])
+    with pytest.raises(FileFormatError, match=r"cut\.wav: truncated wav data chunk: the header declares 1600 frames"):
+        read_audio(p)
+
+
+def test_header_declaring_gigabytes_reads_only_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "big.wav"
+    _write(p, np.zeros(100), 16000)
+    data = bytearray(p.read_bytes())
+    data[40:44] = (0xFFFFFFF0).to_bytes(4, "little")  # data chunk size
+    p.write_bytes(bytes(data))
+    with pytest.raises(FileFormatError, match="truncated wav data chunk"):
+        read_audio(p)
+
+
+def test_zero_channels_is_a_named_error(tmp_path: Path) -> None:
+    p = tmp_path / "ch.wav"
+    _write(p, np.zeros(100), 16000)
+    data = bytearray(p.read_bytes())
+    data[22:24] = (0).to_bytes(2, "little")
+    p.write_bytes(bytes(data))
+    with pytest.raises(FileFormatError, match=r"ch\.wav"):
+        read_audio(p)

@@ -167,8 +167,10 @@ def test_bad_inputs():
         BoostingTree.from_phrases("abc", tok)
     with pytest.raises(DecodingInputError, match=r"phrases\[1\] is empty"):
         BoostingTree.from_phrases(["ab", "  "], tok)
-    with pytest.raises(DecodingInputError, match=r"phrases\[0\] = 'az' cannot be tokenised"):
+    with pytest.raises(DecodingInputError, match=r"phrases\[0\] = 'az' holds characters the tokenizer cannot spell \('z'\)"):
         BoostingTree.from_phrases(["az"], tok)
+    with pytest.raises(DecodingInputError, match="on_unknown must be one of"):
+        BoostingTree.from_phrases(["ab"], tok, on_unknown="ignore")
     with pytest.raises(DecodingInputError, match="has no tokenisation"):
         BoostingTree.from_phrases(["ab"], lambda text: [], vocab_size=4, blank_id=0)
     with pytest.raises(DecodingInputError, match="must be a str"):

@@ -94,3 +94,85 @@ def test_nan_logits_from_model_detected_by_reference(model, enc):
         model.joint_out.bias[1] = float("nan")
     with pytest.raises(DecodingInputError, match="NaN or inf logits"):
         reference_greedy(model, enc[0])
+
+
+class _Protocol:
+    """A parameterless protocol model wrapping ``inner`` (no .parameters(): the width probe is used)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.blank_id, self.vocab_size, self.durations = inner.blank_id, inner.vocab_size, inner.durations
+
+    def __getattr__(self, name):
+        if name in ("parameters", "enc_proj"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam", "wind"])
+def test_encoder_dtype_and_width_checked_against_the_model(model, enc, decode):
+    from asrdecode.transducer import beam_search
+
+    def run(m, x):
+        if decode == "greedy":
+            return greedy(m, x)
+        return beam_search(m, x, beam=2, method="wind" if decode == "wind" else "alsd")
+
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        with pytest.raises(DecodingInputError, match=f"dtype {dtype}.*parameters are torch.float64"):
+            run(model, enc.to(dtype))
+    for width in (4, 7):
+        with pytest.raises(DecodingInputError, match=f"width {width} but the model expects 5"):
+            run(model, torch.randn(2, 5, width, dtype=torch.float64))
+    with pytest.raises(DecodingInputError, match="project_encoder does not accept .* width 7"):
+        run(_Protocol(model), torch.randn(2, 5, 7, dtype=torch.float64))
+    run(_Protocol(model), enc)  # the right width passes the probe
+
+
+class _Tok:
+    def __init__(self, n):
+        self.vocab_size = n
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam"])
+def test_tokenizer_vocabulary_size_checked(model, enc, decode):
+    from asrdecode.transducer import beam_search
+
+    fn = greedy if decode == "greedy" else beam_search
+    with pytest.raises(DecodingInputError, match="tokenizer has vocab_size 7 but the model has 6"):
+        fn(model, enc, tokenizer=_Tok(7))
+    assert fn(model, enc, tokenizer=_Tok(6))[0].text is not None
+
+
+def test_beam_max_symbols_is_the_one_name():
+    from asrdecode.transducer import beam_search, reference_beam_search
+
+    model = random_model(4, 3, 0, None, blank_bias=-100.0)  # never emits blank
+    enc = torch.randn(1, 3, 5, dtype=torch.float64)
+    capped = beam_search(model, enc, beam=2)  # the default cap (10) ends the search
+    assert len(capped[0].tokens) == 30
+    assert beam_search(model, enc, beam=2, max_symbols=2)[0].tokens == reference_beam_search(
+        model, enc[0], beam=2, max_symbols=2)[0].tokens
+    with pytest.warns(DeprecationWarning, match="max_symbols_per_frame is deprecated"):
+        old = beam_search(model, enc, beam=2, max_symbols_per_frame=2)
+    assert old[0].tokens == beam_search(model, enc, beam=2, max_symbols=2)[0].tokens
+    with pytest.raises(DecodingInputError, match="pass max_symbols only"), pytest.warns(DeprecationWarning):
+        beam_search(model, enc, beam=2, max_symbols=3, max_symbols_per_frame=2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(DecodingInputError, match="max_symbols must be an int >= 1 or None"):
+            beam_search(model, enc, beam=2, max_symbols=bad)
+        with pytest.raises(DecodingInputError, match="max_symbols must be an int >= 1 or None"):
+            reference_greedy(model, enc[0], max_symbols=bad)
+
+
+@pytest.mark.parametrize("beta", [float("nan"), float("inf"), "1", None])
+def test_beam_beta_must_be_finite(model, enc, beta):
+    from asrdecode.transducer import beam_search, reference_beam_search
+
+    with pytest.raises(DecodingInputError, match="beta must be a finite number"):
+        beam_search(model, enc, beam=2, beta=beta)
+    with pytest.raises(DecodingInputError, match="beta must be a finite number"):
+        reference_beam_search(model, enc[0], beam=2, beta=beta)

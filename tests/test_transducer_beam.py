@@ -51,7 +51,7 @@ def test_beam1_equals_greedy(durations, method, pruning):
             enc = _enc(seed, 3, 9)
             lengths = torch.tensor([9, 5, 0])
             g = greedy(m, enc, lengths, max_symbols=cap)
-            b = beam_search(m, enc, lengths, beam=1, method=method, pruning=pruning, max_symbols_per_frame=cap)
+            b = beam_search(m, enc, lengths, beam=1, method=method, pruning=pruning, max_symbols=cap)
             assert _key(b) == _key(g)
 
 
@@ -80,7 +80,7 @@ def test_matches_reference_no_fusion(durations, method):
         enc = _enc(seed, 3, 8)
         lengths = torch.tensor([8, 3, 6])
         for beam, pruning in ((2, "late"), (4, "early"), (V, "late")):
-            _check_vs_reference(m, enc, lengths, beam=beam, method=method, pruning=pruning, max_symbols_per_frame=3)
+            _check_vs_reference(m, enc, lengths, beam=beam, method=method, pruning=pruning, max_symbols=3)
 
 
 @pytest.mark.parametrize("durations", [None, TDT])
@@ -94,7 +94,7 @@ def test_matches_reference_with_fusion(lm, tree, durations, method, pruning, bla
         lengths = torch.tensor([7, 5])
         fusion = [(lm, 0.3 + seed * 0.4), (tree, 0.5)]
         _check_vs_reference(m, enc, lengths, beam=3, method=method, pruning=pruning, blank_scoring=blank_scoring,
-                            fusion=fusion, max_symbols_per_frame=3, beta=0.5 * seed)
+                            fusion=fusion, max_symbols=3, beta=0.5 * seed)
 
 
 def test_fusion_changes_scores_and_scorings_differ(lm):
@@ -118,7 +118,7 @@ def test_batch_invariance(lm, durations, method):
     m = random_model(11, V, BLANK, durations, blank_bias=0.5)
     enc = _enc(3, 4, 10)
     lengths = torch.tensor([10, 0, 4, 7])
-    kw = dict(beam=3, method=method, nbest=3, fusion=[(lm, 0.5)], max_symbols_per_frame=4)
+    kw = dict(beam=3, method=method, nbest=3, fusion=[(lm, 0.5)], max_symbols=4)
     full = beam_search(m, enc, lengths, **kw)
     for b in range(4):
         alone = beam_search(m, enc[b : b + 1, : max(int(lengths[b]), 1)], lengths[b : b + 1], **kw)[0]
@@ -162,7 +162,7 @@ def test_merges_are_equal_transcripts(monkeypatch, durations, method):
     monkeypatch.setattr(beam_mod._BeamLoop, "step", step)
     for seed in range(4):
         m = random_model(300 + seed, V, BLANK, durations, blank_bias=1.0)
-        beam_search(m, _enc(seed, 2, 8), beam=4, method=method, max_symbols_per_frame=2)
+        beam_search(m, _enc(seed, 2, 8), beam=4, method=method, max_symbols=2)
     assert checked["merges"] > 0
 
 
@@ -171,11 +171,11 @@ def test_hash_collision_is_not_merged(monkeypatch):
     result then differs from the reference, so the reference comparison does catch false merges."""
     m = random_model(5, V, BLANK, None, blank_bias=0.5)
     enc = _enc(5, 1, 10)
-    ref = reference_beam_search(m, enc[0], beam=4, max_symbols_per_frame=3)
-    ok = beam_search(m, enc, beam=4, nbest=4, max_symbols_per_frame=3)[0]
+    ref = reference_beam_search(m, enc[0], beam=4, max_symbols=3)
+    ok = beam_search(m, enc, beam=4, nbest=4, max_symbols=3)[0]
     assert _key(ok, 7) == _key(ref, 7)
     monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))
-    bad = beam_search(m, enc, beam=4, nbest=4, max_symbols_per_frame=3)[0]
+    bad = beam_search(m, enc, beam=4, nbest=4, max_symbols=3)[0]
     assert _key(bad, 7) != _key(ref, 7)
 
 
@@ -189,7 +189,7 @@ def test_blank_scoring_by_hand(lm, blank_scoring):
     enc = _enc(9, 1, 1)
     lam = 0.8
     hyps = beam_search(m, enc, beam=V, nbest=V, fusion=[(lm, lam)], blank_scoring=blank_scoring,
-                       max_symbols_per_frame=1)[0]
+                       max_symbols=1)[0]
     assert len(hyps) == V
     with torch.no_grad():
         dec, _ = m.predict(torch.tensor([BLANK]), m.initial_state(1))
@@ -243,7 +243,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, beam=2, nbest=3)
     with pytest.raises(DecodingInputError):
-        beam_search(m, enc, max_symbols_per_frame=0)
+        beam_search(m, enc, max_symbols=0)
     with pytest.raises(DecodingInputError):
         beam_search(m, enc, beta=float("nan"))
     p = tmp_path / "lm.arpa"
@@ -268,7 +268,7 @@ def test_always_running_prediction_network_is_the_same(monkeypatch, lm, duration
     """The GPU path runs the prediction network every step; CPU skips steps without emissions."""
     m = random_model(21, V, BLANK, durations, blank_bias=1.0)
     enc = _enc(21, 3, 9)
-    kw = dict(beam=3, nbest=3, fusion=[(lm, 0.4)], max_symbols_per_frame=3)
+    kw = dict(beam=3, nbest=3, fusion=[(lm, 0.4)], max_symbols=3)
     monkeypatch.setattr(beam_mod, "_SKIP_IDLE_PREDICT", True)
     skip = beam_search(m, enc, **kw)
     monkeypatch.setattr(beam_mod, "_SKIP_IDLE_PREDICT", False)
@@ -302,7 +302,7 @@ def test_streaming_equals_whole(lm, durations, method):
         T = 14
         enc = _enc(seed, 3, T)
         lengths = torch.tensor([T, 9, 3])
-        kw = dict(beam=3, nbest=3, method=method, max_symbols_per_frame=3)
+        kw = dict(beam=3, nbest=3, method=method, max_symbols=3)
         if method == "wind":
             kw["window"] = 1 + seed
         if seed % 2:

@@ -77,7 +77,7 @@ def test_static_in_place_path_equals_eager(graphs_on_cpu, lm, method, durations,
                          kind="lstm" if seed != 1 else "stateless")
         enc = torch.randn(3, 9, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
         lengths = torch.tensor([9, 0, 6])
-        kw = dict(beam=3, nbest=3, method=method, max_symbols_per_frame=3, **extra)
+        kw = dict(beam=3, nbest=3, method=method, max_symbols=3, **extra)
         if seed % 2 == 0:
             kw.update(fusion=[(lm, 0.4)], beta=0.3)
         eager = beam_search(m, enc, lengths, **kw)
@@ -92,7 +92,7 @@ def test_static_path_streaming_equals_eager(graphs_on_cpu, method):
     m = random_model(77, V, BLANK, None, blank_bias=1.0)
     enc = torch.randn(2, 12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
     lengths = torch.tensor([12, 7])
-    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols_per_frame=3)
+    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols=3)
     whole = beam_search(m, enc, lengths, **kw)
     state = None
     for a, b in ((0, 4), (4, 9), (9, 12)):
@@ -120,5 +120,5 @@ def test_torch_compile_equals_eager(lm, method):
     m = random_model(3, V, BLANK, None, blank_bias=1.0)
     enc = torch.randn(3, 10, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     lengths = torch.tensor([10, 4, 0])
-    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols_per_frame=3, fusion=[(lm, 0.4)])
+    kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols=3, fusion=[(lm, 0.4)])
     _same(beam_search(m, enc, lengths, acceleration="compile", **kw), beam_search(m, enc, lengths, **kw))

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from asrdecode.hyps import BatchedHyps
 from asrdecode.transducer import greedy, reference_greedy
-from transducer_models import random_model
+from transducer_models import assert_same_hypothesis, random_model
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -115,7 +115,7 @@ def test_tdt_durations_are_values_not_indices():
     h = greedy(model, enc, torch.tensor([20]))[0]
     assert h.timestamps == [0, 8, 16]
     assert h.durations == [8, 8, 8]
-    assert h == reference_greedy(model, enc[0])
+    assert_same_hypothesis(h, reference_greedy(model, enc[0]))  # float scores: a tolerance, never ==
 
 
 def test_tdt_blank_with_duration_zero_advances_one_frame():
@@ -167,13 +167,26 @@ def test_batched_hyps_grow_by_doubling_with_masked_appends():
 
 def test_runaway_model_without_max_symbols_raises(monkeypatch):
     """A model that never emits blank must not hang the decoder when max_symbols is None."""
-    import asrdecode.transducer.reference as reference
+    import asrdecode.transducer._checks as checks
 
-    monkeypatch.setattr(reference, "MAX_SYMBOLS_GUARD", 50)
+    monkeypatch.setattr(checks, "MAX_SYMBOLS_GUARD", 50)
     model = random_model(4, 3, 0, None, blank_bias=-100.0)
     enc = torch.randn(2, 3, 5, dtype=torch.float64)
     for loop in ("labels", "frames"):
         with pytest.raises(ValueError, match="set max_symbols"):
-            greedy(model, enc, loop=loop)
+            greedy(model, enc, loop=loop, max_symbols=None)
     with pytest.raises(ValueError, match="set max_symbols"):
-        reference_greedy(model, enc[0])
+        reference_greedy(model, enc[0], max_symbols=None)
+
+
+def test_symbol_cap_is_on_by_default():
+    """A model that never emits blank finishes with the default cap (10 labels per frame)."""
+    model = random_model(4, 3, 0, None, blank_bias=-100.0)
+    enc = torch.randn(2, 3, 5, dtype=torch.float64)
+    for loop in ("labels", "frames"):
+        hyps = greedy(model, enc, loop=loop)
+        assert [len(h.tokens) for h in hyps] == [30, 30]
+        for b, h in enumerate(hyps):
+            ref = reference_greedy(model, enc[b])
+            assert h.tokens == ref.tokens and h.timestamps == ref.timestamps
+            assert abs(h.score - ref.score) < 1e-9

@@ -58,6 +58,40 @@ def random_encoder(seed: int, B: int, T: int, D: int = 5) -> torch.Tensor:
     return torch.randn(B, T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
+class ApproxScore(float):
+    """A score that equals another within ``10**-digits`` (relative to ``max(1, |score|)``).
+
+    Rounding both sides (``round(x, 8)``) is not a tolerance: two values 1e-15 apart can round
+    differently; this compares the difference instead, so keys built from it are robust to the
+    last-bit differences of another CPU or thread count. Ordering is a float's.
+    """
+
+    digits: int = 8
+
+    def __new__(cls, value: float, digits: int = 8) -> "ApproxScore":
+        obj = super().__new__(cls, value)
+        obj.digits = digits
+        return obj
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        return abs(float(self) - float(other)) <= 10.0 ** -self.digits * max(1.0, abs(float(other)))
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = float.__hash__
+
+
 def hyp_key(hyps, digits: int = 8) -> list:
-    """What must agree between two decoders: tokens, timestamps, durations, rounded score."""
-    return [(h.tokens, h.timestamps, h.durations, round(h.score, digits)) for h in hyps]
+    """What must agree between two decoders: tokens, timestamps, durations, score (within ``10**-digits``)."""
+    return [(h.tokens, h.timestamps, h.durations, ApproxScore(h.score, digits)) for h in hyps]
+
+
+def assert_same_hypothesis(got, want, rel: float = 1e-9) -> None:
+    """Same tokens, timestamps, durations and text; scores within ``rel`` (relative, at least absolute)."""
+    assert (got.tokens, got.timestamps, got.durations, got.text) == (want.tokens, want.timestamps, want.durations,
+                                                                     want.text)
+    assert abs(got.score - want.score) <= rel * max(1.0, abs(want.score)), (got.score, want.score)

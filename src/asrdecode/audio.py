@@ -2,6 +2,12 @@
 
 Only the standard library (``wave``) and torch are needed for PCM wav files; other formats
 (flac, ogg, float wav) are read with ``soundfile`` when it is installed.
+
+Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`` (1 kHz to
+384 kHz) is an error (a header claiming 1 Hz would otherwise be resampled x16000), and so is a
+PCM wav whose data chunk holds fewer bytes than its header declares (a truncated file is never
+decoded silently as a shorter one). Both raise :class:`~asrdecode.errors.FileFormatError` naming
+the file.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ import torch
 
 from .errors import DecodingInputError, FileFormatError
 
-__all__ = ["SAMPLE_RATE", "read_audio", "resample", "pad_batch"]
+__all__ = ["SAMPLE_RATE", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "read_audio", "resample", "pad_batch"]
 
 SAMPLE_RATE = 16000
+MIN_SAMPLE_RATE = 1_000
+MAX_SAMPLE_RATE = 384_000
 
 
 def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -25,7 +33,20 @@ def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
         sr = f.getframerate()
         ch = f.getnchannels()
         width = f.getsampwidth()
-        raw = f.readframes(f.getnframes())
+        _check_sample_rate(path, sr)
+        if ch < 1:
+            raise FileFormatError(path, None, f"wav header declares {ch} channels")
+        if width not in (1, 2, 3, 4):
+            raise FileFormatError(path, None, f"unsupported wav sample width {width} bytes")
+        frame_bytes = width * ch
+        declared = f.getnframes()
+        # never ask for more than the file can hold: a header may declare gigabytes
+        raw = f.readframes(min(declared, path.stat().st_size // frame_bytes + 1))
+    if len(raw) != declared * frame_bytes:
+        raise FileFormatError(
+            path, None, f"truncated wav data chunk: the header declares {declared} frames "
+            f"({declared * frame_bytes} bytes), the file holds {len(raw) // frame_bytes} "
+            f"({len(raw)} bytes)")
     if width == 1:
         x = (np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 128.0) / 128.0
     elif width == 2:
@@ -37,18 +58,22 @@ def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
         x = v.astype(np.float32) / float(1 << 23)
     elif width == 4:
         x = np.frombuffer(raw, dtype="<i4").astype(np.float32) / float(1 << 31)
-    else:
-        raise FileFormatError(path, None, f"unsupported wav sample width {width} bytes")
     if ch > 1:
         x = x.reshape(-1, ch).mean(axis=1)
     return x, sr
+
+
+def _check_sample_rate(path: Path, sr: int) -> None:
+    if not MIN_SAMPLE_RATE <= sr <= MAX_SAMPLE_RATE:
+        raise FileFormatError(path, None, f"sample rate {sr} Hz is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz")
 
 
 def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
     """Read a mono (or down-mixed) audio file and resample it -> float32 tensor ``[N]`` in [-1, 1].
 
     PCM wav files need only the standard library; other formats need ``soundfile``.
-    Raises :class:`FileFormatError` for unreadable files.
+    Raises :class:`FileFormatError` (naming the file) for unreadable files, a sample rate outside
+    1 kHz..384 kHz, and a PCM wav whose data chunk is shorter than its header declares.
     """
     p = Path(path)
     if not p.is_file():
@@ -66,6 +91,7 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
             data, sr = sf.read(str(p), dtype="float32", always_2d=True)
         except Exception as err2:  # soundfile raises its own RuntimeError subclasses
             raise FileFormatError(p, None, f"cannot read audio: {err2}") from None
+        _check_sample_rate(p, int(sr))
         x = data.mean(axis=1)
     audio = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     return resample(audio, int(sr), sample_rate)

@@ -200,7 +200,7 @@ def _transducer_decoders(model) -> dict[str, tuple[str, Callable]]:
         "greedy label-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="labels", **kw)),
         f"label-looping + WIND {WIND}": ("enc", lambda x, n: tr.greedy(model, x, n, window=WIND, **kw)),
         f"ALSD beam {TRANSDUCER_BEAM}": ("enc", lambda x, n: tr.beam_search(
-            model, x, n, beam=TRANSDUCER_BEAM, max_symbols_per_frame=MAX_SYMBOLS)),
+            model, x, n, beam=TRANSDUCER_BEAM, max_symbols=MAX_SYMBOLS)),
     }
 
 

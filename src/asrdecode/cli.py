@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .errors import AsrDecodeError, FileFormatError
+from .paths import check_output_path
 from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
 
@@ -65,6 +66,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from .audio import read_audio
 
+    check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
     encode, decode = make_pipeline(demo, decode_options(args))
@@ -104,6 +106,7 @@ def _load_emissions(path: str) -> torch.Tensor:
 def cmd_decode(args: argparse.Namespace) -> int:
     from . import ctc
 
+    check_output_path(args.output)
     x = _load_emissions(args.emissions)
     tok = _load_model(args.model).tokenizer if args.model else None
     if tok is not None and tok.vocab_size != x.shape[2]:
@@ -129,6 +132,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .audio import read_audio
     from .evaluate import read_manifest, run_evaluation
 
+    check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     entries = read_manifest(args.manifest)
     for e in entries:  # fail on a bad audio file before any decoding, naming the manifest line
         try:
@@ -202,7 +206,7 @@ def cmd_build_lm(args: argparse.Namespace) -> int:
 
 def cmd_build_graph(args: argparse.Namespace) -> int:
     from .ctc.wfst import build_tlg, lexicon_from_tokenizer, read_lexicon
-    from .lm import read_arpa
+    from .lm.arpa import drop_words, read_arpa
 
     for path, what in ((args.lm, "--lm"), (args.lexicon, "--lexicon")):
         if path is not None and not Path(path).is_file():
@@ -218,7 +222,8 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         lexicon = read_lexicon(args.lexicon, symbols)
     else:  # spell every LM word with the model's tokenizer
         words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
-        lexicon = lexicon_from_tokenizer(words, tok)
+        lexicon = lexicon_from_tokenizer(words, tok, "skip" if args.skip_unknown_words else "error")
+        arpa = drop_words(arpa, [w for w in words if w not in lexicon])  # the skipped words leave the LM too
     graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank)
     with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
         tmp_path = Path(tmp) / "graph.pt"
@@ -555,6 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
     p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
+    p.add_argument("--skip-unknown-words", action="store_true",
+                   help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
     p.set_defaults(func=cmd_build_graph)
 
     p = sub.add_parser("bench", help="decoder speed, WIND jumps and WER vs LM weight: table + PNG plots",

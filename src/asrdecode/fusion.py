@@ -26,9 +26,12 @@ batched states ``[N, M]`` (one column per model), which is what every beam searc
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
+
+from .errors import DecodingInputError
 
 __all__ = ["FusionModel", "FusionScorer", "check_fusion", "gather_next_states"]
 
@@ -54,9 +57,11 @@ class FusionModel(Protocol):
 
 
 def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size: int) -> list[tuple[FusionModel, float]]:
-    """Validate ``[(model, weight), ...]`` against the decoder's vocabulary size; return it as a list."""
-    from .errors import DecodingInputError
+    """Validate ``[(model, weight), ...]`` against the decoder's vocabulary size; return it as a list.
 
+    Every weight must be a finite real number (a NaN or infinite weight would turn every fused
+    score into NaN / inf and the beam into empty or wrong hypotheses).
+    """
     out: list[tuple[FusionModel, float]] = []
     for i, item in enumerate(fusion or ()):
         try:
@@ -69,8 +74,20 @@ def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size:
             raise DecodingInputError(
                 f"fusion[{i}] has vocab_size {model.vocab_size} but the acoustic model has {vocab_size}"
             )
-        out.append((model, float(weight)))
+        out.append((model, _finite_weight(i, weight)))
     return out
+
+
+def _finite_weight(i: int, weight: object) -> float:
+    if isinstance(weight, (bool, str, bytes)):
+        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {weight!r}")
+    try:
+        w = float(weight)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError):
+        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {weight!r}") from None
+    if not math.isfinite(w):
+        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {w}")
+    return w
 
 
 class FusionScorer:

@@ -7,11 +7,47 @@ needs to know the non-blank symbols.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from .errors import DecodingInputError
 
-__all__ = ["CharTokenizer", "SentencePieceTokenizer"]
+__all__ = ["CharTokenizer", "SentencePieceTokenizer", "spell", "UNKNOWN_POLICIES"]
+
+UNKNOWN_POLICIES = ("error", "skip")
+
+
+def spell(tokenizer: Any, text: str) -> tuple[list[int], list[str]]:
+    """Token ids of ``text`` and the characters the tokenizer cannot spell (empty when all can).
+
+    ``tokenizer`` has ``encode(text) -> ids`` (or is that callable). A tokenizer with an
+    ``unk_id`` (sentencepiece) maps characters outside its vocabulary to that id, silently and
+    several in a row to one (``"word1"`` and ``"word2"`` both become ``▁wor d <unk>``): the
+    characters of ``text`` whose own spelling holds ``unk_id`` are reported. A tokenizer that
+    raises :class:`DecodingInputError` on an unknown character (:class:`CharTokenizer`) reports
+    the characters it cannot encode one by one.
+    """
+    encode: Callable[[str], Sequence[int]] = tokenizer.encode if hasattr(tokenizer, "encode") else tokenizer
+    unk = getattr(tokenizer, "unk_id", None)
+    try:
+        ids = [int(t) for t in encode(text)]
+    except DecodingInputError:
+        ids = None
+    if ids is not None and (unk is None or int(unk) not in ids):
+        return ids, []
+    unknown: list[str] = []
+    for ch in dict.fromkeys(text):  # distinct characters, in order
+        if ch.isspace():
+            continue
+        try:
+            own = [int(t) for t in encode(ch)]
+        except DecodingInputError:
+            unknown.append(ch)
+            continue
+        if unk is not None and int(unk) in own:
+            unknown.append(ch)
+    if not unknown:  # the unknown id without an unknown character alone (context-dependent): the text
+        unknown = [text]
+    return ids or [], unknown
 
 
 class CharTokenizer:
@@ -73,6 +109,14 @@ class SentencePieceTokenizer:
     @property
     def vocab_size(self) -> int:
         return self.sp.get_piece_size() + 1
+
+    @property
+    def unk_id(self) -> int | None:
+        """Model id of sentencepiece's unknown piece (what characters outside the vocabulary become)."""
+        u = int(self.sp.unk_id())
+        if u < 0:
+            return None
+        return u + 1 if u >= self.blank_id else u
 
     def _to_piece(self, i: int) -> int:
         if i == self.blank_id or not 0 <= i < self.vocab_size:

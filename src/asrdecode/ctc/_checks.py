@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import torch
 
 from ..errors import DecodingInputError, check_emissions, check_lengths
 
-__all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask"]
+__all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
+
+# The CTC prefix beam search scores beam * V candidates per frame and sorts and merges them, so
+# time and memory grow with the beam: at 4096 (V = 257, one CPU thread) a frame takes ~0.1 s and
+# a step's candidate tensors ~100 MB per utterance. Wider beams are refused with a clear error
+# instead of running for minutes into an allocator failure.
+MAX_BEAM = 4096
 
 
 def valid_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -89,12 +96,12 @@ def prepare_log_probs(
 
 
 def check_positive_int(name: str, value: object) -> int:
-    """Check that ``value`` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Check that ``value`` is an integer >= 1 (Python or numpy int, not bool); return it as an int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise DecodingInputError(f"{name} must be an int >= 1, got {value!r}")
     if value < 1:
         raise DecodingInputError(f"{name} must be >= 1, got {value}")
-    return value
+    return int(value)
 
 
 def check_float(name: str, value: object, *, positive: bool = False, allow_inf: bool = False) -> float:
@@ -130,6 +137,10 @@ def check_beam_search_args(
     blank = check_blank_id(blank_id, x.shape[2])
     check_tokenizer(tokenizer, x.shape[2])
     beam_i = check_positive_int("beam", beam)
+    if beam_i > MAX_BEAM:
+        raise DecodingInputError(
+            f"beam must be <= {MAX_BEAM} (the CTC beam search's cost grows with beam * vocabulary), got {beam_i}"
+        )
     nbest_i = check_positive_int("nbest", nbest)
     if nbest_i > beam_i:
         raise DecodingInputError(f"nbest must be <= beam ({beam_i}), got {nbest_i}")

@@ -337,7 +337,7 @@ def beam_search(
         log_probs: ``[B, T, V]`` log-probabilities (logits only with ``log_softmax=True``).
         lengths: ``[B]`` valid frames per utterance (``None``: all ``T``).
         blank_id: index of the blank class.
-        beam: hypotheses kept per utterance (``K``).
+        beam: hypotheses kept per utterance (``K``, at most ``MAX_BEAM`` = 4096).
         fusion: ``[(model, weight), ...]`` fusion models (:class:`asrdecode.fusion.FusionModel`:
             n-gram LM, boosting tree), vocabulary indexed by model token id.
         beta: bonus per emitted token (insertion bonus; negative values penalise).

@@ -32,9 +32,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -50,6 +51,7 @@ __all__ = [
     "estimate_arpa",
     "find_kenlm_tool",
     "prune_vocabulary",
+    "drop_words",
 ]
 
 BOS = "<s>"
@@ -131,20 +133,79 @@ def _open_text(path: Path, mode: str):
     return open(path, mode)
 
 
-def read_arpa(path: str | os.PathLike) -> ArpaModel:
-    """Read an ARPA file (optionally ``.gz``) into an :class:`ArpaModel`.
+MAX_LINE_BYTES = 1 << 20  # an ARPA line is a few words and two numbers; longer is not ARPA
+MAX_GZIP_RATIO = 200  # ARPA text compresses 3-6x; a .gz expanding 200x its size is a bomb
+MAX_ARPA_BYTES = 1 << 36  # 64 GiB of text by default (read_arpa's max_bytes)
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES) -> ArpaModel:
+    """Read an ARPA file (gzip-compressed when it starts with the gzip magic bytes) into an :class:`ArpaModel`.
+
+    Reading is bounded: a line longer than ``MAX_LINE_BYTES`` (1 MiB), more than ``max_bytes``
+    of (decompressed) text, or a gzip file that expands over ``MAX_GZIP_RATIO`` (200) times its
+    size is an error, so a gzip bomb or ``/dev/zero`` never grows memory or runs unbounded.
 
     Raises:
+        FileNotFoundError: no such file.
         FileFormatError: missing ``\\data\\`` header or sections, counts that disagree with
             the header, n-grams longer than the declared order, non-numeric or positive log
-            probabilities, words absent from the 1-grams, duplicate n-grams, a missing
-            ``\\end\\``; the message names the file and line.
+            probabilities, words absent from the 1-grams, non-UTF-8 words, duplicate n-grams, a
+            missing ``\\end\\``; a file named ``.gz`` that is not gzip data, truncated or corrupt
+            gzip data, the limits above; the message names the file (and line).
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"ARPA file {path} does not exist")
-    with _open_text(path, "rb") as f:
-        return _parse(f, str(path))
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
+        raise DecodingInputError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
+    lines = _bounded_lines(path, max_bytes)
+    model = _parse(lines, str(path))
+    for _ in lines:  # read to the end: a truncated or corrupt gzip tail (its CRC) is an error too
+        pass
+    return model
+
+
+def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
+    """The lines of ``path`` (bytes, gzip decompressed) within the limits of :func:`read_arpa`."""
+    try:
+        raw = open(path, "rb")
+    except OSError as err:
+        raise FileFormatError(path, None, f"cannot open: {err.strerror or err}") from None
+    try:
+        try:
+            magic = raw.read(2)
+            raw.seek(0)
+            size = os.fstat(raw.fileno()).st_size
+        except OSError as err:
+            raise FileFormatError(path, None, f"cannot read: {err.strerror or err}") from None
+        gz = magic == _GZIP_MAGIC
+        if path.name.endswith(".gz") and not gz:
+            raise FileFormatError(path, None, "the file is named .gz but is not gzip-compressed data")
+        limit = max_bytes
+        if gz:
+            bomb = MAX_GZIP_RATIO * size + MAX_LINE_BYTES
+            limit = bomb if limit is None else min(limit, bomb)
+        f = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+        total, lineno = 0, 0
+        while True:
+            try:
+                line = f.readline(MAX_LINE_BYTES + 1)
+            except (OSError, EOFError, zlib.error) as err:
+                raise FileFormatError(path, lineno + 1, f"truncated or corrupt gzip data ({err})") from None
+            if not line:
+                return
+            lineno += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise FileFormatError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes: not an ARPA file")
+            total += len(line)
+            if limit is not None and total > limit:
+                why = (f"decompresses to over {MAX_GZIP_RATIO} times its size (a gzip bomb?)"
+                       if gz and limit != max_bytes else f"holds over max_bytes={max_bytes} bytes of text")
+                raise FileFormatError(path, lineno, why)
+            yield line
+    finally:
+        raw.close()
 
 
 def _parse(f: io.BufferedIOBase | Iterable[bytes], where: str) -> ArpaModel:
@@ -431,6 +492,23 @@ def prune_vocabulary(model: ArpaModel, n_words: int) -> ArpaModel:
             keep[model.vocab.index(s)] = True
     if "<unk>" in model.vocab:
         keep[model.vocab.index("<unk>")] = False
+    return _keep_words(model, keep, f"{model.path} (pruned to {n_words} words)")
+
+
+def drop_words(model: ArpaModel, words: Iterable[str]) -> ArpaModel:
+    """``model`` without ``words`` and every n-gram holding one (backoff weights kept as they are,
+    as in :func:`prune_vocabulary`); ``model`` itself when none of ``words`` is in it."""
+    index = model.word_index()
+    drop = [index[w] for w in words if w in index]
+    if not drop:
+        return model
+    keep = np.ones(len(model.vocab), dtype=bool)
+    keep[drop] = False
+    return _keep_words(model, keep, f"{model.path} (without {len(drop)} words)")
+
+
+def _keep_words(model: ArpaModel, keep: np.ndarray, path: str) -> ArpaModel:
+    """The n-grams of ``model`` made of kept words only (``keep [len(vocab)]``), word ids renumbered."""
     new_id = np.cumsum(keep) - 1
     words, lps, bos, hbs, lines = [], [], [], [], []
     for k in range(model.order):
@@ -441,4 +519,4 @@ def prune_vocabulary(model: ArpaModel, n_words: int) -> ArpaModel:
         hbs.append(model.has_backoff[k][m])
         lines.append(model.lines[k][m] if k < len(model.lines) else np.zeros(int(m.sum()), dtype=np.int64))
     vocab = [w for w, kp in zip(model.vocab, keep) if kp]
-    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=f"{model.path} (pruned to {n_words} words)")
+    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=path)

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError
+from ..tokenizers import UNKNOWN_POLICIES, spell
 from ._automaton import BackoffAutomaton
 
 __all__ = ["BoostingTree"]
@@ -57,6 +58,7 @@ class BoostingTree:
         self.roots = roots.to(torch.int64)
         self.num_trees = int(roots.numel())
         self.phrases = phrases  # per tree: [(token ids, per-token weight)]
+        self.skipped: list[str] = []  # phrases from_phrases(on_unknown="skip") left out
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -70,6 +72,7 @@ class BoostingTree:
         blank_id: int | None = None,
         device: torch.device | str | None = None,
         dense_memory_mb: float = 16.0,
+        on_unknown: str = "error",
     ) -> "BoostingTree":
         """Build from text phrases tokenised by ``tokenizer``.
 
@@ -79,13 +82,20 @@ class BoostingTree:
                 callable; ``vocab_size`` / ``blank_id`` default to its attributes.
             weight: bonus per token (natural-log units); a completed phrase of ``L`` tokens earns
                 ``weight * L``.
+            on_unknown: what to do with a phrase holding characters the tokenizer cannot spell
+                (digits, CJK, emoji outside a sentencepiece vocabulary become ``<unk>``, and
+                ``"word1"`` / ``"word2"`` would both boost ``▁wor d <unk>``): "error" (default)
+                raises naming the phrase and the characters; "skip" leaves the phrase out (the
+                skipped phrases are listed in ``tree.skipped``).
 
         Note: a subword tokenizer may split a phrase differently inside a sentence than alone
         (e.g. sentencepiece's word-initial ``▁``); phrases are matched as tokenised alone.
 
         Raises:
             DecodingInputError: empty phrase list, a phrase that is not a string, tokenises to
-                nothing, or gives token ids outside the vocabulary or equal to the blank.
+                nothing, holds characters the tokenizer cannot spell (``on_unknown="error"``), or
+                gives token ids outside the vocabulary or equal to the blank; no phrase left
+                after skipping.
         """
         encode: Callable[[str], Sequence[int]]
         if hasattr(tokenizer, "encode"):
@@ -100,20 +110,34 @@ class BoostingTree:
                 raise DecodingInputError("vocab_size is required (the tokenizer has no vocab_size)")
         if blank_id is None:
             blank_id = getattr(tokenizer, "blank_id", None)
+        if on_unknown not in UNKNOWN_POLICIES:
+            raise DecodingInputError(f"on_unknown must be one of {UNKNOWN_POLICIES}, got {on_unknown!r}")
         items = _check_phrases(phrases, weight)
-        seqs = []
+        seqs, names, skipped = [], [], []
         for i, (text, w) in enumerate(items):
-            try:
-                ids = [int(t) for t in encode(text)]
-            except DecodingInputError as err:
-                raise DecodingInputError(f"phrases[{i}] = {text!r} cannot be tokenised: {err}") from None
+            ids, unknown = spell(tokenizer, text)
+            if unknown:
+                if on_unknown == "skip":
+                    skipped.append(text)
+                    continue
+                raise DecodingInputError(
+                    f"phrases[{i}] = {text!r} holds characters the tokenizer cannot spell "
+                    f"({', '.join(map(repr, unknown))}); the model cannot emit them. Remove or spell them "
+                    "out, or pass on_unknown='skip'"
+                )
             if not ids:
                 raise DecodingInputError(f"phrases[{i}] = {text!r} has no tokenisation (encodes to no tokens)")
             seqs.append((ids, w))
-        return cls.from_token_sequences(
+            names.append(text)
+        if not seqs:
+            raise DecodingInputError(f"no phrase left: all {len(skipped)} phrases hold characters the tokenizer "
+                                     f"cannot spell (first: {skipped[0]!r})")
+        tree = cls.from_token_sequences(
             seqs, vocab_size=int(vocab_size), blank_id=blank_id, device=device, dense_memory_mb=dense_memory_mb,
-            _names=[t for t, _ in items],
+            _names=names,
         )
+        tree.skipped = skipped
+        return tree
 
     @classmethod
     def from_token_sequences(

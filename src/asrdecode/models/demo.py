@@ -85,10 +85,20 @@ def save_checkpoint(model: DemoNet, kind: str, path: str | Path, vocab_size: int
         torch.save({"kind": "encoder", "frontend": model.frontend, "state_dict": enc}, str(path.parent / "encoder.pt"))
 
 
+def _load_checkpoint(path: str | Path) -> object:
+    """``torch.load`` with ``weights_only=True`` (tensors and plain containers only, never code),
+    explicitly: torch < 2.6, which pyproject allows, defaults to full unpickling."""
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as err:  # UnpicklingError, RuntimeError, EOFError, ... depending on the damage
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FileFormatError(path, None, f"not a weights-only torch checkpoint: {first}") from None
+
+
 def read_encoder(path: str | Path) -> tuple[str, dict[str, torch.Tensor]]:
     """``encoder.pt`` read once: the front end its encoder was trained on (``"logmel"`` /
     ``"hama"``) and the encoder's weights (float32)."""
-    ckpt = torch.load(str(path), map_location="cpu")
+    ckpt = _load_checkpoint(path)
     if not isinstance(ckpt, dict) or ckpt.get("kind") != "encoder":
         raise FileFormatError(path, None, "not an asrdecode demo encoder checkpoint")
     frontend = ckpt.get("frontend", "hama")  # encoders saved before the log-mel front end: hama
@@ -261,8 +271,8 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
     path = ASSETS / f"{name}.pt"
     if not path.is_file():
         raise FileFormatError(path, None, "bundled model weights are missing (rerun the recipes, see recipes/README.md)")
-    ckpt = torch.load(str(path), map_location="cpu")
-    if ckpt.get("kind") != _NAMES[name]:
+    ckpt = _load_checkpoint(path)
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != _NAMES[name]:
         raise FileFormatError(path, None, f"checkpoint kind {ckpt.get('kind')!r} does not match {name!r}")
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
     if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:

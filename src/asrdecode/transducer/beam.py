@@ -43,8 +43,9 @@ from ..errors import DecodingInputError, check_emissions, check_finite, check_le
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
 from .model import TransducerModel, check_joint_width, check_model
-from .reference_beam import MAX_SYMBOLS_GUARD, check_beam_args
-from .reference_wind_beam import check_window
+from . import _checks
+from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output, check_tokenizer,
+                      check_window, resolve_max_symbols)
 
 __all__ = ["beam_search", "BeamState"]
 
@@ -573,7 +574,7 @@ def beam_search(
     fusion: Sequence[tuple[FusionModel, float]] = (),
     blank_scoring: str = "lm_weighted",
     pruning: str = "late",
-    max_symbols_per_frame: int | None = 10,
+    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
     beta: float = 0.0,
     nbest: int = 1,
     tokenizer: Tokenizer | None = None,
@@ -582,6 +583,7 @@ def beam_search(
     return_state: bool = False,
     final: bool | Sequence[bool] | torch.Tensor = True,
     acceleration: str | None = None,
+    max_symbols_per_frame: Any = _MISSING,
 ) -> list[Hypothesis] | list[list[Hypothesis]] | tuple[list[Hypothesis] | list[list[Hypothesis]], BeamState]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
 
@@ -599,8 +601,9 @@ def beam_search(
         blank_scoring: "lm_weighted" (Eq. 3 of the ALSD++ paper) or "none" (Eq. 2).
         pruning: "late" (fuse over the whole vocabulary, then select) or "early" (each
             hypothesis's ``beam`` best acoustic candidates, then fuse and select).
-        max_symbols_per_frame: a label that makes this many on one frame also advances one frame
-            (as greedy's ``max_symbols``); None = no cap (a model that never emits blank then fails).
+        max_symbols: a label that makes this many on one frame also advances one frame (as
+            greedy's ``max_symbols``, default 10); None = no cap (a model that never emits blank
+            then fails after ``MAX_SYMBOLS_GUARD`` labels on one frame).
         beta: bonus added to the score of every emitted label (length reward, mostly used with
             an LM); 0 by default.
         nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
@@ -619,6 +622,7 @@ def beam_search(
             elsewhere). The compiled and captured step is the same sync-free, static-shape step
             (the tree preallocated and written in place, the prediction network on every row);
             eager on CPU additionally runs the prediction network only for rows that emitted.
+        max_symbols_per_frame: deprecated alias of ``max_symbols`` (warns).
 
     Returns:
         ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
@@ -626,15 +630,17 @@ def beam_search(
         plus the fusion end-of-sentence scores. Streaming: the current beam's hypotheses
         (timestamps in global frames), and the state when ``return_state``.
     """
+    max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
+    check_encoder_output(model, enc)
     check_finite("encoder_output", enc)
     wind = method == "wind"
-    check_beam_args(model, beam, "aes" if wind else method, blank_scoring, pruning, max_symbols_per_frame, nbest)
+    check_beam_args(model, beam, "aes" if wind else method, blank_scoring, pruning, max_symbols, nbest)
     if wind:
         check_window(model, window)
-    if not isinstance(beta, (int, float)) or not math.isfinite(beta):
-        raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
+    beta = check_beta(beta)
+    check_tokenizer(tokenizer, model)
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
     try:
         mode = resolve_mode(acceleration, enc.device)
@@ -655,7 +661,7 @@ def beam_search(
     else:
         enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
     static = mode != "eager"
-    loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols_per_frame,
+    loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols,
                      float(beta), config[2], carried=state, offset=offset, final=final_t, static=static)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
@@ -678,10 +684,8 @@ def beam_search(
                 if rows.numel():
                     loop.predict_step(None if rows.numel() == loop.emitted.numel() else rows)
         steps += 1
-        if max_symbols_per_frame is None and steps % 1024 == 0 and int(loop.symbols.max()) > MAX_SYMBOLS_GUARD:
-            raise DecodingInputError(
-                f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame"
-            )
+        if max_symbols is None and steps % 1024 == 0 and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
+            raise _checks.runaway_error()
     loop.finish()
     nb = loop.results(nbest)
     for row in nb:

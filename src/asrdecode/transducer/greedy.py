@@ -36,7 +36,8 @@ from ..errors import DecodingInputError, check_emissions, check_finite, check_le
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
 from .model import TransducerModel, check_joint_width, check_model
-from . import reference as _reference
+from . import _checks
+from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
 
 __all__ = ["greedy", "GreedyState"]
 
@@ -237,10 +238,8 @@ def _emit_step(lp: _Loop) -> None:
 
 def _check_runaway(lp: _Loop, steps: int) -> None:
     """Every 1024 label steps, fail (as the reference does) if a frame holds too many labels."""
-    if steps % 1024 == 0 and lp.max_symbols is None and int(lp.symbols.max()) > _reference.MAX_SYMBOLS_GUARD:
-        raise DecodingInputError(
-            f"model emitted over {_reference.MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols"
-        )
+    if steps % 1024 == 0 and lp.max_symbols is None and int(lp.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
+        raise _checks.runaway_error()
 
 
 def _label_loop(lp: _Loop, run: StepRunner) -> None:
@@ -314,19 +313,20 @@ def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch
 
 
 def _check_args(
-    model: object, encoder_output: object, loop: str, window: int, max_symbols: int | None
+    model: object, encoder_output: object, loop: str, window: int, max_symbols: int | None, tokenizer: object
 ) -> torch.Tensor:
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
+    check_encoder_output(model, enc)
     check_finite("encoder_output", enc)
+    check_tokenizer(tokenizer, model)
     if loop not in _LOOPS:
         raise DecodingInputError(f"loop must be one of {_LOOPS}, got {loop!r}")
     if not isinstance(window, int) or window < 1:
         raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
     if window > 1 and (loop != "labels" or model.durations is not None):
         raise DecodingInputError("window > 1 (WIND) is supported for RNN-T label-looping (loop='labels')")
-    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
-        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    check_max_symbols(max_symbols)
     return enc
 
 
@@ -338,7 +338,7 @@ def greedy(
     *,
     loop: str = "labels",
     window: int = 1,
-    max_symbols: int | None = None,
+    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
     precompute_projections: bool = True,
     tokenizer: Tokenizer | None = None,
     state: GreedyState | None = None,
@@ -353,7 +353,9 @@ def greedy(
         lengths: ``[B]`` valid frames per utterance (default: all ``T``).
         loop: "labels" (label-looping) or "frames" (frame-looping baseline).
         window: WIND window size (RNN-T label-looping); 1 disables WIND.
-        max_symbols: at most this many labels per frame (then time advances); None = no limit.
+        max_symbols: at most this many labels per frame (then time advances; default 10, as
+            NeMo); None = no limit (a model that never emits blank then fails after
+            ``MAX_SYMBOLS_GUARD`` labels on one frame).
         precompute_projections: project encoder output once and each label once (paper 3.4);
             False projects inside every joint call (the baseline of the paper's Table 4).
         tokenizer: fills ``Hypothesis.text`` when given.
@@ -365,7 +367,7 @@ def greedy(
         ``B`` hypotheses (for a streaming call: everything decoded so far, timestamps in global
         frames), and the carried :class:`GreedyState` when ``state`` or ``return_state`` is given.
     """
-    enc = _check_args(model, encoder_output, loop, window, max_symbols)
+    enc = _check_args(model, encoder_output, loop, window, max_symbols, tokenizer)
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
     streaming = state is not None or return_state

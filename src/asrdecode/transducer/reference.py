@@ -15,28 +15,28 @@ import torch
 
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..results import Hypothesis
+from . import _checks
+from ._checks import DEFAULT_MAX_SYMBOLS, check_max_symbols
 from .model import TransducerModel, check_model
 
 __all__ = ["reference_greedy"]
 
-MAX_SYMBOLS_GUARD = 100_000
-
 
 @torch.inference_mode()
 def reference_greedy(
-    model: TransducerModel, encoder_output: torch.Tensor, max_symbols: int | None = None
+    model: TransducerModel, encoder_output: torch.Tensor, max_symbols: int | None = DEFAULT_MAX_SYMBOLS
 ) -> Hypothesis:
     """Greedy-decode one utterance, encoder output ``[T, D]``.
 
     RNN-T: blank advances one frame, a label stays on the frame. TDT: every decision advances by
     its predicted duration value; a blank with duration 0 advances 1. ``max_symbols`` caps the
-    labels emitted on one frame (the next label decision is replaced by a forced advance).
+    labels emitted on one frame (the next label decision is replaced by a forced advance);
+    ``None`` switches the cap off (a frame with over ``MAX_SYMBOLS_GUARD`` labels is then an error).
     """
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_finite("encoder_output", encoder_output)
-    if max_symbols is not None and max_symbols < 1:
-        raise DecodingInputError(f"max_symbols must be >= 1 or None, got {max_symbols}")
+    max_symbols = check_max_symbols(max_symbols)
     V, blank, durations = model.vocab_size, model.blank_id, model.durations
     enc_proj = model.project_encoder(encoder_output)
     T = encoder_output.shape[0]
@@ -78,6 +78,6 @@ def reference_greedy(
             if max_symbols is not None and symbols >= max_symbols:
                 t += 1
                 symbols = 0
-            elif symbols > MAX_SYMBOLS_GUARD:
-                raise DecodingInputError(f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols")
+            elif symbols > _checks.MAX_SYMBOLS_GUARD:
+                raise _checks.runaway_error()
     return Hypothesis(tokens=tokens, timestamps=stamps, score=score, durations=durs if durations is not None else None)

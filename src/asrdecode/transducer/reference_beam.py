@@ -46,14 +46,13 @@ import torch
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
+from . import _checks
+from ._checks import (_MISSING, BLANK_SCORINGS, DEFAULT_MAX_SYMBOLS, METHODS, PRUNINGS, check_beam_args, check_beta,
+                      resolve_max_symbols)
 from .model import TransducerModel, check_model
 
 __all__ = ["reference_beam_search", "METHODS", "BLANK_SCORINGS", "PRUNINGS"]
 
-METHODS = ("alsd", "aes")
-BLANK_SCORINGS = ("lm_weighted", "none")
-PRUNINGS = ("late", "early")
-MAX_SYMBOLS_GUARD = 100_000
 
 
 @dataclass
@@ -67,27 +66,6 @@ class _Hyp:
     pred_state: Any
     dec_proj: torch.Tensor
     lm_states: torch.Tensor  # [1, M]
-
-
-def check_beam_args(
-    model: TransducerModel, beam: int, method: str, blank_scoring: str, pruning: str,
-    max_symbols: int | None, nbest: int,
-) -> None:
-    """Shared argument checks of the reference and batched beam searches."""
-    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
-        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
-    if beam > model.vocab_size:
-        raise DecodingInputError(f"beam {beam} is larger than the vocabulary ({model.vocab_size} tokens)")
-    if method not in METHODS:
-        raise DecodingInputError(f"method must be one of {METHODS}, got {method!r}")
-    if blank_scoring not in BLANK_SCORINGS:
-        raise DecodingInputError(f"blank_scoring must be one of {BLANK_SCORINGS}, got {blank_scoring!r}")
-    if pruning not in PRUNINGS:
-        raise DecodingInputError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
-    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
-        raise DecodingInputError(f"max_symbols_per_frame must be an int >= 1 or None, got {max_symbols!r}")
-    if not isinstance(nbest, int) or not 1 <= nbest <= beam:
-        raise DecodingInputError(f"nbest must be an int in 1..beam ({beam}), got {nbest!r}")
 
 
 def _logaddexp(a: float, b: float) -> float:
@@ -109,18 +87,21 @@ def reference_beam_search(
     fusion: Sequence[tuple[FusionModel, float]] = (),
     blank_scoring: str = "lm_weighted",
     pruning: str = "late",
-    max_symbols_per_frame: int | None = 10,
+    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
     beta: float = 0.0,
+    max_symbols_per_frame: Any = _MISSING,
 ) -> list[Hypothesis]:
     """Beam-search one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
     See the module docstring for the exact search; all arguments as in
     :func:`asrdecode.transducer.beam.beam_search`.
     """
+    max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
+    beta = check_beta(beta)
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_finite("encoder_output", encoder_output)
-    check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols_per_frame, 1)
+    check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols, 1)
     V, blank = model.vocab_size, model.blank_id
     durations = model.durations
     dvals = [1] if durations is None else list(durations)
@@ -178,10 +159,10 @@ def reference_beam_search(
                 continue
             symbols = h.symbols + 1 if d == 0 else 0
             t = h.t + d
-            if max_symbols_per_frame is not None and d == 0 and symbols >= max_symbols_per_frame:
+            if max_symbols is not None and d == 0 and symbols >= max_symbols:
                 t, symbols = t + 1, 0
-            if symbols > MAX_SYMBOLS_GUARD:
-                raise DecodingInputError(f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame")
+            if symbols > _checks.MAX_SYMBOLS_GUARD:
+                raise _checks.runaway_error()
             dec, st = model.predict(torch.tensor([k], device=dev), h.pred_state)
             lm_next = scorer.advance(h.lm_states)[1][:, k]  # [1, M]
             new.append(_Hyp(score, min(t, T), symbols, h.tokens + (k,), h.stamps + (h.t,), h.durs + (d,),

@@ -12,7 +12,7 @@ frame's list holding at most ``beam`` hypotheses (a hypothesis is *finished* at 
    says (mAES's prefix search, Kim et al. Algorithm 1 lines 5-7, adds the mass without removing A;
    keeping A would count the paths "A, then v on t0" twice, because A's own expansion proposes them
    again). The pair is only formed when A may still emit on ``t0`` (A's labels on ``t0`` + 1 below
-   ``max_symbols_per_frame``);
+   ``max_symbols``);
 3. each remaining hypothesis reads the window ``t0 .. t0 + n - 1``, ``n = min(window, T - t0)``,
    and scores Equation 1 in log space (``lp[j]`` the log-softmax at frame ``t0 + j``):
 
@@ -33,7 +33,7 @@ frame's list holding at most ``beam`` hypotheses (a hypothesis is *finished* at 
    whose score becomes the log-sum-exp of theirs) and pruned to its ``beam`` best.
 
 Safeguard against staying on one frame (the paper leaves it to its code): a label that makes
-``max_symbols_per_frame`` labels on its frame also advances one frame (no score), as the per-frame
+``max_symbols`` labels on its frame also advances one frame (no score), as the per-frame
 symbol cap of greedy decoding and of ALSD++ / AES++.
 
 At the end the fusion end-of-sentence scores are added to the finished hypotheses (``t2hyps[T]``),
@@ -59,7 +59,9 @@ from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
-from .reference_beam import MAX_SYMBOLS_GUARD, _logaddexp, check_beam_args
+from . import _checks
+from ._checks import _MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_window, resolve_max_symbols
+from .reference_beam import _logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
 
@@ -74,15 +76,6 @@ class _Hyp:
     pred_state: Any
     dec_proj: torch.Tensor
     lm_states: torch.Tensor  # [1, M]
-
-
-def check_window(model: TransducerModel, window: object) -> int:
-    """The WIND window: an int >= 1, RNN-T only."""
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-        raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
-    if model.durations is not None:
-        raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
-    return window
 
 
 def _recombine_prune(hyps: list[_Hyp], beam: int) -> list[_Hyp]:
@@ -106,24 +99,27 @@ def reference_wind_beam_search(
     fusion: Sequence[tuple[FusionModel, float]] = (),
     blank_scoring: str = "lm_weighted",
     pruning: str = "late",
-    max_symbols_per_frame: int | None = 10,
+    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
     beta: float = 0.0,
+    max_symbols_per_frame: Any = _MISSING,
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
     See the module docstring for the exact search; arguments as in
     :func:`asrdecode.transducer.beam.beam_search`.
     """
+    max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
+    beta = check_beta(beta)
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_finite("encoder_output", encoder_output)
-    check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols_per_frame, 1)
+    check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols, 1)
     check_window(model, window)
     V, blank = model.vocab_size, model.blank_id
     scorer = FusionScorer(fusion, V, blank)
     lam = float(sum(scorer.weights))
     weighted = blank_scoring == "lm_weighted" and lam != 0.0
-    cap = max_symbols_per_frame
+    cap = max_symbols
     T = encoder_output.shape[0]
     dev = encoder_output.device
     enc_proj = model.project_encoder(encoder_output)
@@ -189,9 +185,8 @@ def reference_wind_beam_search(
                     t = frame
                     if cap is not None and symbols >= cap:
                         t, symbols = t + 1, 0  # the safeguard: leave a frame that holds the cap
-                    if symbols > MAX_SYMBOLS_GUARD:
-                        raise DecodingInputError(
-                            f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame; set max_symbols_per_frame")
+                    if symbols > _checks.MAX_SYMBOLS_GUARD:
+                        raise _checks.runaway_error()
                     dec, st = model.predict(torch.tensor([v], device=dev), h.pred_state)
                     new = _Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st,
                                model.project_decoder(dec)[0], lm_next[:, v])

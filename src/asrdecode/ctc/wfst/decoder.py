@@ -18,6 +18,7 @@ import torch
 
 from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ...results import Hypothesis
+from .._checks import check_float, check_positive_int
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 
@@ -105,12 +106,13 @@ class WFSTDecoder:
 
     Args:
         graph: the decoding graph (moved to the emissions' device on first use).
-        beam: keep tokens whose score is within ``beam`` of the utterance's best (natural log).
-        max_active: at most this many tokens per utterance after each frame.
-        acoustic_scale: weight of the log-probs relative to the graph's (LM) scores.
+        beam: keep tokens whose score is within ``beam`` of the utterance's best (natural log;
+            ``> 0``, ``inf`` = no beam pruning).
+        max_active: at most this many tokens per utterance after each frame (an int ``>= 1``).
+        acoustic_scale: weight of the log-probs relative to the graph's (LM) scores (finite, ``> 0``).
         blank_id: the model's blank id (must match the graph's; default: the graph's).
         lattice_beam: when a lattice or an n-best list is asked for, keep the lattice arcs on paths
-            within ``lattice_beam`` of the best path (natural log). Recording happens only then.
+            within ``lattice_beam`` of the best path (natural log, ``> 0``). Recording happens only then.
         dense_min_degree: states with at least this many emitting arcs (one per token) get a dense
             ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
             reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
@@ -128,15 +130,14 @@ class WFSTDecoder:
         dense_min_degree: int = 64,
         dense_memory_mb: float = 512.0,
     ) -> None:
-        if not beam > 0:
-            raise DecodingInputError(f"beam must be > 0, got {beam}")
-        if not lattice_beam > 0:
-            raise DecodingInputError(f"lattice_beam must be > 0, got {lattice_beam}")
-        if int(dense_min_degree) < 1 or not dense_memory_mb >= 0:
-            raise DecodingInputError(
-                f"dense_min_degree must be >= 1 and dense_memory_mb >= 0, got {dense_min_degree}, {dense_memory_mb}")
-        if int(max_active) < 1:
-            raise DecodingInputError(f"max_active must be >= 1, got {max_active}")
+        beam = check_float("beam", beam, positive=True, allow_inf=True)
+        lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
+        acoustic_scale = check_float("acoustic_scale", acoustic_scale, positive=True)
+        dense_min_degree = check_positive_int("dense_min_degree", dense_min_degree)
+        dense_memory_mb = check_float("dense_memory_mb", dense_memory_mb)
+        if dense_memory_mb < 0:
+            raise DecodingInputError(f"dense_memory_mb must be >= 0, got {dense_memory_mb}")
+        max_active = check_positive_int("max_active", max_active)
         if blank_id is not None and int(blank_id) != graph.blank_id:
             raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
         self.graph = graph
@@ -221,7 +222,7 @@ class WFSTDecoder:
             for w, v in (d or {}).items():
                 if w not in index or index[w] == 0:
                     raise DecodingInputError(f"boosts[{b}]: word {w!r} is not in the graph's vocabulary")
-                table[b, index[w]] = float(v)
+                table[b, index[w]] = check_float(f"boosts[{b}][{w!r}]", v)
         return table.to(device)
 
     def _prune(self, t: _Tokens, B: int) -> _Tokens:

@@ -6,8 +6,11 @@ import os
 from typing import Iterable, Mapping, Sequence
 
 from ...errors import DecodingInputError, FileFormatError
+from ...tokenizers import UNKNOWN_POLICIES, spell
 
 __all__ = ["read_lexicon", "lexicon_from_tokenizer", "check_lexicon", "add_disambig", "pronunciations"]
+
+MAX_LINE_BYTES = 1 << 20
 
 
 def pronunciations(spelling) -> list[tuple[int, ...]]:
@@ -34,12 +37,23 @@ def read_lexicon(path: str | os.PathLike, tokens: Sequence[str], all_pronunciati
         ``{word: [token ids]}`` (a word listed twice keeps its first pronunciation), or with
         ``all_pronunciations`` ``{word: [[token ids], ...]}`` (distinct ones, in file order).
     Raises:
-        FileFormatError: a line with no token, a token not in ``tokens``, or no entry at all.
+        FileFormatError: a line with no token, a token not in ``tokens``, a line that is not
+            UTF-8 or longer than ``MAX_LINE_BYTES`` (1 MiB), an unreadable file, or no entry at all.
     """
     index = {s: i for i, s in enumerate(tokens)}
     lex: dict = {}
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, start=1):
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise FileFormatError(path, None, f"cannot open the lexicon: {err.strerror or err}") from None
+    with f:
+        for ln, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise FileFormatError(path, ln, f"line longer than {MAX_LINE_BYTES} bytes: not a lexicon")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise FileFormatError(path, ln, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
             fields = line.split()
             if not fields:
                 continue
@@ -61,14 +75,41 @@ def read_lexicon(path: str | os.PathLike, tokens: Sequence[str], all_pronunciati
     return lex
 
 
-def lexicon_from_tokenizer(words: Iterable[str], tokenizer) -> dict[str, list[int]]:
+ARPA_MARKERS = ("<s>", "</s>", "<unk>")
+
+
+def lexicon_from_tokenizer(words: Iterable[str], tokenizer, on_unknown: str = "error") -> dict[str, list[int]]:
     """Spell every word with ``tokenizer.encode`` (e.g. a sentencepiece BPE model).
 
-    Words the tokenizer spells as nothing are skipped.
+    The ARPA markers ``<s>``, ``</s>`` and ``<unk>`` are not words and are left out; so are words
+    the tokenizer spells as nothing.
+
+    Args:
+        words: the words (e.g. an LM's vocabulary).
+        tokenizer: an object with ``encode(text) -> ids``.
+        on_unknown: a word holding characters the tokenizer cannot spell (digits, CJK, emoji that
+            a sentencepiece model maps to ``<unk>``; ``"word1"`` and ``"word2"`` would share one
+            spelling): "error" (default) raises naming the word, "skip" leaves it out.
+
+    Raises:
+        DecodingInputError: a word the tokenizer cannot spell (with ``on_unknown="error"``), a
+            bad ``on_unknown``, or no word left.
     """
+    if on_unknown not in UNKNOWN_POLICIES:
+        raise DecodingInputError(f"on_unknown must be one of {UNKNOWN_POLICIES}, got {on_unknown!r}")
     lex: dict[str, list[int]] = {}
     for w in words:
-        ids = list(tokenizer.encode(w))
+        if w in ARPA_MARKERS:
+            continue
+        ids, unknown = spell(tokenizer, w)
+        if unknown:
+            if on_unknown == "skip":
+                continue
+            raise DecodingInputError(
+                f"word {w!r} holds characters the tokenizer cannot spell ({', '.join(map(repr, unknown))}); "
+                "the model cannot emit them. Remove it from the LM / word list or skip such words "
+                "(on_unknown='skip', build-graph --skip-unknown-words)"
+            )
         if ids:
             lex[w] = ids
     if not lex:

@@ -1,0 +1,176 @@
+"""Argument checks shared by the transducer decoders (greedy, beam searches) and their oracles.
+
+The fast searches (:mod:`.greedy`, :mod:`.beam`) and the per-utterance oracles
+(:mod:`.reference`, :mod:`.reference_beam`, :mod:`.reference_wind_beam`) take their checks from
+here, so a bad argument gets the same :class:`~asrdecode.errors.DecodingInputError` everywhere.
+
+The symbol cap: ``max_symbols`` labels on one frame force time to advance one frame. It is on by
+default (``DEFAULT_MAX_SYMBOLS = 10``, NeMo's default too), so a degenerate model that never
+emits blank finishes in ``T * 10`` steps instead of running away; ``None`` switches the cap off,
+and then a frame with more than :data:`MAX_SYMBOLS_GUARD` labels is an error.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import torch
+
+from ..errors import DecodingInputError
+from .model import TransducerModel
+
+__all__ = [
+    "MAX_SYMBOLS_GUARD",
+    "DEFAULT_MAX_SYMBOLS",
+    "METHODS",
+    "BLANK_SCORINGS",
+    "PRUNINGS",
+    "check_max_symbols",
+    "resolve_max_symbols",
+    "check_beam_args",
+    "check_window",
+    "check_beta",
+    "check_encoder_output",
+    "check_tokenizer",
+    "runaway_error",
+]
+
+MAX_SYMBOLS_GUARD = 100_000  # with max_symbols=None: labels on one frame before a runaway error
+DEFAULT_MAX_SYMBOLS = 10
+METHODS = ("alsd", "aes")
+BLANK_SCORINGS = ("lm_weighted", "none")
+PRUNINGS = ("late", "early")
+
+_MISSING: Any = object()
+
+
+def check_max_symbols(max_symbols: object) -> int | None:
+    """The per-frame symbol cap: an int >= 1, or None (no cap)."""
+    if max_symbols is None:
+        return None
+    if isinstance(max_symbols, bool) or not isinstance(max_symbols, int) or max_symbols < 1:
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    return max_symbols
+
+
+def resolve_max_symbols(max_symbols: object, max_symbols_per_frame: object = _MISSING) -> int | None:
+    """``max_symbols``, or the deprecated ``max_symbols_per_frame`` keyword (same meaning) with a warning.
+
+    ``max_symbols`` is the caller's value (its default is :data:`DEFAULT_MAX_SYMBOLS`); a
+    deprecated value that disagrees with a non-default ``max_symbols`` is an error.
+    """
+    if max_symbols_per_frame is not _MISSING:
+        warnings.warn("max_symbols_per_frame is deprecated; use max_symbols (same meaning)",
+                      DeprecationWarning, stacklevel=3)
+        if max_symbols != DEFAULT_MAX_SYMBOLS and max_symbols != max_symbols_per_frame:
+            raise DecodingInputError("pass max_symbols only (max_symbols_per_frame is its deprecated alias)")
+        max_symbols = max_symbols_per_frame
+    return check_max_symbols(max_symbols)
+
+
+def runaway_error() -> DecodingInputError:
+    """The error of a search that emitted over :data:`MAX_SYMBOLS_GUARD` labels on one frame."""
+    return DecodingInputError(
+        f"model emitted over {MAX_SYMBOLS_GUARD} labels on one frame (it never emits blank); set max_symbols"
+    )
+
+
+def check_beam_args(
+    model: TransducerModel, beam: object, method: str, blank_scoring: str, pruning: str,
+    max_symbols: object, nbest: object,
+) -> None:
+    """Shared argument checks of the reference and batched beam searches (``beam <= vocab_size``)."""
+    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
+    if beam > model.vocab_size:
+        raise DecodingInputError(f"beam {beam} is larger than the vocabulary ({model.vocab_size} tokens)")
+    if method not in METHODS:
+        raise DecodingInputError(f"method must be one of {METHODS}, got {method!r}")
+    if blank_scoring not in BLANK_SCORINGS:
+        raise DecodingInputError(f"blank_scoring must be one of {BLANK_SCORINGS}, got {blank_scoring!r}")
+    if pruning not in PRUNINGS:
+        raise DecodingInputError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
+    check_max_symbols(max_symbols)
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam:
+        raise DecodingInputError(f"nbest must be an int in 1..beam ({beam}), got {nbest!r}")
+
+
+def check_window(model: TransducerModel, window: object) -> int:
+    """The WIND window: an int >= 1, RNN-T only."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
+    if model.durations is not None:
+        raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
+    return window
+
+
+def check_beta(beta: object) -> float:
+    """The insertion bonus: a finite real number."""
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
+        raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
+    return float(beta)
+
+
+def _parameter_dtype(model: object) -> torch.dtype | None:
+    params = getattr(model, "parameters", None)
+    if not callable(params):
+        return None
+    try:
+        for p in params():
+            if isinstance(p, torch.Tensor) and p.is_floating_point():
+                return p.dtype
+    except (TypeError, RuntimeError):
+        return None
+    return None
+
+
+def _encoder_width(model: object) -> int | None:
+    proj = getattr(model, "enc_proj", None)
+    return int(proj.in_features) if isinstance(proj, torch.nn.Linear) else None
+
+
+def check_encoder_output(model: TransducerModel, enc: torch.Tensor) -> None:
+    """Check ``enc [..., D]`` against the model: dtype and width, before any decoding.
+
+    Rule: the encoder output must have the dtype of the model's floating parameters (no silent
+    cast: a float16 encoder output of a float32 model is an error, cast it with ``.to(dtype)``),
+    and ``model.project_encoder`` must accept its width ``D``. Models without parameters (any
+    object meeting the protocol) are probed on one frame; the probe's error is reported with the
+    argument's dtype and shape.
+    """
+    want = _parameter_dtype(model)
+    if want is not None and enc.dtype != want:
+        raise DecodingInputError(
+            f"encoder_output has dtype {enc.dtype} but the model's parameters are {want}; "
+            f"cast it with encoder_output.to({want})"
+        )
+    width = _encoder_width(model)
+    if width is not None and enc.shape[-1] != width:
+        raise DecodingInputError(f"encoder_output has width {enc.shape[-1]} but the model expects {width} "
+                                 f"(shape {tuple(enc.shape)})")
+    if enc.numel() == 0:
+        return
+    probe = enc.reshape(-1, enc.shape[-1])[:1]
+    try:
+        model.project_encoder(probe)
+    except (RuntimeError, TypeError, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DecodingInputError(
+            f"model.project_encoder does not accept encoder_output of dtype {enc.dtype} and width "
+            f"{enc.shape[-1]}: {first}"
+        ) from None
+
+
+def check_tokenizer(tokenizer: Any, model: TransducerModel) -> None:
+    """A tokenizer with a ``vocab_size`` must match the model's (blank included)."""
+    if tokenizer is None:
+        return
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise DecodingInputError("tokenizer must have a decode(ids) -> str method")
+    size = getattr(tokenizer, "vocab_size", None)
+    if size is not None and int(size) != int(model.vocab_size):
+        raise DecodingInputError(
+            f"tokenizer has vocab_size {int(size)} but the model has {int(model.vocab_size)} (blank included)"
+        )
