@@ -67,7 +67,8 @@ class ServerConfig:
         max_pending: per-stream bound on chunks queued, being decoded or waiting to be sent.
         max_streams: most concurrent streams; more are refused with ``server_busy``.
         max_connections: most open TCP connections (streams, handshakes in progress, HTTP);
-            more are refused with HTTP 503 and closed at once. At least ``max_streams``.
+            more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
+            (None) twice ``max_streams``.
         handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
             is not complete this long after it was made is closed.
         drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
@@ -83,7 +84,7 @@ class ServerConfig:
     max_wait_ms: float = 10.0
     max_pending: int = 8
     max_streams: int = 256
-    max_connections: int = 512
+    max_connections: Optional[int] = None
     handshake_timeout_s: float = 10.0
     drain_timeout_s: float = 30.0
     limits: Limits = field(default_factory=Limits)
@@ -94,6 +95,8 @@ class ServerConfig:
             raise ValueError(f"max_streams must be an integer >= 1, got {self.max_streams!r}")
         if not (isinstance(self.drain_timeout_s, (int, float)) and self.drain_timeout_s >= 0):
             raise ValueError(f"drain_timeout_s must be >= 0, got {self.drain_timeout_s!r}")
+        if self.max_connections is None:
+            self.max_connections = 2 * self.max_streams
         if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int) \
                 or self.max_connections < self.max_streams:
             raise ValueError(f"max_connections must be an integer >= max_streams ({self.max_streams}), "
