@@ -247,6 +247,44 @@ def test_step_error_fails_its_batch_only():
     assert run(main()).result == 42
 
 
+def test_a_failing_stream_does_not_fail_its_batch():
+    """Two streams in one batch, one chunk raises: the batch is retried without it (isolation)."""
+    calls = []
+
+    def step(chunks, final):
+        calls.append(sorted(chunks))
+        if "bad" in chunks.values():
+            raise RuntimeError("boom")
+        return {k: v * 2 for k, v in chunks.items()}
+
+    async def main():
+        b = DynamicBatcher(step, max_batch=3, max_wait_ms=200)
+        await b.start()
+        for k in (1, 2, 3):
+            b.open(k)
+        f1 = await b.put(1, "bad")
+        f1_next = await b.put(1, 5)       # queued behind the failing chunk: fails with its stream
+        f2 = await b.put(2, 21)
+        f3 = await b.put(3, 4, final=True)
+        with pytest.raises(RuntimeError, match="boom"):
+            await f1
+        with pytest.raises(RuntimeError, match="boom"):
+            await f1_next
+        with pytest.raises(RuntimeError, match="boom"):  # the stream failed: no more chunks
+            await b.put(1, 6)
+        out2, out3 = await f2, await f3
+        f2b = await b.put(2, 1, final=True)  # the other streams go on
+        out2b = await f2b
+        await b.stop()
+        return out2, out3, out2b, b
+
+    out2, out3, out2b, b = run(main())
+    assert (out2.result, out3.result, out2b.result) == (42, 8, 2)
+    assert out2.batch_size == 3  # the outcome reports the batch the chunk came in
+    assert calls[:4] == [[1, 2, 3], [1], [2], [3]]  # no culprit named: each stream alone
+    assert (b.failed_batches, b.failed_chunks) == (1, 1)
+
+
 def test_stop_drains_or_cancels():
     async def main(drain):
         gate = threading.Event()

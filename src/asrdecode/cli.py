@@ -313,10 +313,12 @@ def _server_config(args: argparse.Namespace, server) -> Any:
     elif args.graph:
         raise CLIError("--graph applies to --decoder wfst")
     try:
-        limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds)
+        limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds,
+                        min_audio_rate=args.min_audio_rate)
         return server.ServerConfig(model=args.model, decoder=args.decoder, decoder_options=options,
                                    max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
-                                   max_streams=args.max_streams, drain_timeout_s=args.drain_timeout, limits=limits)
+                                   max_streams=args.max_streams, max_connections=args.max_connections,
+                                   drain_timeout_s=args.drain_timeout, limits=limits)
     except ValueError as err:
         raise CLIError(str(err)) from None
 
@@ -584,8 +586,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     p.add_argument("--port", type=int, default=8000, help="default: %(default)s (0: any free port)")
     p.add_argument("--max-streams", type=int, default=256, help="most concurrent streams (default: %(default)s)")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="most open TCP connections, handshakes included (default: 2 x --max-streams)")
     p.add_argument("--max-chunk-seconds", type=float, default=2.0,
-                   help="largest audio message, in seconds (default: %(default)s)")
+                   help="largest audio message, in seconds (default: %(default)s, at most 30)")
+    p.add_argument("--min-audio-rate", type=float, default=0.5,
+                   help="close streams sending less audio than this many seconds per second, over 10 s "
+                        "after 10 s (0: off; default: %(default)s)")
     p.add_argument("--max-stream-seconds", type=float, default=600.0, help="longest stream (default: %(default)s)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="on shutdown, seconds open streams may go on (default: %(default)s)")

@@ -9,6 +9,9 @@ oldest ready chunk has waited ``max_wait_ms``, whichever comes first; a batch ho
 one chunk per stream (a stream's chunks are decoded in order, each after the previous one's
 batch finished), and streams are taken oldest-chunk first. ``max_batch=1`` turns batching off.
 
+A chunk whose step fails (see *Isolation*) fails its stream: its future and those of the
+stream's queued chunks get the error, and :meth:`DynamicBatcher.put` raises it from then on.
+
 Every stream has a bounded queue: :meth:`DynamicBatcher.put` waits while the stream has
 ``max_pending`` chunks queued or being decoded, which is how the server stops reading a
 client that sends faster than it is decoded (back-pressure).
@@ -16,6 +19,13 @@ client that sends faster than it is decoded (back-pressure).
 Each chunk's future resolves to a :class:`ChunkOutcome` with its ``queue_ms`` (arrival ->
 start of its batch) and ``compute_ms`` (the batch's ``step`` time), measured on the worker
 thread with ``time.perf_counter``.
+
+**Isolation.** ``step`` must change nothing when it raises (``StreamDecoder.step`` is all or
+nothing). A failed batch is then retried by :func:`isolate_failures`: the streams an error names
+(``err.errors``, a ``{key: error}`` mapping, as :class:`~asrdecode.streaming.StreamInputError`
+has) fail and the others are stepped again together; an error that names no stream makes every
+stream of the batch step alone. Only the chunks whose own step fails get an error; the others
+get the result they would have had in a batch without the offending streams.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Hashable, Mapping, Optional, TypeVar
 
-__all__ = ["DynamicBatcher", "ChunkOutcome", "BatchRecord", "BatcherClosed"]
+__all__ = ["DynamicBatcher", "ChunkOutcome", "BatchRecord", "BatcherClosed", "isolate_failures"]
 
 K = TypeVar("K", bound=Hashable)
 StepFn = Callable[[dict, set], Mapping]
@@ -37,6 +47,37 @@ StepFn = Callable[[dict, set], Mapping]
 
 class BatcherClosed(RuntimeError):
     """The batcher is stopping or stopped and takes no new chunks."""
+
+
+def isolate_failures(step: StepFn, chunks: dict, final: set) -> tuple[dict, dict]:
+    """Run ``step(chunks, final)``; if it raises, find the streams that fail and step the rest.
+
+    ``step`` must leave everything unchanged when it raises. An error with an ``errors`` mapping
+    naming some of the batch's keys fails those keys (with their own errors) and the rest is
+    stepped again as one batch; any other error makes each key step alone (``final`` restricted to
+    it). Returns ``(results, errors)``: ``{key: result}`` of the keys whose step succeeded and
+    ``{key: exception}`` of the others. At most ``len(chunks) + 1`` calls of ``step``.
+    """
+    try:
+        out = step(chunks, final)
+    except Exception as err:  # noqa: BLE001 - every error is some stream's; found below
+        if len(chunks) <= 1:
+            return {}, {k: err for k in chunks}
+        named = getattr(err, "errors", None)
+        named = {k: e for k, e in named.items() if k in chunks} if isinstance(named, Mapping) else {}
+        if named:
+            rest = {k: c for k, c in chunks.items() if k not in named}
+            if not rest:
+                return {}, named
+            results, errors = isolate_failures(step, rest, {k for k in final if k in rest})
+            return results, {**named, **errors}
+        results, errors = {}, {}
+        for k, c in chunks.items():
+            r, e = isolate_failures(step, {k: c}, {k} & set(final))
+            results.update(r)
+            errors.update(e)
+        return results, errors
+    return (dict(out) if isinstance(out, Mapping) else {}), {}
 
 
 @dataclass
@@ -76,6 +117,7 @@ class _Stream:
     pending: int = 0          # queued + in a running batch
     in_batch: bool = False
     finished: bool = False    # a final chunk was put
+    failed: Optional[BaseException] = None  # its step failed: later chunks are refused with this
     space: Optional[asyncio.Event] = None
 
 
@@ -111,6 +153,8 @@ class DynamicBatcher(Generic[K]):
         self.history: list[BatchRecord] = []
         self.batches = 0
         self.chunks = 0
+        self.failed_batches = 0   # batches whose step raised (then retried without the failing streams)
+        self.failed_chunks = 0    # chunks whose own step failed
         self._streams: dict[Any, _Stream] = {}
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._task: Optional[asyncio.Task] = None
@@ -223,6 +267,8 @@ class DynamicBatcher(Generic[K]):
         s = self._streams.get(key)
         if s is None:
             raise KeyError(f"stream {key!r} is not open in the batcher")
+        if s.failed is not None:
+            raise s.failed
         if s.finished:
             raise ValueError(f"stream {key!r} already has its final chunk")
         return s
@@ -237,7 +283,9 @@ class DynamicBatcher(Generic[K]):
         self._wake()
         return fut
 
-    def _drop_queued(self, key: Any, exc: Optional[BaseException]) -> None:
+    def _drop_queued(self, key: Any, exc: Optional[BaseException], retrieved: bool = False) -> None:
+        """Cancel (``exc=None``) or fail the queued chunks of ``key``; ``retrieved``: do not log
+        their errors as never retrieved (the stream's first failed chunk reports it)."""
         s = self._streams.get(key)
         if s is None:
             return
@@ -249,6 +297,8 @@ class DynamicBatcher(Generic[K]):
                     item.future.cancel()
                 else:
                     item.future.set_exception(exc)
+                    if retrieved:
+                        item.future.exception()
         if s.space is not None:
             s.space.set()
 
@@ -301,18 +351,21 @@ class DynamicBatcher(Generic[K]):
         self.batches += 1
         self.chunks += len(keys)
 
-        def work() -> tuple[Mapping, float, float]:
+        def work() -> tuple[dict, dict, float, float]:
             t0 = time.perf_counter()
-            out = self.step(chunks, final)
-            return out, t0, time.perf_counter()
+            out, errs = isolate_failures(self.step, chunks, final)
+            return out, errs, t0, time.perf_counter()
 
         assert self._executor is not None
-        error: Optional[BaseException] = None
+        errors: dict = {}
         try:
-            results, t0, t1 = await asyncio.get_running_loop().run_in_executor(self._executor, work)
-        except Exception as err:  # the step failed: every chunk of this batch gets the error
-            error, results, t0 = err, {}, time.perf_counter()
+            results, errors, t0, t1 = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        except Exception as err:  # the worker itself failed: every chunk of this batch gets the error
+            errors, results, t0 = {k: err for k in keys}, {}, time.perf_counter()
             t1 = t0
+        if errors:
+            self.failed_batches += 1
+            self.failed_chunks += len(errors)
         compute_ms = 1000.0 * (t1 - t0)
         queue_ms = [1000.0 * max(0.0, t0 - items[k].arrival) for k in keys]
         if self.keep_history:
@@ -325,10 +378,12 @@ class DynamicBatcher(Generic[K]):
                 del self._streams[k]
             if s.space is not None:
                 s.space.set()
+            if k in errors and self._streams.get(k) is s:  # the stream failed: its queued chunks fail with it
+                s.failed = errors[k]
+                self._drop_queued(k, errors[k], retrieved=True)
             if it.future.done():
                 continue
-            if error is not None:
-                it.future.set_exception(error)
+            if k in errors:
+                it.future.set_exception(errors[k])
             else:
-                it.future.set_result(ChunkOutcome(results.get(k) if hasattr(results, "get") else None,
-                                                  q, compute_ms, len(keys), index))
+                it.future.set_result(ChunkOutcome(results.get(k), q, compute_ms, len(keys), index))

@@ -23,14 +23,16 @@ One WebSocket connection carries one audio stream (path ``/v1/stream``):
    the connection (code 1000).
 
 Any violation (not JSON, unknown message, wrong sample rate, binary before the
-configuration, a chunk too large or not a whole number of samples, NaN samples, a stream
-longer than ``max_stream_seconds``, idle for ``idle_timeout_s``) gets one ``{"type": "error",
-"code": ..., "message": ...}`` and the server closes *that* connection with the WebSocket code
-in :data:`CLOSE_CODES`; other streams are not affected.
+configuration, a chunk too large or not a whole number of samples, NaN / inf samples or float
+samples beyond ``max_abs_sample``, a stream longer than ``max_stream_seconds``, idle for
+``idle_timeout_s``, sending less than ``min_audio_rate`` seconds of audio per second) gets one
+``{"type": "error", "code": ..., "message": ...}`` and the server closes *that* connection with
+the WebSocket code in :data:`CLOSE_CODES`; other streams are not affected.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 from dataclasses import dataclass
@@ -40,10 +42,13 @@ import numpy as np
 
 __all__ = [
     "SAMPLE_RATE", "ENCODINGS", "CLOSE_CODES", "Limits", "StreamConfig", "ProtocolError",
-    "parse_config", "parse_control", "decode_chunk", "encode_chunk", "error_message",
+    "parse_config", "parse_control", "decode_chunk", "encode_chunk", "error_message", "AudioRateMeter",
+    "MAX_CHUNK_SECONDS_CEILING", "MAX_TEXT_BYTES_CEILING", "MAX_ABS_SAMPLE_CEILING",
 ]
 
 SAMPLE_RATE = 16000
+#: ``asrdecode.streaming.MAX_ABS_SAMPLE`` (kept here so that this module needs numpy only)
+MAX_ABS_SAMPLE_CEILING = 1000.0
 ENCODINGS = {"s16le": np.dtype("<i2"), "f32le": np.dtype("<f4")}
 
 # error code -> WebSocket close code (RFC 6455 section 7.4.1)
@@ -54,11 +59,13 @@ CLOSE_CODES = {
     "bad_boosts": 1008,
     "bad_message": 1008,
     "unexpected_binary": 1008,
-    "bad_chunk": 1007,          # inconsistent data (odd byte count, NaN)
+    "bad_chunk": 1007,          # inconsistent data (odd byte count, NaN / inf, samples out of range)
+    "bad_audio": 1007,          # the decoder refused the stream's audio
     "chunk_too_large": 1009,    # message too big
     "message_too_large": 1009,
     "stream_too_long": 1009,
     "idle_timeout": 1008,
+    "too_slow": 1008,           # less audio per second than min_audio_rate (slow-drip clients)
     "server_busy": 1013,        # try again later
     "shutting_down": 1001,      # going away
     "internal": 1011,
@@ -80,19 +87,33 @@ class ProtocolError(ValueError):
         return CLOSE_CODES[self.code]
 
 
+#: ceilings of the limits that set how much one message may hold (the WebSocket layer reads up
+#: to four times the largest legal message into memory before it can refuse it)
+MAX_CHUNK_SECONDS_CEILING = 30.0
+MAX_TEXT_BYTES_CEILING = 1 << 20
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Per-stream limits the server enforces.
+    """Per-stream limits the server enforces (``docs/serving.md`` names the attack each answers).
 
     Attributes:
-        max_chunk_seconds: longest audio chunk (one binary message), in seconds.
-        max_text_bytes: largest text (JSON) message.
+        max_chunk_seconds: longest audio chunk (one binary message), in seconds; at most
+            :data:`MAX_CHUNK_SECONDS_CEILING`.
+        max_text_bytes: largest text (JSON) message; at most :data:`MAX_TEXT_BYTES_CEILING`.
         max_stream_seconds: longest stream, in seconds of audio.
         max_boosts: most boosted phrases per stream.
         max_phrase_chars: longest boosted phrase.
         max_boost_weight: largest absolute boost weight.
+        max_abs_sample: largest ``|sample|`` of ``f32le`` audio (nominally in [-1, 1]; the
+            headroom lets resampler overshoot through); at most the decoder's own bound.
         config_timeout_s: time allowed between connecting and the configuration message.
         idle_timeout_s: longest silence from the client while a stream is open.
+        min_audio_rate: least audio, in seconds per second the server waited for the client,
+            over the last ``rate_window_s`` seconds of waiting, once the stream has waited
+            ``rate_grace_s`` seconds in all; 0 turns the check off. Time the server did not
+            read the client (back-pressure: its chunks were queued) does not count.
+        rate_window_s, rate_grace_s: the window and grace period of ``min_audio_rate``.
     """
 
     max_chunk_seconds: float = 2.0
@@ -101,19 +122,35 @@ class Limits:
     max_boosts: int = 256
     max_phrase_chars: int = 100
     max_boost_weight: float = 100.0
+    max_abs_sample: float = 2.0
     config_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0
+    min_audio_rate: float = 0.5
+    rate_window_s: float = 10.0
+    rate_grace_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("max_chunk_seconds", "max_stream_seconds", "max_boost_weight", "config_timeout_s",
-                     "idle_timeout_s"):
+        for name in ("max_chunk_seconds", "max_stream_seconds", "max_boost_weight", "max_abs_sample",
+                     "config_timeout_s", "idle_timeout_s", "rate_window_s", "rate_grace_s"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"Limits.{name} must be a positive number, got {v!r}")
         for name in ("max_text_bytes", "max_boosts", "max_phrase_chars"):
             v = getattr(self, name)
-            if not (isinstance(v, int) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, int) and v > 0):
                 raise ValueError(f"Limits.{name} must be a positive integer, got {v!r}")
+        v = self.min_audio_rate
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"Limits.min_audio_rate must be a number >= 0 (0 = no check), got {v!r}")
+        if self.max_chunk_seconds > MAX_CHUNK_SECONDS_CEILING:
+            raise ValueError(f"Limits.max_chunk_seconds must be at most {MAX_CHUNK_SECONDS_CEILING:g} s, "
+                             f"got {self.max_chunk_seconds!r}")
+        if self.max_text_bytes > MAX_TEXT_BYTES_CEILING:
+            raise ValueError(f"Limits.max_text_bytes must be at most {MAX_TEXT_BYTES_CEILING}, "
+                             f"got {self.max_text_bytes!r}")
+        if self.max_abs_sample > MAX_ABS_SAMPLE_CEILING:
+            raise ValueError(f"Limits.max_abs_sample must be at most {MAX_ABS_SAMPLE_CEILING:g} (the decoder's "
+                             f"bound), got {self.max_abs_sample!r}")
 
     def max_chunk_bytes(self, encoding: str) -> int:
         """Largest binary message for ``encoding``: ``max_chunk_seconds`` of samples."""
@@ -227,6 +264,10 @@ def decode_chunk(data: bytes, encoding: str, limits: Limits) -> np.ndarray:
         return x.astype(np.float32) / 32768.0
     if not np.isfinite(x).all():
         raise ProtocolError("bad_chunk", "audio chunk holds NaN or inf samples")
+    peak = float(np.abs(x).max()) if x.size else 0.0
+    if peak > limits.max_abs_sample:
+        raise ProtocolError("bad_chunk", f"audio chunk holds samples of magnitude {peak:.3g}; f32le audio must lie in "
+                            f"[-1, 1] (at most {limits.max_abs_sample:g} accepted)")
     return x.astype(np.float32)
 
 
@@ -248,3 +289,49 @@ def error_message(code: str, message: str, **extra: Any) -> str:
 def result_message(kind: str, fields: Mapping[str, Any]) -> str:
     """The JSON text of a ``partial`` or ``final`` message."""
     return json.dumps({"type": kind, **fields}, ensure_ascii=False)
+
+
+class AudioRateMeter:
+    """A stream's data rate: seconds of audio received per second the server waited for the client.
+
+    The server credits :meth:`waited` with the time it spent waiting for the client's next
+    message (not the time it did not read it because of back-pressure) and :meth:`received` with
+    each chunk's samples. :meth:`check` raises ``too_slow`` once ``limits.rate_grace_s`` seconds of
+    waiting have passed and the audio of the last ``limits.rate_window_s`` seconds of waiting is
+    less than ``limits.min_audio_rate`` times that span. With ``min_audio_rate == 0`` it never raises.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.min_rate = float(limits.min_audio_rate)
+        self.window = float(limits.rate_window_s)
+        self.grace = float(limits.rate_grace_s)
+        self.clock = 0.0                       # seconds spent waiting for this client
+        self.samples = 0                       # samples received
+        self._marks: collections.deque[tuple[float, int]] = collections.deque()  # (clock, samples so far)
+        self._base = 0                         # samples received before the window
+
+    def waited(self, seconds: float) -> None:
+        if seconds > 0:
+            self.clock += seconds
+
+    def received(self, samples: int) -> None:
+        self.samples += int(samples)
+        self._marks.append((self.clock, self.samples))
+
+    def rate(self) -> float:
+        """Audio seconds per second of waiting over the window (or the whole stream, if shorter)."""
+        start = self.clock - self.window
+        while self._marks and self._marks[0][0] <= start:
+            self._base = self._marks.popleft()[1]
+        span = min(self.window, self.clock)
+        return math.inf if span <= 0 else (self.samples - self._base) / SAMPLE_RATE / span
+
+    def check(self) -> None:
+        """Raise :class:`ProtocolError` ``too_slow`` if the client sends too little audio."""
+        if self.min_rate <= 0 or self.clock < self.grace:
+            return
+        rate = self.rate()
+        if rate < self.min_rate:
+            raise ProtocolError("too_slow", f"the client sent {rate:.3g} s of audio per second over the last "
+                                f"{min(self.window, self.clock):.3g} s; at least {self.min_rate:g} is required "
+                                "(send silence, or end the stream)")

@@ -30,9 +30,10 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
+from ..errors import DecodingInputError
 from .batcher import BatcherClosed, DynamicBatcher
-from .protocol import (CLOSE_CODES, SAMPLE_RATE, Limits, ProtocolError, StreamConfig, decode_chunk, error_message,
-                       parse_config, parse_control, result_message)
+from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, Limits, ProtocolError, StreamConfig, decode_chunk,
+                       error_message, parse_config, parse_control, result_message)
 
 try:
     import uvicorn
@@ -41,6 +42,8 @@ try:
     from starlette.responses import JSONResponse
     from starlette.routing import Route, WebSocketRoute
     from starlette.websockets import WebSocket
+
+    from .connections import ConnectionStats, guarded_http_protocol
 except ImportError as _err:  # pragma: no cover - exercised by the CLI's missing-extra message
     raise ImportError("the asrdecode server needs Starlette, uvicorn and websockets: "
                       "pip install 'asrdecode[serve]'") from _err
@@ -63,6 +66,11 @@ class ServerConfig:
         max_wait_ms: longest wait of the oldest ready chunk for a batch to fill.
         max_pending: per-stream bound on chunks queued, being decoded or waiting to be sent.
         max_streams: most concurrent streams; more are refused with ``server_busy``.
+        max_connections: most open TCP connections (streams, handshakes in progress, HTTP);
+            more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
+            (None) twice ``max_streams``.
+        handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
+            is not complete this long after it was made is closed.
         drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
         limits: the per-stream protocol limits.
         warmup_seconds: at startup, decode this much silence once (first-call costs are paid
@@ -76,6 +84,8 @@ class ServerConfig:
     max_wait_ms: float = 10.0
     max_pending: int = 8
     max_streams: int = 256
+    max_connections: Optional[int] = None
+    handshake_timeout_s: float = 10.0
     drain_timeout_s: float = 30.0
     limits: Limits = field(default_factory=Limits)
     warmup_seconds: float = 2.0
@@ -85,6 +95,15 @@ class ServerConfig:
             raise ValueError(f"max_streams must be an integer >= 1, got {self.max_streams!r}")
         if not (isinstance(self.drain_timeout_s, (int, float)) and self.drain_timeout_s >= 0):
             raise ValueError(f"drain_timeout_s must be >= 0, got {self.drain_timeout_s!r}")
+        if self.max_connections is None:
+            self.max_connections = 2 * self.max_streams
+        if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int) \
+                or self.max_connections < self.max_streams:
+            raise ValueError(f"max_connections must be an integer >= max_streams ({self.max_streams}), "
+                             f"got {self.max_connections!r}")
+        h = self.handshake_timeout_s
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0 < h < float("inf")):
+            raise ValueError(f"handshake_timeout_s must be a positive number of seconds, got {h!r}")
 
 
 class _Disconnected(Exception):
@@ -102,6 +121,13 @@ class _Entry:
 async def _quietly(awaitable: Any) -> None:
     with contextlib.suppress(Exception):
         await awaitable
+
+
+def _decoding_failure(err: BaseException) -> tuple[str, str]:
+    """The protocol error of a chunk whose decoding failed (its stream only; see batcher isolation)."""
+    if isinstance(err, DecodingInputError):
+        return "bad_audio", f"the decoder refused the audio: {err}"
+    return "internal", f"decoding failed: {type(err).__name__}: {err}"
 
 
 class _Session:
@@ -123,6 +149,7 @@ class _Session:
         self._last_entry: Optional[_Entry] = None
         self.reader: Optional[asyncio.Task] = None
         self.sender: Optional[asyncio.Task] = None
+        self._receiving: Optional[asyncio.Future] = None  # the socket read in progress (kept across waits)
         self.done = asyncio.Event()
 
     # ---------------------------------------------------------------------------------- entry
@@ -132,7 +159,7 @@ class _Session:
         finally:
             # also when this handler is cancelled (uvicorn gave up on the connection): nothing of
             # the stream may stay behind in the batcher or the decoder
-            for t in (self.reader, self.sender):
+            for t in (self.reader, self.sender, self._receiving):
                 if t is not None and not t.done():
                     t.cancel()
             svc = self.service
@@ -177,6 +204,8 @@ class _Session:
                     await self._cleanup()
                 elif isinstance(err, BatcherClosed):
                     await self._fail("shutting_down", "the server is shutting down")
+                elif isinstance(err, DecodingInputError):  # an earlier chunk of this stream failed
+                    await self._fail(*_decoding_failure(err))
                 else:
                     log.error("stream %s: reading failed: %r", self.sid, err)
                     await self._fail("internal", f"{type(err).__name__}: {err}")
@@ -195,8 +224,10 @@ class _Session:
         elif isinstance(err, _Disconnected):
             await self._cleanup()
         else:
-            log.error("stream %s: decoding failed: %r", self.sid, err)
-            await self._fail("internal", f"decoding failed: {type(err).__name__}: {err}")
+            code, message = _decoding_failure(err)
+            if code == "internal":
+                log.error("stream %s: decoding failed: %r", self.sid, err)
+            await self._fail(code, message)
 
     def force_final(self) -> None:
         """Shutdown: stop reading and end the stream with the audio received so far."""
@@ -205,11 +236,30 @@ class _Session:
             self.reader.cancel()
 
     # ------------------------------------------------------------------------------- protocol
-    async def _receive(self, timeout: float) -> dict:
+    async def _receive(self, timeout: float, meter: Optional[AudioRateMeter] = None) -> dict:
+        """The client's next message; ``idle_timeout`` after ``timeout`` s without one, and while
+        waiting, ``meter`` is credited with the waiting time and checked (``too_slow``) every
+        tenth of its window."""
+        if self._receiving is None:
+            self._receiving = asyncio.ensure_future(self.ws.receive())
+        task = self._receiving
+        loop = asyncio.get_running_loop()
+        start = last = loop.time()
+        while not task.done():
+            left = start + timeout - last
+            if left <= 0:
+                raise ProtocolError("idle_timeout", f"no message from the client for {timeout:g} s")
+            tick = left if meter is None else min(left, max(0.01, meter.window / 10))
+            await asyncio.wait({task}, timeout=tick)
+            now = loop.time()
+            if meter is not None:
+                meter.waited(now - last)
+                if not task.done():
+                    meter.check()
+            last = now
+        self._receiving = None
         try:
-            msg = await asyncio.wait_for(self.ws.receive(), timeout)
-        except asyncio.TimeoutError:
-            raise ProtocolError("idle_timeout", f"no message from the client for {timeout:g} s") from None
+            msg = task.result()
         except Exception as err:  # starlette raises on a receive after a disconnect
             raise _Disconnected(str(err)) from None
         if msg["type"] == "websocket.disconnect":
@@ -242,8 +292,9 @@ class _Session:
         limits = svc.config.limits
         assert self.config is not None
         max_samples = int(limits.max_stream_seconds * SAMPLE_RATE)
+        meter = AudioRateMeter(limits)
         while True:
-            msg = await self._receive(limits.idle_timeout_s)
+            msg = await self._receive(limits.idle_timeout_s, meter)
             arrival = time.perf_counter()
             if msg.get("bytes") is not None:
                 self.received += 1
@@ -252,6 +303,8 @@ class _Session:
                 if self.samples + chunk.size > max_samples:
                     raise ProtocolError("stream_too_long", f"the stream is longer than {limits.max_stream_seconds:g} s")
                 self.samples += chunk.size
+                meter.received(chunk.size)
+                meter.check()  # a flood of tiny messages never leaves the server waiting long
                 fut = await svc.batcher.put(self.sid, chunk, arrival=arrival)
                 entry = _Entry(self.seq, fut, self.samples)
                 await self.outq.put(entry)
@@ -313,7 +366,7 @@ class _Session:
     async def _cleanup(self) -> None:
         """Forget the stream in the batcher and the decoder (nothing of it is decoded any more)."""
         svc = self.service
-        for t in (self.reader, self.sender):
+        for t in (self.reader, self.sender, self._receiving):
             if t is not None and not t.done():
                 t.cancel()
         svc.batcher.cancel(self.sid)
@@ -364,6 +417,7 @@ class StreamingService:
         self.max_backlog = 0
         self._ids = itertools.count(1)
         self.started = False
+        self.connections = ConnectionStats()  # refused over max_connections, closed for a slow handshake
 
     async def startup(self) -> None:
         if not self.batcher.running:
@@ -421,7 +475,10 @@ class StreamingService:
                 "batches": self.batcher.batches, "chunks": self.batcher.chunks,
                 "mean_batch": round(self.batcher.chunks / max(1, self.batcher.batches), 3),
                 "max_batch": self.config.max_batch, "max_wait_ms": self.config.max_wait_ms,
-                "max_backlog": self.max_backlog, "errors": dict(self.errors)}
+                "max_backlog": self.max_backlog, "errors": dict(self.errors),
+                "failed_batches": self.batcher.failed_batches, "failed_chunks": self.batcher.failed_chunks,
+                "refused_connections": self.connections.refused,
+                "handshake_timeouts": self.connections.head_timeouts}
 
     async def handle(self, ws: WebSocket) -> None:
         await ws.accept()
@@ -500,7 +557,9 @@ class Server(uvicorn.Server):
                  **uvicorn_kwargs: Any) -> None:
         self.service = service
         self.on_ready = on_ready
-        cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level,
+        http = guarded_http_protocol(service.config.max_connections, service.config.handshake_timeout_s,
+                                     service.connections)
+        cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, http=http,
                              ws="websockets-sansio", ws_max_size=service.config.limits.transport_max_bytes,
                              ws_ping_interval=None, lifespan="on", **uvicorn_kwargs)
         super().__init__(cfg)

@@ -15,7 +15,7 @@ Example::
 See ``docs/serving.md``.
 """
 
-from .decoder import StreamDecoder, StreamResult
+from .decoder import MAX_ABS_SAMPLE, StreamDecoder, StreamInputError, StreamResult
 from .frontend import BlockFrontEnd
 
-__all__ = ["StreamDecoder", "StreamResult", "BlockFrontEnd"]
+__all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE", "BlockFrontEnd"]

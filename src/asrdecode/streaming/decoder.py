@@ -10,10 +10,22 @@ streaming call runs once for the batch, and the states are scattered back
 The final result of a stream equals :meth:`StreamDecoder.offline` on the same audio, whatever the
 chunking and whatever other streams were decoded alongside: the front end encodes the same blocks
 either way, and every decoder family's streaming call equals its whole-utterance call.
+
+**Isolation.** A step is all or nothing: when it raises, no stream has changed, so the caller can
+drop the offending stream and step the others again (:func:`asrdecode.serving.batcher.isolate_failures`
+does exactly that; the server uses it). Errors that belong to particular streams are a
+:class:`StreamInputError` naming them (``errors``: stream id -> its own error): audio that is not a
+1-D float waveform, NaN / inf samples, samples beyond :data:`MAX_ABS_SAMPLE` (the log-mel front end
+overflows to NaN near 1e18), and, as a backstop, a stream whose encoded frames are not finite.
+They are all checked before the batched decoder call. An error of the batched call itself (which
+stream caused it is unknown) leaves the states as they were too: every family's ``advance``
+gathers the streams' states into a new batch state and scatters the result back only after the
+call succeeded, and the front end works on copies of the stream buffers until then.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Collection, Hashable, Mapping
 
@@ -24,7 +36,37 @@ from ..results import Hypothesis
 from .families import make_family
 from .frontend import AudioBuffer, BlockFrontEnd, check_audio
 
-__all__ = ["StreamDecoder", "StreamResult"]
+__all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE"]
+
+#: largest accepted ``|sample|``: audio is float in [-1, 1]; 60 dB of headroom for unnormalised
+#: float audio, 15 orders of magnitude below where the log-mel front end overflows (about 1e17).
+MAX_ABS_SAMPLE = 1000.0
+
+
+class StreamInputError(DecodingInputError):
+    """The input of one or more streams of a step was refused; no stream was changed.
+
+    Attributes:
+        errors: ``{stream_id: DecodingInputError}``, each naming that stream and what was wrong.
+    """
+
+    def __init__(self, errors: Mapping[Hashable, Exception]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(str(e) for e in self.errors.values()))
+
+    @property
+    def stream_ids(self) -> list[Hashable]:
+        """The offending streams' ids."""
+        return list(self.errors)
+
+
+def check_sample_range(name: str, wave: torch.Tensor) -> None:
+    """Raise :class:`DecodingInputError` if a (finite, checked) waveform has ``|x| > MAX_ABS_SAMPLE``."""
+    if wave.numel():
+        peak = float(wave.abs().max())
+        if peak > MAX_ABS_SAMPLE:
+            raise DecodingInputError(f"{name} has samples of magnitude {peak:.3g}; audio must be float in [-1, 1] "
+                                     f"(at most {MAX_ABS_SAMPLE:g} accepted)")
 
 
 @dataclass
@@ -141,7 +183,17 @@ class StreamDecoder:
         if extra:
             raise DecodingInputError(f"final names streams without a chunk in this step: {sorted(map(repr, extra))} "
                                      "(pass an empty chunk for a stream that ends without new audio)")
-        audio = {sid: check_audio(f"audio of stream {sid!r}", a) for sid, a in chunks.items()}
+        audio: dict[Hashable, torch.Tensor] = {}
+        errors: dict[Hashable, Exception] = {}
+        for sid, a in chunks.items():
+            name = f"audio of stream {sid!r}"
+            try:
+                audio[sid] = check_audio(name, a)
+                check_sample_range(name, audio[sid])
+            except DecodingInputError as err:
+                errors[sid] = err
+        if errors:
+            raise StreamInputError(errors)
         return audio, ends
 
     @torch.inference_mode()
@@ -158,26 +210,45 @@ class StreamDecoder:
             Streams not in ``chunks`` are untouched.
 
         Raises:
-            KeyError: a stream id that is not open. ValueError: bad audio (not 1-D, not float, NaN
-            or inf), or a ``final`` id without a chunk. Nothing is changed when an input is bad.
+            KeyError: a stream id that is not open. StreamInputError (a ValueError) naming the
+            offending streams: bad audio (not 1-D, not float, NaN or inf, samples beyond
+            ``MAX_ABS_SAMPLE``) or audio the front end turns into non-finite frames. ValueError: a
+            ``final`` id without a chunk. Whatever is raised, no stream has changed (see the module
+            docstring): step the other streams again without the offending ones.
         """
         audio, ends = self._check_step(chunks, final)
         ids = list(audio)
-        frames = []
-        for sid in ids:
-            stream = self._streams[sid]
-            self.front.push(stream.audio, audio[sid])
-            frames.append(self.front.frames(stream.audio, sid in ends))
+        buffers, frames = self._front_end(ids, audio, ends)
         states = [self._streams[sid].state for sid in ids]
         self.family.advance(states, frames, [sid in ends for sid in ids])
         out = {}
-        for sid, f in zip(ids, frames):
+        for sid, buf, f in zip(ids, buffers, frames):
             stream = self._streams[sid]
+            stream.audio = buf  # commit: the batched call succeeded
             stream.frames += f.shape[0]
             out[sid] = self._result(sid, stream, sid in ends)
             if sid in ends:
                 self.close(sid)
         return out
+
+    def _front_end(self, ids: list[Hashable], audio: Mapping[Hashable, torch.Tensor], ends: set
+                   ) -> tuple[list[AudioBuffer], list[torch.Tensor]]:
+        """Encode each stream's ready blocks on a copy of its buffer (the front end only rebinds a
+        buffer's fields, never writes its tensors in place); non-finite frames are that stream's error."""
+        buffers, frames = [], []
+        errors: dict[Hashable, Exception] = {}
+        for sid in ids:
+            buf = dataclasses.replace(self._streams[sid].audio)
+            self.front.push(buf, audio[sid])
+            f = self.front.frames(buf, sid in ends)
+            if f.numel() and not bool(torch.isfinite(f).all()):
+                errors[sid] = DecodingInputError(f"audio of stream {sid!r}: the front end turned it into NaN or inf "
+                                                 "frames (samples out of range?)")
+            buffers.append(buf)
+            frames.append(f)
+        if errors:
+            raise StreamInputError(errors)
+        return buffers, frames
 
     def _result(self, sid: Hashable, stream: _Stream, final: bool) -> StreamResult:
         hyp = self._with_text(self.family.result(stream.state, final))
@@ -195,6 +266,7 @@ class StreamDecoder:
         """Whole-utterance decoding of ``audio`` through the same block front end: the final result
         a stream fed this audio returns, in any chunking."""
         wave = check_audio("audio", audio)
+        check_sample_range("audio", wave)
         self.family.check_boosts(boosts)
         frames = self.front.encode_utterance(wave)
         return self._with_text(self.family.offline(frames, boosts))
