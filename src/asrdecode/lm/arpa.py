@@ -125,6 +125,9 @@ class ArpaModel:
         return cls(vocab, words, lps, bos, hbs, [np.zeros(len(x), dtype=np.int64) for x in lps])
 
 
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+
+
 def _open_text(path: Path, mode: str):
     if str(path).endswith(".gz"):
         return gzip.open(path, mode)
@@ -144,6 +147,13 @@ def read_arpa(path: str | os.PathLike) -> ArpaModel:
     if not path.exists():
         raise FileNotFoundError(f"ARPA file {path} does not exist")
     with _open_text(path, "rb") as f:
+        try:
+            head = f.peek(len(KENLM_BINARY_MAGIC))[: len(KENLM_BINARY_MAGIC)]
+        except (AttributeError, OSError):
+            head = b""
+        if head == KENLM_BINARY_MAGIC:
+            raise FileFormatError(str(path), None, "this is a KenLM binary file (from build_binary); asrdecode reads "
+                                                   "ARPA text files: pass the .arpa (or .arpa.gz) it was built from")
         return _parse(f, str(path))
 
 
