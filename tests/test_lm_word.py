@@ -414,14 +414,19 @@ def test_transducer_beams_with_word_lm_equal_reference(tmp_path, style, method, 
 
 
 # ------------------------------------------------------------------------------------ bundled model
-def test_bundled_word_lm_with_the_demo_tokenizer():
-    """The bundled word 3-gram over the demo models' ▁-pieces: scores equal the word oracle."""
+@pytest.fixture(scope="module")
+def bundled():
     from asrdecode.models.demo import ASSETS
     from asrdecode.tokenizers import SentencePieceTokenizer
 
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model", blank_id=256)
     path = ASSETS / "word-3gram.arpa.gz"
-    lm = WordNGramLM.from_arpa(path, tok, vocab_size=257, blank_id=256)
+    return tok, path, WordNGramLM.from_arpa(path, tok, vocab_size=257, blank_id=256)
+
+
+def test_bundled_word_lm_with_the_demo_tokenizer(bundled):
+    """The bundled word 3-gram over the demo models' ▁-pieces: scores equal the word oracle."""
+    tok, path, lm = bundled
     assert lm.boundaries.style == "prefix"
     text = gzip.open(path, "rt", encoding="utf-8").read()
     oracle = WordOracle(text, lm.words)
@@ -429,3 +434,49 @@ def test_bundled_word_lm_with_the_demo_tokenizer():
     for sent in ["the cat sat on the mat", "sense and sensibility", "zqxv of the", "a"]:
         ids = tok.encode(sent)
         assert close(lm.score_sequence(ids), oracle.total("prefix", pieces, ids), 1e-5), sent
+
+
+# ------------------------------------------------------------------------------------ CLI
+def test_cli_word_lm(capsys, tmp_path):
+    from asrdecode.models.demo import ASSETS
+
+    from test_cli import CLIP2, bad, run
+
+    lm = ASSETS / "word-3gram.arpa.gz"
+    tok_lm = ASSETS / "token-4gram.arpa.gz"
+    code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--decoder", "beam", "--beam", "4",
+                       "--word-lm", lm, "--word-lm-weight", "0.5", "--word-bonus", "1.0", "--lm", tok_lm,
+                       "--lm-weight", "0.2", "--boost", "ill disposed:1")
+    assert code == 0 and out.split("\t")[1].strip()
+    if (ASSETS / "demo-rnnt.pt").is_file():
+        code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
+                           "--word-lm", lm)
+        assert code == 0 and out.split("\t")[1].strip()
+    binary = tmp_path / "words.binary"
+    binary.write_bytes(b"mmap lm http://kheafield.com/code\x00\x00rest")
+    assert "KenLM binary" in bad(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--decoder", "beam",
+                                 "--word-lm", binary)
+    assert "no such word LM file" in bad(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--decoder", "beam",
+                                         "--word-lm", tmp_path / "none.arpa")
+    assert "--decoder beam" in bad(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--word-lm", lm)
+    assert "WordNGramLM" in bad(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--decoder", "beam", "--lm", lm)
+
+
+@pytest.mark.parametrize("name,options", [("demo-ctc", {"beam": 3}), ("demo-rnnt", {"beam": 2, "method": "alsd"})])
+def test_streaming_sessions_with_word_lm_equal_offline(bundled, name, options):
+    """StreamDecoder sessions fused with the word LM: every stream's final result equals offline decoding."""
+    from asrdecode.models import load
+    from asrdecode.streaming import StreamDecoder
+
+    from test_stream_decoder import FRONT, _same as same_hyp, clips as clip_fixture, run_schedule
+
+    tok, _, lm = bundled
+    clips = clip_fixture.__wrapped__()
+    dec = StreamDecoder(load(name), "beam", **FRONT, fusion=[(lm, 0.6)], **options)
+    finals, _ = run_schedule(dec, clips, {}, seed=3)
+    plain = StreamDecoder(load(name), "beam", **FRONT, **options)
+    changed = False
+    for i, wave in enumerate(clips):
+        same_hyp(finals[i].hypothesis, dec.offline(wave))
+        changed |= plain.offline(wave).score != pytest.approx(finals[i].hypothesis.score)
+    assert changed  # the LM was applied

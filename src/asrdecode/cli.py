@@ -91,6 +91,13 @@ def _fusion(args: argparse.Namespace, tokenizer, vocab: int, blank: int) -> list
         if not Path(args.lm).is_file():
             raise FileFormatError(args.lm, None, "no such LM file")
         fusion.append((NGramLM.from_arpa(args.lm, vocab_size=vocab, blank_id=blank), float(args.lm_weight)))
+    if getattr(args, "word_lm", None):  # word-level ARPA (asrdecode.lm.word)
+        from .lm.word import word_lm_fusion
+
+        if tokenizer is None:
+            raise CLIError("--word-lm needs a tokenizer (--model)")
+        fusion.append(word_lm_fusion(args.word_lm, tokenizer, vocab_size=vocab, blank_id=blank,
+                                     weight=args.word_lm_weight, word_bonus=args.word_bonus))
     boosts = getattr(args, "boost", None) or []
     if boosts:
         from .lm import BoostingTree
@@ -162,8 +169,8 @@ def _wfst_decode(demo, args: argparse.Namespace) -> Callable:
         raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     if not Path(args.graph).is_file():
         raise FileFormatError(args.graph, None, "no such graph file")
-    if getattr(args, "lm", None):
-        raise CLIError("--lm is for beam search; a WFST graph already holds its word LM")
+    if getattr(args, "lm", None) or getattr(args, "word_lm", None):
+        raise CLIError("--lm / --word-lm are for beam search; a WFST graph already holds its word LM")
     boosts = dict(parse_boost(b) for b in getattr(args, "boost", None) or [])
     decoder = WFSTDecoder(load_graph(args.graph), blank_id=demo.blank_id, acoustic_scale=float(args.acoustic_scale))
 
@@ -668,6 +675,9 @@ def _add_beam(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
     p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
                    help="boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word by WEIGHT")
+    p.add_argument("--word-lm", metavar="PATH", help="word-level ARPA LM (.arpa or .arpa.gz; KenLM binaries are not read)")
+    p.add_argument("--word-lm-weight", type=float, default=0.5, help="word LM weight (default: %(default)s)")
+    p.add_argument("--word-bonus", type=float, default=0.0, help="per-word bonus with --word-lm (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
