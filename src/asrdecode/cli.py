@@ -59,7 +59,9 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
     return DecodeOptions(decoder=args.decoder, beam=args.beam, method=getattr(args, "method", "alsd"),
                          window=getattr(args, "window", 1), lm=getattr(args, "lm", None), lm_weight=args.lm_weight,
                          beta=args.beta, boost=tuple(getattr(args, "boost", None) or ()),
-                         graph=getattr(args, "graph", None), acoustic_scale=getattr(args, "acoustic_scale", 2.0))
+                         graph=getattr(args, "graph", None), acoustic_scale=getattr(args, "acoustic_scale", 2.0),
+                         word_lm=getattr(args, "word_lm", None), word_lm_weight=getattr(args, "word_lm_weight", 0.5),
+                         word_bonus=getattr(args, "word_bonus", 0.0))
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -335,8 +337,7 @@ def _check_batching(args: argparse.Namespace) -> None:
 def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     from .distributed import transcribe_dataset
 
-    options = {k: getattr(args, k) for k in ("beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph",
-                                             "acoustic_scale") if getattr(args, k) is not None}
+    options = decode_options(args).changed()
     run = transcribe_dataset(args.manifest, args.output_dir, model=args.model, decoder=args.decoder,
                              decoder_options=options, batch_size=args.batch_size, num_actors=args.actors,
                              num_gpus_per_actor=args.gpus_per_actor, cpus_per_actor=args.cpus_per_actor,
@@ -495,6 +496,9 @@ def _add_beam(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
     p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
                    help="boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word by WEIGHT")
+    p.add_argument("--word-lm", metavar="PATH", help="word-level ARPA LM (.arpa or .arpa.gz; KenLM binaries are not read)")
+    p.add_argument("--word-lm-weight", type=float, default=0.5, help="word LM weight (default: %(default)s)")
+    p.add_argument("--word-bonus", type=float, default=0.0, help="per-word bonus with --word-lm (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:

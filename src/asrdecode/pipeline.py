@@ -51,6 +51,9 @@ class DecodeOptions:
         boost: ``"PHRASE:WEIGHT"`` items (beam: phrase boosting per token; wfst: word boosts).
         graph: a TLG graph file (``decoder="wfst"``).
         acoustic_scale: acoustic scale of WFST decoding.
+        word_lm: a word-level ARPA LM for shallow fusion (:class:`~asrdecode.lm.word.WordNGramLM`), or ``None``.
+        word_lm_weight: its fusion weight.
+        word_bonus: bonus per word with ``word_lm``.
     """
 
     decoder: str = "greedy"
@@ -63,13 +66,17 @@ class DecodeOptions:
     boost: tuple[str, ...] = field(default=())
     graph: Optional[str] = None
     acoustic_scale: float = 2.0
+    word_lm: Optional[str] = None
+    word_lm_weight: float = 0.5
+    word_bonus: float = 0.0
 
     #: field -> the CLI flag that sets it (used in error messages)
     FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window", "lm": "--lm",
              "lm_weight": "--lm-weight", "beta": "--beta", "boost": "--boost", "graph": "--graph",
-             "acoustic_scale": "--acoustic-scale"}
+             "acoustic_scale": "--acoustic-scale", "word_lm": "--word-lm", "word_lm_weight": "--word-lm-weight",
+             "word_bonus": "--word-bonus"}
     #: options whose LM / boosting / graph tensors are built on the CPU
-    CPU_ONLY = ("lm", "boost", "graph")
+    CPU_ONLY = ("lm", "word_lm", "boost", "graph")
 
     def __post_init__(self) -> None:
         if self.decoder not in ("greedy", "beam", "wfst"):
@@ -80,7 +87,7 @@ class DecodeOptions:
                 raise DecodingInputError(f"{self.FLAGS[name]} must be >= 1, got {value!r}")
         if self.method not in METHODS:
             raise DecodingInputError(f"--method must be one of {METHODS}, got {self.method!r}")
-        for name in ("lm_weight", "beta", "acoustic_scale"):
+        for name in ("lm_weight", "beta", "acoustic_scale", "word_lm_weight", "word_bonus"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise DecodingInputError(f"{self.FLAGS[name]} must be a finite number, got {value!r}")
@@ -90,7 +97,7 @@ class DecodeOptions:
         if not all(isinstance(b, str) for b in boost):
             raise DecodingInputError("boost must be a list of 'PHRASE:WEIGHT' strings")
         object.__setattr__(self, "boost", boost)
-        for name in ("lm", "graph"):
+        for name in ("lm", "graph", "word_lm"):
             value = getattr(self, name)
             if isinstance(value, os.PathLike):
                 object.__setattr__(self, name, os.fspath(value))
@@ -123,7 +130,8 @@ class DecodeOptions:
 #: the Python types each option takes in :meth:`DecodeOptions.from_mapping`
 _TYPES: dict[str, tuple[type, ...]] = {
     "beam": (int,), "window": (int,), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
-    "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float)}
+    "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
+    "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float)}
 
 
 class Pipeline(NamedTuple):
@@ -158,6 +166,13 @@ def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) ->
         if not Path(opts.lm).is_file():
             raise FileFormatError(opts.lm, None, "no such LM file")
         fusion.append((NGramLM.from_arpa(opts.lm, vocab_size=vocab, blank_id=blank), float(opts.lm_weight)))
+    if opts.word_lm:
+        from .lm.word import word_lm_fusion
+
+        if tokenizer is None:
+            raise DecodingInputError("--word-lm needs a model with a tokenizer")
+        fusion.append(word_lm_fusion(opts.word_lm, tokenizer, vocab_size=vocab, blank_id=blank,
+                                     weight=opts.word_lm_weight, word_bonus=opts.word_bonus))
     if opts.boost:
         from .lm import BoostingTree
 
@@ -167,7 +182,7 @@ def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) ->
                                          blank_id=blank)
         fusion.append((tree, 1.0))
     if fusion and opts.decoder != "beam":
-        raise DecodingInputError("--lm and --boost need --decoder beam")
+        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
     return fusion
 
 
@@ -231,8 +246,8 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     if not Path(opts.graph).is_file():
         raise FileFormatError(opts.graph, None, "no such graph file")
-    if opts.lm:
-        raise DecodingInputError("--lm is for beam search; a WFST graph already holds its word LM")
+    if opts.lm or opts.word_lm:
+        raise DecodingInputError("--lm / --word-lm are for beam search; a WFST graph already holds its word LM")
     boosts = dict(parse_boost(b) for b in opts.boost)
     decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale))
 

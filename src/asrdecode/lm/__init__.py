@@ -4,12 +4,15 @@
 * :mod:`.tokens`: :class:`TokenMap`, how model token ids are spelled as LM words.
 * :mod:`.ngram`: :class:`NGramLM`, the tensor n-gram LM (whole-vocabulary batched scoring).
 * :mod:`.boosting`: :class:`BoostingTree`, the Aho-Corasick phrase boosting tree.
+* :mod:`.word`: :class:`WordNGramLM`, a word n-gram LM over the model's token ids (word boundaries
+  from the vocabulary).
 """
 
 from .boosting import BoostingTree
 from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, prune_vocabulary, read_arpa, write_arpa
 from .ngram import NGramLM
 from .tokens import TokenMap, write_token_corpus
+from .word import WordNGramLM
 
 __all__ = [
     "ArpaModel",
@@ -22,4 +25,5 @@ __all__ = [
     "write_token_corpus",
     "NGramLM",
     "BoostingTree",
+    "WordNGramLM",
 ]

@@ -127,6 +127,9 @@ class ArpaModel:
         return cls(vocab, words, lps, bos, hbs, [np.zeros(len(x), dtype=np.int64) for x in lps])
 
 
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+
+
 def _open_text(path: Path, mode: str):
     if str(path).endswith(".gz"):
         return gzip.open(path, mode)
@@ -174,12 +177,15 @@ def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
         raise FileFormatError(path, None, f"cannot open: {err.strerror or err}") from None
     try:
         try:
-            magic = raw.read(2)
+            head = raw.read(len(KENLM_BINARY_MAGIC))
             raw.seek(0)
             size = os.fstat(raw.fileno()).st_size
         except OSError as err:
             raise FileFormatError(path, None, f"cannot read: {err.strerror or err}") from None
-        gz = magic == _GZIP_MAGIC
+        if head == KENLM_BINARY_MAGIC:
+            raise FileFormatError(path, None, "this is a KenLM binary file (from build_binary); asrdecode reads "
+                                              "ARPA text files: pass the .arpa (or .arpa.gz) it was built from")
+        gz = head[:2] == _GZIP_MAGIC
         if path.name.endswith(".gz") and not gz:
             raise FileFormatError(path, None, "the file is named .gz but is not gzip-compressed data")
         limit = max_bytes

@@ -154,7 +154,8 @@ class NGramLM:
                     if not ignore_unmapped_words:
                         k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
                         raise FileFormatError(
-                            where, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r}"
+                            where, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
+                            "(for a word-level LM use WordNGramLM / --word-lm)"
                         )
                 else:
                     label_of[i] = t

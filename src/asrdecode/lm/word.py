@@ -1,0 +1,524 @@
+"""A word-level n-gram LM as a fusion model over the acoustic model's token ids.
+
+:class:`WordNGramLM` reads a *word* ARPA file and the acoustic model's vocabulary (the text of
+every token) and scores token sequences as word sequences, so that a character or word-piece
+model can use a word LM in every beam search (``fusion=[(word_lm, weight), ...]``).
+
+Word boundaries come from the vocabulary (:func:`detect_boundaries`; ``boundary=`` overrides):
+
+* ``"delimiter"``: a delimiter token (``|``, a space, or a lone ``▁`` in a character vocabulary)
+  ends the current word; every other token appends its text;
+* ``"prefix"`` (SentencePiece): a piece starting with ``▁`` ends the current word and starts a
+  new one with the rest of its text; other pieces append;
+* ``"wordpiece"``: a piece starting with ``##`` appends the rest of its text; other pieces end
+  the current word and start a new one.
+
+Scoring of a hypothesis whose words are ``w_1 .. w_n`` (natural logs, before the fusion weight)::
+
+    sum_i [ln p(w_i | w_<i) + word_bonus + (unk_offset if w_i is not an LM word)] + ln p(</s> | w_<=n)
+
+``ln p(w | h)`` is the ARPA back-off probability; a word the LM does not know is scored as
+``<unk>`` (KenLM's rule; a file without ``<unk>`` gets log10 p = -100) and the LM history then
+holds ``<unk>``. A word's score is applied when the word ends: at the token that ends it
+(delimiter, or the first piece of the next word) and, for the last word, in ``final``. Empty
+words (two delimiters in a row, a lone ``▁``) score nothing.
+
+Inside a word the partial text follows a character trie of the LM's words (every token is a walk
+of its characters, so any spelling of a word reaches the same node):
+
+* with ``lookahead=True`` a partial word that can still become an LM word carries the best
+  unigram score of its completions (``max ln p(w)``), applied as differences token by token; the
+  word's end replaces it with the real score, so the total at a word's end is exactly the formula
+  above;
+* a partial word that can no longer become an LM word takes ``unk_offset`` at once (pyctcdecode's
+  convention for partial out-of-vocabulary words), again replaced at the word's end;
+* ``lexicon=True`` allows only LM words (flashlight's lexicon decoding): a token that leaves the
+  trie, and a word that ends on a trie node that is not a word, score ``-inf``.
+
+States are one int64 each: ``(word-LM state << node_bits) | trie node``. ``advance`` is one
+batched call for ``[N]`` states: one back-off lookup of the word that would end (the word LM's
+``score_tokens``), the trie automaton's whole-vocabulary row, and elementwise selects; no host
+synchronisation. Both the word LM and the trie are
+:class:`~asrdecode.lm._automaton.BackoffAutomaton` instances (the trie's nodes back off to one
+out-of-vocabulary node).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError, FileFormatError
+from ._automaton import BackoffAutomaton
+from .arpa import BOS, EOS, UNK, ArpaModel, read_arpa
+from .ngram import NGramLM
+from .tokens import TokenMap
+
+__all__ = [
+    "BOUNDARY_STYLES",
+    "WordBoundaries",
+    "WordNGramLM",
+    "detect_boundaries",
+    "token_pieces",
+    "word_lm_fusion",
+]
+
+LN10 = math.log(10.0)
+BOUNDARY_STYLES = ("delimiter", "prefix", "wordpiece")
+SP_MARK = "\u2581"  # SentencePiece's word-start mark
+WP_MARK = "##"  # WordPiece's continuation mark
+DEFAULT_DELIMITERS = ("|", " ")
+#: pyctcdecode's default offset for unknown words (-10 in log10 units), here in natural-log units.
+DEFAULT_UNK_OFFSET = -10.0 * LN10
+
+
+# ---------------------------------------------------------------------------------- vocabulary
+def token_pieces(tokenizer: Any, vocab_size: int | None = None, blank_id: int | None = None) -> list[str | None]:
+    """The text of every token id (``None`` for the blank), from a tokenizer or a list.
+
+    Accepts a sequence of strings (one per id, the blank's entry ignored), a tokenizer with
+    ``symbols`` (:class:`~asrdecode.tokenizers.CharTokenizer`) or one with ``id_to_piece``
+    (:class:`~asrdecode.tokenizers.SentencePieceTokenizer`).
+
+    Raises:
+        DecodingInputError: unknown tokenizer type, or ``vocab_size`` / ``blank_id`` that disagree
+            with the tokenizer's.
+    """
+    tok_blank = getattr(tokenizer, "blank_id", None)
+    if blank_id is None:
+        blank_id = tok_blank
+    elif tok_blank is not None and int(tok_blank) != int(blank_id):
+        raise DecodingInputError(f"blank_id {blank_id} disagrees with the tokenizer's blank_id {tok_blank}")
+    if isinstance(tokenizer, (list, tuple)):
+        pieces = list(tokenizer)
+    elif hasattr(tokenizer, "symbols"):
+        pieces = list(tokenizer.symbols)
+    elif callable(getattr(tokenizer, "id_to_piece", None)) and hasattr(tokenizer, "vocab_size"):
+        pieces = [None if i == blank_id else tokenizer.id_to_piece(i) for i in range(int(tokenizer.vocab_size))]
+    else:
+        raise DecodingInputError(
+            f"tokenizer must be a list of token strings, or have `symbols` or `id_to_piece`; got {type(tokenizer).__name__}"
+        )
+    if vocab_size is not None and int(vocab_size) != len(pieces):
+        raise DecodingInputError(
+            f"vocab mismatch: the acoustic model has vocab_size {vocab_size} but the tokenizer has {len(pieces)} tokens"
+        )
+    if blank_id is not None and not 0 <= int(blank_id) < len(pieces):
+        raise DecodingInputError(f"blank_id must be in 0..{len(pieces) - 1}, got {blank_id}")
+    out: list[str | None] = []
+    for i, p in enumerate(pieces):
+        if blank_id is not None and i == int(blank_id):
+            out.append(None)
+        elif not isinstance(p, str):
+            raise DecodingInputError(f"token {i} must be a str, got {p!r}")
+        else:
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class WordBoundaries:
+    """How tokens make words: per token id, whether it ends the current word and starts a new one
+    (``starts_word``) and the text it adds (``text``, marks stripped; ``""`` for a delimiter)."""
+
+    style: str
+    starts_word: tuple[bool, ...]
+    text: tuple[str, ...]
+
+    def words(self, tokens: Sequence[int]) -> list[str]:
+        """The non-empty words of a token sequence (blank-free) under these boundaries."""
+        out, cur = [], ""
+        for t in tokens:
+            if self.starts_word[t]:
+                if cur:
+                    out.append(cur)
+                cur = ""
+            cur += self.text[t]
+        if cur:
+            out.append(cur)
+        return out
+
+
+def detect_boundaries(
+    pieces: Sequence[str | None], style: str | None = None, delimiters: Sequence[str] | None = None
+) -> WordBoundaries:
+    """Word boundary rules of a vocabulary (``None`` entries, the blank, are neither).
+
+    Auto-detection (``style=None``), first match wins: pieces that start with ``▁`` and have more
+    text -> ``"prefix"``; a ``|`` or space token -> ``"delimiter"``; a lone ``▁`` token ->
+    ``"delimiter"`` on it; pieces that start with ``##`` -> ``"wordpiece"``.
+
+    Args:
+        pieces: the text of every token id.
+        style: ``"delimiter"``, ``"prefix"``, ``"wordpiece"`` or ``None`` (detect).
+        delimiters: delimiter token texts for ``"delimiter"`` (default: those of ``|``, `` ``, ``▁``
+            present in the vocabulary).
+
+    Raises:
+        DecodingInputError: no style detectable, an unknown style, or delimiters not in the vocabulary.
+    """
+    present = [p for p in pieces if p is not None]
+    if style is None:
+        if any(p.startswith(SP_MARK) and len(p) > 1 for p in present):
+            style = "prefix"
+        elif any(p in DEFAULT_DELIMITERS for p in present) or SP_MARK in present:
+            style = "delimiter"
+        elif any(p.startswith(WP_MARK) and len(p) > 2 for p in present):
+            style = "wordpiece"
+        else:
+            raise DecodingInputError(
+                "cannot detect word boundaries from the vocabulary: no '▁'-prefixed piece, no '|' or ' ' "
+                "delimiter token and no '##' continuation piece; pass boundary='delimiter' with delimiters=[...], "
+                "'prefix' or 'wordpiece'"
+            )
+    if style not in BOUNDARY_STYLES:
+        raise DecodingInputError(f"boundary must be one of {BOUNDARY_STYLES} or None, got {style!r}")
+    starts: list[bool] = []
+    text: list[str] = []
+    if style == "delimiter":
+        if delimiters is None:
+            delims = {p for p in present if p in DEFAULT_DELIMITERS + (SP_MARK,)}
+        else:
+            delims = set(delimiters)
+            missing = sorted(delims - set(present))
+            if missing:
+                raise DecodingInputError(f"delimiters {missing} are not tokens of the vocabulary")
+        if not delims:
+            raise DecodingInputError("boundary='delimiter' needs a delimiter token ('|', ' ' or '▁', or delimiters=[...])")
+        for p in pieces:
+            is_d = p is not None and p in delims
+            starts.append(is_d)
+            text.append("" if p is None or is_d else p)
+    elif style == "prefix":
+        for p in pieces:
+            s = p is not None and p.startswith(SP_MARK)
+            starts.append(s)
+            text.append("" if p is None else (p[len(SP_MARK):] if s else p))
+    else:
+        for p in pieces:
+            cont = p is not None and p.startswith(WP_MARK)
+            starts.append(p is not None and not cont)
+            text.append("" if p is None else (p[len(WP_MARK):] if cont else p))
+    return WordBoundaries(style, tuple(starts), tuple(text))
+
+
+# ---------------------------------------------------------------------------------- the model
+class WordNGramLM:
+    """Word n-gram LM over the acoustic model's token ids: a :class:`~asrdecode.fusion.FusionModel`.
+
+    Build it with :meth:`from_arpa`; see the module docstring for the scoring rules.
+
+    Attributes:
+        vocab_size, blank_id: the acoustic model's vocabulary size and blank id.
+        boundaries: the :class:`WordBoundaries` in use.
+        words: the LM's words (label ``i`` of the word LM is ``words[i]``; ``len(words)`` is ``<unk>``).
+        word_lm: the :class:`NGramLM` over word labels.
+        lookahead, lexicon, unk_offset, word_bonus: the scoring options.
+    """
+
+    def __init__(self, *, word_lm: NGramLM, trie: BackoffAutomaton, words: list[str], boundaries: WordBoundaries,
+                 node_bits: int, end_label: torch.Tensor, end_const: torch.Tensor, is_start: torch.Tensor,
+                 start_node: torch.Tensor, start_score: torch.Tensor, lookahead: bool, lexicon: bool,
+                 unk_offset: float, word_bonus: float, num_nodes: int) -> None:
+        self.word_lm = word_lm
+        self.trie = trie
+        self.words = words
+        self.boundaries = boundaries
+        self.vocab_size = trie.vocab_size
+        self.blank_id = trie.blank_id
+        self.node_bits = int(node_bits)
+        self._mask = (1 << self.node_bits) - 1
+        self.end_label = end_label
+        self.end_const = end_const
+        self.is_start = is_start
+        self.start_node = start_node
+        self.start_score = start_score
+        self.lookahead = bool(lookahead)
+        self.lexicon = bool(lexicon)
+        self.unk_offset = float(unk_offset)
+        self.word_bonus = float(word_bonus)
+        self.num_nodes = int(num_nodes)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, **kwargs: Any) -> "WordNGramLM":
+        """Read a word ARPA file (``.gz`` allowed) and build the model; ``kwargs`` as :meth:`from_arpa_model`.
+
+        Raises:
+            FileFormatError: a malformed ARPA file or a KenLM binary file (with the file and line).
+        """
+        return cls.from_arpa_model(read_arpa(path), tokenizer, **kwargs)
+
+    @classmethod
+    def from_arpa_model(
+        cls,
+        model: ArpaModel,
+        tokenizer: Any,
+        *,
+        vocab_size: int | None = None,
+        blank_id: int | None = None,
+        boundary: str | None = None,
+        delimiters: Sequence[str] | None = None,
+        lookahead: bool = True,
+        lexicon: bool = False,
+        unk_offset: float = DEFAULT_UNK_OFFSET,
+        word_bonus: float = 0.0,
+        dense_memory_mb: float = 32.0,
+        device: torch.device | str | None = None,
+    ) -> "WordNGramLM":
+        """Build from an in-memory :class:`ArpaModel` and the acoustic model's vocabulary.
+
+        Args:
+            model: the word-level ARPA model (must have ``<s>`` and ``</s>``).
+            tokenizer: the text of every token id: a list, a ``CharTokenizer`` or a
+                ``SentencePieceTokenizer`` (see :func:`token_pieces`).
+            vocab_size, blank_id: the acoustic model's (checked against the tokenizer's).
+            boundary, delimiters: word boundary style (see :func:`detect_boundaries`).
+            lookahead: apply the best unigram completion score inside words.
+            lexicon: allow only the LM's words (others score ``-inf``).
+            unk_offset: natural-log offset added to a word that is not an LM word (default:
+                pyctcdecode's -10 in log10 units); also applied to a partial word as soon as it
+                can no longer become an LM word.
+            word_bonus: added per word (before the fusion weight).
+            dense_memory_mb: memory budget of each automaton's dense rows (speed/memory).
+            device: where the tensors live.
+        """
+        if not math.isfinite(float(unk_offset)) or not math.isfinite(float(word_bonus)):
+            raise DecodingInputError(f"unk_offset and word_bonus must be finite, got {unk_offset!r}, {word_bonus!r}")
+        pieces = token_pieces(tokenizer, vocab_size, blank_id)
+        if blank_id is None:
+            blank_id = getattr(tokenizer, "blank_id", None)
+        V = len(pieces)
+        bounds = detect_boundaries(pieces, boundary, delimiters)
+
+        # ---- word LM over labels: LM words, then <unk> (every word outside the LM)
+        index = model.word_index()
+        for marker in (BOS, EOS):
+            if marker not in index:
+                raise FileFormatError(model.path, None, f"the 1-grams have no {marker}")
+        words = [w for w in model.vocab if w not in (BOS, EOS, UNK)]
+        Wn = len(words)
+        wmap = TokenMap(Wn + 1, None, words + [None])
+        word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=dense_memory_mb, device=device)
+
+        # ---- character trie of the LM's words (node 0 = the empty word)
+        node_of: dict[str, int] = {"": 0}
+        node_text = [""]
+        parent = [0]
+        for w in words:
+            for i in range(1, len(w) + 1):
+                p = w[:i]
+                if p not in node_of:
+                    node_of[p] = len(node_text)
+                    node_text.append(p)
+                    parent.append(node_of[w[: i - 1]])
+        T = len(node_text)
+        oov = T  # the out-of-vocabulary node: every partial word that no LM word starts with
+        word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
+        uni = np.full(T, -np.inf, dtype=np.float64)  # unigram ln p of the word at each node
+        uni_lp = _unigram_logprobs(model) * LN10
+        vocab_pos = {w: i for i, w in enumerate(model.vocab)}
+        for label, w in enumerate(words):
+            n = node_of[w]
+            word_label[n] = label
+            uni[n] = uni_lp[vocab_pos[w]]
+        look = np.zeros(T, dtype=np.float64)
+        if lookahead and T > 1:
+            best = uni.copy()
+            depth = np.array([len(s) for s in node_text], dtype=np.int64)
+            par = np.asarray(parent, dtype=np.int64)
+            for d in range(int(depth.max()), 0, -1):
+                nodes = np.flatnonzero(depth == d)
+                np.maximum.at(best, par[nodes], best[nodes])
+            look = np.where(np.isfinite(best), best, 0.0)
+            look[0] = 0.0
+        partial_oov = -math.inf if lexicon else float(unk_offset)
+
+        # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
+        cont: dict[str, list[int]] = {}
+        for t, (s, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
+            if pieces[t] is not None and not s and txt:
+                cont.setdefault(txt, []).append(t)
+        max_len = max((len(k) for k in cont), default=0)
+        src_l: list[int] = []
+        lab_l: list[int] = []
+        dst_l: list[int] = []
+        for n in range(1, T):
+            s = node_text[n]
+            for ln in range(1, min(max_len, len(s)) + 1):
+                toks = cont.get(s[-ln:])
+                if toks:
+                    a = node_of[s[:-ln]]
+                    for t in toks:
+                        src_l.append(a)
+                        lab_l.append(t)
+                        dst_l.append(n)
+        src = np.asarray(src_l, dtype=np.int64)
+        lab = np.asarray(lab_l, dtype=np.int64)
+        dst = np.asarray(dst_l, dtype=np.int64)
+        perm = np.argsort(src * V + lab, kind="stable")
+        src, lab, dst = src[perm], lab[perm], dst[perm]
+        wts = look[dst] - look[src]
+        S = T + 1
+        offsets = np.zeros(S + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
+        backoff_w = np.zeros(S, dtype=np.float64)
+        backoff_w[:T] = partial_oov - look
+        tt = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
+        terminal = np.zeros(S, dtype=bool)
+        terminal[oov] = True
+        trie = BackoffAutomaton(
+            vocab_size=V, blank_id=blank_id,
+            arc_offsets=tt(offsets, torch.int64), arc_label=tt(lab, torch.int64),
+            arc_weight=tt(wts, torch.float32), arc_dest=tt(dst, torch.int64),
+            backoff_state=tt(np.full(S, oov), torch.int64), backoff_weight=tt(backoff_w, torch.float32),
+            final_weight=tt(np.zeros(S), torch.float32), terminal=tt(terminal, torch.bool),
+            root_fill=0.0, dense_memory_mb=dense_memory_mb,
+        )
+
+        # ---- word ends: the label that ends at each node and the constant added to its LM score
+        end_label = np.concatenate([word_label, [Wn]])
+        is_word = np.concatenate([word_label < Wn, [False]])
+        applied = np.concatenate([look, [partial_oov]])  # what the partial word has already received
+        if lexicon:
+            end_const = np.where(is_word, word_bonus - applied, -np.inf)
+            end_const[oov] = 0.0  # already -inf since it left the trie
+        else:
+            unk = np.where(is_word, 0.0, float(unk_offset))
+            end_const = word_bonus + unk - applied
+        end_const[0] = 0.0  # the empty word: no score (masked in _word_end as well)
+
+        # ---- word-starting tokens: the node they open and the score they add there
+        is_start = np.array(bounds.starts_word, dtype=bool)
+        start_node = np.zeros(V, dtype=np.int64)
+        start_score = np.zeros(V, dtype=np.float64)
+        for t in np.flatnonzero(is_start):
+            n = node_of.get(bounds.text[t], oov)
+            start_node[t] = n
+            start_score[t] = applied[n]
+        node_bits = max(1, int(S - 1).bit_length())
+        if word_lm.num_states.bit_length() + node_bits > 62:
+            raise DecodingInputError(
+                f"the word LM ({word_lm.num_states} states) and trie ({S} nodes) do not fit one int64 state"
+            )
+        return cls(
+            word_lm=word_lm, trie=trie, words=words, boundaries=bounds, node_bits=node_bits,
+            end_label=tt(end_label, torch.int64), end_const=tt(end_const, torch.float32),
+            is_start=tt(is_start, torch.bool), start_node=tt(start_node, torch.int64),
+            start_score=tt(start_score, torch.float32), lookahead=lookahead, lexicon=lexicon,
+            unk_offset=float(unk_offset), word_bonus=float(word_bonus), num_nodes=S,
+        )
+
+    # ------------------------------------------------------------------ FusionModel
+    @property
+    def device(self) -> torch.device:
+        return self.end_label.device
+
+    @property
+    def order(self) -> int:
+        return self.word_lm.order
+
+    def initial_states(self, n: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """States ``[n]`` (int64) of the sentence start: the ``<s>`` history and the empty word."""
+        return torch.full((int(n),), self.word_lm.bos_state << self.node_bits, dtype=torch.int64,
+                          device=device or self.device)
+
+    def _split(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return states >> self.node_bits, states & self._mask
+
+    def _word_end(self, lm: torch.Tensor, node: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Score ``[N]`` of ending the current word (minus what it already received) and the LM state after it."""
+        sc, nx = self.word_lm.automaton.score_tokens(lm, self.end_label[node][:, None])
+        empty = node == 0
+        score = torch.where(empty, 0.0, sc[:, 0] + self.end_const[node])
+        return score, torch.where(empty, lm, nx[:, 0])
+
+    def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores ``[N, V]`` (float32, natural log) and next states ``[N, V]`` (int64) from ``states [N]``."""
+        lm, node = self._split(states)
+        tsc, tnx = self.trie.advance(node)
+        end, lm_after = self._word_end(lm, node)
+        start = self.is_start[None, :]
+        scores = torch.where(start, end[:, None] + self.start_score[None, :], tsc)
+        nxt = torch.where(start, (lm_after[:, None] << self.node_bits) | self.start_node[None, :],
+                          (lm[:, None] << self.node_bits) | tnx)
+        return scores, nxt
+
+    def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (early pruning)."""
+        lm, node = self._split(states)
+        tsc, tnx = self.trie.score_tokens(node, tokens)
+        end, lm_after = self._word_end(lm, node)
+        start = self.is_start[tokens]
+        scores = torch.where(start, end[:, None] + self.start_score[tokens], tsc)
+        nxt = torch.where(start, (lm_after[:, None] << self.node_bits) | self.start_node[tokens],
+                          (lm[:, None] << self.node_bits) | tnx)
+        return scores, nxt
+
+    def final(self, states: torch.Tensor) -> torch.Tensor:
+        """End-of-sentence scores ``[N]``: the last word's score (if one is open) plus ``ln p(</s> | history)``."""
+        lm, node = self._split(states)
+        end, lm_after = self._word_end(lm, node)
+        return end + self.word_lm.final(lm_after)
+
+    def score_sequence(self, tokens: Sequence[int] | torch.Tensor, *, eos: bool = True) -> float:
+        """Total natural-log score of ``tokens`` from the sentence start (blank ids score 0)."""
+        ids = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
+        for i, t in enumerate(ids):
+            if not 0 <= t < self.vocab_size:
+                raise DecodingInputError(f"tokens[{i}] = {t} is outside the vocabulary 0..{self.vocab_size - 1}")
+        state = self.initial_states(1)
+        total = 0.0
+        for t in ids:
+            s, n = self.score_tokens(state, torch.tensor([[t]], dtype=torch.int64, device=self.device))
+            total += float(s[0, 0])
+            state = n[:, 0]
+        if eos:
+            total += float(self.final(state)[0])
+        return total
+
+    def to(self, device: torch.device | str) -> "WordNGramLM":
+        """A copy with every tensor on ``device``."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.word_lm = self.word_lm.to(device)
+        new.trie = self.trie.to(device)
+        for k in ("end_label", "end_const", "is_start", "start_node", "start_score"):
+            setattr(new, k, getattr(self, k).to(device))
+        return new
+
+    def __repr__(self) -> str:
+        return (f"WordNGramLM(order={self.order}, words={len(self.words)}, vocab_size={self.vocab_size}, "
+                f"boundary={self.boundaries.style!r}, trie_nodes={self.num_nodes}, lookahead={self.lookahead}, "
+                f"lexicon={self.lexicon})")
+
+
+def _unigram_logprobs(model: ArpaModel) -> np.ndarray:
+    """log10 p of every vocabulary word from the 1-grams ``[len(vocab)]`` (-inf where absent)."""
+    out = np.full(len(model.vocab), -np.inf, dtype=np.float64)
+    out[model.words[0][:, 0].astype(np.int64)] = model.logprob[0]
+    return out
+
+
+# ---------------------------------------------------------------------------------- CLI helper
+def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, blank_id: int | None,
+                   weight: float, word_bonus: float = 0.0, **kwargs: Any) -> tuple[WordNGramLM, float]:
+    """``(WordNGramLM, weight)`` for a ``fusion=`` list, as the CLI's ``--word-lm`` builds it.
+
+    ``word_bonus`` here is per word in the *fused* score (pyctcdecode's ``beta``), so the model gets
+    ``word_bonus / weight``. Raises :class:`FileFormatError` for a missing or malformed file.
+    """
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise FileFormatError(p, None, "no such word LM file")
+    weight = float(weight)
+    if word_bonus and weight == 0.0:
+        raise DecodingInputError("a word bonus needs a non-zero word LM weight")
+    bonus = float(word_bonus) / weight if word_bonus else 0.0
+    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, word_bonus=bonus, **kwargs)
+    return lm, weight
