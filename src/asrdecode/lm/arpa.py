@@ -177,14 +177,11 @@ def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
         raise FileFormatError(path, None, f"cannot open: {err.strerror or err}") from None
     try:
         try:
-            head = raw.read(len(KENLM_BINARY_MAGIC))
+            head = raw.read(2)
             raw.seek(0)
             size = os.fstat(raw.fileno()).st_size
         except OSError as err:
             raise FileFormatError(path, None, f"cannot read: {err.strerror or err}") from None
-        if head == KENLM_BINARY_MAGIC:
-            raise FileFormatError(path, None, "this is a KenLM binary file (from build_binary); asrdecode reads "
-                                              "ARPA text files: pass the .arpa (or .arpa.gz) it was built from")
         gz = head[:2] == _GZIP_MAGIC
         if path.name.endswith(".gz") and not gz:
             raise FileFormatError(path, None, "the file is named .gz but is not gzip-compressed data")
@@ -202,6 +199,9 @@ def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
             if not line:
                 return
             lineno += 1
+            if lineno == 1 and line.startswith(KENLM_BINARY_MAGIC):
+                raise FileFormatError(path, None, "this is a KenLM binary file (from build_binary); asrdecode reads "
+                                                  "ARPA text files: pass the .arpa (or .arpa.gz) it was built from")
             if len(line) > MAX_LINE_BYTES:
                 raise FileFormatError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes: not an ARPA file")
             total += len(line)
