@@ -226,3 +226,21 @@ def test_no_import_circle_and_nothing_imports_the_cli() -> None:
     core = [m for m in graph if m.split(".")[1] in ("ctc", "transducer", "lm", "fusion", "models", "records")]
     assert [m for m in core if graph[m] & app] == []
     assert not any(m.startswith("asrdecode.serving") for m in reach("asrdecode.pipeline"))
+
+
+def test_bundle_decode_defaults_sit_between_the_library_defaults_and_the_user() -> None:
+    from asrdecode import cli
+
+    rnnt = load_bundle("demo-rnnt")
+    assert DecodeOptions.for_bundle(rnnt).lm_weight == pytest.approx(0.5)
+    assert DecodeOptions.for_bundle(rnnt, lm_weight=0.9, beta=None).lm_weight == pytest.approx(0.9)
+    assert DecodeOptions.for_bundle(None).lm_weight == pytest.approx(DecodeOptions().lm_weight)
+    args = cli.build_parser().parse_args(["transcribe", "x.wav", "--model", "demo-tdt", "--beta", "0.25"])
+    opts = cli.decode_options(args, load_bundle("demo-tdt"))
+    assert (opts.lm_weight, opts.beta, opts.decoder, opts.beam) == (pytest.approx(0.3), 0.25, "greedy", 8)
+    b = bundle_double.ctc_bundle()
+    b.decode_defaults = {"decoder": "beam", "beam": 3}
+    assert DecodeOptions.for_bundle(b).beam == 3 and DecodeOptions.for_bundle(b, decoder="greedy").decoder == "greedy"
+    b.decode_defaults = {"beam_size": 3}
+    with pytest.raises(DecodingInputError, match="unknown option"):
+        DecodeOptions.for_bundle(b)

@@ -54,14 +54,22 @@ def _load_model(spec: str):
     return load_bundle(spec)
 
 
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command's flags."""
-    return DecodeOptions(decoder=args.decoder, beam=args.beam, method=getattr(args, "method", "alsd"),
-                         window=getattr(args, "window", 1), lm=getattr(args, "lm", None), lm_weight=args.lm_weight,
-                         beta=args.beta, boost=tuple(getattr(args, "boost", None) or ()),
-                         graph=getattr(args, "graph", None), acoustic_scale=getattr(args, "acoustic_scale", 2.0),
-                         word_lm=getattr(args, "word_lm", None), word_lm_weight=getattr(args, "word_lm_weight", 0.5),
-                         word_bonus=getattr(args, "word_bonus", 0.0))
+#: DecodeOptions fields that a decoding command's flags of the same name set
+_OPTION_FLAGS = ("decoder", "beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph", "acoustic_scale",
+                 "word_lm", "word_lm_weight", "word_bonus")
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding flags the user set (an unset flag is ``None``: the model's default applies)."""
+    given = {k: getattr(args, k, None) for k in _OPTION_FLAGS}
+    given["boost"] = tuple(given["boost"]) if given["boost"] else None
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def decode_options(args: argparse.Namespace, bundle: Any = None) -> DecodeOptions:
+    """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command: the flags the user set,
+    else ``bundle``'s tuned ``decode_defaults``, else the library's defaults."""
+    return DecodeOptions.for_bundle(bundle, **given_options(args))
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -71,7 +79,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, decode_options(args))
+    encode, decode = make_pipeline(demo, decode_options(args, demo))
     with torch.inference_mode():
         out, lengths = encode(waves)
         hyps = decode(out, lengths)
@@ -110,15 +118,17 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     check_output_path(args.output)
     x = _load_emissions(args.emissions)
-    tok = _load_model(args.model).tokenizer if args.model else None
+    bundle = _load_model(args.model) if args.model else None
+    tok = bundle.tokenizer if bundle is not None else None
     if tok is not None and tok.vocab_size != x.shape[2]:
         raise CLIError(f"{args.emissions}: vocabulary {x.shape[2]} does not match {args.model}'s {tok.vocab_size}")
-    fusion = build_fusion(decode_options(args), tok, x.shape[2], args.blank_id)
-    if args.decoder == "greedy":
+    opts = decode_options(args, bundle)
+    fusion = build_fusion(opts, tok, x.shape[2], args.blank_id)
+    if opts.decoder == "greedy":
         hyps = ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax)
     else:
-        hyps = best_of(ctc.beam_search(x, None, args.blank_id, beam=args.beam, fusion=fusion, beta=args.beta,
-                                      tokenizer=tok, log_softmax=args.log_softmax))
+        hyps = best_of(ctc.beam_search(x, None, args.blank_id, beam=opts.beam, fusion=fusion, beta=opts.beta,
+                                       tokenizer=tok, log_softmax=args.log_softmax))
     if args.format == "json":
         recs = [{"index": i, "tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
                  **({"text": h.text} if h.text is not None else {})} for i, h in enumerate(hyps)]
@@ -142,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except FileFormatError as err:
             raise FileFormatError(args.manifest, e.line, str(err)) from None
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, decode_options(args))
+    encode, decode = make_pipeline(demo, decode_options(args, demo))
     bar = None
     if not args.no_progress:
         try:
@@ -337,7 +347,10 @@ def _check_batching(args: argparse.Namespace) -> None:
 def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     from .distributed import transcribe_dataset
 
-    options = decode_options(args).changed()
+    options = given_options(args)
+    options.pop("decoder", None)
+    if "boost" in options:
+        options["boost"] = list(options["boost"])
     run = transcribe_dataset(args.manifest, args.output_dir, model=args.model, decoder=args.decoder,
                              decoder_options=options, batch_size=args.batch_size, num_actors=args.actors,
                              num_gpus_per_actor=args.gpus_per_actor, cpus_per_actor=args.cpus_per_actor,
@@ -477,28 +490,31 @@ status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serv
 
 def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--model", default="demo-rnnt", help=_MODEL_HELP)
-    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
+    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default=None,
+                   help="default: the model's (greedy for the bundled demo models)")
     if window:
-        p.add_argument("--window", type=int, default=1,
+        p.add_argument("--window", type=int, default=None,
                        help="WIND window for RNN-T greedy, or for --decoder beam --method wind (default: 1, off)")
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
-    p.add_argument("--acoustic-scale", type=float, default=2.0,
+    p.add_argument("--acoustic-scale", type=float, default=None,
                    help="acoustic scale for --decoder wfst (default: %(default)s)")
     _add_beam(p)
 
 
 def _add_beam(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, default=8, help="beam size (default: %(default)s)")
-    p.add_argument("--method", choices=("alsd", "aes", "wind"), default="alsd",
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: 8)")
+    p.add_argument("--method", choices=("alsd", "aes", "wind"), default=None,
                    help="transducer beam search: ALSD++, AES++ or WIND beam (with --window; default: %(default)s)")
     p.add_argument("--lm", metavar="PATH", help="token-level ARPA LM (.arpa or .arpa.gz, e.g. from build-lm --tokens)")
-    p.add_argument("--lm-weight", type=float, default=0.7, help="LM weight (default: %(default)s)")
-    p.add_argument("--beta", type=float, default=0.0, help="per-token bonus with fusion (default: %(default)s)")
+    p.add_argument("--lm-weight", type=float, default=None,
+                   help="LM weight (default: tuned per model, e.g. 0.5 for demo-rnnt; 0.7 otherwise)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="per-token bonus with fusion (default: tuned per model, e.g. 1.0 for demo-rnnt; 0 otherwise)")
     p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
                    help="boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word by WEIGHT")
     p.add_argument("--word-lm", metavar="PATH", help="word-level ARPA LM (.arpa or .arpa.gz; KenLM binaries are not read)")
-    p.add_argument("--word-lm-weight", type=float, default=0.5, help="word LM weight (default: %(default)s)")
-    p.add_argument("--word-bonus", type=float, default=0.0, help="per-word bonus with --word-lm (default: %(default)s)")
+    p.add_argument("--word-lm-weight", type=float, default=None, help="word LM weight (default: 0.5)")
+    p.add_argument("--word-bonus", type=float, default=None, help="per-word bonus with --word-lm (default: 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,13 +28,11 @@ from .audio import read_audio
 from .errors import AsrDecodeError
 from .evaluate import read_manifest, texts_of, timed, wer
 from .results import Hypothesis
+from .models.demo import LM_TUNED
 
 __all__ = ["main", "run_demo", "DemoRow"]
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-# (LM weight, per-token bonus) per model, tuned on dev by recipes/tune_lm.py (the same values as
-# TUNED in recipes/evaluate_models.py).
-LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 1.0), "demo-tdt": (0.3, 1.0)}
 BEAM = 8
 TLG_WORDS = 2000  # vocabulary of the demo's WFST graph (the word 3-gram pruned to its most likely words)
 

@@ -96,16 +96,16 @@ class _OnDevice:
         return self._demo.encode_features(feats.to(self._device), lengths.to(self._device))
 
 
-def _check_options(model: str, decoder: str, decoder_options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+def _check_options(model: str, decoder: Optional[str], decoder_options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     """``decoder_options`` checked as :class:`~asrdecode.pipeline.DecodeOptions`; the keys that were given."""
     if not isinstance(model, str) or not model:
         raise DecodingInputError(f"model must be a model name or spec (see asrdecode.models.load_bundle), got {model!r}")
     given = dict(decoder_options or {})
-    opts = DecodeOptions.from_mapping(decoder, given)
+    opts = DecodeOptions.from_mapping("greedy" if decoder is None else decoder, given)
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in given}
 
 
-def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
+def build_pipeline(model: str = "demo-rnnt", decoder: Optional[str] = None,
                    decoder_options: Optional[Mapping[str, Any]] = None,
                    device: str | torch.device = "cpu") -> tuple[Any, Callable, Callable]:
     """The model and the ``(encode, decode)`` pair that ``asrdecode eval`` uses, from Python values.
@@ -113,10 +113,12 @@ def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
     Args:
         model: a model spec as ``--model`` takes it (:func:`asrdecode.models.load_bundle`: a bundled
             name, ``PATH.nemo``, ``package.module:attribute``).
-        decoder: ``"greedy"``, ``"beam"`` or ``"wfst"``.
-        decoder_options: the CLI's decoding flags as keys: ``beam``, ``window``, ``lm`` (path),
+        decoder: ``"greedy"``, ``"beam"`` or ``"wfst"`` (``None``: the model's default, else greedy).
+        decoder_options: the CLI's decoding flags as keys (the fields of
+            :class:`~asrdecode.pipeline.DecodeOptions`: ``beam``, ``window``, ``lm`` (path),
             ``lm_weight``, ``beta``, ``boost`` (list of ``"PHRASE:WEIGHT"``), ``graph`` (path),
-            ``acoustic_scale``; missing keys take the CLI defaults.
+            ``acoustic_scale``, ``word_lm``, ...); missing keys take the model's tuned
+            ``decode_defaults``, then the CLI defaults.
         device: where the encoder and decoder run (the front end always runs on the CPU).
 
     Returns:
@@ -136,7 +138,7 @@ def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
                                  "their LM/boosting/graph tensors on the CPU: decode them on a CPU device")
     demo = load_bundle(model, device=dev)
     encode, decode = make_pipeline(demo if dev.type == "cpu" else _OnDevice(demo, dev),
-                                   DecodeOptions.from_mapping(decoder, opts))
+                                   DecodeOptions.for_bundle(demo, decoder=decoder, **opts))
     return demo, encode, decode
 
 
@@ -169,7 +171,7 @@ def _decode_entries(ids: Sequence[int], entries: Sequence[ManifestEntry], encode
     return [_record(i, e, h) for i, e, h in zip(ids, entries, res.hypotheses)], res.timing
 
 
-def transcribe_local(manifest: str | Path, *, model: str = "demo-rnnt", decoder: str = "greedy",
+def transcribe_local(manifest: str | Path, *, model: str = "demo-rnnt", decoder: Optional[str] = None,
                      decoder_options: Optional[Mapping[str, Any]] = None,
                      batch_size: int = 16) -> list[dict[str, Any]]:
     """Decode a manifest in this process: the reference that :func:`transcribe_dataset` equals.
@@ -422,7 +424,7 @@ def transcribe_dataset(
     output_dir: str | Path,
     *,
     model: str = "demo-rnnt",
-    decoder: str = "greedy",
+    decoder: Optional[str] = None,
     decoder_options: Optional[Mapping[str, Any]] = None,
     batch_size: int = 16,
     num_actors: int = 2,

@@ -116,6 +116,19 @@ class DecodeOptions:
                                          f"{' or '.join(t.__name__ for t in _TYPES[key])}, got {type(value).__name__}")
         return cls(decoder=decoder, **opts)
 
+    @classmethod
+    def for_bundle(cls, bundle: Any, **given: Any) -> "DecodeOptions":
+        """Options for ``bundle``: the defaults, then the bundle's ``decode_defaults``, then ``given``.
+
+        ``given`` values of ``None`` count as not given (the CLI's unset flags).
+        """
+        tuned = dict(getattr(bundle, "decode_defaults", None) or {})
+        unknown = sorted(set(tuned) - set(_TYPES) - {"decoder"})
+        if unknown:
+            raise DecodingInputError(f"{getattr(bundle, 'name', 'bundle')}.decode_defaults: unknown option(s) {unknown}")
+        merged = {**tuned, **{k: v for k, v in given.items() if v is not None}}
+        return cls(**merged)
+
     def changed(self) -> dict[str, Any]:
         """The fields that differ from the defaults (JSON-ready; what a run records)."""
         default = DecodeOptions(decoder=self.decoder)

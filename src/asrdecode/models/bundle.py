@@ -52,6 +52,10 @@ class ModelBundle(Protocol):
         feature_dim: ``F``, the width of :meth:`features`.
         feature_frames_per_frame: feature frames per encoder frame (the encoder's subsampling).
         encoder_dim: ``D``, the width of :meth:`encode_features`.
+
+    Optional: ``decode_defaults``, a mapping of :class:`~asrdecode.pipeline.DecodeOptions` fields
+    tuned for the model (LM weight, bonus, a default decoder and graph, ...); the CLI, the server
+    and :meth:`DecodeOptions.for_bundle` start from them.
     """
 
     name: str

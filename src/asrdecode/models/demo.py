@@ -32,6 +32,9 @@ __all__ = ["DemoModel", "DemoCTCHead", "DemoNet", "load", "available", "build_mo
 ASSETS = Path(__file__).resolve().parent / "assets"
 _NAMES = {"demo-ctc": "ctc", "demo-rnnt": "rnnt", "demo-tdt": "tdt"}
 FRAME_SECONDS = 0.08
+#: token-LM weight and per-token bonus per model, tuned on dev by recipes/tune_lm.py (the values of
+#: TUNED in recipes/evaluate_models.py); the pipeline's defaults for these models (``decode_defaults``)
+LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 1.0), "demo-tdt": (0.3, 1.0)}
 FRONTENDS = ("logmel", "hama")
 PRED_DIM = 256
 JOINT_DIM = 256
@@ -174,6 +177,14 @@ class DemoModel:
     @property
     def blank_id(self) -> int:
         return int(self.model.blank_id)
+
+    @property
+    def decode_defaults(self) -> dict[str, float]:
+        """The decoding options tuned for this model (see :class:`~asrdecode.pipeline.DecodeOptions`)."""
+        if self.name not in LM_TUNED:
+            return {}
+        weight, beta = LM_TUNED[self.name]
+        return {"lm_weight": weight, "beta": beta}
 
     @property
     def encoder_dim(self) -> int:
