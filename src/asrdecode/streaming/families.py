@@ -26,6 +26,7 @@ import torch
 from .. import ctc
 from ..errors import DecodingInputError
 from ..lm import BoostingTree
+from ..ctc.wfst import WFSTStreamState
 from ..fusion import FusionScorer
 from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
@@ -37,11 +38,9 @@ from .state_batching import (
     gather_beam,
     gather_ctc_beam,
     gather_greedy,
-    gather_wfst,
     scatter_beam,
     scatter_ctc_beam,
     scatter_greedy,
-    scatter_wfst,
 )
 
 __all__ = ["make_family", "DECODERS"]
@@ -407,9 +406,9 @@ class WFST:
             return
         states = [states[i] for i in pick]
         x, lengths = pad_frames([frames[i] for i in pick])
-        batch, bridge = gather_wfst(states)
+        batch, bridge = WFSTStreamState.cat(states)
         self.decoder.advance(batch, x, lengths)
-        scatter_wfst(states, batch, bridge)
+        batch.split_into(states, bridge)
 
     def result(self, state: Any, final: bool) -> Hypothesis:
         return self.decoder.hypotheses(state)[0]

@@ -11,9 +11,7 @@ Nothing here decodes: these functions only move rows.
 - Hypothesis trees (:class:`~asrdecode.beam_hyps.BeamTree`): the batched call gets a fresh tree,
   and each stream's own tree is extended with its row of the new steps (parents are per-row slot
   indices, so the result is the tree a batch-1 search would have built).
-- WFST backpointer histories: the batched call gets a fresh history that starts with one entry per
-  carried token; afterwards the new entries of each stream are appended to its own history with
-  their ids (and predecessor ids) renumbered.
+- WFST states batch themselves (:meth:`asrdecode.ctc.wfst.WFSTStreamState.cat` / ``split_into``).
 - Fusion states of per-stream boosting trees: each stream stores its states in its own tree's
   numbering; the batched call uses the stack of the batch's trees, whose tree ``i`` starts at
   state ``roots[i]``, so gathering adds that start and scattering subtracts it.
@@ -29,7 +27,6 @@ import torch
 from ..beam_hyps import BeamTree
 from ..ctc.beam import CTCBeamState
 from ..ctc.collapse import CollapseState
-from ..ctc.wfst import WFSTStreamState
 from ..hyps import BatchedHyps
 from ..transducer import BeamState, GreedyState
 
@@ -45,8 +42,6 @@ __all__ = [
     "scatter_beam",
     "gather_ctc_beam",
     "scatter_ctc_beam",
-    "gather_wfst",
-    "scatter_wfst",
 ]
 
 
@@ -288,80 +283,3 @@ def scatter_ctc_beam(states: Sequence[CTCBeamState], batch: CTCBeamState,
             elif isinstance(value, torch.Tensor):
                 setattr(st, f.name, take_row(fstates if f.name == "fstates" else value, b, n))
         st.tree.extend(batch.tree.take_rows(torch.tensor([b])))
-
-
-# -- WFST token passing -----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class WFSTBridge:
-    """What :func:`scatter_wfst` needs from :func:`gather_wfst`: the carried history id of each
-    bridge entry (entry ``i`` of the batch history stands for ``carried[i]`` of stream ``owner[i]``)."""
-
-    carried: torch.Tensor
-    owner: torch.Tensor
-
-
-def gather_wfst(states: Sequence[WFSTStreamState]) -> tuple[WFSTStreamState, WFSTBridge]:
-    """One batch :class:`WFSTStreamState` from batch-1 states; its history starts with one bridge
-    entry per carried token (the batched call never backtracks through them)."""
-    if any(getattr(s, "lattice", None) is not None for s in states):
-        raise ValueError("WFST states that record a lattice cannot be batched across streams")
-    toks0 = states[0].toks
-    counts = torch.tensor([s.toks.b.numel() for s in states], dtype=torch.long)
-    owner = torch.repeat_interleave(torch.arange(len(states)), counts)
-    carried = torch.cat([s.toks.hid for s in states])
-    hist = type(states[0].hist)()
-    m = carried.numel()
-    neg = torch.full((m,), -1, dtype=torch.long)
-    bridge = hist.add(neg, torch.zeros(m, dtype=torch.long), neg, neg, torch.zeros(m, dtype=torch.bool))
-    toks = type(toks0)(owner, torch.cat([s.toks.s for s in states]), torch.cat([s.toks.score for s in states]), bridge)
-    boosts = [s.boost for s in states]
-    boost = None
-    if any(b is not None for b in boosts):
-        width = next(b for b in boosts if b is not None).shape[1]
-        boost = torch.cat([b if b is not None else torch.zeros(1, width) for b in boosts])
-    offset = torch.cat([s.offset for s in states])
-    return WFSTStreamState(toks, hist, offset, boost, len(states)), WFSTBridge(carried, owner)
-
-
-def _history_owners(hist: Any, bridge: WFSTBridge) -> torch.Tensor:
-    """The stream of every entry of the batch history (an entry's stream is its predecessor's)."""
-    owner = torch.empty(hist.size, dtype=torch.long)
-    m = bridge.carried.numel()
-    owner[:m] = bridge.owner
-    start = m
-    for prev in hist.prev[1:]:
-        owner[start : start + prev.numel()] = owner[prev]
-        start += prev.numel()
-    return owner
-
-
-def scatter_wfst(states: Sequence[WFSTStreamState], batch: WFSTStreamState, bridge: WFSTBridge) -> None:
-    """Append each stream's new history entries to its own history (ids renumbered) and give it its
-    tokens and offset back."""
-    hist = batch.hist
-    m = bridge.carried.numel()
-    owner = _history_owners(hist, bridge)
-    new_owner = owner[m:]
-    n = len(states)
-    counts = torch.bincount(new_owner, minlength=n)
-    order = torch.argsort(new_owner, stable=True)
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.numel()) - starts[new_owner[order]]
-    base = torch.tensor([s.hist.size for s in states], dtype=torch.long)
-    local = torch.cat([bridge.carried, base[new_owner] + rank])  # every batch id -> its stream's id
-    cols = {name: torch.cat(getattr(hist, name)[1:]) if len(getattr(hist, name)) > 1 else None
-            for name in ("prev", "word", "frame", "token", "start")}
-    toks = batch.toks
-    counts_l, starts_l = counts.tolist(), starts.tolist()
-    for i, st in enumerate(states):
-        if counts_l[i] and cols["prev"] is not None:
-            idx = order[starts_l[i] : starts_l[i] + counts_l[i]]
-            st.hist.add(local[cols["prev"][idx]], cols["word"][idx], cols["frame"][idx], cols["token"][idx],
-                        cols["start"][idx])
-        mine = torch.nonzero(toks.b == i).squeeze(1)
-        mt = toks.take(mine)
-        st.toks = type(toks)(torch.zeros_like(mt.b), mt.s, mt.score, local[mt.hid])
-        st.offset = batch.offset[i : i + 1].clone()

@@ -11,7 +11,6 @@ token) entries appended per frame; the 1-best is traced back after the last fram
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import torch
@@ -21,66 +20,12 @@ from ...results import Hypothesis
 from .._checks import check_float, check_positive_int
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
+from .stream_state import WFSTStreamState, _g, _History, _Tokens
 
 __all__ = ["WFSTDecoder", "WFSTStreamState"]
 
 _NEG = float("-inf")
 _BIG = torch.iinfo(torch.int64).max
-
-
-def _g(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x[idx]`` for 1-D ``x`` (``index_select`` is much faster than advanced indexing on CPU)."""
-    return torch.index_select(x, 0, idx)
-
-
-@dataclass
-class _Tokens:
-    b: torch.Tensor  # [N] utterance
-    s: torch.Tensor  # [N] state
-    score: torch.Tensor  # [N] float32
-    hid: torch.Tensor  # [N] history id
-
-    def take(self, idx: torch.Tensor) -> "_Tokens":
-        return _Tokens(_g(self.b, idx), _g(self.s, idx), _g(self.score, idx), _g(self.hid, idx))
-
-    @staticmethod
-    def cat(a: "_Tokens", c: "_Tokens") -> "_Tokens":
-        return _Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
-
-
-@dataclass
-class WFSTStreamState:
-    """A batch's decoding state between chunks: active tokens, backpointer history, frames consumed ``[B]``."""
-
-    toks: "_Tokens"
-    hist: "_History"
-    offset: torch.Tensor
-    boost: torch.Tensor | None
-    batch: int
-    lattice: LatticeRecorder | None = None
-
-
-class _History:
-    """Per-entry arrays appended frame by frame: predecessor id, word, frame, token (-1 = epsilon arc)."""
-
-    def __init__(self) -> None:
-        self.prev: list[torch.Tensor] = []
-        self.word: list[torch.Tensor] = []
-        self.frame: list[torch.Tensor] = []
-        self.token: list[torch.Tensor] = []
-        self.start: list[torch.Tensor] = []
-        self.size = 0
-
-    def add(self, prev: torch.Tensor, word: torch.Tensor, frame: torch.Tensor, token: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        n = prev.shape[0]
-        ids = torch.arange(self.size, self.size + n, device=prev.device)
-        self.prev.append(prev)
-        self.word.append(word)
-        self.frame.append(frame)
-        self.token.append(token)
-        self.start.append(start)
-        self.size += n
-        return ids
 
 
 def _check_nbest(nbest) -> None:

@@ -1,0 +1,146 @@
+"""The WFST decoder's carried state between chunks, and its batching across streams.
+
+A :class:`WFSTStreamState` holds a batch's active tokens (utterance, graph state, score, history
+id), the backpointer history (:class:`_History`, appended frame by frame) and the frames consumed.
+Streaming sessions keep one batch-1 state per stream: :meth:`WFSTStreamState.cat` makes one batch
+state whose history starts with one *bridge* entry per carried token (the batched call never
+backtracks through them), and :meth:`WFSTStreamState.split_into` appends each stream's new history
+entries to its own history with their ids renumbered, and gives it back its tokens and offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from ...errors import DecodingInputError
+from .lattice import LatticeRecorder
+
+__all__ = ["WFSTStreamState", "WFSTBridge"]
+
+
+def _g(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[idx]`` for 1-D ``x`` (``index_select`` is much faster than advanced indexing on CPU)."""
+    return torch.index_select(x, 0, idx)
+
+
+@dataclass
+class _Tokens:
+    b: torch.Tensor  # [N] utterance
+    s: torch.Tensor  # [N] state
+    score: torch.Tensor  # [N] float32
+    hid: torch.Tensor  # [N] history id
+
+    def take(self, idx: torch.Tensor) -> "_Tokens":
+        return _Tokens(_g(self.b, idx), _g(self.s, idx), _g(self.score, idx), _g(self.hid, idx))
+
+    @staticmethod
+    def cat(a: "_Tokens", c: "_Tokens") -> "_Tokens":
+        return _Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
+
+
+@dataclass
+class WFSTStreamState:
+    """A batch's decoding state between chunks: active tokens, backpointer history, frames consumed ``[B]``."""
+
+    toks: "_Tokens"
+    hist: "_History"
+    offset: torch.Tensor
+    boost: torch.Tensor | None
+    batch: int
+    lattice: LatticeRecorder | None = None
+
+    @staticmethod
+    def cat(states: Sequence["WFSTStreamState"]) -> tuple["WFSTStreamState", "WFSTBridge"]:
+        """One batch state from batch-1 ``states`` (see the module docstring) and the bridge to split it."""
+        if any(getattr(s, "lattice", None) is not None for s in states):
+            raise DecodingInputError("WFST states that record a lattice cannot be batched across streams")
+        counts = torch.tensor([s.toks.b.numel() for s in states], dtype=torch.long)
+        owner = torch.repeat_interleave(torch.arange(len(states)), counts)
+        carried = torch.cat([s.toks.hid for s in states])
+        hist = _History()
+        m = carried.numel()
+        neg = torch.full((m,), -1, dtype=torch.long)
+        bridge = hist.add(neg, torch.zeros(m, dtype=torch.long), neg, neg, torch.zeros(m, dtype=torch.bool))
+        toks = _Tokens(owner, torch.cat([s.toks.s for s in states]), torch.cat([s.toks.score for s in states]), bridge)
+        boosts = [s.boost for s in states]
+        boost = None
+        if any(b is not None for b in boosts):
+            width = next(b for b in boosts if b is not None).shape[1]
+            boost = torch.cat([b if b is not None else torch.zeros(1, width) for b in boosts])
+        offset = torch.cat([s.offset for s in states])
+        return WFSTStreamState(toks, hist, offset, boost, len(states)), WFSTBridge(carried, owner)
+
+    def split_into(self, states: Sequence["WFSTStreamState"], bridge: "WFSTBridge") -> None:
+        """Give each of ``states`` (the batch-1 states :meth:`cat` joined) its part of this batch state."""
+        hist = self.hist
+        m = bridge.carried.numel()
+        owner = _history_owners(hist, bridge)
+        new_owner = owner[m:]
+        n = len(states)
+        counts = torch.bincount(new_owner, minlength=n)
+        order = torch.argsort(new_owner, stable=True)
+        starts = torch.cumsum(counts, 0) - counts
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(order.numel()) - starts[new_owner[order]]
+        base = torch.tensor([s.hist.size for s in states], dtype=torch.long)
+        local = torch.cat([bridge.carried, base[new_owner] + rank])  # every batch id -> its stream's id
+        cols = {name: torch.cat(getattr(hist, name)[1:]) if len(getattr(hist, name)) > 1 else None
+                for name in ("prev", "word", "frame", "token", "start")}
+        toks = self.toks
+        counts_l, starts_l = counts.tolist(), starts.tolist()
+        for i, st in enumerate(states):
+            if counts_l[i] and cols["prev"] is not None:
+                idx = order[starts_l[i] : starts_l[i] + counts_l[i]]
+                st.hist.add(local[cols["prev"][idx]], cols["word"][idx], cols["frame"][idx], cols["token"][idx],
+                            cols["start"][idx])
+            mine = torch.nonzero(toks.b == i).squeeze(1)
+            mt = toks.take(mine)
+            st.toks = _Tokens(torch.zeros_like(mt.b), mt.s, mt.score, local[mt.hid])
+            st.offset = self.offset[i : i + 1].clone()
+
+
+class _History:
+    """Per-entry arrays appended frame by frame: predecessor id, word, frame, token (-1 = epsilon arc)."""
+
+    def __init__(self) -> None:
+        self.prev: list[torch.Tensor] = []
+        self.word: list[torch.Tensor] = []
+        self.frame: list[torch.Tensor] = []
+        self.token: list[torch.Tensor] = []
+        self.start: list[torch.Tensor] = []
+        self.size = 0
+
+    def add(self, prev: torch.Tensor, word: torch.Tensor, frame: torch.Tensor, token: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        n = prev.shape[0]
+        ids = torch.arange(self.size, self.size + n, device=prev.device)
+        self.prev.append(prev)
+        self.word.append(word)
+        self.frame.append(frame)
+        self.token.append(token)
+        self.start.append(start)
+        self.size += n
+        return ids
+
+
+@dataclass
+class WFSTBridge:
+    """What :meth:`WFSTStreamState.split_into` needs from :meth:`WFSTStreamState.cat`: the carried history
+    id of each bridge entry (entry ``i`` of the batch history stands for ``carried[i]`` of stream ``owner[i]``)."""
+
+    carried: torch.Tensor
+    owner: torch.Tensor
+
+
+def _history_owners(hist: _History, bridge: WFSTBridge) -> torch.Tensor:
+    """The stream of every entry of the batch history (an entry's stream is its predecessor's)."""
+    owner = torch.empty(hist.size, dtype=torch.long)
+    m = bridge.carried.numel()
+    owner[:m] = bridge.owner
+    start = m
+    for prev in hist.prev[1:]:
+        owner[start : start + prev.numel()] = owner[prev]
+        start += prev.numel()
+    return owner
