@@ -59,6 +59,31 @@ def test_greedy_equals_argmax_collapse_definition(d, peaky):
 
 
 @SETTINGS
+@given(dims, st.booleans(), st.integers(1, 5), st.integers(0, 10_000))
+def test_streaming_greedy_equals_whole(d, peaky, n_chunks, cut_seed):
+    """Chunk by chunk with a carried state (per-utterance chunk lengths, empty chunks too), the
+    hypotheses equal one whole-utterance call; a label run across a chunk boundary is emitted once."""
+    seed, batch, frames, vocab = d
+    blank = seed % vocab
+    lp = (peaky_log_probs(seed, batch, frames, vocab, blank) if peaky
+          else random_log_probs(seed, batch, frames, vocab))
+    lens = random_lengths(seed, batch, frames)
+    g = torch.Generator().manual_seed(cut_seed)
+    cuts = sorted(torch.randint(0, frames + 1, (n_chunks - 1,), generator=g).tolist())
+    bounds = [0, *cuts, frames]
+    state = ctc.CTCGreedyState.initial(batch)
+    for a, z in zip(bounds[:-1], bounds[1:]):
+        chunk_lens = (lens - a).clamp(min=0, max=z - a)
+        hyps, state = ctc.greedy(lp[:, a:z], chunk_lens, blank, state=state)
+    whole = ctc.greedy(lp, lens, blank)
+    assert [(h.tokens, h.timestamps) for h in hyps] == [(h.tokens, h.timestamps) for h in whole]
+    assert [h.score for h in hyps] == pytest.approx([h.score for h in whole], abs=1e-6)
+    assert state.offset.tolist() == lens.tolist()
+    parts = ctc.CTCGreedyState.cat(state.split([1] * batch))
+    assert torch.equal(parts.prev, state.prev) and parts.hyps == state.hyps
+
+
+@SETTINGS
 @given(dims, st.booleans())
 def test_weak_collapse_keeps_greedy_output(d, peaky):
     """Equation 1: greedy decoding of the weakly collapsed emission is unchanged (timestamps too)."""

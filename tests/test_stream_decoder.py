@@ -341,3 +341,20 @@ def test_steps_inside_and_outside_inference_mode(bundles, clips) -> None:
     r = dec.step({"a": wave[10000:], "b": wave[9000:]}, final={"a", "b"})
     _same(r["a"].hypothesis, dec.offline(wave))
     _same(r["b"].hypothesis, dec.offline(wave))
+
+
+def test_greedy_initial_state_equals_an_empty_first_chunk() -> None:
+    # GreedyState.initial is the state a greedy call on an empty chunk returns
+    from asrdecode.transducer import GreedyState, LSTMTransducer, greedy
+
+    torch.manual_seed(0)
+    model = LSTMTransducer(9, 6, 8, 8, blank_id=8).eval()
+    enc = torch.randn(2, 7, 6)
+    lengths = torch.tensor([7, 4])
+    with torch.no_grad():
+        _, empty = greedy(model, enc[:, :0], torch.zeros(2, dtype=torch.long), return_state=True)
+        fresh = GreedyState.initial(model, 2)
+        torch.testing.assert_close(fresh.dec_out, empty.dec_out)
+        a, _ = greedy(model, enc, lengths, state=fresh)
+        b = greedy(model, enc, lengths)
+    assert [(h.tokens, h.timestamps) for h in a] == [(h.tokens, h.timestamps) for h in b]

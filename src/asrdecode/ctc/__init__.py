@@ -21,7 +21,7 @@ Example::
 from . import wfst
 from .beam import CTCBeamState, beam_search
 from .collapse import blank_collapse
-from .greedy import greedy
+from .greedy import CTCGreedyState, greedy
 from .reference import reference_beam_search
 
-__all__ = ["greedy", "blank_collapse", "beam_search", "reference_beam_search", "CTCBeamState", "wfst"]
+__all__ = ["greedy", "CTCGreedyState", "blank_collapse", "beam_search", "reference_beam_search", "CTCBeamState", "wfst"]

@@ -31,7 +31,7 @@ from ..fusion import FusionScorer
 from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
 from ..results import Hypothesis
-from ..transducer import BeamState, beam_search, greedy
+from ..transducer import BeamState, GreedyState, beam_search, greedy
 from .state_batching import (
     GreedyRow,
     StatePool,
@@ -86,10 +86,32 @@ def _phrase_tree(decoder: str, boosts: Boosts | None, tokenizer: Any, empty: Boo
     return BoostingTree.from_phrases(list(boosts.items()), tokenizer)  # checks phrases and weights
 
 
+class _Family:
+    """What every adapter shares: the streams with new frames (or, with ``steps_on_final``, that end
+    now) are padded into one batch and handed to the family's :meth:`step` (gather, one batched
+    streaming call, scatter)."""
+
+    name = ""
+    steps_on_final = False
+
+    def advance(self, streams: Sequence[Any], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
+        pick = [i for i, f in enumerate(frames) if f.shape[0] or (self.steps_on_final and final[i])]
+        if pick:
+            x, lengths = pad_frames([frames[i] for i in pick])
+            self.step([streams[i] for i in pick], x, lengths, [final[i] for i in pick])
+
+    def step(self, streams: Sequence[Any], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
+        """Advance ``streams`` by their frames ``x [n, T, F]`` (``lengths [n]``) in one batched call."""
+        raise NotImplementedError
+
+    def close(self, stream: Any) -> None:
+        pass
+
+
 # -- transducer greedy -----------------------------------------------------------------------------
 
 
-class TransducerGreedy:
+class TransducerGreedy(_Family):
     """``transducer.greedy`` (RNN-T and TDT, every greedy option) per stream."""
 
     name = "greedy"
@@ -105,23 +127,19 @@ class TransducerGreedy:
         self._fresh()  # validates the options
 
     def _fresh(self) -> Any:
+        # a greedy call on an empty chunk also checks the options against the model
         _, st = greedy(self.model, torch.zeros(1, 0, self.width), torch.zeros(1, dtype=torch.long),
                        return_state=True, **self.options)
         return st
 
     def open(self, boosts: Boosts | None) -> GreedyRow:
-        st = self._fresh()
+        st = GreedyState.initial(self.model, 1)
         return GreedyRow(self.pool.add(st.pred_state), st.dec_out, durations=[] if self.tdt else None)
 
     def close(self, row: GreedyRow) -> None:
         self.pool.release(row.slot)
 
-    def advance(self, rows: Sequence[GreedyRow], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
-        pick = [i for i, f in enumerate(frames) if f.shape[0]]
-        if not pick:
-            return
-        rows = [rows[i] for i in pick]
-        x, lengths = pad_frames([frames[i] for i in pick])
+    def step(self, rows: Sequence[GreedyRow], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
         state = gather_greedy(self.pool, rows, x.dtype)
         _, state = greedy(self.model, x, lengths, state=state, **self.options)
         scatter_greedy(self.pool, rows, state)
@@ -186,7 +204,7 @@ class _PhraseBoosts:
         return self._fusion(stacked), shifts
 
 
-class TransducerBeam(_PhraseBoosts):
+class TransducerBeam(_PhraseBoosts, _Family):
     """``transducer.beam_search`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
     phrase boosting (``boost_weight``: the fusion weight of every stream's boosting tree)."""
 
@@ -221,18 +239,16 @@ class TransducerBeam(_PhraseBoosts):
     def close(self, stream: _BeamStream) -> None:
         self.pool.release(stream.slot)
 
-    def advance(self, streams: Sequence[_BeamStream], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
-        pick = [i for i, f in enumerate(frames) if f.shape[0] or final[i]]
-        if not pick:
-            return
-        streams = [streams[i] for i in pick]
-        x, lengths = pad_frames([frames[i] for i in pick])
+    steps_on_final = True  # an ending stream's search may still have hypotheses to finish
+
+    def step(self, streams: Sequence[_BeamStream], x: torch.Tensor, lengths: torch.Tensor,
+             final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         slots = [s.slot for s in streams]
         states = [s.state for s in streams]
         batch = gather_beam(self.pool, slots, states, self.boost_column, shifts)
         _, batch = beam_search(self.model, x, lengths, state=batch, return_state=True, fusion=fusion,
-                               final=torch.tensor([final[i] for i in pick]), **self.options)
+                               final=torch.tensor(list(final)), **self.options)
         scatter_beam(self.pool, slots, states, batch, self.boost_column, shifts)
 
     def result(self, stream: _BeamStream, final: bool) -> Hypothesis:
@@ -254,18 +270,8 @@ class TransducerBeam(_PhraseBoosts):
 # -- CTC greedy ------------------------------------------------------------------------------------
 
 
-@dataclass
-class _CTCGreedyRow:
-    prev: int = -1  # best class of the last frame so far (-1: none)
-    offset: int = 0
-    tokens: list[int] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    score: float = 0.0
-
-
-class CTCGreedy:
-    """``ctc.greedy`` per chunk; a label that continues across a chunk boundary is merged (the
-    whole-utterance rule: a frame emits when its best class is not blank and differs from the last frame's)."""
+class CTCGreedy(_Family):
+    """``ctc.greedy`` with its streaming state (:class:`~asrdecode.ctc.CTCGreedyState`) per stream."""
 
     name = "greedy"
 
@@ -275,33 +281,18 @@ class CTCGreedy:
         self.blank = bundle.blank_id
         self.check_boosts = _no_boosts("greedy")
 
-    def open(self, boosts: Boosts | None) -> _CTCGreedyRow:
-        return _CTCGreedyRow()
+    def open(self, boosts: Boosts | None) -> ctc.CTCGreedyState:
+        return ctc.CTCGreedyState.initial(1)
 
-    def close(self, row: _CTCGreedyRow) -> None:
-        pass
+    def step(self, states: Sequence[ctc.CTCGreedyState], x: torch.Tensor, lengths: torch.Tensor,
+             final: Sequence[bool]) -> None:
+        _, batch = ctc.greedy(x, lengths, self.blank, state=ctc.CTCGreedyState.cat(states))
+        for st, part in zip(states, batch.split([1] * len(states))):
+            st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
 
-    def advance(self, rows: Sequence[_CTCGreedyRow], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
-        pick = [i for i, f in enumerate(frames) if f.shape[0]]
-        if not pick:
-            return
-        x, lengths = pad_frames([frames[i] for i in pick])
-        hyps = ctc.greedy(x, lengths, self.blank)
-        best = x.max(dim=-1).indices  # as ctc.greedy: the class of each frame
-        last = best.gather(1, (lengths - 1)[:, None]).squeeze(1).tolist()
-        for b, i in enumerate(pick):
-            row, h = rows[i], hyps[b]
-            toks, stamps = h.tokens, h.timestamps
-            if toks and stamps[0] == 0 and toks[0] == row.prev:  # the same label run goes on
-                toks, stamps = toks[1:], stamps[1:]
-            row.tokens.extend(toks)
-            row.timestamps.extend(t + row.offset for t in stamps)
-            row.score += h.score
-            row.offset += int(lengths[b])
-            row.prev = last[b]
-
-    def result(self, row: _CTCGreedyRow, final: bool) -> Hypothesis:
-        return Hypothesis(list(row.tokens), list(row.timestamps), row.score)
+    def result(self, state: ctc.CTCGreedyState, final: bool) -> Hypothesis:
+        h = state.hyps[0]
+        return Hypothesis(list(h.tokens), list(h.timestamps), h.score)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
         return ctc.greedy(frames[None], torch.tensor([frames.shape[0]]), self.blank)[0]
@@ -317,7 +308,7 @@ class _CTCBeamStream:
     fusion: list
 
 
-class CTCBeam(_PhraseBoosts):
+class CTCBeam(_PhraseBoosts, _Family):
     """``ctc.beam_search`` (fusion, blank collapse, token beam) per stream, with optional per-stream
     phrase boosting (``boost_weight``). Each stream keeps a batch-1 ``CTCBeamState``: partial
     results are its ``hypotheses()``, the final one its ``final=True`` call on an empty chunk."""
@@ -342,15 +333,8 @@ class CTCBeam(_PhraseBoosts):
         fusion = self._fusion(tree)
         return _CTCBeamStream(self._empty_call(1, fusion), tree, fusion)
 
-    def close(self, stream: _CTCBeamStream) -> None:
-        pass
-
-    def advance(self, streams: Sequence[_CTCBeamStream], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
-        pick = [i for i, f in enumerate(frames) if f.shape[0]]
-        if not pick:
-            return
-        streams = [streams[i] for i in pick]
-        x, lengths = pad_frames([frames[i] for i in pick])
+    def step(self, streams: Sequence[_CTCBeamStream], x: torch.Tensor, lengths: torch.Tensor,
+             final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         states = [s.state for s in streams]
         batch = gather_ctc_beam(self._empty_call(len(streams), fusion), states, self.boost_column, shifts)
@@ -370,7 +354,7 @@ class CTCBeam(_PhraseBoosts):
 # -- WFST ------------------------------------------------------------------------------------------
 
 
-class WFST:
+class WFST(_Family):
     """:class:`~asrdecode.ctc.wfst.WFSTDecoder` (``graph=`` and its options) per stream, with
     per-stream word boosts ``{word: boost}``."""
 
@@ -397,15 +381,7 @@ class WFST:
         self.check_boosts(boosts)
         return self.decoder.init_state(1, boosts=[dict(boosts)] if boosts else None)
 
-    def close(self, state: Any) -> None:
-        pass
-
-    def advance(self, states: Sequence[Any], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
-        pick = [i for i, f in enumerate(frames) if f.shape[0]]
-        if not pick:
-            return
-        states = [states[i] for i in pick]
-        x, lengths = pad_frames([frames[i] for i in pick])
+    def step(self, states: Sequence[Any], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
         batch, bridge = WFSTStreamState.cat(states)
         self.decoder.advance(batch, x, lengths)
         batch.split_into(states, bridge)

@@ -62,6 +62,13 @@ class GreedyState:
     offset: torch.Tensor
     hyps: BatchedHyps
 
+    @classmethod
+    def initial(cls, model: TransducerModel, batch: int, device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32) -> "GreedyState":
+        """The state of ``batch`` fresh streams (start of sequence), to pass as ``greedy(..., state=)``."""
+        check_model(model)
+        return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
+
 
 class _Loop:
     """Loop state of one greedy call: tensors only, updated by the step functions."""
