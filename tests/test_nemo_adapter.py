@@ -140,15 +140,15 @@ def test_adapter_equals_nemo_modules(tdt: bool) -> None:
         assert all(s.shape == (2, 4, PRED) and not s.any() for s in state)
         g, state = m.predict(labels, state)
         g_ref, state_ref = dec.predict(labels[:, None], None, add_sos=False, batch_size=4)
-        torch.testing.assert_close(g, g_ref[:, 0], rtol=0, atol=0)
-        torch.testing.assert_close(state, tuple(state_ref), rtol=0, atol=0)
+        torch.testing.assert_close(g, g_ref[:, 0])
+        torch.testing.assert_close(state, tuple(state_ref))
         g2, state2 = m.predict(torch.tensor([1, 2, V - 1, 5]), state)
         g2_ref, state2_ref = dec.predict(torch.tensor([[1], [2], [V - 1], [5]]), state_ref, add_sos=False)
-        torch.testing.assert_close(g2, g2_ref[:, 0], rtol=0, atol=0)
+        torch.testing.assert_close(g2, g2_ref[:, 0])
 
         enc = torch.randn(4, 6, ENC)
         f = m.project_encoder(enc)
-        torch.testing.assert_close(f, joint.project_encoder(enc), rtol=0, atol=0)
+        torch.testing.assert_close(f, joint.project_encoder(enc))
         p = m.project_decoder(g2)
         logits = m.joint(f, p[:, None, :])  # [4, 6, V + K]
         assert logits.shape == (4, 6, V + n_extra)
@@ -219,7 +219,7 @@ def test_weight_transfer_gives_same_logits(tdt: bool) -> None:
     twin = bench.lstm_from_nemo(fresh_dec, fresh_joint, durations=DURATIONS if tdt else None)
     with torch.no_grad():
         h = torch.randn(3, JOINT)
-        torch.testing.assert_close(twin.joint(h, h), fresh_joint.joint_net(h + h), rtol=0, atol=0)
+        torch.testing.assert_close(twin.joint(h, h), fresh_joint.joint_net(h + h))
 
 
 @needs_nemo
@@ -355,7 +355,7 @@ def test_whole_nemo_model_audio_to_tokens(tdt: bool) -> None:
     with torch.inference_mode():
         enc_ref, len_ref = nemo_model(input_signal=audio, input_signal_length=lengths)
     assert enc.shape == (3, enc_ref.shape[2], 32)
-    torch.testing.assert_close(enc, enc_ref.transpose(1, 2), rtol=0, atol=0)
+    torch.testing.assert_close(enc, enc_ref.transpose(1, 2))
     assert torch.equal(enc_lengths, len_ref)
 
     nemo_hyps = nemo_model.decoding.rnnt_decoder_predictions_tensor(
@@ -438,7 +438,7 @@ def test_hat_joint_goes_through_nemo_joint() -> None:
     adapter = NeMoTransducer(dec, joint)
     with torch.no_grad():
         f, g = torch.randn(2, 3, JOINT), torch.randn(2, 1, JOINT)
-        torch.testing.assert_close(adapter.joint(f, g), joint.joint_after_projection(f, g)[:, :, 0], rtol=0, atol=0)
+        torch.testing.assert_close(adapter.joint(f, g), joint.joint_after_projection(f, g)[:, :, 0])
     enc, lengths = _inputs(0)
     nemo = bench.run_nemo_greedy(bench.make_nemo_greedy(dec, joint, max_symbols=4), enc, lengths)
     assert sum(len(t) for t, _ in nemo) > 0
