@@ -200,6 +200,17 @@ def test_sequence_scores_equal_the_word_oracle(tmp_path_factory, seed, style, lo
         assert close(lm.score_sequence(tokens), total)
 
 
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(STYLES), st.booleans(), st.lists(st.integers(0, 40), max_size=10))
+def test_with_word_bonus_equals_a_rebuild(tmp_path_factory, seed, style, lexicon, raw):
+    tmp = tmp_path_factory.mktemp("w")
+    lm, _, pieces, _ = build(tmp, seed, style, lexicon=lexicon, word_bonus=0.5)
+    rebuilt, _, _, _ = build(tmp, seed, style, lexicon=lexicon, word_bonus=2.0)
+    tokens = [r % len(pieces) for r in raw]
+    assert close(lm.with_word_bonus(2.0).score_sequence(tokens), rebuilt.score_sequence(tokens))
+    assert close(lm.score_sequence(tokens), rebuilt.with_word_bonus(0.5).score_sequence(tokens))
+
+
 @SETTINGS
 @given(st.integers(0, 10**6), st.sampled_from(STYLES), st.booleans())
 def test_advance_rows_equal_score_tokens(tmp_path_factory, seed, style, lexicon):

@@ -482,6 +482,16 @@ class WordNGramLM:
             total += float(self.final(state)[0])
         return total
 
+    def with_word_bonus(self, word_bonus: float) -> "WordNGramLM":
+        """A copy with another ``word_bonus`` (shares every other tensor; no rebuild)."""
+        if not math.isfinite(float(word_bonus)):
+            raise DecodingInputError(f"word_bonus must be finite, got {word_bonus!r}")
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.end_const = self.end_const + (float(word_bonus) - self.word_bonus)  # the empty word is masked anyway
+        new.word_bonus = float(word_bonus)
+        return new
+
     def to(self, device: torch.device | str) -> "WordNGramLM":
         """A copy with every tensor on ``device``."""
         new = object.__new__(type(self))
