@@ -190,3 +190,16 @@ def test_symbol_cap_is_on_by_default():
             ref = reference_greedy(model, enc[b])
             assert h.tokens == ref.tokens and h.timestamps == ref.timestamps
             assert abs(h.score - ref.score) < 1e-9
+
+
+def test_duration_rule() -> None:
+    from asrdecode.transducer.durations import DurationRule
+
+    rnnt, tdt = DurationRule(None), DurationRule([0, 1, 2, 4])
+    assert (rnnt.blank_advance(0), rnnt.label_advance(3), rnnt.pack) == (1, 0, 1)
+    assert (tdt.blank_advance(0), tdt.blank_advance(2), tdt.label_advance(4), tdt.pack) == (1, 2, 4, 5)
+    d = torch.tensor([0, 1, 4])
+    assert tdt.blank_advance(d).tolist() == [1, 1, 4] and rnnt.label_advance(d).tolist() == [0, 0, 0]
+    data = tdt.pack_data(torch.tensor([0, 3, 7]), d).tolist()
+    assert tdt.unpack_data(data) == ([0, 3, 7], [0, 1, 4])
+    assert rnnt.unpack_data(rnnt.pack_data(torch.tensor([2, 5]), 0).tolist()) == ([2, 5], None)

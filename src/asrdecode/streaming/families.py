@@ -32,6 +32,7 @@ from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
 from ..results import Hypothesis
 from ..transducer import BeamState, GreedyState, beam_search, greedy
+from ..transducer.durations import DurationRule
 from .state_batching import (
     GreedyRow,
     StatePool,
@@ -217,8 +218,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
                           bundle.tokenizer)
         self.options = options
         self.width = bundle.encoder_dim
-        durations = self.model.durations
-        self.pack = max(durations) + 1 if durations is not None else 1  # beam.py: tree data = frame * pack + duration
+        self.rule = DurationRule.of(self.model)  # how beam_search packs a label's frame and duration
         probe = self._initial(self._fusion(self.empty))  # validates the options
         # prediction-state rows per stream: the hypothesis slots per utterance (beam, or more for WIND)
         self.pool = StatePool(self.model, probe.hyps["score"].shape[1])
@@ -259,8 +259,8 @@ class TransducerBeam(_PhraseBoosts, _Family):
             score = score + stream.scorer.final(hyps["lm_states"], dtype=score.dtype).view(score.shape)
         val, slot = score.topk(1, dim=1)
         (tokens, data), = stream.state.tree.backtrack(slot)[0]
-        return Hypothesis(tokens, [d // self.pack for d in data], float(val[0, 0]),
-                          durations=[d % self.pack for d in data] if self.model.durations is not None else None)
+        frames, durations = self.rule.unpack_data(data)
+        return Hypothesis(tokens, frames, float(val[0, 0]), durations=durations)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
         return beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),

@@ -42,6 +42,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis, Tokenizer, attach_text
+from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model
 from . import _checks
 from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output, check_tokenizer,
@@ -119,11 +120,10 @@ class _BeamLoop:
         dev = enc_proj.device
         self.model, self.B, self.K, self.T = model, B, K, T
         self.V, self.blank = model.vocab_size, model.blank_id
-        self.tdt = model.durations is not None
-        dvals = list(model.durations) if self.tdt else [0]
-        self.D = len(dvals)
-        self.dvals = torch.tensor(dvals, dtype=torch.long, device=dev)
-        self.pack = max(dvals) + 1  # tree data = frame * pack + duration
+        self.rule = DurationRule.of(model)  # advance rule and tree data = frame * pack + duration
+        self.tdt = self.rule.tdt
+        self.D = len(self.rule.values)
+        self.dvals = torch.tensor(self.rule.values, dtype=torch.long, device=dev)
         self.wind = method == "wind"
         self.aes = method in ("aes", "wind")  # both expand only the hypotheses on the earliest frame
         self.window = window
@@ -218,8 +218,8 @@ class _BeamLoop:
         blanked = ok & ~is_carry & (tok == self.blank)
         p_time = self.time.gather(1, parent)
         p_sym = self.symbols.gather(1, parent)
-        label_adv = dur if self.tdt else torch.zeros_like(dur)
-        blank_adv = dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
+        label_adv = self.rule.label_advance(dur)
+        blank_adv = self.rule.blank_advance(dur)
         # labels on the frame a label lands on: +1 on the same frame; a TDT label leaves its frame
         symbols = torch.where(emitted, torch.where(label_adv == 0, p_sym + 1, 0), torch.where(blanked, 0, p_sym))
         adv = torch.where(emitted, label_adv, torch.where(blanked, blank_adv, 0))
@@ -263,7 +263,7 @@ class _BeamLoop:
         else:
             self.lm_states = lm_prev
 
-        self._record(torch.where(emitted, tok, -1), parent, (self.offset + p_time) * self.pack + label_adv)
+        self._record(torch.where(emitted, tok, -1), parent, self.rule.pack_data(self.offset + p_time, label_adv))
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
         self.active = self._expanding()
 
@@ -394,7 +394,7 @@ class _BeamLoop:
         self.emitted = (tokens >= 0).view(B * S)
         self.labels = torch.where(tokens >= 0, tokens, blank).view(B * S)
         self.lm_states = pool_lm.gather(1, sel[..., None].expand(B, S, M)).reshape(B * S, M)
-        self._record(tokens, parent, (self.offset + pool_frame.gather(1, sel)) * self.pack)
+        self._record(tokens, parent, self.rule.pack_data(self.offset + pool_frame.gather(1, sel), 0))
         self.score = new_score
         self.time, self.symbols = pool_time.gather(1, sel), pool_sym.gather(1, sel)
         self.hash, self.nlabels, self.last = pool_hash.gather(1, sel), pool_nl.gather(1, sel), pool_last.gather(1, sel)
@@ -505,12 +505,8 @@ class _BeamLoop:
                 if vals_l[b][n] == _NEG_INF:
                     continue
                 toks, data = seqs[b][n]
-                row.append(Hypothesis(
-                    tokens=toks,
-                    timestamps=[x // self.pack for x in data],
-                    score=float(vals_l[b][n]),
-                    durations=[x % self.pack for x in data] if self.tdt else None,
-                ))
+                frames, durations = self.rule.unpack_data(data)
+                row.append(Hypothesis(tokens=toks, timestamps=frames, score=float(vals_l[b][n]), durations=durations))
             out.append(row)
         return out
 

@@ -35,6 +35,7 @@ from ..accel import StepRunner, resolve_mode
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
+from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model
 from . import _checks
 from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
@@ -96,8 +97,9 @@ class _Loop:
         self.model = model
         self.V = model.vocab_size
         self.blank = model.blank_id
-        self.tdt = model.durations is not None
-        self.durations = torch.tensor(model.durations, device=dev) if self.tdt else None
+        self.rule = DurationRule.of(model)
+        self.tdt = self.rule.tdt
+        self.durations = torch.tensor(self.rule.values, device=dev) if self.tdt else None
         self.max_symbols = max_symbols
         self.precompute = precompute
         self.T = T
@@ -172,7 +174,7 @@ class _Loop:
         self.hyps.write(emit, label, self.t + self.offset, dur if self.tdt else None)
         self.hyps.scores += torch.where(emit, logp, 0)
         symbols = self.symbols + emit.long()
-        advance = dur if self.tdt else torch.zeros_like(dur)
+        advance = self.rule.label_advance(dur)
         if self.max_symbols is not None:
             forced = emit & (advance == 0) & (symbols >= self.max_symbols)
             advance = advance + forced.long()
@@ -189,7 +191,7 @@ class _Loop:
 
     def blank_advance(self, dur: torch.Tensor) -> torch.Tensor:
         """Frames a blank decision advances: 1 for RNN-T, the duration (at least 1) for TDT."""
-        return dur.clamp(min=1) if self.tdt else torch.ones_like(dur)
+        return self.rule.blank_advance(dur)
 
 
 # -- label-looping steps ---------------------------------------------------------------------------

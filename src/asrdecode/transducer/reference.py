@@ -17,6 +17,7 @@ from ..errors import DecodingInputError, check_emissions, check_finite
 from ..results import Hypothesis
 from . import _checks
 from ._checks import DEFAULT_MAX_SYMBOLS, check_max_symbols
+from .durations import DurationRule
 from .model import TransducerModel, check_model
 
 __all__ = ["reference_greedy"]
@@ -38,6 +39,7 @@ def reference_greedy(
     check_finite("encoder_output", encoder_output)
     max_symbols = check_max_symbols(max_symbols)
     V, blank, durations = model.vocab_size, model.blank_id, model.durations
+    rule = DurationRule(durations)
     enc_proj = model.project_encoder(encoder_output)
     T = encoder_output.shape[0]
     state = model.initial_state(1, device=encoder_output.device, dtype=encoder_output.dtype)
@@ -62,7 +64,7 @@ def reference_greedy(
             score += float(dur_logp[j])
             d = durations[j]
         if k == blank:
-            t += max(d, 1)
+            t += rule.blank_advance(d)
             symbols = 0
             continue
         tokens.append(k)
@@ -70,8 +72,8 @@ def reference_greedy(
         durs.append(d)
         dec, state = model.predict(torch.tensor([k], device=encoder_output.device), state)
         dec_proj = model.project_decoder(dec)[0]
-        if d > 0:
-            t += d
+        if rule.label_advance(d) > 0:
+            t += rule.label_advance(d)
             symbols = 0
         else:
             symbols += 1

@@ -49,6 +49,7 @@ from ..results import Hypothesis
 from . import _checks
 from ._checks import (_MISSING, BLANK_SCORINGS, DEFAULT_MAX_SYMBOLS, METHODS, PRUNINGS, check_beam_args, check_beta,
                       resolve_max_symbols)
+from .durations import DurationRule
 from .model import TransducerModel, check_model
 
 __all__ = ["reference_beam_search", "METHODS", "BLANK_SCORINGS", "PRUNINGS"]
@@ -104,6 +105,7 @@ def reference_beam_search(
     check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols, 1)
     V, blank = model.vocab_size, model.blank_id
     durations = model.durations
+    rule = DurationRule(durations)
     dvals = [1] if durations is None else list(durations)
     scorer = FusionScorer(fusion, V, blank)
     lam = sum(scorer.weights)
@@ -152,9 +154,9 @@ def reference_beam_search(
             if k == -1:
                 new.append(_Hyp(score, h.t, h.symbols, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
                 continue
-            d = 0 if durations is None else dvals[j]
+            d = rule.label_advance(dvals[j])  # the label's duration (0 for RNN-T)
             if k == blank:
-                t = h.t + (1 if durations is None else max(d, 1))
+                t = h.t + rule.blank_advance(d)
                 new.append(_Hyp(score, min(t, T), 0, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
                 continue
             symbols = h.symbols + 1 if d == 0 else 0
