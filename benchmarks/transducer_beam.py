@@ -54,7 +54,12 @@ from paper_model import make_encoder_output, make_paper_model  # noqa: E402
 from timing import markdown_table, single_thread, time_many  # noqa: E402
 
 from asrdecode.transducer import greedy  # noqa: E402
-from asrdecode.transducer.beam import beam_search  # noqa: E402
+from asrdecode.transducer.beam import beam_search as nbest_search  # noqa: E402
+
+
+def beam_search(*args, **kwargs):
+    """The best hypothesis per utterance (asrdecode's beam_search returns n-best lists)."""
+    return [row[0] for row in nbest_search(*args, **kwargs)]
 
 MAX_SYMBOLS = 10
 

@@ -98,7 +98,8 @@ def decode(demo, xs: list[torch.Tensor], fusion, beta: float, beam: int, batch: 
                 res = ctc.beam_search(x, n, demo.blank_id, beam=beam, fusion=fusion, beta=beta, tokenizer=demo.tokenizer)
                 hyps = [r[0] for r in res]
             else:
-                hyps = tr.beam_search(demo.model, x, n, beam=beam, fusion=fusion, beta=beta, tokenizer=demo.tokenizer)
+                hyps = [r[0] for r in tr.beam_search(demo.model, x, n, beam=beam, fusion=fusion, beta=beta,
+                                                       tokenizer=demo.tokenizer)]
             for j, h in zip(idx, hyps):
                 texts[j] = h.text or ""
     return texts, time.perf_counter() - t0

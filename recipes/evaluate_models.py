@@ -169,8 +169,9 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 
 
-def _first(hyps):
-    return [h[0] if isinstance(h, list) else h for h in hyps]
+def _first(nbest_lists):
+    """The best hypothesis of each utterance (beam searches return n-best lists)."""
+    return [h[0] for h in nbest_lists]
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def main() -> None:
 
         def search(w: float, beta: float) -> list:
             hyps = tr_beam(demo.model, enc, el, beam=args.beam, fusion=[(lm, w)], beta=beta, tokenizer=demo.tokenizer)
-            return [h.text for h in hyps]
+            return [h[0].text for h in hyps]
     print(f"greedy dev WER {greedy:.4f}")
     best = None
     for w in (0.3, 0.5, 0.7, 1.0):

@@ -324,7 +324,7 @@ def test_transcribe_beam_method_equals_the_library_call(capsys, method, window) 
     with torch.inference_mode():
         enc, n = demo.encode([read_audio(CLIP)])
         kw = {"window": window} if method == "wind" else {}
-        hyp = beam_search(demo.model, enc, n, beam=2, method=method, tokenizer=demo.tokenizer, **kw)[0]
+        hyp = beam_search(demo.model, enc, n, beam=2, method=method, tokenizer=demo.tokenizer, **kw)[0][0]
     assert json.loads(out)["text"] == hyp.text
 
 

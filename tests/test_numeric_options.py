@@ -130,9 +130,9 @@ def test_wfst_word_boost_must_be_finite(graph, value):
 # -------------------------------------------------------------------------------------------- the CLI
 @pytest.mark.parametrize("spec", ["word:nan", "word:inf", "word:-inf", "two words:NaN"])
 def test_cli_boost_weight_must_be_finite(spec):
-    from asrdecode.cli import CLIError, parse_boost
+    from asrdecode.pipeline import parse_boost
 
-    with pytest.raises(CLIError, match="must be finite"):
+    with pytest.raises(DecodingInputError, match="must be a finite number"):
         parse_boost(spec)
     assert parse_boost("word:2.5") == ("word", 2.5)
 

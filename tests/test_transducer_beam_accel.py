@@ -110,7 +110,7 @@ def test_acceleration_argument():
         beam_search(m, enc, acceleration="cuda_graphs")
     with pytest.raises(DecodingInputError, match="acceleration"):
         beam_search(m, enc, acceleration="fast")
-    assert beam_search(m, enc, acceleration="eager")[0].tokens == beam_search(m, enc)[0].tokens
+    assert beam_search(m, enc, acceleration="eager")[0][0].tokens == beam_search(m, enc)[0][0].tokens
 
 
 @pytest.mark.slow

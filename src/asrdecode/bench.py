@@ -35,6 +35,7 @@ import torch
 from . import ctc
 from . import transducer as tr
 from .errors import DecodingInputError
+from .pipeline import best_of
 from .results import Hypothesis
 
 __all__ = [
@@ -140,10 +141,6 @@ def wind_jumps(hyps: Sequence[Hypothesis], lengths: Sequence[int], window: int) 
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def _first(result: object) -> list[Hypothesis]:
-    return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
-
-
 def _median_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Median wall time of each function after one warm-up; repeats are interleaved."""
     with torch.inference_mode():
@@ -290,7 +287,7 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
     for w in cfg.lm_weights:
         fusion = [(lm, float(w))] if w > 0 else []
         with torch.inference_mode():
-            out = _first(ctc.beam_search(logp, elen, cb, beam=CTC_BEAM, fusion=fusion, beta=cfg.beta if fusion else 0.0,
+            out = best_of(ctc.beam_search(logp, elen, cb, beam=CTC_BEAM, fusion=fusion, beta=cfg.beta if fusion else 0.0,
                                          tokenizer=ctc_demo.tokenizer))
         res.lm_wer.append((float(w), wer(refs, [h.text or "" for h in out])))
     log("WER vs LM weight done")

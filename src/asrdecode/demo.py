@@ -27,6 +27,7 @@ from . import transducer as tr
 from .audio import read_audio
 from .errors import AsrDecodeError
 from .evaluate import read_manifest, texts_of, timed, wer
+from .pipeline import best_of
 from .results import Hypothesis
 from .models.demo import LM_TUNED
 
@@ -52,10 +53,6 @@ class DemoRow:
     @property
     def rtfx(self) -> float:
         return self.audio_seconds / self.decoder_seconds if self.decoder_seconds > 0 else math.inf
-
-
-def _first(result: object) -> list[Hypothesis]:
-    return [h[0] if isinstance(h, list) else h for h in result]  # type: ignore[union-attr]
 
 
 def demo_graph(demo):
@@ -121,12 +118,12 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         b = demo.blank_id
         out = [
             ("greedy", lambda x, n: ctc.greedy(x, n, b, tok)),
-            (f"beam {BEAM}", lambda x, n: _first(ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok))),
-            (f"beam {BEAM} + blank collapse", lambda x, n: _first(
+            (f"beam {BEAM}", lambda x, n: best_of(ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok))),
+            (f"beam {BEAM} + blank collapse", lambda x, n: best_of(
                 ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok))),
         ]
         if lm is not None:
-            out.append((f"beam {BEAM} + token LM", lambda x, n: _first(ctc.beam_search(
+            out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(ctc.beam_search(
                 x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
         wfst = _wfst_decoder(demo)
         if wfst is not None:
@@ -140,9 +137,9 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
     if demo.kind == "rnnt":
         out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
             m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
-    out.append((f"beam {BEAM}", lambda x, n: _first(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+    out.append((f"beam {BEAM}", lambda x, n: best_of(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
     if lm is not None:
-        out.append((f"beam {BEAM} + token LM", lambda x, n: _first(tr.beam_search(
+        out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(tr.beam_search(
             m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
     return out
 

@@ -199,9 +199,9 @@ def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) ->
     return fusion
 
 
-def best_of(nbest_lists: Sequence[Any]) -> list[Hypothesis]:
-    """The best hypothesis of each utterance from a beam search's per-utterance n-best lists."""
-    return [h[0] if isinstance(h, list) else h for h in nbest_lists]
+def best_of(nbest_lists: Sequence[Sequence[Hypothesis]]) -> list[Hypothesis]:
+    """The best hypothesis of each utterance from a beam search's n-best lists (an empty list: an empty hypothesis)."""
+    return [h[0] if h else Hypothesis([], [], -math.inf) for h in nbest_lists]
 
 
 def _encoder(bundle: Any) -> Encode:

@@ -264,7 +264,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
         return beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),
-                           fusion=self._fusion(self._tree(boosts)), **self.options)[0]
+                           fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
 
 
 # -- CTC greedy ------------------------------------------------------------------------------------

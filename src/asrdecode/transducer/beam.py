@@ -580,7 +580,7 @@ def beam_search(
     final: bool | Sequence[bool] | torch.Tensor = True,
     acceleration: str | None = None,
     max_symbols_per_frame: Any = _MISSING,
-) -> list[Hypothesis] | list[list[Hypothesis]] | tuple[list[Hypothesis] | list[list[Hypothesis]], BeamState]:
+) -> list[list[Hypothesis]] | tuple[list[list[Hypothesis]], BeamState]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
 
     Args:
@@ -621,8 +621,8 @@ def beam_search(
         max_symbols_per_frame: deprecated alias of ``max_symbols`` (warns).
 
     Returns:
-        ``nbest == 1``: ``B`` best hypotheses; else ``B`` lists of up to ``nbest`` hypotheses, best
-        first (fewer when merging left fewer distinct ones). Scores are the summed fused log-scores
+        ``B`` lists of up to ``nbest`` hypotheses, best first (fewer when merging left fewer
+        distinct ones; ``[0]`` is the best), as :func:`asrdecode.ctc.beam_search` returns them. Scores are the summed fused log-scores
         plus the fusion end-of-sentence scores. Streaming: the current beam's hypotheses
         (timestamps in global frames), and the state when ``return_state``.
     """
@@ -686,10 +686,9 @@ def beam_search(
     nb = loop.results(nbest)
     for row in nb:
         attach_text(row, tokenizer)
-    out = [row[0] for row in nb] if nbest == 1 else nb
     if not return_state:
-        return out
-    return out, _carry(loop, received, config)
+        return nb
+    return nb, _carry(loop, received, config)
 
 
 def _chunk_buffer(
