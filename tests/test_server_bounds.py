@@ -96,7 +96,7 @@ def test_a_stream_failing_inside_a_batched_step_closes_alone(clips, named):
     that stream; not named -> each stream is stepped alone and only the culprit gets ``internal``."""
     import torch
 
-    svc = make_service(max_batch=8, max_wait_ms=150)
+    svc = make_service(max_batch=5, max_wait_ms=500)  # the five streams' first chunks share a batch
     dec = svc.decoder
 
     def step(chunks, final):
