@@ -60,6 +60,7 @@ def memoise_front_end(decoder, clips, chunk_samples: int) -> int:
     the load generator's streams produce: each clip as the server receives it (s16le-quantised),
     whole and cut after each chunk (a run's deadline ends streams mid-clip). The filled cache is
     kept in work/cache/ for the next server process. Returns the cached windows."""
+    import numpy as np
     import torch
 
     from asrdecode.serving.protocol import Limits, decode_chunk, encode_chunk
@@ -71,7 +72,14 @@ def memoise_front_end(decoder, clips, chunk_samples: int) -> int:
         a = window.audio.numpy()
         return hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest(), window.context, window.features, window.keep
 
-    waves = [decode_chunk(encode_chunk(c.audio), "s16le", Limits(max_chunk_seconds=600)) for c in clips]
+    limits = Limits()
+    step = int(limits.max_chunk_seconds * 16000)
+
+    def received(audio):  # what the server decodes from s16le messages (samplewise, so any chunking)
+        parts = [decode_chunk(encode_chunk(audio[i:i + step]), "s16le", limits) for i in range(0, len(audio), step)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    waves = [received(c.audio) for c in clips]
     tag = hashlib.blake2b(digest_size=8)
     for w in waves:
         tag.update(w.tobytes())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -280,17 +281,139 @@ def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, mani
     assert len(list((tmp_path / "out" / "parts").glob("part-*.jsonl"))) == 3
 
 
-def test_ray_bad_audio_names_the_manifest_line(ray_session, tmp_path) -> None:
-    (tmp_path / "bad.wav").write_bytes(b"not a wav file")
-    good = ROOT / "data/real/cards-001.wav"
-    lines = [{"audio_filepath": str(good), "duration": 1.0, "text": "a"},
-             {"audio_filepath": "bad.wav", "duration": 1.0, "text": "b"}]
+def _bad_audio_manifest(tmp_path: Path) -> tuple[Path, Path]:
+    """Three utterances; the second one's file is not a WAV file."""
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"not a wav file")
+    lines = [{"audio_filepath": str(ROOT / "data/real/cards-001.wav"), "duration": 1.0, "text": "a"},
+             {"audio_filepath": "bad.wav", "duration": 1.0, "text": "b"},
+             {"audio_filepath": str(ROOT / "data/real/cards-003.wav"), "duration": 1.0, "text": "c"}]
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    with pytest.raises(dist.DistributedRunError, match=r"after [01] of 2 utterances.*FileFormatError: .*m.jsonl:2: "):
-        dist.transcribe_dataset(manifest, tmp_path / "out", batch_size=1, num_actors=1)
-    # the good utterance may or may not have been committed before the run stopped; the bad one never
-    assert {p.name for p in (tmp_path / "out" / "parts").glob("part-*")} <= {dist._part_name(0, 1)}
+    return manifest, bad
+
+
+def test_local_unreadable_file_fails_only_its_utterance(tmp_path) -> None:
+    manifest, bad = _bad_audio_manifest(tmp_path)
+    recs = dist.transcribe_local(manifest, batch_size=3)
+    assert [r["id"] for r in recs] == [0, 1, 2]
+    assert recs[1]["pred_text"] is None and recs[1]["tokens"] is None
+    assert "m.jsonl:2" in recs[1]["error"] and "bad.wav" not in recs[0].get("error", "")
+    assert "error" not in recs[0] and "error" not in recs[2] and recs[0]["tokens"] is not None
+    bad.write_bytes((ROOT / "data/real/cards-002.wav").read_bytes())  # fixed
+    fixed = dist.transcribe_local(manifest, batch_size=3)
+    assert all("error" not in r for r in fixed) and fixed[0]["tokens"] is not None
+
+
+def test_edited_manifest_keeps_only_the_shards_that_still_fit(manifest, tmp_path) -> None:
+    entries = read_manifest(manifest)
+    cfg = dist._config(manifest.resolve(), len(entries), "demo-rnnt", "greedy", {}, BATCH)
+    out = tmp_path / "out"
+    out.mkdir()
+    parts = dist._prepare(out, cfg, resume=True, entries=entries)
+    for s, e in ((0, 3), (3, 6), (6, 8)):
+        dist._commit(parts / dist._part_name(s, e), "".join(
+            json.dumps({"id": i, "audio_filepath": str(entries[i].audio_filepath), "duration": entries[i].duration,
+                        "text": entries[i].text}) + "\n" for i in range(s, e)))
+    edited = tmp_path / "edited.jsonl"
+    lines = manifest.read_text(encoding="utf-8").splitlines()
+    obj = json.loads(lines[4])
+    obj["text"] = "a corrected reference"
+    lines[4] = json.dumps(obj)
+    edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    new_entries = read_manifest(edited)
+    new_cfg = dist._config(edited.resolve(), len(new_entries), "demo-rnnt", "greedy", {}, BATCH)
+    with pytest.raises(DecodingInputError, match="manifest_sha256"):  # another manifest file: refused
+        dist._prepare(out, new_cfg, resume=True, entries=new_entries)
+    manifest_copy = out / "m.jsonl"  # the same file, edited in place: accepted
+    manifest_copy.write_text(manifest.read_text(encoding="utf-8"), encoding="utf-8")
+    cfg_copy = dist._config(manifest_copy.resolve(), len(entries), "demo-rnnt", "greedy", {}, BATCH)
+    (out / "run.json").write_text(json.dumps(cfg_copy), encoding="utf-8")
+    manifest_copy.write_text(edited.read_text(encoding="utf-8"), encoding="utf-8")
+    new_cfg = dist._config(manifest_copy.resolve(), len(new_entries), "demo-rnnt", "greedy", {}, BATCH)
+    with pytest.raises(DecodingInputError, match="manifest_sha256"):  # without the entries: refused
+        dist._prepare(out, new_cfg, resume=True)
+    dist._prepare(out, new_cfg, resume=True, entries=new_entries)
+    assert sorted(p.name for p in parts.glob("part-*")) == [dist._part_name(0, 3), dist._part_name(6, 8)]
+    assert json.loads((out / "run.json").read_text())["manifest_sha256"] == new_cfg["manifest_sha256"]
+    dist._prepare(out, new_cfg, resume=True, entries=new_entries)  # now it is the run's manifest
+    # a shorter manifest: the last shard changed its bounds
+    manifest_copy.write_text("\n".join(edited.read_text(encoding="utf-8").splitlines()[:7]) + "\n", encoding="utf-8")
+    short = read_manifest(manifest_copy)
+    dist._prepare(out, dist._config(manifest_copy.resolve(), 7, "demo-rnnt", "greedy", {}, BATCH), resume=True,
+                  entries=short)
+    assert sorted(p.name for p in parts.glob("part-*")) == [dist._part_name(0, 3)]
+
+
+def test_ray_unreadable_file_fails_only_its_utterance_then_rerun_completes(ray_session, tmp_path) -> None:
+    manifest, bad = _bad_audio_manifest(tmp_path)
+    out = tmp_path / "out"
+    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)  # shards 0-1 and 2
+    assert run.failed == [1] and run.decoded == [0, 1, 2]
+    recs = _read_jsonl(run.output)
+    assert "m.jsonl:2" in recs[1]["error"] and recs[1]["pred_text"] is None
+    assert all("error" not in recs[i] for i in (0, 2))
+    assert recs == dist.transcribe_local(manifest, batch_size=2)
+    # fix the file, rerun the same command: only the failed utterance's shard is decoded again
+    bad.write_bytes((ROOT / "data/real/cards-002.wav").read_bytes())
+    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
+    assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
+    assert _read_jsonl(run.output) == dist.transcribe_local(manifest, batch_size=2)
+    # or fix the manifest line instead: the edited manifest is accepted
+    bad.write_bytes(b"broken again")
+    dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1, resume=False)
+    lines = manifest.read_text(encoding="utf-8").splitlines()
+    lines[1] = json.dumps({"audio_filepath": str(ROOT / "data/real/cards-004.wav"), "duration": 1.0, "text": "b"})
+    manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
+    assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
+    assert _read_jsonl(run.output) == dist.transcribe_local(manifest, batch_size=2)
+
+
+def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> None:
+    from asrdecode.cli import main
+
+    manifest, _ = _bad_audio_manifest(tmp_path)
+    assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--batch-size", "3",
+                 "--actors", "1"]) == 1
+    cap = capsys.readouterr()
+    assert "failed            1" in cap.out and "1 utterances failed" in cap.err and "Traceback" not in cap.err
+
+
+def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt, tmp_path) -> None:
+    out = tmp_path / "out"
+    script = (
+        "import functools, sys, ray\n"
+        "from asrdecode import distributed as dist\n"
+        "from asrdecode.cli import main\n"
+        f"ray.init(address={ray_session.get_runtime_context().gcs_address!r}, log_to_driver=False)\n"
+        "dist.transcribe_dataset = functools.partial(dist.transcribe_dataset, _faults={'sleep_after_commit': 300})\n"
+        f"sys.exit(main(['transcribe-dataset', {str(manifest)!r}, {str(out)!r}, '--batch-size', '{BATCH}',\n"
+        "                '--actors', '1', '--gpus-per-actor', '0']))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "parts").glob("part-*.jsonl")):
+            if proc.poll() is not None:
+                pytest.fail(f"the driver exited before committing: {proc.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, "no part file committed within 120 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stderr.close()
+    assert code == 2, err[-3000:]
+    assert "interrupted" in err and "rerun" in err and "Traceback" not in err, err[-3000:]
+    from asrdecode.cli import main
+
+    assert main(["transcribe-dataset", str(manifest), str(out), "--batch-size", str(BATCH), "--actors", "1"]) == 0
+    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
 
 
 def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, manifest, local_rnnt, tmp_path,

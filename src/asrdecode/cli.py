@@ -360,11 +360,16 @@ def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     print(f"decoded           {len(run.decoded)}")
     print(f"skipped (resumed) {run.skipped}")
     print(f"duplicates        {run.duplicates}")
+    print(f"failed            {len(run.failed)}")
     print(f"devices           {', '.join(run.devices) or '-'}")
     print(f"wall seconds      {run.wall_seconds:.1f}")
     if run.wall_seconds > 0 and audio > 0:
         print(f"RTFx              {audio / run.wall_seconds:.1f}")
     print(f"output            {run.output}")
+    if run.failed:
+        print(f"asrdecode: {len(run.failed)} utterances failed (their records hold 'error'; first: id {run.failed[0]}); "
+              "fix them and rerun the same command to decode them", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,13 +19,25 @@ A record: ``id`` (0-based manifest position), ``audio_filepath``, ``duration``, 
 reference), ``pred_text``, ``score``, ``tokens``, ``timestamps`` (encoder frames), ``durations``
 (TDT, else null) and, for WFST decoding, ``words`` (``[word, first_frame, last_frame]``).
 
+An utterance whose audio cannot be read (missing, unreadable, not a WAV file) fails alone: its
+record has ``error`` (the reason, with the manifest line) and null results, the other utterances
+of its shard are decoded, and the run goes on (:attr:`DatasetRun.failed`). A resumed run decodes
+again every shard that holds a failed utterance, so fixing the file (or the manifest line, see
+below) and rerunning the same command completes the output.
+
 Exactly once and resume:
 
 * a shard's part file has a fixed name, so a task that Ray retries (an actor died after
   committing) replaces the file with the same content instead of adding a second copy;
-* a run whose ``run.json`` matches (same manifest bytes, model, decoder, options and batch size)
-  skips every shard whose utterances are all in committed part files, so after a crash only the
-  rest is decoded; a mismatch is an error, never a mix of two configurations;
+* a run whose ``run.json`` matches (same model, decoder, options and batch size) skips every
+  shard whose utterances are all in committed part files without errors, so after a crash only
+  the rest is decoded; a mismatch is an error, never a mix of two configurations;
+* an edited manifest (the same file, say with a bad file's line fixed) is accepted on resume:
+  a committed part file is kept only if it is still a shard of the new manifest and every record
+  of it matches the entry now at its position (audio file, duration, text); the other part files
+  are deleted and their shards decoded again (another manifest file is still an error);
+* Ctrl-C (SIGINT) stops the run with :class:`RunInterrupted` (the CLI prints one line, no
+  traceback); the committed shards stay, and rerunning goes on from them;
 * the merge keeps each utterance once: if two part files hold the same id (a hand-copied file,
   two drivers on one folder), the record from the part file whose name sorts first wins and the
   drop is counted in :attr:`DatasetRun.duplicates`.
@@ -61,6 +73,7 @@ __all__ = [
     "build_pipeline",
     "DatasetRun",
     "DistributedRunError",
+    "RunInterrupted",
     "InjectedFailure",
     "RESULT_FILE",
     "RAY_REQUIREMENT",
@@ -75,6 +88,10 @@ _FORMAT = 1
 
 class DistributedRunError(AsrDecodeError):
     """A Ray run failed part-way; what was committed stays, a rerun with ``resume=True`` goes on."""
+
+
+class RunInterrupted(DistributedRunError):
+    """The run was interrupted (Ctrl-C); what was committed stays, a rerun goes on from it."""
 
 
 class InjectedFailure(RuntimeError):
@@ -154,21 +171,36 @@ def _record(index: int, entry: ManifestEntry, hyp: Hypothesis) -> dict[str, Any]
     return rec
 
 
+def _failed_record(index: int, entry: ManifestEntry, error: str) -> dict[str, Any]:
+    """The record of an utterance that could not be decoded: ``error`` and null results."""
+    return {"id": index, "audio_filepath": str(entry.audio_filepath), "duration": entry.duration, "text": entry.text,
+            "pred_text": None, "score": None, "tokens": None, "timestamps": None, "durations": None, "error": error}
+
+
 def _decode_entries(ids: Sequence[int], entries: Sequence[ManifestEntry], encode: Callable, decode: Callable,
                     batch_size: int, manifest: str | Path) -> tuple[list[dict[str, Any]], Timing]:
-    """Decode ``entries`` (manifest positions ``ids``) in batches of ``batch_size`` -> records, timing."""
+    """Decode ``entries`` (manifest positions ``ids``) in batches of ``batch_size`` -> records, timing.
+
+    Every file is read first; one that cannot be read fails its utterance only (a record with
+    ``error`` naming the manifest line), and the readable ones are decoded in batches.
+    """
     from .audio import read_audio
 
-    lines = {str(e.audio_filepath): e.line for e in entries}
-
-    def read(path: Path) -> torch.Tensor:
+    waves: dict[str, torch.Tensor] = {}
+    errors: dict[int, str] = {}
+    for i, e in zip(ids, entries):
+        key = str(e.audio_filepath)
+        if key in waves:
+            continue
         try:
-            return read_audio(path)
-        except FileFormatError as err:
-            raise FileFormatError(manifest, lines.get(str(path)), str(err)) from None
-
-    res = run_evaluation(entries, encode, decode, read=read, batch_size=batch_size)
-    return [_record(i, e, h) for i, e, h in zip(ids, entries, res.hypotheses)], res.timing
+            waves[key] = read_audio(e.audio_filepath)
+        except Exception as err:  # noqa: BLE001 - whatever breaks reading one file is that file's
+            reason = " ".join(str(err).split()) or type(err).__name__
+            errors[i] = str(FileFormatError(manifest, e.line, f"{type(err).__name__}: {reason}"))
+    good = [(i, e) for i, e in zip(ids, entries) if i not in errors and str(e.audio_filepath) in waves]
+    res = run_evaluation([e for _, e in good], encode, decode, read=lambda p: waves[str(p)], batch_size=batch_size)
+    decoded = {i: _record(i, e, h) for (i, e), h in zip(good, res.hypotheses)}
+    return [decoded[i] if i in decoded else _failed_record(i, e, errors[i]) for i, e in zip(ids, entries)], res.timing
 
 
 def transcribe_local(manifest: str | Path, *, model: str = "demo-rnnt", decoder: Optional[str] = None,
@@ -181,14 +213,18 @@ def transcribe_local(manifest: str | Path, *, model: str = "demo-rnnt", decoder:
 
     Returns:
         one record per manifest entry, in manifest order, as in ``transcripts.jsonl`` (see the
-        module docstring; ``audio_filepath`` is absolute, resolved from the manifest's folder).
+        module docstring; ``audio_filepath`` is absolute, resolved from the manifest's folder;
+        an unreadable file gives a record with ``error``).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise DecodingInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
     _, encode, decode = build_pipeline(model, decoder, decoder_options)
-    records, _ = _decode_entries(range(len(entries)), entries, encode, decode, batch_size, manifest)
+    records: list[dict[str, Any]] = []
+    for start, stop in _shards(len(entries), batch_size):  # the shards of a Ray run, one batch each
+        recs, _ = _decode_entries(range(start, stop), entries[start:stop], encode, decode, stop - start, manifest)
+        records.extend(recs)
     return records
 
 
@@ -334,6 +370,8 @@ class DatasetRun:
         num_gpus_per_actor: the GPU share each actor asked Ray for (0 when nothing was left to decode).
         devices: the torch devices the actors decoded on (e.g. ``["cpu"]``).
         actor_pids: process ids of the actors that committed shards in this run.
+        failed: manifest positions whose audio could not be read (their records hold ``error``;
+            a rerun tries them again).
     """
 
     output: Path
@@ -346,6 +384,7 @@ class DatasetRun:
     num_gpus_per_actor: float
     devices: list[str] = field(default_factory=list)
     actor_pids: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
 
 
 def _config(manifest: Path, n: int, model: str, decoder: str, opts: dict[str, Any], batch_size: int) -> dict[str, Any]:
@@ -354,8 +393,36 @@ def _config(manifest: Path, n: int, model: str, decoder: str, opts: dict[str, An
             "model": model, "decoder": decoder, "decoder_options": opts, "batch_size": batch_size}
 
 
-def _prepare(out: Path, config: dict[str, Any], resume: bool) -> Path:
-    """Create or check ``run.json``; returns the parts folder (stale temporary files removed)."""
+def _stale_parts(parts: Path, entries: Sequence[ManifestEntry], batch_size: int) -> list[Path]:
+    """Part files that no longer fit an edited manifest: not one of its shards, or a record that is
+    unreadable or differs from the entry now at its position (audio file, duration, text)."""
+    shards = {_part_name(s, e) for s, e in _shards(len(entries), batch_size)}
+    stale = []
+    for path in sorted(parts.glob("part-*.jsonl")):
+        if path.name not in shards:
+            stale.append(path)
+            continue
+        try:
+            recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        except (ValueError, UnicodeDecodeError):
+            stale.append(path)
+            continue
+        for rec in recs:
+            i = rec.get("id") if isinstance(rec, dict) else None
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(entries) or \
+                    (rec.get("audio_filepath"), rec.get("duration"), rec.get("text")) != \
+                    (str(entries[i].audio_filepath), entries[i].duration, entries[i].text):
+                stale.append(path)
+                break
+    return stale
+
+
+def _prepare(out: Path, config: dict[str, Any], resume: bool,
+             entries: Optional[Sequence[ManifestEntry]] = None) -> Path:
+    """Create or check ``run.json``; returns the parts folder (stale temporary files removed).
+
+    On resume with an edited manifest (``entries``: the new one), the part files that no longer
+    fit it are deleted and ``run.json`` is updated; other differences are an error."""
     parts = out / PARTS_DIR
     cfg_path = out / CONFIG_FILE
     if not resume:
@@ -372,11 +439,20 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> Path:
             old = json.loads(cfg_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise FileFormatError(cfg_path, None, f"not a run description: {err}") from None
-        keys = ("format", "manifest_sha256", "utterances", "model", "decoder", "decoder_options", "batch_size")
+        keys = ("format", "model", "decoder", "decoder_options", "batch_size", "manifest_sha256", "utterances")
         diff = [k for k in keys if not isinstance(old, dict) or old.get(k) != config[k]]
-        if diff:
+        # the same manifest file, edited (say, a bad file's line fixed): accepted, see below
+        edited = bool(diff) and entries is not None and set(diff) <= {"manifest_sha256", "utterances"} \
+            and old.get("manifest") == config["manifest"]
+        if diff and not edited:
             raise DecodingInputError(f"{out} holds results of a different run ({', '.join(diff)} differ from "
                                      f"{cfg_path}): use another output_dir, or resume=False to start over")
+        if edited:  # keep the committed shards that still fit the manifest
+            assert entries is not None
+            if parts.is_dir():
+                for path in _stale_parts(parts, entries, config["batch_size"]):
+                    path.unlink()
+            _commit(cfg_path, json.dumps(config, indent=1, ensure_ascii=False) + "\n")
     else:
         _commit(cfg_path, json.dumps(config, indent=1, ensure_ascii=False) + "\n")
     parts.mkdir(exist_ok=True)
@@ -394,6 +470,10 @@ def _merge(out: Path, parts: Path, entries: Sequence[ManifestEntry]) -> tuple[Pa
     path = out / RESULT_FILE
     _commit(path, _dumps([found[i] for i in range(len(entries))]))
     return path, dropped
+
+
+def _read_jsonl_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
 def _gpus_per_actor(requested: Optional[float], num_actors: int, opts: dict[str, Any]) -> float:
@@ -489,10 +569,11 @@ def transcribe_dataset(
     build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
     out = Path(output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume)
+    parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume, entries)
 
     committed, _ = _read_parts(parts, entries)
-    todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in committed for i in range(s, e))]
+    done = {i for i, rec in committed.items() if "error" not in rec}  # failed utterances are tried again
+    todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in done for i in range(s, e))]
     skipped = len(entries) - sum(e - s for s, e in todo)
     timing = Timing()
     decoded: list[int] = []
@@ -526,14 +607,20 @@ def transcribe_dataset(
                                  float(row["decoder_seconds"]))
                 devices.add(str(row["device"]))
                 pids.add(int(row["pid"]))
+        except KeyboardInterrupt:
+            committed_now, _ = _read_parts(parts, entries)
+            raise RunInterrupted(
+                f"interrupted: {len(committed_now)} of {len(entries)} utterances are committed in {parts}; "
+                "rerun the same command (resume=True) to decode the rest") from None
         except Exception as err:
-            done, _ = _read_parts(parts, entries)
+            committed_now, _ = _read_parts(parts, entries)
             raise DistributedRunError(
-                f"the Ray run failed after {len(done)} of {len(entries)} utterances were committed in {parts}; "
-                f"rerun with resume=True to decode the rest (after fixing the cause if it is in the input). "
-                f"Cause: {_root_cause(err)}") from err
+                f"the Ray run failed after {len(committed_now)} of {len(entries)} utterances were committed in "
+                f"{parts}; rerun with resume=True to decode the rest (after fixing the cause if it is in the "
+                f"input). Cause: {_root_cause(err)}") from err
     wall = time.perf_counter() - t0
     path, dropped = _merge(out, parts, entries)
+    failed = [r["id"] for r in _read_jsonl_records(path) if r.get("error") is not None]
     return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(decoded)), skipped=skipped,
                       duplicates=dropped, timing=timing, wall_seconds=wall, num_gpus_per_actor=gpus,
-                      devices=sorted(devices), actor_pids=sorted(pids))
+                      devices=sorted(devices), actor_pids=sorted(pids), failed=failed)

@@ -185,11 +185,11 @@ class StreamConfig:
 
 
 def _json_object(text: str, limits: Limits, what: str) -> dict[str, Any]:
-    if len(text.encode("utf-8")) > limits.max_text_bytes:
+    if len(text.encode("utf-8", "surrogatepass")) > limits.max_text_bytes:
         raise ProtocolError("message_too_large", f"{what}: text message larger than {limits.max_text_bytes} bytes")
     try:
         msg = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as err:
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, or an integer of over 4300 digits
         raise ProtocolError("bad_config" if what == "configuration" else "bad_message",
                             f"{what}: not valid JSON ({err})") from None
     if not isinstance(msg, dict):
@@ -211,7 +211,7 @@ def parse_config(text: str, limits: Limits) -> StreamConfig:
     if isinstance(sr, bool) or not isinstance(sr, int) or sr != SAMPLE_RATE:
         raise ProtocolError("bad_sample_rate", f"configuration: sample_rate must be {SAMPLE_RATE}, got {sr!r}")
     enc = msg.get("encoding", "s16le")
-    if enc not in ENCODINGS:
+    if not isinstance(enc, str) or enc not in ENCODINGS:
         raise ProtocolError("bad_encoding", f"configuration: encoding must be one of {sorted(ENCODINGS)}, got {enc!r}")
     name = msg.get("name")
     if name is not None and (not isinstance(name, str) or len(name) > 200):

@@ -39,7 +39,7 @@ from .frontend import AudioBuffer, BlockFrontEnd, check_audio
 __all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE"]
 
 #: largest accepted ``|sample|``: audio is float in [-1, 1]; 60 dB of headroom for unnormalised
-#: float audio, 15 orders of magnitude below where the log-mel front end overflows (about 1e17).
+#: float audio; the log-mel front end stays finite up to about 1e17 and gives NaN from about 1e18.
 MAX_ABS_SAMPLE = 1000.0
 
 
