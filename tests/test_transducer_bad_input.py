@@ -177,3 +177,13 @@ def test_beam_beta_must_be_finite(model, enc, beta):
         beam_search(model, enc, beam=2, beta=beta)
     with pytest.raises(DecodingInputError, match="beta must be a finite number"):
         reference_beam_search(model, enc[0], beam=2, beta=beta)
+
+
+def test_oracles_check_the_encoder_output_too(model, enc):
+    from asrdecode.transducer import reference_beam_search, reference_wind_beam_search
+
+    for oracle in (reference_greedy, reference_beam_search, reference_wind_beam_search):
+        with pytest.raises(DecodingInputError, match="dtype torch.float32 but the model's parameters are torch.float64"):
+            oracle(model, enc[0].float())
+        with pytest.raises(DecodingInputError, match="width 4 but the model expects 5"):
+            oracle(model, enc[0, :, :4])

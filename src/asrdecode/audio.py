@@ -13,6 +13,7 @@ the file.
 from __future__ import annotations
 
 import math
+import struct
 import wave
 from pathlib import Path
 
@@ -80,7 +81,11 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
         raise FileFormatError(p, None, "no such audio file")
     try:
         x, sr = _read_pcm_wav(p)
-    except (wave.Error, EOFError) as err:
+    except FileFormatError:
+        raise
+    except (wave.Error, EOFError, RuntimeError, ValueError, OverflowError, struct.error) as err:
+        # not a (well-formed) PCM wav: the wave module also raises bare RuntimeError / ValueError /
+        # struct.error on malformed chunk headers; soundfile gets a try at every such file
         try:
             import soundfile as sf
         except ImportError:

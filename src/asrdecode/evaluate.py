@@ -178,6 +178,8 @@ def read_manifest(path: str | Path, *, check_audio: bool = True) -> list[Manifes
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise FileFormatError(p, no, f"not valid JSON ({err.msg})") from None
+        except RecursionError:  # json recurses per nesting level
+            raise FileFormatError(p, no, "not valid JSON (nested too deeply)") from None
         if not isinstance(obj, dict):
             raise FileFormatError(p, no, f"expected a JSON object, got {type(obj).__name__}")
         missing = [k for k in ("audio_filepath", "duration", "text") if k not in obj]

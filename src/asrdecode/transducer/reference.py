@@ -16,7 +16,7 @@ import torch
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..results import Hypothesis
 from . import _checks
-from ._checks import DEFAULT_MAX_SYMBOLS, check_max_symbols
+from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
@@ -36,6 +36,7 @@ def reference_greedy(
     """
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
+    check_encoder_output(model, encoder_output)
     check_finite("encoder_output", encoder_output)
     max_symbols = check_max_symbols(max_symbols)
     V, blank, durations = model.vocab_size, model.blank_id, model.durations

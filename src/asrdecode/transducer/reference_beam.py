@@ -48,7 +48,7 @@ from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from . import _checks
 from ._checks import (_MISSING, BLANK_SCORINGS, DEFAULT_MAX_SYMBOLS, METHODS, PRUNINGS, check_beam_args, check_beta,
-                      resolve_max_symbols)
+                      check_encoder_output, resolve_max_symbols)
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
@@ -101,6 +101,7 @@ def reference_beam_search(
     beta = check_beta(beta)
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
+    check_encoder_output(model, encoder_output)
     check_finite("encoder_output", encoder_output)
     check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols, 1)
     V, blank = model.vocab_size, model.blank_id

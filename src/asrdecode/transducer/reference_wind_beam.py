@@ -60,7 +60,8 @@ from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
 from . import _checks
-from ._checks import _MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_window, resolve_max_symbols
+from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output,
+                      check_window, resolve_max_symbols)
 from .reference_beam import _logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
@@ -112,6 +113,7 @@ def reference_wind_beam_search(
     beta = check_beta(beta)
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
+    check_encoder_output(model, encoder_output)
     check_finite("encoder_output", encoder_output)
     check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols, 1)
     check_window(model, window)
