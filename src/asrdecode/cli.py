@@ -528,9 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="run `asrdecode COMMAND --help` for examples")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    raw = argparse.RawDescriptionHelpFormatter
+    for add in _COMMANDS:
+        add(sub, argparse.RawDescriptionHelpFormatter)
+    return ap
 
-    p = sub.add_parser("transcribe", help="transcribe audio files with a bundled model", epilog=_TRANSCRIBE_EX,
+
+def _add_transcribe_command(sub: Any, raw: type) -> None:
+    """The ``transcribe`` subcommand."""
+    p = sub.add_parser("transcribe", help="transcribe audio files (a bundled model or any --model)", epilog=_TRANSCRIBE_EX,
                        formatter_class=raw)
     p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
     _add_decoding(p)
@@ -538,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=cmd_transcribe)
 
+
+def _add_decode_command(sub: Any, raw: type) -> None:
+    """The ``decode`` subcommand."""
     p = sub.add_parser("decode", help="decode saved CTC log-probs (.pt / .npy)", epilog=_DECODE_EX, formatter_class=raw)
     p.add_argument("emissions", help="[T, V] or [B, T, V] log-probs in a .pt or .npy file")
     p.add_argument("--blank-id", type=int, required=True, help="index of the blank class")
@@ -549,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=cmd_decode)
 
+
+def _add_eval_command(sub: Any, raw: type) -> None:
+    """The ``eval`` subcommand."""
     p = sub.add_parser("eval", help="WER, CER and RTFx on a NeMo-style manifest", epilog=_EVAL_EX, formatter_class=raw)
     p.add_argument("manifest", help="JSON lines with audio_filepath, duration, text")
     _add_decoding(p)
@@ -557,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write predictions as JSON lines (atomically)")
     p.set_defaults(func=cmd_eval)
 
+
+def _add_transcribe_dataset_command(sub: Any, raw: type) -> None:
+    """The ``transcribe-dataset`` subcommand."""
     p = sub.add_parser("transcribe-dataset", help="decode a manifest on a Ray actor pool (resumable, exactly once)",
                        epilog=_DATASET_EX, formatter_class=raw)
     p.add_argument("manifest", help="JSON lines with audio_filepath (+ duration, text)")
@@ -571,6 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="discard the results already in output_dir and decode everything again")
     p.set_defaults(func=cmd_transcribe_dataset)
 
+
+def _add_build_lm_command(sub: Any, raw: type) -> None:
+    """The ``build-lm`` subcommand."""
     p = sub.add_parser("build-lm", help="estimate an ARPA n-gram LM with KenLM", epilog=_BUILD_EX, formatter_class=raw)
     p.add_argument("text", help="training text, one sentence per line")
     p.add_argument("--order", type=int, required=True, help="n-gram order")
@@ -579,6 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="demo-ctc", help="the model whose tokenizer --tokens uses (default: %(default)s)")
     p.set_defaults(func=cmd_build_lm)
 
+
+def _add_build_graph_command(sub: Any, raw: type) -> None:
+    """The ``build-graph`` subcommand."""
     p = sub.add_parser("build-graph", help="build a TLG decoding graph (CTC topology, lexicon, word LM)",
                        epilog=_BUILD_GRAPH_EX, formatter_class=raw)
     p.add_argument("--lm", required=True, help="word-level ARPA LM (.arpa or .arpa.gz)")
@@ -591,6 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
     p.set_defaults(func=cmd_build_graph)
 
+
+def _add_bench_command(sub: Any, raw: type) -> None:
+    """The ``bench`` subcommand."""
     p = sub.add_parser("bench", help="decoder speed, WIND jumps and WER vs LM weight: table + PNG plots",
                        epilog=_BENCH_EX, formatter_class=raw)
     p.add_argument("--out", required=True, help="output folder (created if missing)")
@@ -605,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_bench)
 
+
+def _add_serve_command(sub: Any, raw: type) -> None:
+    """The ``serve`` subcommand."""
     p = sub.add_parser("serve", help="streaming recognition server (WebSockets, dynamic batching)",
                        epilog=_SERVE_EX, formatter_class=raw)
     _add_serving(p)
@@ -625,6 +651,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="uvicorn log level (default: %(default)s)")
     p.set_defaults(func=cmd_serve)
 
+
+def _add_loadtest_command(sub: Any, raw: type) -> None:
+    """The ``loadtest`` subcommand."""
     p = sub.add_parser("loadtest", help="N concurrent real-time streams against a server: latency and RTFx",
                        epilog=_LOADTEST_EX, formatter_class=raw)
     p.add_argument("--url", help="stream URL of a running server (ws://HOST:PORT/v1/stream)")
@@ -642,7 +671,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, help="write the per-stream report here (atomically)")
     _add_serving(p)
     p.set_defaults(func=cmd_loadtest)
-    return ap
+
+
+#: every subcommand, in the order ``asrdecode --help`` lists them
+_COMMANDS = (_add_transcribe_command, _add_decode_command, _add_eval_command, _add_transcribe_dataset_command,
+             _add_build_lm_command, _add_build_graph_command, _add_bench_command, _add_serve_command,
+             _add_loadtest_command)
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
