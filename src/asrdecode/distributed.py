@@ -549,17 +549,8 @@ def transcribe_dataset(
         DistributedRunError: the Ray execution failed (committed shards stay; rerun to go on).
         ImportError: Ray is not installed.
     """
-    for name, value in (("batch_size", batch_size), ("num_actors", num_actors)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DecodingInputError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(cpus_per_actor, bool) or not isinstance(cpus_per_actor, (int, float)) \
-            or not math.isfinite(cpus_per_actor) or cpus_per_actor <= 0:
-        raise DecodingInputError(f"cpus_per_actor must be a number > 0, got {cpus_per_actor!r}")
-    try:
-        import ray
-        import ray.data
-    except ImportError as err:
-        raise ImportError(f"asrdecode.distributed needs Ray: pip install '{RAY_REQUIREMENT}'") from err
+    _check_run_args(batch_size, num_actors, cpus_per_actor)
+    ray = _import_ray()
 
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
@@ -575,52 +566,83 @@ def transcribe_dataset(
     done = {i for i, rec in committed.items() if "error" not in rec}  # failed utterances are tried again
     todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in done for i in range(s, e))]
     skipped = len(entries) - sum(e - s for s, e in todo)
-    timing = Timing()
-    decoded: list[int] = []
-    devices: set[str] = set()
-    pids: set[int] = set()
     gpus = 0.0
     t0 = time.perf_counter()
+    progress = _Progress()
     if todo:  # else everything is committed: only the merge is left, Ray is not needed
         if not ray.is_initialized():
             ray.init(**({"address": ray_address} if ray_address else {"include_dashboard": False}))
         gpus = _gpus_per_actor(num_gpus_per_actor, num_actors, opts)
-        rows = [{"start": s, "stop": e,
-                 "paths": [str(x.audio_filepath) for x in entries[s:e]],
-                 "durations": [x.duration for x in entries[s:e]],
-                 "texts": [x.text for x in entries[s:e]],
-                 "lines": [x.line for x in entries[s:e]]} for s, e in todo]
-        ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), 1000)).map_batches(
-            _ShardDecoder,
-            batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=num_actors),
-            num_cpus=cpus_per_actor,
-            num_gpus=gpus,
-            fn_constructor_kwargs={"model": model, "decoder": decoder, "decoder_options": opts,
-                                   "parts_dir": str(parts), "manifest": str(manifest),
-                                   "threads": max(1, int(cpus_per_actor)), "faults": dict(_faults or {})},
-        )
-        try:
-            for row in ds.iter_rows():
-                decoded.extend(range(int(row["start"]), int(row["stop"])))
-                timing += Timing(float(row["audio_seconds"]), float(row["frontend_seconds"]),
-                                 float(row["decoder_seconds"]))
-                devices.add(str(row["device"]))
-                pids.add(int(row["pid"]))
-        except KeyboardInterrupt:
-            committed_now, _ = _read_parts(parts, entries)
-            raise RunInterrupted(
-                f"interrupted: {len(committed_now)} of {len(entries)} utterances are committed in {parts}; "
-                "rerun the same command (resume=True) to decode the rest") from None
-        except Exception as err:
-            committed_now, _ = _read_parts(parts, entries)
-            raise DistributedRunError(
-                f"the Ray run failed after {len(committed_now)} of {len(entries)} utterances were committed in "
-                f"{parts}; rerun with resume=True to decode the rest (after fixing the cause if it is in the "
-                f"input). Cause: {_root_cause(err)}") from err
+        actor_kwargs = {"model": model, "decoder": decoder, "decoder_options": opts, "parts_dir": str(parts),
+                        "manifest": str(manifest), "threads": max(1, int(cpus_per_actor)),
+                        "faults": dict(_faults or {})}
+        ds = ray.data.from_items(_shard_rows(entries, todo), override_num_blocks=min(len(todo), 1000)).map_batches(
+            _ShardDecoder, batch_size=1, compute=ray.data.ActorPoolStrategy(size=num_actors),
+            num_cpus=cpus_per_actor, num_gpus=gpus, fn_constructor_kwargs=actor_kwargs)
+        _collect(ds, progress, parts, entries)
     wall = time.perf_counter() - t0
     path, dropped = _merge(out, parts, entries)
     failed = [r["id"] for r in _read_jsonl_records(path) if r.get("error") is not None]
-    return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(decoded)), skipped=skipped,
-                      duplicates=dropped, timing=timing, wall_seconds=wall, num_gpus_per_actor=gpus,
-                      devices=sorted(devices), actor_pids=sorted(pids), failed=failed)
+    return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(progress.decoded)), skipped=skipped,
+                      duplicates=dropped, timing=progress.timing, wall_seconds=wall, num_gpus_per_actor=gpus,
+                      devices=sorted(progress.devices), actor_pids=sorted(progress.pids), failed=failed)
+
+
+def _check_run_args(batch_size: object, num_actors: object, cpus_per_actor: object) -> None:
+    for name, value in (("batch_size", batch_size), ("num_actors", num_actors)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DecodingInputError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(cpus_per_actor, bool) or not isinstance(cpus_per_actor, (int, float)) \
+            or not math.isfinite(cpus_per_actor) or cpus_per_actor <= 0:
+        raise DecodingInputError(f"cpus_per_actor must be a number > 0, got {cpus_per_actor!r}")
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as err:
+        raise ImportError(f"asrdecode.distributed needs Ray: pip install '{RAY_REQUIREMENT}'") from err
+    return ray
+
+
+def _shard_rows(entries: Sequence[ManifestEntry], shards: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+    """One Ray Data row per shard: its manifest range and what the actor needs of its entries."""
+    return [{"start": s, "stop": e,
+             "paths": [str(x.audio_filepath) for x in entries[s:e]],
+             "durations": [x.duration for x in entries[s:e]],
+             "texts": [x.text for x in entries[s:e]],
+             "lines": [x.line for x in entries[s:e]]} for s, e in shards]
+
+
+@dataclass
+class _Progress:
+    """What the driver learns from the actors' result rows."""
+
+    decoded: list[int] = field(default_factory=list)
+    timing: Timing = field(default_factory=Timing)
+    devices: set[str] = field(default_factory=set)
+    pids: set[int] = field(default_factory=set)
+
+
+def _collect(ds: Any, progress: _Progress, parts: Path, entries: Sequence[ManifestEntry]) -> None:
+    """Run the Ray pipeline ``ds`` to the end, adding each committed shard's row to ``progress``;
+    an interruption or failure says how much is committed and how to go on."""
+    try:
+        for row in ds.iter_rows():
+            progress.decoded.extend(range(int(row["start"]), int(row["stop"])))
+            progress.timing += Timing(float(row["audio_seconds"]), float(row["frontend_seconds"]),
+                                      float(row["decoder_seconds"]))
+            progress.devices.add(str(row["device"]))
+            progress.pids.add(int(row["pid"]))
+    except KeyboardInterrupt:
+        committed_now, _ = _read_parts(parts, entries)
+        raise RunInterrupted(
+            f"interrupted: {len(committed_now)} of {len(entries)} utterances are committed in {parts}; "
+            "rerun the same command (resume=True) to decode the rest") from None
+    except Exception as err:
+        committed_now, _ = _read_parts(parts, entries)
+        raise DistributedRunError(
+            f"the Ray run failed after {len(committed_now)} of {len(entries)} utterances were committed in "
+            f"{parts}; rerun with resume=True to decode the rest (after fixing the cause if it is in the "
+            f"input). Cause: {_root_cause(err)}") from err
