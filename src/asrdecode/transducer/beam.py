@@ -271,9 +271,15 @@ class _BeamLoop:
         """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
         utterance whose earliest frame list is popped: prefix search, windowed expansions (each
         hypothesis's ``beam`` best), then every frame list merged with its arrivals and pruned to ``beam``."""
-        B, K, V, W, R, S = self.B, self.K, self.V, self.window, self.R, self.S
-        M = self.lm_states.shape[-1]
-        blank, dev = self.blank, self.score.device
+        pop = self._wind_pop()
+        win = self._wind_window(pop)
+        lm_full, lm_next, expand = self._wind_prefix_search(pop, win)
+        arrivals = self._wind_expansions(pop, win, lm_full, lm_next, expand)
+        self._wind_merge(pop, arrivals)
+
+    def _wind_pop(self) -> "_WindPop":
+        """Step 1: per utterance, the list of the earliest frame any hypothesis is on, and its hypotheses."""
+        B, K, R = self.B, self.K, self.R
         go = self.active  # [B, 1]
         valid = self.score > _NEG_INF
         pending = valid & (self.time < self.lengths)
@@ -283,20 +289,23 @@ class _BeamLoop:
         r0 = torch.remainder(self.offset + tmin, R)  # the popped list
         pslots = r0 * K + self.k_idx  # [B, K]
         p_score = self.score.gather(1, pslots)
-        p_sym, p_hash = self.symbols.gather(1, pslots), self.hash.gather(1, pslots)
-        p_nl, p_last = self.nlabels.gather(1, pslots), self.last.gather(1, pslots)
-        popped = go & (p_score > _NEG_INF)  # every live hypothesis of the popped list is on frame tmin
         p_flat = (self.flat_base + pslots).view(B * K)
-        p_lm = self.lm_states[p_flat]  # [B*K, M]
+        return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=self.symbols.gather(1, pslots),
+                        hash=self.hash.gather(1, pslots), nlabels=self.nlabels.gather(1, pslots),
+                        last=self.last.gather(1, pslots), live=go & (p_score > _NEG_INF), flat=p_flat,
+                        lm=self.lm_states[p_flat])
 
-        # Equation 1 over the window, fusion terms on every frame
-        frames = tmin + self.win  # [B, W]
+    def _wind_window(self, pop: "_WindPop") -> "_WindWindow":
+        """Step 2: Equation 1 over the window for the popped hypotheses (fusion added later)."""
+        B, K, V, W = self.B, self.K, self.V, self.window
+        blank, dev = self.blank, self.score.device
+        frames = pop.tmin + self.win  # [B, W]
         fvalid = (frames < self.lengths)[:, None, :]  # [B, 1, W]
         enc = self.enc_proj[self.b_idx, frames.clamp(max=max(self.T - 1, 0))]  # [B, W, H]
-        dec = self.dec_proj[p_flat].view(B, K, 1, -1)
+        dec = self.dec_proj[pop.flat].view(B, K, 1, -1)
         enc = enc[:, None].expand(B, K, W, enc.shape[-1])
         if self.compact:  # CPU eager: the joint for the popped hypotheses only (one sync)
-            rows = popped.view(-1).nonzero().squeeze(1)
+            rows = pop.live.view(-1).nonzero().squeeze(1)
             logits = self.model.joint(enc.reshape(B * K, W, -1)[rows], dec.view(B * K, 1, -1)[rows])
             lp = torch.zeros((B * K, W, V), dtype=self.dtype, device=dev)
             lp = lp.index_copy(0, rows, torch.log_softmax(logits.to(self.dtype), dim=-1)).view(B, K, W, V)
@@ -314,73 +323,89 @@ class _BeamLoop:
         # candidate columns j * V + v: label v first on window frame j; (n - 1) * V + blank: blank on all
         blank_col = torch.where(last_frame, whole[..., None], _NEG_INF)[..., None]  # [B, K, W, 1]
         no_lm = torch.where(is_blank, blank_col, torch.where(fvalid[..., None], label_base[..., None] + lp, _NEG_INF))
-        C = W * V
+        return _WindWindow(lp=lp, fvalid=fvalid, blank_ac=blank_ac, last_frame=last_frame, is_blank=is_blank,
+                           no_lm=no_lm)
 
-        # prefix search: B = A + (v,) on this frame gets A's paths "then v here"; A is removed
-        pair = (popped[:, :, None] & popped[:, None, :] & (p_nl[:, :, None] == p_nl[:, None, :] + 1)
-                & (p_hash[:, :, None] == extend_hash(p_hash[:, None, :], p_last[:, :, None])))  # [B, K(b), K(a)]
+    def _wind_prefix_search(self, pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
+        """Step 3: ``B = A + (v,)`` on this frame gets A's paths "then v here" and A is removed (A's
+        score updated in ``pop.score``). Returns late pruning's fusion rows and which hypotheses expand."""
+        B, K, V = self.B, self.K, self.V
+        pair = (pop.live[:, :, None] & pop.live[:, None, :] & (pop.nlabels[:, :, None] == pop.nlabels[:, None, :] + 1)
+                & (pop.hash[:, :, None] == extend_hash(pop.hash[:, None, :], pop.last[:, :, None])))  # [B, K(b), K(a)]
         if self.max_symbols is not None:
-            pair = pair & (p_sym[:, None, :] + 1 < self.max_symbols)
-        last_bk = p_last[:, :, None].expand(B, K, K)  # token v of pair (b, a)
+            pair = pair & (pop.sym[:, None, :] + 1 < self.max_symbols)
+        last_bk = pop.last[:, :, None].expand(B, K, K)  # token v of pair (b, a)
         if self.early:
-            lm_v, _ = self.scorer.score_tokens(p_lm, last_bk.transpose(1, 2).reshape(B * K, K), dtype=self.dtype)
+            lm_v, _ = self.scorer.score_tokens(pop.lm, last_bk.transpose(1, 2).reshape(B * K, K), dtype=self.dtype)
             lm_v = lm_v.view(B, K, K).transpose(1, 2)  # [B, K(b), K(a)]
             lm_full = lm_next = None
         else:
-            lm_full, lm_next = self.scorer.advance(p_lm, dtype=self.dtype)  # [B*K, V], [B*K, V, M]
+            lm_full, lm_next = self.scorer.advance(pop.lm, dtype=self.dtype)  # [B*K, V], [B*K, V, M]
             lm_full = lm_full.view(B, K, V)
             lm_v = lm_full[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0]
-        first = no_lm[:, :, 0, :]  # [B, K(a), V]: the window's first frame
-        complete = p_score[:, None, :] + first[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0] + lm_v
-        p_score = torch.logsumexp(torch.cat([p_score[..., None], torch.where(pair, complete, _NEG_INF)], dim=2), dim=2)
-        expand = popped & ~pair.any(dim=1)
+        first = win.no_lm[:, :, 0, :]  # [B, K(a), V]: the window's first frame
+        complete = pop.score[:, None, :] + first[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0] + lm_v
+        pop.score = torch.logsumexp(torch.cat([pop.score[..., None], torch.where(pair, complete, _NEG_INF)], dim=2),
+                                    dim=2)
+        return lm_full, lm_next, pop.live & ~pair.any(dim=1)
 
-        # each hypothesis's K best expansions
+    def _wind_expansions(self, pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
+                         expand: torch.Tensor) -> "_WindArrivals":
+        """Step 4: each expanding hypothesis's ``K`` best (label, frame) or whole-window blank continuations."""
+        B, K, V, W = self.B, self.K, self.V, self.window
+        M = self.lm_states.shape[-1]
+        C = W * V
         if self.early:
-            ac = torch.where(fvalid[..., None], (torch.cumsum(blank_ac, -1) - blank_ac)[..., None] + lp, _NEG_INF)
-            ac = torch.where(is_blank, torch.where(last_frame, blank_ac.sum(-1)[..., None], _NEG_INF)[..., None], ac)
+            ac = torch.where(win.fvalid[..., None], (torch.cumsum(win.blank_ac, -1) - win.blank_ac)[..., None] + win.lp,
+                             _NEG_INF)
+            ac = torch.where(win.is_blank, torch.where(win.last_frame, win.blank_ac.sum(-1)[..., None],
+                                                       _NEG_INF)[..., None], ac)
             _, col = ac.reshape(B, K, C).topk(K, dim=2)  # [B, K, K]
-            val = no_lm.reshape(B, K, C).gather(2, col)
+            val = win.no_lm.reshape(B, K, C).gather(2, col)
             tok = col % V
-            lm_s, lm_nx = self.scorer.score_tokens(p_lm, tok.view(B * K, K), dtype=self.dtype)
+            lm_s, lm_nx = self.scorer.score_tokens(pop.lm, tok.view(B * K, K), dtype=self.dtype)
             val = val + lm_s.view(B, K, K)  # blank: score 0
             new_lm = lm_nx.view(B, K * K, M)
         else:
-            fused = no_lm + torch.where(is_blank, 0.0, lm_full)[:, :, None, :]
+            fused = win.no_lm + torch.where(win.is_blank, 0.0, lm_full)[:, :, None, :]
             val, col = fused.reshape(B, K, C).topk(K, dim=2)
             tok = col % V
             new_lm = lm_next.view(B, K, V, M).gather(2, tok[..., None].expand(B, K, K, M)).view(B, K * K, M)
         j = col // V
         Q = K * K
-        val = torch.where(expand[..., None], p_score[..., None] + val, _NEG_INF).view(B, Q)
+        val = torch.where(expand[..., None], pop.score[..., None] + val, _NEG_INF).view(B, Q)
         tok, j = tok.view(B, Q), j.view(B, Q)
-        src = pslots[:, :, None].expand(B, K, K).reshape(B, Q)  # the parent's slot
+        src = pop.slots[:, :, None].expand(B, K, K).reshape(B, Q)  # the parent's slot
         rep = lambda x: x[:, :, None].expand(B, K, K).reshape(B, Q)  # noqa: E731
-        lab = tok != blank
-        sym = torch.where(lab, torch.where(j == 0, rep(p_sym) + 1, 1), 0)
-        time = tmin + j + (~lab).long()  # a label lands on its frame, the blank after the window
+        lab = tok != self.blank
+        sym = torch.where(lab, torch.where(j == 0, rep(pop.sym) + 1, 1), 0)
+        time = pop.tmin + j + (~lab).long()  # a label lands on its frame, the blank after the window
         if self.max_symbols is not None:
             forced = lab & (sym >= self.max_symbols)
             time, sym = time + forced.long(), torch.where(forced, 0, sym)
-        hsh = torch.where(lab, extend_hash(rep(p_hash), tok), rep(p_hash))
-        nl = rep(p_nl) + lab.long()
-        lst = torch.where(lab, tok, rep(p_last))
         new_lm = torch.where(lab[..., None], new_lm, self.lm_states[(self.flat_base + src).view(-1)].view(B, Q, M))
+        return _WindArrivals(score=val, time=time, sym=sym, hash=torch.where(lab, extend_hash(rep(pop.hash), tok),
+                                                                             rep(pop.hash)),
+                             nlabels=rep(pop.nlabels) + lab.long(), last=torch.where(lab, tok, rep(pop.last)),
+                             src=src, tok=torch.where(lab, tok, -1), frame=pop.tmin + j, lm=new_lm)
 
-        # every frame list with its arrivals: merge equal transcripts, keep the K best
-        keep = torch.where(go & (self.slot_list == r0), _NEG_INF, self.score)  # the popped list is consumed
-        pool_score = torch.cat([keep, val], dim=1)  # [B, P]
-        pool_time = torch.cat([self.time, time], dim=1)
-        pool_sym = torch.cat([self.symbols, sym], dim=1)
-        pool_hash = torch.cat([self.hash, hsh], dim=1)
-        pool_nl = torch.cat([self.nlabels, nl], dim=1)
-        pool_last = torch.cat([self.last, lst], dim=1)
-        pool_src = torch.cat([self.slot_idx.expand(B, S), src], dim=1)
-        pool_tok = torch.cat([torch.full((B, S), -1, dtype=torch.long, device=dev), torch.where(lab, tok, -1)], dim=1)
-        pool_frame = torch.cat([self.time, tmin + j], dim=1)
-        pool_lm = torch.cat([self.lm_states.view(B, S, M), new_lm], dim=1)
+    def _wind_merge(self, pop: "_WindPop", new: "_WindArrivals") -> None:
+        """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best."""
+        B, K, V, S = self.B, self.K, self.V, self.S
+        M = self.lm_states.shape[-1]
+        keep = torch.where(pop.go & (self.slot_list == pop.r0), _NEG_INF, self.score)  # the popped list is consumed
+        pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
+        pool_time = torch.cat([self.time, new.time], dim=1)
+        pool_sym = torch.cat([self.symbols, new.sym], dim=1)
+        pool_hash = torch.cat([self.hash, new.hash], dim=1)
+        pool_nl = torch.cat([self.nlabels, new.nlabels], dim=1)
+        pool_last = torch.cat([self.last, new.last], dim=1)
+        pool_src = torch.cat([self.slot_idx.expand(B, S), new.src], dim=1)
+        pool_tok = torch.cat([torch.full((B, S), -1, dtype=torch.long, device=self.score.device), new.tok], dim=1)
+        pool_frame = torch.cat([self.time, new.frame], dim=1)
+        pool_lm = torch.cat([self.lm_states.view(B, S, M), new.lm], dim=1)
         merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl, pool_time, pool_last))
-        bucket = torch.remainder(self.offset + pool_time, R)  # [B, P]
+        bucket = torch.remainder(self.offset + pool_time, self.R)  # [B, P]
         by_list = torch.where(bucket[:, None, :] == self.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
         new_score, sel = by_list.topk(K, dim=2)
         new_score, sel = new_score.view(B, S), sel.view(B, S)
@@ -392,7 +417,7 @@ class _BeamLoop:
         self.pred_state = self.model.select_state(self.pred_state, parent_flat)
         self.dec_proj = self.dec_proj[parent_flat]
         self.emitted = (tokens >= 0).view(B * S)
-        self.labels = torch.where(tokens >= 0, tokens, blank).view(B * S)
+        self.labels = torch.where(tokens >= 0, tokens, self.blank).view(B * S)
         self.lm_states = pool_lm.gather(1, sel[..., None].expand(B, S, M)).reshape(B * S, M)
         self._record(tokens, parent, self.rule.pack_data(self.offset + pool_frame.gather(1, sel), 0))
         self.score = new_score
@@ -509,6 +534,52 @@ class _BeamLoop:
                 row.append(Hypothesis(tokens=toks, timestamps=frames, score=float(vals_l[b][n]), durations=durations))
             out.append(row)
         return out
+
+
+@dataclass
+class _WindPop:
+    """The popped frame list of a WIND step: per utterance ``[B, 1]``, per popped hypothesis ``[B, K]``."""
+
+    go: torch.Tensor  # [B, 1] utterances that take a step
+    tmin: torch.Tensor  # [B, 1] the earliest frame
+    r0: torch.Tensor  # [B, 1] its list in the ring
+    slots: torch.Tensor  # [B, K] the list's slots
+    score: torch.Tensor
+    sym: torch.Tensor
+    hash: torch.Tensor
+    nlabels: torch.Tensor
+    last: torch.Tensor
+    live: torch.Tensor  # [B, K] popped live hypotheses (all on frame tmin)
+    flat: torch.Tensor  # [B*K] their rows in the flat hypothesis tensors
+    lm: torch.Tensor  # [B*K, M] their fusion states
+
+
+@dataclass
+class _WindWindow:
+    """Equation 1 over a window for the popped hypotheses."""
+
+    lp: torch.Tensor  # [B, K, W, V] joint log-probs
+    fvalid: torch.Tensor  # [B, 1, W] window frames inside the utterance
+    blank_ac: torch.Tensor  # [B, K, W] blank log-probs (acoustic only)
+    last_frame: torch.Tensor  # [B, 1, W] the window's last valid frame
+    is_blank: torch.Tensor  # [V]
+    no_lm: torch.Tensor  # [B, K, W, V] candidate scores before fusion
+
+
+@dataclass
+class _WindArrivals:
+    """The ``K * K`` expansions ``[B, Q]`` of a WIND step, to be merged into the frame lists."""
+
+    score: torch.Tensor
+    time: torch.Tensor
+    sym: torch.Tensor
+    hash: torch.Tensor
+    nlabels: torch.Tensor
+    last: torch.Tensor
+    src: torch.Tensor  # parent slot
+    tok: torch.Tensor  # label or -1 (blank)
+    frame: torch.Tensor  # the frame the label is on
+    lm: torch.Tensor  # [B, Q, M]
 
 
 def _merge_equal(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
