@@ -144,6 +144,18 @@ class BeamTree:
         self.parents.append(parents)
         self.data.append(data if data.dim() == 2 else data[:, None].expand_as(tokens))
 
+    def record_steps(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        """Append ``S`` steps at once: tokens, parents ``[S, B, K]``, data ``[S, B, K]`` or ``[S, B]``."""
+        if data.dim() == 2:
+            data = data[:, :, None].expand_as(tokens)
+        if self._buf is not None:
+            for t, p, d in zip(tokens, parents, data):
+                self.record(t, p, d)
+            return
+        self.tokens.extend(tokens.unbind(0))
+        self.parents.extend(parents.unbind(0))
+        self.data.extend(data.unbind(0))
+
     def steps(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """The recorded steps: (tokens, parents, data), each a list of ``[B, K]`` tensors."""
         if self._buf is None:

@@ -26,6 +26,7 @@ original frames (also with blank collapse, through the collapse's frame index).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Union
 
@@ -314,6 +315,35 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
     return out
 
 
+ENGINES = ("auto", "native", "torch")
+_warned_fallback = False
+
+
+def _use_native(engine: object, x: torch.Tensor) -> bool:
+    """Resolve ``engine`` for emissions ``x``: True for the native engine (see :func:`beam_search`)."""
+    global _warned_fallback
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise DecodingInputError(f"engine must be one of {', '.join(repr(e) for e in ENGINES)}, got {engine!r}")
+    if engine == "torch":
+        return False
+    if x.device.type != "cpu":
+        if engine == "native":
+            raise DecodingInputError(f"engine='native' needs CPU tensors, got log_probs on {x.device}")
+        return False
+    from ..native import _lib
+
+    if engine == "native":
+        _lib.load()  # raises NativeEngineUnavailable with the reason
+        return True
+    if _lib.available():
+        return True
+    if not _warned_fallback:
+        _warned_fallback = True
+        warnings.warn(f"asrdecode: native engine unavailable ({_lib.unavailable_reason()}); using the torch engine",
+                      RuntimeWarning, stacklevel=3)
+    return False
+
+
 def beam_search(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
@@ -330,6 +360,7 @@ def beam_search(
     log_softmax: bool = False,
     state: Optional[CTCBeamState] = None,
     final: bool = True,
+    engine: str = "auto",
 ) -> Union[list[list[Hypothesis]], CTCBeamState]:
     """Batched CTC prefix beam search with shallow fusion.
 
@@ -354,6 +385,9 @@ def beam_search(
         final: the chunk ends the stream: return hypotheses. ``final=False`` returns the updated
             :class:`CTCBeamState` instead, to pass with the next chunk (which must use the same
             batch size and settings; ``lengths`` are per chunk).
+        engine: ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any
+            device) or ``"auto"``: native for CPU tensors when it is available, else torch. Both
+            give the same hypotheses and share the state (a stream may switch engines).
 
     Returns:
         With ``final=True``: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
@@ -372,6 +406,7 @@ def beam_search(
     collapse_on, collapse_th = parse_collapse(blank_collapse)
     if token_beam is not None:
         token_beam = check_positive_int("token_beam", token_beam)
+    native = _use_native(engine, x)
     config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
               beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
     if state is None:
@@ -395,10 +430,16 @@ def beam_search(
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
-    step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
-    n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
-    for t in range(x.shape[1]):
-        step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
+    if native:
+        from ..native.ctc_beam import run_frames
+
+        run_frames(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
+                   beam_threshold=beam_threshold, token_beam=token_beam)
+    else:
+        step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
+        n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
+        for t in range(x.shape[1]):
+            step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens
     if not final:
         return st

@@ -1,0 +1,183 @@
+"""Driver of the CTC prefix beam search on the native engine (``ctc_beam.cpp``).
+
+:func:`run_frames` runs the frames of one call of :func:`asrdecode.ctc.beam_search` on a
+:class:`~asrdecode.ctc.beam.CTCBeamState`: the engine reads and writes the state's ``[B, K]``
+tensors in place (their memory, no copy) and returns the tree records ``(token, parent)`` of every
+frame, which are appended to the state's :class:`~asrdecode.beam_hyps.BeamTree` exactly as the
+tensor engine records them. Argument checks, blank collapse, the state and the final n-best are
+shared with the tensor engine (``ctc/beam.py``).
+
+Fusion: the library's :class:`~asrdecode.lm.NGramLM` and :class:`~asrdecode.lm.BoostingTree` are
+:class:`~asrdecode.lm._automaton.BackoffAutomaton` s, read natively (only the candidate tokens are
+scored). Any other fusion model is called per frame (``advance`` on the beam's states) and its
+``[B*K, V]`` rows are handed to the engine: still exact, one engine call per frame.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Optional
+
+import torch
+
+from ..errors import DecodingInputError
+from ..fusion import FusionModel, FusionScorer
+from ..lm._automaton import BackoffAutomaton
+from ._lib import load
+
+if TYPE_CHECKING:
+    from ..ctc.beam import CTCBeamState
+
+__all__ = ["run_frames", "native_automaton"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_D = ctypes.c_double
+
+
+class _Automaton(ctypes.Structure):
+    _fields_ = [("arc_offsets", _P), ("arc_label", _P), ("arc_weight", _P), ("arc_dest", _P),
+                ("backoff_state", _P), ("backoff_weight", _P), ("dense_index", _P), ("dense_scores", _P),
+                ("dense_next", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
+
+
+class _Model(ctypes.Structure):
+    _fields_ = [("kind", _I), ("weight", _D), ("nonpositive", _I), ("automaton", _Automaton),
+                ("rows_scores", _P), ("rows_next", _P)]
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("blank", _I), ("is_double", _I),
+                ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("t_begin", _I), ("t_end", _I),
+                ("beta", _D), ("threshold", _D), ("x", _P), ("lengths", _P),
+                ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P), ("peak", _P),
+                ("last", _P), ("hash", _P), ("parent_hash", _P), ("fstates", _P),
+                ("tok_out", _P), ("par_out", _P), ("models", _P)]
+
+
+def native_automaton(model: FusionModel) -> Optional[BackoffAutomaton]:
+    """The CPU :class:`BackoffAutomaton` behind ``model`` (NGramLM, BoostingTree), or ``None``."""
+    a = getattr(model, "automaton", None)
+    if not isinstance(a, BackoffAutomaton) or a.arc_offsets.device.type != "cpu":
+        return None
+    if getattr(model, "advance", None) is None or type(model).advance is not _advance_of(type(model)):
+        return None
+    return a
+
+
+def _advance_of(cls: type):
+    """The library classes whose ``advance`` is exactly their automaton's (a subclass may override it)."""
+    from ..lm.boosting import BoostingTree
+    from ..lm.ngram import NGramLM
+
+    for base in (NGramLM, BoostingTree):
+        if issubclass(cls, base):
+            return base.advance
+    return None
+
+
+def _nonpositive(a: BackoffAutomaton) -> bool:
+    """Whether every score of ``a`` is <= 0 (cached on the automaton)."""
+    flag = a.__dict__.get("_native_nonpositive")
+    if flag is None:
+        flag = bool((a.arc_weight <= 0).all()) and bool((a.backoff_weight <= 0).all()) and (
+            a.dense_scores.numel() == 0 or bool((a.dense_scores <= 0).all()))
+        a.__dict__["_native_nonpositive"] = flag
+    return flag
+
+
+def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
+    return _Automaton(
+        a.arc_offsets.data_ptr(), a.arc_label.data_ptr(), a.arc_weight.data_ptr(), a.arc_dest.data_ptr(),
+        a.backoff_state.data_ptr(), a.backoff_weight.data_ptr(), a.dense_index.data_ptr(),
+        a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.num_states, a.vocab_size,
+        -1 if a.blank_id is None else a.blank_id,
+    )
+
+
+def _contiguous(st: "CTCBeamState") -> None:
+    for name in ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates"):
+        t = getattr(st, name)
+        if not t.is_contiguous():
+            setattr(st, name, t.contiguous())
+
+
+def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame_index: torch.Tensor,
+               scorer: FusionScorer, *, beam: int, blank: int, beta: float, beam_threshold: float,
+               token_beam: Optional[int]) -> None:
+    """Run every frame of ``x [B, T, V]`` (``lengths [B]`` valid per utterance) on ``st`` in place.
+
+    ``frame_index [B, T]``: the original frame of each frame (stored in the tree as its time).
+    Settings as in :func:`asrdecode.ctc.beam_search` (already checked).
+    """
+    lib = load()
+    B, T, V = x.shape
+    K = beam
+    if T == 0:
+        return
+    x = x.contiguous()
+    lengths = lengths.to(torch.int64).contiguous()
+    _contiguous(st)
+    fusion = scorer.fusion
+    # candidate tokens per frame, as the tensor step chooses them
+    if token_beam is not None:
+        m: Optional[int] = min(token_beam, V - 1)
+    elif not fusion:
+        m = min(2 * K, V - 1)
+    else:
+        m = None
+    num_tokens = m if (m is not None and m < V - 1) else 0
+    merge_all = token_beam is None or token_beam >= V - 1
+    automata = [native_automaton(model) for model, _ in fusion]
+    models = (_Model * max(len(fusion), 1))()
+    for i, ((model, weight), a) in enumerate(zip(fusion, automata)):
+        models[i].weight = weight
+        if a is not None:
+            models[i].kind = 0
+            models[i].nonpositive = int(_nonpositive(a))
+            models[i].automaton = _automaton_struct(a)
+        else:
+            models[i].kind = 1
+    tok_out = torch.empty((T, B, K), dtype=torch.int64)
+    par_out = torch.empty((T, B, K), dtype=torch.int64)
+    args = _Args(
+        batch=B, beam=K, vocab=V, frames=T, blank=blank, is_double=int(x.dtype == torch.float64),
+        num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
+        beta=beta, threshold=beam_threshold, x=x.data_ptr(), lengths=lengths.data_ptr(),
+        p_b=st.p_b.data_ptr(), p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
+        peak=st.peak.data_ptr(), last=st.last.data_ptr(), hash=st.hash.data_ptr(),
+        parent_hash=st.parent_hash.data_ptr(), fstates=st.fstates.data_ptr(),
+        tok_out=tok_out.data_ptr(), par_out=par_out.data_ptr(), models=ctypes.addressof(models),
+    )
+    err = ctypes.create_string_buffer(512)
+    rows = [i for i, a in enumerate(automata) if a is None]
+    if not rows:
+        _call(lib, args, err)
+    else:  # a fusion model the engine does not know: its rows, one frame at a time
+        n_all = int(lengths.min())
+        for t in range(T):
+            if t >= n_all and not bool((lengths > t).any()):
+                tok_out[t:] = -1
+                par_out[t:] = torch.arange(K)
+                break
+            keep = []
+            for i in rows:
+                sc, nx = fusion[i][0].advance(st.fstates[:, :, i].reshape(B * K))
+                sc = sc.to(x.dtype).contiguous()
+                nx = nx.to(torch.int64).contiguous()
+                if sc.shape != (B * K, V) or nx.shape != (B * K, V):
+                    raise DecodingInputError(
+                        f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; expected ({B * K}, {V})")
+                keep.append((sc, nx))
+                models[i].rows_scores = sc.data_ptr()
+                models[i].rows_next = nx.data_ptr()
+            args.t_begin, args.t_end = t, t + 1
+            args.tok_out = tok_out[t].data_ptr()
+            args.par_out = par_out[t].data_ptr()
+            _call(lib, args, err)
+    st.tree.record_steps(tok_out, par_out, frame_index.t()[:T])
+
+
+def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
+    if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
