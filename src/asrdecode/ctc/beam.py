@@ -35,6 +35,9 @@ import torch
 from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
+from ..native import _lib
+from ..native.ctc_beam import finalize as native_finalize
+from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
@@ -95,24 +98,20 @@ class CTCBeamState:
         batch: int, beam: int, vocab: int, scorer: FusionScorer, collapse_on: bool,
         dtype: torch.dtype, device: torch.device, config: tuple,
     ) -> "CTCBeamState":
-        neg = torch.full((batch, beam), -math.inf, dtype=dtype, device=device)
-        p_b = neg.clone()
+        # three allocations for the ten [B, K] fields (each a contiguous slice)
+        p_b, p_nb, peak = torch.full((3, batch, beam), -math.inf, dtype=dtype, device=device).unbind(0)
         p_b[:, 0] = 0.0
-        hash0 = torch.full((batch, beam), -1, dtype=torch.long, device=device)  # -1: invalid slot
-        hash0[:, 0] = EMPTY_HASH
-        utterances = torch.arange(batch, device=device).repeat_interleave(beam)
+        fscore, length = torch.zeros((2, batch, beam), dtype=dtype, device=device).unbind(0)
+        last, hash0, parent_hash = torch.full((3, batch, beam), -1, dtype=torch.long, device=device).unbind(0)
+        hash0[:, 0] = EMPTY_HASH  # -1: invalid slot
+        parent_hash.fill_(-2)
+        utterances = (torch.arange(batch, device=device).repeat_interleave(beam)
+                      if any(scorer.takes_utterances) else None)
         fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(
             batch, beam, scorer.num_models)
         return CTCBeamState(
-            p_b=p_b,
-            p_nb=neg.clone(),
-            fscore=torch.zeros((batch, beam), dtype=dtype, device=device),
-            length=torch.zeros((batch, beam), dtype=dtype, device=device),
-            last=torch.full((batch, beam), -1, dtype=torch.long, device=device),
-            hash=hash0,
-            parent_hash=torch.full((batch, beam), -2, dtype=torch.long, device=device),
-            peak=torch.full((batch, beam), -math.inf, dtype=dtype, device=device),
-            fstates=fstates,
+            p_b=p_b, p_nb=p_nb, fscore=fscore, length=length, last=last, hash=hash0, parent_hash=parent_hash,
+            peak=peak, fstates=fstates,
             offsets=torch.zeros(batch, dtype=torch.long, device=device),
             collapse=CollapseState.initial(batch, vocab, dtype, device) if collapse_on else None,
             config=config,
@@ -290,11 +289,18 @@ class _Stepper:
 
 def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbest: int,
               tokenizer: Optional[Tokenizer]) -> list[list[Hypothesis]]:
-    """N-best lists from the state (``scorer``: add its end-of-sentence scores; ``None``: don't)."""
+    """N-best lists from the state (``scorer``: add its end-of-sentence scores; ``None``: don't).
+
+    On CPU with the native engine loaded, the same computation runs there (one call)."""
+    if st.p_b.device.type == "cpu" and _lib.loaded():
+        return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row], tokenizer)
+                for row in native_finalize(st, scorer, beta, nbest)]
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
-    score = score + st.fscore + beta * st.length
+    score = score + st.fscore
+    if beta:
+        score = score + beta * st.length
     if scorer is not None and scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
     score = torch.where(valid, score, -math.inf)
@@ -330,8 +336,6 @@ def _use_native(engine: object, x: torch.Tensor) -> bool:
         if engine == "native":
             raise DecodingInputError(f"engine='native' needs CPU tensors, got log_probs on {x.device}")
         return False
-    from ..native import _lib
-
     if engine == "native":
         _lib.load()  # raises NativeEngineUnavailable with the reason
         return True
@@ -431,8 +435,6 @@ def beam_search(
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
     if native:
-        from ..native.ctc_beam import run_frames
-
         run_frames(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                    beam_threshold=beam_threshold, token_beam=token_beam)
     else:

@@ -26,8 +26,8 @@ from ..errors import AsrDecodeError
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("engine.h", "ctc_beam.cpp")
-_COMPILE_UNITS = ("ctc_beam.cpp",)
+_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp")
+_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
@@ -138,8 +138,38 @@ def load() -> ctypes.CDLL:
             raise NativeEngineUnavailable(_error) from None
         lib.asrd_ctc_beam_run.restype = ctypes.c_int
         lib.asrd_ctc_beam_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_ctc_finalize.restype = ctypes.c_int
+        lib.asrd_ctc_finalize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_backtrack.restype = ctypes.c_int
+        lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [
+            ctypes.c_void_p] * 3
         _lib = lib
         return lib
+
+
+def loaded() -> bool:
+    """Whether the library is loaded already (nothing is built or loaded by asking)."""
+    return _lib is not None
+
+
+def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
+              slots: "torch.Tensor") -> list[list[tuple[list[int], list[int]]]]:
+    """:meth:`asrdecode.beam_hyps.BeamTree.backtrack` on the engine: int64 CPU ``tok, par, dat [S, B, K]``,
+    ``slots [B, N]`` (negative: none)."""
+    import torch
+
+    lib = load()
+    tok, par, dat, slots = (t.contiguous() for t in (tok, par, dat, slots))
+    steps, batch, k = tok.shape
+    n = slots.shape[1]
+    out = torch.empty((2, batch, n, steps), dtype=torch.int64)
+    out_len = torch.empty((batch, n), dtype=torch.int64)
+    if lib.asrd_backtrack(tok.data_ptr(), par.data_ptr(), dat.data_ptr(), steps, batch, k, slots.data_ptr(), n,
+                          out[0].data_ptr(), out[1].data_ptr(), out_len.data_ptr()) != 0:
+        raise ValueError("backpointer tree holds a parent slot out of range")
+    lens = out_len.tolist()
+    seqs = out.tolist()
+    return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]
 
 
 def available() -> bool:

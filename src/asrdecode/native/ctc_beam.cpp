@@ -46,8 +46,10 @@ struct CtcBeamArgs {
   int64_t* hash;
   int64_t* parent_hash;
   int64_t* fstates;                    // [B, K, num_models]
-  int64_t* tok_out;                    // [t_end - t_begin, B, K]
-  int64_t* par_out;
+  int64_t* tok_out;                    // [t_end - t_begin, B, K] tree records: token (-1: none),
+  int64_t* par_out;                    //   parent slot,
+  int64_t* dat_out;                    //   time (frame_index of the frame)
+  const int64_t* frame_index;          // [B, frames] original frame of each frame of x
   const FusionModelDesc* models;
 };
 
@@ -85,6 +87,9 @@ class CtcBeam {
       for (int64_t t = a_.t_begin; t < a_.t_end; ++t) {
         int64_t* tok_rec = a_.tok_out + ((t - a_.t_begin) * B + b) * K_;
         int64_t* par_rec = a_.par_out + ((t - a_.t_begin) * B + b) * K_;
+        int64_t* dat_rec = a_.dat_out + ((t - a_.t_begin) * B + b) * K_;
+        const int64_t time = a_.frame_index[b * a_.frames + t];
+        for (int64_t j = 0; j < K_; ++j) dat_rec[j] = time;
         if (t >= a_.lengths[b]) {  // this utterance has no such frame: state kept
           for (int64_t j = 0; j < K_; ++j) { tok_rec[j] = -1; par_rec[j] = j; }
           continue;
@@ -127,10 +132,25 @@ class CtcBeam {
     ++stamp_;
 
     // Candidate tokens of this frame.
+    // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
+    // skipped as soon as one fails to enter the top K.)
     const bool all_tokens = a_.num_tokens <= 0;
+    const bool sorted_scan = bound_ok_;
     int64_t M;
+    rest_.clear();
     if (all_tokens) {
+      // sorted: the 32 best tokens, then (rarely reached) the others in id order
       M = V_;
+      if (sorted_scan) {
+        asrd::top_tokens(e, V_, a_.blank, 32, scratch_, toks_);
+        for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
+        for (int64_t v = 0; v < V_; ++v)
+          if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(v);
+      } else {
+        toks_.clear();
+        for (int64_t v = 0; v < V_; ++v)
+          if (v != a_.blank) toks_.push_back(v);
+      }
     } else {
       asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, scratch_, toks_);
       M = static_cast<int64_t>(toks_.size());
@@ -180,43 +200,64 @@ class CtcBeam {
       const T v = asrd::log_add_exp(sb, snb) + bonus_[i];
       if (v > ninf) heap_.push(v, i, Cand{i, -1});
     }
-    // Extensions.
-    for (int64_t j = 0; j < K_; ++j) {
-      if (!(p_tot_[j] > ninf)) continue;
+    // Extensions, best parents first.
+    order_.clear();
+    for (int64_t j = 0; j < K_; ++j)
+      if (p_tot_[j] > ninf) order_.push_back(j);
+    std::sort(order_.begin(), order_.end(), [this](int64_t a, int64_t c) {
+      const T va = p_tot_[a] + bonus1_[a], vc = p_tot_[c] + bonus1_[c];
+      return va > vc || (va == vc && a < c);
+    });
+    for (const int64_t j : order_) {
       ++stamp_child_;
       for (int64_t i = 0; i < K_; ++i)
         if (has_parent_[i] && parent_[i] == j && last[i] >= 0) child_mark_[static_cast<size_t>(last[i])] = stamp_child_;
       const T base = p_tot_[j] + bonus1_[j];
       const int64_t* fs_j = fst + j * NM_;
-      for (int64_t m = 0; m < M; ++m) {
-        const int64_t tok = all_tokens ? m : toks_[m];
-        if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) continue;
+      // One candidate (parent j, token tok at position m of the candidate layout); false: the
+      // scan of a sorted list may stop (this and every later token fails to enter).
+      auto consider = [&](int64_t tok, int64_t m, bool sorted) -> int {
+        if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) return 1;
         const bool own = tok == last[j];
         const T ac = own ? (p_b[j] + e_last_[j]) + bonus1_[j] : base + e[tok];
-        if (!(ac > ninf)) continue;
         const int64_t index = K_ + j * M + m;
-        if (bound_ok_ && !heap_.admits(ac, index)) continue;  // fusion only lowers it
+        if (!(ac > ninf) || (bound_ok_ && !heap_.admits(ac, index)))  // fusion only lowers it
+          return (sorted && !own) ? 0 : 1;  // later tokens have lower log-probs
         T v = ac;
         if (NM_) {
           if (own) {
             T lm = T(0);
             for (int64_t k = 0; k < NM_; ++k) {
-              T s;
+              T sc;
               int64_t nx;
-              if (!model_score(k, b, j, fs_j[k], tok, &s, &nx)) return bad_state(k, fs_j[k]);
-              lm = k == 0 ? s * w_[k] : lm + s * w_[k];
+              if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+              lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
             }
             v = ac + lm;
           } else {
             for (int64_t k = 0; k < NM_; ++k) {
-              T s;
+              T sc;
               int64_t nx;
-              if (!model_score(k, b, j, fs_j[k], tok, &s, &nx)) return bad_state(k, fs_j[k]);
-              v = std::fma(w_[k], s, v);
+              if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+              v = std::fma(w_[k], sc, v);
             }
           }
         }
         if (v > ninf) heap_.push(v, index, Cand{j, tok});
+        return 1;
+      };
+      bool stopped = false;
+      for (size_t q = 0; q < toks_.size(); ++q) {
+        const int64_t tok = toks_[q];
+        const int r = consider(tok, all_tokens ? tok : static_cast<int64_t>(q), sorted_scan);
+        if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
+        if (r == 0) { stopped = true; break; }
+      }
+      if (!stopped) {
+        for (const int64_t tok : rest_) {
+          const int r = consider(tok, tok, false);
+          if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
+        }
       }
     }
     // Keep copies of the old state: the new one is written over it.
@@ -293,7 +334,7 @@ class CtcBeam {
   std::vector<int64_t> parent_;
   std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
   std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
-  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_;
+  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, rest_, order_;
   std::vector<T> sc_;
   std::vector<int64_t> nx_;
   asrd::TopK<T, Cand> heap_;
@@ -301,7 +342,98 @@ class CtcBeam {
 
 }  // namespace
 
+// The n-best of a CTCBeamState (asrdecode.ctc.beam._finalize): per utterance, the `nbest` best
+// valid slots by score = logaddexp(p_b, p_nb) + fscore [+ beta * length] [+ sum_i w_i * final_i],
+// higher first (ties to the lower slot), with their token sequences and times from the tree.
+struct CtcFinalArgs {
+  int64_t batch, beam, is_double, num_models, with_final, nbest, steps;
+  double beta;
+  const void* p_b;
+  const void* p_nb;
+  const void* fscore;
+  const void* length;
+  const int64_t* fstates;   // [B, K, num_models]
+  const FusionModelDesc* models;  // kind 0: automaton final weights; kind 1: rows_scores = final [B*K] (dtype)
+  const int64_t* tok;       // tree [steps, B, K]
+  const int64_t* par;
+  const int64_t* dat;
+  double* out_score;        // [B, nbest] (-inf: none)
+  int64_t* out_len;         // [B, nbest] tokens (-1: no hypothesis)
+  int64_t* out_tok;         // [B, nbest, steps]
+  int64_t* out_dat;
+};
+
+template <typename T>
+std::string ctc_finalize(const CtcFinalArgs& a) {
+  const int64_t B = a.batch, K = a.beam, NM = a.num_models, n = std::min(a.nbest, a.beam);
+  const T* p_b = static_cast<const T*>(a.p_b);
+  const T* p_nb = static_cast<const T*>(a.p_nb);
+  const T* fscore = static_cast<const T*>(a.fscore);
+  const T* length = static_cast<const T*>(a.length);
+  const T beta = static_cast<T>(a.beta);
+  std::vector<T> score(static_cast<size_t>(K));
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t at = b * K + k;
+      T s = asrd::log_add_exp(p_b[at], p_nb[at]);
+      const bool valid = s > asrd::neg_inf<T>();
+      s = s + fscore[at];
+      if (a.beta != 0.0) s = s + beta * length[at];
+      if (a.with_final && NM) {
+        T total = T(0);
+        for (int64_t m = 0; m < NM; ++m) {
+          const FusionModelDesc& d = a.models[m];
+          T f;
+          if (d.kind == 0) {
+            const int64_t state = a.fstates[at * NM + m];
+            if (state < 0 || state >= d.automaton.num_states)
+              return "fusion model " + std::to_string(m) + " has state " + std::to_string(state) + " outside its automaton";
+            f = static_cast<T>(d.automaton.final_weight[state]);
+          } else {
+            f = static_cast<const T*>(d.rows_scores)[at];
+          }
+          const T term = f * static_cast<T>(d.weight);
+          total = m == 0 ? term : total + term;
+        }
+        s = s + total;
+      }
+      score[static_cast<size_t>(k)] = valid ? s : asrd::neg_inf<T>();
+      order[static_cast<size_t>(k)] = k;
+    }
+    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&score](int64_t x, int64_t y) {
+      return score[x] > score[y] || (score[x] == score[y] && x < y);
+    });
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t slot = order[static_cast<size_t>(j)];
+      const T s = score[static_cast<size_t>(slot)];
+      const int64_t o = b * n + j;
+      a.out_score[o] = static_cast<double>(s);
+      if (!(s > asrd::neg_inf<T>())) {
+        a.out_len[o] = -1;
+        continue;
+      }
+      const int64_t len = asrd::backtrack_one(a.tok, a.par, a.dat, a.steps, B, K, b, slot, a.out_tok + o * a.steps,
+                                              a.out_dat + o * a.steps);
+      if (len < 0) return "the backpointer tree holds a parent slot out of range";
+      a.out_len[o] = len;
+    }
+  }
+  return "";
+}
+
 extern "C" {
+
+// The n-best lists of a CTC beam state (see CtcFinalArgs). Returns 0, or 1 with a message in `err`.
+int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
+  std::string msg = args->is_double ? ctc_finalize<double>(*args) : ctc_finalize<float>(*args);
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
+}
 
 // Version of the C ABI below (the Python side checks it).
 int asrd_abi_version() { return 1; }

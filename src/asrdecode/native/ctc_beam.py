@@ -16,6 +16,7 @@ scored). Any other fusion model is called per frame (``advance`` on the beam's s
 from __future__ import annotations
 
 import ctypes
+import weakref
 from typing import TYPE_CHECKING, Optional
 
 import torch
@@ -28,7 +29,7 @@ from ._lib import load
 if TYPE_CHECKING:
     from ..ctc.beam import CTCBeamState
 
-__all__ = ["run_frames", "native_automaton"]
+__all__ = ["run_frames", "finalize", "native_automaton"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -38,7 +39,7 @@ _D = ctypes.c_double
 class _Automaton(ctypes.Structure):
     _fields_ = [("arc_offsets", _P), ("arc_label", _P), ("arc_weight", _P), ("arc_dest", _P),
                 ("backoff_state", _P), ("backoff_weight", _P), ("dense_index", _P), ("dense_scores", _P),
-                ("dense_next", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
+                ("dense_next", _P), ("final_weight", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
 
 
 class _Model(ctypes.Structure):
@@ -52,7 +53,7 @@ class _Args(ctypes.Structure):
                 ("beta", _D), ("threshold", _D), ("x", _P), ("lengths", _P),
                 ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P), ("peak", _P),
                 ("last", _P), ("hash", _P), ("parent_hash", _P), ("fstates", _P),
-                ("tok_out", _P), ("par_out", _P), ("models", _P)]
+                ("tok_out", _P), ("par_out", _P), ("dat_out", _P), ("frame_index", _P), ("models", _P)]
 
 
 def native_automaton(model: FusionModel) -> Optional[BackoffAutomaton]:
@@ -67,13 +68,17 @@ def native_automaton(model: FusionModel) -> Optional[BackoffAutomaton]:
 
 def _advance_of(cls: type):
     """The library classes whose ``advance`` is exactly their automaton's (a subclass may override it)."""
-    from ..lm.boosting import BoostingTree
-    from ..lm.ngram import NGramLM
+    hit = _ADVANCE_OF.get(cls, _ADVANCE_OF)
+    if hit is _ADVANCE_OF:
+        from ..lm.boosting import BoostingTree
+        from ..lm.ngram import NGramLM
 
-    for base in (NGramLM, BoostingTree):
-        if issubclass(cls, base):
-            return base.advance
-    return None
+        hit = next((base.advance for base in (NGramLM, BoostingTree) if issubclass(cls, base)), None)
+        _ADVANCE_OF[cls] = hit
+    return hit
+
+
+_ADVANCE_OF: dict = {}
 
 
 def _nonpositive(a: BackoffAutomaton) -> bool:
@@ -86,20 +91,36 @@ def _nonpositive(a: BackoffAutomaton) -> bool:
     return flag
 
 
+_STRUCTS: "weakref.WeakKeyDictionary[BackoffAutomaton, tuple[tuple[int, ...], _Automaton]]" = weakref.WeakKeyDictionary()
+
+
 def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
-    return _Automaton(
+    """The engine's view of ``a``'s arrays (cached while they stay where they are)."""
+    key = (a.arc_offsets.data_ptr(), a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.arc_label.data_ptr(),
+           a.final_weight.data_ptr())
+    hit = _STRUCTS.get(a)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    struct = _Automaton(
         a.arc_offsets.data_ptr(), a.arc_label.data_ptr(), a.arc_weight.data_ptr(), a.arc_dest.data_ptr(),
         a.backoff_state.data_ptr(), a.backoff_weight.data_ptr(), a.dense_index.data_ptr(),
-        a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.num_states, a.vocab_size,
+        a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.final_weight.data_ptr(), a.num_states, a.vocab_size,
         -1 if a.blank_id is None else a.blank_id,
     )
+    _STRUCTS[a] = (key, struct)
+    return struct
+
+
+_FIELDS = ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates")
 
 
 def _contiguous(st: "CTCBeamState") -> None:
-    for name in ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates"):
-        t = getattr(st, name)
+    """Make every state array the engine reads contiguous (a state the tensor engine made may not be)."""
+    d = st.__dict__
+    for name in _FIELDS:
+        t = d[name]
         if not t.is_contiguous():
-            setattr(st, name, t.contiguous())
+            d[name] = t.contiguous()
 
 
 def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame_index: torch.Tensor,
@@ -138,8 +159,9 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
             models[i].automaton = _automaton_struct(a)
         else:
             models[i].kind = 1
-    tok_out = torch.empty((T, B, K), dtype=torch.int64)
-    par_out = torch.empty((T, B, K), dtype=torch.int64)
+    frame_index = frame_index.to(torch.int64).contiguous()
+    views = st.tree.open_steps(T, B, K, x.device)
+    out = views if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
     args = _Args(
         batch=B, beam=K, vocab=V, frames=T, blank=blank, is_double=int(x.dtype == torch.float64),
         num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
@@ -147,35 +169,113 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
         p_b=st.p_b.data_ptr(), p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
         peak=st.peak.data_ptr(), last=st.last.data_ptr(), hash=st.hash.data_ptr(),
         parent_hash=st.parent_hash.data_ptr(), fstates=st.fstates.data_ptr(),
-        tok_out=tok_out.data_ptr(), par_out=par_out.data_ptr(), models=ctypes.addressof(models),
+        tok_out=out[0].data_ptr(), par_out=out[1].data_ptr(), dat_out=out[2].data_ptr(),
+        frame_index=frame_index.data_ptr(), models=ctypes.addressof(models),
     )
     err = ctypes.create_string_buffer(512)
     rows = [i for i, a in enumerate(automata) if a is None]
-    if not rows:
-        _call(lib, args, err)
-    else:  # a fusion model the engine does not know: its rows, one frame at a time
-        n_all = int(lengths.min())
-        for t in range(T):
-            if t >= n_all and not bool((lengths > t).any()):
-                tok_out[t:] = -1
-                par_out[t:] = torch.arange(K)
-                break
-            keep = []
-            for i in rows:
-                sc, nx = fusion[i][0].advance(st.fstates[:, :, i].reshape(B * K))
-                sc = sc.to(x.dtype).contiguous()
-                nx = nx.to(torch.int64).contiguous()
-                if sc.shape != (B * K, V) or nx.shape != (B * K, V):
-                    raise DecodingInputError(
-                        f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; expected ({B * K}, {V})")
-                keep.append((sc, nx))
-                models[i].rows_scores = sc.data_ptr()
-                models[i].rows_next = nx.data_ptr()
-            args.t_begin, args.t_end = t, t + 1
-            args.tok_out = tok_out[t].data_ptr()
-            args.par_out = par_out[t].data_ptr()
+    done = 0  # frames run (and recorded)
+    try:
+        if not rows:
             _call(lib, args, err)
-    st.tree.record_steps(tok_out, par_out, frame_index.t()[:T])
+            done = T
+        else:  # a fusion model the engine does not know: its rows, one frame at a time
+            row_bytes = B * K * 8
+            for t in range(T):
+                keep = []
+                for i in rows:
+                    sc, nx = fusion[i][0].advance(st.fstates[:, :, i].reshape(B * K))
+                    sc = sc.to(x.dtype).contiguous()
+                    nx = nx.to(torch.int64).contiguous()
+                    if sc.shape != (B * K, V) or nx.shape != (B * K, V):
+                        raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, "
+                                                 f"{tuple(nx.shape)}; expected ({B * K}, {V})")
+                    keep.append((sc, nx))
+                    models[i].rows_scores = sc.data_ptr()
+                    models[i].rows_next = nx.data_ptr()
+                args.t_begin, args.t_end = t, t + 1
+                args.tok_out = out[0].data_ptr() + t * row_bytes
+                args.par_out = out[1].data_ptr() + t * row_bytes
+                args.dat_out = out[2].data_ptr() + t * row_bytes
+                _call(lib, args, err)
+                done = t + 1
+    except BaseException:
+        if views is not None:  # keep the tree in step with the state arrays
+            st.tree.close_steps(done)
+        raise
+    if views is not None:
+        st.tree.close_steps(T)
+    else:
+        st.tree.record_steps(*out)
+
+
+class _FinalArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("is_double", _I), ("num_models", _I), ("with_final", _I), ("nbest", _I),
+                ("steps", _I), ("beta", _D), ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P),
+                ("fstates", _P), ("models", _P), ("tok", _P), ("par", _P), ("dat", _P),
+                ("out_score", _P), ("out_len", _P), ("out_tok", _P), ("out_dat", _P)]
+
+
+def finalize(st: "CTCBeamState", scorer: Optional[FusionScorer], beta: float,
+             nbest: int) -> list[list[tuple[list[int], list[int], float]]]:
+    """The n-best ``(tokens, timestamps, score)`` per utterance of a CPU state, best first (see
+    ``ctc.beam._finalize``, which it serves: the same scores, computed in one engine call).
+    ``scorer``: add its end-of-sentence scores (``None``: don't)."""
+    lib = load()
+    _contiguous(st)
+    B, K = st.p_b.shape
+    n = min(nbest, K)
+    tree = st.tree
+    if tree._buf is not None:
+        tok, par, dat = (b[: len(tree)] for b in tree._buf)
+    elif len(tree):
+        tok, par, dat = (torch.stack(x) for x in (tree.tokens, tree.parents, tree.data))
+    else:
+        tok = par = dat = torch.empty((0, B, K), dtype=torch.int64)
+    tok, par, dat = (t.contiguous() for t in (tok, par, dat))  # int64 (the tree's dtype)
+    steps = tok.shape[0]
+    fusion = scorer.fusion if scorer is not None else []
+    models = (_Model * max(len(fusion), 1))()
+    keep = []
+    for i, (model, weight) in enumerate(fusion):
+        models[i].weight = weight
+        a = native_automaton(model)
+        if a is not None:
+            models[i].kind = 0
+            models[i].automaton = _automaton_struct(a)
+        else:
+            models[i].kind = 1
+            f = model.final(st.fstates[:, :, i].reshape(B * K)).to(st.p_b.dtype).contiguous()
+            keep.append(f)
+            models[i].rows_scores = f.data_ptr()
+    out_score = torch.empty((B, n), dtype=torch.float64)
+    out_len = torch.empty((B, n), dtype=torch.int64)
+    out_seq = torch.empty((2, B, n, steps), dtype=torch.int64)
+    fstates = st.fstates.contiguous()
+    args = _FinalArgs(
+        batch=B, beam=K, is_double=int(st.p_b.dtype == torch.float64), num_models=len(fusion),
+        with_final=int(scorer is not None), nbest=n, steps=steps, beta=beta, p_b=st.p_b.data_ptr(),
+        p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
+        fstates=fstates.data_ptr(), models=ctypes.addressof(models), tok=tok.data_ptr(), par=par.data_ptr(),
+        dat=dat.data_ptr(), out_score=out_score.data_ptr(), out_len=out_len.data_ptr(),
+        out_tok=out_seq[0].data_ptr(), out_dat=out_seq[1].data_ptr(),
+    )
+    err = ctypes.create_string_buffer(512)
+    if lib.asrd_ctc_finalize(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    scores = out_score.tolist()
+    lens = out_len.tolist()
+    seqs = out_seq.tolist() if steps else None
+    result = []
+    for b in range(B):
+        row = []
+        for j in range(n):
+            m = lens[b][j]
+            if m < 0:
+                continue
+            row.append((seqs[0][b][j][:m], seqs[1][b][j][:m], scores[b][j]) if seqs else ([], [], scores[b][j]))
+        result.append(row)
+    return result
 
 
 def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:

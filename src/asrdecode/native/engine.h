@@ -63,6 +63,7 @@ struct Automaton {
   const int64_t* dense_index;    // [S] row of a state's resolved scores, -1: none
   const float* dense_scores;     // [H, V]
   const int64_t* dense_next;     // [H, V]
+  const float* final_weight;     // [S] end-of-sentence scores
   int64_t num_states;
   int64_t vocab;
   int64_t blank;  // -1: none
@@ -157,18 +158,64 @@ class TopK {
 };
 
 // ------------------------------------------------------------------------------ token selection
-// The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first
-// (ties to the lower id), into `out`.
+// Token order of one frame: higher log-prob first, ties to the lower id.
+template <typename T>
+struct TokenBetter {
+  const T* e;
+  bool operator()(int64_t a, int64_t b) const { return e[a] > e[b] || (e[a] == e[b] && a < b); }
+};
+
+// The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first, into `out`
+// (`m` >= V - 1: every non-blank token, sorted).
 template <typename T>
 inline void top_tokens(const T* e, int64_t vocab, int64_t blank, int64_t m, std::vector<int64_t>& scratch,
                        std::vector<int64_t>& out) {
+  const TokenBetter<T> better{e};
+  const int64_t n = std::min<int64_t>(m, blank >= 0 && blank < vocab ? vocab - 1 : vocab);
+  out.clear();
+  if (n <= 32) {  // insertion into a short sorted list: most tokens are rejected by one comparison
+    out.reserve(static_cast<size_t>(n) + 1);
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (v == blank) continue;
+      if (static_cast<int64_t>(out.size()) == n && !better(v, out.back())) continue;
+      auto pos = std::upper_bound(out.begin(), out.end(), v, better);
+      out.insert(pos, v);
+      if (static_cast<int64_t>(out.size()) > n) out.pop_back();
+    }
+    return;
+  }
   scratch.clear();
   for (int64_t v = 0; v < vocab; ++v)
     if (v != blank) scratch.push_back(v);
-  auto cmp = [e](int64_t a, int64_t b) { return e[a] > e[b] || (e[a] == e[b] && a < b); };
-  const int64_t n = std::min<int64_t>(m, static_cast<int64_t>(scratch.size()));
-  std::partial_sort(scratch.begin(), scratch.begin() + n, scratch.end(), cmp);
+  std::partial_sort(scratch.begin(), scratch.begin() + n, scratch.end(), better);
   out.assign(scratch.begin(), scratch.begin() + n);
+}
+
+}  // namespace asrd
+
+namespace asrd {
+
+// ------------------------------------------------------------------------------ backpointer tree
+// The token sequence (and the integer stored with each token) of hypothesis `slot` of utterance `b`
+// after the last of `steps` recorded steps tok/par/dat [steps, B, K] (asrdecode.beam_hyps.BeamTree):
+// walks the parents back, keeps the steps whose token is >= 0. Writes at most `steps` entries to
+// out_tok / out_dat in order; returns their number.
+inline int64_t backtrack_one(const int64_t* tok, const int64_t* par, const int64_t* dat, int64_t steps, int64_t B,
+                             int64_t K, int64_t b, int64_t slot, int64_t* out_tok, int64_t* out_dat) {
+  int64_t n = 0, cur = slot;
+  for (int64_t s = steps - 1; s >= 0; --s) {
+    if (cur < 0 || cur >= K) return -1;
+    const int64_t at = (s * B + b) * K + cur;
+    if (tok[at] >= 0) {
+      out_tok[n] = tok[at];
+      out_dat[n] = dat[at];
+      ++n;
+    }
+    cur = par[at];
+  }
+  std::reverse(out_tok, out_tok + n);
+  std::reverse(out_dat, out_dat + n);
+  return n;
 }
 
 }  // namespace asrd
