@@ -209,3 +209,41 @@ def test_library_name_follows_the_sources(tmp_path, monkeypatch):
     second = _lib.library_path("c++")
     assert first is not None and second is not None and first.name != second.name
     assert first.name.startswith("libasrdecode_native-") and first.suffix == ".so"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_native_finalize_equals_tensor_finalize(tmp_path_factory, monkeypatch, dtype):
+    """The n-best of a state (end-of-sentence scores of native and user models, beta) computed both ways."""
+    from asrdecode.fusion import FusionScorer
+
+    vocab, blank = 7, 0
+    lm = make_lm(tmp_path_factory, 11, vocab, blank)
+    fusion = [(lm, 0.5), (TableBigram(vocab, blank, seed=2), 0.3), (boosting(4, 2, vocab, blank), 1.0)]
+    lp = peaky_log_probs(9, 2, 25, vocab, blank, peak=4.0, dtype=dtype)
+    lens = torch.tensor([25, 13])
+    for engine in ("torch", "native"):
+        state = ctc.beam_search(lp, lens, blank, beam=6, fusion=fusion, beta=0.4, final=False, engine=engine)
+        scorer = FusionScorer(fusion, vocab, blank)
+        native = [beam_mod._finalize(state, scorer, 0.4, 4, None), state.hypotheses(nbest=5)]
+        with monkeypatch.context() as m:
+            m.setattr(_lib, "loaded", lambda: False)
+            tensor = [beam_mod._finalize(state, scorer, 0.4, 4, None), state.hypotheses(nbest=5)]
+        for a, b in zip(native, tensor):
+            assert_same(a, b, tol=1e-6 if dtype == torch.float64 else 1e-4)
+
+
+def test_environment_switch_turns_the_engine_off(monkeypatch):
+    import warnings
+
+    lp = random_log_probs(3, 1, 6, 5)
+    want = ctc.beam_search(lp, None, 0, beam=3, engine="native")
+    monkeypatch.setenv("ASRDECODE_NATIVE", "0")
+    monkeypatch.setattr(_lib, "_lib", None)
+    monkeypatch.setattr(_lib, "_error", None)
+    monkeypatch.setattr(beam_mod, "_warned_fallback", False)
+    with pytest.raises(NativeEngineUnavailable, match="ASRDECODE_NATIVE"):
+        ctc.beam_search(lp, None, 0, beam=3, engine="native")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # turned off on purpose: no warning
+        got = ctc.beam_search(lp, None, 0, beam=3)
+    assert_same(got, want)

@@ -341,7 +341,7 @@ def _use_native(engine: object, x: torch.Tensor) -> bool:
         return True
     if _lib.available():
         return True
-    if not _warned_fallback:
+    if not _warned_fallback and not _lib.disabled():
         _warned_fallback = True
         warnings.warn(f"asrdecode: native engine unavailable ({_lib.unavailable_reason()}); using the torch engine",
                       RuntimeWarning, stacklevel=3)

@@ -6,6 +6,7 @@ file (each compiles to a temporary name and renames it into place). It lives nex
 (``_build/``) when that directory is writable, else in ``$XDG_CACHE_HOME/asrdecode`` (or
 ``~/.cache/asrdecode``). ``python -m asrdecode.native`` builds it ahead of time (``make install``
 does); otherwise the first use builds it, saying so on stderr (a few seconds, once).
+``ASRDECODE_NATIVE=0`` in the environment turns the engine off (``engine="auto"`` then uses torch).
 """
 
 from __future__ import annotations
@@ -126,6 +127,9 @@ def load() -> ctypes.CDLL:
             return _lib
         if _error is not None:
             raise NativeEngineUnavailable(_error)
+        if disabled():
+            _error = "disabled by ASRDECODE_NATIVE=0"
+            raise NativeEngineUnavailable(_error)
         try:
             lib = ctypes.CDLL(str(build()))
             if lib.asrd_abi_version() != _ABI_VERSION:
@@ -170,6 +174,11 @@ def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
     lens = out_len.tolist()
     seqs = out.tolist()
     return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]
+
+
+def disabled() -> bool:
+    """Whether ``ASRDECODE_NATIVE=0`` turns the engine off."""
+    return os.environ.get("ASRDECODE_NATIVE", "1") == "0"
 
 
 def available() -> bool:
