@@ -163,6 +163,23 @@ class BeamTree:
         n = self._n
         return tuple(b[n : n + steps] for b in self._buf)  # type: ignore[return-value]
 
+    def open_steps_native(self, steps: int, batch: int, slots: int,
+                          device: torch.device | str | None = None) -> tuple[int, int, int] | None:
+        """:meth:`open_steps`, giving the addresses of the room (:meth:`step_pointers`) instead of views."""
+        if self._buf is None and self.tokens:
+            return None
+        if self._buf is None:
+            self.open_steps(steps, batch, slots, device)
+        else:
+            self.reserve(steps)
+        return self.step_pointers(self._n)
+
+    def step_pointers(self, step: int) -> tuple[int, int, int]:
+        """Addresses of step ``step`` in the (contiguous ``[capacity, B, K]``) storages of a preallocated
+        tree: what native code reads, or writes after :meth:`open_steps`, without making views."""
+        assert self._buf is not None
+        return tuple(b.data_ptr() + step * b.stride(0) * b.element_size() for b in self._buf)  # type: ignore[return-value]
+
     def close_steps(self, steps: int) -> None:
         """Count ``steps`` steps written into the views of :meth:`open_steps`."""
         assert self._count is not None

@@ -160,8 +160,9 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
         else:
             models[i].kind = 1
     frame_index = frame_index.to(torch.int64).contiguous()
-    views = st.tree.open_steps(T, B, K, x.device)
-    out = views if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
+    views = st.tree.open_steps_native(T, B, K, x.device)
+    out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
+    ptrs = views if views is not None else tuple(o.data_ptr() for o in out)
     args = _Args(
         batch=B, beam=K, vocab=V, frames=T, blank=blank, is_double=int(x.dtype == torch.float64),
         num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
@@ -169,7 +170,7 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
         p_b=st.p_b.data_ptr(), p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
         peak=st.peak.data_ptr(), last=st.last.data_ptr(), hash=st.hash.data_ptr(),
         parent_hash=st.parent_hash.data_ptr(), fstates=st.fstates.data_ptr(),
-        tok_out=out[0].data_ptr(), par_out=out[1].data_ptr(), dat_out=out[2].data_ptr(),
+        tok_out=ptrs[0], par_out=ptrs[1], dat_out=ptrs[2],
         frame_index=frame_index.data_ptr(), models=ctypes.addressof(models),
     )
     err = ctypes.create_string_buffer(512)
@@ -194,16 +195,16 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
                     models[i].rows_scores = sc.data_ptr()
                     models[i].rows_next = nx.data_ptr()
                 args.t_begin, args.t_end = t, t + 1
-                args.tok_out = out[0].data_ptr() + t * row_bytes
-                args.par_out = out[1].data_ptr() + t * row_bytes
-                args.dat_out = out[2].data_ptr() + t * row_bytes
+                args.tok_out = ptrs[0] + t * row_bytes
+                args.par_out = ptrs[1] + t * row_bytes
+                args.dat_out = ptrs[2] + t * row_bytes
                 _call(lib, args, err)
                 done = t + 1
     except BaseException:
         if views is not None:  # keep the tree in step with the state arrays
             st.tree.close_steps(done)
         raise
-    if views is not None:
+    if out is None:
         st.tree.close_steps(T)
     else:
         st.tree.record_steps(*out)
@@ -226,17 +227,18 @@ def finalize(st: "CTCBeamState", scorer: Optional[FusionScorer], beta: float,
     B, K = st.p_b.shape
     n = min(nbest, K)
     tree = st.tree
-    if tree._buf is not None:
-        tok, par, dat = (b[: len(tree)] for b in tree._buf)
-    elif len(tree):
-        tok, par, dat = (torch.stack(x) for x in (tree.tokens, tree.parents, tree.data))
+    steps = len(tree)
+    keep = []
+    if tree.is_preallocated:
+        tree_ptrs = tree.step_pointers(0)
+    elif steps:
+        stacked = [torch.stack(x) for x in (tree.tokens, tree.parents, tree.data)]
+        keep.append(stacked)
+        tree_ptrs = tuple(t.data_ptr() for t in stacked)
     else:
-        tok = par = dat = torch.empty((0, B, K), dtype=torch.int64)
-    tok, par, dat = (t.contiguous() for t in (tok, par, dat))  # int64 (the tree's dtype)
-    steps = tok.shape[0]
+        tree_ptrs = (0, 0, 0)
     fusion = scorer.fusion if scorer is not None else []
     models = (_Model * max(len(fusion), 1))()
-    keep = []
     for i, (model, weight) in enumerate(fusion):
         models[i].weight = weight
         a = native_automaton(model)
@@ -249,31 +251,33 @@ def finalize(st: "CTCBeamState", scorer: Optional[FusionScorer], beta: float,
             keep.append(f)
             models[i].rows_scores = f.data_ptr()
     out_score = torch.empty((B, n), dtype=torch.float64)
-    out_len = torch.empty((B, n), dtype=torch.int64)
-    out_seq = torch.empty((2, B, n, steps), dtype=torch.int64)
+    out_ints = torch.empty(B * n * (1 + 2 * steps), dtype=torch.int64)  # lengths | tokens | times
+    base = out_ints.data_ptr()
     fstates = st.fstates.contiguous()
     args = _FinalArgs(
         batch=B, beam=K, is_double=int(st.p_b.dtype == torch.float64), num_models=len(fusion),
         with_final=int(scorer is not None), nbest=n, steps=steps, beta=beta, p_b=st.p_b.data_ptr(),
         p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
-        fstates=fstates.data_ptr(), models=ctypes.addressof(models), tok=tok.data_ptr(), par=par.data_ptr(),
-        dat=dat.data_ptr(), out_score=out_score.data_ptr(), out_len=out_len.data_ptr(),
-        out_tok=out_seq[0].data_ptr(), out_dat=out_seq[1].data_ptr(),
+        fstates=fstates.data_ptr(), models=ctypes.addressof(models), tok=tree_ptrs[0], par=tree_ptrs[1],
+        dat=tree_ptrs[2], out_score=out_score.data_ptr(), out_len=base, out_tok=base + 8 * B * n,
+        out_dat=base + 8 * B * n * (1 + steps),
     )
     err = ctypes.create_string_buffer(512)
     if lib.asrd_ctc_finalize(ctypes.byref(args), err, len(err)) != 0:
         raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
     scores = out_score.tolist()
-    lens = out_len.tolist()
-    seqs = out_seq.tolist() if steps else None
+    ints = out_ints.tolist()
+    off_tok, off_dat = B * n, B * n * (1 + steps)
     result = []
     for b in range(B):
         row = []
         for j in range(n):
-            m = lens[b][j]
+            o = b * n + j
+            m = ints[o]
             if m < 0:
                 continue
-            row.append((seqs[0][b][j][:m], seqs[1][b][j][:m], scores[b][j]) if seqs else ([], [], scores[b][j]))
+            a_t, a_d = off_tok + o * steps, off_dat + o * steps
+            row.append((ints[a_t : a_t + m], ints[a_d : a_d + m], scores[b][j]))
         result.append(row)
     return result
 

@@ -165,30 +165,37 @@ struct TokenBetter {
   bool operator()(int64_t a, int64_t b) const { return e[a] > e[b] || (e[a] == e[b] && a < b); }
 };
 
-// The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first, into `out`
-// (`m` >= V - 1: every non-blank token, sorted).
+// The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first, into `out`:
+// one pass with a min-heap of the m best so far (most tokens are rejected by one comparison with
+// the heap's worst), then a sort of the m kept.
 template <typename T>
 inline void top_tokens(const T* e, int64_t vocab, int64_t blank, int64_t m, std::vector<int64_t>& scratch,
                        std::vector<int64_t>& out) {
   const TokenBetter<T> better{e};
   const int64_t n = std::min<int64_t>(m, blank >= 0 && blank < vocab ? vocab - 1 : vocab);
   out.clear();
-  if (n <= 32) {  // insertion into a short sorted list: most tokens are rejected by one comparison
-    out.reserve(static_cast<size_t>(n) + 1);
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (v == blank) continue;
-      if (static_cast<int64_t>(out.size()) == n && !better(v, out.back())) continue;
-      auto pos = std::upper_bound(out.begin(), out.end(), v, better);
-      out.insert(pos, v);
-      if (static_cast<int64_t>(out.size()) > n) out.pop_back();
-    }
-    return;
+  if (n <= 0) return;
+  std::vector<int64_t>& heap = scratch;  // worst at the front (std heap with `better` as "less")
+  heap.clear();
+  int64_t v = 0;
+  for (; v < vocab && static_cast<int64_t>(heap.size()) < n; ++v) {
+    if (v == blank) continue;
+    heap.push_back(v);
+    std::push_heap(heap.begin(), heap.end(), better);
   }
-  scratch.clear();
-  for (int64_t v = 0; v < vocab; ++v)
-    if (v != blank) scratch.push_back(v);
-  std::partial_sort(scratch.begin(), scratch.begin() + n, scratch.end(), better);
-  out.assign(scratch.begin(), scratch.begin() + n);
+  T worst = e[heap.front()];
+  for (; v < vocab; ++v) {
+    if (v == blank) continue;
+    const T x = e[v];
+    if (x < worst || (x == worst && v > heap.front())) continue;  // cannot enter
+    if (!better(v, heap.front())) continue;
+    std::pop_heap(heap.begin(), heap.end(), better);
+    heap.back() = v;
+    std::push_heap(heap.begin(), heap.end(), better);
+    worst = e[heap.front()];
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  out.assign(heap.begin(), heap.end());
 }
 
 }  // namespace asrd
