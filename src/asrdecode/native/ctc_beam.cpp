@@ -142,7 +142,7 @@ class CtcBeam {
       // sorted: the 32 best tokens, then (rarely reached) the others in id order
       M = V_;
       if (sorted_scan) {
-        asrd::top_tokens(e, V_, a_.blank, 32, scratch_, toks_);
+        asrd::top_tokens(e, V_, a_.blank, 32, values_, toks_);
         for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
         for (int64_t v = 0; v < V_; ++v)
           if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(v);
@@ -152,7 +152,7 @@ class CtcBeam {
           if (v != a_.blank) toks_.push_back(v);
       }
     } else {
-      asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, scratch_, toks_);
+      asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, values_, toks_);
       M = static_cast<int64_t>(toks_.size());
       for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
     }
@@ -335,7 +335,7 @@ class CtcBeam {
   std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
   std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
   std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, rest_, order_;
-  std::vector<T> sc_;
+  std::vector<T> sc_, values_;
   std::vector<int64_t> nx_;
   asrd::TopK<T, Cand> heap_;
 };

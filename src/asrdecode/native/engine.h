@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -166,36 +167,26 @@ struct TokenBetter {
 };
 
 // The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first, into `out`:
-// one pass with a min-heap of the m best so far (most tokens are rejected by one comparison with
-// the heap's worst), then a sort of the m kept.
+// the m-th largest value by selection on a copy (linear time), then the tokens above it and, in
+// id order, those equal to it, sorted.
 template <typename T>
-inline void top_tokens(const T* e, int64_t vocab, int64_t blank, int64_t m, std::vector<int64_t>& scratch,
+inline void top_tokens(const T* e, int64_t vocab, int64_t blank, int64_t m, std::vector<T>& values,
                        std::vector<int64_t>& out) {
   const TokenBetter<T> better{e};
-  const int64_t n = std::min<int64_t>(m, blank >= 0 && blank < vocab ? vocab - 1 : vocab);
+  const bool has_blank = blank >= 0 && blank < vocab;
+  const int64_t n = std::min<int64_t>(m, has_blank ? vocab - 1 : vocab);
   out.clear();
   if (n <= 0) return;
-  std::vector<int64_t>& heap = scratch;  // worst at the front (std heap with `better` as "less")
-  heap.clear();
-  int64_t v = 0;
-  for (; v < vocab && static_cast<int64_t>(heap.size()) < n; ++v) {
-    if (v == blank) continue;
-    heap.push_back(v);
-    std::push_heap(heap.begin(), heap.end(), better);
-  }
-  T worst = e[heap.front()];
-  for (; v < vocab; ++v) {
-    if (v == blank) continue;
-    const T x = e[v];
-    if (x < worst || (x == worst && v > heap.front())) continue;  // cannot enter
-    if (!better(v, heap.front())) continue;
-    std::pop_heap(heap.begin(), heap.end(), better);
-    heap.back() = v;
-    std::push_heap(heap.begin(), heap.end(), better);
-    worst = e[heap.front()];
-  }
-  std::sort(heap.begin(), heap.end(), better);
-  out.assign(heap.begin(), heap.end());
+  values.clear();
+  for (int64_t v = 0; v < vocab; ++v)
+    if (v != blank) values.push_back(e[v]);
+  std::nth_element(values.begin(), values.begin() + (n - 1), values.end(), std::greater<T>());
+  const T th = values[static_cast<size_t>(n - 1)];
+  for (int64_t v = 0; v < vocab; ++v)
+    if (v != blank && e[v] > th) out.push_back(v);
+  for (int64_t v = 0; v < vocab && static_cast<int64_t>(out.size()) < n; ++v)
+    if (v != blank && e[v] == th) out.push_back(v);
+  std::sort(out.begin(), out.end(), better);
 }
 
 }  // namespace asrd
