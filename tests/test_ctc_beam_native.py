@@ -247,3 +247,34 @@ def test_environment_switch_turns_the_engine_off(monkeypatch):
         warnings.simplefilter("error")  # turned off on purpose: no warning
         got = ctc.beam_search(lp, None, 0, beam=3)
     assert_same(got, want)
+
+
+@SETTINGS
+@given(dims, st.sampled_from(["weak", 0.9, 0.5]), st.integers(1, 4), st.integers(0, 1000))
+def test_native_blank_collapse_equals_stream_collapse(d, threshold, n_chunks, cut_seed):
+    """Chunk by chunk: the same kept frames, lengths, original indices and carried state."""
+    from asrdecode.ctc.collapse import CollapseState, stream_collapse
+    from asrdecode.native.ctc_beam import collapse as native_collapse
+
+    seed, batch, frames, vocab, _ = d
+    blank = seed % vocab
+    th = None if threshold == "weak" else threshold
+    lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=4.0, blank_rate=0.7)
+    lens = random_lengths(seed, batch, frames)
+    g = torch.Generator().manual_seed(cut_seed)
+    bounds = [0, *sorted(torch.randint(0, frames + 1, (n_chunks - 1,), generator=g).tolist()), frames]
+    s_t = CollapseState.initial(batch, vocab, lp.dtype, lp.device)
+    s_n = CollapseState.initial(batch, vocab, lp.dtype, lp.device)
+    offsets = torch.zeros(batch, dtype=torch.long)
+    for a, z in zip(bounds[:-1], bounds[1:]):
+        chunk_lens = (lens - a).clamp(min=0, max=z - a)
+        x_t, l_t, i_t, s_t = stream_collapse(lp[:, a:z], chunk_lens, offsets, blank, th, s_t)
+        x_n, l_n, i_n, s_n = native_collapse(lp[:, a:z], chunk_lens, offsets, blank, th, s_n)
+        assert torch.equal(l_t, l_n) and torch.equal(i_t, i_n)
+        valid = i_t >= 0
+        assert torch.equal(x_t[valid], x_n[valid])
+        for name in ("prev_blank", "pending_index", "pending_valid"):
+            assert torch.equal(getattr(s_t, name), getattr(s_n, name)), name
+        has = s_t.pending_valid
+        assert torch.equal(s_t.pending[has], s_n.pending[has])
+        offsets = offsets + chunk_lens

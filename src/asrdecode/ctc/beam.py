@@ -36,6 +36,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..native import _lib
+from ..native.ctc_beam import collapse as native_collapse
 from ..native.ctc_beam import finalize as native_finalize
 from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
@@ -430,7 +431,8 @@ def beam_search(
     offsets = st.offsets
     if collapse_on:
         assert st.collapse is not None
-        x, lens_s, frame_index, st.collapse = stream_collapse(x, lens, offsets, blank, collapse_th, st.collapse)
+        collapse_fn = native_collapse if native else stream_collapse
+        x, lens_s, frame_index, st.collapse = collapse_fn(x, lens, offsets, blank, collapse_th, st.collapse)
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]

@@ -144,6 +144,8 @@ def load() -> ctypes.CDLL:
         lib.asrd_ctc_beam_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
         lib.asrd_ctc_finalize.restype = ctypes.c_int
         lib.asrd_ctc_finalize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_ctc_collapse.restype = None
+        lib.asrd_ctc_collapse.argtypes = [ctypes.c_void_p]
         lib.asrd_backtrack.restype = ctypes.c_int
         lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [
             ctypes.c_void_p] * 3

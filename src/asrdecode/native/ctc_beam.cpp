@@ -28,6 +28,7 @@ struct FusionModelDesc {
 
 struct CtcBeamArgs {
   int64_t batch, beam, vocab, frames;  // B, K, V, T (frames of x)
+  int64_t x_stride;                    // elements between utterances of x (frames contiguous)
   int64_t blank;
   int64_t is_double;                   // emissions / state dtype: 0 float32, 1 float64
   int64_t num_tokens;                  // M candidate tokens per frame; 0: the whole vocabulary
@@ -94,7 +95,7 @@ class CtcBeam {
           for (int64_t j = 0; j < K_; ++j) { tok_rec[j] = -1; par_rec[j] = j; }
           continue;
         }
-        const T* e = static_cast<const T*>(a_.x) + (b * a_.frames + t) * V_;
+        const T* e = static_cast<const T*>(a_.x) + b * a_.x_stride + t * V_;
         std::string err = step(b, e, tok_rec, par_rec);
         if (!err.empty()) return err;
       }
@@ -342,6 +343,84 @@ class CtcBeam {
 
 }  // namespace
 
+// Blank collapse of one chunk of a stream (asrdecode.ctc.collapse.stream_collapse, same rules):
+// a valid blank frame is dropped when the frame before it (or the stream's last frame, for the
+// first) is a blank frame, or when no non-blank frame follows it in the chunk; the first blank
+// frame after a non-blank one with no non-blank after it in the chunk waits as `pending` and is
+// kept (first) once a later chunk has a non-blank frame.
+struct CollapseArgs {
+  int64_t batch, frames, vocab, blank, is_double, weak;
+  double threshold;
+  const void* x;             // [B, T, V]
+  const int64_t* lengths;    // [B]
+  const int64_t* offsets;    // [B] original index of the chunk's first frame
+  uint8_t* prev_blank;       // [B] state, updated in place
+  void* pending;             // [B, V]
+  int64_t* pending_index;    // [B]
+  uint8_t* pending_valid;    // [B]
+  void* out_x;               // [B, T + 1, V] kept frames first
+  int64_t* out_len;          // [B]
+  int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
+};
+
+template <typename T>
+void ctc_collapse(const CollapseArgs& a) {
+  const int64_t B = a.batch, Tn = a.frames, V = a.vocab, To = a.frames + 1;
+  const T* x = static_cast<const T*>(a.x);
+  T* pending = static_cast<T*>(a.pending);
+  T* out_x = static_cast<T*>(a.out_x);
+  const T th = static_cast<T>(a.threshold);
+  std::vector<char> is_blank(static_cast<size_t>(Tn));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = a.lengths[b];
+    const T* xb = x + b * Tn * V;
+    int64_t last_nb = -1;
+    for (int64_t t = 0; t < len; ++t) {
+      const T* f = xb + t * V;
+      bool blank;
+      if (a.weak) {  // argmax (first maximum) is the blank
+        int64_t arg = 0;
+        for (int64_t v = 1; v < V; ++v)
+          if (f[v] > f[arg]) arg = v;
+        blank = arg == a.blank;
+      } else {
+        blank = static_cast<T>(std::exp(f[a.blank])) > th;
+      }
+      is_blank[static_cast<size_t>(t)] = blank;
+      if (!blank) last_nb = t;
+    }
+    const bool any_nb = last_nb >= 0;
+    int64_t n = 0;
+    int64_t* idx = a.out_index + b * To;
+    T* ob = out_x + b * To * V;
+    if (a.pending_valid[b] && any_nb) {  // the waiting frame is kept after all
+      std::copy(pending + b * V, pending + (b + 1) * V, ob);
+      idx[n++] = a.pending_index[b];
+    }
+    int64_t wait_t = -1;
+    for (int64_t t = 0; t < len; ++t) {
+      const bool blank = is_blank[static_cast<size_t>(t)];
+      const bool prev = t == 0 ? a.prev_blank[b] != 0 : is_blank[static_cast<size_t>(t - 1)] != 0;
+      const bool trailing = t > last_nb;
+      if (!(blank && (prev || trailing))) {
+        std::copy(xb + t * V, xb + (t + 1) * V, ob + n * V);
+        idx[n++] = a.offsets[b] + t;
+      }
+      if (wait_t < 0 && blank && !prev && trailing) wait_t = t;
+    }
+    for (int64_t t = n; t < To; ++t) idx[t] = -1;
+    a.out_len[b] = n;
+    if (wait_t >= 0) {
+      std::copy(xb + wait_t * V, xb + (wait_t + 1) * V, pending + b * V);
+      a.pending_index[b] = a.offsets[b] + wait_t;
+      a.pending_valid[b] = 1;
+    } else if (any_nb) {
+      a.pending_valid[b] = 0;
+    }
+    if (len > 0) a.prev_blank[b] = is_blank[static_cast<size_t>(len - 1)];
+  }
+}
+
 // The n-best of a CTCBeamState (asrdecode.ctc.beam._finalize): per utterance, the `nbest` best
 // valid slots by score = logaddexp(p_b, p_nb) + fscore [+ beta * length] [+ sum_i w_i * final_i],
 // higher first (ties to the lower slot), with their token sequences and times from the tree.
@@ -423,6 +502,11 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
 }
 
 extern "C" {
+
+// Blank collapse of one chunk (see CollapseArgs); the state is updated in place.
+void asrd_ctc_collapse(const CollapseArgs* args) {
+  if (args->is_double) ctc_collapse<double>(*args); else ctc_collapse<float>(*args);
+}
 
 // The n-best lists of a CTC beam state (see CtcFinalArgs). Returns 0, or 1 with a message in `err`.
 int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {

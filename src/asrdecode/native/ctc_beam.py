@@ -28,8 +28,9 @@ from ._lib import load
 
 if TYPE_CHECKING:
     from ..ctc.beam import CTCBeamState
+    from ..ctc.collapse import CollapseState
 
-__all__ = ["run_frames", "finalize", "native_automaton"]
+__all__ = ["run_frames", "finalize", "collapse", "native_automaton"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -48,7 +49,8 @@ class _Model(ctypes.Structure):
 
 
 class _Args(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("blank", _I), ("is_double", _I),
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
+                ("is_double", _I),
                 ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("t_begin", _I), ("t_end", _I),
                 ("beta", _D), ("threshold", _D), ("x", _P), ("lengths", _P),
                 ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P), ("peak", _P),
@@ -136,7 +138,8 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
     K = beam
     if T == 0:
         return
-    x = x.contiguous()
+    if x.stride(2) != 1 or x.stride(1) != V:  # rows of frames must be contiguous; utterances may be strided
+        x = x.contiguous()
     lengths = lengths.to(torch.int64).contiguous()
     _contiguous(st)
     fusion = scorer.fusion
@@ -164,7 +167,7 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
     out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
     ptrs = views if views is not None else tuple(o.data_ptr() for o in out)
     args = _Args(
-        batch=B, beam=K, vocab=V, frames=T, blank=blank, is_double=int(x.dtype == torch.float64),
+        batch=B, beam=K, vocab=V, frames=T, x_stride=x.stride(0), blank=blank, is_double=int(x.dtype == torch.float64),
         num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
         beta=beta, threshold=beam_threshold, x=x.data_ptr(), lengths=lengths.data_ptr(),
         p_b=st.p_b.data_ptr(), p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
@@ -208,6 +211,42 @@ def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame
         st.tree.close_steps(T)
     else:
         st.tree.record_steps(*out)
+
+
+class _CollapseArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("frames", _I), ("vocab", _I), ("blank", _I), ("is_double", _I), ("weak", _I),
+                ("threshold", _D), ("x", _P), ("lengths", _P), ("offsets", _P), ("prev_blank", _P), ("pending", _P),
+                ("pending_index", _P), ("pending_valid", _P), ("out_x", _P), ("out_len", _P), ("out_index", _P)]
+
+
+def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blank: int, threshold: Optional[float],
+             state: "CollapseState") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, "CollapseState"]:
+    """:func:`asrdecode.ctc.collapse.stream_collapse` on the engine (CPU; same result; the state is
+    updated in place and returned)."""
+    lib = load()
+    B, T, V = x.shape
+    if T == 0:
+        return x, torch.zeros(B, dtype=torch.long), torch.zeros((B, 0), dtype=torch.long), state
+    x = x.contiguous()
+    lengths = lengths.to(torch.int64).contiguous()
+    offsets = offsets.to(torch.int64).contiguous()
+    for name in ("prev_blank", "pending", "pending_index", "pending_valid"):
+        t = getattr(state, name)
+        if not t.is_contiguous() or (name == "pending" and t.dtype != x.dtype):
+            setattr(state, name, t.to(x.dtype if name == "pending" else t.dtype).contiguous())
+    out_x = torch.empty((B, T + 1, V), dtype=x.dtype)
+    out_len = torch.empty(B, dtype=torch.int64)
+    out_index = torch.empty((B, T + 1), dtype=torch.int64)
+    args = _CollapseArgs(
+        batch=B, frames=T, vocab=V, blank=blank, is_double=int(x.dtype == torch.float64), weak=int(threshold is None),
+        threshold=0.0 if threshold is None else threshold, x=x.data_ptr(), lengths=lengths.data_ptr(),
+        offsets=offsets.data_ptr(), prev_blank=state.prev_blank.data_ptr(), pending=state.pending.data_ptr(),
+        pending_index=state.pending_index.data_ptr(), pending_valid=state.pending_valid.data_ptr(),
+        out_x=out_x.data_ptr(), out_len=out_len.data_ptr(), out_index=out_index.data_ptr(),
+    )
+    lib.asrd_ctc_collapse(ctypes.byref(args))
+    n = int(out_len.max()) if B else 0
+    return out_x[:, :n], out_len, out_index[:, :n], state
 
 
 class _FinalArgs(ctypes.Structure):
