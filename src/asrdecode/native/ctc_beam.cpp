@@ -54,9 +54,13 @@ struct CtcBeamArgs {
   const FusionModelDesc* models;
 };
 
+constexpr int64_t kInlineModels = 4;  // fusion scores kept with a candidate (more: looked up again)
+
 struct Cand {
   int64_t src;  // slot of the hypothesis it comes from
   int64_t tok;  // -1: a stay, else the appended token
+  double score[kInlineModels];  // extension: each model's score of tok (exact in double) ...
+  int64_t next[kInlineModels];  // ... and next state
 };
 
 template <typename T>
@@ -199,7 +203,7 @@ class CtcBeam {
       stay_nb_[i] = snb;
       stay_peak_[i] = pk;
       const T v = asrd::log_add_exp(sb, snb) + bonus_[i];
-      if (v > ninf) heap_.push(v, i, Cand{i, -1});
+      if (v > ninf) heap_.push(v, i, Cand{i, -1, {}, {}});
     }
     // Extensions, best parents first.
     order_.clear();
@@ -225,26 +229,25 @@ class CtcBeam {
         if (!(ac > ninf) || (bound_ok_ && !heap_.admits(ac, index)))  // fusion only lowers it
           return (sorted && !own) ? 0 : 1;  // later tokens have lower log-probs
         T v = ac;
+        Cand c{j, tok, {}, {}};
         if (NM_) {
-          if (own) {
-            T lm = T(0);
-            for (int64_t k = 0; k < NM_; ++k) {
-              T sc;
-              int64_t nx;
-              if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+          T lm = T(0);
+          for (int64_t k = 0; k < NM_; ++k) {
+            T sc;
+            int64_t nx;
+            if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+            if (own)
               lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
-            }
-            v = ac + lm;
-          } else {
-            for (int64_t k = 0; k < NM_; ++k) {
-              T sc;
-              int64_t nx;
-              if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+            else
               v = std::fma(w_[k], sc, v);
+            if (k < kInlineModels) {
+              c.score[k] = static_cast<double>(sc);
+              c.next[k] = nx;
             }
           }
+          if (own) v = ac + lm;
         }
-        if (v > ninf) heap_.push(v, index, Cand{j, tok});
+        if (v > ninf) heap_.push(v, index, c);
         return 1;
       };
       bool stopped = false;
@@ -282,10 +285,16 @@ class CtcBeam {
       if (tok >= 0) {  // extension
         const T ext_ac = (o_last_[src] == tok ? o_pb_[src] : p_tot_[src]) + e[tok];
         T lm = T(0);
+        const Cand& c = best[k].payload;
         for (int64_t m = 0; m < NM_; ++m) {
           T s;
           int64_t nx;
-          if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) return bad_state(m, fs_src[m]);
+          if (m < kInlineModels) {
+            s = static_cast<T>(c.score[m]);
+            nx = c.next[m];
+          } else if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) {
+            return bad_state(m, fs_src[m]);
+          }
           lm = m == 0 ? s * w_[m] : lm + s * w_[m];
           nx_[static_cast<size_t>(m)] = nx;
         }
