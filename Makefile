@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml $(VPY)
 	# torch is pinned to the CPU build first so pip never resolves an unpinned (CUDA) torch.
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[dev]' torch==2.13.0
+	$(VPY) -m asrdecode.native  # compile the native search engine now (else its first use does)
 	touch $(STAMP)
 
 # The tests also cover the server (serve extra) and Ray corpus decoding (distributed extra).

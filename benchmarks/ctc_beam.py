@@ -6,7 +6,8 @@ All decoders see the same emissions and the same ARPA LM (the bundled token-leve
 runs with one thread, and all timings come from this one run, reported as ratios.
 
 * asrdecode: ``asrdecode.ctc.beam_search`` with ``NGramLM`` fusion, batch 1 and batch 32 (batches of
-  utterances sorted by length).
+  utterances sorted by length), on the native engine (``engine="native"``, the CPU default) and, at
+  the beams of ``--torch-beams``, on the tensor engine (``engine="torch"``).
 * pyctcdecode (+ kenlm): every token is its own LM "word" (labels ``"▁" + chr(id + 100)``), so
   kenlm scores each token, exactly the token-level LM; pyctcdecode decodes one utterance at a
   time (its batch API only adds a process pool), so its time is the same for both batch sizes.
@@ -175,7 +176,7 @@ def interleaved(jobs, runs):
     return out
 
 
-def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=None):
+def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=None, engine="native"):
     """Decode every utterance; batches are formed from utterances sorted by length (less padding)."""
     order = sorted(range(len(lps)), key=lambda i: lps[i].shape[0]) if batch > 1 else list(range(len(lps)))
     ids: list[list[int]] = [[] for _ in lps]
@@ -184,7 +185,7 @@ def run_ours(lps, blank, lm, alpha, beam, batch, thr, collapse=None, token_beam=
         chunk = order[i : i + batch]
         x, lens = pad([lps[j] for j in chunk])
         res = ctc.beam_search(x, lens, blank, beam=beam, fusion=[(lm, alpha)], beta=0.0, beam_threshold=thr,
-                              blank_collapse=collapse, token_beam=token_beam)
+                              blank_collapse=collapse, token_beam=token_beam, engine=engine)
         for j, r in zip(chunk, res):
             ids[j] = r[0].tokens
     return ids, time.perf_counter() - t0
@@ -264,6 +265,8 @@ def main() -> None:
     ap.add_argument("--collapse-beam", type=int, default=16)
     ap.add_argument("--collapse-batches", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--peers", nargs="*", default=["pyctcdecode", "flashlight"])
+    ap.add_argument("--torch-beams", type=int, nargs="*", default=[16],
+                    help="beams at which asrdecode's tensor engine (engine='torch') is timed too")
     ap.add_argument("--pyctc-no-token-pruning", action="store_true")
     ap.add_argument("--token-beam", type=int, default=16, help="also run asrdecode and flashlight with this many "
                     "candidate tokens per frame (0: skip)")
@@ -315,6 +318,7 @@ def main() -> None:
 
     # warm-up (allocations, LM caches) on a few utterances
     run_ours(lps[:4], blank, lm, args.alpha, 4, 4, args.beam_threshold)
+    run_ours(lps[:4], blank, lm, args.alpha, 4, 4, args.beam_threshold, engine="torch")
 
     objective_cache: dict[tuple[int, tuple[int, ...]], float] = {}
 
@@ -342,34 +346,41 @@ def main() -> None:
         return f"{wa}/{wb}"
 
     audio_s = n_frames * frame_s
-    rows = ["| beam | decoder | WER % | decode s | RTFx | " + " | ".join(f"time / asrdecode batch {b}" for b in args.batches)
+    rows = ["| beam | decoder | WER % | decode s | RTFx | " + " | ".join(f"time / asrdecode native batch {b}" for b in args.batches)
             + " | objective: asrdecode better / peer better |",
             "|---|---|---|---|---|" + "---|" * len(args.batches) + "---|"]
     tb = args.token_beam
     for beam in args.beams:
-        jobs = [(("ours", b, None), lambda b=b: run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold))
-                for b in args.batches]
-        jobs += [((name, 0, None), lambda peer=peer: peer.run(lps, beam, args.beam_threshold)) for name, peer in peers.items()]
-        if tb:
-            jobs += [(("ours", b, tb), lambda b=b: run_ours(lps, blank, lm, args.alpha, beam, b, args.beam_threshold,
-                                                             token_beam=tb)) for b in args.batches]
-            if "flashlight" in peers:
-                jobs.append((("flashlight", 0, tb), lambda: peers["flashlight"].run(lps, beam, args.beam_threshold, token_beam=tb)))
+        engines = ["native"] + (["torch"] if beam in args.torch_beams else [])
+        token_beams = [None] + ([tb] if tb else [])
+        jobs = []
+        for t in token_beams:
+            jobs += [(("ours", e, b, t), lambda b=b, e=e, t=t: run_ours(lps, blank, lm, args.alpha, beam, b,
+                                                                        args.beam_threshold, token_beam=t, engine=e))
+                     for e in engines for b in args.batches]
+            if t is None:
+                jobs += [((name, "", 0, None), lambda peer=peer: peer.run(lps, beam, args.beam_threshold))
+                         for name, peer in peers.items()]
+            elif "flashlight" in peers:
+                jobs.append((("flashlight", "", 0, t), lambda t=t: peers["flashlight"].run(lps, beam, args.beam_threshold,
+                                                                                          token_beam=t)))
         res = interleaved(jobs, args.timing_runs)
-        ref_ids = res[("ours", args.batches[-1], None)][0]
-        for (name, b, t), (ids, dt) in res.items():
+        ref_ids = res[("ours", "native", args.batches[-1], None)][0]
+        for (name, e, b, t), (ids, dt) in res.items():
             w = wer(texts_of(tokenizer, ids), refs)
+            base = {c: res[("ours", "native", c, t)][1] for c in args.batches}
             if name == "ours":
-                base = {c: res[("ours", c, t)][1] for c in args.batches}
                 ratios = " | ".join(f"{dt / base[c]:.2f}" for c in args.batches)
-                label = f"asrdecode batch {b}" + (f", token_beam {t}" if t else "")
+                label = f"asrdecode {e} batch {b}" + (f", token_beam {t}" if t else "")
                 vs = "-" if not t else versus(ref_ids, ids) + " (vs all tokens)"
+                if e == "torch":
+                    same = ids == res[("ours", "native", b, t)][0]
+                    vs = "same hypotheses as native" if same else "DIFFERENT hypotheses from native"
             else:
-                base = {c: res[("ours", c, t)][1] for c in args.batches}
                 ratios = " | ".join(f"**{dt / base[c]:.1f}x**" for c in args.batches)
                 label = {"pyctcdecode": "pyctcdecode (token_min_logp -5)" if not args.pyctc_no_token_pruning
                          else "pyctcdecode (no token pruning)"}.get(name, f"flashlight ({'beam_size_token ' + str(t) if t else 'all tokens'})")
-                vs = versus(res[("ours", args.batches[-1], t)][0], ids)
+                vs = versus(res[("ours", "native", args.batches[-1], t)][0], ids)
             rows.append(f"| {beam} | {label} | {w:.2f} | {dt:.3f} | {audio_s / dt:.0f} | {ratios} | {vs} |")
             print(rows[-1], flush=True)
     lines += ["### Beam search with the token 4-gram LM", "", *rows, ""]
@@ -395,7 +406,7 @@ def main() -> None:
         change = "-" if th is None else f"{w - base_w:+.2f}"
         crow.append(f"| {'off' if th is None else th} | {removed:.1f} | {w:.2f} | {change} | {sp} |")
         print(crow[-1], flush=True)
-    lines += [f"### Blank collapse (asrdecode, beam {args.collapse_beam}, same LM)", "", *crow, ""]
+    lines += [f"### Blank collapse (asrdecode native engine, beam {args.collapse_beam}, same LM)", "", *crow, ""]
     lines += ["Command: `OMP_NUM_THREADS=1 python3 benchmarks/ctc_beam.py " + " ".join(sys.argv[1:]) + "`", ""]
     text = "\n".join(lines)
     print()

@@ -36,10 +36,13 @@ search_dims = st.tuples(
 )
 
 
+ENGINES = st.sampled_from(["torch", "native"])
+
+
 @SETTINGS
 @given(search_dims, st.booleans(), st.sampled_from([0.0, 0.7, -0.5]), st.sampled_from([math.inf, 20.0, 3.0]),
-       st.booleans(), st.sampled_from([None, None, 1, 2, 3]))
-def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky, token_beam):
+       st.booleans(), st.sampled_from([None, None, 1, 2, 3]), ENGINES)
+def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky, token_beam, engine):
     seed, batch, frames, vocab, beam = d
     blank = seed % vocab
     lp = (peaky_log_probs(seed, batch, frames, vocab, blank, peak=6.0) if peaky
@@ -48,19 +51,19 @@ def test_batched_equals_reference(d, with_lm, beta, beam_threshold, peaky, token
     fusion = [(TableBigram(vocab, blank, seed=seed), 0.8)] if with_lm else []
     nbest = 1 + seed % beam
     kw = dict(beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold, nbest=nbest, token_beam=token_beam)
-    assert_same(ctc.beam_search(lp, lens, blank, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
+    assert_same(ctc.beam_search(lp, lens, blank, engine=engine, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
 
 
 @SETTINGS
-@given(search_dims, st.sampled_from([None, "weak", 0.9]))
-def test_batched_equals_reference_two_models_and_collapse(d, collapse):
+@given(search_dims, st.sampled_from([None, "weak", 0.9]), ENGINES)
+def test_batched_equals_reference_two_models_and_collapse(d, collapse, engine):
     seed, batch, frames, vocab, beam = d
     blank = (seed // 7) % vocab
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=5.0, blank_rate=0.6)
     lens = random_lengths(seed, batch, frames)
     fusion = [(TableBigram(vocab, blank, seed=seed), 0.5), (TableBigram(vocab, blank, seed=seed + 1, sharpness=2.0), 0.3)]
     kw = dict(beam=beam, fusion=fusion, beta=0.4, blank_collapse=collapse, nbest=beam)
-    got = ctc.beam_search(lp, lens, blank, **kw)
+    got = ctc.beam_search(lp, lens, blank, engine=engine, **kw)
     assert_same(got, ctc.reference_beam_search(lp, lens, blank, **kw))
     for hyps in got:
         for h in hyps:  # timestamps are original frames, increasing
@@ -89,8 +92,9 @@ def test_beam1_without_lm_equals_greedy_on_peaky_inputs(d):
 
 
 @SETTINGS
-@given(search_dims, st.integers(1, 5), st.integers(0, 10_000), st.sampled_from([None, "weak", 0.9]), st.booleans())
-def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm):
+@given(search_dims, st.integers(1, 5), st.integers(0, 10_000), st.sampled_from([None, "weak", 0.9]), st.booleans(),
+       ENGINES)
+def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm, engine):
     seed, batch, frames, vocab, beam = d
     blank = seed % vocab
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=5.0, blank_rate=0.6)
@@ -105,7 +109,7 @@ def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm):
     for i, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
         chunk_lens = (lens - a).clamp(min=0, max=z - a)  # each utterance streams its own frames
         last = i == len(bounds) - 2
-        state = ctc.beam_search(lp[:, a:z], chunk_lens, blank, state=state, final=last, **kw)
+        state = ctc.beam_search(lp[:, a:z], chunk_lens, blank, state=state, final=last, engine=engine, **kw)
     assert_same(state, whole, tol=0.0)
 
 

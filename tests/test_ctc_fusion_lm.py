@@ -31,19 +31,20 @@ def assert_same(batched, reference, tol=1e-4):
 
 @SETTINGS
 @given(st.integers(0, 10_000), st.integers(1, 3), st.integers(0, 14), st.integers(3, 7), st.integers(1, 6),
-       st.sampled_from([None, 2]), st.sampled_from([None, 0.9]))
-def test_ngram_lm_batched_equals_reference(tmp_path_factory, seed, batch, frames, vocab, beam, token_beam, collapse):
+       st.sampled_from([None, 2]), st.sampled_from([None, 0.9]), st.sampled_from(["torch", "native"]))
+def test_ngram_lm_batched_equals_reference(tmp_path_factory, seed, batch, frames, vocab, beam, token_beam, collapse,
+                                           engine):
     blank = seed % vocab
     lm = make_lm(tmp_path_factory, seed, vocab, blank, order=1 + seed % 3)
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=4.0)
     lens = random_lengths(seed, batch, frames)
     kw = dict(beam=beam, fusion=[(lm, 0.7)], beta=0.5, token_beam=token_beam, blank_collapse=collapse, nbest=beam)
-    assert_same(ctc.beam_search(lp, lens, blank, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
+    assert_same(ctc.beam_search(lp, lens, blank, engine=engine, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
 
 
 @SETTINGS
-@given(st.integers(0, 10_000), st.integers(1, 3), st.integers(0, 14), st.integers(1, 6))
-def test_lm_and_per_utterance_boosting_trees(tmp_path_factory, seed, batch, frames, beam):
+@given(st.integers(0, 10_000), st.integers(1, 3), st.integers(0, 14), st.integers(1, 6), st.sampled_from(["torch", "native"]))
+def test_lm_and_per_utterance_boosting_trees(tmp_path_factory, seed, batch, frames, beam, engine):
     vocab, blank = 6, 0
     lm = make_lm(tmp_path_factory, seed, vocab, blank)
     g = torch.Generator().manual_seed(seed)
@@ -57,7 +58,7 @@ def test_lm_and_per_utterance_boosting_trees(tmp_path_factory, seed, batch, fram
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=4.0)
     lens = random_lengths(seed, batch, frames)
     kw = dict(beam=beam, fusion=[(lm, 0.5), (boost, 1.0)], beta=0.2, nbest=beam)
-    assert_same(ctc.beam_search(lp, lens, blank, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
+    assert_same(ctc.beam_search(lp, lens, blank, engine=engine, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
 
 
 def test_boosting_recovers_a_phrase():

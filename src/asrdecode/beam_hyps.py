@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .native import _lib as _native_lib
+
 __all__ = ["EMPTY_HASH", "extend_hash", "BeamTree"]
 
 _M1 = 2147483647  # 2**31 - 1, prime
@@ -144,6 +146,61 @@ class BeamTree:
         self.parents.append(parents)
         self.data.append(data if data.dim() == 2 else data[:, None].expand_as(tokens))
 
+    def open_steps(self, steps: int, batch: int, slots: int,
+                   device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """Room for ``steps`` steps that the caller writes in place: ``(tokens, parents, data)`` views
+        ``[steps, batch, slots]`` of the storage; count them with :meth:`close_steps`. An empty list
+        tree becomes a preallocated one; a list tree that already has steps gives ``None`` (use
+        :meth:`record_steps`)."""
+        if self._buf is None:
+            if self.tokens:
+                return None
+            self._buf = tuple(torch.empty((3, max(64, 2 * steps), batch, slots), dtype=torch.long,
+                                          device=device).unbind(0))
+            self._count = torch.zeros(1, dtype=torch.long, device=device)
+            self._n = 0
+        self.reserve(steps)
+        n = self._n
+        return tuple(b[n : n + steps] for b in self._buf)  # type: ignore[return-value]
+
+    def open_steps_native(self, steps: int, batch: int, slots: int,
+                          device: torch.device | str | None = None) -> tuple[int, int, int] | None:
+        """:meth:`open_steps`, giving the addresses of the room (:meth:`step_pointers`) instead of views."""
+        if self._buf is None and self.tokens:
+            return None
+        if self._buf is None:
+            self.open_steps(steps, batch, slots, device)
+        else:
+            self.reserve(steps)
+        return self.step_pointers(self._n)
+
+    def step_pointers(self, step: int) -> tuple[int, int, int]:
+        """Addresses of step ``step`` in the (contiguous ``[capacity, B, K]``) storages of a preallocated
+        tree: what native code reads, or writes after :meth:`open_steps`, without making views."""
+        assert self._buf is not None
+        return tuple(b.data_ptr() + step * b.stride(0) * b.element_size() for b in self._buf)  # type: ignore[return-value]
+
+    def close_steps(self, steps: int) -> None:
+        """Count ``steps`` steps written into the views of :meth:`open_steps`."""
+        assert self._count is not None
+        self._count.add_(steps)
+        self._n += steps
+
+    def record_steps(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        """Append ``S`` steps at once: tokens, parents ``[S, B, K]``, data ``[S, B, K]`` or ``[S, B]``."""
+        S = tokens.shape[0]
+        if data.dim() == 2:
+            data = data[:, :, None].expand_as(tokens)
+        views = self.open_steps(S, tokens.shape[1], tokens.shape[2], tokens.device)
+        if views is not None:
+            for view, x in zip(views, (tokens, parents, data)):
+                view.copy_(x)
+            self.close_steps(S)
+            return
+        self.tokens.extend(tokens.unbind(0))
+        self.parents.extend(parents.unbind(0))
+        self.data.extend(data.unbind(0))
+
     def steps(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """The recorded steps: (tokens, parents, data), each a list of ``[B, K]`` tensors."""
         if self._buf is None:
@@ -181,16 +238,18 @@ class BeamTree:
         Returns ``out[b][n] = (tokens, data)``. Entries of ``slots`` that are negative give empty
         sequences (callers use them for padding).
         """
-        slots_np = slots.detach().cpu().numpy().astype(np.int64)
-        batch, n = slots_np.shape
+        batch, n = slots.shape
         if len(self) == 0:
             return [[([], []) for _ in range(n)] for _ in range(batch)]
         if self._buf is not None:
-            tok, par, dat = (b[: self._n].cpu().numpy() for b in self._buf)  # [S, B, K]
+            steps_t = [b[: self._n] for b in self._buf]  # [S, B, K]
         else:
-            tok = torch.stack(self.tokens).cpu().numpy()  # [S, B, K]
-            par = torch.stack(self.parents).cpu().numpy()
-            dat = torch.stack(self.data).cpu().numpy()  # [S, B, K]
+            steps_t = [torch.stack(x) for x in (self.tokens, self.parents, self.data)]
+        native = _native_backtrack()
+        if native is not None:  # the same walk on the native engine (CPU tensors)
+            return native(*(t.detach().to("cpu", torch.int64) for t in (*steps_t, slots)))
+        slots_np = slots.detach().cpu().numpy().astype(np.int64)
+        tok, par, dat = (t.cpu().numpy() for t in steps_t)
         steps = tok.shape[0]
         rows = np.arange(batch)[:, None].repeat(n, 1)
         cur = np.where(slots_np >= 0, slots_np, 0)
@@ -214,3 +273,8 @@ class BeamTree:
                 row.append((seq[where].tolist(), out_dat_t[b, j, where].tolist()))
             result.append(row)
         return result
+
+
+def _native_backtrack():
+    """The native engine's backtrack when its library is already loaded (never builds it), else ``None``."""
+    return _native_lib.backtrack if _native_lib.loaded() else None

@@ -68,7 +68,7 @@ def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size:
             model, weight = item
         except (TypeError, ValueError):
             raise DecodingInputError(f"fusion[{i}] must be a (FusionModel, weight) pair") from None
-        if not isinstance(model, FusionModel):
+        if not _is_fusion_model(model):
             raise DecodingInputError(f"fusion[{i}] model does not implement FusionModel")
         if int(model.vocab_size) != int(vocab_size):
             raise DecodingInputError(
@@ -88,6 +88,19 @@ def _finite_weight(i: int, weight: object) -> float:
     if not math.isfinite(w):
         raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {w}")
     return w
+
+
+_FUSION_TYPES: set = set()
+
+
+def _is_fusion_model(model: object) -> bool:
+    """``isinstance(model, FusionModel)``, remembered per type once true (the protocol check is slow)."""
+    if type(model) in _FUSION_TYPES and hasattr(model, "vocab_size") and hasattr(model, "blank_id"):
+        return True
+    if isinstance(model, FusionModel):
+        _FUSION_TYPES.add(type(model))
+        return True
+    return False
 
 
 class FusionScorer:
@@ -119,6 +132,11 @@ class FusionScorer:
         self.weights = [w for _, w in self.fusion]
         self._has_score_tokens = [callable(getattr(m, "score_tokens", None)) for m in self.models]
         self._takes_utterances = [_accepts(m.initial_states, "utterances") for m in self.models]
+
+    @property
+    def takes_utterances(self) -> list[bool]:
+        """Per model: whether its ``initial_states`` takes the hypotheses' utterances (per-utterance models)."""
+        return self._takes_utterances
 
     @property
     def num_models(self) -> int:
@@ -179,9 +197,12 @@ class FusionScorer:
 
     def final(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""
-        total = torch.zeros(states.shape[0], dtype=dtype, device=states.device)
+        total = None
         for i, (m, w) in enumerate(self.fusion):
-            total += m.final(states[:, i].contiguous()).to(dtype) * w
+            term = m.final(states[:, i].contiguous()).to(dtype) * w
+            total = term if total is None else total.add_(term)
+        if total is None:
+            return torch.zeros(states.shape[0], dtype=dtype, device=states.device)
         return total
 
 
@@ -192,6 +213,21 @@ def gather_next_states(next_states: torch.Tensor, tokens: torch.Tensor) -> torch
 
 
 def _accepts(fn: object, name: str) -> bool:
+    func = getattr(fn, "__func__", fn)  # a bound method's function: the same for every instance
+    try:
+        key = (func, name)
+        hit = _ACCEPTS_CACHE.get(key)
+    except TypeError:  # unhashable callable
+        return _signature_has(fn, name)
+    if hit is None:
+        hit = _ACCEPTS_CACHE[key] = _signature_has(fn, name)
+    return hit
+
+
+_ACCEPTS_CACHE: dict = {}
+
+
+def _signature_has(fn: object, name: str) -> bool:
     try:
         return name in inspect.signature(fn).parameters  # type: ignore[arg-type]
     except (TypeError, ValueError):

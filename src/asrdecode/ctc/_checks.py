@@ -69,24 +69,30 @@ def prepare_log_probs(
     batch, max_len, vocab = x.shape
     if vocab < 1:
         raise DecodingInputError(f"{name} must have at least one class, got shape {tuple(x.shape)}")
+    every_frame = lengths is None  # no padding: no mask needed
     lens = check_lengths(lengths, batch, max_len, device=x.device)
     if x.dtype != torch.float64:
         x = x.float()
-    mask = valid_mask(lens, max_len)
-    if x.numel() == 0 or not bool(mask.any()):
+    if x.numel() == 0:
+        return x, lens
+    mask = None if every_frame else valid_mask(lens, max_len)
+    if mask is not None and not bool(mask.any()):
         return x, lens
     if log_softmax:
-        if not bool(torch.isfinite(x[mask]).all()):
+        if not bool(torch.isfinite(x if mask is None else x[mask]).all()):
             raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
         return torch.log_softmax(x, dim=-1), lens
     # One logsumexp and one min over the whole tensor (padding included, then masked): a NaN or
-    # +inf makes the row's logsumexp non-finite, a -inf shows in the row minimum.
-    lse = torch.logsumexp(x, dim=-1)[mask]
-    lowest = x.amin(dim=-1)[mask]
+    # +inf makes the largest |logsumexp| non-finite (NaN propagates through max), a -inf shows in
+    # the smallest value.
+    lse = torch.logsumexp(x, dim=-1)
+    lowest = x.amin(dim=-1)
+    if mask is not None:
+        lse, lowest = lse[mask], lowest[mask]
     tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2  # type: ignore[union-attr]
-    if not bool(torch.isfinite(lse).all()) or not bool(torch.isfinite(lowest).all()):
+    worst, low = torch.stack([lse.abs().max(), lowest.min()]).tolist()
+    if not (math.isfinite(worst) and math.isfinite(low)):
         raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
-    worst = float(lse.abs().max())
     if not worst <= tol:
         raise DecodingInputError(
             f"{name} rows are not normalised log-probabilities (largest |logsumexp| = {worst:.3g} > {tol:g}); "

@@ -26,6 +26,7 @@ original frames (also with blank collapse, through the collapse's frame index).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Union
 
@@ -34,6 +35,10 @@ import torch
 from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
+from ..native import _lib
+from ..native.ctc_beam import collapse as native_collapse
+from ..native.ctc_beam import finalize as native_finalize
+from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
@@ -94,24 +99,20 @@ class CTCBeamState:
         batch: int, beam: int, vocab: int, scorer: FusionScorer, collapse_on: bool,
         dtype: torch.dtype, device: torch.device, config: tuple,
     ) -> "CTCBeamState":
-        neg = torch.full((batch, beam), -math.inf, dtype=dtype, device=device)
-        p_b = neg.clone()
+        # three allocations for the ten [B, K] fields (each a contiguous slice)
+        p_b, p_nb, peak = torch.full((3, batch, beam), -math.inf, dtype=dtype, device=device).unbind(0)
         p_b[:, 0] = 0.0
-        hash0 = torch.full((batch, beam), -1, dtype=torch.long, device=device)  # -1: invalid slot
-        hash0[:, 0] = EMPTY_HASH
-        utterances = torch.arange(batch, device=device).repeat_interleave(beam)
+        fscore, length = torch.zeros((2, batch, beam), dtype=dtype, device=device).unbind(0)
+        last, hash0, parent_hash = torch.full((3, batch, beam), -1, dtype=torch.long, device=device).unbind(0)
+        hash0[:, 0] = EMPTY_HASH  # -1: invalid slot
+        parent_hash.fill_(-2)
+        utterances = (torch.arange(batch, device=device).repeat_interleave(beam)
+                      if any(scorer.takes_utterances) else None)
         fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(
             batch, beam, scorer.num_models)
         return CTCBeamState(
-            p_b=p_b,
-            p_nb=neg.clone(),
-            fscore=torch.zeros((batch, beam), dtype=dtype, device=device),
-            length=torch.zeros((batch, beam), dtype=dtype, device=device),
-            last=torch.full((batch, beam), -1, dtype=torch.long, device=device),
-            hash=hash0,
-            parent_hash=torch.full((batch, beam), -2, dtype=torch.long, device=device),
-            peak=torch.full((batch, beam), -math.inf, dtype=dtype, device=device),
-            fstates=fstates,
+            p_b=p_b, p_nb=p_nb, fscore=fscore, length=length, last=last, hash=hash0, parent_hash=parent_hash,
+            peak=peak, fstates=fstates,
             offsets=torch.zeros(batch, dtype=torch.long, device=device),
             collapse=CollapseState.initial(batch, vocab, dtype, device) if collapse_on else None,
             config=config,
@@ -289,11 +290,18 @@ class _Stepper:
 
 def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbest: int,
               tokenizer: Optional[Tokenizer]) -> list[list[Hypothesis]]:
-    """N-best lists from the state (``scorer``: add its end-of-sentence scores; ``None``: don't)."""
+    """N-best lists from the state (``scorer``: add its end-of-sentence scores; ``None``: don't).
+
+    On CPU with the native engine loaded, the same computation runs there (one call)."""
+    if st.p_b.device.type == "cpu" and _lib.loaded():
+        return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row], tokenizer)
+                for row in native_finalize(st, scorer, beta, nbest)]
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
-    score = score + st.fscore + beta * st.length
+    score = score + st.fscore
+    if beta:
+        score = score + beta * st.length
     if scorer is not None and scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
     score = torch.where(valid, score, -math.inf)
@@ -314,6 +322,33 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
     return out
 
 
+ENGINES = ("auto", "native", "torch")
+_warned_fallback = False
+
+
+def _use_native(engine: object, x: torch.Tensor) -> bool:
+    """Resolve ``engine`` for emissions ``x``: True for the native engine (see :func:`beam_search`)."""
+    global _warned_fallback
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise DecodingInputError(f"engine must be one of {', '.join(repr(e) for e in ENGINES)}, got {engine!r}")
+    if engine == "torch":
+        return False
+    if x.device.type != "cpu":
+        if engine == "native":
+            raise DecodingInputError(f"engine='native' needs CPU tensors, got log_probs on {x.device}")
+        return False
+    if engine == "native":
+        _lib.load()  # raises NativeEngineUnavailable with the reason
+        return True
+    if _lib.available():
+        return True
+    if not _warned_fallback and not _lib.disabled():
+        _warned_fallback = True
+        warnings.warn(f"asrdecode: native engine unavailable ({_lib.unavailable_reason()}); using the torch engine",
+                      RuntimeWarning, stacklevel=3)
+    return False
+
+
 def beam_search(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
@@ -330,6 +365,7 @@ def beam_search(
     log_softmax: bool = False,
     state: Optional[CTCBeamState] = None,
     final: bool = True,
+    engine: str = "auto",
 ) -> Union[list[list[Hypothesis]], CTCBeamState]:
     """Batched CTC prefix beam search with shallow fusion.
 
@@ -354,6 +390,9 @@ def beam_search(
         final: the chunk ends the stream: return hypotheses. ``final=False`` returns the updated
             :class:`CTCBeamState` instead, to pass with the next chunk (which must use the same
             batch size and settings; ``lengths`` are per chunk).
+        engine: ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any
+            device) or ``"auto"``: native for CPU tensors when it is available, else torch. Both
+            give the same hypotheses and share the state (a stream may switch engines).
 
     Returns:
         With ``final=True``: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
@@ -372,6 +411,7 @@ def beam_search(
     collapse_on, collapse_th = parse_collapse(blank_collapse)
     if token_beam is not None:
         token_beam = check_positive_int("token_beam", token_beam)
+    native = _use_native(engine, x)
     config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
               beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
     if state is None:
@@ -391,14 +431,19 @@ def beam_search(
     offsets = st.offsets
     if collapse_on:
         assert st.collapse is not None
-        x, lens_s, frame_index, st.collapse = stream_collapse(x, lens, offsets, blank, collapse_th, st.collapse)
+        collapse_fn = native_collapse if native else stream_collapse
+        x, lens_s, frame_index, st.collapse = collapse_fn(x, lens, offsets, blank, collapse_th, st.collapse)
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
-    step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
-    n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
-    for t in range(x.shape[1]):
-        step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
+    if native:
+        run_frames(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
+                   beam_threshold=beam_threshold, token_beam=token_beam)
+    else:
+        step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
+        n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
+        for t in range(x.shape[1]):
+            step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens
     if not final:
         return st

@@ -1,0 +1,197 @@
+"""Build and load the native engine: C++17 sources compiled by the system compiler, loaded with ctypes.
+
+The library's file name holds a hash of the sources and the compile command, so a changed source
+always gives a new library (never a stale one), and concurrent builds never see a half-written
+file (each compiles to a temporary name and renames it into place). It lives next to the sources
+(``_build/``) when that directory is writable, else in ``$XDG_CACHE_HOME/asrdecode`` (or
+``~/.cache/asrdecode``). ``python -m asrdecode.native`` builds it ahead of time (``make install``
+does); otherwise the first use builds it, saying so on stderr (a few seconds, once).
+``ASRDECODE_NATIVE=0`` in the environment turns the engine off (``engine="auto"`` then uses torch).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+from ..errors import AsrDecodeError
+
+__all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
+
+_HERE = Path(__file__).resolve().parent
+_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp")
+_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp")
+# -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
+# same results as the tensor engine); no FMA contraction except where the code asks for it.
+_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
+_ABI_VERSION = 1
+
+
+class NativeEngineUnavailable(AsrDecodeError, RuntimeError):
+    """The native engine cannot be used here (no C++ compiler, or the build failed); the message says why."""
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_error: Optional[str] = None
+
+
+def _compiler() -> Optional[str]:
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _digest(compiler: str) -> str:
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update(name.encode())
+        h.update((_HERE / name).read_bytes())
+    h.update(" ".join((compiler, *_FLAGS)).encode())
+    return h.hexdigest()[:16]
+
+
+def _build_dirs() -> list[Path]:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asrdecode"
+    return [_HERE / "_build", cache]
+
+
+def library_path(compiler: Optional[str] = None) -> Optional[Path]:
+    """Where the library for the current sources is (or would be) built; ``None`` without a compiler."""
+    compiler = compiler or _compiler()
+    if compiler is None:
+        return None
+    name = f"libasrdecode_native-{_digest(compiler)}.so"
+    for d in _build_dirs():
+        if (d / name).exists():
+            return d / name
+    for d in _build_dirs():
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            if os.access(d, os.W_OK):
+                return d / name
+        except OSError:
+            continue
+    return None
+
+
+def build(verbose: bool = True) -> Path:
+    """Compile the library for the current sources (if not built yet); return its path."""
+    compiler = _compiler()
+    if compiler is None:
+        raise NativeEngineUnavailable("no C++ compiler found (c++, g++ or clang++; or set CXX)")
+    path = library_path(compiler)
+    if path is None:
+        raise NativeEngineUnavailable("no writable directory for the native library")
+    if path.exists():
+        return path
+    if verbose:
+        print(f"asrdecode: compiling the native search engine ({path.name}), once ...", file=sys.stderr, flush=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp.so", dir=path.parent)
+    os.close(fd)
+    cmd = [compiler, *_FLAGS, *(str(_HERE / u) for u in _COMPILE_UNITS), "-o", tmp]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NativeEngineUnavailable(f"compiling the native engine failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    # stale libraries of older sources in the same directory
+    for old in path.parent.glob("libasrdecode_native-*.so"):
+        if old != path:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+    return path
+
+
+def load() -> ctypes.CDLL:
+    """The loaded library (built first if needed); raises :class:`NativeEngineUnavailable`."""
+    global _lib, _error
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        if _error is not None:
+            raise NativeEngineUnavailable(_error)
+        if disabled():
+            _error = "disabled by ASRDECODE_NATIVE=0"
+            raise NativeEngineUnavailable(_error)
+        try:
+            lib = ctypes.CDLL(str(build()))
+            if lib.asrd_abi_version() != _ABI_VERSION:
+                raise NativeEngineUnavailable("the native library's ABI version does not match")
+        except NativeEngineUnavailable as err:
+            _error = str(err)
+            raise
+        except OSError as err:
+            _error = f"loading the native engine failed: {err}"
+            raise NativeEngineUnavailable(_error) from None
+        lib.asrd_ctc_beam_run.restype = ctypes.c_int
+        lib.asrd_ctc_beam_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_ctc_finalize.restype = ctypes.c_int
+        lib.asrd_ctc_finalize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_ctc_collapse.restype = None
+        lib.asrd_ctc_collapse.argtypes = [ctypes.c_void_p]
+        lib.asrd_backtrack.restype = ctypes.c_int
+        lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [
+            ctypes.c_void_p] * 3
+        _lib = lib
+        return lib
+
+
+def loaded() -> bool:
+    """Whether the library is loaded already (nothing is built or loaded by asking)."""
+    return _lib is not None
+
+
+def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
+              slots: "torch.Tensor") -> list[list[tuple[list[int], list[int]]]]:
+    """:meth:`asrdecode.beam_hyps.BeamTree.backtrack` on the engine: int64 CPU ``tok, par, dat [S, B, K]``,
+    ``slots [B, N]`` (negative: none)."""
+    import torch
+
+    lib = load()
+    tok, par, dat, slots = (t.contiguous() for t in (tok, par, dat, slots))
+    steps, batch, k = tok.shape
+    n = slots.shape[1]
+    out = torch.empty((2, batch, n, steps), dtype=torch.int64)
+    out_len = torch.empty((batch, n), dtype=torch.int64)
+    if lib.asrd_backtrack(tok.data_ptr(), par.data_ptr(), dat.data_ptr(), steps, batch, k, slots.data_ptr(), n,
+                          out[0].data_ptr(), out[1].data_ptr(), out_len.data_ptr()) != 0:
+        raise ValueError("backpointer tree holds a parent slot out of range")
+    lens = out_len.tolist()
+    seqs = out.tolist()
+    return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]
+
+
+def disabled() -> bool:
+    """Whether ``ASRDECODE_NATIVE=0`` turns the engine off."""
+    return os.environ.get("ASRDECODE_NATIVE", "1") == "0"
+
+
+def available() -> bool:
+    """Whether the native engine can be used (builds it on first call if needed)."""
+    try:
+        load()
+        return True
+    except NativeEngineUnavailable:
+        return False
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why the engine is unavailable (after a failed :func:`load`), else ``None``."""
+    return _error

@@ -1,0 +1,557 @@
+// The CTC prefix beam search on the native engine: the frame loop of asrdecode.ctc.beam._Stepper.core,
+// one utterance at a time, reading and writing the CTCBeamState arrays in place.
+//
+// Same algorithm, same arithmetic order as the tensor step (see ctc/beam.py): stays, extensions
+// (the repeated last token only from paths ending in blank), merging of an extension into the
+// hypothesis it equals (found by parent hash), the `peak` / relink timestamp rule, the candidate
+// tokens (all, the token_beam best, or the 2*beam best without fusion), the beam threshold.
+// Candidates are indexed as in the tensor step ([stays K | extensions K x M]); the K best are
+// kept, higher score first, ties to the lower index.
+#include <cstring>
+#include <string>
+
+#include "engine.h"
+
+namespace {
+
+using asrd::Automaton;
+
+// One fusion model: an automaton read natively, or rows computed by the driver for this frame.
+struct FusionModelDesc {
+  int64_t kind;          // 0: automaton, 1: rows
+  double weight;
+  int64_t nonpositive;   // every score <= 0 (lets a candidate be rejected before its LM look-up)
+  Automaton automaton;
+  const void* rows_scores;  // kind 1: [B*K, V] in the emissions' dtype
+  const int64_t* rows_next; // kind 1: [B*K, V]
+};
+
+struct CtcBeamArgs {
+  int64_t batch, beam, vocab, frames;  // B, K, V, T (frames of x)
+  int64_t x_stride;                    // elements between utterances of x (frames contiguous)
+  int64_t blank;
+  int64_t is_double;                   // emissions / state dtype: 0 float32, 1 float64
+  int64_t num_tokens;                  // M candidate tokens per frame; 0: the whole vocabulary
+  int64_t merge_all;                   // merge children into stays even when their token is not a candidate
+  int64_t num_models;
+  int64_t t_begin, t_end;              // frames to run
+  double beta, threshold;
+  const void* x;                       // [B, T, V]
+  const int64_t* lengths;              // [B] frames of each utterance in x
+  void* p_b;                           // [B, K] dtype
+  void* p_nb;
+  void* fscore;
+  void* length;
+  void* peak;
+  int64_t* last;                       // [B, K]
+  int64_t* hash;
+  int64_t* parent_hash;
+  int64_t* fstates;                    // [B, K, num_models]
+  int64_t* tok_out;                    // [t_end - t_begin, B, K] tree records: token (-1: none),
+  int64_t* par_out;                    //   parent slot,
+  int64_t* dat_out;                    //   time (frame_index of the frame)
+  const int64_t* frame_index;          // [B, frames] original frame of each frame of x
+  const FusionModelDesc* models;
+};
+
+constexpr int64_t kInlineModels = 4;  // fusion scores kept with a candidate (more: looked up again)
+
+struct Cand {
+  int64_t src;  // slot of the hypothesis it comes from
+  int64_t tok;  // -1: a stay, else the appended token
+  double score[kInlineModels];  // extension: each model's score of tok (exact in double) ...
+  int64_t next[kInlineModels];  // ... and next state
+};
+
+template <typename T>
+class CtcBeam {
+ public:
+  explicit CtcBeam(const CtcBeamArgs& a) : a_(a), K_(a.beam), V_(a.vocab), NM_(a.num_models) {
+    const size_t K = static_cast<size_t>(K_);
+    p_tot_.resize(K); e_last_.resize(K); bonus_.resize(K); bonus1_.resize(K);
+    stay_b_.resize(K); stay_nb_.resize(K); stay_peak_.resize(K);
+    later_peak_.resize(K); parent_.resize(K); has_parent_.resize(K);
+    o_pb_.resize(K); o_pnb_.resize(K); o_fs_.resize(K); o_len_.resize(K); o_last_.resize(K);
+    o_hash_.resize(K); o_phash_.resize(K); o_fst_.resize(K * static_cast<size_t>(std::max<int64_t>(NM_, 1)));
+    child_mark_.assign(static_cast<size_t>(V_), -1);
+    cand_mark_.assign(static_cast<size_t>(V_), -1);
+    sc_.resize(static_cast<size_t>(std::max<int64_t>(NM_, 1)));
+    nx_.resize(static_cast<size_t>(std::max<int64_t>(NM_, 1)));
+    bound_ok_ = true;
+    for (int64_t i = 0; i < NM_; ++i)
+      bound_ok_ = bound_ok_ && a.models[i].kind == 0 && a.models[i].nonpositive && a.models[i].weight >= 0.0;
+    beta_ = static_cast<T>(a.beta);
+    thr_ = static_cast<T>(a.threshold);
+    for (int64_t i = 0; i < NM_; ++i) w_.push_back(static_cast<T>(a.models[i].weight));
+  }
+
+  // Runs frames [t_begin, t_end) of every utterance; returns an error message or "".
+  std::string run() {
+    const int64_t B = a_.batch;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = a_.t_begin; t < a_.t_end; ++t) {
+        int64_t* tok_rec = a_.tok_out + ((t - a_.t_begin) * B + b) * K_;
+        int64_t* par_rec = a_.par_out + ((t - a_.t_begin) * B + b) * K_;
+        int64_t* dat_rec = a_.dat_out + ((t - a_.t_begin) * B + b) * K_;
+        const int64_t time = a_.frame_index[b * a_.frames + t];
+        for (int64_t j = 0; j < K_; ++j) dat_rec[j] = time;
+        if (t >= a_.lengths[b]) {  // this utterance has no such frame: state kept
+          for (int64_t j = 0; j < K_; ++j) { tok_rec[j] = -1; par_rec[j] = j; }
+          continue;
+        }
+        const T* e = static_cast<const T*>(a_.x) + b * a_.x_stride + t * V_;
+        std::string err = step(b, e, tok_rec, par_rec);
+        if (!err.empty()) return err;
+      }
+    }
+    return "";
+  }
+
+ private:
+  // Score of token `tok` for slot `j` of utterance `b` for model i; false on an invalid state.
+  bool model_score(int64_t i, int64_t b, int64_t j, int64_t state, int64_t tok, T* score, int64_t* next) {
+    const FusionModelDesc& m = a_.models[i];
+    if (m.kind == 0) {
+      float s;
+      if (!asrd::automaton_score(m.automaton, state, tok, &s, next)) return false;
+      *score = static_cast<T>(s);
+      return true;
+    }
+    const int64_t row = (b * K_ + j) * V_ + tok;
+    *score = static_cast<const T*>(m.rows_scores)[row];
+    *next = m.rows_next[row];
+    return true;
+  }
+
+  std::string step(int64_t b, const T* e, int64_t* tok_rec, int64_t* par_rec) {
+    const T ninf = asrd::neg_inf<T>();
+    T* p_b = static_cast<T*>(a_.p_b) + b * K_;
+    T* p_nb = static_cast<T*>(a_.p_nb) + b * K_;
+    T* fscore = static_cast<T*>(a_.fscore) + b * K_;
+    T* length = static_cast<T*>(a_.length) + b * K_;
+    T* peak = static_cast<T*>(a_.peak) + b * K_;
+    int64_t* last = a_.last + b * K_;
+    int64_t* hsh = a_.hash + b * K_;
+    int64_t* phash = a_.parent_hash + b * K_;
+    int64_t* fst = a_.fstates + b * K_ * NM_;
+    ++stamp_;
+
+    // Candidate tokens of this frame.
+    // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
+    // skipped as soon as one fails to enter the top K.)
+    const bool all_tokens = a_.num_tokens <= 0;
+    const bool sorted_scan = bound_ok_;
+    int64_t M;
+    rest_.clear();
+    if (all_tokens) {
+      // sorted: the 32 best tokens, then (rarely reached) the others in id order
+      M = V_;
+      if (sorted_scan) {
+        asrd::top_tokens(e, V_, a_.blank, 32, values_, toks_);
+        for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
+        for (int64_t v = 0; v < V_; ++v)
+          if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(v);
+      } else {
+        toks_.clear();
+        for (int64_t v = 0; v < V_; ++v)
+          if (v != a_.blank) toks_.push_back(v);
+      }
+    } else {
+      asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, values_, toks_);
+      M = static_cast<int64_t>(toks_.size());
+      for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
+    }
+    // Per-slot quantities.
+    for (int64_t j = 0; j < K_; ++j) {
+      p_tot_[j] = asrd::log_add_exp(p_b[j], p_nb[j]);
+      e_last_[j] = e[last[j] < 0 ? 0 : last[j]];
+      if (beta_ != T(0)) {
+        bonus_[j] = fscore[j] + beta_ * length[j];
+        bonus1_[j] = bonus_[j] + beta_;
+      } else {
+        bonus_[j] = fscore[j];
+        bonus1_[j] = fscore[j];
+      }
+    }
+    // Parent of each hypothesis in the beam (first slot whose hash is its parent hash).
+    for (int64_t i = 0; i < K_; ++i) {
+      parent_[i] = 0;
+      has_parent_[i] = 0;
+      for (int64_t j = 0; j < K_; ++j) {
+        if (hsh[j] == phash[i]) { parent_[i] = j; has_parent_[i] = 1; break; }
+      }
+    }
+    // Stays (with merged arrivals of children already in the beam).
+    heap_.reset(K_);
+    const T e_blank = e[a_.blank];
+    for (int64_t i = 0; i < K_; ++i) {
+      const bool last_in = all_tokens ? last[i] >= 0 : (last[i] >= 0 && cand_mark_[static_cast<size_t>(last[i])] == stamp_);
+      const bool child_in = has_parent_[i] && last_in;
+      const bool merge = a_.merge_all ? bool(has_parent_[i]) : child_in;
+      T sb = p_tot_[i] + e_blank;
+      T snb = p_nb[i] + e_last_[i];
+      T pk = peak[i];
+      later_peak_[i] = 0;
+      if (merge) {
+        const int64_t j = parent_[i];
+        const T par_from = last[j] == last[i] ? p_b[j] : p_tot_[j];
+        const T arrival = par_from + e_last_[i];
+        snb = asrd::log_add_exp(snb, arrival);
+        if (arrival > pk) { pk = arrival; later_peak_[i] = 1; }
+      }
+      stay_b_[i] = sb;
+      stay_nb_[i] = snb;
+      stay_peak_[i] = pk;
+      const T v = asrd::log_add_exp(sb, snb) + bonus_[i];
+      if (v > ninf) heap_.push(v, i, Cand{i, -1, {}, {}});
+    }
+    // Extensions, best parents first.
+    order_.clear();
+    for (int64_t j = 0; j < K_; ++j)
+      if (p_tot_[j] > ninf) order_.push_back(j);
+    std::sort(order_.begin(), order_.end(), [this](int64_t a, int64_t c) {
+      const T va = p_tot_[a] + bonus1_[a], vc = p_tot_[c] + bonus1_[c];
+      return va > vc || (va == vc && a < c);
+    });
+    for (const int64_t j : order_) {
+      ++stamp_child_;
+      for (int64_t i = 0; i < K_; ++i)
+        if (has_parent_[i] && parent_[i] == j && last[i] >= 0) child_mark_[static_cast<size_t>(last[i])] = stamp_child_;
+      const T base = p_tot_[j] + bonus1_[j];
+      const int64_t* fs_j = fst + j * NM_;
+      // One candidate (parent j, token tok at position m of the candidate layout); false: the
+      // scan of a sorted list may stop (this and every later token fails to enter).
+      auto consider = [&](int64_t tok, int64_t m, bool sorted) -> int {
+        if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) return 1;
+        const bool own = tok == last[j];
+        const T ac = own ? (p_b[j] + e_last_[j]) + bonus1_[j] : base + e[tok];
+        const int64_t index = K_ + j * M + m;
+        if (!(ac > ninf) || (bound_ok_ && !heap_.admits(ac, index)))  // fusion only lowers it
+          return (sorted && !own) ? 0 : 1;  // later tokens have lower log-probs
+        T v = ac;
+        Cand c{j, tok, {}, {}};
+        if (NM_) {
+          T lm = T(0);
+          for (int64_t k = 0; k < NM_; ++k) {
+            T sc;
+            int64_t nx;
+            if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
+            if (own)
+              lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
+            else
+              v = std::fma(w_[k], sc, v);
+            if (k < kInlineModels) {
+              c.score[k] = static_cast<double>(sc);
+              c.next[k] = nx;
+            }
+          }
+          if (own) v = ac + lm;
+        }
+        if (v > ninf) heap_.push(v, index, c);
+        return 1;
+      };
+      bool stopped = false;
+      for (size_t q = 0; q < toks_.size(); ++q) {
+        const int64_t tok = toks_[q];
+        const int r = consider(tok, all_tokens ? tok : static_cast<int64_t>(q), sorted_scan);
+        if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
+        if (r == 0) { stopped = true; break; }
+      }
+      if (!stopped) {
+        for (const int64_t tok : rest_) {
+          const int r = consider(tok, tok, false);
+          if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
+        }
+      }
+    }
+    // Keep copies of the old state: the new one is written over it.
+    for (int64_t j = 0; j < K_; ++j) {
+      o_pb_[j] = p_b[j]; o_pnb_[j] = p_nb[j]; o_fs_[j] = fscore[j]; o_len_[j] = length[j];
+      o_last_[j] = last[j]; o_hash_[j] = hsh[j]; o_phash_[j] = phash[j];
+    }
+    for (int64_t q = 0; q < K_ * NM_; ++q) o_fst_[q] = fst[q];
+    auto& best = heap_.sorted();
+    const int64_t n_best = static_cast<int64_t>(best.size());
+    T floor = n_best ? best[0].value - thr_ : ninf;
+    const T lowest = std::numeric_limits<T>::lowest();
+    if (!(floor >= lowest)) floor = lowest;
+    for (int64_t k = 0; k < K_; ++k) {
+      const bool filled = k < n_best;
+      const int64_t src = filled ? best[k].payload.src : k;
+      const int64_t tok = filled ? best[k].payload.tok : -1;
+      const bool drop = !filled || best[k].value < floor;
+      int64_t* fs_k = fst + k * NM_;
+      const int64_t* fs_src = o_fst_.data() + src * NM_;
+      if (tok >= 0) {  // extension
+        const T ext_ac = (o_last_[src] == tok ? o_pb_[src] : p_tot_[src]) + e[tok];
+        T lm = T(0);
+        const Cand& c = best[k].payload;
+        for (int64_t m = 0; m < NM_; ++m) {
+          T s;
+          int64_t nx;
+          if (m < kInlineModels) {
+            s = static_cast<T>(c.score[m]);
+            nx = c.next[m];
+          } else if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) {
+            return bad_state(m, fs_src[m]);
+          }
+          lm = m == 0 ? s * w_[m] : lm + s * w_[m];
+          nx_[static_cast<size_t>(m)] = nx;
+        }
+        p_b[k] = ninf;
+        p_nb[k] = drop ? ninf : ext_ac;
+        fscore[k] = NM_ ? o_fs_[src] + lm : o_fs_[src];
+        length[k] = o_len_[src] + T(1);
+        last[k] = tok;
+        hsh[k] = drop ? -1 : asrd::extend_hash(o_hash_[src], tok);
+        phash[k] = drop ? -2 : o_hash_[src];
+        peak[k] = ext_ac;
+        for (int64_t m = 0; m < NM_; ++m) fs_k[m] = nx_[static_cast<size_t>(m)];
+        tok_rec[k] = tok;
+        par_rec[k] = src;
+      } else {  // stay
+        const bool relink = later_peak_[src] != 0;
+        p_b[k] = drop ? ninf : stay_b_[src];
+        p_nb[k] = drop ? ninf : stay_nb_[src];
+        fscore[k] = o_fs_[src];
+        length[k] = o_len_[src];
+        last[k] = o_last_[src];
+        hsh[k] = drop ? -1 : o_hash_[src];
+        phash[k] = drop ? -2 : o_phash_[src];
+        peak[k] = stay_peak_[src];
+        if (fs_k != fs_src)
+          for (int64_t m = 0; m < NM_; ++m) fs_k[m] = fs_src[m];
+        tok_rec[k] = relink ? o_last_[src] : -1;
+        par_rec[k] = relink ? parent_[src] : src;
+      }
+    }
+    return "";
+  }
+
+  std::string bad_state(int64_t model, int64_t state) {
+    return "fusion model " + std::to_string(model) + " has state " + std::to_string(state) +
+           " outside its automaton";
+  }
+
+  const CtcBeamArgs& a_;
+  int64_t K_, V_, NM_;
+  T beta_, thr_;
+  std::vector<T> w_;
+  bool bound_ok_;
+  int64_t stamp_ = 0, stamp_child_ = 0;
+  std::vector<T> p_tot_, e_last_, bonus_, bonus1_, stay_b_, stay_nb_, stay_peak_;
+  std::vector<char> later_peak_, has_parent_;
+  std::vector<int64_t> parent_;
+  std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
+  std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
+  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, rest_, order_;
+  std::vector<T> sc_, values_;
+  std::vector<int64_t> nx_;
+  asrd::TopK<T, Cand> heap_;
+};
+
+}  // namespace
+
+// Blank collapse of one chunk of a stream (asrdecode.ctc.collapse.stream_collapse, same rules):
+// a valid blank frame is dropped when the frame before it (or the stream's last frame, for the
+// first) is a blank frame, or when no non-blank frame follows it in the chunk; the first blank
+// frame after a non-blank one with no non-blank after it in the chunk waits as `pending` and is
+// kept (first) once a later chunk has a non-blank frame.
+struct CollapseArgs {
+  int64_t batch, frames, vocab, blank, is_double, weak;
+  double threshold;
+  const void* x;             // [B, T, V]
+  const int64_t* lengths;    // [B]
+  const int64_t* offsets;    // [B] original index of the chunk's first frame
+  uint8_t* prev_blank;       // [B] state, updated in place
+  void* pending;             // [B, V]
+  int64_t* pending_index;    // [B]
+  uint8_t* pending_valid;    // [B]
+  void* out_x;               // [B, T + 1, V] kept frames first
+  int64_t* out_len;          // [B]
+  int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
+};
+
+template <typename T>
+void ctc_collapse(const CollapseArgs& a) {
+  const int64_t B = a.batch, Tn = a.frames, V = a.vocab, To = a.frames + 1;
+  const T* x = static_cast<const T*>(a.x);
+  T* pending = static_cast<T*>(a.pending);
+  T* out_x = static_cast<T*>(a.out_x);
+  const T th = static_cast<T>(a.threshold);
+  std::vector<char> is_blank(static_cast<size_t>(Tn));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = a.lengths[b];
+    const T* xb = x + b * Tn * V;
+    int64_t last_nb = -1;
+    for (int64_t t = 0; t < len; ++t) {
+      const T* f = xb + t * V;
+      bool blank;
+      if (a.weak) {  // argmax (first maximum) is the blank
+        int64_t arg = 0;
+        for (int64_t v = 1; v < V; ++v)
+          if (f[v] > f[arg]) arg = v;
+        blank = arg == a.blank;
+      } else {
+        blank = static_cast<T>(std::exp(f[a.blank])) > th;
+      }
+      is_blank[static_cast<size_t>(t)] = blank;
+      if (!blank) last_nb = t;
+    }
+    const bool any_nb = last_nb >= 0;
+    int64_t n = 0;
+    int64_t* idx = a.out_index + b * To;
+    T* ob = out_x + b * To * V;
+    if (a.pending_valid[b] && any_nb) {  // the waiting frame is kept after all
+      std::copy(pending + b * V, pending + (b + 1) * V, ob);
+      idx[n++] = a.pending_index[b];
+    }
+    int64_t wait_t = -1;
+    for (int64_t t = 0; t < len; ++t) {
+      const bool blank = is_blank[static_cast<size_t>(t)];
+      const bool prev = t == 0 ? a.prev_blank[b] != 0 : is_blank[static_cast<size_t>(t - 1)] != 0;
+      const bool trailing = t > last_nb;
+      if (!(blank && (prev || trailing))) {
+        std::copy(xb + t * V, xb + (t + 1) * V, ob + n * V);
+        idx[n++] = a.offsets[b] + t;
+      }
+      if (wait_t < 0 && blank && !prev && trailing) wait_t = t;
+    }
+    for (int64_t t = n; t < To; ++t) idx[t] = -1;
+    a.out_len[b] = n;
+    if (wait_t >= 0) {
+      std::copy(xb + wait_t * V, xb + (wait_t + 1) * V, pending + b * V);
+      a.pending_index[b] = a.offsets[b] + wait_t;
+      a.pending_valid[b] = 1;
+    } else if (any_nb) {
+      a.pending_valid[b] = 0;
+    }
+    if (len > 0) a.prev_blank[b] = is_blank[static_cast<size_t>(len - 1)];
+  }
+}
+
+// The n-best of a CTCBeamState (asrdecode.ctc.beam._finalize): per utterance, the `nbest` best
+// valid slots by score = logaddexp(p_b, p_nb) + fscore [+ beta * length] [+ sum_i w_i * final_i],
+// higher first (ties to the lower slot), with their token sequences and times from the tree.
+struct CtcFinalArgs {
+  int64_t batch, beam, is_double, num_models, with_final, nbest, steps;
+  double beta;
+  const void* p_b;
+  const void* p_nb;
+  const void* fscore;
+  const void* length;
+  const int64_t* fstates;   // [B, K, num_models]
+  const FusionModelDesc* models;  // kind 0: automaton final weights; kind 1: rows_scores = final [B*K] (dtype)
+  const int64_t* tok;       // tree [steps, B, K]
+  const int64_t* par;
+  const int64_t* dat;
+  double* out_score;        // [B, nbest] (-inf: none)
+  int64_t* out_len;         // [B, nbest] tokens (-1: no hypothesis)
+  int64_t* out_tok;         // [B, nbest, steps]
+  int64_t* out_dat;
+};
+
+template <typename T>
+std::string ctc_finalize(const CtcFinalArgs& a) {
+  const int64_t B = a.batch, K = a.beam, NM = a.num_models, n = std::min(a.nbest, a.beam);
+  const T* p_b = static_cast<const T*>(a.p_b);
+  const T* p_nb = static_cast<const T*>(a.p_nb);
+  const T* fscore = static_cast<const T*>(a.fscore);
+  const T* length = static_cast<const T*>(a.length);
+  const T beta = static_cast<T>(a.beta);
+  std::vector<T> score(static_cast<size_t>(K));
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t at = b * K + k;
+      T s = asrd::log_add_exp(p_b[at], p_nb[at]);
+      const bool valid = s > asrd::neg_inf<T>();
+      s = s + fscore[at];
+      if (a.beta != 0.0) s = s + beta * length[at];
+      if (a.with_final && NM) {
+        T total = T(0);
+        for (int64_t m = 0; m < NM; ++m) {
+          const FusionModelDesc& d = a.models[m];
+          T f;
+          if (d.kind == 0) {
+            const int64_t state = a.fstates[at * NM + m];
+            if (state < 0 || state >= d.automaton.num_states)
+              return "fusion model " + std::to_string(m) + " has state " + std::to_string(state) + " outside its automaton";
+            f = static_cast<T>(d.automaton.final_weight[state]);
+          } else {
+            f = static_cast<const T*>(d.rows_scores)[at];
+          }
+          const T term = f * static_cast<T>(d.weight);
+          total = m == 0 ? term : total + term;
+        }
+        s = s + total;
+      }
+      score[static_cast<size_t>(k)] = valid ? s : asrd::neg_inf<T>();
+      order[static_cast<size_t>(k)] = k;
+    }
+    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&score](int64_t x, int64_t y) {
+      return score[x] > score[y] || (score[x] == score[y] && x < y);
+    });
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t slot = order[static_cast<size_t>(j)];
+      const T s = score[static_cast<size_t>(slot)];
+      const int64_t o = b * n + j;
+      a.out_score[o] = static_cast<double>(s);
+      if (!(s > asrd::neg_inf<T>())) {
+        a.out_len[o] = -1;
+        continue;
+      }
+      const int64_t len = asrd::backtrack_one(a.tok, a.par, a.dat, a.steps, B, K, b, slot, a.out_tok + o * a.steps,
+                                              a.out_dat + o * a.steps);
+      if (len < 0) return "the backpointer tree holds a parent slot out of range";
+      a.out_len[o] = len;
+    }
+  }
+  return "";
+}
+
+extern "C" {
+
+// Blank collapse of one chunk (see CollapseArgs); the state is updated in place.
+void asrd_ctc_collapse(const CollapseArgs* args) {
+  if (args->is_double) ctc_collapse<double>(*args); else ctc_collapse<float>(*args);
+}
+
+// The n-best lists of a CTC beam state (see CtcFinalArgs). Returns 0, or 1 with a message in `err`.
+int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
+  std::string msg = args->is_double ? ctc_finalize<double>(*args) : ctc_finalize<float>(*args);
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
+}
+
+// Version of the C ABI below (the Python side checks it).
+int asrd_abi_version() { return 1; }
+
+// Runs frames [t_begin, t_end) of the CTC prefix beam search in place on the state arrays.
+// Returns 0, or 1 with a message in `err` (at most err_len bytes, NUL-terminated).
+int asrd_ctc_beam_run(const CtcBeamArgs* args, char* err, int64_t err_len) {
+  std::string msg;
+  try {
+    if (args->is_double) {
+      CtcBeam<double> s(*args);
+      msg = s.run();
+    } else {
+      CtcBeam<float> s(*args);
+      msg = s.run();
+    }
+  } catch (const std::exception& ex) {
+    msg = std::string("native engine: ") + ex.what();
+  }
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
+}
+
+}  // extern "C"

@@ -1,0 +1,326 @@
+"""Driver of the CTC prefix beam search on the native engine (``ctc_beam.cpp``).
+
+:func:`run_frames` runs the frames of one call of :func:`asrdecode.ctc.beam_search` on a
+:class:`~asrdecode.ctc.beam.CTCBeamState`: the engine reads and writes the state's ``[B, K]``
+tensors in place (their memory, no copy) and returns the tree records ``(token, parent)`` of every
+frame, which are appended to the state's :class:`~asrdecode.beam_hyps.BeamTree` exactly as the
+tensor engine records them. Argument checks, blank collapse, the state and the final n-best are
+shared with the tensor engine (``ctc/beam.py``).
+
+Fusion: the library's :class:`~asrdecode.lm.NGramLM` and :class:`~asrdecode.lm.BoostingTree` are
+:class:`~asrdecode.lm._automaton.BackoffAutomaton` s, read natively (only the candidate tokens are
+scored). Any other fusion model is called per frame (``advance`` on the beam's states) and its
+``[B*K, V]`` rows are handed to the engine: still exact, one engine call per frame.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from typing import TYPE_CHECKING, Optional
+
+import torch
+
+from ..errors import DecodingInputError
+from ..fusion import FusionModel, FusionScorer
+from ..lm._automaton import BackoffAutomaton
+from ._lib import load
+
+if TYPE_CHECKING:
+    from ..ctc.beam import CTCBeamState
+    from ..ctc.collapse import CollapseState
+
+__all__ = ["run_frames", "finalize", "collapse", "native_automaton"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_D = ctypes.c_double
+
+
+class _Automaton(ctypes.Structure):
+    _fields_ = [("arc_offsets", _P), ("arc_label", _P), ("arc_weight", _P), ("arc_dest", _P),
+                ("backoff_state", _P), ("backoff_weight", _P), ("dense_index", _P), ("dense_scores", _P),
+                ("dense_next", _P), ("final_weight", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
+
+
+class _Model(ctypes.Structure):
+    _fields_ = [("kind", _I), ("weight", _D), ("nonpositive", _I), ("automaton", _Automaton),
+                ("rows_scores", _P), ("rows_next", _P)]
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
+                ("is_double", _I),
+                ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("t_begin", _I), ("t_end", _I),
+                ("beta", _D), ("threshold", _D), ("x", _P), ("lengths", _P),
+                ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P), ("peak", _P),
+                ("last", _P), ("hash", _P), ("parent_hash", _P), ("fstates", _P),
+                ("tok_out", _P), ("par_out", _P), ("dat_out", _P), ("frame_index", _P), ("models", _P)]
+
+
+def native_automaton(model: FusionModel) -> Optional[BackoffAutomaton]:
+    """The CPU :class:`BackoffAutomaton` behind ``model`` (NGramLM, BoostingTree), or ``None``."""
+    a = getattr(model, "automaton", None)
+    if not isinstance(a, BackoffAutomaton) or a.arc_offsets.device.type != "cpu":
+        return None
+    if getattr(model, "advance", None) is None or type(model).advance is not _advance_of(type(model)):
+        return None
+    return a
+
+
+def _advance_of(cls: type):
+    """The library classes whose ``advance`` is exactly their automaton's (a subclass may override it)."""
+    hit = _ADVANCE_OF.get(cls, _ADVANCE_OF)
+    if hit is _ADVANCE_OF:
+        from ..lm.boosting import BoostingTree
+        from ..lm.ngram import NGramLM
+
+        hit = next((base.advance for base in (NGramLM, BoostingTree) if issubclass(cls, base)), None)
+        _ADVANCE_OF[cls] = hit
+    return hit
+
+
+_ADVANCE_OF: dict = {}
+
+
+def _nonpositive(a: BackoffAutomaton) -> bool:
+    """Whether every score of ``a`` is <= 0 (cached on the automaton)."""
+    flag = a.__dict__.get("_native_nonpositive")
+    if flag is None:
+        flag = bool((a.arc_weight <= 0).all()) and bool((a.backoff_weight <= 0).all()) and (
+            a.dense_scores.numel() == 0 or bool((a.dense_scores <= 0).all()))
+        a.__dict__["_native_nonpositive"] = flag
+    return flag
+
+
+_STRUCTS: "weakref.WeakKeyDictionary[BackoffAutomaton, tuple[tuple[int, ...], _Automaton]]" = weakref.WeakKeyDictionary()
+
+
+def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
+    """The engine's view of ``a``'s arrays (cached while they stay where they are)."""
+    key = (a.arc_offsets.data_ptr(), a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.arc_label.data_ptr(),
+           a.final_weight.data_ptr())
+    hit = _STRUCTS.get(a)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    struct = _Automaton(
+        a.arc_offsets.data_ptr(), a.arc_label.data_ptr(), a.arc_weight.data_ptr(), a.arc_dest.data_ptr(),
+        a.backoff_state.data_ptr(), a.backoff_weight.data_ptr(), a.dense_index.data_ptr(),
+        a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.final_weight.data_ptr(), a.num_states, a.vocab_size,
+        -1 if a.blank_id is None else a.blank_id,
+    )
+    _STRUCTS[a] = (key, struct)
+    return struct
+
+
+_FIELDS = ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates")
+
+
+def _contiguous(st: "CTCBeamState") -> None:
+    """Make every state array the engine reads contiguous (a state the tensor engine made may not be)."""
+    d = st.__dict__
+    for name in _FIELDS:
+        t = d[name]
+        if not t.is_contiguous():
+            d[name] = t.contiguous()
+
+
+def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame_index: torch.Tensor,
+               scorer: FusionScorer, *, beam: int, blank: int, beta: float, beam_threshold: float,
+               token_beam: Optional[int]) -> None:
+    """Run every frame of ``x [B, T, V]`` (``lengths [B]`` valid per utterance) on ``st`` in place.
+
+    ``frame_index [B, T]``: the original frame of each frame (stored in the tree as its time).
+    Settings as in :func:`asrdecode.ctc.beam_search` (already checked).
+    """
+    lib = load()
+    B, T, V = x.shape
+    K = beam
+    if T == 0:
+        return
+    if x.stride(2) != 1 or x.stride(1) != V:  # rows of frames must be contiguous; utterances may be strided
+        x = x.contiguous()
+    lengths = lengths.to(torch.int64).contiguous()
+    _contiguous(st)
+    fusion = scorer.fusion
+    # candidate tokens per frame, as the tensor step chooses them
+    if token_beam is not None:
+        m: Optional[int] = min(token_beam, V - 1)
+    elif not fusion:
+        m = min(2 * K, V - 1)
+    else:
+        m = None
+    num_tokens = m if (m is not None and m < V - 1) else 0
+    merge_all = token_beam is None or token_beam >= V - 1
+    automata = [native_automaton(model) for model, _ in fusion]
+    models = (_Model * max(len(fusion), 1))()
+    for i, ((model, weight), a) in enumerate(zip(fusion, automata)):
+        models[i].weight = weight
+        if a is not None:
+            models[i].kind = 0
+            models[i].nonpositive = int(_nonpositive(a))
+            models[i].automaton = _automaton_struct(a)
+        else:
+            models[i].kind = 1
+    frame_index = frame_index.to(torch.int64).contiguous()
+    views = st.tree.open_steps_native(T, B, K, x.device)
+    out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
+    ptrs = views if views is not None else tuple(o.data_ptr() for o in out)
+    args = _Args(
+        batch=B, beam=K, vocab=V, frames=T, x_stride=x.stride(0), blank=blank, is_double=int(x.dtype == torch.float64),
+        num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
+        beta=beta, threshold=beam_threshold, x=x.data_ptr(), lengths=lengths.data_ptr(),
+        p_b=st.p_b.data_ptr(), p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
+        peak=st.peak.data_ptr(), last=st.last.data_ptr(), hash=st.hash.data_ptr(),
+        parent_hash=st.parent_hash.data_ptr(), fstates=st.fstates.data_ptr(),
+        tok_out=ptrs[0], par_out=ptrs[1], dat_out=ptrs[2],
+        frame_index=frame_index.data_ptr(), models=ctypes.addressof(models),
+    )
+    err = ctypes.create_string_buffer(512)
+    rows = [i for i, a in enumerate(automata) if a is None]
+    done = 0  # frames run (and recorded)
+    try:
+        if not rows:
+            _call(lib, args, err)
+            done = T
+        else:  # a fusion model the engine does not know: its rows, one frame at a time
+            row_bytes = B * K * 8
+            for t in range(T):
+                keep = []
+                for i in rows:
+                    sc, nx = fusion[i][0].advance(st.fstates[:, :, i].reshape(B * K))
+                    sc = sc.to(x.dtype).contiguous()
+                    nx = nx.to(torch.int64).contiguous()
+                    if sc.shape != (B * K, V) or nx.shape != (B * K, V):
+                        raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, "
+                                                 f"{tuple(nx.shape)}; expected ({B * K}, {V})")
+                    keep.append((sc, nx))
+                    models[i].rows_scores = sc.data_ptr()
+                    models[i].rows_next = nx.data_ptr()
+                args.t_begin, args.t_end = t, t + 1
+                args.tok_out = ptrs[0] + t * row_bytes
+                args.par_out = ptrs[1] + t * row_bytes
+                args.dat_out = ptrs[2] + t * row_bytes
+                _call(lib, args, err)
+                done = t + 1
+    except BaseException:
+        if views is not None:  # keep the tree in step with the state arrays
+            st.tree.close_steps(done)
+        raise
+    if out is None:
+        st.tree.close_steps(T)
+    else:
+        st.tree.record_steps(*out)
+
+
+class _CollapseArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("frames", _I), ("vocab", _I), ("blank", _I), ("is_double", _I), ("weak", _I),
+                ("threshold", _D), ("x", _P), ("lengths", _P), ("offsets", _P), ("prev_blank", _P), ("pending", _P),
+                ("pending_index", _P), ("pending_valid", _P), ("out_x", _P), ("out_len", _P), ("out_index", _P)]
+
+
+def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blank: int, threshold: Optional[float],
+             state: "CollapseState") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, "CollapseState"]:
+    """:func:`asrdecode.ctc.collapse.stream_collapse` on the engine (CPU; same result; the state is
+    updated in place and returned)."""
+    lib = load()
+    B, T, V = x.shape
+    if T == 0:
+        return x, torch.zeros(B, dtype=torch.long), torch.zeros((B, 0), dtype=torch.long), state
+    x = x.contiguous()
+    lengths = lengths.to(torch.int64).contiguous()
+    offsets = offsets.to(torch.int64).contiguous()
+    for name in ("prev_blank", "pending", "pending_index", "pending_valid"):
+        t = getattr(state, name)
+        if not t.is_contiguous() or (name == "pending" and t.dtype != x.dtype):
+            setattr(state, name, t.to(x.dtype if name == "pending" else t.dtype).contiguous())
+    out_x = torch.empty((B, T + 1, V), dtype=x.dtype)
+    out_len = torch.empty(B, dtype=torch.int64)
+    out_index = torch.empty((B, T + 1), dtype=torch.int64)
+    args = _CollapseArgs(
+        batch=B, frames=T, vocab=V, blank=blank, is_double=int(x.dtype == torch.float64), weak=int(threshold is None),
+        threshold=0.0 if threshold is None else threshold, x=x.data_ptr(), lengths=lengths.data_ptr(),
+        offsets=offsets.data_ptr(), prev_blank=state.prev_blank.data_ptr(), pending=state.pending.data_ptr(),
+        pending_index=state.pending_index.data_ptr(), pending_valid=state.pending_valid.data_ptr(),
+        out_x=out_x.data_ptr(), out_len=out_len.data_ptr(), out_index=out_index.data_ptr(),
+    )
+    lib.asrd_ctc_collapse(ctypes.byref(args))
+    n = int(out_len.max()) if B else 0
+    return out_x[:, :n], out_len, out_index[:, :n], state
+
+
+class _FinalArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("is_double", _I), ("num_models", _I), ("with_final", _I), ("nbest", _I),
+                ("steps", _I), ("beta", _D), ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P),
+                ("fstates", _P), ("models", _P), ("tok", _P), ("par", _P), ("dat", _P),
+                ("out_score", _P), ("out_len", _P), ("out_tok", _P), ("out_dat", _P)]
+
+
+def finalize(st: "CTCBeamState", scorer: Optional[FusionScorer], beta: float,
+             nbest: int) -> list[list[tuple[list[int], list[int], float]]]:
+    """The n-best ``(tokens, timestamps, score)`` per utterance of a CPU state, best first (see
+    ``ctc.beam._finalize``, which it serves: the same scores, computed in one engine call).
+    ``scorer``: add its end-of-sentence scores (``None``: don't)."""
+    lib = load()
+    _contiguous(st)
+    B, K = st.p_b.shape
+    n = min(nbest, K)
+    tree = st.tree
+    steps = len(tree)
+    keep = []
+    if tree.is_preallocated:
+        tree_ptrs = tree.step_pointers(0)
+    elif steps:
+        stacked = [torch.stack(x) for x in (tree.tokens, tree.parents, tree.data)]
+        keep.append(stacked)
+        tree_ptrs = tuple(t.data_ptr() for t in stacked)
+    else:
+        tree_ptrs = (0, 0, 0)
+    fusion = scorer.fusion if scorer is not None else []
+    models = (_Model * max(len(fusion), 1))()
+    for i, (model, weight) in enumerate(fusion):
+        models[i].weight = weight
+        a = native_automaton(model)
+        if a is not None:
+            models[i].kind = 0
+            models[i].automaton = _automaton_struct(a)
+        else:
+            models[i].kind = 1
+            f = model.final(st.fstates[:, :, i].reshape(B * K)).to(st.p_b.dtype).contiguous()
+            keep.append(f)
+            models[i].rows_scores = f.data_ptr()
+    out_score = torch.empty((B, n), dtype=torch.float64)
+    out_ints = torch.empty(B * n * (1 + 2 * steps), dtype=torch.int64)  # lengths | tokens | times
+    base = out_ints.data_ptr()
+    fstates = st.fstates.contiguous()
+    args = _FinalArgs(
+        batch=B, beam=K, is_double=int(st.p_b.dtype == torch.float64), num_models=len(fusion),
+        with_final=int(scorer is not None), nbest=n, steps=steps, beta=beta, p_b=st.p_b.data_ptr(),
+        p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
+        fstates=fstates.data_ptr(), models=ctypes.addressof(models), tok=tree_ptrs[0], par=tree_ptrs[1],
+        dat=tree_ptrs[2], out_score=out_score.data_ptr(), out_len=base, out_tok=base + 8 * B * n,
+        out_dat=base + 8 * B * n * (1 + steps),
+    )
+    err = ctypes.create_string_buffer(512)
+    if lib.asrd_ctc_finalize(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    scores = out_score.tolist()
+    ints = out_ints.tolist()
+    off_tok, off_dat = B * n, B * n * (1 + steps)
+    result = []
+    for b in range(B):
+        row = []
+        for j in range(n):
+            o = b * n + j
+            m = ints[o]
+            if m < 0:
+                continue
+            a_t, a_d = off_tok + o * steps, off_dat + o * steps
+            row.append((ints[a_t : a_t + m], ints[a_d : a_d + m], scores[b][j]))
+        result.append(row)
+    return result
+
+
+def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
+    if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")

@@ -1,0 +1,219 @@
+// asrdecode native CPU search engine: the reusable pieces of every beam search.
+//
+// Hypotheses live in the same [B, S] arrays as the tensor engine's state (one row of S slots per
+// utterance, structure of arrays: scores, last token, prefix hash, ... each a contiguous [B, S]
+// array), so Python hands the tensors' memory to the engine without a copy. This header holds
+// what the CTC prefix beam search, the WFST token passing and the transducer beam searches share:
+//
+//   * extend_hash: the incremental 62-bit prefix hash of asrdecode.beam_hyps (same arithmetic);
+//   * log_add_exp: torch.logaddexp's formula;
+//   * Automaton / automaton_score: a BackoffAutomaton (n-gram LM, boosting tree) read directly
+//     from its arrays (dense resolved rows, CSR arcs sorted by label, backoff chain), with the
+//     same float32 arithmetic as the tensor version;
+//   * TopK: a bounded selection of the best candidates with a deterministic tie rule (higher
+//     score first, then lower candidate index), so results never depend on a sort's stability.
+//
+// Everything is header-only, C++17, no dependencies; the C ABI lives in the .cpp files.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace asrd {
+
+// ---------------------------------------------------------------------------------------- hashing
+constexpr int64_t kHashM1 = 2147483647;  // 2**31 - 1
+constexpr int64_t kHashM2 = 2147483629;
+constexpr int64_t kHashP1 = 1000003;
+constexpr int64_t kHashP2 = 999983;
+constexpr int64_t kHashLow = (int64_t(1) << 32) - 1;
+
+// Hash of prefix h extended by token (asrdecode.beam_hyps.extend_hash, two moduli packed in 62 bits).
+inline int64_t extend_hash(int64_t h, int64_t token) {
+  int64_t h1 = h >> 32, h2 = h & kHashLow, t = token + 1;
+  h1 = (h1 * kHashP1 + t) % kHashM1;
+  h2 = (h2 * kHashP2 + t) % kHashM2;
+  return (h1 << 32) | h2;
+}
+
+// ----------------------------------------------------------------------------------- arithmetic
+template <typename T>
+inline T neg_inf() { return -std::numeric_limits<T>::infinity(); }
+
+// torch.logaddexp's formula (equal infinities pass through).
+template <typename T>
+inline T log_add_exp(T a, T b) {
+  if (std::isinf(a) && a == b) return a;
+  T m = std::max(a, b);
+  return m + std::log1p(std::exp(-std::abs(a - b)));
+}
+
+// ------------------------------------------------------------------------------ fusion automata
+// A BackoffAutomaton's arrays (asrdecode/lm/_automaton.py), borrowed from its tensors.
+struct Automaton {
+  const int64_t* arc_offsets;    // [S + 1]
+  const int64_t* arc_label;      // [A] sorted within each state
+  const float* arc_weight;       // [A]
+  const int64_t* arc_dest;       // [A]
+  const int64_t* backoff_state;  // [S]
+  const float* backoff_weight;   // [S]
+  const int64_t* dense_index;    // [S] row of a state's resolved scores, -1: none
+  const float* dense_scores;     // [H, V]
+  const int64_t* dense_next;     // [H, V]
+  const float* final_weight;     // [S] end-of-sentence scores
+  int64_t num_states;
+  int64_t vocab;
+  int64_t blank;  // -1: none
+};
+
+// Score and next state of `label` from `state`: walk the backoff chain to the first state with
+// an arc for it or a dense row (terminals always have one), adding backoff weights in float32 in
+// chain order, exactly as BackoffAutomaton.advance does. Returns false for a state out of range.
+inline bool automaton_score(const Automaton& a, int64_t state, int64_t label, float* score, int64_t* next) {
+  if (state < 0 || state >= a.num_states) return false;
+  if (label == a.blank) {
+    *score = 0.0f;
+    *next = state;
+    return true;
+  }
+  int64_t cur = state;
+  float acc = 0.0f;
+  for (int64_t guard = 0; guard <= a.num_states; ++guard) {
+    const int64_t d = a.dense_index[cur];
+    if (d >= 0) {
+      *score = a.dense_scores[d * a.vocab + label] + acc;
+      *next = a.dense_next[d * a.vocab + label];
+      return true;
+    }
+    const int64_t* lo = a.arc_label + a.arc_offsets[cur];
+    const int64_t* hi = a.arc_label + a.arc_offsets[cur + 1];
+    const int64_t* it = std::lower_bound(lo, hi, label);
+    if (it != hi && *it == label) {
+      const int64_t k = it - a.arc_label;
+      *score = a.arc_weight[k] + acc;
+      *next = a.arc_dest[k];
+      return true;
+    }
+    acc = acc + a.backoff_weight[cur];
+    cur = a.backoff_state[cur];
+  }
+  return false;  // a chain without a dense state (cannot happen for a valid automaton)
+}
+
+// ------------------------------------------------------------------------------------- top-k
+// The `capacity` best candidates seen so far: higher value first, ties to the lower index.
+// A binary min-heap on (value, -index); push is O(log k), rejection of a losing candidate O(1).
+template <typename T, typename Payload>
+class TopK {
+ public:
+  struct Item {
+    T value;
+    int64_t index;
+    Payload payload;
+  };
+
+  void reset(int64_t capacity) {
+    cap_ = capacity;
+    heap_.clear();
+    heap_.reserve(static_cast<size_t>(capacity));
+  }
+  bool full() const { return static_cast<int64_t>(heap_.size()) >= cap_; }
+  // The value a candidate must beat to enter (when full).
+  T worst_value() const { return heap_.front().value; }
+  // Would (value, index) enter?
+  bool admits(T value, int64_t index) const {
+    if (!full()) return true;
+    const Item& w = heap_.front();
+    return value > w.value || (value == w.value && index < w.index);
+  }
+  void push(T value, int64_t index, const Payload& payload) {
+    if (cap_ <= 0) return;
+    if (!full()) {
+      heap_.push_back(Item{value, index, payload});
+      std::push_heap(heap_.begin(), heap_.end(), worse_last);
+    } else if (admits(value, index)) {
+      std::pop_heap(heap_.begin(), heap_.end(), worse_last);
+      heap_.back() = Item{value, index, payload};
+      std::push_heap(heap_.begin(), heap_.end(), worse_last);
+    }
+  }
+  // The kept items, best first (the heap is consumed).
+  std::vector<Item>& sorted() {
+    std::sort(heap_.begin(), heap_.end(), better);
+    return heap_;
+  }
+
+  static bool better(const Item& a, const Item& b) {
+    return a.value > b.value || (a.value == b.value && a.index < b.index);
+  }
+
+ private:
+  // heap order: the worst item at the front
+  static bool worse_last(const Item& a, const Item& b) { return better(a, b); }
+  int64_t cap_ = 0;
+  std::vector<Item> heap_;
+};
+
+// ------------------------------------------------------------------------------ token selection
+// Token order of one frame: higher log-prob first, ties to the lower id.
+template <typename T>
+struct TokenBetter {
+  const T* e;
+  bool operator()(int64_t a, int64_t b) const { return e[a] > e[b] || (e[a] == e[b] && a < b); }
+};
+
+// The `m` best tokens of one frame's log-probs `e [V]` other than `blank`, best first, into `out`:
+// the m-th largest value by selection on a copy (linear time), then the tokens above it and, in
+// id order, those equal to it, sorted.
+template <typename T>
+inline void top_tokens(const T* e, int64_t vocab, int64_t blank, int64_t m, std::vector<T>& values,
+                       std::vector<int64_t>& out) {
+  const TokenBetter<T> better{e};
+  const bool has_blank = blank >= 0 && blank < vocab;
+  const int64_t n = std::min<int64_t>(m, has_blank ? vocab - 1 : vocab);
+  out.clear();
+  if (n <= 0) return;
+  values.clear();
+  for (int64_t v = 0; v < vocab; ++v)
+    if (v != blank) values.push_back(e[v]);
+  std::nth_element(values.begin(), values.begin() + (n - 1), values.end(), std::greater<T>());
+  const T th = values[static_cast<size_t>(n - 1)];
+  for (int64_t v = 0; v < vocab; ++v)
+    if (v != blank && e[v] > th) out.push_back(v);
+  for (int64_t v = 0; v < vocab && static_cast<int64_t>(out.size()) < n; ++v)
+    if (v != blank && e[v] == th) out.push_back(v);
+  std::sort(out.begin(), out.end(), better);
+}
+
+}  // namespace asrd
+
+namespace asrd {
+
+// ------------------------------------------------------------------------------ backpointer tree
+// The token sequence (and the integer stored with each token) of hypothesis `slot` of utterance `b`
+// after the last of `steps` recorded steps tok/par/dat [steps, B, K] (asrdecode.beam_hyps.BeamTree):
+// walks the parents back, keeps the steps whose token is >= 0. Writes at most `steps` entries to
+// out_tok / out_dat in order; returns their number.
+inline int64_t backtrack_one(const int64_t* tok, const int64_t* par, const int64_t* dat, int64_t steps, int64_t B,
+                             int64_t K, int64_t b, int64_t slot, int64_t* out_tok, int64_t* out_dat) {
+  int64_t n = 0, cur = slot;
+  for (int64_t s = steps - 1; s >= 0; --s) {
+    if (cur < 0 || cur >= K) return -1;
+    const int64_t at = (s * B + b) * K + cur;
+    if (tok[at] >= 0) {
+      out_tok[n] = tok[at];
+      out_dat[n] = dat[at];
+      ++n;
+    }
+    cur = par[at];
+  }
+  std::reverse(out_tok, out_tok + n);
+  std::reverse(out_dat, out_dat + n);
+  return n;
+}
+
+}  // namespace asrd
