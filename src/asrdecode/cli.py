@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import tempfile
@@ -77,15 +78,54 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from .audio import read_audio
 
     check_output_path(args.output)  # before decoding: a missing folder must not lose the results
+    if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
+        raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, decode_options(args, demo))
-    with torch.inference_mode():
-        out, lengths = encode(waves)
-        hyps = decode(out, lengths)
+    opts = decode_options(args, demo)
+    hyps = decode_waves(demo, opts, waves, long_audio_seconds=args.long_audio_seconds)
     records = [hypothesis_record(h, demo.tokenizer, demo.frame_seconds, str(a)) for h, a in zip(hyps, args.audio)]
     _emit(format_records(records, args.format), args.output)
     return 0
+
+
+#: audio per step when a long file is decoded through the streaming path
+_LONG_AUDIO_CHUNK_SECONDS = 30.0
+
+
+def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
+                 long_audio_seconds: Optional[float] = None) -> list[Any]:
+    """Hypotheses of ``waves`` (16 kHz): one batched pipeline call, except that a wave longer than
+    ``long_audio_seconds`` is decoded block by block through :class:`~asrdecode.streaming.StreamDecoder`
+    (memory bounded by the block, not the file; the same result as whole-file decoding where the
+    encoder sees no further than a block, as the streaming front end's blocks do)."""
+    from .audio import SAMPLE_RATE
+
+    limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
+    long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
+    short = [i for i in range(len(waves)) if i not in long]
+    hyps: list[Any] = [None] * len(waves)
+    if short:
+        encode, decode = make_pipeline(bundle, opts)
+        with torch.inference_mode():
+            for i, h in zip(short, decode(*encode([waves[i] for i in short]))):
+                hyps[i] = h
+    if long:
+        from .pipeline import stream_options
+        from .streaming import StreamDecoder
+
+        kw, boosts = stream_options(bundle, opts)
+        dec = StreamDecoder(bundle, **kw)
+        step = int(_LONG_AUDIO_CHUNK_SECONDS * SAMPLE_RATE)
+        with torch.inference_mode():
+            for i in long:
+                dec.open(i, boosts=boosts)
+                w = waves[i]
+                for start in range(0, max(w.numel(), 1), step):
+                    last = start + step >= w.numel()
+                    res = dec.step({i: w[start:start + step]}, final={i} if last else ())[i]
+                hyps[i] = res.hypothesis
+    return hyps
 
 
 def _load_emissions(path: str) -> torch.Tensor:
@@ -539,6 +579,9 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
                        formatter_class=raw)
     p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
     _add_decoding(p)
+    p.add_argument("--long-audio-seconds", type=float, default=60.0,
+                   help="files longer than this are decoded block by block through the streaming path, in "
+                        "bounded memory (default: %(default)s)")
     p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=cmd_transcribe)

@@ -23,8 +23,8 @@ import torch
 from .errors import DecodingInputError, FileFormatError
 from .results import Hypothesis
 
-__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "make_pipeline", "build_fusion", "parse_boost",
-           "best_of"]
+__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "make_pipeline", "stream_options", "build_fusion",
+           "parse_boost", "best_of"]
 
 #: decoder names per model kind (the bundle's ``kind``)
 DECODERS: dict[str, tuple[str, ...]] = {"rnnt": ("greedy", "beam"), "tdt": ("greedy", "beam"),
@@ -297,3 +297,29 @@ def make_pipeline(bundle: Any, options: DecodeOptions) -> Pipeline:
         raise DecodingInputError(f"--decoder {options.decoder} does not apply to {bundle.name} (a {bundle.kind} "
                                  f"model): choose one of {DECODERS[bundle.kind]}")
     return Pipeline(_encoder(bundle), torch.inference_mode()(_BUILDERS[bundle.kind](bundle, options)))
+
+
+def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any], Optional[dict[str, float]]]:
+    """``options`` as :class:`~asrdecode.streaming.StreamDecoder` keyword arguments (decoder, beam,
+    fusion models, graph, ...) and the per-stream boosts (WFST words), for the same decoding chunk by chunk.
+
+    Raises what :func:`make_pipeline` raises for options that do not fit the model.
+    """
+    make_pipeline(bundle, options)  # the same checks
+    kw: dict[str, Any] = {"decoder": options.decoder}
+    boosts: Optional[dict[str, float]] = None
+    if options.decoder == "wfst":
+        from .ctc.wfst import load_graph
+
+        kw.update(graph=load_graph(options.graph), acoustic_scale=float(options.acoustic_scale))
+        boosts = dict(parse_boost(b) for b in options.boost) or None
+    elif options.decoder == "beam":
+        kw.update(beam=options.beam, beta=float(options.beta),
+                  fusion=build_fusion(options, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id))
+        if bundle.kind != "ctc":
+            kw["method"] = options.method
+            if options.method == "wind":
+                kw["window"] = options.window
+    elif bundle.kind != "ctc" and options.window != 1:
+        kw["window"] = options.window
+    return kw, boosts
