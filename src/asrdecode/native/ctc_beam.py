@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -26,9 +26,10 @@ from ..fusion import FusionModel, FusionScorer
 from ..lm._automaton import BackoffAutomaton
 from ._lib import load
 
-if TYPE_CHECKING:
-    from ..ctc.beam import CTCBeamState
-    from ..ctc.collapse import CollapseState
+# The engine sits below ctc/: it takes the ``CTCBeamState`` / ``CollapseState`` objects of
+# asrdecode.ctc.beam / .collapse by their fields, without importing them (no import circle).
+BeamStateFields = Any
+CollapseFields = Any
 
 __all__ = ["run_frames", "finalize", "collapse", "native_automaton"]
 
@@ -116,7 +117,7 @@ def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
 _FIELDS = ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates")
 
 
-def _contiguous(st: "CTCBeamState") -> None:
+def _contiguous(st: BeamStateFields) -> None:
     """Make every state array the engine reads contiguous (a state the tensor engine made may not be)."""
     d = st.__dict__
     for name in _FIELDS:
@@ -125,7 +126,7 @@ def _contiguous(st: "CTCBeamState") -> None:
             d[name] = t.contiguous()
 
 
-def run_frames(st: "CTCBeamState", x: torch.Tensor, lengths: torch.Tensor, frame_index: torch.Tensor,
+def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, frame_index: torch.Tensor,
                scorer: FusionScorer, *, beam: int, blank: int, beta: float, beam_threshold: float,
                token_beam: Optional[int]) -> None:
     """Run every frame of ``x [B, T, V]`` (``lengths [B]`` valid per utterance) on ``st`` in place.
@@ -220,7 +221,7 @@ class _CollapseArgs(ctypes.Structure):
 
 
 def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blank: int, threshold: Optional[float],
-             state: "CollapseState") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, "CollapseState"]:
+             state: CollapseFields) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, CollapseFields]:
     """:func:`asrdecode.ctc.collapse.stream_collapse` on the engine (CPU; same result; the state is
     updated in place and returned)."""
     lib = load()
@@ -256,7 +257,7 @@ class _FinalArgs(ctypes.Structure):
                 ("out_score", _P), ("out_len", _P), ("out_tok", _P), ("out_dat", _P)]
 
 
-def finalize(st: "CTCBeamState", scorer: Optional[FusionScorer], beta: float,
+def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
              nbest: int) -> list[list[tuple[list[int], list[int], float]]]:
     """The n-best ``(tokens, timestamps, score)`` per utterance of a CPU state, best first (see
     ``ctc.beam._finalize``, which it serves: the same scores, computed in one engine call).
