@@ -195,26 +195,21 @@ class _Stepper:
         cand = torch.empty((B, dummy + 1), dtype=self.dtype, device=e.device)
         ext = cand[:, K:dummy].view(B, K, M)
         torch.add((p_tot + bonus1)[:, :, None], e_ext[:, None, :], out=ext)
-        # Fusion: each model's scores are added in place with their weight (no weighted copy).
-        lm_parts: list[tuple[torch.Tensor, float]] = []  # ([B, K*M] scores, weight) per model
-        nexts: list[torch.Tensor] = []  # [B, K*M] next states per model
-        for i, (model, weight) in enumerate(self.scorer.fusion):
-            sc, nx = model.advance(fstates[:, :, i].reshape(B * K))  # [B*K, V] each
-            if tok_ids is not None:  # gather the candidate tokens (cheaper than per-token lookups)
+        # Fusion: the scorer's weighted sum over every token, gathered at the candidate tokens
+        # (one row lookup is cheaper than per-token lookups).
+        fused = self.scorer.num_models > 0
+        if fused:
+            lm_s, lm_nx = self.scorer.advance(fstates.reshape(B * K, -1), dtype=self.dtype)  # [B*K, V], [B*K, V, Mm]
+            if tok_ids is not None:
                 idx3 = tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
-                sc, nx = torch.gather(sc, 1, idx3), torch.gather(nx, 1, idx3)
-            ext.add_(sc.view(B, K, M), alpha=weight)
-            lm_parts.append((sc.view(B, K * M), weight))
-            nexts.append(nx.view(B, K * M))
+                lm_s = torch.gather(lm_s, 1, idx3)
+                lm_nx = torch.gather(lm_nx, 1, idx3[:, :, None].expand(B * K, M, lm_nx.shape[-1]))
+            ext.add_(lm_s.view(B, K, M))
+            lm_s, lm_nx = lm_s.view(B, K * M), lm_nx.reshape(B, K * M, -1)
 
         def lm_at(index: torch.Tensor) -> torch.Tensor:
             """Weighted fusion score ``[B, K]`` of the extensions at ``index`` (into ``K * M``)."""
-            total = None
-            for sc_, w_ in lm_parts:
-                term = torch.gather(sc_, 1, index).to(self.dtype) * w_
-                total = term if total is None else total + term
-            assert total is not None
-            return total
+            return torch.gather(lm_s, 1, index)
         # Extension by the last token again: only from paths ending in blank.
         if tok_ids is None:
             ext[:, :, self.blank] = neg
@@ -224,7 +219,7 @@ class _Stepper:
             last_in, last_pos = (tok_ids[:, None, :] == last[:, :, None]).max(dim=2)
         own = self.slot_base[M] + last_pos  # index of (j, last(j)) in cand
         fixed = p_b + e_last + bonus1
-        if lm_parts:
+        if fused:
             fixed = fixed + lm_at(own - K)
         cand.scatter_(1, own.masked_fill(~last_in, dummy), fixed)
         # Merge: hypothesis i whose parent prefix is hypothesis j receives extension (j, last(i)).
@@ -257,7 +252,7 @@ class _Stepper:
         g_last, g_hash = g(last), g(hsh)
         ext_ac = torch.where(g_last == tok, g(p_b), g(p_tot)) + torch.gather(e, 1, tok)
         g_fscore = g(fscore)
-        ext_f = g_fscore + lm_at(eidx) if lm_parts else g_fscore
+        ext_f = g_fscore + lm_at(eidx) if fused else g_fscore
         new = [
             g(stay_b).masked_fill_(is_ext | drop, neg),
             torch.where(is_ext, ext_ac, g(stay_nb)).masked_fill_(drop, neg),
@@ -268,10 +263,10 @@ class _Stepper:
             torch.where(is_ext, g_hash, g(parent_hash)).masked_fill_(drop, -2),
             torch.where(is_ext, ext_ac, g(stay_peak)),
         ]
-        if nexts:
-            n_models = len(nexts)
+        if fused:
+            n_models = lm_nx.shape[-1]
             src_s = torch.gather(fstates, 1, src[:, :, None].expand(B, K, n_models))
-            ext_s = torch.stack([torch.gather(nx, 1, eidx) for nx in nexts], dim=2)
+            ext_s = torch.gather(lm_nx, 1, eidx[:, :, None].expand(B, K, n_models))
             new.append(torch.where(is_ext[:, :, None], ext_s, src_s))
         else:
             new.append(fstates)
@@ -284,7 +279,7 @@ class _Stepper:
         act = active[:, None]
         old = (p_b, p_nb, fscore, length, last, hsh, parent_hash, peak)
         out = [torch.where(act, n, o) for n, o in zip(new[:8], old)]
-        out.append(torch.where(act[:, :, None], new[8], fstates) if nexts else fstates)
+        out.append(torch.where(act[:, :, None], new[8], fstates) if fused else fstates)
         return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, par_rec, self.slots))
 
 
