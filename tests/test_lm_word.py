@@ -118,12 +118,13 @@ def oracle_split(style: str, pieces: list[str | None], tokens: list[int]) -> tup
 
 
 class WordOracle:
-    def __init__(self, text: str, words: list[str], *, unk_offset=DEFAULT_UNK_OFFSET, bonus=0.0, lookahead=True,
-                 lexicon=False):
+    def __init__(self, text: str, words: list[str], *, unk_offset=DEFAULT_UNK_OFFSET, unk_char_offset=-LN10,
+                 bonus=0.0, lookahead=True, lexicon=False):
         self.arpa = DictArpaScorer(text)
         self.words = set(words)
         self.unigram = {w: self.arpa.prob[(w,)] * LN10 for w in words}
         self.unk_offset, self.bonus, self.lookahead, self.lexicon = unk_offset, bonus, lookahead, lexicon
+        self.unk_char_offset = unk_char_offset
 
     def words_score(self, words: list[str], eos: bool) -> tuple[float, list[str]]:
         hist = ["<s>"]
@@ -131,7 +132,7 @@ class WordOracle:
         for w in words:
             total += self.arpa.log10p(hist, w) * LN10 + self.bonus
             if w not in self.words:
-                total += -math.inf if self.lexicon else self.unk_offset
+                total += -math.inf if self.lexicon else self.unk_offset + self.unk_char_offset * len(w)
             hist.append(self.arpa.word(w))
         if eos:
             total += self.arpa.log10p(hist, "</s>") * LN10
@@ -142,7 +143,7 @@ class WordOracle:
             return 0.0
         compl = [self.unigram[w] for w in self.words if w.startswith(prefix)]
         if not compl:
-            return -math.inf if self.lexicon else self.unk_offset
+            return -math.inf if self.lexicon else self.unk_offset + self.unk_char_offset * len(prefix)
         return max(compl) if self.lookahead else 0.0
 
     def running(self, style, pieces, tokens) -> float:
@@ -166,9 +167,7 @@ def build(tmp_path, seed, style, **kw) -> tuple[WordNGramLM, WordOracle, list, i
     path = tmp_path / f"w{seed}.arpa"
     path.write_text(text)
     lm = WordNGramLM.from_arpa(path, pieces, blank_id=blank, **kw)
-    okw = {k: kw[k] for k in ("lookahead", "lexicon") if k in kw}
-    if "unk_offset" in kw:
-        okw["unk_offset"] = kw["unk_offset"]
+    okw = {k: kw[k] for k in ("lookahead", "lexicon", "unk_offset", "unk_char_offset") if k in kw}
     if "word_bonus" in kw:
         okw["bonus"] = kw["word_bonus"]
     return lm, WordOracle(text, words, **okw), pieces, blank
@@ -177,12 +176,13 @@ def build(tmp_path, seed, style, **kw) -> tuple[WordNGramLM, WordOracle, list, i
 # ------------------------------------------------------------------------------------ scoring
 @SETTINGS
 @given(st.integers(0, 10**6), st.sampled_from(STYLES), st.booleans(), st.booleans(),
-       st.sampled_from([0.0, 1.5]), st.lists(st.integers(0, 40), max_size=14))
-def test_sequence_scores_equal_the_word_oracle(tmp_path_factory, seed, style, lookahead, lexicon, bonus, raw):
+       st.sampled_from([0.0, 1.5]), st.sampled_from([0.0, -0.7]), st.lists(st.integers(0, 40), max_size=14))
+def test_sequence_scores_equal_the_word_oracle(tmp_path_factory, seed, style, lookahead, lexicon, bonus, per_char,
+                                               raw):
     """Running scores after every token (look-ahead included) and the total with ``final``."""
     tmp = tmp_path_factory.mktemp("w")
     lm, oracle, pieces, blank = build(tmp, seed, style, lookahead=lookahead, lexicon=lexicon, word_bonus=bonus,
-                                      unk_offset=-3.0)
+                                      unk_offset=-3.0, unk_char_offset=per_char)
     V = len(pieces)
     tokens = [r % V for r in raw]
     state = lm.initial_states(1)
@@ -241,7 +241,7 @@ def test_by_hand_sentencepiece():
                       "-0.6\tthe cat", "", "\\end\\", ""])
     pieces = ["▁the", "▁c", "at", "▁", "c", "<blank>"]
     arpa = read_arpa_text(text)
-    lm = WordNGramLM.from_arpa_model(arpa, pieces, blank_id=5, lookahead=False, unk_offset=-2.0)
+    lm = WordNGramLM.from_arpa_model(arpa, pieces, blank_id=5, lookahead=False, unk_offset=-2.0, unk_char_offset=-0.5)
     s = torch.tensor([lm.initial_states(1)[0]])
     sc, nx = lm.advance(s)
     assert sc[0, 0] == pytest.approx(0.0)  # '▁the' opens a word, no look-ahead
@@ -251,7 +251,11 @@ def test_by_hand_sentencepiece():
     s = nx[:, 1]
     sc, nx = lm.advance(s)
     assert sc[0, 2] == pytest.approx(0.0)  # 'c' + 'at' = 'cat', still in the trie
-    assert sc[0, 4] == pytest.approx(-2.0)  # 'cc' is no LM word's prefix: unk offset at once
+    assert sc[0, 4] == pytest.approx(-2.0 - 0.5 * 2)  # 'cc' is no LM word's prefix: unk offsets at once
+    sc_oov, nx_oov = lm.advance(nx[:, 4])
+    assert sc_oov[0, 2] == pytest.approx(-0.5 * 2)  # 'ccat': two more characters
+    # ends as <unk> after 'the' (back-off -0.2 + <unk> -1.0), then </s> after <unk> (-0.7); offsets already paid
+    assert float(lm.final(nx_oov[:, 2])[0]) == pytest.approx((-1.2 - 0.7) * LN10)
     s = nx[:, 2]
     assert float(lm.final(s)[0]) == pytest.approx((-0.6 + (-0.1 + -0.7)) * LN10)  # cat | the; </s> backs off
     with_la = WordNGramLM.from_arpa_model(arpa, pieces, blank_id=5, lookahead=True)

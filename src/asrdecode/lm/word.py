@@ -15,7 +15,8 @@ Word boundaries come from the vocabulary (:func:`detect_boundaries`; ``boundary=
 
 Scoring of a hypothesis whose words are ``w_1 .. w_n`` (natural logs, before the fusion weight)::
 
-    sum_i [ln p(w_i | w_<i) + word_bonus + (unk_offset if w_i is not an LM word)] + ln p(</s> | w_<=n)
+    sum_i [ln p(w_i | w_<i) + word_bonus + oov(w_i)] + ln p(</s> | w_<=n)
+    oov(w) = 0 for an LM word, else unk_offset + unk_char_offset * len(w)
 
 ``ln p(w | h)`` is the ARPA back-off probability; a word the LM does not know is scored as
 ``<unk>`` (KenLM's rule; a file without ``<unk>`` gets log10 p = -100) and the LM history then
@@ -31,7 +32,10 @@ of its characters, so any spelling of a word reaches the same node):
   word's end replaces it with the real score, so the total at a word's end is exactly the formula
   above;
 * a partial word that can no longer become an LM word takes ``unk_offset`` at once (pyctcdecode's
-  convention for partial out-of-vocabulary words), again replaced at the word's end;
+  convention for partial out-of-vocabulary words) plus ``unk_char_offset`` per character so far,
+  then ``unk_char_offset`` per character it grows by (without that length term one long
+  out-of-vocabulary "word" pays a single ``unk_offset`` and can absorb a whole noisy utterance;
+  pyctcdecode scales its offset with the length of long partial words for the same reason);
 * ``lexicon=True`` allows only LM words (flashlight's lexicon decoding): a token that leaves the
   trie, and a word that ends on a trie node that is not a word, score ``-inf``.
 
@@ -75,6 +79,8 @@ WP_MARK = "##"  # WordPiece's continuation mark
 DEFAULT_DELIMITERS = ("|", " ")
 #: pyctcdecode's default offset for unknown words (-10 in log10 units), here in natural-log units.
 DEFAULT_UNK_OFFSET = -10.0 * LN10
+#: offset per character of an unknown word (natural log): one log10 unit.
+DEFAULT_UNK_CHAR_OFFSET = -LN10
 
 
 # ---------------------------------------------------------------------------------- vocabulary
@@ -224,7 +230,7 @@ class WordNGramLM:
     def __init__(self, *, word_lm: NGramLM, trie: BackoffAutomaton, words: list[str], boundaries: WordBoundaries,
                  node_bits: int, end_label: torch.Tensor, end_const: torch.Tensor, is_start: torch.Tensor,
                  start_node: torch.Tensor, start_score: torch.Tensor, lookahead: bool, lexicon: bool,
-                 unk_offset: float, word_bonus: float, num_nodes: int) -> None:
+                 unk_offset: float, unk_char_offset: float, word_bonus: float, num_nodes: int) -> None:
         self.word_lm = word_lm
         self.trie = trie
         self.words = words
@@ -241,6 +247,7 @@ class WordNGramLM:
         self.lookahead = bool(lookahead)
         self.lexicon = bool(lexicon)
         self.unk_offset = float(unk_offset)
+        self.unk_char_offset = float(unk_char_offset)
         self.word_bonus = float(word_bonus)
         self.num_nodes = int(num_nodes)
 
@@ -267,6 +274,7 @@ class WordNGramLM:
         lookahead: bool = True,
         lexicon: bool = False,
         unk_offset: float = DEFAULT_UNK_OFFSET,
+        unk_char_offset: float = DEFAULT_UNK_CHAR_OFFSET,
         word_bonus: float = 0.0,
         dense_memory_mb: float = 32.0,
         device: torch.device | str | None = None,
@@ -284,12 +292,14 @@ class WordNGramLM:
             unk_offset: natural-log offset added to a word that is not an LM word (default:
                 pyctcdecode's -10 in log10 units); also applied to a partial word as soon as it
                 can no longer become an LM word.
+            unk_char_offset: natural-log offset per character of a word that is not an LM word.
             word_bonus: added per word (before the fusion weight).
-            dense_memory_mb: memory budget of each automaton's dense rows (speed/memory).
+            dense_memory_mb: memory budget of the trie automaton's dense rows (speed/memory).
             device: where the tensors live.
         """
-        if not math.isfinite(float(unk_offset)) or not math.isfinite(float(word_bonus)):
-            raise DecodingInputError(f"unk_offset and word_bonus must be finite, got {unk_offset!r}, {word_bonus!r}")
+        for name, v in (("unk_offset", unk_offset), ("unk_char_offset", unk_char_offset), ("word_bonus", word_bonus)):
+            if not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                raise DecodingInputError(f"{name} must be a finite number, got {v!r}")
         pieces = token_pieces(tokenizer, vocab_size, blank_id)
         if blank_id is None:
             blank_id = getattr(tokenizer, "blank_id", None)
@@ -304,7 +314,8 @@ class WordNGramLM:
         words = [w for w in model.vocab if w not in (BOS, EOS, UNK)]
         Wn = len(words)
         wmap = TokenMap(Wn + 1, None, words + [None])
-        word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=dense_memory_mb, device=device)
+        # only the root gets a dense row: word ends are looked up on arcs (_word_score)
+        word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
 
         # ---- character trie of the LM's words (node 0 = the empty word)
         node_of: dict[str, int] = {"": 0}
@@ -338,6 +349,8 @@ class WordNGramLM:
             look = np.where(np.isfinite(best), best, 0.0)
             look[0] = 0.0
         partial_oov = -math.inf if lexicon else float(unk_offset)
+        per_char = 0.0 if lexicon else float(unk_char_offset)
+        depth = np.array([len(t) for t in node_text], dtype=np.float64)
 
         # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
         cont: dict[str, list[int]] = {}
@@ -358,17 +371,24 @@ class WordNGramLM:
                         src_l.append(a)
                         lab_l.append(t)
                         dst_l.append(n)
+        for txt, toks in cont.items():  # the OOV node's self-loops: the per-character offset
+            for t in toks:
+                src_l.append(oov)
+                lab_l.append(t)
+                dst_l.append(oov)
         src = np.asarray(src_l, dtype=np.int64)
         lab = np.asarray(lab_l, dtype=np.int64)
         dst = np.asarray(dst_l, dtype=np.int64)
         perm = np.argsort(src * V + lab, kind="stable")
         src, lab, dst = src[perm], lab[perm], dst[perm]
-        wts = look[dst] - look[src]
+        look_oov = np.concatenate([look, [0.0]])
+        wts = look_oov[dst] - look_oov[src]
+        wts[src == oov] = per_char * np.array([len(bounds.text[t]) for t in lab[src == oov]], dtype=np.float64)
         S = T + 1
         offsets = np.zeros(S + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
         backoff_w = np.zeros(S, dtype=np.float64)
-        backoff_w[:T] = partial_oov - look
+        backoff_w[:T] = partial_oov - look + per_char * depth  # + the OOV node's arc: per_char * len(token)
         tt = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
         terminal = np.zeros(S, dtype=bool)
         terminal[oov] = True
@@ -389,8 +409,9 @@ class WordNGramLM:
             end_const = np.where(is_word, word_bonus - applied, -np.inf)
             end_const[oov] = 0.0  # already -inf since it left the trie
         else:
-            unk = np.where(is_word, 0.0, float(unk_offset))
+            unk = np.where(is_word, 0.0, float(unk_offset) + per_char * np.concatenate([depth, [0.0]]))
             end_const = word_bonus + unk - applied
+            end_const[oov] = word_bonus  # its offsets were all applied on the way
         end_const[0] = 0.0  # the empty word: no score (masked in _word_end as well)
 
         # ---- word-starting tokens: the node they open and the score they add there
@@ -400,7 +421,7 @@ class WordNGramLM:
         for t in np.flatnonzero(is_start):
             n = node_of.get(bounds.text[t], oov)
             start_node[t] = n
-            start_score[t] = applied[n]
+            start_score[t] = applied[n] + (per_char * len(bounds.text[t]) if n == oov else 0.0)
         node_bits = max(1, int(S - 1).bit_length())
         if word_lm.num_states.bit_length() + node_bits > 62:
             raise DecodingInputError(
@@ -411,7 +432,7 @@ class WordNGramLM:
             end_label=tt(end_label, torch.int64), end_const=tt(end_const, torch.float32),
             is_start=tt(is_start, torch.bool), start_node=tt(start_node, torch.int64),
             start_score=tt(start_score, torch.float32), lookahead=lookahead, lexicon=lexicon,
-            unk_offset=float(unk_offset), word_bonus=float(word_bonus), num_nodes=S,
+            unk_offset=float(unk_offset), unk_char_offset=per_char, word_bonus=float(word_bonus), num_nodes=S,
         )
 
     # ------------------------------------------------------------------ FusionModel
@@ -431,12 +452,34 @@ class WordNGramLM:
     def _split(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return states >> self.node_bits, states & self._mask
 
+    def _word_score(self, lm: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``ln p(label | lm)`` and the next word-LM state, ``[N]`` each: the back-off chain walked on arcs only.
+
+        Every word label (and ``<unk>``) has a 1-gram arc at the root, so ``order`` arc lookups
+        (binary search on the sorted ``state * labels + label`` keys) always find one.
+        """
+        a = self.word_lm.automaton
+        cur, acc = lm, torch.zeros(lm.shape, dtype=torch.float32, device=lm.device)
+        score, nxt = torch.full_like(acc, a.root_fill), lm
+        done = torch.zeros(lm.shape, dtype=torch.bool, device=lm.device)
+        last = a.arc_key.numel() - 1
+        for _ in range(a.max_depth + 1):
+            key = cur * a.vocab_size + label
+            pos = torch.searchsorted(a.arc_key, key).clamp_max_(last)
+            hit = (a.arc_key[pos] == key) & ~done
+            score = torch.where(hit, acc + a.arc_weight[pos], score)
+            nxt = torch.where(hit, a.arc_dest[pos], nxt)
+            done = done | hit
+            acc = torch.where(done, acc, acc + a.backoff_weight[cur])
+            cur = torch.where(done, cur, a.backoff_state[cur])
+        return score, nxt
+
     def _word_end(self, lm: torch.Tensor, node: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Score ``[N]`` of ending the current word (minus what it already received) and the LM state after it."""
-        sc, nx = self.word_lm.automaton.score_tokens(lm, self.end_label[node][:, None])
+        sc, nx = self._word_score(lm, self.end_label[node])
         empty = node == 0
-        score = torch.where(empty, 0.0, sc[:, 0] + self.end_const[node])
-        return score, torch.where(empty, lm, nx[:, 0])
+        score = torch.where(empty, 0.0, sc + self.end_const[node])
+        return score, torch.where(empty, lm, nx)
 
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32, natural log) and next states ``[N, V]`` (int64) from ``states [N]``."""
