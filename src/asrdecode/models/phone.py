@@ -35,9 +35,12 @@ PHONE_CTC = "phone-ctc"
 #: the bundled word 3-gram (52k words)
 WORD_LM = Path(__file__).parent / "assets" / "word-3gram.arpa.gz"
 #: graph vocabulary of ``phone-ctc`` (``phone-ctc:words=N`` / ``:words=all`` or ``$ASRDECODE_PHONE_WORDS`` choose another)
-DEFAULT_WORDS = 20000
-#: WFST decoding tuned on data/real + data/synth_test (benchmarks/results_wfst_phone.md)
-ACOUSTIC_SCALE = 1.0
+DEFAULT_WORDS = 30000
+#: WFST decoding tuned on data/real + data/synth_test (recipes/README.md, "phone-ctc"): the acoustic
+#: scale and the beam / max-active of benchmarks/wfst_phone.py (as accurate as 17 / 10000 here, 5x faster)
+ACOUSTIC_SCALE = 1.2
+WFST_BEAM = 12.0
+MAX_ACTIVE = 2000
 TOPOLOGY = "compact"
 _SPECIAL = ("<s>", "</s>", "<unk>")
 
@@ -193,7 +196,8 @@ class PhoneCTCBundle:
     @property
     def decode_defaults(self) -> dict[str, Any]:
         """WFST decoding with the cached graph and the tuned acoustic scale (builds the graph once)."""
-        return {"decoder": "wfst", "graph": str(self.graph_path()), "acoustic_scale": ACOUSTIC_SCALE}
+        return {"decoder": "wfst", "graph": str(self.graph_path()), "acoustic_scale": ACOUSTIC_SCALE,
+                "wfst_beam": WFST_BEAM, "max_active": MAX_ACTIVE}
 
 
 class _LazyLexicon(Mapping):
