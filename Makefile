@@ -8,6 +8,7 @@ PIP := $(VPY) -m pip
 STAMP := .install.stamp
 BENCH_STAMP := .bench.stamp
 TEST_STAMP := .test.stamp
+DEMO_STAMP := .demo.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
@@ -32,7 +33,12 @@ $(TEST_STAMP): $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# the demo shows phone-ctc (hama's phone model, the CLI's default) beside the demo models
+$(DEMO_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[hama]' torch==2.13.0
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VPY) -m asrdecode.demo
 
 test: $(TEST_STAMP)
@@ -57,5 +63,5 @@ bench: $(BENCH_STAMP)
 	$(VPY) benchmarks/run_all.py
 
 clean:
-	rm -f $(STAMP) $(TEST_STAMP) $(BENCH_STAMP)
+	rm -f $(STAMP) $(TEST_STAMP) $(BENCH_STAMP) $(DEMO_STAMP)
 	rm -rf $(VENV)

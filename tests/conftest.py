@@ -1,8 +1,13 @@
 import os
+import tempfile
 
 # One thread unless OMP_NUM_THREADS says otherwise: the suite must pass with 1 and with 2 threads
 # (`OMP_NUM_THREADS=2 python -m pytest`), so float results are never compared bit for bit.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The CLI's default model is phone-ctc when hama is installed: tests that use the default get a
+# small decoding graph (seconds to build) in a cache folder of their own, never the user's.
+os.environ["ASRDECODE_PHONE_WORDS"] = "500"
+os.environ["ASRDECODE_CACHE"] = tempfile.mkdtemp(prefix="asrdecode-test-cache-")
 
 import torch  # noqa: E402
 

@@ -27,11 +27,12 @@ from .errors import AsrDecodeError, FileFormatError
 from .paths import check_output_path
 from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
+from .models import default_model
 
 __all__ = ["main", "build_parser", "decode_options"]
 
 #: the bundled models (``--model`` also takes a NeMo checkpoint or ``package.module:attribute``)
-MODELS = ("demo-rnnt", "demo-tdt", "demo-ctc")
+MODELS = ("phone-ctc", "demo-rnnt", "demo-tdt", "demo-ctc")
 _MODEL_HELP = ("bundled model (" + ", ".join(MODELS) + "), a NeMo checkpoint PATH.nemo, or "
                "package.module:attribute naming a ModelBundle (default: %(default)s)")
 
@@ -534,7 +535,7 @@ status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serv
 """
 
 def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
-    p.add_argument("--model", default="demo-rnnt", help=_MODEL_HELP)
+    p.add_argument("--model", default=default_model(), help=_MODEL_HELP)
     p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default=None,
                    help="default: the model's (greedy for the bundled demo models)")
     if window:

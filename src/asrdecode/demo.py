@@ -1,8 +1,9 @@
 """``python -m asrdecode.demo`` (``make demo``): every decoder of the package on the bundled models.
 
 Decodes the bundled synthetic test set (``data/synth_test``, 50 utterances) and the real clips
-(``data/real``, 10 utterances) with the bundled models ``demo-rnnt``, ``demo-tdt`` and
-``demo-ctc`` and prints one table: WER on each set, decoder-only RTFx (audio seconds / decoder
+(``data/real``, 10 utterances) with ``phone-ctc`` (hama's phone model, when the ``hama`` extra is
+installed; its default WFST decoding, graph built on the first run) and the bundled models
+``demo-rnnt``, ``demo-tdt`` and ``demo-ctc`` and prints one table: WER on each set, decoder-only RTFx (audio seconds / decoder
 seconds, encoder excluded, fastest of ``--repeats`` runs, both sets together) and its ratio to the
 family's baseline measured in the same run (transducers: frame-looping greedy; CTC: greedy).
 
@@ -31,7 +32,7 @@ from .pipeline import best_of
 from .results import Hypothesis
 from .models.demo import LM_TUNED
 
-__all__ = ["main", "run_demo", "DemoRow"]
+__all__ = ["main", "run_demo", "phone_ctc_rows", "DemoRow"]
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 BEAM = 8
@@ -205,6 +206,41 @@ def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "dem
     return rows
 
 
+def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str], None] = print) -> list[DemoRow]:
+    """The row of ``phone-ctc`` (hama's phone CTC model, real speech) with its default decoding:
+    WFST over its cached TLG graph (built on the first run). No row when hama is not installed."""
+    from .models import load_bundle
+    from .models.phone_lexicon import HamaMissingError
+    from .pipeline import DecodeOptions, make_pipeline
+
+    try:
+        bundle = load_bundle("phone-ctc")
+    except HamaMissingError as err:
+        log(f"note: skipping phone-ctc: {err}")
+        return []
+    t0 = time.perf_counter()
+    bundle.graph_path(log=log)
+    log(f"phone-ctc graph ready in {time.perf_counter() - t0:.1f} s")
+    opts = DecodeOptions.for_bundle(bundle)
+    decode = make_pipeline(bundle, opts).decode
+    words = "all" if bundle.words is None else bundle.words
+    row = DemoRow(bundle.name, f"WFST TLG ({words} words, 3-gram)", ratio=1.0)
+    for sname, sub in (("synthetic", "synth_test"), ("real", "real")):
+        entries = read_manifest(data_dir / sub / "manifest.jsonl")
+        waves = [read_audio(e.audio_filepath) for e in entries]
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            feats, flen = bundle.features(waves)
+            x = bundle.model.log_probs_from_encoder(bundle.encode_features(feats, flen)[0])
+        log(f"{sname}: phone-ctc front end (hama) {time.perf_counter() - t0:.1f} s")
+        hyps, secs = timed(lambda: decode(x, flen), repeats=repeats)
+        row.wer[sname] = wer([e.text for e in entries], texts_of(hyps))
+        row.decoder_seconds += secs
+        row.audio_seconds += sum(w.numel() for w in waves) / 16000
+    log(f"  {bundle.name:9s} {row.decoder:28s} done")
+    return [row]
+
+
 def format_table(rows: list[DemoRow]) -> str:
     """The table as plain text."""
     head = ["model", "decoder", "WER synth %", "WER real %", "dec. RTFx", "x baseline"]
@@ -254,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     try:
-        rows = run_demo(args.data, repeats=max(1, args.repeats), log=lambda s: print(s, flush=True))
+        say = lambda s: print(s, flush=True)  # noqa: E731
+        rows = phone_ctc_rows(args.data, log=say) + run_demo(args.data, repeats=max(1, args.repeats), log=say)
     except (AsrDecodeError, OSError) as err:
         print(f"asrdecode.demo: error: {err}", file=sys.stderr)
         return 2

@@ -54,6 +54,8 @@ class DecodeOptions:
         word_lm: a word-level ARPA LM for shallow fusion (:class:`~asrdecode.lm.word.WordNGramLM`), or ``None``.
         word_lm_weight: its fusion weight.
         word_bonus: bonus per word with ``word_lm``.
+        wfst_beam: score beam of WFST decoding (natural log).
+        max_active: most tokens per utterance after each frame of WFST decoding.
     """
 
     decoder: str = "greedy"
@@ -69,28 +71,32 @@ class DecodeOptions:
     word_lm: Optional[str] = None
     word_lm_weight: float = 0.5
     word_bonus: float = 0.0
+    wfst_beam: float = 17.0
+    max_active: int = 10000
 
     #: field -> the CLI flag that sets it (used in error messages)
     FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window", "lm": "--lm",
              "lm_weight": "--lm-weight", "beta": "--beta", "boost": "--boost", "graph": "--graph",
              "acoustic_scale": "--acoustic-scale", "word_lm": "--word-lm", "word_lm_weight": "--word-lm-weight",
-             "word_bonus": "--word-bonus"}
+             "word_bonus": "--word-bonus", "wfst_beam": "wfst_beam", "max_active": "max_active"}
     #: options whose LM / boosting / graph tensors are built on the CPU
     CPU_ONLY = ("lm", "word_lm", "boost", "graph")
 
     def __post_init__(self) -> None:
         if self.decoder not in ("greedy", "beam", "wfst"):
             raise DecodingInputError(f"decoder must be one of ['greedy', 'beam', 'wfst'], got {self.decoder!r}")
-        for name in ("beam", "window"):
+        for name in ("beam", "window", "max_active"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DecodingInputError(f"{self.FLAGS[name]} must be >= 1, got {value!r}")
         if self.method not in METHODS:
             raise DecodingInputError(f"--method must be one of {METHODS}, got {self.method!r}")
-        for name in ("lm_weight", "beta", "acoustic_scale", "word_lm_weight", "word_bonus"):
+        for name in ("lm_weight", "beta", "acoustic_scale", "word_lm_weight", "word_bonus", "wfst_beam"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise DecodingInputError(f"{self.FLAGS[name]} must be a finite number, got {value!r}")
+        if not self.wfst_beam > 0:
+            raise DecodingInputError(f"wfst_beam must be > 0, got {self.wfst_beam!r}")
         if not self.acoustic_scale > 0:
             raise DecodingInputError(f"--acoustic-scale must be > 0, got {self.acoustic_scale!r}")
         boost = (self.boost,) if isinstance(self.boost, str) else tuple(self.boost or ())
@@ -144,7 +150,8 @@ class DecodeOptions:
 _TYPES: dict[str, tuple[type, ...]] = {
     "beam": (int,), "window": (int,), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
     "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
-    "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float)}
+    "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float),
+    "wfst_beam": (int, float), "max_active": (int,)}
 
 
 class Pipeline(NamedTuple):
@@ -262,7 +269,8 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     if opts.lm or opts.word_lm:
         raise DecodingInputError("--lm / --word-lm are for beam search; a WFST graph already holds its word LM")
     boosts = dict(parse_boost(b) for b in opts.boost)
-    decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale))
+    decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale),
+                          beam=float(opts.wfst_beam), max_active=int(opts.max_active))
 
     def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
         hyps = decoder(x, n, boosts=[boosts] * x.shape[0] if boosts else None)

@@ -1,8 +1,27 @@
 """Acoustic models as the pipeline sees them: the ModelBundle protocol, the bundled demo models
-(``load("demo-ctc" | "demo-rnnt" | "demo-tdt")``) and ``load_bundle`` for any ``--model`` argument."""
+(``load("demo-ctc" | "demo-rnnt" | "demo-tdt")``), hama's phone CTC model (``phone-ctc``, needs the
+``hama`` extra) and ``load_bundle`` for any ``--model`` argument."""
+
+from importlib.util import find_spec
 
 from .bundle import CTCModel, ModelBundle, check_bundle, load_bundle, register_loader
 from .demo import DemoCTCHead, DemoModel, available, build_model, load, save_checkpoint
+from .phone import PHONE_CTC, PhoneCTCBundle, load_phone_ctc
 
 __all__ = ["load", "load_bundle", "available", "ModelBundle", "CTCModel", "check_bundle", "register_loader",
-           "DemoModel", "DemoCTCHead", "build_model", "save_checkpoint"]
+           "DemoModel", "DemoCTCHead", "build_model", "save_checkpoint", "PhoneCTCBundle", "default_model",
+           "hama_installed"]
+
+register_loader(lambda spec: spec == PHONE_CTC or spec.startswith(PHONE_CTC + ":"), load_phone_ctc,
+                names=(PHONE_CTC,))
+
+
+def hama_installed() -> bool:
+    """Whether the optional ``hama`` package (the phone-ctc model) can be imported."""
+    return find_spec("hama") is not None
+
+
+def default_model() -> str:
+    """The model the CLI uses without ``--model``: ``phone-ctc`` (real speech) when hama is
+    installed, else ``demo-rnnt``."""
+    return PHONE_CTC if hama_installed() else "demo-rnnt"

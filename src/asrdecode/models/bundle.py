@@ -106,11 +106,16 @@ def check_bundle(bundle: Any, source: str = "bundle") -> Any:
 
 #: extra loaders: (accepts(spec) -> bool, load(spec, device) -> bundle), tried in order
 _LOADERS: list[tuple[Callable[[str], bool], Callable[[str, torch.device], Any]]] = []
+#: model names the registered loaders accept (listed in :func:`load_bundle`'s error message)
+_LOADER_NAMES: list[str] = []
 
 
-def register_loader(accepts: Callable[[str], bool], load: Callable[[str, torch.device], Any]) -> None:
-    """Teach :func:`load_bundle` a new kind of ``--model`` argument (e.g. a model directory format)."""
+def register_loader(accepts: Callable[[str], bool], load: Callable[[str, torch.device], Any],
+                    names: tuple[str, ...] = ()) -> None:
+    """Teach :func:`load_bundle` a new kind of ``--model`` argument (e.g. a model directory format);
+    ``names``: model names it accepts, to list in error messages."""
     _LOADERS.append((accepts, load))
+    _LOADER_NAMES.extend(n for n in names if n not in _LOADER_NAMES)
 
 
 def load_bundle(spec: str, device: str | torch.device = "cpu") -> Any:
@@ -147,7 +152,7 @@ def load_bundle(spec: str, device: str | torch.device = "cpu") -> Any:
     if sep and module and attr and not Path(spec).exists():
         return check_bundle(_import_bundle(module, attr, spec), spec)
     raise DecodingInputError(
-        f"model {spec!r}: expected a bundled model name ({', '.join(available())}), a NeMo checkpoint PATH.nemo, "
+        f"model {spec!r}: expected a bundled model name ({', '.join([*available(), *_LOADER_NAMES])}), a NeMo checkpoint PATH.nemo, "
         "or package.module:attribute naming a ModelBundle (or a function returning one)")
 
 

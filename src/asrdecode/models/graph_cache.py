@@ -1,0 +1,118 @@
+"""A per-user cache of built artefacts (decoding graphs), keyed by a hash of their inputs.
+
+Files live in ``$ASRDECODE_CACHE`` or ``~/.cache/asrdecode``. An entry is two files: the artefact
+(``NAME-KEY.pt``) and its record (``NAME-KEY.json``: the key, the inputs, the artefact's size and
+SHA-256, build time and peak memory). Both are written atomically (temp file + ``os.replace``), the
+record last, so a crash mid-build leaves no entry; an entry whose record or artefact does not match
+(stale key, truncated or altered file) is reported and rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+__all__ = ["cache_dir", "input_key", "file_digest", "cached_file", "CacheEntry"]
+
+#: bump when the layout of cached artefacts changes: every old entry becomes stale
+FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """``$ASRDECODE_CACHE``, else ``~/.cache/asrdecode`` (created on first use)."""
+    env = os.environ.get("ASRDECODE_CACHE")
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "asrdecode"
+    return root
+
+
+def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def input_key(inputs: Mapping[str, Any]) -> str:
+    """A hex key of ``inputs`` (JSON-able values: file digests, sizes, option values)."""
+    blob = json.dumps({"format": FORMAT, **inputs}, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:20]
+
+
+class CacheEntry:
+    """The artefact ``path`` built from ``inputs`` and the record describing it (``info``)."""
+
+    def __init__(self, path: Path, info: dict[str, Any], built: bool) -> None:
+        self.path = path
+        self.info = info
+        self.built = built
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _peak_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
+
+
+def _problem(path: Path, record: Path, key: str) -> str | None:
+    """Why the entry cannot be used (``None`` when it can)."""
+    if not record.exists():
+        return "missing" if not path.exists() else "it has no record (an interrupted build)"
+    try:
+        info = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"its record {record.name} is unreadable ({err})"
+    if not isinstance(info, dict) or info.get("key") != key:
+        return "its record does not match the inputs (stale)"
+    if not path.is_file():
+        return f"{path.name} is missing"
+    if path.stat().st_size != info.get("size"):
+        return f"{path.name} has {path.stat().st_size} bytes, its record says {info.get('size')} (truncated or altered)"
+    if file_digest(path) != info.get("sha256"):
+        return f"{path.name} does not match its record's SHA-256 (corrupt)"
+    return None
+
+
+def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], None], *, what: str = "",
+                log: Callable[[str], None] | None = None) -> CacheEntry:
+    """The cached artefact ``name`` for ``inputs``, built by ``build(tmp_path)`` when missing or invalid.
+
+    ``build`` writes the artefact to the path it is given (a temp file, renamed into place when it
+    returns). Progress and rebuild messages go to ``log`` (default: stderr).
+    """
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    key = input_key(inputs)
+    folder = cache_dir() / "graphs"
+    path, record = folder / f"{name}-{key}.pt", folder / f"{name}-{key}.json"
+    problem = _problem(path, record, key)
+    if problem is None:
+        return CacheEntry(path, json.loads(record.read_text(encoding="utf-8")), built=False)
+    if problem != "missing":
+        say(f"asrdecode: cached {what or name} at {path} is not usable: {problem}; rebuilding it")
+        record.unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    say(f"asrdecode: building {what or name} (once; cached in {folder}) ...")
+    t0 = time.perf_counter()
+    _write_atomic(path, build)
+    seconds = time.perf_counter() - t0
+    info = {"key": key, "inputs": dict(inputs), "size": path.stat().st_size, "sha256": file_digest(path),
+            "build_seconds": round(seconds, 1), "peak_rss_mb": round(_peak_rss_mb())}
+    _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
+    say(f"asrdecode: built {what or name} in {seconds:.0f} s ({info['size'] / 2**20:.0f} MB)")
+    return CacheEntry(path, info, built=True)
