@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Optional, Sequence, Union
 
 import torch
@@ -93,6 +93,31 @@ class CTCBeamState:
         """
         nbest = check_positive_int("nbest", nbest)
         return _finalize(self, None, self.beta, nbest, tokenizer)
+
+    @staticmethod
+    def cat(template: "CTCBeamState", states: Sequence["CTCBeamState"]) -> "CTCBeamState":
+        """One batch state from batch-1 ``states`` (streams), written into ``template``: a fresh state of
+        the batch's size and settings (the search's fusion models may differ per batch: stacked
+        boosting trees). The batch's tree starts empty; :meth:`split_into` hands each stream its rows."""
+        for f in fields(CTCBeamState):
+            if f.name == "collapse":
+                template.collapse = None if states[0].collapse is None else CollapseState.cat([s.collapse for s in states])
+            elif isinstance(getattr(states[0], f.name), torch.Tensor):
+                setattr(template, f.name, torch.cat([getattr(s, f.name) for s in states]))
+        return template
+
+    def split_into(self, states: Sequence["CTCBeamState"]) -> None:
+        """Give each batch-1 state its row of this batch state (its tree extended by its row of the new steps)."""
+        n = len(states)
+        for b, st in enumerate(states):
+            for f in fields(CTCBeamState):
+                value = getattr(self, f.name)
+                if f.name == "collapse":
+                    st.collapse = None if value is None else value.rows(b, b + 1)
+                elif isinstance(value, torch.Tensor):
+                    rows = value.shape[0] // n
+                    setattr(st, f.name, value[b * rows:(b + 1) * rows].clone())
+            st.tree.extend(self.tree.take_rows(torch.tensor([b])))
 
     @staticmethod
     def initial(

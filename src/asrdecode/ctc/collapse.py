@@ -12,8 +12,8 @@ Everything here is batched: no Python loop over frames or utterances.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, fields
+from typing import Optional, Sequence
 
 import torch
 
@@ -137,6 +137,15 @@ class CollapseState:
             pending_index=torch.full((batch,), -1, dtype=torch.long, device=device),
             pending_valid=torch.zeros(batch, dtype=torch.bool, device=device),
         )
+
+    @staticmethod
+    def cat(parts: Sequence["CollapseState"]) -> "CollapseState":
+        """One batch state from several (rows in order)."""
+        return CollapseState(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(CollapseState)))
+
+    def rows(self, start: int, stop: int) -> "CollapseState":
+        """Rows ``start:stop`` as a state of their own (the inverse of :meth:`cat`)."""
+        return CollapseState(*(getattr(self, f.name)[start:stop].clone() for f in fields(CollapseState)))
 
 
 def stream_collapse(

@@ -1,7 +1,8 @@
 """One adapter per decoder family: per-stream state, one batched streaming call, results, offline.
 
-Each adapter keeps nothing per stream but the family's own carried state (gathered and scattered
-by :mod:`~asrdecode.streaming.state_batching`); the decoding is always the family's existing call
+Each adapter keeps nothing per stream but the family's own carried state (each state type joins
+and splits itself; prediction-network states live in a
+:class:`~asrdecode.streaming.state_batching.StatePool`); the decoding is always the family's existing call
 (``transducer.greedy``, ``transducer.beam_search``, ``ctc.greedy``, ``ctc.beam_search``,
 ``WFSTDecoder.advance``), and ``offline`` is the same call on the whole utterance.
 
@@ -24,25 +25,17 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from .. import ctc
-from ..errors import DecodingInputError
-from ..lm import BoostingTree
 from ..ctc.wfst import WFSTStreamState
+from ..errors import DecodingInputError
 from ..fusion import FusionScorer
+from ..hyps import BatchedHyps
+from ..lm import BoostingTree
 from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
 from ..results import Hypothesis
 from ..transducer import BeamState, GreedyState, beam_search, greedy
 from ..transducer.durations import DurationRule
-from .state_batching import (
-    GreedyRow,
-    StatePool,
-    gather_beam,
-    gather_ctc_beam,
-    gather_greedy,
-    scatter_beam,
-    scatter_ctc_beam,
-    scatter_greedy,
-)
+from .state_batching import StatePool, shift_column
 
 __all__ = ["make_family", "DECODERS"]
 
@@ -112,6 +105,20 @@ class _Family:
 # -- transducer greedy -----------------------------------------------------------------------------
 
 
+@dataclass
+class GreedyRow:
+    """One stream's greedy state: its pool slot, the last prediction output and the transcript so far."""
+
+    slot: int
+    dec_out: torch.Tensor  # [1, P]
+    skip: int = 0
+    offset: int = 0
+    tokens: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    durations: list[int] | None = None
+    score: float = 0.0
+
+
 class TransducerGreedy(_Family):
     """``transducer.greedy`` (RNN-T and TDT, every greedy option) per stream."""
 
@@ -141,9 +148,32 @@ class TransducerGreedy(_Family):
         self.pool.release(row.slot)
 
     def step(self, rows: Sequence[GreedyRow], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
-        state = gather_greedy(self.pool, rows, x.dtype)
+        state = self._gather(rows, x.dtype)
         _, state = greedy(self.model, x, lengths, state=state, **self.options)
-        scatter_greedy(self.pool, rows, state)
+        self._scatter(rows, state)
+
+    def _gather(self, rows: Sequence[GreedyRow], score_dtype: torch.dtype) -> GreedyState:
+        """A batch :class:`GreedyState` of ``rows``: their prediction states and outputs, and empty
+        hypotheses holding their scores (the batched call appends this chunk's labels only)."""
+        hyps = BatchedHyps(len(rows), 8, torch.device("cpu"), score_dtype=score_dtype, with_durations=self.tdt)
+        hyps.scores = torch.tensor([r.score for r in rows], dtype=score_dtype)
+        return GreedyState(pred_state=self.pool.gather([r.slot for r in rows]),
+                           dec_out=torch.cat([r.dec_out for r in rows]),
+                           skip=torch.tensor([r.skip for r in rows], dtype=torch.long),
+                           offset=torch.tensor([r.offset for r in rows], dtype=torch.long), hyps=hyps)
+
+    def _scatter(self, rows: Sequence[GreedyRow], state: GreedyState) -> None:
+        """Write a batch state back: prediction states, outputs, skips, offsets; append each row's new
+        labels to its transcript and take its total score."""
+        self.pool.scatter([r.slot for r in rows], state.pred_state)
+        skip, offset = state.skip.tolist(), state.offset.tolist()
+        for b, (row, hyp) in enumerate(zip(rows, state.hyps.to_hypotheses())):
+            row.dec_out = state.dec_out[b:b + 1].clone()
+            row.skip, row.offset, row.score = skip[b], offset[b], hyp.score
+            row.tokens.extend(hyp.tokens)
+            row.timestamps.extend(hyp.timestamps)
+            if row.durations is not None:
+                row.durations.extend(hyp.durations or [])
 
     def result(self, row: GreedyRow, final: bool) -> Hypothesis:
         return Hypothesis(list(row.tokens), list(row.timestamps), row.score,
@@ -246,10 +276,14 @@ class TransducerBeam(_PhraseBoosts, _Family):
         fusion, shifts = self._stack(streams)
         slots = [s.slot for s in streams]
         states = [s.state for s in streams]
-        batch = gather_beam(self.pool, slots, states, self.boost_column, shifts)
+        batch = BeamState.cat(states, self.pool.gather(slots))
+        if "lm_states" in batch.hyps:  # each stream's boosting states, numbered in the stacked tree
+            batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, shifts)
         _, batch = beam_search(self.model, x, lengths, state=batch, return_state=True, fusion=fusion,
                                final=torch.tensor(list(final)), **self.options)
-        scatter_beam(self.pool, slots, states, batch, self.boost_column, shifts)
+        if "lm_states" in batch.hyps:
+            batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, [-d for d in shifts])
+        self.pool.scatter(slots, batch.split_into(states))
 
     def result(self, stream: _BeamStream, final: bool) -> Hypothesis:
         """The best hypothesis so far, as ``beam_search`` ranks them (fusion end scores included)."""
@@ -337,9 +371,11 @@ class CTCBeam(_PhraseBoosts, _Family):
              final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         states = [s.state for s in streams]
-        batch = gather_ctc_beam(self._empty_call(len(streams), fusion), states, self.boost_column, shifts)
+        batch = ctc.CTCBeamState.cat(self._empty_call(len(streams), fusion), states)
+        batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
         batch = ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False, **self.options)
-        scatter_ctc_beam(states, batch, self.boost_column, shifts)
+        batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
+        batch.split_into(states)
 
     def result(self, stream: _CTCBeamStream, final: bool) -> Hypothesis:
         if final:  # ends the search: adds the fusion models' end-of-sentence scores

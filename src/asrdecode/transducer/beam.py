@@ -81,6 +81,41 @@ class BeamState:
     tail: list[torch.Tensor]
     config: tuple[int, str, int]
 
+    @staticmethod
+    def cat(states: Sequence["BeamState"], pred_state: Any) -> "BeamState":
+        """One batch state from batch-1 ``states`` (streams): tensors concatenated, per-utterance
+        ``tail`` lists joined, the settings of the first, a fresh tree; ``pred_state`` is the batch's
+        prediction-network state (model pytree; the streams keep theirs outside, see
+        :class:`~asrdecode.streaming.state_batching.StatePool`)."""
+        hyps: dict[str, Any] = {}
+        for name, value in states[0].hyps.items():
+            if name == "pred_state":
+                hyps[name] = pred_state
+            elif isinstance(value, torch.Tensor):
+                hyps[name] = torch.cat([s.hyps[name] for s in states])
+            else:
+                raise TypeError(f"BeamState.hyps[{name!r}] is a {type(value).__name__}; only tensors and the "
+                                "prediction state can be batched")
+        return BeamState(hyps=hyps, tree=BeamTree(), offset=torch.cat([s.offset for s in states]),
+                         received=torch.cat([s.received for s in states]),
+                         tail=[x for s in states for x in s.tail], config=states[0].config)
+
+    def split_into(self, states: Sequence["BeamState"]) -> Any:
+        """Give each batch-1 state its rows of this batch state (its tree extended by its row of the new
+        steps); returns the batch's prediction-network state, which the states do not hold."""
+        n = len(states)
+
+        def rows(x: torch.Tensor, b: int) -> torch.Tensor:
+            per = x.shape[0] // n
+            return x[b * per:(b + 1) * per].clone()
+
+        for b, st in enumerate(states):
+            st.hyps = {**{k: rows(v, b) for k, v in self.hyps.items() if k != "pred_state"}, "pred_state": None}
+            st.tree.extend(self.tree.take_rows(torch.tensor([b])))
+            st.offset, st.received = rows(self.offset, b), rows(self.received, b)
+            st.tail = [self.tail[b]]
+        return self.hyps["pred_state"]
+
 
 _CARRIED = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states")
 
