@@ -215,145 +215,173 @@ def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
 
 
 def _parse(f: io.BufferedIOBase | Iterable[bytes], where: str) -> ArpaModel:
-    lineno = 0
-    it = iter(f)
-
-    def err(line: int | None, msg: str) -> FileFormatError:
-        return FileFormatError(where, line, msg)
-
-    # --- header ---------------------------------------------------------------------------
-    for raw in it:
-        lineno += 1
-        s = raw.strip()
-        if not s:
-            continue
-        if s != b"\\data\\":
-            raise err(lineno, f"expected the '\\data\\' header, got {_show(s)}")
-        break
-    else:
-        raise err(None, "empty file: no '\\data\\' header")
-    declared: dict[int, int] = {}
-    section_line = None
-    for raw in it:
-        lineno += 1
-        s = raw.strip()
-        if not s:
-            continue
-        if s.startswith(b"ngram"):
-            body = s[5:].strip()
-            try:
-                k_s, c_s = body.split(b"=")
-                k, c = int(k_s), int(c_s)
-            except ValueError:
-                raise err(lineno, f"malformed count line {_show(s)}; expected 'ngram K=COUNT'") from None
-            if k < 1 or c < 0:
-                raise err(lineno, f"malformed count line {_show(s)}")
-            if k in declared:
-                raise err(lineno, f"count for {k}-grams declared twice")
-            declared[k] = c
-            continue
-        section_line = (lineno, s)
-        break
-    if not declared:
-        raise err(lineno, "no 'ngram K=COUNT' lines after '\\data\\'")
+    """An :class:`ArpaModel` from the lines of an ARPA file (errors name ``where`` and the line)."""
+    lines = _Lines(f, where)
+    declared, (cur_line, s) = _read_header(lines)
     order = max(declared)
-    if sorted(declared) != list(range(1, order + 1)):
-        raise err(None, f"header declares orders {sorted(declared)}; expected 1..{order}")
-    if section_line is None:
-        raise err(lineno, "no '\\1-grams:' section")
-
     vocab: list[str] = []
     index: dict[bytes, int] = {}
-    words_o: list[np.ndarray] = []
-    lp_o: list[np.ndarray] = []
-    bo_o: list[np.ndarray] = []
-    hb_o: list[np.ndarray] = []
-    lines_o: list[np.ndarray] = []
-
-    cur_line, s = section_line
+    sections: list[_Section] = []
     for k in range(1, order + 1):
         expected = f"\\{k}-grams:".encode()
         if s != expected:
             if s == b"\\end\\":
-                raise err(cur_line, f"missing section '\\{k}-grams:' (header declares order {order})")
-            raise err(cur_line, f"expected {_show(expected)}, got {_show(s)}")
-        count = declared[k]
-        ids: list[int] = []
-        lps: list[float] = []
-        bos: list[float] = []
-        hbs: list[bool] = []
-        lns: list[int] = []
-        nxt = None
-        for raw in it:
-            lineno += 1
-            parts = raw.split()
-            if not parts:
-                continue
-            if parts[0].startswith(b"\\"):
-                nxt = (lineno, raw.strip())
-                break
-            n = len(parts)
-            if n != k + 1 and n != k + 2:
-                if n > k + 2:
-                    raise err(lineno, f"{k}-gram line has {n} fields; an n-gram longer than {k} words "
-                                      f"(or extra fields) in the {k}-grams section")
-                raise err(lineno, f"{k}-gram line has {n} fields; expected {k + 1} or {k + 2}")
-            try:
-                lp = float(parts[0])
-            except ValueError:
-                raise err(lineno, f"log probability {_show(parts[0])} is not a number") from None
-            if lp > 0 or lp != lp:
-                raise err(lineno, f"log10 probability {lp} must be <= 0")
-            if n == k + 2:
-                try:
-                    bo = float(parts[k + 1])
-                except ValueError:
-                    raise err(lineno, f"backoff weight {_show(parts[k + 1])} is not a number") from None
-                if bo != bo or bo == float("inf"):
-                    raise err(lineno, f"backoff weight {bo} is not finite")
-                if k == order:
-                    raise err(lineno, f"{k}-grams of the highest order cannot have a backoff weight")
-                bos.append(bo)
-                hbs.append(True)
-            else:
-                bos.append(0.0)
-                hbs.append(False)
-            if k == 1:
-                w = parts[1]
-                if w in index:
-                    raise err(lineno, f"duplicate 1-gram {_show(w)}")
-                index[w] = len(vocab)
-                try:
-                    vocab.append(w.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise err(lineno, "word is not valid UTF-8") from None
-                ids.append(index[w])
-            else:
-                for w in parts[1 : k + 1]:
-                    i = index.get(w)
-                    if i is None:
-                        raise err(lineno, f"word {_show(w)} of this {k}-gram is not among the 1-grams")
-                    ids.append(i)
-            lps.append(lp)
-            lns.append(lineno)
-        else:
-            raise err(lineno, f"file ends inside the {k}-grams section (no '\\end\\')")
-        if len(lps) != count:
-            raise err(cur_line, f"the header declares {count} {k}-grams but the section has {len(lps)} "
-                                f"(lines {cur_line + 1}-{nxt[0] - 1})")
-        words_o.append(np.array(ids, dtype=np.int32).reshape(-1, k))
-        lp_o.append(np.array(lps, dtype=np.float64))
-        bo_o.append(np.array(bos, dtype=np.float64))
-        hb_o.append(np.array(hbs, dtype=bool))
-        lines_o.append(np.array(lns, dtype=np.int64))
+                raise lines.error(cur_line, f"missing section '\\{k}-grams:' (header declares order {order})")
+            raise lines.error(cur_line, f"expected {_show(expected)}, got {_show(s)}")
+        section, nxt = _read_section(lines, k, order, index, vocab)
+        if len(section.logprob) != declared[k]:
+            raise lines.error(cur_line, f"the header declares {declared[k]} {k}-grams but the section has "
+                                        f"{len(section.logprob)} (lines {cur_line + 1}-{nxt[0] - 1})")
+        sections.append(section)
         cur_line, s = nxt
     if s != b"\\end\\":
         if s.startswith(b"\\") and s.endswith(b"-grams:"):
-            raise err(cur_line, f"section {_show(s)} is beyond the declared order {order}")
-        raise err(cur_line, f"expected '\\end\\', got {_show(s)}")
-    model = ArpaModel(vocab, words_o, lp_o, bo_o, hb_o, lines_o, where)
+            raise lines.error(cur_line, f"section {_show(s)} is beyond the declared order {order}")
+        raise lines.error(cur_line, f"expected '\\end\\', got {_show(s)}")
+    model = ArpaModel(vocab, [x.words for x in sections], [x.logprob for x in sections],
+                      [x.backoff for x in sections], [x.has_backoff for x in sections],
+                      [x.lines for x in sections], where)
     _check_structure(model)
     return model
+
+
+class _Lines:
+    """The lines of an ARPA file with their numbers, and errors that name file and line."""
+
+    def __init__(self, f: io.BufferedIOBase | Iterable[bytes], where: str) -> None:
+        self.it = iter(f)
+        self.where = where
+        self.lineno = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self.it:
+            self.lineno += 1
+            yield raw
+
+    def error(self, line: int | None, msg: str) -> FileFormatError:
+        return FileFormatError(self.where, line, msg)
+
+
+def _read_header(lines: _Lines) -> tuple[dict[int, int], tuple[int, bytes]]:
+    """``\\data\\`` and its ``ngram K=COUNT`` lines: the counts per order, and the first section line."""
+    for raw in lines:
+        s = raw.strip()
+        if not s:
+            continue
+        if s != b"\\data\\":
+            raise lines.error(lines.lineno, f"expected the '\\data\\' header, got {_show(s)}")
+        break
+    else:
+        raise lines.error(None, "empty file: no '\\data\\' header")
+    declared: dict[int, int] = {}
+    section_line = None
+    for raw in lines:
+        s = raw.strip()
+        if not s:
+            continue
+        if not s.startswith(b"ngram"):
+            section_line = (lines.lineno, s)
+            break
+        try:
+            k_s, c_s = s[5:].strip().split(b"=")
+            k, c = int(k_s), int(c_s)
+        except ValueError:
+            raise lines.error(lines.lineno, f"malformed count line {_show(s)}; expected 'ngram K=COUNT'") from None
+        if k < 1 or c < 0:
+            raise lines.error(lines.lineno, f"malformed count line {_show(s)}")
+        if k in declared:
+            raise lines.error(lines.lineno, f"count for {k}-grams declared twice")
+        declared[k] = c
+    if not declared:
+        raise lines.error(lines.lineno, "no 'ngram K=COUNT' lines after '\\data\\'")
+    order = max(declared)
+    if sorted(declared) != list(range(1, order + 1)):
+        raise lines.error(None, f"header declares orders {sorted(declared)}; expected 1..{order}")
+    if section_line is None:
+        raise lines.error(lines.lineno, "no '\\1-grams:' section")
+    return declared, section_line
+
+
+@dataclass
+class _Section:
+    """One ``\\K-grams:`` section: word ids ``[n, K]``, log10 probs, backoffs, which have one, lines."""
+
+    words: np.ndarray
+    logprob: np.ndarray
+    backoff: np.ndarray
+    has_backoff: np.ndarray
+    lines: np.ndarray
+
+
+def _read_section(lines: _Lines, k: int, order: int, index: dict[bytes, int],
+                  vocab: list[str]) -> tuple[_Section, tuple[int, bytes]]:
+    """The ``k``-grams up to the next ``\\`` line (1-grams add to ``vocab`` / ``index``); returns the
+    section and that next line (number, text)."""
+    ids: list[int] = []
+    lps: list[float] = []
+    bos: list[float] = []
+    hbs: list[bool] = []
+    lns: list[int] = []
+    for raw in lines:
+        parts = raw.split()
+        if not parts:
+            continue
+        if parts[0].startswith(b"\\"):
+            nxt = (lines.lineno, raw.strip())
+            break
+        lp, bo = _read_ngram_scores(lines, parts, k, order)
+        lps.append(lp)
+        bos.append(0.0 if bo is None else bo)
+        hbs.append(bo is not None)
+        if k == 1:
+            w = parts[1]
+            if w in index:
+                raise lines.error(lines.lineno, f"duplicate 1-gram {_show(w)}")
+            index[w] = len(vocab)
+            try:
+                vocab.append(w.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise lines.error(lines.lineno, "word is not valid UTF-8") from None
+            ids.append(index[w])
+        else:
+            for w in parts[1 : k + 1]:
+                i = index.get(w)
+                if i is None:
+                    raise lines.error(lines.lineno, f"word {_show(w)} of this {k}-gram is not among the 1-grams")
+                ids.append(i)
+        lns.append(lines.lineno)
+    else:
+        raise lines.error(lines.lineno, f"file ends inside the {k}-grams section (no '\\end\\')")
+    section = _Section(np.array(ids, dtype=np.int32).reshape(-1, k), np.array(lps, dtype=np.float64),
+                       np.array(bos, dtype=np.float64), np.array(hbs, dtype=bool), np.array(lns, dtype=np.int64))
+    return section, nxt
+
+
+def _read_ngram_scores(lines: _Lines, parts: list[bytes], k: int, order: int) -> tuple[float, float | None]:
+    """The log10 probability and backoff weight (``None``: none given) of one ``k``-gram line."""
+    n = len(parts)
+    if n != k + 1 and n != k + 2:
+        if n > k + 2:
+            raise lines.error(lines.lineno, f"{k}-gram line has {n} fields; an n-gram longer than {k} words "
+                                            f"(or extra fields) in the {k}-grams section")
+        raise lines.error(lines.lineno, f"{k}-gram line has {n} fields; expected {k + 1} or {k + 2}")
+    try:
+        lp = float(parts[0])
+    except ValueError:
+        raise lines.error(lines.lineno, f"log probability {_show(parts[0])} is not a number") from None
+    if lp > 0 or lp != lp:
+        raise lines.error(lines.lineno, f"log10 probability {lp} must be <= 0")
+    if n == k + 1:
+        return lp, None
+    try:
+        bo = float(parts[k + 1])
+    except ValueError:
+        raise lines.error(lines.lineno, f"backoff weight {_show(parts[k + 1])} is not a number") from None
+    if bo != bo or bo == float("inf"):
+        raise lines.error(lines.lineno, f"backoff weight {bo} is not finite")
+    if k == order:
+        raise lines.error(lines.lineno, f"{k}-grams of the highest order cannot have a backoff weight")
+    return lp, bo
 
 
 def _show(b: bytes) -> str:
