@@ -728,11 +728,41 @@ def beam_search(
 
     Returns:
         ``B`` lists of up to ``nbest`` hypotheses, best first (fewer when merging left fewer
-        distinct ones; ``[0]`` is the best), as :func:`asrdecode.ctc.beam_search` returns them. Scores are the summed fused log-scores
-        plus the fusion end-of-sentence scores. Streaming: the current beam's hypotheses
+        distinct ones; ``[0]`` is the best), as :func:`asrdecode.ctc.beam_search` returns them.
+        Scores are the summed fused log-scores plus the fusion end-of-sentence scores. Streaming: the current beam's hypotheses
         (timestamps in global frames), and the state when ``return_state``.
     """
     max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
+    enc, scorer, mode, beta = _check_search_args(model, encoder_output, beam, method, window, blank_scoring,
+                                                 pruning, max_symbols, nbest, beta, tokenizer, fusion, acceleration)
+    B, T, _ = enc.shape
+    lengths = check_lengths(lengths, B, T, device=enc.device)
+    config = (beam, method, window if method == "wind" else 1)
+    final_t = _check_stream(state, final, B, config, enc.device)
+    if state is None and bool(final_t.all()):  # whole utterances (or a first and last chunk)
+        enc_proj, offset, received = model.project_encoder(enc), None, lengths
+    else:
+        enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
+    static = mode != "eager"
+    loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols,
+                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static)
+    if loop.B and loop.T:
+        check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
+    _drive(loop, mode, enc.device, max_symbols)
+    nb = loop.results(nbest)
+    for row in nb:
+        attach_text(row, tokenizer)
+    if not return_state:
+        return nb
+    return nb, _carry(loop, received, config)
+
+
+def _check_search_args(model: TransducerModel, encoder_output: object, beam: int, method: str, window: int,
+                       blank_scoring: str, pruning: str, max_symbols: int | None, nbest: int, beta: float,
+                       tokenizer: object, fusion: Any, acceleration: str | None
+                       ) -> tuple[torch.Tensor, FusionScorer, str, float]:
+    """Every argument check of :func:`beam_search`; returns the encoder output, the fusion scorer, the
+    acceleration mode and ``beta``."""
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)
     check_encoder_output(model, enc)
@@ -748,30 +778,30 @@ def beam_search(
         mode = resolve_mode(acceleration, enc.device)
     except ValueError as err:
         raise DecodingInputError(str(err)) from None
-    B, T, _ = enc.shape
-    lengths = check_lengths(lengths, B, T, device=enc.device)
-    config = (beam, method, window if wind else 1)
-    if state is not None and (len(state.tail) != B or state.config != config):
+    return enc, scorer, mode, beta
+
+
+def _check_stream(state: BeamState | None, final: Any, batch: int, config: tuple[int, str, int],
+                  device: torch.device) -> torch.Tensor:
+    """The carried state fits this call; ``final`` as ``[B]`` flags."""
+    if state is not None and (len(state.tail) != batch or state.config != config):
         raise DecodingInputError(f"state is for batch {len(state.tail)} and (beam, method, window) {state.config}, "
-                                 f"not batch {B} and {config}")
-    final_t = torch.as_tensor(final, dtype=torch.bool, device=enc.device).reshape(-1)
-    if final_t.numel() not in (1, B):
-        raise DecodingInputError(f"final must be one flag or {B} flags, got {final_t.numel()}")
-    final_t = final_t.expand(B).clone()
-    if state is None and bool(final_t.all()):  # whole utterances (or a first and last chunk)
-        enc_proj, offset, received = model.project_encoder(enc), None, lengths
-    else:
-        enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
+                                 f"not batch {batch} and {config}")
+    final_t = torch.as_tensor(final, dtype=torch.bool, device=device).reshape(-1)
+    if final_t.numel() not in (1, batch):
+        raise DecodingInputError(f"final must be one flag or {batch} flags, got {final_t.numel()}")
+    return final_t.expand(batch).clone()
+
+
+def _drive(loop: _BeamLoop, mode: str, device: torch.device, max_symbols: int | None) -> None:
+    """Step ``loop`` until no hypothesis is active: the captured / compiled static step, or eager steps.
+
+    Eager on CPU: the prediction network runs only for the hypotheses that emitted (none: skipped;
+    one flag check). Eager on GPU, compile and CUDA graphs: every row, every step, no extra sync."""
     static = mode != "eager"
-    loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols,
-                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static)
-    if loop.B and loop.T:
-        check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     run = StepRunner(mode, _BeamLoop.STATE)
     steps = 0
-    # Eager on CPU: the prediction network runs only for the hypotheses that emitted (none: skipped;
-    # one flag check). Eager on GPU, compile and CUDA graphs: every row, every step, no extra sync.
-    skip_idle = enc.device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
+    skip_idle = device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
     while bool(loop.active.any()):
         if static:
             loop.tree.reserve(1)  # host-side capacity decision: a doubled storage is re-captured
@@ -789,12 +819,6 @@ def beam_search(
         if max_symbols is None and steps % 1024 == 0 and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
             raise _checks.runaway_error()
     loop.finish()
-    nb = loop.results(nbest)
-    for row in nb:
-        attach_text(row, tokenizer)
-    if not return_state:
-        return nb
-    return nb, _carry(loop, received, config)
 
 
 def _chunk_buffer(
