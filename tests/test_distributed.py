@@ -70,7 +70,8 @@ def test_local_equals_cli_eval(manifest, local_rnnt, tmp_path) -> None:
     from asrdecode.cli import main
 
     out = tmp_path / "pred.jsonl"
-    assert main(["eval", str(manifest), "--batch-size", str(BATCH), "--no-progress", "-o", str(out)]) == 0
+    assert main(["eval", str(manifest), "--model", "demo-rnnt", "--batch-size", str(BATCH), "--no-progress",
+                 "-o", str(out)]) == 0
     cli = _read_jsonl(out)
     entries = read_manifest(manifest)
     assert [r["id"] for r in local_rnnt] == list(range(len(entries)))
@@ -421,7 +422,8 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     from asrdecode.cli import main
 
     out = tmp_path / "cli"
-    args = ["transcribe-dataset", str(manifest), str(out), "--batch-size", str(BATCH), "--actors", "1"]
+    args = ["transcribe-dataset", str(manifest), str(out), "--model", "demo-rnnt", "--batch-size", str(BATCH),
+            "--actors", "1"]
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "decoded           8" in first and "skipped (resumed) 0" in first

@@ -35,7 +35,7 @@ PHONE_CTC = "phone-ctc"
 #: the bundled word 3-gram (52k words)
 WORD_LM = Path(__file__).parent / "assets" / "word-3gram.arpa.gz"
 #: graph vocabulary of ``phone-ctc`` (``phone-ctc:words=N`` / ``:words=all`` or ``$ASRDECODE_PHONE_WORDS`` choose another)
-DEFAULT_WORDS = 30000
+DEFAULT_WORDS: Optional[int] = None
 #: WFST decoding tuned on data/real + data/synth_test (recipes/README.md, "phone-ctc"): the acoustic
 #: scale and the beam / max-active of benchmarks/wfst_phone.py (as accurate as 17 / 10000 here, 5x faster)
 ACOUSTIC_SCALE = 1.2
