@@ -84,8 +84,11 @@ _OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "boost": ("--boost", (list, tuple)),
     "graph": ("--graph", (str, os.PathLike)),
     "acoustic_scale": ("--acoustic-scale", (int, float)),
+    "word_lm": ("--word-lm", (str, os.PathLike)),
+    "word_lm_weight": ("--word-lm-weight", (int, float)),
+    "word_bonus": ("--word-bonus", (int, float)),
 }
-_CPU_ONLY_OPTIONS = ("lm", "boost", "graph")  # fusion models and graphs are built on the CPU
+_CPU_ONLY_OPTIONS = ("lm", "boost", "graph", "word_lm")  # fusion models and graphs are built on the CPU
 
 
 class DistributedRunError(AsrDecodeError):
@@ -143,7 +146,8 @@ def build_pipeline(model: str = "demo-rnnt", decoder: str = "greedy",
         decoder: ``"greedy"``, ``"beam"`` or ``"wfst"``.
         decoder_options: the CLI's decoding flags as keys: ``beam``, ``window``, ``lm`` (path),
             ``lm_weight``, ``beta``, ``boost`` (list of ``"PHRASE:WEIGHT"``), ``graph`` (path),
-            ``acoustic_scale``; missing keys take the CLI defaults.
+            ``acoustic_scale``, ``word_lm`` (path), ``word_lm_weight``, ``word_bonus``; missing keys
+            take the CLI defaults.
         device: where the encoder and decoder run (the front end always runs on the CPU).
 
     Returns:
