@@ -495,3 +495,19 @@ def test_streaming_sessions_with_word_lm_equal_offline(bundled, name, options):
         same_hyp(finals[i].hypothesis, dec.offline(wave))
         changed |= plain.offline(wave).score != pytest.approx(finals[i].hypothesis.score)
     assert changed  # the LM was applied
+
+
+def test_distributed_pipeline_takes_the_word_lm():
+    """``distributed.build_pipeline`` (Ray actors, ``asrdecode eval``) builds the word LM from decoder_options."""
+    from asrdecode.audio import read_audio
+    from asrdecode.distributed import build_pipeline
+    from asrdecode.models.demo import ASSETS
+
+    from test_cli import CLIP2
+
+    opts = {"beam": 3, "word_lm": ASSETS / "word-3gram.arpa.gz", "word_lm_weight": 0.4, "word_bonus": 1.0}
+    _, encode, decode = build_pipeline("demo-ctc", "beam", opts)
+    hyps = decode(*encode([read_audio(CLIP2)]))
+    assert len(hyps) == 1 and hyps[0].text
+    with pytest.raises(DecodingInputError, match="word_lm_weight"):
+        build_pipeline("demo-ctc", "beam", {"word_lm_weight": "high"})
