@@ -9,7 +9,7 @@ the format of :func:`asrdecode.models.phone_lexicon.read_phone_lexicon`. Rerunna
 already in the output are kept and skipped.
 
 The shipped lexicon of the phone-ctc bundle (every word of the bundled word 3-gram, 52k words,
-~0.4 MB gzipped) is made by:
+0.54 MB gzipped) is made by:
 
     OMP_NUM_THREADS=1 python3 recipes/hama_lexicon.py --arpa src/asrdecode/models/assets/word-3gram.arpa.gz \
         --out src/asrdecode/models/assets/hama-lexicon.txt.gz

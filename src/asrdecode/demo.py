@@ -8,7 +8,7 @@ seconds, encoder excluded, fastest of ``--repeats`` runs, both sets together) an
 family's baseline measured in the same run (transducers: frame-looping greedy; CTC: greedy).
 
 The three models share one encoder, so the front end and encoder run once per test set. One
-thread; well under a minute on 2 cores.
+thread; about 2 minutes on 2 cores, plus phone-ctc's graph build (~1.5 min) on the first run.
 """
 
 from __future__ import annotations
