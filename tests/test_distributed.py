@@ -375,8 +375,8 @@ def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> Non
     from asrdecode.cli import main
 
     manifest, _ = _bad_audio_manifest(tmp_path)
-    assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--batch-size", "3",
-                 "--actors", "1"]) == 1
+    assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--model", "demo-rnnt",
+                 "--batch-size", "3", "--actors", "1"]) == 1
     cap = capsys.readouterr()
     assert "failed            1" in cap.out and "1 utterances failed" in cap.err and "Traceback" not in cap.err
 
@@ -389,7 +389,8 @@ def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt
         "from asrdecode.cli import main\n"
         f"ray.init(address={ray_session.get_runtime_context().gcs_address!r}, log_to_driver=False)\n"
         "dist.transcribe_dataset = functools.partial(dist.transcribe_dataset, _faults={'sleep_after_commit': 300})\n"
-        f"sys.exit(main(['transcribe-dataset', {str(manifest)!r}, {str(out)!r}, '--batch-size', '{BATCH}',\n"
+        f"sys.exit(main(['transcribe-dataset', {str(manifest)!r}, {str(out)!r}, '--model', 'demo-rnnt',\n"
+        f"'--batch-size', '{BATCH}',\n"
         "                '--actors', '1', '--gpus-per-actor', '0']))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -413,7 +414,8 @@ def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt
     assert "interrupted" in err and "rerun" in err and "Traceback" not in err, err[-3000:]
     from asrdecode.cli import main
 
-    assert main(["transcribe-dataset", str(manifest), str(out), "--batch-size", str(BATCH), "--actors", "1"]) == 0
+    assert main(["transcribe-dataset", str(manifest), str(out), "--model", "demo-rnnt", "--batch-size", str(BATCH),
+                 "--actors", "1"]) == 0
     assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
 
 
