@@ -42,6 +42,17 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def _same_records(got: list[dict], want: list[dict]) -> bool:
+    """Same records (ids, tokens, timestamps, text, ...) with float scores within a tolerance: Ray's
+    actors and this process may run torch with different thread counts (last-bit differences)."""
+    def strip(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k != "score"}
+
+    assert [strip(r) for r in got] == [strip(r) for r in want]
+    assert [r.get("score") for r in got] == pytest.approx([r.get("score") for r in want], rel=1e-5, abs=1e-4)
+    return True
+
+
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory) -> Path:
     return _write_manifest(tmp_path_factory.mktemp("manifest") / "manifest.jsonl")
@@ -194,7 +205,7 @@ def test_gpu_share_per_actor(monkeypatch, manifest, tmp_path) -> None:
 def test_ray_run_equals_local_transcription(ray_session, manifest, local_rnnt, tmp_path) -> None:
     run = dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-rnnt", batch_size=BATCH, num_actors=2)
     assert run.output == (tmp_path / "out" / dist.RESULT_FILE).resolve()
-    assert _read_jsonl(run.output) == local_rnnt  # tokens, timestamps, text and float score identical
+    assert _same_records(_read_jsonl(run.output), local_rnnt)  # tokens, timestamps, text identical; score within a tolerance
     assert run.decoded == list(range(8)) and run.skipped == 0 and run.duplicates == 0
     assert run.num_gpus_per_actor == 0.0 and run.devices == ["cpu"]
     assert sorted(p.name for p in (tmp_path / "out" / "parts").iterdir()) == \
@@ -220,10 +231,10 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
     assert run.decoded == sorted(set(range(8)) - committed)  # only the rest was decoded
     assert run.skipped == len(committed) and run.duplicates == 0
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts} == stamps  # not rewritten
-    assert _read_jsonl(run.output) == local_rnnt
+    assert _same_records(_read_jsonl(run.output), local_rnnt)
 
     again = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)  # nothing left to do
-    assert again.decoded == [] and again.skipped == 8 and _read_jsonl(again.output) == local_rnnt
+    assert again.decoded == [] and again.skipped == 8 and _same_records(_read_jsonl(again.output), local_rnnt)
 
 
 def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnnt, tmp_path) -> None:
@@ -263,7 +274,7 @@ def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnn
     assert run.decoded == sorted(set(range(8)) - committed) and run.skipped == len(committed)
     assert run.duplicates == 0
     assert (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns) == stamp
-    assert _read_jsonl(run.output) == local_rnnt
+    assert _same_records(_read_jsonl(run.output), local_rnnt)
 
 
 def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, manifest, tmp_path) -> None:
@@ -301,8 +312,8 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "decoded           8" in first and "skipped (resumed) 0" in first
-    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
     assert main(args) == 0
     second = capsys.readouterr().out
     assert "decoded           0" in second and "skipped (resumed) 8" in second
-    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
