@@ -43,6 +43,17 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def _same_records(got: list[dict], want: list[dict]) -> bool:
+    """Same records (ids, tokens, timestamps, text, ...) with float scores within a tolerance: Ray's
+    actors and this process may run torch with different thread counts (last-bit differences)."""
+    def strip(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k != "score"}
+
+    assert [strip(r) for r in got] == [strip(r) for r in want]
+    assert [r.get("score") for r in got] == pytest.approx([r.get("score") for r in want], rel=1e-5, abs=1e-4)
+    return True
+
+
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory) -> Path:
     return _write_manifest(tmp_path_factory.mktemp("manifest") / "manifest.jsonl")
@@ -197,7 +208,7 @@ def test_gpu_share_per_actor(monkeypatch, manifest, tmp_path) -> None:
 def test_ray_run_equals_local_transcription(ray_session, manifest, local_rnnt, tmp_path) -> None:
     run = dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-rnnt", batch_size=BATCH, num_actors=2)
     assert run.output == (tmp_path / "out" / dist.RESULT_FILE).resolve()
-    assert _read_jsonl(run.output) == local_rnnt  # tokens, timestamps, text and float score identical
+    assert _same_records(_read_jsonl(run.output), local_rnnt)  # tokens, timestamps, text equal; score close
     assert run.decoded == list(range(8)) and run.skipped == 0 and run.duplicates == 0
     assert run.num_gpus_per_actor == 0.0 and run.devices == ["cpu"]
     assert sorted(p.name for p in (tmp_path / "out" / "parts").iterdir()) == \
@@ -223,10 +234,10 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
     assert run.decoded == sorted(set(range(8)) - committed)  # only the rest was decoded
     assert run.skipped == len(committed) and run.duplicates == 0
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts} == stamps  # not rewritten
-    assert _read_jsonl(run.output) == local_rnnt
+    assert _same_records(_read_jsonl(run.output), local_rnnt)
 
     again = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)  # nothing left to do
-    assert again.decoded == [] and again.skipped == 8 and _read_jsonl(again.output) == local_rnnt
+    assert again.decoded == [] and again.skipped == 8 and _same_records(_read_jsonl(again.output), local_rnnt)
 
 
 def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnnt, tmp_path) -> None:
@@ -266,7 +277,7 @@ def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnn
     assert run.decoded == sorted(set(range(8)) - committed) and run.skipped == len(committed)
     assert run.duplicates == 0
     assert (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns) == stamp
-    assert _read_jsonl(run.output) == local_rnnt
+    assert _same_records(_read_jsonl(run.output), local_rnnt)
 
 
 def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, manifest, tmp_path) -> None:
@@ -354,12 +365,12 @@ def test_ray_unreadable_file_fails_only_its_utterance_then_rerun_completes(ray_s
     recs = _read_jsonl(run.output)
     assert "m.jsonl:2" in recs[1]["error"] and recs[1]["pred_text"] is None
     assert all("error" not in recs[i] for i in (0, 2))
-    assert recs == dist.transcribe_local(manifest, batch_size=2)
+    assert _same_records(recs, dist.transcribe_local(manifest, batch_size=2))
     # fix the file, rerun the same command: only the failed utterance's shard is decoded again
     bad.write_bytes((ROOT / "data/real/cards-002.wav").read_bytes())
     run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
     assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
-    assert _read_jsonl(run.output) == dist.transcribe_local(manifest, batch_size=2)
+    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, batch_size=2))
     # or fix the manifest line instead: the edited manifest is accepted
     bad.write_bytes(b"broken again")
     dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1, resume=False)
@@ -368,7 +379,7 @@ def test_ray_unreadable_file_fails_only_its_utterance_then_rerun_completes(ray_s
     manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
     run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
     assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
-    assert _read_jsonl(run.output) == dist.transcribe_local(manifest, batch_size=2)
+    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, batch_size=2))
 
 
 def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> None:
@@ -416,7 +427,7 @@ def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt
 
     assert main(["transcribe-dataset", str(manifest), str(out), "--model", "demo-rnnt", "--batch-size", str(BATCH),
                  "--actors", "1"]) == 0
-    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
 
 
 def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, manifest, local_rnnt, tmp_path,
@@ -429,11 +440,11 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "decoded           8" in first and "skipped (resumed) 0" in first
-    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
     assert main(args) == 0
     second = capsys.readouterr().out
     assert "decoded           0" in second and "skipped (resumed) 8" in second
-    assert _read_jsonl(out / dist.RESULT_FILE) == local_rnnt
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
 
 
 def test_ray_cli_transcribe_dataset_of_a_bundle_that_is_not_bundled(ray_session, manifest, tmp_path, capsys) -> None:
@@ -445,4 +456,5 @@ def test_ray_cli_transcribe_dataset_of_a_bundle_that_is_not_bundled(ray_session,
     assert main(["transcribe-dataset", str(manifest), str(out), "--model", spec, "--batch-size", str(BATCH),
                  "--actors", "1"]) == 0
     assert "decoded           8" in capsys.readouterr().out
-    assert _read_jsonl(out / dist.RESULT_FILE) == dist.transcribe_local(manifest, model=spec, batch_size=BATCH)
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE),
+                         dist.transcribe_local(manifest, model=spec, batch_size=BATCH))
