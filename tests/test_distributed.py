@@ -43,6 +43,21 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def _driver_after_first_commit(script: str, out: Path) -> subprocess.Popen:
+    """Start a driver process running ``script`` and wait until it has committed a part file in ``out``."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    deadline = time.monotonic() + 120
+    while not list((out / "parts").glob("part-*.jsonl")):
+        if proc.poll() is not None:
+            pytest.fail(f"the driver exited before committing: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no part file committed within 120 s")
+        time.sleep(0.05)
+    return proc
+
+
 def _same_records(got: list[dict], want: list[dict]) -> bool:
     """Same records (ids, tokens, timestamps, text, ...) with float scores within a tolerance: Ray's
     actors and this process may run torch with different thread counts (last-bit differences)."""
@@ -254,22 +269,10 @@ def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnn
         f"dist.transcribe_dataset({str(manifest)!r}, {str(out)!r}, batch_size={BATCH}, num_actors=1,\n"
         "                        num_gpus_per_actor=0, _faults={'sleep_after_commit': 300})\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    try:
-        deadline = time.monotonic() + 120
-        while not list((out / "parts").glob("part-*.jsonl")):
-            if proc.poll() is not None:
-                pytest.fail(f"the driver exited before committing: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "no part file committed within 120 s"
-            time.sleep(0.05)
-        proc.kill()
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        proc.stderr.close()
+    proc = _driver_after_first_commit(script, out)
+    proc.kill()  # the driver dies mid-run
+    proc.wait(timeout=30)
+    proc.stderr.close()
     parts = sorted((out / "parts").glob("part-*.jsonl"))
     assert len(parts) == 1 and not (out / dist.RESULT_FILE).exists()  # one actor, paused after its commit
     committed = {r["id"] for r in _read_jsonl(parts[0])}
@@ -407,15 +410,8 @@ def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt
         f"'--batch-size', '{BATCH}',\n"
         "                '--actors', '1', '--gpus-per-actor', '0']))\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = _driver_after_first_commit(script, out)
     try:
-        deadline = time.monotonic() + 120
-        while not list((out / "parts").glob("part-*.jsonl")):
-            if proc.poll() is not None:
-                pytest.fail(f"the driver exited before committing: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "no part file committed within 120 s"
-            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=60)
         err = proc.stderr.read().decode()
