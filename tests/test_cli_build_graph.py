@@ -105,3 +105,19 @@ def test_transcribe_with_wfst_decoder(tmp_path, capsys):
     assert main(["transcribe", str(clip), "--model", "demo-ctc", "--decoder", "wfst", "--graph", str(graph),
                  "--boost", "zebra:2"]) == 2
     assert "zebra" in capsys.readouterr().err
+
+
+def test_stream_options_carry_the_wfst_search_settings(tmp_path):
+    # the streaming path (long audio) decodes with the same WFST beam and max_active as the whole-file path
+    from asrdecode.models import load_bundle
+    from asrdecode.pipeline import DecodeOptions, stream_options
+
+    lm = tmp_path / "words.arpa"
+    lm.write_text(ARPA)
+    graph = tmp_path / "tlg.pt"
+    assert main(["build-graph", "--lm", str(lm), "--out", str(graph)]) == 0
+    opts = DecodeOptions(decoder="wfst", graph=str(graph), wfst_beam=9.0, max_active=77, acoustic_scale=1.5,
+                         boost=("cards:3",))
+    kw, boosts = stream_options(load_bundle("demo-ctc"), opts)
+    assert (kw["decoder"], kw["beam"], kw["max_active"], kw["acoustic_scale"]) == ("wfst", 9.0, 77, 1.5)
+    assert boosts == {"cards": 3.0}

@@ -179,6 +179,7 @@ def parse_boost(spec: str) -> tuple[str, float]:
 
 def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) -> list:
     """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, phrase boosting) for a beam search."""
+    _check_fusion_decoder(opts)
     fusion: list = []
     if opts.lm:
         from .lm import NGramLM
@@ -201,9 +202,12 @@ def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) ->
         tree = BoostingTree.from_phrases([parse_boost(b) for b in opts.boost], tokenizer, vocab_size=vocab,
                                          blank_id=blank)
         fusion.append((tree, 1.0))
-    if fusion and opts.decoder != "beam":
-        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
     return fusion
+
+
+def _check_fusion_decoder(opts: DecodeOptions) -> None:
+    if (opts.lm or opts.word_lm or opts.boost) and opts.decoder != "beam":
+        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
 
 
 def best_of(nbest_lists: Sequence[Sequence[Hypothesis]]) -> list[Hypothesis]:
@@ -227,16 +231,11 @@ def _ctc_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     from . import ctc
 
     tok, blank = bundle.tokenizer, bundle.blank_id
-    if opts.window != 1:
-        raise DecodingInputError(f"--window applies to transducer decoding, not to the CTC model {bundle.name}")
     if opts.decoder == "wfst":
         return _wfst_decoder(bundle, opts)
-    fusion = build_fusion(opts, tok, bundle.model.vocab_size, blank)
     if opts.decoder == "greedy":
         return lambda x, n: ctc.greedy(x, n, blank, tok)
-    if opts.method != "alsd":
-        raise DecodingInputError(f"--method chooses a transducer beam search; {bundle.name} uses the CTC prefix "
-                                 "beam search")
+    fusion = build_fusion(opts, tok, bundle.model.vocab_size, blank)
     return lambda x, n: best_of(ctc.beam_search(x, n, blank, beam=opts.beam, fusion=fusion, beta=float(opts.beta),
                                                 tokenizer=tok))
 
@@ -248,8 +247,6 @@ def _transducer_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     fusion = build_fusion(opts, tok, model.vocab_size, bundle.blank_id)
     if opts.decoder == "greedy":
         return lambda x, n: tr.greedy(model, x, n, window=opts.window, tokenizer=tok, acceleration="eager")
-    if opts.window != 1 and opts.method != "wind":
-        raise DecodingInputError("--window with --decoder beam needs --method wind")
     kw: dict[str, Any] = {"beam": opts.beam, "tokenizer": tok, "method": opts.method}
     if opts.method == "wind":
         kw["window"] = opts.window
@@ -262,12 +259,6 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     """decode(log_probs, lengths) through a TLG graph (``graph``); ``boost`` takes WORD:WEIGHT."""
     from .ctc.wfst import WFSTDecoder, load_graph
 
-    if not opts.graph:
-        raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
-    if not Path(opts.graph).is_file():
-        raise FileFormatError(opts.graph, None, "no such graph file")
-    if opts.lm or opts.word_lm:
-        raise DecodingInputError("--lm / --word-lm are for beam search; a WFST graph already holds its word LM")
     boosts = dict(parse_boost(b) for b in opts.boost)
     decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale),
                           beam=float(opts.wfst_beam), max_active=int(opts.max_active))
@@ -279,6 +270,41 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
         return hyps
 
     return decode
+
+
+def _check_fit(bundle: Any, options: DecodeOptions) -> None:
+    """Every check that ``options`` fit ``bundle``, before anything (LM, graph) is built."""
+    from .models.bundle import check_bundle
+
+    check_bundle(bundle, getattr(bundle, "name", "model"))
+    if not isinstance(options, DecodeOptions):
+        raise DecodingInputError(f"options must be DecodeOptions, got {type(options).__name__}")
+    if options.decoder == "wfst" and bundle.kind != "ctc":
+        raise DecodingInputError(f"--decoder wfst decodes CTC output; {bundle.name} is a {bundle.kind} model "
+                                 "(use a CTC model such as demo-ctc)")
+    if options.decoder not in DECODERS[bundle.kind]:
+        raise DecodingInputError(f"--decoder {options.decoder} does not apply to {bundle.name} (a {bundle.kind} "
+                                 f"model): choose one of {DECODERS[bundle.kind]}")
+    if bundle.kind == "ctc" and options.window != 1:
+        raise DecodingInputError(f"--window applies to transducer decoding, not to the CTC model {bundle.name}")
+    if options.decoder == "wfst":
+        if not options.graph:
+            raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
+        if not Path(options.graph).is_file():
+            raise FileFormatError(options.graph, None, "no such graph file")
+        if options.lm or options.word_lm:
+            raise DecodingInputError("--lm / --word-lm are for beam search; a WFST graph already holds its word LM")
+        return
+    if options.lm and not Path(options.lm).is_file():
+        raise FileFormatError(options.lm, None, "no such LM file")
+    _check_fusion_decoder(options)
+    if options.decoder != "beam":
+        return
+    if bundle.kind == "ctc" and options.method != "alsd":
+        raise DecodingInputError(f"--method chooses a transducer beam search; {bundle.name} uses the CTC prefix "
+                                 "beam search")
+    if bundle.kind != "ctc" and options.window != 1 and options.method != "wind":
+        raise DecodingInputError("--window with --decoder beam needs --method wind")
 
 
 #: the decoder builder of each model kind
@@ -293,17 +319,7 @@ def make_pipeline(bundle: Any, options: DecodeOptions) -> Pipeline:
         DecodingInputError: a decoder or option that does not fit the model (named in the message).
         FileFormatError: a missing or malformed LM / graph file.
     """
-    from .models.bundle import check_bundle
-
-    check_bundle(bundle, getattr(bundle, "name", "model"))
-    if not isinstance(options, DecodeOptions):
-        raise DecodingInputError(f"options must be DecodeOptions, got {type(options).__name__}")
-    if options.decoder == "wfst" and bundle.kind != "ctc":
-        raise DecodingInputError(f"--decoder wfst decodes CTC output; {bundle.name} is a {bundle.kind} model "
-                                 "(use a CTC model such as demo-ctc)")
-    if options.decoder not in DECODERS[bundle.kind]:
-        raise DecodingInputError(f"--decoder {options.decoder} does not apply to {bundle.name} (a {bundle.kind} "
-                                 f"model): choose one of {DECODERS[bundle.kind]}")
+    _check_fit(bundle, options)
     return Pipeline(_encoder(bundle), torch.inference_mode()(_BUILDERS[bundle.kind](bundle, options)))
 
 
@@ -313,13 +329,14 @@ def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any],
 
     Raises what :func:`make_pipeline` raises for options that do not fit the model.
     """
-    make_pipeline(bundle, options)  # the same checks
+    _check_fit(bundle, options)
     kw: dict[str, Any] = {"decoder": options.decoder}
     boosts: Optional[dict[str, float]] = None
     if options.decoder == "wfst":
         from .ctc.wfst import load_graph
 
-        kw.update(graph=load_graph(options.graph), acoustic_scale=float(options.acoustic_scale))
+        kw.update(graph=load_graph(options.graph), acoustic_scale=float(options.acoustic_scale),
+                  beam=float(options.wfst_beam), max_active=int(options.max_active))
         boosts = dict(parse_boost(b) for b in options.boost) or None
     elif options.decoder == "beam":
         kw.update(beam=options.beam, beta=float(options.beta),
