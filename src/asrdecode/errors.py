@@ -15,6 +15,7 @@ __all__ = [
     "check_emissions",
     "check_lengths",
     "check_finite",
+    "check_tokenizer_size",
 ]
 
 
@@ -80,3 +81,15 @@ def check_lengths(lengths: object, batch: int, max_len: int, *, device: torch.de
         if hi > max_len:
             raise DecodingInputError(f"lengths must be <= the padded length {max_len}, got {hi}")
     return lengths.to(device=device, dtype=torch.long)
+
+
+def check_tokenizer_size(tokenizer: object, vocab_size: int, what: str) -> None:
+    """A tokenizer (``None``: none) has ``decode`` and, when it says its ``vocab_size``, ``vocab_size``
+    ids; ``what`` names the other side in the message (e.g. ``"the model has 257"``)."""
+    if tokenizer is None:
+        return
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise DecodingInputError("tokenizer must have a decode(ids) -> str method")
+    size = getattr(tokenizer, "vocab_size", None)
+    if size is not None and int(size) != int(vocab_size):
+        raise DecodingInputError(f"tokenizer has vocab_size {int(size)} but {what} (blank included)")

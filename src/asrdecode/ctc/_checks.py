@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError, check_emissions, check_lengths
+from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size
 
 __all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
 
@@ -39,15 +39,7 @@ def check_blank_id(blank_id: object, vocab_size: int) -> int:
 
 def check_tokenizer(tokenizer: Any, vocab_size: int) -> None:
     """Check the tokenizer's vocabulary size (when it has one) against the emissions'."""
-    if tokenizer is None:
-        return
-    if not callable(getattr(tokenizer, "decode", None)):
-        raise DecodingInputError("tokenizer must have a decode(ids) -> str method")
-    size = getattr(tokenizer, "vocab_size", None)
-    if size is not None and int(size) != vocab_size:
-        raise DecodingInputError(
-            f"tokenizer has vocab_size {int(size)} but log_probs have {vocab_size} classes (blank included)"
-        )
+    check_tokenizer_size(tokenizer, vocab_size, f"log_probs have {vocab_size} classes")
 
 
 def prepare_log_probs(

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_tokenizer_size
 from .model import TransducerModel
 
 __all__ = [
@@ -165,12 +165,4 @@ def check_encoder_output(model: TransducerModel, enc: torch.Tensor) -> None:
 
 def check_tokenizer(tokenizer: Any, model: TransducerModel) -> None:
     """A tokenizer with a ``vocab_size`` must match the model's (blank included)."""
-    if tokenizer is None:
-        return
-    if not callable(getattr(tokenizer, "decode", None)):
-        raise DecodingInputError("tokenizer must have a decode(ids) -> str method")
-    size = getattr(tokenizer, "vocab_size", None)
-    if size is not None and int(size) != int(model.vocab_size):
-        raise DecodingInputError(
-            f"tokenizer has vocab_size {int(size)} but the model has {int(model.vocab_size)} (blank included)"
-        )
+    check_tokenizer_size(tokenizer, model.vocab_size, f"the model has {int(model.vocab_size)}")
