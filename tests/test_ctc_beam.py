@@ -100,8 +100,8 @@ def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm, engine
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=5.0, blank_rate=0.6)
     lens = random_lengths(seed, batch, frames)
     fusion = [(TableBigram(vocab, blank, seed=seed), 0.6)] if with_lm else []
-    kw = dict(beam=beam, fusion=fusion, beta=0.3, blank_collapse=collapse, nbest=beam)
-    whole = ctc.beam_search(lp, lens, blank, **kw)
+    kw = dict(beam=beam, fusion=fusion, beta=0.3, blank_collapse=collapse, nbest=beam, engine=engine)
+    whole = ctc.beam_search(lp, lens, blank, **kw)  # the same engine: chunked == whole exactly
     g = torch.Generator().manual_seed(cut_seed)
     cuts = sorted(torch.randint(0, frames + 1, (n_chunks - 1,), generator=g).tolist())
     bounds = [0, *cuts, frames]
@@ -109,7 +109,7 @@ def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm, engine
     for i, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
         chunk_lens = (lens - a).clamp(min=0, max=z - a)  # each utterance streams its own frames
         last = i == len(bounds) - 2
-        state = ctc.beam_search(lp[:, a:z], chunk_lens, blank, state=state, final=last, engine=engine, **kw)
+        state = ctc.beam_search(lp[:, a:z], chunk_lens, blank, state=state, final=last, **kw)
     assert_same(state, whole, tol=0.0)
 
 
