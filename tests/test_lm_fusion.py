@@ -55,6 +55,25 @@ def test_weighted_sum_and_states(models):
         states = nxt[torch.arange(4), toks[:, 0]]
 
 
+def test_scorer_moves_states_with_hypotheses(models):
+    lm, tree = models
+    fs = FusionScorer([(lm, 0.5), (tree, 2.0)], vocab_size=V, blank_id=BLANK)
+    _, nxt = fs.advance(fs.initial(3))  # [3, V, 2]: distinct states to move around
+    rows = torch.tensor([2, 0, 2])
+    assert torch.equal(fs.select(nxt[:, 1], rows), nxt[rows, 1])
+    assert torch.equal(fs.select(nxt, (rows, torch.tensor([1, 2, 3]))), nxt[rows, torch.tensor([1, 2, 3])])
+    idx = torch.tensor([[3, 1], [0, 0], [V - 1, 2]])
+    picked = fs.gather(nxt, idx)  # [3, 2, 2]
+    for b in range(3):
+        for q in range(2):
+            assert torch.equal(picked[b, q], nxt[b, idx[b, q]])
+    take = torch.tensor([True, False, True])
+    mixed = fs.where(take, nxt[:, 1], nxt[:, 2])
+    assert torch.equal(mixed[0], nxt[0, 1]) and torch.equal(mixed[1], nxt[1, 2]) and torch.equal(mixed[2], nxt[2, 1])
+    grid = fs.where(take[:, None], nxt[:, :2], nxt[:, 2:4])  # [3, 2] mask broadcast over a [3, 2, M] pool
+    assert torch.equal(grid[1], nxt[1, 2:4]) and torch.equal(grid[0], nxt[0, :2])
+
+
 def test_empty_scorer():
     fs = FusionScorer([], vocab_size=V)
     st_ = fs.initial(3)

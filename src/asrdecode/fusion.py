@@ -20,7 +20,10 @@ Optional extras a fusion model may have (the library's :class:`~asrdecode.lm.NGr
   ``[B, beam]`` flattened.
 
 :class:`FusionScorer` combines several ``(model, weight)`` pairs into one weighted score with
-batched states ``[N, M]`` (one column per model), which is what every beam search keeps.
+batched states ``[N, M]`` (one column per model), which is what every beam search keeps. The
+searches treat those states as opaque: they move them only through the scorer's
+:meth:`~FusionScorer.select`, :meth:`~FusionScorer.gather` and :meth:`~FusionScorer.where`, so a
+scorer whose states are not int64 columns (a neural LM's hidden state) changes only this class.
 """
 
 from __future__ import annotations
@@ -194,6 +197,24 @@ class FusionScorer:
             total = term if total is None else total.add_(term)
             nexts.append(nx)
         return total, torch.stack(nexts, dim=-1)
+
+    # -- moving states with their hypotheses (the searches never index states themselves) --
+
+    def select(self, states: torch.Tensor, index: torch.Tensor | tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """The states of the hypotheses ``index`` picks: ``states [N, ..., M]`` indexed on its leading
+        dimension(s) (``index`` a tensor of rows, or a tuple of index tensors), shape ``[*index, M]``."""
+        return states[index]
+
+    def gather(self, states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Per-row pick: ``states [B, P, M]`` at ``index [B, Q]`` along dimension 1, shape ``[B, Q, M]``.
+
+        Also picks the states reached by ``tokens [N, K]`` from ``advance``'s next states ``[N, V, M]``."""
+        return gather_next_states(states, index)
+
+    def where(self, take_new: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+        """``new`` where the boolean ``take_new [...]`` is true, else ``old`` (states ``[..., M]``; ``take_new``
+        broadcasts over the leading dimensions)."""
+        return torch.where(take_new[..., None], new, old)
 
     def final(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""

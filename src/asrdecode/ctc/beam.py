@@ -289,10 +289,8 @@ class _Stepper:
             torch.where(is_ext, ext_ac, g(stay_peak)),
         ]
         if fused:
-            n_models = lm_nx.shape[-1]
-            src_s = torch.gather(fstates, 1, src[:, :, None].expand(B, K, n_models))
-            ext_s = torch.gather(lm_nx, 1, eidx[:, :, None].expand(B, K, n_models))
-            new.append(torch.where(is_ext[:, :, None], ext_s, src_s))
+            sc = self.scorer
+            new.append(sc.where(is_ext, sc.gather(lm_nx, eidx), sc.gather(fstates, src)))
         else:
             new.append(fstates)
         # Tree: a new token from its parent, or a stay whose last token re-links to its best arrival.
@@ -304,7 +302,7 @@ class _Stepper:
         act = active[:, None]
         old = (p_b, p_nb, fscore, length, last, hsh, parent_hash, peak)
         out = [torch.where(act, n, o) for n, o in zip(new[:8], old)]
-        out.append(torch.where(act[:, :, None], new[8], fstates) if fused else fstates)
+        out.append(self.scorer.where(act, new[8], fstates) if fused else fstates)
         return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, par_rec, self.slots))
 
 

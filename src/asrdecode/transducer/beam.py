@@ -288,13 +288,14 @@ class _BeamLoop:
         self.dec_proj = self.dec_proj[parent_flat]
         self.emitted, self.labels = em_flat, torch.where(emitted, tok, self.blank).view(N)
         # fusion states
-        lm_prev = self.lm_states[parent_flat]
+        sc = self.scorer
+        lm_prev = sc.select(self.lm_states, parent_flat)
         if lm_next is not None:
             if self.early:
-                nxt = lm_next.view(N * K, -1)[parent_flat * K + colc.view(N)]
+                nxt = sc.select(lm_next.view(N * K, -1), parent_flat * K + colc.view(N))
             else:
-                nxt = lm_next[parent_flat, tok.view(N)]
-            self.lm_states = torch.where(em_flat[:, None], nxt, lm_prev)
+                nxt = sc.select(lm_next, (parent_flat, tok.view(N)))
+            self.lm_states = sc.where(em_flat, nxt, lm_prev)
         else:
             self.lm_states = lm_prev
 
@@ -328,7 +329,7 @@ class _BeamLoop:
         return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=self.symbols.gather(1, pslots),
                         hash=self.hash.gather(1, pslots), nlabels=self.nlabels.gather(1, pslots),
                         last=self.last.gather(1, pslots), live=go & (p_score > _NEG_INF), flat=p_flat,
-                        lm=self.lm_states[p_flat])
+                        lm=self.scorer.select(self.lm_states, p_flat))
 
     def _wind_window(self, pop: "_WindPop") -> "_WindWindow":
         """Step 2: Equation 1 over the window for the popped hypotheses (fusion added later)."""
@@ -405,7 +406,7 @@ class _BeamLoop:
             fused = win.no_lm + torch.where(win.is_blank, 0.0, lm_full)[:, :, None, :]
             val, col = fused.reshape(B, K, C).topk(K, dim=2)
             tok = col % V
-            new_lm = lm_next.view(B, K, V, M).gather(2, tok[..., None].expand(B, K, K, M)).view(B, K * K, M)
+            new_lm = self.scorer.gather(lm_next.view(B * K, V, M), tok.view(B * K, K)).view(B, K * K, M)
         j = col // V
         Q = K * K
         val = torch.where(expand[..., None], pop.score[..., None] + val, _NEG_INF).view(B, Q)
@@ -418,7 +419,8 @@ class _BeamLoop:
         if self.max_symbols is not None:
             forced = lab & (sym >= self.max_symbols)
             time, sym = time + forced.long(), torch.where(forced, 0, sym)
-        new_lm = torch.where(lab[..., None], new_lm, self.lm_states[(self.flat_base + src).view(-1)].view(B, Q, M))
+        new_lm = self.scorer.where(lab, new_lm,
+                                   self.scorer.select(self.lm_states, (self.flat_base + src).view(-1)).view(B, Q, M))
         return _WindArrivals(score=val, time=time, sym=sym, hash=torch.where(lab, extend_hash(rep(pop.hash), tok),
                                                                              rep(pop.hash)),
                              nlabels=rep(pop.nlabels) + lab.long(), last=torch.where(lab, tok, rep(pop.last)),
@@ -453,7 +455,7 @@ class _BeamLoop:
         self.dec_proj = self.dec_proj[parent_flat]
         self.emitted = (tokens >= 0).view(B * S)
         self.labels = torch.where(tokens >= 0, tokens, self.blank).view(B * S)
-        self.lm_states = pool_lm.gather(1, sel[..., None].expand(B, S, M)).reshape(B * S, M)
+        self.lm_states = self.scorer.gather(pool_lm, sel).reshape(B * S, M)
         self._record(tokens, parent, self.rule.pack_data(self.offset + pool_frame.gather(1, sel), 0))
         self.score = new_score
         self.time, self.symbols = pool_time.gather(1, sel), pool_sym.gather(1, sel)
