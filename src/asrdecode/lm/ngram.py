@@ -137,89 +137,13 @@ class NGramLM:
             index = model.word_index()
         trie = NGramTrie.build(model)
         N = model.order
-
-        # word id -> model label; -1 never predicted, -2 <unk>, -3 </s>
-        n_words = len(model.vocab)
-        label_of = np.full(n_words, -1, dtype=np.int64)
-        for w, i in index.items():
-            if w == UNK:
-                label_of[i] = -2
-            elif w == EOS:
-                label_of[i] = -3
-            elif w == BOS:
-                label_of[i] = -1
-            else:
-                t = tmap.token(w)
-                if t is None:
-                    if not ignore_unmapped_words:
-                        k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
-                        raise FileFormatError(
-                            where, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
-                            "(for a word-level LM use WordNGramLM / --word-lm)"
-                        )
-                else:
-                    label_of[i] = t
+        label_of = _label_of_words(model, index, tmap, ignore_unmapped_words)
         mapped = set(int(x) for x in label_of[label_of >= 0])
-        unk_tokens = np.array(
-            [t for t in range(V) if t != tmap.blank_id and t not in mapped], dtype=np.int64
-        )
-
-        # states: root + every n-gram of order < N
-        S = 1 + sum(model.counts()[: N - 1])
-        backoff_state = np.zeros(S, dtype=np.int64)
-        backoff_weight = np.zeros(S, dtype=np.float64)
-        for k in range(1, N):
-            words = model.words[k - 1].astype(np.int64)
-            nodes = trie.node_of[k - 1]
-            backoff_weight[nodes] = model.backoff[k - 1] * LN10
-            backoff_state[nodes] = trie.longest_suffix_node(words[:, 1:], k - 1)
-
-        # arcs
-        src_l, lab_l, w_l, dst_l = [], [], [], []
-        final_direct = np.full(S, np.nan, dtype=np.float64)
-        for k in range(1, N + 1):
-            words = model.words[k - 1].astype(np.int64)
-            lp = model.logprob[k - 1] * LN10
-            src = trie.lookup(words[:, : k - 1])
-            if k < N:
-                dst = trie.node_of[k - 1]
-            else:
-                dst = trie.longest_suffix_node(words[:, 1:], N - 1)
-            lab = label_of[words[:, -1]]
-            eos = lab == -3
-            final_direct[src[eos]] = lp[eos]
-            ok = lab >= 0
-            src_l.append(src[ok]); lab_l.append(lab[ok]); w_l.append(lp[ok]); dst_l.append(dst[ok])
-            unk = lab == -2
-            if unk.any() and unk_tokens.size:
-                m = int(unk.sum())
-                src_l.append(np.repeat(src[unk], unk_tokens.size))
-                lab_l.append(np.tile(unk_tokens, m))
-                w_l.append(np.repeat(lp[unk], unk_tokens.size))
-                dst_l.append(np.repeat(dst[unk], unk_tokens.size))
-        src = np.concatenate(src_l)
-        lab = np.concatenate(lab_l)
-        wts = np.concatenate(w_l)
-        dst = np.concatenate(dst_l)
-        key = src * V + lab
-        perm = np.argsort(key, kind="stable")
-        src, lab, wts, dst = src[perm], lab[perm], wts[perm], dst[perm]
-        offsets = np.zeros(S + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
-
-        # final weights, resolved along the backoff chain (states are in blocks of increasing order)
-        final = np.empty(S, dtype=np.float64)
-        if np.isnan(final_direct[0]):
-            raise FileFormatError(where, None, f"the 1-grams have no {EOS}")
-        final[0] = final_direct[0]
-        start = 1
-        for k in range(1, N):
-            stop = start + model.counts()[k - 1]
-            d = final_direct[start:stop]
-            fb = backoff_weight[start:stop] + final[backoff_state[start:stop]]
-            final[start:stop] = np.where(np.isnan(d), fb, d)
-            start = stop
-
+        unk_tokens = np.array([t for t in range(V) if t != tmap.blank_id and t not in mapped], dtype=np.int64)
+        S = 1 + sum(model.counts()[: N - 1])  # states: root + every n-gram of order < N
+        backoff_state, backoff_weight = _backoff_arcs(model, trie, S)
+        offsets, lab, wts, dst, final_direct = _token_arcs(model, trie, label_of, unk_tokens, V, S)
+        final = _final_weights(model, final_direct, backoff_state, backoff_weight)
         terminal = np.zeros(S, dtype=bool)
         terminal[0] = True
         bos_node = trie.lookup(np.array([[index[BOS]]]))[0]
@@ -438,3 +362,90 @@ def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
         if not 0 <= x < vocab_size:
             raise DecodingInputError(f"{name}[{i}] = {x} is outside the vocabulary 0..{vocab_size - 1}")
     return ids
+
+
+# ---------------------------------------------------------------- from_arpa_model's steps
+def _label_of_words(model: ArpaModel, index: Mapping[str, int], tmap: TokenMap,
+                    ignore_unmapped_words: bool) -> np.ndarray:
+    """Word id -> model label ``[n_words]``: a token id, or -1 never predicted, -2 ``<unk>``, -3 ``</s>``."""
+    label_of = np.full(len(model.vocab), -1, dtype=np.int64)
+    for w, i in index.items():
+        if w == UNK:
+            label_of[i] = -2
+        elif w == EOS:
+            label_of[i] = -3
+        elif w == BOS:
+            label_of[i] = -1
+        else:
+            t = tmap.token(w)
+            if t is not None:
+                label_of[i] = t
+            elif not ignore_unmapped_words:
+                k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
+                raise FileFormatError(
+                    model.path, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
+                    "(for a word-level LM use WordNGramLM / --word-lm)"
+                )
+    return label_of
+
+
+def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each state's back-off state ``[S]`` and natural-log back-off weight ``[S]`` (root: itself, 0)."""
+    backoff_state = np.zeros(S, dtype=np.int64)
+    backoff_weight = np.zeros(S, dtype=np.float64)
+    for k in range(1, model.order):
+        nodes = trie.node_of[k - 1]
+        backoff_weight[nodes] = model.backoff[k - 1] * LN10
+        backoff_state[nodes] = trie.longest_suffix_node(model.words[k - 1].astype(np.int64)[:, 1:], k - 1)
+    return backoff_state, backoff_weight
+
+
+def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tokens: np.ndarray, V: int,
+                S: int) -> tuple[np.ndarray, ...]:
+    """The n-grams as token arcs in CSR order: ``offsets [S+1]``, ``label``, ``weight``, ``dest`` (sorted
+    by source, then label; ``<unk>`` n-grams fan out to every unmapped token) and each state's direct
+    ``</s>`` weight ``[S]`` (NaN where the state has none)."""
+    N = model.order
+    src_l, lab_l, w_l, dst_l = [], [], [], []
+    final_direct = np.full(S, np.nan, dtype=np.float64)
+    for k in range(1, N + 1):
+        words = model.words[k - 1].astype(np.int64)
+        lp = model.logprob[k - 1] * LN10
+        src = trie.lookup(words[:, : k - 1])
+        dst = trie.node_of[k - 1] if k < N else trie.longest_suffix_node(words[:, 1:], N - 1)
+        lab = label_of[words[:, -1]]
+        eos = lab == -3
+        final_direct[src[eos]] = lp[eos]
+        ok = lab >= 0
+        src_l.append(src[ok]); lab_l.append(lab[ok]); w_l.append(lp[ok]); dst_l.append(dst[ok])
+        unk = lab == -2
+        if unk.any() and unk_tokens.size:
+            m = int(unk.sum())
+            src_l.append(np.repeat(src[unk], unk_tokens.size))
+            lab_l.append(np.tile(unk_tokens, m))
+            w_l.append(np.repeat(lp[unk], unk_tokens.size))
+            dst_l.append(np.repeat(dst[unk], unk_tokens.size))
+    src, lab, wts, dst = (np.concatenate(x) for x in (src_l, lab_l, w_l, dst_l))
+    perm = np.argsort(src * V + lab, kind="stable")
+    src, lab, wts, dst = src[perm], lab[perm], wts[perm], dst[perm]
+    offsets = np.zeros(S + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
+    return offsets, lab, wts, dst, final_direct
+
+
+def _final_weights(model: ArpaModel, final_direct: np.ndarray, backoff_state: np.ndarray,
+                   backoff_weight: np.ndarray) -> np.ndarray:
+    """End-of-sentence weight of every state ``[S]``, resolved along the back-off chain (states come in
+    blocks of increasing order, so each block's back-off targets are already resolved)."""
+    final = np.empty(final_direct.shape[0], dtype=np.float64)
+    if np.isnan(final_direct[0]):
+        raise FileFormatError(model.path, None, f"the 1-grams have no {EOS}")
+    final[0] = final_direct[0]
+    start = 1
+    for k in range(1, model.order):
+        stop = start + model.counts()[k - 1]
+        d = final_direct[start:stop]
+        fb = backoff_weight[start:stop] + final[backoff_state[start:stop]]
+        final[start:stop] = np.where(np.isnan(d), fb, d)
+        start = stop
+    return final
