@@ -105,12 +105,36 @@ def test_streaming_equals_whole(d, n_chunks, cut_seed, collapse, with_lm, engine
     g = torch.Generator().manual_seed(cut_seed)
     cuts = sorted(torch.randint(0, frames + 1, (n_chunks - 1,), generator=g).tolist())
     bounds = [0, *cuts, frames]
-    state = None
+    state = None  # a stream starts from None or from its initial state: the same
+    if cut_seed % 2:
+        state = ctc.initial_beam_state(batch, vocab, blank, dtype=lp.dtype,
+                                       **{k: v for k, v in kw.items() if k not in ("nbest", "engine")})
     for i, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
         chunk_lens = (lens - a).clamp(min=0, max=z - a)  # each utterance streams its own frames
         last = i == len(bounds) - 2
         state = ctc.beam_search(lp[:, a:z], chunk_lens, blank, state=state, final=last, **kw)
     assert_same(state, whole, tol=0.0)
+
+
+def test_initial_beam_state():
+    lm = TableBigram(5, 0)
+    st = ctc.initial_beam_state(3, 5, 0, beam=4, fusion=[(lm, 0.5)], blank_collapse=0.9, token_beam=2)
+    assert st.p_b.shape == (3, 4) and st.fstates.shape == (3, 4, 1) and st.collapse is not None
+    assert [[h.tokens for h in r] for r in st.hypotheses()] == [[[]]] * 3
+    lp = torch.log_softmax(torch.randn(3, 6, 5, dtype=torch.float64), -1)
+    with pytest.raises(DecodingInputError, match="settings"):  # made for float32 and beam 4
+        ctc.beam_search(lp, None, 0, beam=4, fusion=[(lm, 0.5)], blank_collapse=0.9, token_beam=2, state=st)
+    st64 = ctc.initial_beam_state(3, 5, 0, beam=4, fusion=[(lm, 0.5)], blank_collapse=0.9, token_beam=2,
+                                  dtype=torch.float64)
+    kw = dict(beam=4, fusion=[(lm, 0.5)], blank_collapse=0.9, token_beam=2)
+    assert_same(ctc.beam_search(lp, None, 0, state=st64, **kw), ctc.beam_search(lp, None, 0, **kw), tol=0.0)
+    for bad, match in [(dict(batch=-1), "batch"), (dict(batch=True), "batch"), (dict(vocab_size=0), "vocab_size"),
+                       (dict(blank_id=5), "blank_id"), (dict(beam=0), "beam"), (dict(beam=10**6), "beam"),
+                       (dict(token_beam=0), "token_beam"), (dict(blank_collapse=2.0), "threshold"),
+                       (dict(beam_threshold=-1.0), "beam_threshold")]:
+        args = dict(batch=2, vocab_size=5, blank_id=0) | bad
+        with pytest.raises(DecodingInputError, match=match):
+            ctc.initial_beam_state(args.pop("batch"), args.pop("vocab_size"), args.pop("blank_id"), **args)
 
 
 def test_float32_and_large_vocab_agree_with_reference():

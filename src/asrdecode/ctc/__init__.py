@@ -11,7 +11,7 @@ Example::
                             fusion=[(lm, 0.5)], beta=1.0, blank_collapse=0.999, nbest=4)
 
     # streaming: the same result as one call on the whole utterances
-    state = None
+    state = ctc.initial_beam_state(B, V, blank, beam=16)            # or None: the same fresh state
     for chunk, chunk_lengths in chunks:
         state = ctc.beam_search(chunk, chunk_lengths, blank, beam=16, state=state, final=False)
         partial = state.hypotheses()                                  # n-best so far
@@ -19,9 +19,9 @@ Example::
 """
 
 from . import wfst
-from .beam import CTCBeamState, beam_search
+from .beam import CTCBeamState, beam_search, initial_beam_state
 from .collapse import blank_collapse
 from .greedy import CTCGreedyState, greedy
 from .reference import reference_beam_search
 
-__all__ = ["greedy", "CTCGreedyState", "blank_collapse", "beam_search", "reference_beam_search", "CTCBeamState", "wfst"]
+__all__ = ["greedy", "CTCGreedyState", "blank_collapse", "beam_search", "initial_beam_state", "reference_beam_search", "CTCBeamState", "wfst"]

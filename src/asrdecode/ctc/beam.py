@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -411,6 +411,65 @@ def _use_native(engine: object, x: torch.Tensor) -> bool:
     return False
 
 
+def _start(state: Optional[CTCBeamState], batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg,
+           beta: float, beam_threshold: float, blank_collapse: CollapseArg, token_beam: Optional[int],
+           dtype: torch.dtype, device: torch.device) -> tuple[FusionScorer, CTCBeamState, "_Parsed"]:
+    """The fusion scorer and the state a call starts from (``state`` checked against the call's settings,
+    its ``config``, or a fresh one), and the parsed collapse and token-beam settings."""
+    scorer = FusionScorer(fusion, vocab, blank)
+    collapse_on, collapse_th = parse_collapse(blank_collapse)
+    if token_beam is not None:
+        token_beam = check_positive_int("token_beam", token_beam)
+    config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in scorer.fusion), tuple(scorer.weights),
+              beta, beam_threshold, collapse_on, collapse_th, token_beam, dtype)
+    parsed = _Parsed(collapse_on, collapse_th, token_beam)
+    if state is None:
+        st = CTCBeamState.initial(batch, beam, vocab, scorer, collapse_on, dtype, device, config)
+        st.beta = beta
+        return scorer, st, parsed
+    if not isinstance(state, CTCBeamState):
+        raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
+    if state.config != config:
+        raise DecodingInputError(
+            "state was made with different settings (batch size, beam, vocabulary, blank_id, fusion, beta, "
+            "beam_threshold, blank_collapse, token_beam or dtype) than this call"
+        )
+    return scorer, state, parsed
+
+
+class _Parsed(NamedTuple):
+    collapse_on: bool
+    collapse_th: Optional[float]
+    token_beam: Optional[int]
+
+
+def initial_beam_state(
+    batch: int,
+    vocab_size: int,
+    blank_id: int,
+    *,
+    beam: int = 16,
+    fusion: FusionArg = (),
+    beta: float = 0.0,
+    beam_threshold: float = 20.0,
+    blank_collapse: CollapseArg = None,
+    token_beam: Optional[int] = None,
+    dtype: torch.dtype = torch.float32,
+    device: Union[torch.device, str] = "cpu",
+) -> CTCBeamState:
+    """A fresh stream state for ``batch`` utterances of a ``vocab_size``-class model: what
+    :func:`beam_search` starts from with ``state=None`` (same settings, same checks). Pass it as
+    ``state=`` with the first chunk; states of one setting batch together (``CTCBeamState.cat``)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+    probe = torch.empty((batch, 0, check_positive_int("vocab_size", vocab_size)), dtype=dtype, device=device)
+    _, _, blank, beam, _, beta, beam_threshold = check_beam_search_args(
+        probe, None, blank_id, None, beam=beam, nbest=1, beta=beta, beam_threshold=beam_threshold,
+        log_softmax=False)
+    return _start(None, batch, vocab_size, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam,
+                  dtype, probe.device)[1]
+
+
 def beam_search(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
@@ -468,26 +527,9 @@ def beam_search(
         beam_threshold=beam_threshold, log_softmax=log_softmax,
     )
     batch, max_len, vocab = x.shape
-    scorer = FusionScorer(fusion, vocab, blank)
-    fusion_l = scorer.fusion
-    collapse_on, collapse_th = parse_collapse(blank_collapse)
-    if token_beam is not None:
-        token_beam = check_positive_int("token_beam", token_beam)
     native = _use_native(engine, x)
-    config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in fusion_l), tuple(w for _, w in fusion_l),
-              beta, beam_threshold, collapse_on, collapse_th, token_beam, x.dtype)
-    if state is None:
-        st = CTCBeamState.initial(batch, beam, vocab, scorer, collapse_on, x.dtype, x.device, config)
-        st.beta = beta
-    else:
-        if not isinstance(state, CTCBeamState):
-            raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
-        if state.config != config:
-            raise DecodingInputError(
-                "state was made with different settings (batch size, beam, vocabulary, blank_id, fusion, beta, "
-                "beam_threshold, blank_collapse, token_beam or dtype) than this call"
-            )
-        st = state
+    scorer, st, (collapse_on, collapse_th, token_beam) = _start(
+        state, batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype, x.device)
     if batch == 0:
         return [] if final else st
     offsets = st.offsets

@@ -345,7 +345,8 @@ class _CTCBeamStream:
 class CTCBeam(_PhraseBoosts, _Family):
     """``ctc.beam_search`` (fusion, blank collapse, token beam) per stream, with optional per-stream
     phrase boosting (``boost_weight``). Each stream keeps a batch-1 ``CTCBeamState``: partial
-    results are its ``hypotheses()``, the final one its ``final=True`` call on an empty chunk."""
+    results are its ``hypotheses()``, the final one its ``final=True`` call on an empty chunk (which
+    adds the fusion models' end-of-sentence scores)."""
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
@@ -355,31 +356,32 @@ class CTCBeam(_PhraseBoosts, _Family):
         self.vocab = bundle.model.vocab_size
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.vocab, self.blank, bundle.tokenizer)
         self.options = options
-        self._empty_call(1, self._fusion(self.empty))  # validates the options
+        self.state_options = {k: v for k, v in options.items() if k != "engine"}  # the state is engine-free
+        self.initial_state(1, self._fusion(self.empty))  # validates the options
 
-    def _empty_call(self, n: int, fusion: list, state: ctc.CTCBeamState | None = None, final: bool = False) -> Any:
-        """``ctc.beam_search`` on an empty chunk: a fresh state of batch ``n``, or a stream's end."""
-        return ctc.beam_search(torch.zeros(n, 0, self.vocab), torch.zeros(n, dtype=torch.long), self.blank,
-                               fusion=fusion, state=state, final=final, **self.options)
+    def initial_state(self, n: int, fusion: list) -> ctc.CTCBeamState:
+        """A fresh batch-``n`` state for this family's settings and ``fusion``."""
+        return ctc.initial_beam_state(n, self.vocab, self.blank, fusion=fusion, **self.state_options)
 
     def open(self, boosts: Boosts | None) -> _CTCBeamStream:
         tree = self._tree(boosts)
         fusion = self._fusion(tree)
-        return _CTCBeamStream(self._empty_call(1, fusion), tree, fusion)
+        return _CTCBeamStream(self.initial_state(1, fusion), tree, fusion)
 
     def step(self, streams: Sequence[_CTCBeamStream], x: torch.Tensor, lengths: torch.Tensor,
              final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         states = [s.state for s in streams]
-        batch = ctc.CTCBeamState.cat(self._empty_call(len(streams), fusion), states)
+        batch = ctc.CTCBeamState.cat(self.initial_state(len(streams), fusion), states)
         batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
         batch = ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False, **self.options)
         batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
         batch.split_into(states)
 
     def result(self, stream: _CTCBeamStream, final: bool) -> Hypothesis:
-        if final:  # ends the search: adds the fusion models' end-of-sentence scores
-            return self._empty_call(1, stream.fusion, state=stream.state, final=True)[0][0]
+        if final:  # ends the search on an empty last chunk: adds the fusion models' end-of-sentence scores
+            return ctc.beam_search(torch.zeros(1, 0, self.vocab), torch.zeros(1, dtype=torch.long), self.blank,
+                                   fusion=stream.fusion, state=stream.state, **self.options)[0][0]
         return stream.state.hypotheses(1)[0][0]
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
