@@ -126,6 +126,18 @@ def test_cli_transcribe_eval_and_beam(bundle, hf_dir, tmp_path, capsys) -> None:
     assert "WER" in capsys.readouterr().out
 
 
+def test_transcribe_dataset_local_path(bundle, hf_dir, tmp_path) -> None:
+    # what every Ray actor of `transcribe-dataset` runs (the Ray run itself: test_distributed.py, slow)
+    from asrdecode.distributed import transcribe_local
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": str(c), "duration": 1.0, "text": "ace"}) + "\n"
+                                for c in CLIPS))
+    encode, decode = make_pipeline(bundle, DecodeOptions(decoder="greedy"))
+    want = [h.text for h in decode(*encode(_waves()))]
+    assert [r["pred_text"] for r in transcribe_local(manifest, model=str(hf_dir), batch_size=2)] == want
+
+
 def test_streams_an_hf_model(bundle) -> None:
     # what `serve` runs per stream: StreamDecoder over the bundle's block front end
     from asrdecode.streaming import StreamDecoder

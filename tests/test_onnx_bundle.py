@@ -132,6 +132,20 @@ def test_cli_export_transcribe_and_eval(waves, tmp_path, capsys) -> None:
     assert "demo-rnnt or demo-tdt" in capsys.readouterr().err
 
 
+def test_transcribe_dataset_local_path(tmp_path) -> None:
+    # what every Ray actor of `transcribe-dataset` runs (the Ray run itself: test_distributed.py, slow)
+    from asrdecode.distributed import transcribe_local
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": str(c), "duration": 1.0, "text": "ten of clubs"}) + "\n"
+                                for c in CLIPS))
+    model = str(cached_onnx("demo-rnnt"))
+    got = transcribe_local(manifest, model=model, batch_size=2)
+    want = transcribe_local(manifest, model="demo-rnnt", batch_size=2)
+    assert [r["pred_text"] for r in got] == [r["pred_text"] for r in want] and len(got) == len(CLIPS)
+    assert [r["tokens"] for r in got] == [r["tokens"] for r in want] and any(r["tokens"] for r in got)
+
+
 def test_cli_serves_an_onnx_model(tmp_path) -> None:
     pytest.importorskip("starlette")
     from asrdecode.streaming import StreamDecoder
