@@ -258,3 +258,50 @@ def test_export_refuses_what_it_cannot_export(tmp_path) -> None:
 
     with pytest.raises(DecodingInputError, match="exports the bundled transducers"):
         export_onnx(load("demo-ctc"), tmp_path)
+
+
+# ------------------------------------------------------------------ stateless (icefall-style) decoders
+def _export_stateless(t, out: Path) -> OnnxTransducer:
+    """decoder.onnx (``y [N, context]`` -> ``decoder_out``, no states) + joiner.onnx of a StatelessTransducer."""
+    from asrdecode.models.onnx_export import _export, _Joiner
+    from asrdecode.models.onnx_transducer import _session
+
+    class Decoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.t = t
+
+        def forward(self, y: torch.Tensor) -> torch.Tensor:
+            return self.t.dec_proj(torch.relu(self.t.mix(self.t.embedding(y).flatten(1))))
+
+    h = t.enc_proj.out_features
+    _export(Decoder(), (torch.zeros(2, t.context, dtype=torch.long),), out / "decoder.onnx", ["y"], ["decoder_out"],
+            {"y": {0: "N"}, "decoder_out": {0: "N"}})
+    _export(_Joiner(t), (torch.randn(3, h), torch.randn(3, h)), out / "joiner.onnx", ["encoder_out", "decoder_out"],
+            ["logit"], {"encoder_out": {0: "N"}, "decoder_out": {0: "N"}, "logit": {0: "N"}})
+    return OnnxTransducer(_session(out / "decoder.onnx"), _session(out / "joiner.onnx"), t.blank_id, t.vocab_size,
+                          t.context, t.durations)
+
+
+@pytest.mark.parametrize("context, blank, durations", [(2, 0, None), (3, 11, [0, 1, 2])])
+def test_stateless_decoders_equal_the_torch_model(tmp_path, context, blank, durations) -> None:
+    from asrdecode.transducer import StatelessTransducer, beam_search, greedy
+
+    torch.manual_seed(context)
+    t = StatelessTransducer(12, 6, 8, 8, blank, durations=durations, context=context).eval()
+    with torch.no_grad():
+        t.joint_out.bias[blank] -= 1.0  # some labels
+    o = _export_stateless(t, tmp_path)
+    assert o.initial_state(2)[0].shape == (2, context) and len(o.initial_state(2)) == 1
+    enc, lengths = torch.randn(3, 20, 6), torch.tensor([20, 13, 0])
+    with torch.no_grad():
+        proj = t.project_encoder(enc)
+    from asrdecode.pipeline import best_of
+
+    for run in (lambda m, x: greedy(m, x, lengths), lambda m, x: best_of(beam_search(m, x, lengths, beam=3)),
+                lambda m, x: best_of(beam_search(m, x, lengths, beam=3, method="aes"))):
+        want, got = run(t, enc), run(o, proj)
+        for w, g in zip(want, got):
+            assert g.tokens == w.tokens and g.timestamps == w.timestamps and g.durations == w.durations
+            assert g.score == pytest.approx(w.score, abs=1e-4)
+        assert any(w.tokens for w in want) and not want[2].tokens

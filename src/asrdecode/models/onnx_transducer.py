@@ -12,7 +12,7 @@ with ``load_bundle(PATH)`` / ``--model PATH``. The graphs (``N`` batch, ``C`` jo
 - ``joiner.onnx``: ``encoder_out [N, C]`` + ``decoder_out [N, C]`` -> ``logit [N, V (+K)]``;
 - ``tokens.txt``: ``<piece> <id>`` per line.
 
-``encoder.onnx``'s metadata says how to use them: ``vocab_size``, ``context_size``, ``blank_id``
+``encoder.onnx``'s metadata (``decoder.onnx``'s for keys the encoder lacks) says how to use them: ``vocab_size``, ``context_size``, ``blank_id``
 (default: the id of ``<blk>`` / ``<blank>`` in tokens.txt), ``durations`` (TDT: ``"0,1,2,3,4"``),
 ``frontend`` (``"logmel"``: :class:`~asrdecode.models.frontend.LogMelFrontEnd`, the only front end
 implemented), ``feature_dim`` and ``subsampling_factor`` (feature frames per encoder frame) with
@@ -233,11 +233,13 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
     _expect_io(root / "joiner.onnx", joiner, ["encoder_out", "decoder_out"], ["logit"])
     if len(decoder.get_outputs()) != len(decoder.get_inputs()):
         raise FileFormatError(root / "decoder.onnx", None, "expected one new state output per state input")
-    meta = dict(encoder.get_modelmeta().custom_metadata_map)
+    # icefall's exports keep vocab_size / context_size in decoder.onnx's metadata: the encoder's wins
+    meta = {**dict(decoder.get_modelmeta().custom_metadata_map), **dict(encoder.get_modelmeta().custom_metadata_map)}
     frontend = meta.get("frontend", "")
     if frontend not in FRONTENDS:
         raise FileFormatError(enc_path, None, f"metadata 'frontend' must be one of {list(FRONTENDS)} (the features the "
-                                              f"encoder was trained on), got {frontend!r}")
+                              f"encoder was trained on; Kaldi fbank, what icefall models use, is not implemented), "
+                              f"got {frontend!r}")
     pieces = read_tokens_txt(root / "tokens.txt")
     vocab = _meta_int(enc_path, meta, "vocab_size", len(pieces))
     if vocab != len(pieces):
