@@ -86,9 +86,17 @@ def test_log_probs_equal_the_models_own(bundle, hf_dir) -> None:
         torch.testing.assert_close(got[i, :n], want[i], atol=1e-4, rtol=1e-4)
 
 
-def test_batched_equals_one_at_a_time(bundle) -> None:
+@pytest.mark.parametrize("norm", ["layer", "group"])
+def test_batched_equals_one_at_a_time(norm) -> None:
+    # "layer": attention mask; "group" (wav2vec2-base): no mask, so the bundle encodes each utterance alone
+    bundle = load_bundle(str(cached_hf_ctc(norm)))
+    assert bundle._mask == (norm == "layer")
     waves = _waves()
+    want, _ = _reference(cached_hf_ctc(norm), waves)
     enc, elen = bundle.encode_features(*bundle.features(waves))
+    lp = bundle.model.log_probs_from_encoder(enc)
+    for i in range(len(waves)):
+        torch.testing.assert_close(lp[i, : want[i].shape[0]], want[i], atol=1e-4, rtol=1e-4)
     for i, w in enumerate(waves):
         one, n = bundle.encode_features(*bundle.features([w]))
         assert int(n[0]) == int(elen[i])

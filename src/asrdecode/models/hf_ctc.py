@@ -107,7 +107,8 @@ class HFCTCBundle:
         """Samples ``[B, N, 1]`` + lengths -> hidden states ``[B, T, D]`` + frame counts ``[B]``.
 
         Inputs shorter than the convolutions' receptive field are zero-padded to it (their
-        frame count stays what the model's arithmetic gives, possibly 0).
+        frame count stays what the model's arithmetic gives, possibly 0). Models that take no
+        attention mask encode a padded batch one utterance at a time (see :meth:`_one_at_a_time`).
         """
         if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != 1:
             raise DecodingInputError("feats must be a float tensor [B, N, 1] (samples)")
@@ -117,12 +118,25 @@ class HFCTCBundle:
         field = self._receptive_field()
         if x.shape[1] < field:
             x = torch.nn.functional.pad(x, (0, field - x.shape[1]))
-        mask = None
         if self._mask:
             mask = (torch.arange(x.shape[1], device=dev).unsqueeze(0) < lengths.unsqueeze(1)).long()
-        hidden = self.net.base_model(x, attention_mask=mask).last_hidden_state
+            hidden = self.net.base_model(x, attention_mask=mask).last_hidden_state
+        elif x.shape[0] > 1 and bool((lengths < x.shape[1]).any()):
+            hidden = self._one_at_a_time(x, lengths, field)
+        else:
+            hidden = self.net.base_model(x).last_hidden_state
         out_len = self.net._get_feat_extract_output_lengths(lengths).long().clamp(min=0, max=hidden.shape[1])
         return hidden, out_len
+
+    def _one_at_a_time(self, x: torch.Tensor, lengths: torch.Tensor, field: int) -> torch.Tensor:
+        """Models without an attention mask (group-norm feature encoders: wav2vec2-base) see the
+        padding, so each utterance is encoded alone, unpadded: the output does not depend on the batch."""
+        outs = [self.net.base_model(x[i : i + 1, : max(int(n), field)]).last_hidden_state[0]
+                for i, n in enumerate(lengths.tolist())]
+        hidden = x.new_zeros(x.shape[0], max(o.shape[0] for o in outs), outs[0].shape[-1])
+        for i, o in enumerate(outs):
+            hidden[i, : o.shape[0]] = o
+        return hidden
 
     def _receptive_field(self) -> int:
         cfg = self.net.config
