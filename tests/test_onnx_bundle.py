@@ -305,3 +305,17 @@ def test_stateless_decoders_equal_the_torch_model(tmp_path, context, blank, dura
             assert g.tokens == w.tokens and g.timestamps == w.timestamps and g.durations == w.durations
             assert g.score == pytest.approx(w.score, abs=1e-4)
         assert any(w.tokens for w in want) and not want[2].tokens
+
+
+def test_names_the_extra_when_onnx_packages_are_missing(tmp_path, monkeypatch) -> None:
+    from asrdecode.models import load
+    from asrdecode.models.onnx_export import export_onnx
+    from asrdecode.models.onnx_transducer import OnnxMissingError
+
+    model = str(cached_onnx("demo-rnnt"))
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(OnnxMissingError, match=r"asrdecode\[onnx\]"):
+        load_bundle(model)
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(OnnxMissingError, match=r"asrdecode\[onnx\]"):
+        export_onnx(load("demo-rnnt"), tmp_path)
