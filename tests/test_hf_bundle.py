@@ -229,8 +229,32 @@ def test_missing_weights_or_vocabulary(hf_dir, tmp_path) -> None:
     shutil.copytree(hf_dir, no_vocab)
     for name in ("vocab.json", "tokenizer_config.json"):
         (no_vocab / name).unlink()
-    with pytest.raises(FileFormatError):
+    with pytest.raises(FileFormatError, match="cannot load the CTC tokenizer"):
         load_bundle(str(no_vocab))
+
+
+def test_a_transformers_4_layout_with_an_lm_processor(bundle, hf_dir, tmp_path) -> None:
+    # hub models saved by transformers 4 keep the feature extractor in preprocessor_config.json; many
+    # ship a Wav2Vec2ProcessorWithLM (pyctcdecode, language_model/): the bundle uses neither
+    import shutil
+
+    old = tmp_path / "v4-with-lm"
+    shutil.copytree(hf_dir, old)
+    proc = json.loads((old / "processor_config.json").read_text())
+    (old / "processor_config.json").unlink()
+    (old / "preprocessor_config.json").write_text(json.dumps({**proc["feature_extractor"],
+                                                              "processor_class": "Wav2Vec2ProcessorWithLM"}))
+    cfg = json.loads((old / "tokenizer_config.json").read_text())
+    (old / "tokenizer_config.json").write_text(json.dumps({**cfg, "processor_class": "Wav2Vec2ProcessorWithLM"}))
+    (old / "language_model").mkdir()
+    (old / "language_model" / "attrs.json").write_text("{}")
+    b = load_bundle(str(old))
+    waves = _waves()
+    enc, n = b.encode_features(*b.features(waves))
+    want, wn = bundle.encode_features(*bundle.features(waves))
+    assert n.tolist() == wn.tolist()
+    torch.testing.assert_close(enc, want)
+    assert b.tokenizer.pieces == bundle.tokenizer.pieces and b.blank_id == 0
 
 
 def test_names_the_extra_when_transformers_is_missing(hf_dir, monkeypatch) -> None:

@@ -1,8 +1,9 @@
 """Hugging Face ``transformers`` CTC models (``Wav2Vec2ForCTC`` and siblings) as a ``ModelBundle``.
 
-A ``save_pretrained`` directory (``config.json``, the weights, and the processor's
-``preprocessor_config.json`` + ``vocab.json``) loads with ``load_bundle(PATH)`` /
-``--model PATH``. The pieces map onto the bundle protocol as:
+A ``save_pretrained`` directory (``config.json``, the weights, and the processor's feature
+extractor (``processor_config.json`` or, from transformers 4, ``preprocessor_config.json``) and
+tokenizer (``vocab.json``)) loads with ``load_bundle(PATH)`` / ``--model PATH``; a
+``Wav2Vec2ProcessorWithLM``'s ``language_model/`` is not used (pass its ARPA as ``--word-lm``). The pieces map onto the bundle protocol as:
 
 - ``features``: the processor's feature extractor (per-utterance normalisation when the model
   asks for it), raw samples ``[B, N, 1]`` (``F = 1``, one feature frame per sample);
@@ -146,11 +147,26 @@ class HFCTCBundle:
         return field
 
 
-def _hf_tokenizer(path: Path, processor: Any, vocab_size: int, pad_id: Optional[int]) -> PieceTokenizer:
-    tok = getattr(processor, "tokenizer", None)
-    if tok is None or not hasattr(tok, "get_vocab"):
-        raise FileFormatError(path, None, "no CTC tokenizer (vocab.json) next to the model; save the processor "
-                                          "with processor.save_pretrained(PATH)")
+def _from_pretrained(transformers: Any, auto: Any, path: Path, what: str) -> Any:
+    """``auto.from_pretrained(path)`` offline and quietly; any failure -> :class:`FileFormatError` naming ``what``."""
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    try:
+        return auto.from_pretrained(str(path), local_files_only=True)
+    except Exception as err:  # transformers raises OSError, ValueError, TypeError, ... for damaged directories
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FileFormatError(path, None, f"cannot load {what}: {first}") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
+
+
+def _hf_tokenizer(path: Path, tok: Any, vocab_size: int, pad_id: Optional[int]) -> PieceTokenizer:
+    if not hasattr(tok, "get_vocab"):
+        raise FileFormatError(path, None, f"the tokenizer ({type(tok).__name__}) has no vocabulary")
     vocab = tok.get_vocab()
     pieces: list[Optional[str]] = [None] * vocab_size
     for piece, i in vocab.items():
@@ -186,19 +202,13 @@ def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
         raise FileFormatError(path, None, f"expected a Hugging Face CTC model (architectures ending in 'ForCTC', "
                                           f"e.g. Wav2Vec2ForCTC), got {archs!r}")
     transformers = _import_transformers()
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    try:
-        model = transformers.AutoModelForCTC.from_pretrained(str(path), local_files_only=True)
-        processor = transformers.AutoProcessor.from_pretrained(str(path), local_files_only=True)
-    except Exception as err:  # transformers raises OSError, ValueError, TypeError, ... for damaged directories
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise FileFormatError(path, None, f"cannot load the model and its processor: {first}") from None
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-        transformers.logging.enable_progress_bar()
-    extractor = getattr(processor, "feature_extractor", processor)
+    # the feature extractor and the tokenizer load on their own (not as one AutoProcessor), so a
+    # Wav2Vec2ProcessorWithLM directory loads without pyctcdecode: its language_model/ is not used
+    model = _from_pretrained(transformers, transformers.AutoModelForCTC, path, "the model")
+    extractor = _from_pretrained(transformers, transformers.AutoFeatureExtractor, path, "the feature extractor "
+                                 "(preprocessor_config.json)")
+    tok = _from_pretrained(transformers, transformers.AutoTokenizer, path, "the CTC tokenizer (vocab.json, "
+                           "tokenizer_config.json; save the processor with processor.save_pretrained(PATH))")
     names = list(getattr(extractor, "model_input_names", []))
     if not names or names[0] != "input_values" or not hasattr(model, "lm_head") \
             or not hasattr(model, "_get_feat_extract_output_lengths"):
@@ -207,6 +217,6 @@ def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
     rate = int(getattr(extractor, "sampling_rate", SAMPLE_RATE))
     if rate != SAMPLE_RATE:
         raise FileFormatError(path, None, f"the feature extractor expects {rate} Hz audio; only {SAMPLE_RATE} Hz is supported")
-    tokenizer = _hf_tokenizer(path, processor, int(model.lm_head.out_features), config.get("pad_token_id"))
+    tokenizer = _hf_tokenizer(path, tok, int(model.lm_head.out_features), config.get("pad_token_id"))
     model = model.to(device)
     return HFCTCBundle(str(spec), model, extractor, tokenizer)
