@@ -103,9 +103,16 @@ def test_batched_equals_one_at_a_time(norm) -> None:
         torch.testing.assert_close(one[0, : int(n[0])], enc[i, : int(n[0])], atol=1e-4, rtol=1e-4)
 
 
-def test_short_audio_gives_no_frames(bundle) -> None:
-    enc, elen = bundle.encode_features(*bundle.features([torch.zeros(100), torch.zeros(1000)]))
-    assert elen.tolist() == [0, 2] and enc.shape[0] == 2
+@pytest.mark.parametrize("norm", ["layer", "group"])
+def test_empty_and_short_audio_decode_to_empty_hypotheses(norm) -> None:
+    bundle = load_bundle(str(cached_hf_ctc(norm)))
+    enc, elen = bundle.encode_features(*bundle.features([torch.zeros(100), torch.zeros(1000), torch.zeros(0)]))
+    assert elen.tolist() == [0, 2, 0] and enc.shape[0] == 3 and bool(torch.isfinite(enc).all())
+    for opts in (DecodeOptions(decoder="greedy"), DecodeOptions(decoder="beam", beam=3)):
+        encode, decode = make_pipeline(bundle, opts)
+        for waves in ([torch.zeros(0)], [torch.zeros(0), _waves()[0]]):
+            hyps = decode(*encode(waves))
+            assert hyps[0].tokens == [] and hyps[0].text == "" and len(hyps) == len(waves)
 
 
 def test_greedy_transcripts_equal_hf_greedy_decoding(bundle, hf_dir) -> None:

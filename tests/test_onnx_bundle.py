@@ -92,6 +92,14 @@ def test_the_networks_equal_the_torch_ones(pair, waves) -> None:
         assert o.joint(a[:0], b[:0]).shape == (0, 4, 3, o._out_width)
 
 
+def test_empty_and_short_audio_decode_to_empty_hypotheses(pair, waves) -> None:
+    for opts in OPTIONS:
+        for b in pair:
+            encode, decode = make_pipeline(b, opts)
+            hyps = decode(*encode([torch.zeros(0), torch.zeros(300), waves[0]]))
+            assert [h.tokens for h in hyps[:2]] == [[], []] and hyps[0].text == ""
+
+
 def test_state_helpers(pair) -> None:
     o = pair[1].model
     s0 = o.initial_state(3)

@@ -97,10 +97,12 @@ class HFCTCBundle:
         from .demo import _as_wave_list
 
         waves = [w.numpy() for w in _as_wave_list(audio, lengths)]
+        flen = torch.tensor([w.shape[0] for w in waves], dtype=torch.long)
+        # an empty waveform has no mean / variance to normalise with: one zero sample stands in (0 frames anyway)
+        waves = [w if w.shape[0] else np.zeros(1, dtype=np.float32) for w in waves]
         out = self.feature_extractor(waves, sampling_rate=SAMPLE_RATE, padding=True, return_tensors="np",
                                      return_attention_mask=True)
         x = torch.from_numpy(np.asarray(out["input_values"], dtype=np.float32))
-        flen = torch.tensor([w.shape[0] for w in waves], dtype=torch.long)
         return x.unsqueeze(2), flen
 
     @torch.no_grad()
@@ -120,7 +122,8 @@ class HFCTCBundle:
         if x.shape[1] < field:
             x = torch.nn.functional.pad(x, (0, field - x.shape[1]))
         if self._mask:
-            mask = (torch.arange(x.shape[1], device=dev).unsqueeze(0) < lengths.unsqueeze(1)).long()
+            # at least one receptive field unmasked (a shorter utterance gets 0 frames below, whatever it holds)
+            mask = (torch.arange(x.shape[1], device=dev).unsqueeze(0) < lengths.clamp(min=field).unsqueeze(1)).long()
             hidden = self.net.base_model(x, attention_mask=mask).last_hidden_state
         elif x.shape[0] > 1 and bool((lengths < x.shape[1]).any()):
             hidden = self._one_at_a_time(x, lengths, field)
