@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("transformers")
 
@@ -208,6 +209,28 @@ def test_piece_tokenizer_sentencepiece_pieces() -> None:
         PieceTokenizer(pieces, 7)
     with pytest.raises(DecodingInputError, match="delimiter"):
         PieceTokenizer(pieces, 0, delimiter="|")
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.text(alphabet="abcde", min_size=1, max_size=6), min_size=1, max_size=5),
+       style=st.sampled_from(["delimiter", "prefix"]), extra=st.lists(st.text(alphabet="abcde", min_size=2, max_size=3),
+                                                                    max_size=6))
+def test_piece_tokenizer_round_trip(words, style, extra) -> None:
+    # any spelling encode() picks decodes back to the text, with multi-character pieces in the vocabulary
+    chars = list("abcde")
+    if style == "delimiter":
+        pieces = ["<pad>", "|", *chars, *extra]
+        tok = PieceTokenizer(pieces, 0, delimiter="|")
+    else:
+        pieces = ["<blk>", "\u2581", *chars, *("\u2581" + e for e in extra), *extra]
+        tok = PieceTokenizer(pieces, 0, specials=["<blk>"])
+    text = " ".join(words)
+    ids = tok.encode(text)
+    assert 0 not in ids and tok.decode(ids) == text
+    if style == "prefix":  # every word starts with a ▁ piece: word boundaries for word times and word LMs
+        assert sum(tok.id_to_piece(i).startswith("\u2581") for i in ids) == len(words)
+    else:
+        assert [tok.id_to_piece(i) for i in ids].count("\u2581") == len(words) - 1
 
 
 # ------------------------------------------------------------------------------------ bad input
