@@ -225,9 +225,11 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
 
 
 @pytest.mark.parametrize("changes, match", [
-    ({"frontend": None}, "metadata 'frontend' must be one of"),
-    ({"frontend": "kaldi-fbank"}, "metadata 'frontend' must be one of"),
-    ({"subsampling_factor": None}, "metadata 'subsampling_factor' is missing"),
+    ({"frontend": "mfcc"}, "metadata 'frontend' must be one of"),
+    ({"subsampling_factor": "0"}, "subsampling_factor must be >= 1"),
+    ({"feature_dim": "40"}, "the logmel front end has 80 bins but feature_dim is 40"),
+    ({"feature_dim": "40", "frontend": "kaldi-fbank", "subsampling_factor": None},
+     "the encoder does not run on \\[1, 2000, 40\\] features"),
     ({"blank_id": "x"}, "metadata 'blank_id' must be an integer"),
     ({"blank_id": "300"}, "blank_id 300 outside"),
     ({"durations": "1,a"}, "metadata 'durations' must be comma-separated ints"),
@@ -238,6 +240,34 @@ def test_bad_metadata(tmp_path, changes, match) -> None:
     _set_metadata(d / "encoder.onnx", **changes)
     with pytest.raises(FileFormatError, match=match):
         load_bundle(str(d))
+
+
+def test_sherpa_onnx_defaults_kaldi_fbank_and_measured_subsampling(tmp_path, waves) -> None:
+    # an icefall / sherpa-onnx export names neither front end nor subsampling: Kaldi fbank (as
+    # sherpa-onnx computes it) and the subsampling measured on the encoder
+    knf = pytest.importorskip("kaldi_native_fbank")
+    d = _copy(tmp_path)
+    _set_metadata(d / "encoder.onnx", frontend=None, subsampling_factor=None, frame_shift_ms=None, feature_dim=None)
+    b = load_bundle(str(d))
+    assert b.frontend == "kaldi-fbank" and b.feature_frames_per_frame == 8 and b.feature_dim == 80
+    assert b.frame_seconds == pytest.approx(0.08)
+    feats, flen = b.features(waves[:2])
+    assert flen.tolist() == [(w.numel() + 80) // 160 for w in waves[:2]]
+    opts = knf.FbankOptions()
+    opts.frame_opts.dither, opts.frame_opts.snip_edges, opts.mel_opts.num_bins, opts.mel_opts.high_freq = 0, False, 80, -400
+    f = knf.OnlineFbank(opts)
+    f.accept_waveform(16000, waves[0].numpy().tolist())
+    f.input_finished()
+    torch.testing.assert_close(feats[0, 7], torch.tensor(f.get_frame(7)))
+    assert b.features([torch.zeros(0)])[1].tolist() == [0]
+    encode, decode = make_pipeline(b, DecodeOptions(decoder="beam", beam=2))
+    assert len(decode(*encode(waves))) == len(waves)
+    from asrdecode.models.onnx_transducer import OnnxMissingError
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "kaldi_native_fbank", None)
+        with pytest.raises(OnnxMissingError, match="kaldi-native-fbank"):
+            load_bundle(str(d))
 
 
 def test_a_graph_with_other_inputs(tmp_path) -> None:

@@ -12,12 +12,19 @@ with ``load_bundle(PATH)`` / ``--model PATH``. The graphs (``N`` batch, ``C`` jo
 - ``joiner.onnx``: ``encoder_out [N, C]`` + ``decoder_out [N, C]`` -> ``logit [N, V (+K)]``;
 - ``tokens.txt``: ``<piece> <id>`` per line.
 
-``encoder.onnx``'s metadata (``decoder.onnx``'s for keys the encoder lacks) says how to use them: ``vocab_size``, ``context_size``, ``blank_id``
-(default: the id of ``<blk>`` / ``<blank>`` in tokens.txt), ``durations`` (TDT: ``"0,1,2,3,4"``),
-``frontend`` (``"logmel"``: :class:`~asrdecode.models.frontend.LogMelFrontEnd`, the only front end
-implemented), ``feature_dim`` and ``subsampling_factor`` (feature frames per encoder frame) with
-``frame_shift_ms``. ``asrdecode export-onnx`` writes this layout from a bundled transducer.
-onnxruntime is the optional ``onnx`` extra; the bundle runs on CPU.
+``encoder.onnx``'s metadata (``decoder.onnx``'s for keys the encoder lacks) says how to use them:
+``vocab_size``, ``context_size``, ``blank_id`` (default: the id of ``<blk>`` / ``<blank>`` in
+tokens.txt), ``durations`` (TDT: ``"0,1,2,3,4"``), ``frontend``, ``feature_dim`` (default: the
+width of ``x``), ``subsampling_factor`` (feature frames per encoder frame; default: measured once
+at load, 2000 frames through the encoder) and ``frame_shift_ms`` (default 10). Front ends:
+
+- ``"kaldi-fbank"`` (the default: what sherpa-onnx computes for icefall models): Kaldi log-mel
+  filterbank by ``kaldi-native-fbank`` with sherpa-onnx's options (samples in [-1, 1], no dither,
+  ``snip_edges=False``, ``high_freq=-400``, 25 / 10 ms frames, povey window);
+- ``"logmel"``: asrdecode's own :class:`~asrdecode.models.frontend.LogMelFrontEnd` (what
+  ``asrdecode export-onnx`` writes for the bundled transducers).
+
+onnxruntime and kaldi-native-fbank are the optional ``onnx`` extra; the bundle runs on CPU.
 """
 
 from __future__ import annotations
@@ -36,8 +43,10 @@ __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "
 
 #: the files of a sherpa-onnx transducer directory
 LAYOUT = ("encoder.onnx", "decoder.onnx", "joiner.onnx", "tokens.txt")
-#: front ends (``frontend`` metadata) this loader computes features for
-FRONTENDS = ("logmel",)
+#: front ends (``frontend`` metadata) this loader computes features for; the first is the default
+FRONTENDS = ("kaldi-fbank", "logmel")
+#: feature frames run through the encoder to measure its subsampling when the metadata lacks it
+PROBE_FRAMES = 2000
 BATCH_AXIS = "N"
 
 
@@ -161,27 +170,64 @@ class OnnxTransducer:
         return tuple(out)
 
 
+class KaldiFbankFrontEnd:
+    """Audio ``[N]`` (16 kHz, [-1, 1]) -> Kaldi log-mel filterbank ``[T, F]`` as sherpa-onnx computes it
+    (``T = (N + 80) // 160``: frames centred every 10 ms, ``snip_edges=False``)."""
+
+    def __init__(self, num_bins: int) -> None:
+        try:
+            import kaldi_native_fbank as knf
+        except ImportError:
+            raise OnnxMissingError("the kaldi-fbank front end needs `pip install 'asrdecode[onnx]'` "
+                                   "(kaldi-native-fbank)") from None
+        self._knf = knf
+        opts = knf.FbankOptions()
+        opts.frame_opts.dither = 0.0
+        opts.frame_opts.snip_edges = False
+        opts.frame_opts.samp_freq = 16000
+        opts.mel_opts.num_bins = int(num_bins)
+        opts.mel_opts.high_freq = -400
+        self.opts = opts
+        self.num_bins = int(num_bins)
+
+    def fbank(self, audio: torch.Tensor) -> torch.Tensor:
+        f = self._knf.OnlineFbank(self.opts)
+        if audio.numel():
+            f.accept_waveform(16000, audio.detach().cpu().float().numpy())
+        f.input_finished()
+        n = f.num_frames_ready
+        if n == 0:
+            return torch.zeros(0, self.num_bins)
+        return torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
+
+
 class OnnxTransducerBundle:
     """A sherpa-onnx-layout transducer directory as a ``ModelBundle`` (see the module docstring)."""
 
     def __init__(self, name: str, encoder: Any, model: OnnxTransducer, tokenizer: PieceTokenizer,
-                 feature_dim: int, subsampling: int, frame_shift_ms: float) -> None:
+                 feature_dim: int, subsampling: int, frame_shift_ms: float, frontend: str = "logmel") -> None:
         from .frontend import LogMelFrontEnd
 
         self.name, self.encoder, self.model, self.tokenizer = name, encoder, model, tokenizer
+        self.frontend = frontend
         self.kind = "tdt" if model.durations else "rnnt"
         self.blank_id = model.blank_id
         self.feature_dim = int(feature_dim)
         self.feature_frames_per_frame = int(subsampling)
         self.frame_seconds = subsampling * frame_shift_ms / 1000.0
         self.encoder_dim = int(model.joiner.get_inputs()[0].shape[-1])
-        self._front = LogMelFrontEnd()
+        if frontend == "logmel":
+            if self.feature_dim != 80:
+                raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
+            self._features = LogMelFrontEnd().log_mel
+        else:
+            self._features = KaldiFbankFrontEnd(self.feature_dim).fbank
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """16 kHz waveforms -> log-mel ``[B, Tf, F]`` + lengths ``[B]`` (the ``logmel`` front end)."""
+        """16 kHz waveforms -> features ``[B, Tf, F]`` (the ``frontend``'s) + lengths ``[B]``."""
         from .demo import _as_wave_list
 
-        feats = [self._front.log_mel(w) for w in _as_wave_list(audio, lengths)]
+        feats = [self._features(w) for w in _as_wave_list(audio, lengths)]
         flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
         x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
         for i, f in enumerate(feats):
@@ -235,11 +281,10 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         raise FileFormatError(root / "decoder.onnx", None, "expected one new state output per state input")
     # icefall's exports keep vocab_size / context_size in decoder.onnx's metadata: the encoder's wins
     meta = {**dict(decoder.get_modelmeta().custom_metadata_map), **dict(encoder.get_modelmeta().custom_metadata_map)}
-    frontend = meta.get("frontend", "")
+    frontend = meta.get("frontend", FRONTENDS[0])
     if frontend not in FRONTENDS:
         raise FileFormatError(enc_path, None, f"metadata 'frontend' must be one of {list(FRONTENDS)} (the features the "
-                              f"encoder was trained on; Kaldi fbank, what icefall models use, is not implemented), "
-                              f"got {frontend!r}")
+                              f"encoder was trained on), got {frontend!r}")
     pieces = read_tokens_txt(root / "tokens.txt")
     vocab = _meta_int(enc_path, meta, "vocab_size", len(pieces))
     if vocab != len(pieces):
@@ -265,5 +310,28 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         shift = float(meta.get("frame_shift_ms", "10"))
     except ValueError:
         raise FileFormatError(enc_path, None, f"metadata 'frame_shift_ms' must be a number, got {meta['frame_shift_ms']!r}") from None
-    return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, _meta_int(enc_path, meta, "feature_dim", 80),
-                                _meta_int(enc_path, meta, "subsampling_factor"), shift)
+    width = encoder.get_inputs()[0].shape[-1]
+    feature_dim = _meta_int(enc_path, meta, "feature_dim", width if isinstance(width, int) else 80)
+    if frontend == "logmel" and feature_dim != 80:
+        raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feature_dim is {feature_dim}")
+    if "subsampling_factor" in meta:
+        subsampling = _meta_int(enc_path, meta, "subsampling_factor")
+    else:
+        subsampling = _measure_subsampling(enc_path, encoder, feature_dim)
+    if subsampling < 1:
+        raise FileFormatError(enc_path, None, f"subsampling_factor must be >= 1, got {subsampling}")
+    return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, feature_dim, subsampling, shift, frontend)
+
+
+def _measure_subsampling(path: Path, encoder: Any, feature_dim: int) -> int:
+    """Feature frames per encoder frame, from one run of the encoder over :data:`PROBE_FRAMES` frames."""
+    x = np.zeros((1, PROBE_FRAMES, feature_dim), dtype=np.float32)
+    try:
+        out_len = int(np.asarray(encoder.run(None, {"x": x, "x_lens": np.array([PROBE_FRAMES], dtype=np.int64)})[1])[0])
+    except Exception as err:  # onnxruntime's own exception types
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FileFormatError(path, None, f"metadata 'subsampling_factor' is missing and the encoder does not run on "
+                                          f"[1, {PROBE_FRAMES}, {feature_dim}] features to measure it: {first}") from None
+    if out_len < 1:
+        raise FileFormatError(path, None, "metadata 'subsampling_factor' is missing and the encoder returned no frames")
+    return max(1, round(PROBE_FRAMES / out_len))
