@@ -45,6 +45,8 @@ __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "
 LAYOUT = ("encoder.onnx", "decoder.onnx", "joiner.onnx", "tokens.txt")
 #: front ends (``frontend`` metadata) this loader computes features for; the first is the default
 FRONTENDS = ("kaldi-fbank", "logmel")
+#: the value sherpa-onnx pads a batch of Kaldi fbank features with (log 1e-10)
+KALDI_PAD = -23.025850929940457
 #: feature frames run through the encoder to measure its subsampling when the metadata lacks it
 PROBE_FRAMES = 2000
 BATCH_AXIS = "N"
@@ -219,9 +221,9 @@ class OnnxTransducerBundle:
         if frontend == "logmel":
             if self.feature_dim != 80:
                 raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
-            self._features = LogMelFrontEnd().log_mel
-        else:
-            self._features = KaldiFbankFrontEnd(self.feature_dim).fbank
+            self._features, self._pad = LogMelFrontEnd().log_mel, 0.0
+        else:  # padded with log(1e-10), as sherpa-onnx pads a batch
+            self._features, self._pad = KaldiFbankFrontEnd(self.feature_dim).fbank, KALDI_PAD
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """16 kHz waveforms -> features ``[B, Tf, F]`` (the ``frontend``'s) + lengths ``[B]``."""
@@ -229,7 +231,7 @@ class OnnxTransducerBundle:
 
         feats = [self._features(w) for w in _as_wave_list(audio, lengths)]
         flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
+        x = torch.full((len(feats), max(1, int(flen.max())), self.feature_dim), self._pad)
         for i, f in enumerate(feats):
             x[i, : f.shape[0]] = f
         return x, flen
