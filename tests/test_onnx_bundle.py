@@ -226,6 +226,7 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
 
 @pytest.mark.parametrize("changes, match", [
     ({"frontend": "mfcc"}, "metadata 'frontend' must be one of"),
+    ({"context_size": "0"}, "metadata 'context_size' must be >= 1"),
     ({"subsampling_factor": "0"}, "subsampling_factor must be >= 1"),
     ({"feature_dim": "40"}, "the logmel front end has 80 bins but feature_dim is 40"),
     ({"feature_dim": "40", "frontend": "kaldi-fbank", "subsampling_factor": None},

@@ -300,8 +300,13 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         durations = [int(d) for d in raw_d.split(",")] if raw_d else None
     except ValueError:
         raise FileFormatError(enc_path, None, f"metadata 'durations' must be comma-separated ints, got {raw_d!r}") from None
-    model = OnnxTransducer(decoder, joiner, blank, vocab, _meta_int(enc_path, meta, "context_size", 1), durations,
-                           str(root / "decoder.onnx"))
+    widths = [i.shape[-1] if i.shape else None for i in joiner.get_inputs()[:2]]
+    if not all(isinstance(w, int) and w > 0 for w in widths):
+        raise FileFormatError(root / "joiner.onnx", None, f"encoder_out and decoder_out need a fixed width, got {widths}")
+    context = _meta_int(enc_path, meta, "context_size", 1)
+    if context < 1:
+        raise FileFormatError(enc_path, None, f"metadata 'context_size' must be >= 1, got {context}")
+    model = OnnxTransducer(decoder, joiner, blank, vocab, context, durations, str(root / "decoder.onnx"))
     width = joiner.get_outputs()[0].shape[-1]
     if isinstance(width, int) and width != model._out_width:
         raise FileFormatError(root / "joiner.onnx", None, f"logit has {width} outputs but vocab_size + len(durations) "
