@@ -86,7 +86,10 @@ class HFCTCBundle:
         self.tokenizer = tokenizer
         self.blank_id = tokenizer.blank_id
         self.model = HFCTCHead(model.lm_head, self.blank_id)
-        stride = int(np.prod(getattr(model.config, "conv_stride", [1])))
+        cfg = model.config
+        stride = int(np.prod(getattr(cfg, "conv_stride", [1])))
+        if getattr(cfg, "add_adapter", False):  # the adapter's strided convolutions (as the model's output lengths)
+            stride *= int(cfg.adapter_stride) ** int(cfg.num_adapter_layers)
         self.feature_frames_per_frame = stride
         self.frame_seconds = stride / SAMPLE_RATE
         self.encoder_dim = int(model.lm_head.in_features)
