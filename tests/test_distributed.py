@@ -457,3 +457,20 @@ def test_ray_cli_transcribe_dataset_of_a_bundle_that_is_not_bundled(ray_session,
     assert "decoded           8" in capsys.readouterr().out
     assert _same_records(_read_jsonl(out / dist.RESULT_FILE),
                          dist.transcribe_local(manifest, model=spec, batch_size=BATCH))
+
+
+@pytest.mark.slow  # ~10 s each; the same load_bundle path runs in-process in test_onnx_bundle / test_hf_bundle
+@pytest.mark.parametrize("kind", ["onnx", "hf"])
+def test_ray_cli_transcribe_dataset_of_a_model_directory(ray_session, manifest, tmp_path, capsys, kind) -> None:
+    # a model directory (ONNX transducer / Hugging Face CTC, tests/onramp_models.py) in every actor
+    from asrdecode.cli import main
+    from onramp_models import cached_hf_ctc, cached_onnx
+
+    pytest.importorskip("onnxruntime" if kind == "onnx" else "transformers")
+    spec = str(cached_onnx("demo-rnnt") if kind == "onnx" else cached_hf_ctc())
+    out = tmp_path / kind
+    assert main(["transcribe-dataset", str(manifest), str(out), "--model", spec, "--batch-size", str(BATCH),
+                 "--actors", "1"]) == 0
+    assert "decoded           8" in capsys.readouterr().out
+    assert _same_records(_read_jsonl(out / dist.RESULT_FILE),
+                         dist.transcribe_local(manifest, model=spec, batch_size=BATCH))

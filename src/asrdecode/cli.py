@@ -1,5 +1,5 @@
 """The ``asrdecode`` command line: ``transcribe``, ``decode``, ``eval``, ``build-lm``, ``build-graph``, ``bench``,
-``serve`` and ``loadtest``.
+``serve``, ``loadtest`` and ``export-onnx``.
 
 Every error in the input (a missing or unreadable file, a bad manifest line, a wrong shape, an
 option that does not fit the model) prints one line ``asrdecode: error: ...`` naming the file or
@@ -33,7 +33,8 @@ __all__ = ["main", "build_parser", "decode_options"]
 
 #: the bundled models (``--model`` also takes a NeMo checkpoint or ``package.module:attribute``)
 MODELS = ("phone-ctc", "demo-rnnt", "demo-tdt", "demo-ctc")
-_MODEL_HELP = ("bundled model (" + ", ".join(MODELS) + "), a NeMo checkpoint PATH.nemo, or "
+_MODEL_HELP = ("bundled model (" + ", ".join(MODELS) + "), a NeMo checkpoint PATH.nemo, a Hugging Face CTC "
+               "model directory, an ONNX transducer directory (sherpa-onnx layout), or "
                "package.module:attribute naming a ModelBundle (default: %(default)s)")
 
 
@@ -717,10 +718,37 @@ def _add_loadtest_command(sub: Any, raw: type) -> None:
     p.set_defaults(func=cmd_loadtest)
 
 
+_EXPORT_ONNX_EX = """examples:
+  asrdecode export-onnx demo-rnnt onnx-rnnt/       # encoder.onnx decoder.onnx joiner.onnx tokens.txt
+  asrdecode transcribe a.wav --model onnx-rnnt/    # decode with onnxruntime
+(needs the onnx extra: pip install 'asrdecode[onnx]')
+"""
+
+
+def cmd_export_onnx(args: argparse.Namespace) -> int:
+    from .models import load
+    from .models.onnx_export import export_onnx
+
+    if args.model not in ("demo-rnnt", "demo-tdt"):
+        raise CLIError(f"export-onnx: MODEL must be demo-rnnt or demo-tdt, got {args.model!r}")
+    for path in export_onnx(load(args.model), args.out_dir):
+        print(path)
+    return 0
+
+
+def _add_export_onnx_command(sub: Any, raw: type) -> None:
+    """The ``export-onnx`` subcommand."""
+    p = sub.add_parser("export-onnx", help="export a bundled transducer to ONNX (sherpa-onnx layout)",
+                       epilog=_EXPORT_ONNX_EX, formatter_class=raw)
+    p.add_argument("model", metavar="MODEL", help="demo-rnnt or demo-tdt")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="directory to write (created if needed; files replaced)")
+    p.set_defaults(func=cmd_export_onnx)
+
+
 #: every subcommand, in the order ``asrdecode --help`` lists them
 _COMMANDS = (_add_transcribe_command, _add_decode_command, _add_eval_command, _add_transcribe_dataset_command,
              _add_build_lm_command, _add_build_graph_command, _add_bench_command, _add_serve_command,
-             _add_loadtest_command)
+             _add_loadtest_command, _add_export_onnx_command)
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:

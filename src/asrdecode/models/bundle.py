@@ -125,6 +125,10 @@ def load_bundle(spec: str, device: str | torch.device = "cpu") -> Any:
 
     * a bundled model name (:func:`asrdecode.models.available`);
     * a NeMo checkpoint ``PATH.nemo`` (needs ``nemo_toolkit``; a Transducer model);
+    * a directory: a Hugging Face ``save_pretrained`` CTC model (``config.json``; needs the ``hf``
+      extra, :mod:`~asrdecode.models.hf_ctc`) or an ONNX transducer in sherpa-onnx's layout
+      (``encoder.onnx``, ``decoder.onnx``, ``joiner.onnx``, ``tokens.txt``; needs the ``onnx``
+      extra, :mod:`~asrdecode.models.onnx_transducer`);
     * ``package.module:attribute``: an importable bundle, or a callable returning one (called with
       no arguments), for models the library has no loader for;
     * anything a loader added with :func:`register_loader` accepts.
@@ -148,12 +152,30 @@ def load_bundle(spec: str, device: str | torch.device = "cpu") -> Any:
         if not Path(spec).is_file():
             raise DecodingInputError(f"model {spec!r}: no such NeMo checkpoint")
         return check_bundle(NeMoBundle.from_checkpoint(spec, device=dev), spec)
+    if Path(spec).is_dir():
+        return check_bundle(_load_directory(spec, dev), spec)
     module, sep, attr = spec.partition(":")
     if sep and module and attr and not Path(spec).exists():
         return check_bundle(_import_bundle(module, attr, spec), spec)
     raise DecodingInputError(
         f"model {spec!r}: expected a bundled model name ({', '.join([*available(), *_LOADER_NAMES])}), a NeMo checkpoint PATH.nemo, "
-        "or package.module:attribute naming a ModelBundle (or a function returning one)")
+        f"{_DIRECTORIES}, or package.module:attribute naming a ModelBundle (or a function returning one)")
+
+
+#: the model directories load_bundle reads (named in its error messages)
+_DIRECTORIES = ("a model directory (Hugging Face CTC: config.json + weights + vocab.json; ONNX transducer: "
+                "encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt)")
+
+
+def _load_directory(spec: str, device: torch.device) -> Any:
+    from .hf_ctc import is_hf_ctc_dir, load_hf_ctc
+    from .onnx_transducer import is_onnx_transducer_dir, load_onnx_transducer
+
+    if is_onnx_transducer_dir(spec):
+        return load_onnx_transducer(spec, device)
+    if is_hf_ctc_dir(spec):
+        return load_hf_ctc(spec, device)
+    raise DecodingInputError(f"model {spec!r}: a directory, but not {_DIRECTORIES}")
 
 
 def _import_bundle(module: str, attr: str, spec: str) -> Any:
