@@ -4,7 +4,9 @@ sherpa-onnx layout. Each is built once per process (``cached_*``), in a temporar
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,10 +41,17 @@ def build_hf_ctc(out: Path, seed: int = 0, norm: str = "layer") -> Path:
     return out
 
 
+def _scratch(prefix: str) -> Path:
+    """A temporary folder removed when the test process exits (the models are shared by many tests)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def cached_hf_ctc(norm: str = "layer") -> Path:
     key = f"hf-{norm}"
     if key not in _CACHE:
-        _CACHE[key] = build_hf_ctc(Path(tempfile.mkdtemp(prefix="asrdecode-hf-")) / f"tiny-wav2vec2-{norm}", norm=norm)
+        _CACHE[key] = build_hf_ctc(_scratch("asrdecode-hf-") / f"tiny-wav2vec2-{norm}", norm=norm)
     return _CACHE[key]
 
 
@@ -52,7 +61,7 @@ def cached_onnx(name: str = "demo-rnnt") -> Path:
         from asrdecode.models import load
         from asrdecode.models.onnx_export import export_onnx
 
-        out = Path(tempfile.mkdtemp(prefix="asrdecode-onnx-")) / name
+        out = _scratch("asrdecode-onnx-") / name
         export_onnx(load(name), out)
         _CACHE[name] = out
     return _CACHE[name]
