@@ -108,3 +108,22 @@ def test_sample_digest_of_small_files_is_the_whole_file(tmp_path):
     assert gc.sample_digest(a) != gc.sample_digest(b)
     b.write_bytes(b"0123456789" * 1000)
     assert gc.sample_digest(a) == gc.sample_digest(b)
+
+
+def test_demo_graph_is_cached_keyed_and_rebuilt_when_corrupt(tmp_path, monkeypatch):
+    pytest.importorskip("kaldifst")
+    from asrdecode import demo as demo_mod
+    from asrdecode.models import load
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(demo_mod, "TLG_WORDS", 40)  # a small graph: about a second to build
+    model = load("demo-ctc")
+    said: list[str] = []
+    g = demo_mod.demo_graph(model, log=said.append)
+    assert g is not None and len(g.words) > 30 and any("building" in m for m in said)
+    said.clear()
+    assert demo_mod.demo_graph(model, log=said.append).words == g.words and said == []
+    (path,) = (tmp_path / "cache" / "graphs").glob("demo-tlg-normal-40-*.pt")
+    path.write_bytes(path.read_bytes()[:-10] + b"0123456789")  # same size, last block changed
+    assert demo_mod.demo_graph(model, log=said.append).words == g.words
+    assert any("corrupt" in m and "rebuilding" in m for m in said)
