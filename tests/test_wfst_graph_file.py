@@ -103,3 +103,13 @@ def test_a_word_with_a_newline_cannot_be_saved(graph, tmp_path):
     with pytest.raises(DecodingInputError, match="newline"):
         g.save(tmp_path / "g.pt")
     assert not (tmp_path / "g.pt").exists()
+
+
+def test_legacy_serialisation_loads_without_a_memory_map(graph, tmp_path):
+    d = {k: v for k, v in graph._fields().items()}
+    d["format"] = FORMAT_1
+    torch.save(d, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert load_graph(tmp_path / "legacy.pt").words == graph.words
+    (tmp_path / "junk.pt").write_bytes(b"not a graph at all")
+    with pytest.raises(FileFormatError, match="not a decoding graph file"):
+        load_graph(tmp_path / "junk.pt")

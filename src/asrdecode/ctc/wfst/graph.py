@@ -136,7 +136,12 @@ class DecodingGraph:
         from the file (pages are read when the decoder touches them; writes stay private)."""
         on_cpu = torch.device(device).type == "cpu"
         try:
-            d = torch.load(path, map_location=device, weights_only=True, mmap=on_cpu)
+            try:
+                d = torch.load(path, map_location=device, weights_only=True, mmap=on_cpu)
+            except RuntimeError:  # e.g. a legacy (non-zip) torch.save file cannot be memory-mapped
+                if not on_cpu:
+                    raise
+                d = torch.load(path, map_location=device, weights_only=True)
         except Exception as e:
             raise FileFormatError(path, None, f"not a decoding graph file ({e})") from e
         fmt = d.pop("format", None) if isinstance(d, dict) else None
