@@ -348,6 +348,8 @@ def _server_config(args: argparse.Namespace, server) -> Any:
     from .serving.protocol import Limits
 
     options = _parse_options(args.option)
+    if args.decoder is None and (args.beam is not None or args.boost_weight is not None or args.graph):
+        args.decoder = _default_decoder(args.model)  # the flags below mean something per decoder
     if args.beam is not None:
         if args.decoder == "greedy":
             raise CLIError("--beam applies to --decoder beam or wfst")
@@ -359,11 +361,12 @@ def _server_config(args: argparse.Namespace, server) -> Any:
             raise CLIError("--boost-weight applies to --decoder beam (wfst boosts words without it)")
         options.setdefault("boost_weight", args.boost_weight)
     if args.decoder == "wfst":
-        if not args.graph:
-            raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
-        if not Path(args.graph).is_file():
+        if args.graph and not Path(args.graph).is_file():
             raise FileFormatError(args.graph, None, "no such graph file")
-        options["graph"] = str(args.graph)  # loaded by the server (build_service)
+        if args.graph:
+            options["graph"] = str(args.graph)  # loaded by the server (build_service)
+        elif "graph" not in _bundle_defaults(args.model):
+            raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     elif args.graph:
         raise CLIError("--graph applies to --decoder wfst")
     try:
@@ -375,6 +378,16 @@ def _server_config(args: argparse.Namespace, server) -> Any:
                                    drain_timeout_s=args.drain_timeout, limits=limits)
     except ValueError as err:
         raise CLIError(str(err)) from None
+
+
+def _bundle_defaults(model: str) -> dict[str, Any]:
+    """``model``'s ``decode_defaults`` (phone-ctc: builds or finds its cached graph)."""
+    return dict(getattr(_load_model(model), "decode_defaults", None) or {})
+
+
+def _default_decoder(model: str) -> str:
+    """The decoder ``model`` is decoded with when none is named (its ``decode_defaults``, else greedy)."""
+    return _bundle_defaults(model).get("decoder", "greedy")
 
 
 def _check_batching(args: argparse.Namespace) -> None:
@@ -422,10 +435,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         service = server.build_service(config)
     except (ValueError, TypeError) as err:  # an option the decoder does not take
-        raise CLIError(f"--model {args.model} --decoder {args.decoder}: {err}") from None
+        named = f" --decoder {args.decoder}" if args.decoder else ""
+        raise CLIError(f"--model {args.model}{named}: {err}") from None
     sock = server.bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    ready = (f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, decoder {args.decoder}, "
+    ready = (f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, "
+             f"decoder {service.config.decoder}, "
              f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
     srv = server.Server(service, host=host, port=port, log_level=args.log_level,
                         on_ready=lambda: print(ready, flush=True))
@@ -460,9 +475,11 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     kw = dict(chunk_seconds=args.chunk_seconds, duration=args.duration, encoding=args.encoding,
               boosts=boosts or None, stagger=not args.no_stagger, seed=args.seed)
     if args.spawn:
-        serve_args = ["--model", args.model, "--decoder", args.decoder, "--max-batch", str(args.max_batch),
+        serve_args = ["--model", args.model, "--max-batch", str(args.max_batch),
                       "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue),
                       "--max-streams", str(max(256, args.streams))]
+        if args.decoder is not None:
+            serve_args += ["--decoder", args.decoder]
         if args.beam is not None:
             serve_args += ["--beam", f"{args.beam:g}"]
         if args.boost_weight is not None:
@@ -521,7 +538,7 @@ writes bench.md (also printed) and rtfx_vs_batch.png, wind_jumps.png, wer_vs_lm_
 """
 
 _SERVE_EX = """examples:
-  asrdecode serve                                             # demo-rnnt greedy on ws://127.0.0.1:8000/v1/stream
+  asrdecode serve                                             # the default model (phone-ctc: WFST) on ws://127.0.0.1:8000/v1/stream
   asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
   asrdecode serve --max-batch 1                               # batching off
 protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
@@ -752,8 +769,10 @@ _COMMANDS = (_add_transcribe_command, _add_decode_command, _add_eval_command, _a
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="demo-rnnt", help=_MODEL_HELP)
-    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default="greedy", help="default: %(default)s")
+    p.add_argument("--model", default=default_model(), help=_MODEL_HELP)
+    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"),
+                   help="default: the model's (phone-ctc: wfst over its cached graph with its tuned options; "
+                        "the demo models: greedy)")
     p.add_argument("--beam", type=float, help="beam size (beam: hypotheses, wfst: score beam)")
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
     p.add_argument("--boost-weight", type=float,

@@ -56,36 +56,36 @@ class DemoRow:
         return self.audio_seconds / self.decoder_seconds if self.decoder_seconds > 0 else math.inf
 
 
-def demo_graph(demo):
+def demo_graph(demo, log: Optional[Callable[[str], None]] = None):
     """The demo's TLG: the bundled word 3-gram pruned to its TLG_WORDS most likely words, normal
     topology, lexicon spelled by ``demo``'s tokenizer; ``None`` without the word LM.
 
-    Building takes ~20 s; the graph is cached under the repository's git-ignored ``work/cache``,
-    keyed by the tokenizer and LM files (``benchmarks/serving.py`` uses the same graph).
+    Building takes ~20 s; the graph is kept in the per-user cache (:mod:`asrdecode.models.graph_cache`:
+    keyed by the tokenizer and LM bytes and the graph format, written atomically, a stale or corrupt
+    entry rebuilt with a message); ``benchmarks/serving.py`` uses the same graph.
     """
-    import hashlib
-
     from .ctc.wfst import build_tlg, lexicon_from_tokenizer, load_graph
+    from .ctc.wfst.graph import FORMAT
     from .lm.arpa import prune_vocabulary, read_arpa
     from .models.demo import ASSETS
+    from .models.graph_cache import cached_file, file_digest
 
     arpa_path = ASSETS / "word-3gram.arpa.gz"
     if not arpa_path.is_file():
         return None
-    key = hashlib.sha1((ASSETS / "tokenizer.model").read_bytes() + arpa_path.read_bytes()).hexdigest()[:12]
-    cache = DATA.parent / "work" / "cache" / f"demo-tlg-normal-{TLG_WORDS}-{key}.pt"
-    if cache.is_file():
-        return load_graph(cache)
-    arpa = prune_vocabulary(read_arpa(arpa_path), TLG_WORDS)
-    words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
-    graph = build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
-                      topology="normal", blank_id=demo.blank_id)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        graph.save(cache)
-    except OSError:
-        pass  # a read-only checkout: rebuild next time
-    return graph
+
+    def build(path: Path) -> None:
+        arpa = prune_vocabulary(read_arpa(arpa_path), TLG_WORDS)
+        words = [w for w in arpa.vocab if w not in ("<s>", "</s>")]
+        build_tlg(demo.tokenizer.vocab_size, lexicon_from_tokenizer(words, demo.tokenizer), arpa,
+                  topology="normal", blank_id=demo.blank_id).save(path)
+
+    inputs = {"graph_format": FORMAT, "tokenizer": file_digest(ASSETS / "tokenizer.model"),
+              "lm": file_digest(arpa_path), "words": TLG_WORDS, "topology": "normal",
+              "vocab_size": demo.tokenizer.vocab_size, "blank_id": demo.blank_id}
+    entry = cached_file(f"demo-tlg-normal-{TLG_WORDS}", inputs, build,
+                        what=f"the demo models' decoding graph ({TLG_WORDS} words)", log=log)
+    return load_graph(entry.path)
 
 
 def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]:

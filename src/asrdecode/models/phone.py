@@ -232,8 +232,9 @@ def spellable_lm(model: Any, words: Optional[int], spellable: set[str]) -> Any:
 def build_phone_graph(words: Optional[int], lm: str | os.PathLike, lexicon: str | os.PathLike,
                       topology: str = TOPOLOGY) -> Any:
     """The TLG :class:`~asrdecode.ctc.wfst.DecodingGraph` of hama's classes for the ``words`` most likely
-    words of ``lm`` (``None``: all); pronunciations from ``lexicon``, else hama's G2P (progress bar)."""
-    from ..ctc.wfst import build_tlg
+    words of ``lm`` (``None``: all); pronunciations from ``lexicon``, else hama's G2P (progress bar).
+    The decoder's search index (default dense settings) is attached, so the cached file has it."""
+    from ..ctc.wfst import attach_search_index, build_tlg
     from ..lm.arpa import read_arpa
 
     symbols = hama_phone_symbols()
@@ -253,7 +254,7 @@ def build_phone_graph(words: Optional[int], lm: str | os.PathLike, lexicon: str 
             continue
         ids = [index[p] for p in lex[w]]
         prons[w] = [ids, ids + [wb]]
-    return build_tlg(list(symbols), prons, model, topology, blank_id=blank)
+    return attach_search_index(build_tlg(list(symbols), prons, model, topology, blank_id=blank))
 
 
 def _hama_version() -> str:
@@ -270,11 +271,14 @@ def phone_graph(words: Optional[int], lm: str | os.PathLike = WORD_LM, lexicon: 
     """The cached graph of :func:`build_phone_graph` (a :class:`~asrdecode.models.graph_cache.CacheEntry`).
 
     Keyed by the LM's and the lexicon's bytes (SHA-256), ``words``, the topology, the ``<wb>`` rule,
-    the recogniser's symbols and hama's version (its G2P spells words the lexicon lacks).
+    the recogniser's symbols, hama's version (its G2P spells words the lexicon lacks) and the graph
+    file format with its attached search index.
     """
+    from ..ctc.wfst.graph import FORMAT
     from .graph_cache import cached_file, file_digest
 
-    inputs = {"model": "hama-phone-ctc", "hama": _hama_version(), "symbols": list(hama_phone_symbols()),
+    inputs = {"graph_format": FORMAT, "search_index": "dense 64 / 512 MB", "model": "hama-phone-ctc",
+              "hama": _hama_version(), "symbols": list(hama_phone_symbols()),
               "lm": file_digest(lm), "lexicon": file_digest(lexicon), "words": words, "topology": topology,
               "wb": "optional-last-phone"}
     tag = f"phone-tlg-{'all' if words is None else words}"

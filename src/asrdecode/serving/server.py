@@ -25,7 +25,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
@@ -54,13 +54,22 @@ log = logging.getLogger("asrdecode.serving")
 STREAM_PATH = "/v1/stream"
 
 
+def _default_model() -> str:
+    from ..models import default_model
+
+    return default_model()
+
+
 @dataclass
 class ServerConfig:
     """Settings of :func:`build_service` / ``asrdecode serve``.
 
     Attributes:
-        model: a model spec (:func:`~asrdecode.models.load_bundle`: a bundled name, ``PATH.nemo``, ``module:attribute``).
-        decoder: ``greedy`` | ``beam`` | ``wfst`` (CTC only).
+        model: a model spec (:func:`~asrdecode.models.load_bundle`: a bundled name, ``PATH.nemo``,
+            ``module:attribute``); default: the CLI's (:func:`~asrdecode.models.default_model`: phone-ctc
+            when hama is installed, else demo-rnnt).
+        decoder: ``greedy`` | ``beam`` | ``wfst`` (CTC only); ``None``: the model's default decoder with
+            its ``decode_defaults`` (phone-ctc: WFST over its cached graph; the demo models: greedy).
         decoder_options: keyword arguments of :class:`~asrdecode.streaming.StreamDecoder`.
         max_batch: most streams per decoder step (1 = batching off).
         max_wait_ms: longest wait of the oldest ready chunk for a batch to fill.
@@ -77,8 +86,8 @@ class ServerConfig:
             before the first client; 0 = no warm-up).
     """
 
-    model: str = "demo-rnnt"
-    decoder: str = "greedy"
+    model: str = field(default_factory=_default_model)
+    decoder: Optional[str] = None
     decoder_options: dict[str, Any] = field(default_factory=dict)
     max_batch: int = 32
     max_wait_ms: float = 10.0
@@ -529,19 +538,40 @@ def create_app(service: StreamingService) -> Starlette:
                      lifespan=lifespan)
 
 
+def bundle_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The decoder (``None``: the bundle's default) and its :class:`~asrdecode.streaming.StreamDecoder`
+    options: the bundle's ``decode_defaults`` when it is the bundle's default decoder (as the offline
+    commands use them: phone-ctc's WFST graph, acoustic scale, beam), then ``options`` over them.
+    A ``graph`` path in ``options`` is loaded."""
+    from ..ctc.wfst import load_graph
+    from ..pipeline import DecodeOptions, stream_options
+
+    options = dict(options)
+    tuned = dict(getattr(bundle, "decode_defaults", None) or {})
+    default = tuned.get("decoder", "greedy")
+    chosen = default if decoder is None else decoder
+    path = options.pop("graph") if isinstance(options.get("graph"), (str, os.PathLike)) else None
+    if chosen == default:
+        given = {"graph": os.fspath(path)} if path is not None else {}
+        kw, _ = stream_options(bundle, DecodeOptions.for_bundle(bundle, decoder=chosen, **given))
+        kw.pop("decoder")
+        return chosen, {**kw, **options}
+    if path is not None:
+        options["graph"] = load_graph(path)
+    return chosen, options
+
+
 def build_service(config: ServerConfig, **kwargs: Any) -> StreamingService:
-    """Load the model (:func:`~asrdecode.models.load_bundle`), make its :class:`~asrdecode.streaming.StreamDecoder`, wrap it."""
+    """Load the model (:func:`~asrdecode.models.load_bundle`), make its :class:`~asrdecode.streaming.StreamDecoder`
+    (:func:`bundle_decoding`: the model's own decoding defaults unless told otherwise), wrap it."""
     from ..models import load_bundle
     from ..streaming import StreamDecoder
 
     bundle = load_bundle(config.model)
-    options = dict(config.decoder_options)
-    if isinstance(options.get("graph"), (str, os.PathLike)):
-        from ..ctc.wfst import load_graph
-
-        options["graph"] = load_graph(options["graph"])
-    decoder = StreamDecoder(bundle, decoder=config.decoder, **options)
-    return StreamingService(decoder, config, tokenizer=bundle.tokenizer, frame_seconds=bundle.frame_seconds, **kwargs)
+    decoder, options = bundle_decoding(bundle, config.decoder, config.decoder_options)
+    config = replace(config, decoder=decoder)
+    return StreamingService(StreamDecoder(bundle, decoder=decoder, **options), config, tokenizer=bundle.tokenizer,
+                            frame_seconds=bundle.frame_seconds, **kwargs)
 
 
 class Server(uvicorn.Server):

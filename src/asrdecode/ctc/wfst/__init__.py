@@ -18,7 +18,7 @@ Example::
         partial = dec.hypotheses(state)
 """
 
-from .decoder import WFSTDecoder, WFSTStreamState
+from .decoder import WFSTDecoder, WFSTStreamState, attach_search_index
 from .graph import DecodingGraph, build_tlg, load_graph
 from .lexicon import lexicon_from_tokenizer, read_lexicon
 from .topology import ctc_topology_text
@@ -26,6 +26,7 @@ from .topology import ctc_topology_text
 __all__ = [
     "WFSTDecoder",
     "WFSTStreamState",
+    "attach_search_index",
     "DecodingGraph",
     "build_tlg",
     "load_graph",

@@ -22,7 +22,7 @@ from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
 
-__all__ = ["WFSTDecoder", "WFSTStreamState"]
+__all__ = ["WFSTDecoder", "WFSTStreamState", "attach_search_index"]
 
 _NEG = float("-inf")
 _BIG = torch.iinfo(torch.int64).max
@@ -112,12 +112,23 @@ class WFSTDecoder:
             self._packed = None
         return self.graph
 
+    def _saved_index(self, g: DecodingGraph) -> dict | None:
+        """The graph's attached search index when it was made with this decoder's dense settings."""
+        index = g._search_index
+        if index is None or index.get("dense_min_degree") != self.dense_min_degree \
+                or index.get("dense_memory_mb") != self.dense_memory_mb:
+            return None
+        return index
+
     def _arc_rows(self, g: DecodingGraph) -> torch.Tensor:
         """Emitting arcs packed as ``[A, 4]`` int32 rows ``(2 * token + starts, dst, word, score bits)``:
         one memory access per arc instead of one per field (the per-frame gathers are memory bound)."""
         if self._packed is not None and self._packed[0] is g:
             return self._packed[1]
-        if g.num_states >= 2**31 or len(g.words) >= 2**31 or 2 * g.vocab_size >= 2**31:  # pragma: no cover
+        index = self._saved_index(g)
+        if index is not None and "arc_rows" in index:
+            rows = index["arc_rows"]
+        elif g.num_states >= 2**31 or len(g.words) >= 2**31 or 2 * g.vocab_size >= 2**31:  # pragma: no cover
             rows = None
         else:
             rows = torch.stack([
@@ -133,6 +144,10 @@ class WFSTDecoder:
         token ``k`` are ``arcs[ptr[row[s] * V + k] : ptr[row[s] * V + k + 1]]``."""
         if self._dense is not None and self._dense[0] is g:
             return self._dense[1]
+        index = self._saved_index(g)
+        if index is not None and "dense" in index:
+            self._dense = (g, index["dense"])
+            return index["dense"]
         out = None
         deg = g.e_ptr[1:] - g.e_ptr[:-1]
         V = g.vocab_size
@@ -155,6 +170,13 @@ class WFSTDecoder:
             out = (row, ptr, on, float(g.e_score.max()))
         self._dense = (g, out)
         return out
+
+    def search_index(self) -> dict:
+        """The derived arrays this decoder computes from its graph on first use (packed arc rows,
+        dense token rows) with the settings they depend on, for :func:`attach_search_index`."""
+        g = self.graph
+        return {"dense_min_degree": self.dense_min_degree, "dense_memory_mb": self.dense_memory_mb,
+                "arc_rows": self._arc_rows(g), "dense": self._dense_rows(g)}
 
     def _boost_table(self, boosts: Sequence[Mapping[str, float] | None] | None, B: int, device) -> torch.Tensor | None:
         if boosts is None:
@@ -559,3 +581,11 @@ class WFSTDecoder:
                 arc_words.append((word, max(frame, 0)))
         out_words = self._word_times(arc_words, toks)
         return Hypothesis([x[0] for x in toks], [x[1] for x in toks], score, words=out_words)
+
+
+def attach_search_index(graph: DecodingGraph, dense_min_degree: int = 64, dense_memory_mb: float = 512.0) -> DecodingGraph:
+    """Compute the decoder's derived arrays of ``graph`` once and attach them (saved with the graph, so
+    a decoder with the same ``dense_*`` settings starts without recomputing them). Returns ``graph``."""
+    graph._search_index = WFSTDecoder(graph, dense_min_degree=dense_min_degree,
+                                      dense_memory_mb=dense_memory_mb).search_index()
+    return graph

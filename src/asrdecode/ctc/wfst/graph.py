@@ -26,6 +26,9 @@ from .topology import TOPOLOGIES, ctc_topology_text
 __all__ = ["DecodingGraph", "build_tlg", "build_g_text", "build_l_text", "load_graph"]
 
 _LN10 = math.log(10.0)
+FORMAT_1 = "asrdecode.DecodingGraph/1"
+#: the file format :meth:`DecodingGraph.save` writes
+FORMAT = "asrdecode.DecodingGraph/2"
 _SPECIAL = ("<s>", "</s>")
 
 
@@ -78,6 +81,8 @@ class DecodingGraph:
     eps_depth: int = 0
     word_lengths: list[int] | None = None
     _word_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    #: derived arrays of the decoder (``attach_search_index``), saved with the graph; not copied by ``to``
+    _search_index: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_states(self) -> int:
@@ -106,25 +111,57 @@ class DecodingGraph:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save with ``torch.save`` (loadable with ``weights_only=True``)."""
+        """Save with ``torch.save`` (loadable with ``weights_only=True``, memory-mapped by :meth:`load`).
+
+        Format 2: the word table as one UTF-8 ``uint8`` tensor (newline-separated; a list of 50k
+        strings takes the weights-only unpickler ~0.5 s), word lengths as an ``int32`` tensor, and the
+        decoder's search index when one is attached (:func:`asrdecode.ctc.wfst.attach_search_index`).
+        """
         d = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in self._fields().items()}
-        d["format"] = "asrdecode.DecodingGraph/1"
+        d["format"] = FORMAT
+        if any("\n" in w for w in self.words):
+            raise DecodingInputError("graph: a word contains a newline; the word table cannot be saved")
+        d["words"] = torch.frombuffer(bytearray("\n".join(self.words).encode("utf-8")), dtype=torch.uint8) \
+            if self.words else torch.zeros(0, dtype=torch.uint8)
+        d["n_words"] = len(self.words)
+        if self.word_lengths is not None:
+            d["word_lengths"] = torch.tensor(self.word_lengths, dtype=torch.int32)
+        if self._search_index is not None:
+            d["search_index"] = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in self._search_index.items()}
         torch.save(d, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "DecodingGraph":
-        """Load a graph written by :meth:`save`."""
+        """Load a graph written by :meth:`save` (format 1 or 2). On CPU the tensors are memory-mapped
+        from the file (pages are read when the decoder touches them; writes stay private)."""
+        on_cpu = torch.device(device).type == "cpu"
         try:
-            d = torch.load(path, map_location=device, weights_only=True)
+            try:
+                d = torch.load(path, map_location=device, weights_only=True, mmap=on_cpu)
+            except RuntimeError:  # e.g. a legacy (non-zip) torch.save file cannot be memory-mapped
+                if not on_cpu:
+                    raise
+                d = torch.load(path, map_location=device, weights_only=True)
         except Exception as e:
             raise FileFormatError(path, None, f"not a decoding graph file ({e})") from e
-        if not isinstance(d, dict) or d.pop("format", None) != "asrdecode.DecodingGraph/1":
+        fmt = d.pop("format", None) if isinstance(d, dict) else None
+        if fmt not in (FORMAT_1, FORMAT):
             raise FileFormatError(path, None, "not a decoding graph file (missing format tag)")
+        index = d.pop("search_index", None)
         try:
+            if fmt == FORMAT:
+                d["words"] = _words_from_bytes(d["words"], d.pop("n_words"))
+                if isinstance(d.get("word_lengths"), torch.Tensor):
+                    d["word_lengths"] = d["word_lengths"].tolist()
             g = cls(**d)
-        except TypeError as e:
+        except (TypeError, KeyError, ValueError) as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
         g.validate()
+        if index is not None:
+            problem = _index_problem(g, index)
+            if problem:
+                raise FileFormatError(path, None, f"bad decoding graph file (search_index: {problem})")
+            g._search_index = index
         return g
 
     def validate(self) -> None:
@@ -395,6 +432,40 @@ def build_tlg(
     lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
     g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]
     return g
+
+
+def _index_problem(g: DecodingGraph, index: object) -> str | None:
+    """What is wrong with a loaded search index's layout (shapes, dtypes, pointer ends), else None."""
+    if not isinstance(index, dict) or not isinstance(index.get("dense_min_degree"), int) \
+            or not isinstance(index.get("dense_memory_mb"), float):
+        return "not a mapping with dense_min_degree (int) and dense_memory_mb (float)"
+    A, S, V = g.e_src.shape[0], g.num_states, g.vocab_size
+    rows = index.get("arc_rows")
+    if rows is not None and (not isinstance(rows, torch.Tensor) or rows.dtype != torch.int32 or rows.shape != (A, 4)):
+        return f"arc_rows must be an int32 tensor [{A}, 4]"
+    dense = index.get("dense")
+    if dense is None:
+        return None
+    if not (isinstance(dense, tuple) and len(dense) == 4 and all(isinstance(t, torch.Tensor) for t in dense[:3])
+            and isinstance(dense[3], float)):
+        return "dense must be (row, ptr, arcs, e_max)"
+    row, ptr, arcs, _ = dense
+    n_rows = int(row.max()) + 1 if row.numel() else 0
+    if row.shape != (S,) or row.dtype != torch.int64 or arcs.dim() != 1 or arcs.dtype != torch.int64 \
+            or ptr.shape != (n_rows * V + 1,) or int(ptr[-1]) != arcs.shape[0] \
+            or (arcs.numel() and not 0 <= int(arcs.min()) <= int(arcs.max()) < A):
+        return "dense rows do not fit the graph"
+    return None
+
+
+def _words_from_bytes(data: torch.Tensor, n: int) -> list[str]:
+    """The word table of a format-2 file: ``n`` newline-separated UTF-8 words."""
+    if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 1 or not isinstance(n, int):
+        raise ValueError("words must be a uint8 tensor and n_words an int")
+    words = data.numpy().tobytes().decode("utf-8").split("\n") if n else []
+    if len(words) != n:
+        raise ValueError(f"the word table has {len(words)} words, n_words says {n}")
+    return words
 
 
 def load_graph(path: str | os.PathLike, device: torch.device | str = "cpu") -> DecodingGraph:

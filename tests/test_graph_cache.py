@@ -1,0 +1,129 @@
+"""The per-user artefact cache: cheap checks (size, time, sampled SHA-256), the whole-file SHA-256
+when the time changed, atomic entries, every unusable entry rebuilt with a message."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from asrdecode.models import graph_cache as gc
+
+SIZE = 3 * 2**20 + 123  # larger than the sampled blocks: sampling does not read it all
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    builds = []
+
+    def build(path):
+        builds.append(path)
+        path.write_bytes(bytes(range(256)) * (SIZE // 256) + b"x" * (SIZE % 256))
+
+    messages = []
+
+    def get():
+        return gc.cached_file("art", {"v": 1}, build, what="the artefact", log=messages.append)
+
+    return get, builds, messages
+
+
+def _unsampled_offset(path) -> int:
+    """An offset no sampled block covers."""
+    size, block, blocks = os.path.getsize(path), 1 << 16, 16
+    starts = [(size - block) * k // (blocks - 1) for k in range(blocks)]
+    return starts[1] + block + 10
+
+
+def test_entry_reused_without_hashing_the_whole_file(cache, monkeypatch):
+    get, builds, messages = cache
+    first = get()
+    assert first.built and len(builds) == 1 and first.info["sha256"] and first.info["sample_sha256"]
+    monkeypatch.setattr(gc, "file_digest", lambda *a: pytest.fail("the whole file was hashed"))
+    again = get()
+    assert not again.built and again.path == first.path and len(builds) == 1
+
+
+def test_touched_file_is_hashed_once_and_kept(cache):
+    get, builds, messages = cache
+    entry = get()
+    st = entry.path.stat()
+    os.utime(entry.path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, new time (a copy)
+    again = get()
+    assert not again.built and len(builds) == 1
+    record = json.loads(entry.path.with_suffix(".json").read_text(encoding="utf-8"))
+    assert record["mtime_ns"] == st.st_mtime_ns + 10**9  # the record took the new time
+
+
+def test_change_outside_the_sampled_blocks_is_caught_by_the_whole_hash(cache):
+    get, builds, messages = cache
+    entry = get()
+    data = bytearray(entry.path.read_bytes())
+    data[_unsampled_offset(entry.path)] ^= 0xFF
+    entry.path.write_bytes(bytes(data))  # a new time: the whole file is hashed
+    fixed = get()
+    assert fixed.built and len(builds) == 2
+    assert any("modified" in m and "corrupt" in m and "rebuilding" in m for m in messages)
+
+
+def test_change_in_a_sampled_block_is_caught_without_a_time_change(cache):
+    get, builds, messages = cache
+    entry = get()
+    st = entry.path.stat()
+    data = bytearray(entry.path.read_bytes())
+    data[-1] ^= 0xFF  # the last block is always sampled
+    entry.path.write_bytes(bytes(data))
+    os.utime(entry.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert get().built and any("sampled SHA-256" in m for m in messages)
+
+
+def test_truncated_missing_or_recordless_entries_are_rebuilt(cache):
+    get, builds, messages = cache
+    entry = get()
+    entry.path.write_bytes(entry.path.read_bytes()[:1000])
+    assert get().built and "truncated" in messages[-3]
+    entry.path.with_suffix(".json").unlink()  # an artefact without a record: an interrupted build
+    assert get().built and "no record" in messages[-3]
+    entry.path.unlink()
+    assert get().built and "is missing" in messages[-3]
+    assert len(builds) == 4
+
+
+def test_old_record_layout_is_rebuilt(cache):
+    get, builds, messages = cache
+    entry = get()
+    record = entry.path.with_suffix(".json")
+    info = json.loads(record.read_text(encoding="utf-8"))
+    del info["sample_sha256"]
+    record.write_text(json.dumps(info), encoding="utf-8")
+    assert get().built and len(builds) == 2
+
+
+def test_sample_digest_of_small_files_is_the_whole_file(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"0123456789" * 1000)
+    b.write_bytes(b"0123456789" * 999 + b"0123456780")
+    assert gc.sample_digest(a) != gc.sample_digest(b)
+    b.write_bytes(b"0123456789" * 1000)
+    assert gc.sample_digest(a) == gc.sample_digest(b)
+
+
+def test_demo_graph_is_cached_keyed_and_rebuilt_when_corrupt(tmp_path, monkeypatch):
+    pytest.importorskip("kaldifst")
+    from asrdecode import demo as demo_mod
+    from asrdecode.models import load
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(demo_mod, "TLG_WORDS", 40)  # a small graph: about a second to build
+    model = load("demo-ctc")
+    said: list[str] = []
+    g = demo_mod.demo_graph(model, log=said.append)
+    assert g is not None and len(g.words) > 30 and any("building" in m for m in said)
+    said.clear()
+    assert demo_mod.demo_graph(model, log=said.append).words == g.words and said == []
+    (path,) = (tmp_path / "cache" / "graphs").glob("demo-tlg-normal-40-*.pt")
+    path.write_bytes(path.read_bytes()[:-10] + b"0123456789")  # same size, last block changed
+    assert demo_mod.demo_graph(model, log=said.append).words == g.words
+    assert any("corrupt" in m and "rebuilding" in m for m in said)
