@@ -254,6 +254,24 @@ def test_lexicon_free_token_lm_sil_score_and_no_lm(files, tmp_path):
     assert [h[0].tokens.tolist() for h in fusion_lm(em, lengths)] == [h[0].tokens for h in own]
 
 
+def test_lexicon_words_outside_the_lm_score_as_unk_and_lm_words_outside_the_lexicon_are_out(files, tmp_path):
+    from asrdecode.lm.word import DEFAULT_UNK_OFFSET
+
+    lexicon = tmp_path / "lexicon.txt"
+    lexicon.write_text("cab c a b |\nbad b a d |\nbed b e d |\n")  # "bed" is not an LM word; the LM has more
+    dec = ctc_decoder(str(lexicon), TOKENS, lm=files["arpa"], lm_weight=1.0)
+    word_lm = dec.fusion[0][0]
+    assert sorted(word_lm.words) == ["bad", "bed", "cab"]
+    own = WordNGramLM.from_arpa(files["arpa"], pieces(TOKENS, 0), blank_id=0, boundary="delimiter", delimiters=["|"])
+    # the plain word LM scores "bed" as <unk> (KenLM's rule, history included) + its unknown-word
+    # offsets; the lexicon one as <unk> alone
+    for seq in ([3, 6, 5, 1], [4, 2, 3, 1, 3, 6, 5, 1, 3, 2, 5], [3, 6, 5, 1, 3, 6, 5]):
+        n_bed = sum(1 for a, b, c in zip(seq, seq[1:], seq[2:]) if (a, b, c) == (3, 6, 5))
+        offsets = n_bed * (DEFAULT_UNK_OFFSET + own.unk_char_offset * 3)
+        assert word_lm.score_sequence(seq) == pytest.approx(own.score_sequence(seq) - offsets, abs=1e-4)
+    assert word_lm.score_sequence([5, 2, 3, 1]) == -math.inf  # "dab": an LM word outside the lexicon
+
+
 def test_torchaudio_bad_inputs(files, tmp_path):
     with pytest.raises(DecodingInputError, match="blank_token '-'"):
         ctc_decoder(None, ["<b>", "|", "a"])

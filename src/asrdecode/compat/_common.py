@@ -38,6 +38,40 @@ def flat_arpa(words: Sequence[str]) -> ArpaModel:
     return ArpaModel.from_dict(grams)
 
 
+def with_unigrams(model: ArpaModel, words: Sequence[str]) -> ArpaModel:
+    """``model`` plus the ``words`` it lacks, each a copy of ``<unk>``: its 1-gram and every n-gram that holds
+    ``<unk>`` (with the word in its place), so such a word scores exactly as KenLM scores an unknown word,
+    history included. Without ``<unk>``, each gets log10 p = -100 and no back-off."""
+    known = set(model.vocab)
+    extra = [w for w in dict.fromkeys(words) if w not in known]
+    if not extra:
+        return model
+    n = len(model.vocab)
+    new_ids = np.arange(n, n + len(extra), dtype=model.words[0].dtype)
+    lines = (list(model.lines) if len(model.lines) == model.order
+             else [np.zeros(len(x), np.int64) for x in model.logprob])
+    parts = [list(model.words), list(model.logprob), list(model.backoff), list(model.has_backoff), lines]
+    unk = model.word_index().get(UNK)
+    if unk is None:
+        parts[0][0] = np.concatenate([model.words[0], new_ids[:, None]])
+        parts[1][0] = np.concatenate([model.logprob[0], np.full(len(extra), -100.0)])
+        parts[2][0] = np.concatenate([model.backoff[0], np.zeros(len(extra))])
+        parts[3][0] = np.concatenate([model.has_backoff[0], np.zeros(len(extra), dtype=bool)])
+        parts[4][0] = np.concatenate([lines[0], np.zeros(len(extra), dtype=np.int64)])
+    else:
+        for k in range(model.order):
+            rows = np.flatnonzero((model.words[k] == unk).any(axis=1))
+            if rows.size == 0:
+                continue
+            grams = np.repeat(model.words[k][rows][None], len(extra), axis=0)  # [E, R, k+1]
+            grams = np.where(grams == unk, new_ids[:, None, None], grams).reshape(-1, k + 1)
+            for p, src in zip(parts, (model.words, model.logprob, model.backoff, model.has_backoff, lines)):
+                add = grams if p is parts[0] else np.tile(src[k][rows], len(extra))
+                p[k] = np.concatenate([p[k], add.astype(src[k].dtype)])
+    return ArpaModel(list(model.vocab) + extra, *parts,
+                     path=f"{model.path} (+{len(extra)} lexicon words scored as <unk>)")
+
+
 def word_spans(tokens: Sequence[int], times: Sequence[int], bounds: WordBoundaries) -> list[tuple[str, int, int]]:
     """``(word, first frame, last frame + 1)`` of each non-empty word of a token sequence."""
     out: list[tuple[str, int, int]] = []

@@ -7,7 +7,8 @@ translates arguments to :func:`asrdecode.ctc.beam_search`:
 
 * ``lexicon`` given: lexicon decoding with the lexicon-constrained word LM
   (:class:`~asrdecode.lm.WordNGramLM` with ``lexicon=True``) over the lexicon's words; ``lm`` is a
-  word ARPA file (lexicon words the LM lacks cannot be decoded) or ``None`` (no LM: every lexicon
+  word ARPA file (a lexicon word the LM lacks gets the LM's ``<unk>`` score, as in KenLM; LM words
+  outside the lexicon cannot be decoded) or ``None`` (no LM: every lexicon
   word scores 0); ``word_score`` -> bonus per word; ``unk_score`` finite -> words outside the
   lexicon allowed (``lexicon=False``) with that offset;
 * ``lexicon=None``: lexicon-free decoding; ``lm`` is a *token* ARPA file whose words are the token
@@ -45,7 +46,7 @@ from ..lm.boosting import BoostingTree
 from ..lm.ngram import NGramLM
 from ..lm.tokens import TokenMap
 from ..lm.word import WordBoundaries, WordNGramLM, detect_boundaries
-from ._common import check_number, flat_arpa
+from ._common import check_number, flat_arpa, with_unigrams
 
 __all__ = ["ctc_decoder", "CTCDecoder", "CTCHypothesis", "read_lexicon"]
 
@@ -218,6 +219,7 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
             else:
                 model = read_arpa(path)
                 model = drop_words(model, [w for w in model.vocab if w not in words and w not in (BOS, EOS, UNK)])
+                model = with_unigrams(model, list(words))
                 weight = lm_weight
                 unk_offset = 0.0 if lexicon_only else unk / lm_weight
                 bonus = word_score / lm_weight
