@@ -333,3 +333,41 @@ def test_pyctcdecode_script_same_transcripts_with_the_real_pyctcdecode_on_clear_
     assert ours["hot_texts"] == peer["hot_texts"]
     assert [w for w, _ in ours["word_frames"]] == [w for w, _ in peer["word_frames"]]
     assert [f[0] for _, f in ours["word_frames"]] == [f[0] for _, f in peer["word_frames"]]
+
+
+@pytest.mark.slow
+def test_torchaudio_script_same_transcripts_as_flashlight_text_on_clear_speech(files):
+    fl = pytest.importorskip("flashlight.lib.text.decoder")
+    from flashlight.lib.text.decoder.kenlm import KenLM
+    from flashlight.lib.text.dictionary import Dictionary, create_word_dict, load_words
+
+    rng = random.Random(2)
+    sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))) for _ in range(20)]
+    labels = [c if c != " " else "|" for c in LABELS]
+    xs = [torch.from_numpy(x) for x in peaky(3, [s.replace(" ", "|") + "|" for s in sentences], labels)]
+    lengths = torch.tensor([x.shape[0] for x in xs])
+    ours = run_script(TORCHAUDIO_SCRIPT, "from asrdecode.compat import ctc_decoder", lexicon_path=files["lexicon"],
+                      tokens_path=files["tokens"], arpa_path=files["arpa"], emissions=pad(xs), lengths=lengths)
+    # the peer: flashlight-text's LexiconDecoder built as torchaudio's ctc_decoder builds it
+    tok = Dictionary(TOKENS)
+    lex = load_words(files["lexicon"])
+    word_dict = create_word_dict(lex)
+    lm = KenLM(files["arpa"], word_dict)
+    trie = fl.Trie(len(TOKENS), tok.get_index("|"))
+    start = lm.start(False)
+    for w, spellings in lex.items():
+        for sp in spellings:
+            wid = word_dict.get_index(w)
+            trie.insert([tok.get_index(t) for t in sp], wid, lm.score(start, wid)[1])
+    trie.smear(fl.SmearingMode.MAX)
+    opts = fl.LexiconDecoderOptions(beam_size=12, beam_size_token=len(TOKENS), beam_threshold=25.0, lm_weight=0.8,
+                                    word_score=-0.5, unk_score=-math.inf, sil_score=0.0, log_add=False,
+                                    criterion_type=fl.CriterionType.CTC)
+    dec = fl.LexiconDecoder(opts, trie, lm, tok.get_index("|"), tok.get_index("-"), word_dict.get_index("<unk>"), [],
+                            False)
+    peer = []
+    for x in xs:
+        x = x.contiguous()
+        res = dec.decode(x.data_ptr(), x.shape[0], x.shape[1])
+        peer.append(" ".join(word_dict.get_entry(w) for w in res[0].words if w >= 0))
+    assert ours["transcripts"] == peer == sentences
