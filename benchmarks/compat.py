@@ -97,8 +97,9 @@ def main() -> None:
     jobs["compat decode (per utterance)"] = lambda: [ours.decode(x, beam_width=bw) for x in np_lps]
     jobs["compat decode_batch"] = lambda: ours.decode_batch(None, np_lps, beam_width=bw)
 
-    from flashlight.lib.text.decoder import (CriterionType, KenLM, LexiconDecoder, LexiconDecoderOptions,
+    from flashlight.lib.text.decoder import (CriterionType, LexiconDecoder, LexiconDecoderOptions,
                                              SmearingMode, Trie)
+    from flashlight.lib.text.decoder.kenlm import KenLM
     from flashlight.lib.text.dictionary import Dictionary, create_word_dict, load_words
 
     def build_flashlight():  # as torchaudio.models.decoder.ctc_decoder builds it
