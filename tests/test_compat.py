@@ -252,6 +252,7 @@ def test_lexicon_free_token_lm_sil_score_and_no_lm(files, tmp_path):
     assert narrow[2][0].score == -math.inf and narrow[2][0].words == [] and len(narrow[2][0].tokens) == 0
     fusion_lm = ctc_decoder(None, TOKENS, lm=lm, lm_weight=0.7, beam_size=8, beam_size_token=4)
     assert [h[0].tokens.tolist() for h in fusion_lm(em, lengths)] == [h[0].tokens for h in own]
+    assert [h[0].words for h in fusion_lm(em, lengths.tolist())] == [h[0].words for h in fusion_lm(em, lengths)]
 
 
 def test_lexicon_words_outside_the_lm_score_as_unk_and_lm_words_outside_the_lexicon_are_out(files, tmp_path):
@@ -281,6 +282,8 @@ def test_torchaudio_bad_inputs(files, tmp_path):
         ctc_decoder(None, TOKENS, lm_dict="words.txt")
     with pytest.raises(DecodingInputError, match="nbest"):
         ctc_decoder(None, TOKENS, nbest=5, beam_size=2)
+    with pytest.raises(DecodingInputError, match="unk_word"):
+        ctc_decoder(None, TOKENS, unk_word=None)
     with pytest.raises(DecodingInputError, match="lm must be"):
         ctc_decoder(None, TOKENS, lm=42)
     with pytest.raises(FileFormatError, match="no such file"):

@@ -24,8 +24,9 @@ behaviour) whatever ``log_add`` says; ``tokens`` are the emitted tokens (no adde
 silence); ``words`` are filled in lexicon-free mode too (tokens split at ``sil_token``); ``score`` is
 on the emissions' own scale (raw logits are fine: each frame's log-normaliser is added back);
 an utterance whose every hypothesis left the lexicon gets one empty hypothesis with score
-``-inf``; ``lm_dict`` is refused; the lexicon's spelling must be the word's own text (a pronunciation
-lexicon needs :mod:`asrdecode.ctc.wfst`); LM files are ARPA (a KenLM binary raises
+``-inf``; ``lm_dict`` is refused; ``unk_word`` is checked but the ARPA's unknown word is always
+``<unk>``; the lexicon's spelling must be the word's own text (a pronunciation lexicon needs
+:mod:`asrdecode.ctc.wfst`); LM files are ARPA (a KenLM binary raises
 :class:`~asrdecode.errors.FileFormatError`).
 """
 
@@ -143,7 +144,8 @@ class CTCDecoder:
                               nbest=self.nbest, log_softmax=True)
         lse = torch.logsumexp(emissions, dim=-1)  # each frame's normaliser: scores on the emissions' scale
         T = emissions.shape[1]
-        lens = torch.full((emissions.shape[0],), T) if lengths is None else lengths.to("cpu", torch.long)
+        lens = (torch.full((emissions.shape[0],), T) if lengths is None
+                else torch.as_tensor(lengths).to("cpu", torch.long))
         out = []
         for b, hyps in enumerate(res):
             shift = float(lse[b, : int(lens[b])].double().sum())
@@ -189,6 +191,8 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
     sil_score = check_number("sil_score", sil_score)
     thr = check_number("beam_threshold", beam_threshold, finite=False)
     unk = check_number("unk_score", unk_score, finite=False)
+    if not isinstance(unk_word, str):
+        raise DecodingInputError(f"unk_word must be a str, got {unk_word!r}")
     if not isinstance(log_add, bool):
         raise DecodingInputError(f"log_add must be a bool, got {log_add!r}")
     blank, sil = toks.index(blank_token), toks.index(sil_token)
