@@ -173,6 +173,29 @@ def test_alpha_zero_keeps_beta_per_word(files):
     assert dec.decode(emissions(5, 1)[0].numpy(), beam_width=4) is not None
 
 
+def test_reset_params_equals_a_fresh_build(files):
+    xs = [x.numpy() for x in emissions(4)]
+    dec = build_ctcdecoder(LABELS, kenlm_model_path=files["arpa"], alpha=0.6, beta=1.2)
+    lm_tensors = dec.word_lm.trie
+    for params in ({"beta": 0.3}, {"alpha": 1.5}, {"unk_score_offset": -4.0}, {"alpha": 0.0, "beta": 2.0},
+                   {"alpha": 0.7}):
+        dec.reset_params(**params)
+        fresh = build_ctcdecoder(LABELS, kenlm_model_path=files["arpa"], **dec._params)
+        got, want = (d.decode_beams_batch(None, xs, beam_width=6) for d in (dec, fresh))
+        assert [[b[0] for b in u] for u in got] == [[b[0] for b in u] for u in want]
+        assert [b[3] for u in got for b in u] == pytest.approx([b[3] for u in want for b in u], abs=1e-4)
+    assert dec._params == {"alpha": 0.7, "beta": 2.0, "unk_score_offset": -4.0}
+    assert dec.word_lm.trie is not lm_tensors  # rebuilt for the new offset
+    kept = dec.word_lm.trie
+    dec.reset_params(beta=0.5, alpha=0.2)
+    assert dec.word_lm.trie is kept and dec.word_lm.word_bonus == pytest.approx(0.5 / 0.2)  # no rebuild
+    with pytest.raises(DecodingInputError, match="beta"):
+        dec.reset_params(beta=float("inf"))
+    with pytest.raises(DecodingInputError, match="lm_score_boundary"):
+        dec.reset_params(lm_score_boundary=False)
+    build_ctcdecoder(LABELS).reset_params(alpha=0.3)  # no LM: nothing to reset, as pyctcdecode
+
+
 def test_unigrams_restrict_the_known_words(files):
     full = build_ctcdecoder(LABELS, kenlm_model_path=files["arpa"])
     part = build_ctcdecoder(LABELS, kenlm_model_path=files["arpa"], unigrams=["cab", "bad"])

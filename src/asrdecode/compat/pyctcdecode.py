@@ -10,7 +10,7 @@ The facade only translates arguments:
   ``##`` pieces make a BPE alphabet, ``##`` pieces turned into ``▁`` style);
 * ``alpha`` -> the word LM's fusion weight, ``beta`` -> a bonus per word, ``unk_score_offset``
   (log10 units, as pyctcdecode) -> the word LM's ``unk_offset``; ``unigrams`` -> LM words outside
-  them are out of vocabulary (scored as ``<unk>`` plus the offset);
+  them are out of vocabulary (scored as ``<unk>`` plus the offset); ``reset_params`` as pyctcdecode's;
 * ``beam_width`` -> ``beam``, ``beam_prune_logp`` -> ``beam_threshold = -beam_prune_logp``;
   ``hotwords`` -> a phrase-boosting tree: each word of each hotword earns ``hotword_weight`` once
   spelled completely (credit grows token by token, as pyctcdecode's partial-word credit);
@@ -37,7 +37,7 @@ import torch
 
 from .. import ctc
 from ..errors import DecodingInputError
-from ..lm.arpa import drop_words, read_arpa
+from ..lm.arpa import ArpaModel, drop_words, read_arpa
 from ..lm.boosting import BoostingTree
 from ..lm.word import LN10, WordBoundaries, WordNGramLM, detect_boundaries
 from ..results import Hypothesis
@@ -111,6 +111,8 @@ class BeamSearchDecoderCTC:
         self.boundaries: WordBoundaries = (word_lm.boundaries if word_lm is not None
                                            else _boundaries(self.pieces, is_bpe))
         self._hotword_trees: dict[tuple[tuple[str, ...], float], BoostingTree] = {}
+        self._arpa: Optional[ArpaModel] = None  # the LM's n-grams (kept for reset_params)
+        self._params: dict[str, float] = {}
 
     # ------------------------------------------------------------------ pyctcdecode's methods
     def decode(self, logits: Any, beam_width: int = DEFAULT_BEAM_WIDTH, beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
@@ -159,6 +161,33 @@ class BeamSearchDecoderCTC:
                             beam_width)
         fusion = self._fusion(hotwords, hotword_weight)
         return [self._beams(h, fusion) for h in hyps]
+
+    def reset_params(self, alpha: Optional[float] = None, beta: Optional[float] = None,
+                     unk_score_offset: Optional[float] = None, lm_score_boundary: Optional[bool] = None) -> None:
+        """pyctcdecode's ``reset_params``: new LM weight, word bonus or unknown-word offset (``None``: keep).
+
+        A new ``beta`` alone (or ``alpha``, both non-zero) reuses the word LM's tensors; a new
+        ``unk_score_offset`` or a change to / from ``alpha=0`` rebuilds it. Without an LM: nothing to do.
+        """
+        new = {k: check_number(k, v) for k, v in (("alpha", alpha), ("beta", beta),
+                                                    ("unk_score_offset", unk_score_offset)) if v is not None}
+        if lm_score_boundary is not None:
+            _check_flag("lm_score_boundary", lm_score_boundary)
+            if not lm_score_boundary:
+                raise DecodingInputError("lm_score_boundary=False is not supported: asrdecode's word LM always "
+                                         "scores the sentence start and end")
+        if self._arpa is None:
+            return
+        old = dict(self._params)
+        params = {**old, **new}
+        a, b = params["alpha"], params["beta"]
+        if self.word_lm is not None and params["unk_score_offset"] == old.get("unk_score_offset") and a != 0.0 \
+                and old.get("alpha", 0.0) != 0.0:
+            self.word_lm, self.lm_weight = self.word_lm.with_word_bonus(b / a), a
+        else:
+            self.word_lm, self.lm_weight = _word_lm(self._arpa, self.pieces, self.boundaries, a, b,
+                                                    params["unk_score_offset"])
+        self._params = params
 
     # ------------------------------------------------------------------ translation
     def _search(self, logits_list: Sequence[Any], beam_width: int, beam_prune_logp: float, token_min_logp: float,
@@ -314,11 +343,18 @@ def build_ctcdecoder(labels: Sequence[str], kenlm_model_path: Optional[str | os.
     if not any(bounds.starts_word):
         raise DecodingInputError("labels have no word delimiter (' ' or '|') and no ▁ pieces: a word LM needs "
                                  "word boundaries")
-    kw: dict[str, Any] = dict(blank_id=blank, boundary=bounds.style,
+    dec = BeamSearchDecoderCTC(norm, is_bpe, None, 0.0)
+    dec._arpa = model
+    dec.reset_params(alpha=alpha, beta=beta, unk_score_offset=unk)
+    return dec
+
+
+def _word_lm(model: ArpaModel, pieces: list[str | None], bounds: WordBoundaries, alpha: float, beta: float,
+             unk: float) -> tuple[WordNGramLM, float]:
+    """The word LM and its fusion weight for pyctcdecode's ``alpha``, ``beta`` and ``unk_score_offset``."""
+    kw: dict[str, Any] = dict(blank_id=pieces.index(None), boundary=bounds.style,
                               delimiters=[" "] if bounds.style == "delimiter" else None)
     if alpha == 0.0:  # pyctcdecode: the LM and unknown-word offsets weigh nothing; beta stays per word
-        lm = WordNGramLM.from_arpa_model(flat_arpa([w for w in model.vocab]), pieces, unk_offset=0.0,
-                                         unk_char_offset=0.0, word_bonus=beta, **kw)
-        return BeamSearchDecoderCTC(norm, is_bpe, lm, 1.0)
-    lm = WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, word_bonus=beta / alpha, **kw)
-    return BeamSearchDecoderCTC(norm, is_bpe, lm, alpha)
+        return WordNGramLM.from_arpa_model(flat_arpa(model.vocab), pieces, unk_offset=0.0, unk_char_offset=0.0,
+                                           word_bonus=beta, **kw), 1.0
+    return WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, word_bonus=beta / alpha, **kw), alpha
