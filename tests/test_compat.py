@@ -100,6 +100,12 @@ def test_pyctcdecode_script_gives_asrdecodes_own_transcripts(files, seed):
     own_hot = ctc.beam_search(pad(xs), torch.tensor([x.shape[0] for x in xs]), 0, beam=12, beam_threshold=10.0,
                               fusion=[(lm, 0.6), (hot, 1.0)])
     assert ns["hot_texts"] == [text_of(h[0].tokens) for h in own_hot]
+    dec = ns["decoder"]
+    for text, _, _, logit, total in dec.decode_beams(xs[1].numpy(), beam_width=8, hotwords=["bead"],
+                                                     hotword_weight=4.0):
+        tokens = [LABELS.index(c) for c in text]  # extra spaces of a beam's tokens (empty words) score 0
+        fused = 0.6 * lm.score_sequence(tokens) + hot.score_sequence(tokens, final=True)
+        assert total - logit == pytest.approx(fused, abs=1e-3)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -258,21 +258,37 @@ class BeamSearchDecoderCTC:
     def _beams(self, hyps: list[Hypothesis], fusion: list[tuple[Any, float]]
                ) -> list[tuple[str, WordFrames, float, float]]:
         out, seen = [], set()
-        for h in hyps:  # best first; pyctcdecode keeps one beam per text
+        fused_all = _fused_scores(fusion, [h.tokens for h in hyps], self.blank_id)
+        for h, fused in zip(hyps, fused_all):  # best first; pyctcdecode keeps one beam per text
             text = self._text(h.tokens)
             if text in seen:
                 continue
             seen.add(text)
-            fused = sum(w * _sequence_score(m, h.tokens) for m, w in fusion)
             frames = [(w, (s, e)) for w, s, e in word_spans(h.tokens, h.timestamps, self.boundaries)]
             out.append((text, frames, float(h.score - fused), float(h.score)))
         return out
 
 
-def _sequence_score(model: Any, tokens: Sequence[int]) -> float:
-    if isinstance(model, BoostingTree):
-        return model.score_sequence(tokens, final=True)
-    return model.score_sequence(tokens, eos=True)
+def _fused_scores(fusion: list[tuple[Any, float]], sequences: list[list[int]], blank: int) -> list[float]:
+    """``sum_i w_i * (model_i's score of the tokens + its end score)`` of every sequence, all sequences
+    stepped together (padding with the blank, which scores 0 and keeps the state)."""
+    n = len(sequences)
+    if not fusion or n == 0:
+        return [0.0] * n
+    length = max(len(q) for q in sequences)
+    tokens = torch.full((n, max(1, length)), blank, dtype=torch.long)
+    for i, q in enumerate(sequences):
+        tokens[i, : len(q)] = torch.tensor(q, dtype=torch.long)
+    total = torch.zeros(n, dtype=torch.float64)
+    for model, weight in fusion:
+        states = model.initial_states(n)
+        acc = torch.zeros(n, dtype=torch.float64)
+        for t in range(length):
+            sc, nxt = model.score_tokens(states, tokens[:, t: t + 1].to(states.device))
+            acc += sc[:, 0].double().cpu()
+            states = nxt[:, 0]
+        total += weight * (acc + model.final(states).double().cpu())
+    return total.tolist()
 
 
 def _boundaries(pieces: list[str | None], is_bpe: bool) -> WordBoundaries:
