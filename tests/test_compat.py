@@ -11,6 +11,8 @@ import random
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asrdecode import ctc
 from asrdecode.compat import build_ctcdecoder, ctc_decoder
@@ -403,3 +405,23 @@ def test_torchaudio_script_same_transcripts_as_flashlight_text_on_clear_speech(f
         res = dec.decode(x.data_ptr(), x.shape[0], x.shape[1])
         peer.append(" ".join(word_dict.get_entry(w) for w in res[0].words if w >= 0))
     assert ours["transcripts"] == peer == sentences
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30), st.sampled_from(["delimiter", "prefix"]))
+def test_word_spans_are_the_boundaries_words_with_their_frames(tokens, style):
+    from asrdecode.compat._common import word_spans
+    from asrdecode.lm.word import detect_boundaries
+
+    vocab = [None, " ", "a", "b", "c", "d", "e"] if style == "delimiter" else [None, "\u2581", "a", "\u2581b", "c",
+                                                                                "\u2581de", "e"]
+    bounds = detect_boundaries(vocab, style, [" "] if style == "delimiter" else None)
+    tokens = [t for t in tokens if t != 0]
+    times = list(range(0, 2 * len(tokens), 2))
+    spans = word_spans(tokens, times, bounds)
+    assert [w for w, _, _ in spans] == bounds.words(tokens)
+    for (_, s, e), (_, s2, _) in zip(spans, spans[1:] + [("", 10**9, 0)]):
+        assert s < e <= s2  # ordered, non-empty, not overlapping
+    texts = [bounds.text[t] for t in tokens]
+    for w, s, e in spans:  # each word's first and last frames carry its first and last characters' tokens
+        assert w.startswith(texts[s // 2]) and w.endswith(texts[(e - 1) // 2])
