@@ -232,7 +232,9 @@ def test_pyctcdecode_bad_inputs(files, tmp_path):
     with pytest.raises(DecodingInputError, match="beam_width"):
         dec.decode(x, beam_width=0)
     with pytest.raises(DecodingInputError, match="beam_prune_logp"):
-        dec.decode(x, beam_prune_logp=3.0)
+        dec.decode(x, beam_prune_logp=0.0)
+    assert dec.decode(x, beam_prune_logp=-math.inf) == dec.decode(x, beam_prune_logp=-1e9)  # no pruning
+    assert dec.decode(x[:0]) == "" and dec.decode_beams(x[:0]) == [("", None, [], 0.0, 0.0)]  # no frames
     with pytest.raises(DecodingInputError, match="lm_start_state"):
         dec.decode(x, lm_start_state=object())
     with pytest.raises(DecodingInputError, match="2 dimensions"):

@@ -195,8 +195,9 @@ class BeamSearchDecoderCTC:
         if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
             raise DecodingInputError(f"beam_width must be a positive int, got {beam_width!r}")
         prune = check_number("beam_prune_logp", beam_prune_logp, finite=False)
-        if prune > 0:
-            raise DecodingInputError(f"beam_prune_logp must be <= 0, got {beam_prune_logp!r}")
+        if not prune < 0:
+            raise DecodingInputError(f"beam_prune_logp must be < 0 (how far below the best a beam may fall), "
+                                     f"got {beam_prune_logp!r}")
         check_number("token_min_logp", token_min_logp, finite=False)
         if isinstance(logits_list, (str, bytes)) or not isinstance(logits_list, Sequence):
             logits_list = list(logits_list) if hasattr(logits_list, "__iter__") else logits_list
