@@ -17,7 +17,9 @@ import torch
 
 from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ...results import Hypothesis
+from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
+from ..beam import ENGINES as _ENGINES, _use_native
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
@@ -62,6 +64,10 @@ class WFSTDecoder:
             ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
             reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
             Pre-pruning only skips arcs the beam would remove: results are the same without it.
+        engine: where :meth:`advance` runs the frame loop, as in :func:`asrdecode.ctc.beam_search`:
+            ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
+            ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
+            hypotheses, n-best lists and lattices and share the state (a stream may switch engines).
     """
 
     def __init__(
@@ -74,6 +80,7 @@ class WFSTDecoder:
         lattice_beam: float = 8.0,
         dense_min_degree: int = 64,
         dense_memory_mb: float = 512.0,
+        engine: str = "auto",
     ) -> None:
         beam = check_float("beam", beam, positive=True, allow_inf=True)
         lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
@@ -85,6 +92,9 @@ class WFSTDecoder:
         max_active = check_positive_int("max_active", max_active)
         if blank_id is not None and int(blank_id) != graph.blank_id:
             raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
+        if not isinstance(engine, str) or engine not in _ENGINES:
+            raise DecodingInputError(f"engine must be one of {', '.join(map(repr, _ENGINES))}, got {engine!r}")
+        self.engine = engine
         self.graph = graph
         self.beam = float(beam)
         self.max_active = int(max_active)
@@ -95,6 +105,7 @@ class WFSTDecoder:
         self.dense_memory_mb = float(dense_memory_mb)
         self._dense: tuple | None = None
         self._packed: tuple | None = None
+        self._state_max: tuple | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,7 +121,15 @@ class WFSTDecoder:
             self.graph = self.graph.to(device)
             self._dense = None
             self._packed = None
+            self._state_max = None
         return self.graph
+
+    def _emit_max(self, g: DecodingGraph) -> torch.Tensor:
+        """``[S]`` float32: each state's best emitting arc score (``-inf`` without emitting arcs)."""
+        if self._state_max is None or self._state_max[0] is not g:
+            m = torch.full((g.num_states,), _NEG, device=g.device).scatter_reduce(0, g.e_src, g.e_score.float(), "amax")
+            self._state_max = (g, m.contiguous())
+        return self._state_max[1]
 
     def _arc_rows(self, g: DecodingGraph) -> torch.Tensor:
         """Emitting arcs packed as ``[A, 4]`` int32 rows ``(2 * token + starts, dst, word, score bits)``:
@@ -387,6 +406,14 @@ class WFSTDecoder:
             )
         g = self._graph_on(x.device)
         am = x.float() * self.acoustic_scale
+        if _use_native(self.engine, x):
+            rows = self._arc_rows(g)
+            if rows is not None:
+                native_wfst.run_frames(self, state, am, lens, rows, self._emit_max(g))
+                state.offset = state.offset + lens
+                return state
+            if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
+                raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
         dev = x.device
         hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
         S = g.num_states
