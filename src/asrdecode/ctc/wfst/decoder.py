@@ -550,11 +550,9 @@ class WFSTDecoder:
         best = torch.full((B,), _NEG, device=fin.device).scatter_reduce(0, toks.b, total, "amax")
         cand = torch.where(total == best[toks.b], torch.arange(toks.b.shape[0], device=fin.device), toks.b.shape[0])
         win = torch.full((B,), toks.b.shape[0], device=fin.device).scatter_reduce(0, toks.b, cand, "amin")
-        prev = torch.cat(hist.prev).cpu().tolist()
-        word = torch.cat(hist.word).cpu().tolist()
-        frame = torch.cat(hist.frame).cpu().tolist()
-        token = torch.cat(hist.token).cpu().tolist()
-        start = torch.cat(hist.start).cpu().tolist()
+        # walk the backpointers in numpy (converting the whole history to lists costs more than the search)
+        prev = torch.cat(hist.prev).cpu().numpy()
+        cols = [torch.cat(c).cpu().numpy() for c in (hist.token, hist.start, hist.frame, hist.word)]
         win_l = win.cpu().tolist()
         hid_l = toks.hid.cpu().tolist()
         best_l = best.cpu().tolist()
@@ -567,9 +565,10 @@ class WFSTDecoder:
             h = hid_l[win_l[b]]
             while h >= 0:
                 path.append(h)
-                h = prev[h]
+                h = int(prev[h])
             path.reverse()
-            out.append(self._hypothesis([(token[h], start[h], frame[h], word[h]) for h in path], float(best_l[b])))
+            token, start, frame, word = (c[path].tolist() for c in cols)
+            out.append(self._hypothesis(list(zip(token, start, frame, word)), float(best_l[b])))
         return out
 
     def _hypothesis(self, path: list[tuple[int, bool, int, int]], score: float) -> Hypothesis:
