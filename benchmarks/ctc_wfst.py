@@ -62,10 +62,14 @@ def kaldi_fst(g: DecodingGraph):
     return kaldifst.compile("\n".join(lines) + "\n")
 
 
-def kaldi_decode(fst, lp, lens, beam, max_active, scale, words):
+def kaldi_decode(fst, lp, lens, beam, max_active, scale, words, min_active=None):
+    """FasterDecoder's best path of each utterance: (words, total score). ``min_active``: kaldi's
+    (default 20: below that many tokens the beam is not applied); 0 turns that rule off."""
     import kaldi_decoder
 
     opts = kaldi_decoder.FasterDecoderOptions(beam=beam, max_active=max_active)
+    if min_active is not None:
+        opts.min_active = min_active
     dec = kaldi_decoder.FasterDecoder(fst, opts)
     out = []
     for b in range(lp.shape[0]):
@@ -75,9 +79,24 @@ def kaldi_decode(fst, lp, lens, beam, max_active, scale, words):
         import kaldifst
 
         ok, lat = best
-        _, _, olabels, _ = kaldifst.get_linear_symbol_sequence(lat)
-        out.append([words[o] for o in olabels if o > 0])
+        _, _, olabels, weight = kaldifst.get_linear_symbol_sequence(lat)
+        out.append(([words[o] for o in olabels if o > 0], -(weight.value1 + weight.value2)))
     return out
+
+
+def disagreements(ours, kal) -> tuple[int, list[str]]:
+    """Agreement count and, per differing utterance, who has the better path score (natural log;
+    a difference means the other decoder's pruning lost that path)."""
+    agree, rows = 0, []
+    for i, (h, (kw, ks)) in enumerate(zip(ours, kal)):
+        ow = [w for w, _, _ in h.words]
+        if ow == kw:
+            agree += 1
+            continue
+        d = h.score - ks
+        who = "ours better (kaldi pruned it)" if d > 1e-3 else "kaldi better (ours pruned it)" if d < -1e-3 else "tie"
+        rows.append(f"{i}: ours {h.score:.3f} kaldi {ks:.3f} ({who})")
+    return agree, rows
 
 
 def cpu() -> float:
@@ -270,6 +289,7 @@ def main() -> None:
         T = max(x.shape[1] for x in lp)
         all_lp = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1])) for x in lp])
         all_el = torch.cat(el)
+        analysis = []
         for top, g in graphs.items():
             times, outs = {}, {}
             for engine in ("native", "torch"):
@@ -285,12 +305,18 @@ def main() -> None:
             ours_w = [[w for w, _, _ in h.words] for h in outs["native", 1]]
             for key in outs:
                 assert ours_w == [[w for w, _, _ in h.words] for h in outs[key]], key
-            agree = sum(a == b for a, b in zip(ours_w, kal))
-            t = times
-            report.append(f"| {top} | {tk:.3f} | {t['native', 1]:.3f} | {t['native', 32]:.3f} | {t['torch', 1]:.2f} | "
-                          f"{t['torch', 32]:.2f} | {tk / t['native', 1]:.2f} | {tk / t['native', 32]:.2f} | "
-                          f"{tk / t['torch', 32]:.2f} | {agree}/{len(kal)} |\n")
-            print(top, tk, t, agree, len(kal), flush=True)
+            agree, diffs = disagreements(outs["native", 1], kal)
+            # kaldi without its min_active rule (default 20: with fewer active tokens it skips the beam)
+            strict = kaldi_decode(fst, all_lp, all_el.tolist(), args.beam, args.max_active, sc, g.words, min_active=0)
+            agree_strict, diffs_strict = disagreements(outs["native", 1], strict)
+            analysis.append(f"- {top}, kaldi's default (min_active 20): {agree}/{len(kal)} agree; differing: "
+                            + ("; ".join(diffs) or "none") + "\n")
+            analysis.append(f"- {top}, kaldi with min_active 0: {agree_strict}/{len(kal)} agree; differing: "
+                            + ("; ".join(diffs_strict) or "none") + "\n")
+            print(top, tk, times, agree, agree_strict, len(kal), flush=True)
+        report.append("\nDisagreements with kaldi (utterance index: best path scores, natural log, acoustic scale "
+                      "included):\n\n" + "".join(analysis))
+        print("".join(analysis), flush=True)
     if "nbest" not in skip:
         nbest_rows(report, graphs, data, args)
     if "boost" not in skip:
