@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import AsrDecodeError, FileFormatError
+from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .paths import check_output_path
 from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
@@ -58,7 +58,7 @@ def _load_model(spec: str):
 
 #: DecodeOptions fields that a decoding command's flags of the same name set
 _OPTION_FLAGS = ("decoder", "beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph", "acoustic_scale",
-                 "word_lm", "word_lm_weight", "word_bonus")
+                 "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active")
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -71,7 +71,11 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
 def decode_options(args: argparse.Namespace, bundle: Any = None) -> DecodeOptions:
     """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command: the flags the user set,
     else ``bundle``'s tuned ``decode_defaults``, else the library's defaults."""
-    return DecodeOptions.for_bundle(bundle, **given_options(args))
+    opts = DecodeOptions.for_bundle(bundle, **given_options(args))
+    if opts.decoder == "wfst" and getattr(args, "beam", None) is not None:
+        raise DecodingInputError("--beam is the hypothesis count of --decoder beam; --decoder wfst takes "
+                                 "--wfst-beam (score beam, natural log) and --max-active")
+    return opts
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -544,6 +548,10 @@ def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
     p.add_argument("--acoustic-scale", type=float, default=None,
                    help="acoustic scale for --decoder wfst (default: %(default)s)")
+    p.add_argument("--wfst-beam", type=float, default=None,
+                   help="score beam of --decoder wfst, natural log (default: the model's, else 17)")
+    p.add_argument("--max-active", type=int, default=None,
+                   help="most tokens per utterance and frame with --decoder wfst (default: the model's, else 10000)")
     _add_beam(p)
 
 

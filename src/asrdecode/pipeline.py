@@ -78,7 +78,7 @@ class DecodeOptions:
     FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window", "lm": "--lm",
              "lm_weight": "--lm-weight", "beta": "--beta", "boost": "--boost", "graph": "--graph",
              "acoustic_scale": "--acoustic-scale", "word_lm": "--word-lm", "word_lm_weight": "--word-lm-weight",
-             "word_bonus": "--word-bonus", "wfst_beam": "wfst_beam", "max_active": "max_active"}
+             "word_bonus": "--word-bonus", "wfst_beam": "--wfst-beam", "max_active": "--max-active"}
     #: options whose LM / boosting / graph tensors are built on the CPU
     CPU_ONLY = ("lm", "word_lm", "boost", "graph")
 
