@@ -20,7 +20,10 @@ def test_wfst_flags(tmp_path, capsys, monkeypatch):
     lm.write_text(ARPA)
     graph = tmp_path / "tlg.pt"
     assert main(["build-graph", "--lm", str(lm), "--out", str(graph)]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err  # progress: each stage with its time and the peak memory
+    for stage in ("building the compact TLG of 2 words", "LG composed", "TLG composed", "graph arrays"):
+        assert stage in err
+    assert err.count("peak memory") == 4
     clip = str(sorted(Path("data/real").glob("*.wav"))[0])
     seen = []
     real = cli.decode_options

@@ -281,7 +281,9 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
         lexicon = lexicon_from_tokenizer(words, tok, "skip" if args.skip_unknown_words else "error")
         arpa = drop_words(arpa, [w for w in words if w not in lexicon])  # the skipped words leave the LM too
-    graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank)
+    print(f"asrdecode: building the {args.topology} TLG of {len(lexicon)} words ...", file=sys.stderr, flush=True)
+    graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank,
+                      log=lambda line: print(f"asrdecode: build-graph: {line}", file=sys.stderr, flush=True))
     with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
         tmp_path = Path(tmp) / "graph.pt"
         graph.save(tmp_path)
