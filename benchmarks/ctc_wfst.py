@@ -282,8 +282,8 @@ def main() -> None:
                       "Agreement = identical word sequences (native vs kaldi; native and torch are asserted equal). "
                       "Ours includes a warm-up call first (per-state token rows, packed arcs, built once per decoder).\n\n"
                       "| graph | kaldi s | native b1 s | native b32 s | torch b1 s | torch b32 s | kaldi/native b1 "
-                      "| kaldi/native b32 | kaldi/torch b32 | agreement |\n"
-                      "|---|---|---|---|---|---|---|---|---|---|\n")
+                      "| kaldi/native b32 | kaldi/torch b32 | agreement | agreement, kaldi min_active 0 |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|---|\n")
         lp = [d[0] for d in data.values()]
         el = [d[1] for d in data.values()]
         T = max(x.shape[1] for x in lp)
@@ -313,6 +313,10 @@ def main() -> None:
                             + ("; ".join(diffs) or "none") + "\n")
             analysis.append(f"- {top}, kaldi with min_active 0: {agree_strict}/{len(kal)} agree; differing: "
                             + ("; ".join(diffs_strict) or "none") + "\n")
+            t = times
+            report.append(f"| {top} | {tk:.3f} | {t['native', 1]:.3f} | {t['native', 32]:.3f} | {t['torch', 1]:.2f} | "
+                          f"{t['torch', 32]:.2f} | {tk / t['native', 1]:.2f} | {tk / t['native', 32]:.2f} | "
+                          f"{tk / t['torch', 32]:.2f} | {agree}/{len(kal)} | {agree_strict}/{len(kal)} |\n")
             print(top, tk, times, agree, agree_strict, len(kal), flush=True)
         report.append("\nDisagreements with kaldi (utterance index: best path scores, natural log, acoustic scale "
                       "included):\n\n" + "".join(analysis))
