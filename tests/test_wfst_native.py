@@ -146,3 +146,21 @@ def test_engine_argument():
     with pytest.raises(DecodingInputError, match="engine"):
         WFSTDecoder(g, engine="gpu")
     assert WFSTDecoder(g).engine == "auto"
+
+
+def test_fst_text_parsed_in_blocks_and_chunks():
+    from asrdecode.ctc.wfst.graph import _parse_fst_text
+
+    rng = np.random.default_rng(0)
+    lines = [f"{rng.integers(0, 50)} {rng.integers(0, 50)} {rng.integers(0, 9)} {rng.integers(0, 4)} {rng.random():.5f}"
+             for _ in range(300)]
+    lines[7] = "3 4 1 0"  # no weight
+    lines[100:100] = ["12 0.25", "", "13"]  # finals (with and without a cost), an empty line
+    text = "\n".join(lines)  # no final newline
+    whole = _parse_fst_text(text)
+    for chunk, block in ((1, 7), (13, 64), (1000, 5)):
+        got = _parse_fst_text(text, chunk=chunk, block=block)
+        for a, b in zip(got[:5], whole[:5]):
+            np.testing.assert_array_equal(a, b)
+        assert got[5:] == whole[5:] == ({12: 0.25, 13: 0.0}, int(lines[0].split()[0]))
+    assert whole[0].shape == (300,) and whole[4][7] == 0.0

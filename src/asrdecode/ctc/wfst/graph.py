@@ -212,10 +212,10 @@ def peak_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024
 
 
-def _parse_fst_text(text: str, chunk: int = 1 << 20):
+def _parse_fst_text(text: str, chunk: int = 1 << 20, block: int = 1 << 24):
     """OpenFst text -> arcs ``(src, dst, ilabel, olabel int64; weight float32)`` arrays, ``{final state: cost}``
-    and the first listed state. Lines are read one at a time and arcs kept as Python numbers for at
-    most ``chunk`` lines (a 20M-arc graph's text as Python lists took several GB)."""
+    and the first listed state. Lines are split ``block`` characters at a time and arcs kept as Python
+    numbers for at most ``chunk`` lines (a 20M-arc graph's text as Python lists took several GB)."""
     cols: list[list[np.ndarray]] = [[], [], [], [], []]
     buf: list[list] = [[], [], [], [], []]
     finals: dict[int, float] = {}
@@ -226,28 +226,29 @@ def _parse_fst_text(text: str, chunk: int = 1 << 20):
             cols[i].append(np.asarray(buf[i], dtype=dt))
             buf[i].clear()
 
-    pos = 0
-    n = len(text)
+    pos, n = 0, len(text)
     while pos < n:
-        end = text.find("\n", pos)
-        if end < 0:
-            end = n
-        f = text[pos:end].split()
+        end = text.rfind("\n", pos, pos + block) if pos + block < n else n
+        if end <= pos:  # a line longer than a block
+            end = text.find("\n", pos + block)
+            end = n if end < 0 else end
+        for line in text[pos:end].splitlines():
+            f = line.split()
+            if not f:
+                continue
+            if start is None:
+                start = int(f[0])
+            if len(f) >= 4:
+                buf[0].append(int(f[0]))
+                buf[1].append(int(f[1]))
+                buf[2].append(int(f[2]))
+                buf[3].append(int(f[3]))
+                buf[4].append(float(f[4]) if len(f) > 4 else 0.0)
+                if len(buf[0]) >= chunk:
+                    flush()
+            else:
+                finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
         pos = end + 1
-        if not f:
-            continue
-        if start is None:
-            start = int(f[0])
-        if len(f) >= 4:
-            buf[0].append(int(f[0]))
-            buf[1].append(int(f[1]))
-            buf[2].append(int(f[2]))
-            buf[3].append(int(f[3]))
-            buf[4].append(float(f[4]) if len(f) > 4 else 0.0)
-            if len(buf[0]) >= chunk:
-                flush()
-        else:
-            finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
     flush()
     src, dst, il, ol, w = (np.concatenate(c) for c in cols)
     return src, dst, il, ol, w, finals, start
