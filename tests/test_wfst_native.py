@@ -80,7 +80,8 @@ def _decoders(g, seed):
     beam = float(rng.choice([2.0, 5.0, 1e9]))
     max_active = int(rng.choice([2, 4, 50]))
     kw = dict(beam=beam, max_active=max_active, acoustic_scale=float(rng.choice([0.5, 1.0, 2.0])),
-              lattice_beam=float(rng.choice([1.0, 4.0])), dense_min_degree=int(rng.choice([1, 10**9])))
+              lattice_beam=float(rng.choice([1.0, 4.0])), dense_min_degree=int(rng.choice([1, 10**9])),
+              min_active=int(rng.choice([0, 0, 3])))
     return WFSTDecoder(g, engine="native", **kw), WFSTDecoder(g, engine="torch", **kw)
 
 
@@ -164,3 +165,20 @@ def test_fst_text_parsed_in_blocks_and_chunks():
             np.testing.assert_array_equal(a, b)
         assert got[5:] == whole[5:] == ({12: 0.25, 13: 0.0}, int(lines[0].split()[0]))
     assert whole[0].shape == (300,) and whole[4][7] == 0.0
+
+
+def test_min_active_keeps_the_path_a_narrow_beam_loses():
+    """kaldi's min_active rule: on this graph the beam alone leaves only a dead-end state (no token
+    survives the last frame); keeping the best 20 tokens finds the path kaldi's FasterDecoder finds."""
+    g = random_graph(11)
+    gen = torch.Generator().manual_seed(11)
+    lp = (torch.randn(1, 6, g.vocab_size + 1, generator=gen) * 3).log_softmax(-1)
+    for engine in ("native", "torch"):
+        assert WFSTDecoder(g, beam=3.0, engine=engine)(lp)[0].score == float("-inf")
+        h = WFSTDecoder(g, beam=3.0, min_active=20, engine=engine)(lp)[0]
+        assert [w for w, _, _ in h.words] == ["w3", "w1", "w1", "w1", "w4"]
+        assert h.score == pytest.approx(-14.0146, abs=1e-3)  # kaldi-decoder 0.3.2: -14.014618
+    with pytest.raises(DecodingInputError, match="min_active"):
+        WFSTDecoder(g, min_active=-1)
+    with pytest.raises(DecodingInputError, match="min_active"):
+        WFSTDecoder(g, min_active=2.5)

@@ -29,7 +29,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct WfstArgs {
   int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;
-  int64_t hist_base, node_base, step_base;
+  int64_t hist_base, node_base, step_base, min_active;
   float beam, lattice_beam;
   const int64_t* e_ptr;     // [S + 1]
   const int32_t* e_rows;    // [A, 4]: 2 * token + starts, dst, word, score bits
@@ -114,18 +114,19 @@ class Search {
     return a_.hist_base + int64_t(r_.h_prev.size()) - 1;
   }
 
-  // Beam, recombination by state, max-active over (state, score)[n] in order: kept_ = the kept
-  // indices, ascending (WFSTDecoder._prune's rules).
+  // Beam (with min_active: or among the best min_active), recombination by state, max-active over
+  // (state, score)[n] in order: kept_ = the kept indices, ascending (WFSTDecoder._prune's rules).
   void prune(const int32_t* s, const float* sc, int32_t n) {
     kept_.clear();
     if (n == 0) return;
     float top = kNegInf;
     for (int32_t i = 0; i < n; ++i) top = std::max(top, sc[i]);
     const float cut = top - a_.beam;
+    const bool relax = a_.min_active > 0;  // recombine everything first, the beam after
     win_.assign(size_t(n), 0);
     touched_.clear();
     for (int32_t i = 0; i < n; ++i) {
-      if (!(sc[i] >= cut)) continue;
+      if (!relax && !(sc[i] >= cut)) continue;
       int32_t& w = at_[size_t(s[i])];
       if (w < 0) {
         w = i;
@@ -140,6 +141,21 @@ class Search {
     for (int32_t st : touched_) at_[size_t(st)] = -1;
     for (int32_t i = 0; i < n; ++i)
       if (win_[size_t(i)]) kept_.push_back(i);
+    if (relax) {  // the beam's survivors are the best tokens: keep them, or the best min_active
+      int64_t inside = 0;
+      for (int32_t i : kept_) inside += sc[i] >= cut;
+      if (inside < int64_t(kept_.size())) {
+        auto better = [sc](int32_t x, int32_t y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); };
+        const int64_t keep = std::max(inside, std::min(a_.min_active, int64_t(kept_.size())));
+        order_ = kept_;
+        if (keep < int64_t(order_.size())) {
+          std::nth_element(order_.begin(), order_.begin() + (keep - 1), order_.end(), better);
+          order_.resize(size_t(keep));
+        }
+        std::sort(order_.begin(), order_.end());
+        kept_.swap(order_);
+      }
+    }
     if (int64_t(kept_.size()) > a_.max_active) {
       order_ = kept_;
       auto better = [sc](int32_t x, int32_t y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); };
@@ -173,6 +189,7 @@ class Search {
 
   void frame(int64_t b, int64_t t, const float* am, const float* boost, float bmax) {
     const float beam = a_.beam;
+    const bool relax = a_.min_active > 0;
     const int64_t fr = a_.offset[b] + t;
     float am_max = kNegInf;
     for (int64_t k = 0; k < a_.vocab; ++k) am_max = std::max(am_max, am[k]);
@@ -205,17 +222,17 @@ class Search {
       float bound = k.score + a_.e_max[k.s];
       bound = bound + am_max;
       bound = bound + bmax;
-      if (bound < run - beam) continue;
+      if (!relax && bound < run - beam) continue;
       for (int64_t e = lo; e < hi; ++e) {
         const int32_t* row = a_.e_rows + 4 * e;
         float arc;
         const float sc = score_of(k, row, &arc);
         if (sc > run) run = sc;
-        if (sc >= run - beam) ec_.push_back(ECand{int32_t(i), row[1], row[2], row[0], sc, arc});
+        if (relax || sc >= run - beam) ec_.push_back(ECand{int32_t(i), row[1], row[2], row[0], sc, arc});
       }
     }
-    // the final cut-off (run is now the best candidate score)
-    const float cut = run - beam;
+    // the final cut-off (run is now the best candidate score; min_active: the pruning decides)
+    const float cut = relax ? kNegInf : run - beam;
     size_t m = 0;
     for (size_t i = 0; i < ec_.size(); ++i)
       if (ec_[i].score >= cut) ec_[m++] = ec_[i];

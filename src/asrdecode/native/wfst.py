@@ -28,7 +28,7 @@ _F = ctypes.c_float
 class _Args(ctypes.Structure):
     _fields_ = [("batch", _I), ("frames", _I), ("vocab", _I), ("num_states", _I), ("eps_depth", _I),
                 ("max_active", _I), ("boost_width", _I), ("lattice", _I), ("hist_base", _I), ("node_base", _I),
-                ("step_base", _I), ("beam", _F), ("lattice_beam", _F),
+                ("step_base", _I), ("min_active", _I), ("beam", _F), ("lattice_beam", _F),
                 ("e_ptr", _P), ("e_rows", _P), ("e_max", _P), ("p_ptr", _P), ("p_dst", _P), ("p_olabel", _P),
                 ("p_score", _P), ("am", _P), ("lengths", _P), ("offset", _P), ("boost", _P),
                 ("tok_ptr", _P), ("tok_s", _P), ("tok_score", _P), ("tok_hid", _P), ("tok_nid", _P)]
@@ -88,6 +88,7 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
         batch=B, frames=T, vocab=V, num_states=g.num_states, eps_depth=g.eps_depth, max_active=decoder.max_active,
         boost_width=0 if boost is None else boost.shape[1], lattice=int(rec is not None), hist_base=state.hist.size,
         node_base=rec.num_nodes if rec is not None else 0, step_base=rec.step if rec is not None else 0,
+        min_active=decoder.min_active,
         beam=decoder.beam, lattice_beam=decoder.lattice_beam,
         e_ptr=_ptr(e_ptr), e_rows=_ptr(rows), e_max=_ptr(e_max), p_ptr=_ptr(p_ptr), p_dst=_ptr(p_dst),
         p_olabel=_ptr(p_olabel), p_score=_ptr(p_score), am=_ptr(am), lengths=_ptr(lens), offset=_ptr(offset),

@@ -64,6 +64,10 @@ class WFSTDecoder:
             ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
             reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
             Pre-pruning only skips arcs the beam would remove: results are the same without it.
+        min_active: kaldi's rule (its FasterDecoder default is 20): when fewer than ``min_active``
+            tokens of an utterance pass the beam, the best ``min_active`` (after recombination) are
+            kept anyway, so that a locally narrow beam cannot lose every continuation of the better
+            path. ``0`` (default): the beam alone. Turns the acoustic pre-pruning off.
         engine: where :meth:`advance` runs the frame loop, as in :func:`asrdecode.ctc.beam_search`:
             ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
             ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
@@ -81,6 +85,7 @@ class WFSTDecoder:
         dense_min_degree: int = 64,
         dense_memory_mb: float = 512.0,
         engine: str = "auto",
+        min_active: int = 0,
     ) -> None:
         beam = check_float("beam", beam, positive=True, allow_inf=True)
         lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
@@ -90,6 +95,9 @@ class WFSTDecoder:
         if dense_memory_mb < 0:
             raise DecodingInputError(f"dense_memory_mb must be >= 0, got {dense_memory_mb}")
         max_active = check_positive_int("max_active", max_active)
+        if isinstance(min_active, bool) or not isinstance(min_active, int) or min_active < 0:
+            raise DecodingInputError(f"min_active must be an int >= 0, got {min_active!r}")
+        self.min_active = int(min_active)
         if blank_id is not None and int(blank_id) != graph.blank_id:
             raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
         if not isinstance(engine, str) or engine not in _ENGINES:
@@ -190,14 +198,16 @@ class WFSTDecoder:
         return table.to(device)
 
     def _prune(self, t: _Tokens, B: int) -> _Tokens:
-        """Recombine same (utterance, state) keeping the best (earliest on ties), beam, max_active."""
+        """Recombine same (utterance, state) keeping the best (earliest on ties), beam (with
+        ``min_active``: or among the best ``min_active``), max_active."""
         if t.b.numel() == 0:
             return t
         S = self.graph.num_states
-        # the beam first (the best score is the same before and after recombination): fewer to sort
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
         inside = t.score >= _g(top, t.b) - self.beam
-        if not bool(inside.all()):  # (often all are: no gathers)
+        # the beam first when it alone decides (the best score is the same before and after
+        # recombination): fewer to sort
+        if self.min_active == 0 and not bool(inside.all()):  # (often all are: no gathers)
             t = t.take(torch.nonzero(inside).squeeze(1))
         key = t.b * S + t.s
         n = key.shape[0]
@@ -210,6 +220,16 @@ class WFSTDecoder:
         first.index_fill_(0, key, _BIG)
         if win.shape[0] < n:
             t = t.take(win)
+        if self.min_active:
+            inside = t.score >= _g(top, t.b) - self.beam
+            if not bool(inside.all()):
+                counts = torch.bincount(t.b, minlength=B)
+                order = torch.argsort(t.score, descending=True, stable=True)
+                order = order[torch.argsort(t.b[order], stable=True)]
+                start = torch.cumsum(counts, 0) - counts
+                rank = torch.empty_like(order)
+                rank[order] = torch.arange(order.shape[0], device=order.device) - start[t.b[order]]
+                t = t.take(torch.nonzero(inside | (rank < self.min_active)).squeeze(1))
         counts = torch.bincount(t.b, minlength=B)
         if int(counts.max()) > self.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
@@ -417,7 +437,7 @@ class WFSTDecoder:
         dev = x.device
         hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
         S = g.num_states
-        dense = self._dense_rows(g)
+        dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
         for t in range(T):
             live = lens[toks.b] > t
@@ -447,9 +467,12 @@ class WFSTDecoder:
             score = _g(cur.score, tok) + arc_sc + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
             if boost is not None:
                 score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
-            # beam before gathering the rest (the same cutoff _prune applies)
-            top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+            # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
+            if self.min_active:
+                sel = torch.arange(score.shape[0], device=dev)
+            else:
+                top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
+                sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
             if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
                 sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
             tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
