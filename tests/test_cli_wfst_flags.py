@@ -35,12 +35,14 @@ def test_wfst_flags(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(cli, "decode_options", spy)
     base = ["transcribe", clip, "--model", "demo-ctc", "--decoder", "wfst", "--graph", str(graph)]
-    assert main(base + ["--wfst-beam", "7.5", "--max-active", "123"]) == 0
-    assert (seen[-1].wfst_beam, seen[-1].max_active) == (7.5, 123)
+    assert main(base + ["--wfst-beam", "7.5", "--max-active", "123", "--min-active", "20"]) == 0
+    assert (seen[-1].wfst_beam, seen[-1].max_active, seen[-1].min_active) == (7.5, 123, 20)
     capsys.readouterr()
     assert main(base + ["--beam", "8"]) == 2
     assert "--wfst-beam" in capsys.readouterr().err
     assert main(base + ["--max-active", "0"]) == 2
     assert "--max-active" in capsys.readouterr().err
+    assert main(base + ["--min-active", "-1"]) == 2
+    assert "--min-active" in capsys.readouterr().err
     assert main(base + ["--wfst-beam", "-1"]) == 2
     assert "wfst_beam" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def _load_model(spec: str):
 
 #: DecodeOptions fields that a decoding command's flags of the same name set
 _OPTION_FLAGS = ("decoder", "beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph", "acoustic_scale",
-                 "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active")
+                 "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active", "min_active")
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -554,6 +554,8 @@ def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
                    help="score beam of --decoder wfst, natural log (default: the model's, else 17)")
     p.add_argument("--max-active", type=int, default=None,
                    help="most tokens per utterance and frame with --decoder wfst (default: the model's, else 10000)")
+    p.add_argument("--min-active", type=int, default=None,
+                   help="--decoder wfst keeps at least this many tokens whatever the beam (kaldi's rule; default 0: off)")
     _add_beam(p)
 
 
