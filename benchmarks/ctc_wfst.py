@@ -62,10 +62,14 @@ def kaldi_fst(g: DecodingGraph):
     return kaldifst.compile("\n".join(lines) + "\n")
 
 
-def kaldi_decode(fst, lp, lens, beam, max_active, scale, words):
+def kaldi_decode(fst, lp, lens, beam, max_active, scale, words, min_active=None):
+    """FasterDecoder's best path of each utterance: (words, total score). ``min_active``: kaldi's
+    (default 20: below that many tokens the beam is not applied); 0 turns that rule off."""
     import kaldi_decoder
 
     opts = kaldi_decoder.FasterDecoderOptions(beam=beam, max_active=max_active)
+    if min_active is not None:
+        opts.min_active = min_active
     dec = kaldi_decoder.FasterDecoder(fst, opts)
     out = []
     for b in range(lp.shape[0]):
@@ -75,9 +79,24 @@ def kaldi_decode(fst, lp, lens, beam, max_active, scale, words):
         import kaldifst
 
         ok, lat = best
-        _, _, olabels, _ = kaldifst.get_linear_symbol_sequence(lat)
-        out.append([words[o] for o in olabels if o > 0])
+        _, _, olabels, weight = kaldifst.get_linear_symbol_sequence(lat)
+        out.append(([words[o] for o in olabels if o > 0], -(weight.value1 + weight.value2)))
     return out
+
+
+def disagreements(ours, kal) -> tuple[int, list[str]]:
+    """Agreement count and, per differing utterance, who has the better path score (natural log;
+    a difference means the other decoder's pruning lost that path)."""
+    agree, rows = 0, []
+    for i, (h, (kw, ks)) in enumerate(zip(ours, kal)):
+        ow = [w for w, _, _ in h.words]
+        if ow == kw:
+            agree += 1
+            continue
+        d = h.score - ks
+        who = "ours better (kaldi pruned it)" if d > 1e-3 else "kaldi better (ours pruned it)" if d < -1e-3 else "tie"
+        rows.append(f"{i}: ours {h.score:.3f} kaldi {ks:.3f} ({who})")
+    return agree, rows
 
 
 def cpu() -> float:
@@ -257,32 +276,51 @@ def main() -> None:
     else:
         sc = args.peer_scale
         report.append(f"\n## vs kaldi-decoder FasterDecoder (compact and normal TLG, acoustic_scale {sc}, same beam/max_active)\n\n"
-                      "Decoder-only CPU time over all utterances of both sets (best of 3 runs); ours batched, kaldi one "
-                      "utterance at a time (it has no batch). Agreement = identical word sequences. Ours includes a "
-                      "warm-up call first (it builds the per-state token rows of the pre-pruning once per decoder).\n\n"
-                      "| graph | ours batch 1 s | ours batch 32 s | kaldi s | kaldi/ours b1 | kaldi/ours b32 | agreement |\n"
-                      "|---|---|---|---|---|---|---|\n")
+                      "Decoder-only CPU time over all utterances of both sets (best of 3 runs, all columns of a row "
+                      "measured in one run); ours on the native engine (`engine=\"native\"`) and on the tensor engine "
+                      "(`engine=\"torch\"`), at batch 1 and 32; kaldi one utterance at a time (it has no batch). "
+                      "Agreement = identical word sequences (native vs kaldi; native and torch are asserted equal). "
+                      "Ours includes a warm-up call first (per-state token rows, packed arcs, built once per decoder).\n\n"
+                      "| graph | kaldi s | native b1 s | native b32 s | torch b1 s | torch b32 s | kaldi/native b1 "
+                      "| kaldi/native b32 | kaldi/torch b32 | agreement | agreement, kaldi min_active 0 |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|---|\n")
         lp = [d[0] for d in data.values()]
         el = [d[1] for d in data.values()]
         T = max(x.shape[1] for x in lp)
         all_lp = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1])) for x in lp])
         all_el = torch.cat(el)
+        analysis = []
         for top, g in graphs.items():
-            dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=sc)
-            dec(all_lp[:1, : all_el[0]], all_el[:1])  # warm-up: per-state token rows, packed arcs
-            t1, ours1 = best_of_three(
-                lambda: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
-            t32, ours32 = best_of_three(
-                lambda: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
+            times, outs = {}, {}
+            for engine in ("native", "torch"):
+                dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=sc, engine=engine)
+                dec(all_lp[:1, : all_el[0]], all_el[:1])  # warm-up: per-state token rows, packed arcs
+                times[engine, 1], outs[engine, 1] = best_of_three(
+                    lambda: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
+                times[engine, 32], outs[engine, 32] = best_of_three(
+                    lambda: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
             fst = kaldi_fst(g)
             tk, kal = best_of_three(
                 lambda: kaldi_decode(fst, all_lp, all_el.tolist(), args.beam, args.max_active, sc, g.words))
-            ours_w = [[w for w, _, _ in h.words] for h in ours1]
-            assert ours_w == [[w for w, _, _ in h.words] for h in ours32]
-            agree = sum(a == b for a, b in zip(ours_w, kal))
-            report.append(f"| {top} | {t1:.2f} | {t32:.2f} | {tk:.2f} | {tk / t1:.2f} | {tk / t32:.2f} | "
-                          f"{agree}/{len(kal)} |\n")
-            print(top, t1, t32, tk, agree, len(kal), flush=True)
+            ours_w = [[w for w, _, _ in h.words] for h in outs["native", 1]]
+            for key in outs:
+                assert ours_w == [[w for w, _, _ in h.words] for h in outs[key]], key
+            agree, diffs = disagreements(outs["native", 1], kal)
+            # kaldi without its min_active rule (default 20: with fewer active tokens it skips the beam)
+            strict = kaldi_decode(fst, all_lp, all_el.tolist(), args.beam, args.max_active, sc, g.words, min_active=0)
+            agree_strict, diffs_strict = disagreements(outs["native", 1], strict)
+            analysis.append(f"- {top}, kaldi's default (min_active 20): {agree}/{len(kal)} agree; differing: "
+                            + ("; ".join(diffs) or "none") + "\n")
+            analysis.append(f"- {top}, kaldi with min_active 0: {agree_strict}/{len(kal)} agree; differing: "
+                            + ("; ".join(diffs_strict) or "none") + "\n")
+            t = times
+            report.append(f"| {top} | {tk:.3f} | {t['native', 1]:.3f} | {t['native', 32]:.3f} | {t['torch', 1]:.2f} | "
+                          f"{t['torch', 32]:.2f} | {tk / t['native', 1]:.2f} | {tk / t['native', 32]:.2f} | "
+                          f"{tk / t['torch', 32]:.2f} | {agree}/{len(kal)} | {agree_strict}/{len(kal)} |\n")
+            print(top, tk, times, agree, agree_strict, len(kal), flush=True)
+        report.append("\nDisagreements with kaldi (utterance index: best path scores, natural log, acoustic scale "
+                      "included):\n\n" + "".join(analysis))
+        print("".join(analysis), flush=True)
     if "nbest" not in skip:
         nbest_rows(report, graphs, data, args)
     if "boost" not in skip:

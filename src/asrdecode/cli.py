@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import AsrDecodeError, FileFormatError
+from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .paths import check_output_path
 from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
@@ -59,7 +59,7 @@ def _load_model(spec: str):
 
 #: DecodeOptions fields that a decoding command's flags of the same name set
 _OPTION_FLAGS = ("decoder", "beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph", "acoustic_scale",
-                 "word_lm", "word_lm_weight", "word_bonus")
+                 "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active", "min_active")
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -72,7 +72,11 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
 def decode_options(args: argparse.Namespace, bundle: Any = None) -> DecodeOptions:
     """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command: the flags the user set,
     else ``bundle``'s tuned ``decode_defaults``, else the library's defaults."""
-    return DecodeOptions.for_bundle(bundle, **given_options(args))
+    opts = DecodeOptions.for_bundle(bundle, **given_options(args))
+    if opts.decoder == "wfst" and getattr(args, "beam", None) is not None:
+        raise DecodingInputError("--beam is the hypothesis count of --decoder beam; --decoder wfst takes "
+                                 "--wfst-beam (score beam, natural log) and --max-active")
+    return opts
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -278,7 +282,9 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
         lexicon = lexicon_from_tokenizer(words, tok, "skip" if args.skip_unknown_words else "error")
         arpa = drop_words(arpa, [w for w in words if w not in lexicon])  # the skipped words leave the LM too
-    graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank)
+    print(f"asrdecode: building the {args.topology} TLG of {len(lexicon)} words ...", file=sys.stderr, flush=True)
+    graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank,
+                      log=lambda line: print(f"asrdecode: build-graph: {line}", file=sys.stderr, flush=True))
     with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
         tmp_path = Path(tmp) / "graph.pt"
         graph.save(tmp_path)
@@ -562,6 +568,12 @@ def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
     p.add_argument("--acoustic-scale", type=float, default=None,
                    help="acoustic scale for --decoder wfst (default: %(default)s)")
+    p.add_argument("--wfst-beam", type=float, default=None,
+                   help="score beam of --decoder wfst, natural log (default: the model's, else 17)")
+    p.add_argument("--max-active", type=int, default=None,
+                   help="most tokens per utterance and frame with --decoder wfst (default: the model's, else 10000)")
+    p.add_argument("--min-active", type=int, default=None,
+                   help="--decoder wfst keeps at least this many tokens whatever the beam (kaldi's rule; default 0: off)")
     _add_beam(p)
 
 

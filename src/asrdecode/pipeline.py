@@ -56,6 +56,7 @@ class DecodeOptions:
         word_bonus: bonus per word with ``word_lm``.
         wfst_beam: score beam of WFST decoding (natural log).
         max_active: most tokens per utterance after each frame of WFST decoding.
+        min_active: WFST decoding keeps at least this many tokens whatever the beam (kaldi's rule; 0: off).
     """
 
     decoder: str = "greedy"
@@ -73,12 +74,14 @@ class DecodeOptions:
     word_bonus: float = 0.0
     wfst_beam: float = 17.0
     max_active: int = 10000
+    min_active: int = 0
 
     #: field -> the CLI flag that sets it (used in error messages)
     FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window", "lm": "--lm",
              "lm_weight": "--lm-weight", "beta": "--beta", "boost": "--boost", "graph": "--graph",
              "acoustic_scale": "--acoustic-scale", "word_lm": "--word-lm", "word_lm_weight": "--word-lm-weight",
-             "word_bonus": "--word-bonus", "wfst_beam": "wfst_beam", "max_active": "max_active"}
+             "word_bonus": "--word-bonus", "wfst_beam": "--wfst-beam", "max_active": "--max-active",
+             "min_active": "--min-active"}
     #: options whose LM / boosting / graph tensors are built on the CPU
     CPU_ONLY = ("lm", "word_lm", "boost", "graph")
 
@@ -89,6 +92,8 @@ class DecodeOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DecodingInputError(f"{self.FLAGS[name]} must be >= 1, got {value!r}")
+        if isinstance(self.min_active, bool) or not isinstance(self.min_active, int) or self.min_active < 0:
+            raise DecodingInputError(f"--min-active must be an int >= 0, got {self.min_active!r}")
         if self.method not in METHODS:
             raise DecodingInputError(f"--method must be one of {METHODS}, got {self.method!r}")
         for name in ("lm_weight", "beta", "acoustic_scale", "word_lm_weight", "word_bonus", "wfst_beam"):
@@ -151,7 +156,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "beam": (int,), "window": (int,), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
     "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
     "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float),
-    "wfst_beam": (int, float), "max_active": (int,)}
+    "wfst_beam": (int, float), "max_active": (int,), "min_active": (int,)}
 
 
 class Pipeline(NamedTuple):
@@ -261,7 +266,7 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
 
     boosts = dict(parse_boost(b) for b in opts.boost)
     decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale),
-                          beam=float(opts.wfst_beam), max_active=int(opts.max_active))
+                          beam=float(opts.wfst_beam), max_active=int(opts.max_active), min_active=int(opts.min_active))
 
     def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
         hyps = decoder(x, n, boosts=[boosts] * x.shape[0] if boosts else None)
@@ -336,7 +341,7 @@ def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any],
         from .ctc.wfst import load_graph
 
         kw.update(graph=load_graph(options.graph), acoustic_scale=float(options.acoustic_scale),
-                  beam=float(options.wfst_beam), max_active=int(options.max_active))
+                  beam=float(options.wfst_beam), max_active=int(options.max_active), min_active=int(options.min_active))
         boosts = dict(parse_boost(b) for b in options.boost) or None
     elif options.decoder == "beam":
         kw.update(beam=options.beam, beta=float(options.beta),

@@ -17,7 +17,9 @@ import torch
 
 from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ...results import Hypothesis
+from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
+from ..beam import ENGINES as _ENGINES, _use_native
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
@@ -62,6 +64,14 @@ class WFSTDecoder:
             ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
             reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
             Pre-pruning only skips arcs the beam would remove: results are the same without it.
+        min_active: kaldi's rule (its FasterDecoder default is 20): when fewer than ``min_active``
+            tokens of an utterance pass the beam, the best ``min_active`` (after recombination) are
+            kept anyway, so that a locally narrow beam cannot lose every continuation of the better
+            path. ``0`` (default): the beam alone. Turns the acoustic pre-pruning off.
+        engine: where :meth:`advance` runs the frame loop, as in :func:`asrdecode.ctc.beam_search`:
+            ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
+            ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
+            hypotheses, n-best lists and lattices and share the state (a stream may switch engines).
     """
 
     def __init__(
@@ -74,6 +84,8 @@ class WFSTDecoder:
         lattice_beam: float = 8.0,
         dense_min_degree: int = 64,
         dense_memory_mb: float = 512.0,
+        engine: str = "auto",
+        min_active: int = 0,
     ) -> None:
         beam = check_float("beam", beam, positive=True, allow_inf=True)
         lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
@@ -83,8 +95,14 @@ class WFSTDecoder:
         if dense_memory_mb < 0:
             raise DecodingInputError(f"dense_memory_mb must be >= 0, got {dense_memory_mb}")
         max_active = check_positive_int("max_active", max_active)
+        if isinstance(min_active, bool) or not isinstance(min_active, int) or min_active < 0:
+            raise DecodingInputError(f"min_active must be an int >= 0, got {min_active!r}")
+        self.min_active = int(min_active)
         if blank_id is not None and int(blank_id) != graph.blank_id:
             raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
+        if not isinstance(engine, str) or engine not in _ENGINES:
+            raise DecodingInputError(f"engine must be one of {', '.join(map(repr, _ENGINES))}, got {engine!r}")
+        self.engine = engine
         self.graph = graph
         self.beam = float(beam)
         self.max_active = int(max_active)
@@ -95,6 +113,7 @@ class WFSTDecoder:
         self.dense_memory_mb = float(dense_memory_mb)
         self._dense: tuple | None = None
         self._packed: tuple | None = None
+        self._state_max: tuple | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,6 +129,7 @@ class WFSTDecoder:
             self.graph = self.graph.to(device)
             self._dense = None
             self._packed = None
+            self._state_max = None
         return self.graph
 
     def _saved_index(self, g: DecodingGraph) -> dict | None:
@@ -119,6 +139,13 @@ class WFSTDecoder:
                 or index.get("dense_memory_mb") != self.dense_memory_mb:
             return None
         return index
+
+    def _emit_max(self, g: DecodingGraph) -> torch.Tensor:
+        """``[S]`` float32: each state's best emitting arc score (``-inf`` without emitting arcs)."""
+        if self._state_max is None or self._state_max[0] is not g:
+            m = torch.full((g.num_states,), _NEG, device=g.device).scatter_reduce(0, g.e_src, g.e_score.float(), "amax")
+            self._state_max = (g, m.contiguous())
+        return self._state_max[1]
 
     def _arc_rows(self, g: DecodingGraph) -> torch.Tensor:
         """Emitting arcs packed as ``[A, 4]`` int32 rows ``(2 * token + starts, dst, word, score bits)``:
@@ -193,14 +220,16 @@ class WFSTDecoder:
         return table.to(device)
 
     def _prune(self, t: _Tokens, B: int) -> _Tokens:
-        """Recombine same (utterance, state) keeping the best (earliest on ties), beam, max_active."""
+        """Recombine same (utterance, state) keeping the best (earliest on ties), beam (with
+        ``min_active``: or among the best ``min_active``), max_active."""
         if t.b.numel() == 0:
             return t
         S = self.graph.num_states
-        # the beam first (the best score is the same before and after recombination): fewer to sort
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
         inside = t.score >= _g(top, t.b) - self.beam
-        if not bool(inside.all()):  # (often all are: no gathers)
+        # the beam first when it alone decides (the best score is the same before and after
+        # recombination): fewer to sort
+        if self.min_active == 0 and not bool(inside.all()):  # (often all are: no gathers)
             t = t.take(torch.nonzero(inside).squeeze(1))
         key = t.b * S + t.s
         n = key.shape[0]
@@ -213,6 +242,16 @@ class WFSTDecoder:
         first.index_fill_(0, key, _BIG)
         if win.shape[0] < n:
             t = t.take(win)
+        if self.min_active:
+            inside = t.score >= _g(top, t.b) - self.beam
+            if not bool(inside.all()):
+                counts = torch.bincount(t.b, minlength=B)
+                order = torch.argsort(t.score, descending=True, stable=True)
+                order = order[torch.argsort(t.b[order], stable=True)]
+                start = torch.cumsum(counts, 0) - counts
+                rank = torch.empty_like(order)
+                rank[order] = torch.arange(order.shape[0], device=order.device) - start[t.b[order]]
+                t = t.take(torch.nonzero(inside | (rank < self.min_active)).squeeze(1))
         counts = torch.bincount(t.b, minlength=B)
         if int(counts.max()) > self.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
@@ -409,10 +448,18 @@ class WFSTDecoder:
             )
         g = self._graph_on(x.device)
         am = x.float() * self.acoustic_scale
+        if _use_native(self.engine, x):
+            rows = self._arc_rows(g)
+            if rows is not None:
+                native_wfst.run_frames(self, state, am, lens, rows, self._emit_max(g))
+                state.offset = state.offset + lens
+                return state
+            if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
+                raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
         dev = x.device
         hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
         S = g.num_states
-        dense = self._dense_rows(g)
+        dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
         for t in range(T):
             live = lens[toks.b] > t
@@ -442,9 +489,12 @@ class WFSTDecoder:
             score = _g(cur.score, tok) + arc_sc + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
             if boost is not None:
                 score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
-            # beam before gathering the rest (the same cutoff _prune applies)
-            top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+            # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
+            if self.min_active:
+                sel = torch.arange(score.shape[0], device=dev)
+            else:
+                top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
+                sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
             if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
                 sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
             tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
@@ -545,11 +595,9 @@ class WFSTDecoder:
         best = torch.full((B,), _NEG, device=fin.device).scatter_reduce(0, toks.b, total, "amax")
         cand = torch.where(total == best[toks.b], torch.arange(toks.b.shape[0], device=fin.device), toks.b.shape[0])
         win = torch.full((B,), toks.b.shape[0], device=fin.device).scatter_reduce(0, toks.b, cand, "amin")
-        prev = torch.cat(hist.prev).cpu().tolist()
-        word = torch.cat(hist.word).cpu().tolist()
-        frame = torch.cat(hist.frame).cpu().tolist()
-        token = torch.cat(hist.token).cpu().tolist()
-        start = torch.cat(hist.start).cpu().tolist()
+        # walk the backpointers in numpy (converting the whole history to lists costs more than the search)
+        prev = torch.cat(hist.prev).cpu().numpy()
+        cols = [torch.cat(c).cpu().numpy() for c in (hist.token, hist.start, hist.frame, hist.word)]
         win_l = win.cpu().tolist()
         hid_l = toks.hid.cpu().tolist()
         best_l = best.cpu().tolist()
@@ -562,9 +610,10 @@ class WFSTDecoder:
             h = hid_l[win_l[b]]
             while h >= 0:
                 path.append(h)
-                h = prev[h]
+                h = int(prev[h])
             path.reverse()
-            out.append(self._hypothesis([(token[h], start[h], frame[h], word[h]) for h in path], float(best_l[b])))
+            token, start, frame, word = (c[path].tolist() for c in cols)
+            out.append(self._hypothesis(list(zip(token, start, frame, word)), float(best_l[b])))
         return out
 
     def _hypothesis(self, path: list[tuple[int, bool, int, int]], score: float) -> Hypothesis:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -188,31 +190,14 @@ class DecodingGraph:
 
         The first arc's source (or the first listed state) is taken as start, as ``fstprint`` writes it.
         """
-        src, dst, il, ol, w = [], [], [], [], []
-        finals: dict[int, float] = {}
-        start = None
-        for line in text.splitlines():
-            f = line.split()
-            if not f:
-                continue
-            if start is None:
-                start = int(f[0])
-            if len(f) >= 4:
-                src.append(int(f[0]))
-                dst.append(int(f[1]))
-                il.append(int(f[2]))
-                ol.append(int(f[3]))
-                w.append(float(f[4]) if len(f) > 4 else 0.0)
-            else:
-                finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
+        src_a, dst_a, il_a, ol_a, w_a, finals, start = _parse_fst_text(text)
         if start is None:
             raise DecodingInputError("graph: the FST is empty (no path survived composition)")
-        S = max([start] + src + dst + list(finals)) + 1
+        S = max([start] + list(finals) + [int(x.max()) for x in (src_a, dst_a) if x.size]) + 1
         final = np.full(S, -np.inf, dtype=np.float32)
         for s, c in finals.items():
             final[s] = -c
-        src_a, dst_a, il_a, ol_a = (np.asarray(x, dtype=np.int64) for x in (src, dst, il, ol))
-        w_a = -np.asarray(w, dtype=np.float32)
+        w_a = -w_a
         if il_a.size and int(il_a.max()) > 2 * vocab_size:
             raise DecodingInputError(
                 f"graph: input label {int(il_a.max())} is not a token of a {vocab_size}-token model")
@@ -240,6 +225,70 @@ class DecodingGraph:
         )
         g.validate()
         return g
+
+
+class _Progress:
+    """``log`` lines: a stage, the seconds since the build started, the process's peak resident memory."""
+
+    def __init__(self, log: Callable[[str], None] | None) -> None:
+        self.log = log
+        self.t0 = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.log is not None:
+            self.log(f"{stage}: {time.perf_counter() - self.t0:.1f} s, peak memory {peak_rss_mb():.0f} MB")
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far in MB (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0.0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+def _parse_fst_text(text: str, chunk: int = 1 << 20, block: int = 1 << 24):
+    """OpenFst text -> arcs ``(src, dst, ilabel, olabel int64; weight float32)`` arrays, ``{final state: cost}``
+    and the first listed state. Lines are split ``block`` characters at a time and arcs kept as Python
+    numbers for at most ``chunk`` lines (a 20M-arc graph's text as Python lists took several GB)."""
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
+    buf: list[list] = [[], [], [], [], []]
+    finals: dict[int, float] = {}
+    start = None
+
+    def flush() -> None:
+        for i, dt in enumerate((np.int64, np.int64, np.int64, np.int64, np.float32)):
+            cols[i].append(np.asarray(buf[i], dtype=dt))
+            buf[i].clear()
+
+    pos, n = 0, len(text)
+    while pos < n:
+        end = text.rfind("\n", pos, pos + block) if pos + block < n else n
+        if end <= pos:  # a line longer than a block
+            end = text.find("\n", pos + block)
+            end = n if end < 0 else end
+        for line in text[pos:end].splitlines():
+            f = line.split()
+            if not f:
+                continue
+            if start is None:
+                start = int(f[0])
+            if len(f) >= 4:
+                buf[0].append(int(f[0]))
+                buf[1].append(int(f[1]))
+                buf[2].append(int(f[2]))
+                buf[3].append(int(f[3]))
+                buf[4].append(float(f[4]) if len(f) > 4 else 0.0)
+                if len(buf[0]) >= chunk:
+                    flush()
+            else:
+                finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
+        pos = end + 1
+    flush()
+    src, dst, il, ol, w = (np.concatenate(c) for c in cols)
+    return src, dst, il, ol, w, finals, start
 
 
 def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
@@ -351,6 +400,7 @@ def build_tlg(
     arpa: str | os.PathLike | ArpaModel,
     topology: str = "compact",
     blank_id: int | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> DecodingGraph:
     """Build the TLG decoding graph of a CTC model.
 
@@ -364,8 +414,10 @@ def build_tlg(
             except ``<s>``, ``</s>`` (and ``<unk>`` when not in the lexicon) must be in the lexicon.
         topology: ``"compact"`` or ``"normal"`` (:mod:`.topology`).
         blank_id: the blank's id; default: the symbol ``<blk>``/``<blank>``/``<b>`` of ``tokens``, else ``V - 1``.
+        log: called with one line after each stage (elapsed seconds, the process's peak memory so far).
     """
     kf = _kaldifst()
+    progress = _Progress(log)
     if topology not in TOPOLOGIES:
         raise DecodingInputError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
     if isinstance(tokens, int):
@@ -406,13 +458,16 @@ def build_tlg(
     W = len(words) - 1
     g_text, _ = build_g_text(model, word_ids, W + 1)
     l_text, _ = build_l_text(lexicon, word_ids, V, W + 1)
+    progress("G and L as text")
     G = kf.compile(g_text)
     L = kf.compile(l_text)
+    del g_text, l_text
     kf.arcsort(L, sort_type="olabel")
     kf.arcsort(G, sort_type="ilabel")
     LG = kf.compose(L, G)
     kf.determinize_star(LG)
     kf.minimize_encoded(LG)
+    progress("LG composed, determinised, minimised")
     # remove the disambiguation symbols (token-side labels > V) and the epsilons left
     lg_lines = []
     for line in LG.to_str(show_weight_one=True).splitlines():
@@ -421,13 +476,20 @@ def build_tlg(
             f[2] = "0"
         lg_lines.append(" ".join(f))
     LG = kf.compile("\n".join(lg_lines) + "\n")
+    del lg_lines
     kf.rmepsilon(LG)
     kf.arcsort(LG, sort_type="ilabel")
     T = kf.compile(ctc_topology_text(V, blank_id, topology))
     kf.arcsort(T, sort_type="olabel")
     TLG = kf.compose(T, LG)
     kf.connect(TLG)
-    g = DecodingGraph.from_fst_text(TLG.to_str(show_weight_one=True), words, V, blank_id, topology)
+    del T, LG
+    progress("TLG composed")
+    text = TLG.to_str(show_weight_one=True)
+    del TLG
+    g = DecodingGraph.from_fst_text(text, words, V, blank_id, topology)
+    del text
+    progress(f"graph arrays ({g.num_states} states, {g.num_arcs} arcs)")
     # tokens per word (gives word times); 0 when a word's pronunciations differ in length
     lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
     g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]

@@ -141,6 +141,13 @@ def _history_owners(hist: _History, bridge: WFSTBridge) -> torch.Tensor:
     owner[:m] = bridge.owner
     start = m
     for prev in hist.prev[1:]:
-        owner[start : start + prev.numel()] = owner[prev]
+        # an entry's predecessor may be in the same chunk (the native engine appends a whole call's
+        # entries at once; predecessors always come first): jump to an ancestor before the chunk
+        up = prev.clone()
+        inside = torch.nonzero(up >= start).squeeze(1)
+        while inside.numel():
+            up[inside] = up[up[inside] - start]
+            inside = inside[up[inside] >= start]
+        owner[start : start + prev.numel()] = owner[up]
         start += prev.numel()
     return owner
