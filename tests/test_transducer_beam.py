@@ -11,7 +11,7 @@ from asrdecode.errors import DecodingInputError
 from asrdecode.lm import NGramLM
 from asrdecode.transducer import greedy
 from asrdecode.transducer import beam as beam_mod
-from asrdecode.transducer.beam import beam_search
+from asrdecode.transducer.beam import beam_search, initial_beam_state
 from asrdecode.transducer.reference_beam import reference_beam_search
 
 from transducer_models import (FUSION_BLANK, FUSION_V, TINY_ARPA, hyp_key, random_encoder, random_model,
@@ -280,9 +280,12 @@ def test_always_running_prediction_network_is_the_same(monkeypatch, lm, duration
 # -- streaming: chunked == whole -----------------------------------------------------------------
 
 
-def _chunked(m, enc, lengths, bounds, **kw):
-    """Decode ``enc`` in chunks split at ``bounds`` (common to the batch), carrying the beam state."""
-    state, edges = None, [0, *bounds, enc.shape[1]]
+def _chunked(m, enc, lengths, bounds, initial=False, **kw):
+    """Decode ``enc`` in chunks split at ``bounds`` (common to the batch), carrying the beam state (from
+    ``initial_beam_state`` when ``initial``, else from None)."""
+    settings = {k: v for k, v in kw.items() if k != "nbest"}
+    state = initial_beam_state(m, enc.shape[0], enc.shape[2], **settings) if initial else None
+    edges = [0, *bounds, enc.shape[1]]
     for i, (a, b) in enumerate(zip(edges, edges[1:])):
         clen = (lengths - a).clamp(min=0, max=b - a)
         last = lengths <= b  # per utterance: this chunk holds its last frame
@@ -312,7 +315,7 @@ def test_streaming_equals_whole(lm, durations, method):
         for trial in range(3):
             k = int(torch.randint(1, 6, (1,), generator=gen))
             bounds = sorted(set(torch.randint(1, T, (k,), generator=gen).tolist()))
-            got = _chunked(m, enc, lengths, bounds, **kw)
+            got = _chunked(m, enc, lengths, bounds, initial=trial == 1, **kw)
             assert [_key(r, 9) for r in got] == [_key(r, 9) for r in whole], (seed, bounds)
 
 
@@ -330,6 +333,20 @@ def test_streaming_pause_is_needed():
                                      return_state=True, **kw)
         diff = [_key(r, 9) for r in out] != [_key(r, 9) for r in whole]
         assert diff, kw
+
+
+def test_initial_beam_state_checks(lm):
+    m = random_model(0, V, BLANK, None)
+    D = _enc(0, 2, 4).shape[2]
+    st = initial_beam_state(m, 2, D, beam=3, fusion=[(lm, 0.5)])
+    assert st.offset.tolist() == [0, 0]
+    with pytest.raises(DecodingInputError):  # made for beam 3
+        beam_search(m, _enc(0, 2, 4), beam=2, fusion=[(lm, 0.5)], state=st)
+    for bad in (dict(batch=-1), dict(batch=1.5), dict(encoder_dim=0), dict(encoder_dim=D + 1), dict(beam=0),
+                dict(method="x"), dict(nbest=2), dict(return_state=True)):
+        args = dict(batch=2, encoder_dim=D) | bad
+        with pytest.raises(DecodingInputError):
+            initial_beam_state(m, args.pop("batch"), args.pop("encoder_dim"), **args)
 
 
 def test_streaming_state_checks():

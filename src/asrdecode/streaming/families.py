@@ -33,7 +33,7 @@ from ..lm import BoostingTree
 from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
 from ..results import Hypothesis
-from ..transducer import BeamState, GreedyState, beam_search, greedy
+from ..transducer import BeamState, GreedyState, beam_search, greedy, initial_beam_state
 from ..transducer.durations import DurationRule
 from .state_batching import StatePool, shift_column
 
@@ -254,9 +254,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
         self.pool = StatePool(self.model, probe.hyps["score"].shape[1])
 
     def _initial(self, fusion: list) -> BeamState:
-        _, st = beam_search(self.model, torch.zeros(1, 0, self.width), torch.zeros(1, dtype=torch.long),
-                            fusion=fusion, final=False, return_state=True, **self.options)
-        return st
+        return initial_beam_state(self.model, 1, self.width, fusion=fusion, **self.options)
 
     def open(self, boosts: Boosts | None) -> _BeamStream:
         tree = self._tree(boosts)

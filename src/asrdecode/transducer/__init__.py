@@ -1,6 +1,6 @@
 """Transducer (RNN-T and TDT): the model protocol, reference and batched greedy and beam decoders."""
 
-from .beam import BeamState, beam_search
+from .beam import BeamState, beam_search, initial_beam_state
 from .greedy import GreedyState, greedy
 from .model import LSTMTransducer, StatelessTransducer, TransducerModel, check_model
 from .reference import reference_greedy
@@ -16,6 +16,7 @@ __all__ = [
     "GreedyState",
     "reference_greedy",
     "beam_search",
+    "initial_beam_state",
     "reference_beam_search",
     "reference_wind_beam_search",
     "BeamState",

@@ -759,6 +759,28 @@ def beam_search(
     return nb, _carry(loop, received, config)
 
 
+def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, dtype: torch.dtype | None = None,
+                       **options: Any) -> BeamState:
+    """A fresh stream state for ``batch`` utterances: the state of the search with ``options`` (those of
+    :func:`beam_search`: beam, method, fusion, ...; checked the same way) before any frame, to pass as
+    ``state=`` with the first chunk. ``encoder_dim``: the width ``D`` of the encoder output the chunks
+    will have. The same as starting the stream with ``state=None``."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+    if isinstance(encoder_dim, bool) or not isinstance(encoder_dim, int) or encoder_dim < 1:
+        raise DecodingInputError(f"encoder_dim must be an int >= 1, got {encoder_dim!r}")
+    for name in ("state", "return_state", "final", "nbest", "tokenizer"):
+        if name in options:
+            raise DecodingInputError(f"initial_beam_state takes the search's settings only, not {name!r}")
+    param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    dtype = dtype or (param.dtype if param is not None else torch.float32)
+    device = param.device if param is not None else torch.device("cpu")
+    no_frames = torch.zeros((batch, 0, encoder_dim), dtype=dtype, device=device)
+    _, st = beam_search(model, no_frames, torch.zeros(batch, dtype=torch.long, device=device), state=None,
+                        return_state=True, final=False, **options)
+    return st
+
+
 def _check_search_args(model: TransducerModel, encoder_output: object, beam: int, method: str, window: int,
                        blank_scoring: str, pruning: str, max_symbols: int | None, nbest: int, beta: float,
                        tokenizer: object, fusion: Any, acceleration: str | None
