@@ -278,3 +278,40 @@ def test_native_blank_collapse_equals_stream_collapse(d, threshold, n_chunks, cu
         has = s_t.pending_valid
         assert torch.equal(s_t.pending[has], s_n.pending[has])
         offsets = offsets + chunk_lens
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(0, 6), st.integers(1, 7), st.integers(0, 10_000),
+       st.sampled_from(["ok", "nan", "inf", "-inf", "scaled", "all-inf"]), st.booleans(), st.booleans())
+def test_native_log_prob_check_gives_the_torch_verdict(batch, frames, vocab, seed, damage, padded, double):
+    """The engine's one-pass normalisation check accepts and rejects exactly what the torch check does
+    (damage in a padding frame is not inspected by either)."""
+    from asrdecode.ctc._checks import prepare_log_probs
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.log_softmax(torch.randn(batch, frames, vocab, generator=g) * 3, dim=-1)
+    x = x.double() if double else x
+    lens = random_lengths(seed, batch, frames) if padded else None
+    if frames and damage != "ok":
+        b, t = seed % batch, seed % frames
+        if damage == "scaled":
+            x[b, t] = x[b, t] * 1.5 - 0.01
+        elif damage == "all-inf":
+            x[b, t] = -math.inf
+        else:
+            x[b, t, seed % vocab] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[damage]
+
+    def verdict():
+        try:
+            prepare_log_probs(x, lens)
+            return None
+        except DecodingInputError as err:
+            return str(err).split(";")[0].split("(")[0]
+
+    _lib.load()
+    assert _lib.log_prob_extremes(x, lens if lens is not None else None) is not None
+    native = verdict()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_lib, "log_prob_extremes", lambda *a: None)
+        torch_verdict = verdict()
+    assert native == torch_verdict

@@ -384,6 +384,63 @@ def test_ctc_beam_streaming_with_word_lm_equals_whole(tmp_path_factory, seed, st
     _same(chunked, whole, tol=1e-5)
 
 
+class _RowsWordLM(WordNGramLM):
+    """The same word LM behind an overridden ``advance``: the native engine cannot read it and takes its rows."""
+
+    def advance(self, states):
+        return super().advance(states)
+
+
+def _rows_copy(lm: WordNGramLM) -> WordNGramLM:
+    new = object.__new__(_RowsWordLM)
+    new.__dict__.update(lm.__dict__)
+    return new
+
+
+def _same_exactly(got, want, tol=1e-5):
+    for g, w in zip(got, want):
+        assert [(h.tokens, h.timestamps) for h in g] == [(h.tokens, h.timestamps) for h in w]
+        for a, b in zip(g, w):
+            assert close(a.score, b.score, tol)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(STYLES), st.integers(1, 3), st.integers(1, 12), st.integers(1, 5),
+       st.booleans(), st.booleans(), st.sampled_from([0.0, 0.5, -1.0]), st.sampled_from([None, 2]),
+       st.sampled_from([None, "weak"]), st.integers(0, 4))
+def test_native_word_lm_equals_its_advance_and_the_torch_engine(tmp_path_factory, seed, style, batch, frames, beam,
+                                                               lookahead, lexicon, bonus, token_beam, collapse, cut):
+    """The engine's own word LM (arrays read natively) gives the hypotheses of the per-frame ``advance`` rows
+    and of the tensor engine (tokens, timestamps; scores to 1e-5), whole and streamed in two chunks."""
+    lm, _, pieces, blank = build(tmp_path_factory.mktemp("w"), seed, style, lookahead=lookahead, lexicon=lexicon,
+                                 word_bonus=bonus)
+    V = len(pieces)
+    lp = peaky_log_probs(seed, batch, frames, V, blank, peak=4.0).double()
+    lens = random_lengths(seed, batch, frames)
+    kw = dict(beam=beam, beta=0.2, token_beam=token_beam, nbest=beam, blank_collapse=collapse)
+    native = ctc.beam_search(lp, lens, blank, fusion=[(lm, 0.7)], engine="native", **kw)
+    rows = ctc.beam_search(lp, lens, blank, fusion=[(_rows_copy(lm), 0.7)], engine="native", **kw)
+    tensor = ctc.beam_search(lp, lens, blank, fusion=[(lm, 0.7)], engine="torch", **kw)
+    _same_exactly(native, rows)
+    _same_exactly(native, tensor)
+    c = min(cut, frames)
+    state = ctc.beam_search(lp[:, :c], lens.clamp(max=c), blank, fusion=[(lm, 0.7)], engine="native", final=False,
+                            **kw)
+    streamed = ctc.beam_search(lp[:, c:], (lens - c).clamp(min=0), blank, fusion=[(lm, 0.7)], engine="native",
+                               state=state, **kw)
+    _same_exactly(streamed, native)
+
+
+def test_native_word_lm_is_read_natively(tmp_path):
+    """The library's WordNGramLM runs inside the engine; a subclass with its own ``advance`` does not."""
+    from asrdecode.native.ctc_beam import native_word_lm
+
+    lm, _, _, _ = build(tmp_path, 3, "delimiter")
+    assert native_word_lm(lm) is lm
+    assert native_word_lm(lm.with_word_bonus(1.5)) is not None
+    assert native_word_lm(_rows_copy(lm)) is None
+
+
 def test_ctc_beam_lexicon_mode_keeps_lm_words(tmp_path):
     """Lexicon mode: every finite-score hypothesis is made of LM words only, and equals the reference."""
     for seed in range(6):

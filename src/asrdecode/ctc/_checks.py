@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size
+from ..native import _lib
 
 __all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
 
@@ -67,6 +68,11 @@ def prepare_log_probs(
         x = x.float()
     if x.numel() == 0:
         return x, lens
+    if not log_softmax:
+        native = _lib.log_prob_extremes(x, None if every_frame else lens)
+        if native is not None:
+            _check_extremes(name, log_probs, *native)
+            return x, lens
     mask = None if every_frame else valid_mask(lens, max_len)
     if mask is not None and not bool(mask.any()):
         return x, lens
@@ -81,8 +87,15 @@ def prepare_log_probs(
     lowest = x.amin(dim=-1)
     if mask is not None:
         lse, lowest = lse[mask], lowest[mask]
-    tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2  # type: ignore[union-attr]
     worst, low = torch.stack([lse.abs().max(), lowest.min()]).tolist()
+    _check_extremes(name, log_probs, worst, low)
+    return x, lens
+
+
+def _check_extremes(name: str, log_probs: Any, worst: float, low: float) -> None:
+    """The normalisation verdict from the largest |logsumexp| and the smallest value of the valid frames
+    (the native engine computes them in one pass when it is loaded; torch otherwise)."""
+    tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2
     if not (math.isfinite(worst) and math.isfinite(low)):
         raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
     if not worst <= tol:
@@ -90,7 +103,6 @@ def prepare_log_probs(
             f"{name} rows are not normalised log-probabilities (largest |logsumexp| = {worst:.3g} > {tol:g}); "
             "pass log_softmax=True to decode raw logits"
         )
-    return x, lens
 
 
 def check_positive_int(name: str, value: object) -> int:

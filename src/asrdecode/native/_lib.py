@@ -27,8 +27,8 @@ from ..errors import AsrDecodeError
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp")
-_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp", "wfst.cpp")
+_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp")
+_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
@@ -149,6 +149,9 @@ def load() -> ctypes.CDLL:
         lib.asrd_backtrack.restype = ctypes.c_int
         lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [
             ctypes.c_void_p] * 3
+        lib.asrd_check_log_probs.restype = None
+        lib.asrd_check_log_probs.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
         _lib = lib
         return lib
 
@@ -176,6 +179,25 @@ def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
     lens = out_len.tolist()
     seqs = out.tolist()
     return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]
+
+
+def log_prob_extremes(x: "torch.Tensor", lengths: "Optional[torch.Tensor]") -> Optional[tuple[float, float]]:
+    """``(largest |logsumexp|, smallest value)`` over the valid frames of CPU ``x [B, T, V]`` (float32 or
+    float64, frames contiguous; ``lengths [B]`` int64 or ``None``: every frame), computed by the engine;
+    ``None`` when the engine is not loaded or ``x`` does not fit (the caller then uses torch)."""
+    import torch
+
+    if _lib is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+        return None
+    B, T, V = x.shape
+    if x.stride(2) != 1 or x.stride(1) != V:
+        return None
+    if lengths is not None:
+        lengths = lengths.to(torch.int64).contiguous()
+    out = (ctypes.c_double * 2)()
+    _lib.asrd_check_log_probs(x.data_ptr(), int(x.dtype == torch.float64), B, T, V, x.stride(0),
+                              None if lengths is None else lengths.data_ptr(), out)
+    return out[0], out[1]
 
 
 def disabled() -> bool:

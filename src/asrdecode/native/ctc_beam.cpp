@@ -16,14 +16,15 @@ namespace {
 
 using asrd::Automaton;
 
-// One fusion model: an automaton read natively, or rows computed by the driver for this frame.
+// One fusion model: an automaton or a word LM read natively, or rows computed by the driver for this frame.
 struct FusionModelDesc {
-  int64_t kind;          // 0: automaton, 1: rows
+  int64_t kind;          // 0: automaton, 1: rows, 2: word LM
   double weight;
   int64_t nonpositive;   // every score <= 0 (lets a candidate be rejected before its LM look-up)
   Automaton automaton;
   const void* rows_scores;  // kind 1: [B*K, V] in the emissions' dtype
   const int64_t* rows_next; // kind 1: [B*K, V]
+  const asrd::WordLM* word;  // kind 2
 };
 
 struct CtcBeamArgs {
@@ -79,7 +80,7 @@ class CtcBeam {
     nx_.resize(static_cast<size_t>(std::max<int64_t>(NM_, 1)));
     bound_ok_ = true;
     for (int64_t i = 0; i < NM_; ++i)
-      bound_ok_ = bound_ok_ && a.models[i].kind == 0 && a.models[i].nonpositive && a.models[i].weight >= 0.0;
+      bound_ok_ = bound_ok_ && a.models[i].kind != 1 && a.models[i].nonpositive && a.models[i].weight >= 0.0;
     beta_ = static_cast<T>(a.beta);
     thr_ = static_cast<T>(a.threshold);
     for (int64_t i = 0; i < NM_; ++i) w_.push_back(static_cast<T>(a.models[i].weight));
@@ -111,9 +112,11 @@ class CtcBeam {
   // Score of token `tok` for slot `j` of utterance `b` for model i; false on an invalid state.
   bool model_score(int64_t i, int64_t b, int64_t j, int64_t state, int64_t tok, T* score, int64_t* next) {
     const FusionModelDesc& m = a_.models[i];
-    if (m.kind == 0) {
+    if (m.kind == 0 || m.kind == 2) {
       float s;
-      if (!asrd::automaton_score(m.automaton, state, tok, &s, next)) return false;
+      const bool ok = m.kind == 0 ? asrd::automaton_score(m.automaton, state, tok, &s, next)
+                                  : asrd::word_lm_score(*m.word, state, tok, &s, next);
+      if (!ok) return false;
       *score = static_cast<T>(s);
       return true;
     }
@@ -478,6 +481,12 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
             if (state < 0 || state >= d.automaton.num_states)
               return "fusion model " + std::to_string(m) + " has state " + std::to_string(state) + " outside its automaton";
             f = static_cast<T>(d.automaton.final_weight[state]);
+          } else if (d.kind == 2) {
+            float fw;
+            if (!asrd::word_lm_final(*d.word, a.fstates[at * NM + m], &fw))
+              return "fusion model " + std::to_string(m) + " has state " + std::to_string(a.fstates[at * NM + m]) +
+                     " outside its word LM";
+            f = static_cast<T>(fw);
           } else {
             f = static_cast<const T*>(d.rows_scores)[at];
           }

@@ -9,7 +9,8 @@ shared with the tensor engine (``ctc/beam.py``).
 
 Fusion: the library's :class:`~asrdecode.lm.NGramLM` and :class:`~asrdecode.lm.BoostingTree` are
 :class:`~asrdecode.lm._automaton.BackoffAutomaton` s, read natively (only the candidate tokens are
-scored). Any other fusion model is called per frame (``advance`` on the beam's states) and its
+scored); so is :class:`~asrdecode.lm.WordNGramLM` (its word automaton, token trie and per-node /
+per-token arrays, ``engine.h``'s ``WordLM``). Any other fusion model is called per frame (``advance`` on the beam's states) and its
 ``[B*K, V]`` rows are handed to the engine: still exact, one engine call per frame.
 """
 
@@ -31,7 +32,7 @@ from ._lib import load
 BeamStateFields = Any
 CollapseFields = Any
 
-__all__ = ["run_frames", "finalize", "collapse", "native_automaton"]
+__all__ = ["run_frames", "finalize", "collapse", "native_automaton", "native_word_lm"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -44,9 +45,14 @@ class _Automaton(ctypes.Structure):
                 ("dense_next", _P), ("final_weight", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
 
 
+class _WordLM(ctypes.Structure):
+    _fields_ = [("lm", _Automaton), ("trie", _Automaton), ("end_label", _P), ("end_const", _P), ("is_start", _P),
+                ("start_node", _P), ("start_score", _P), ("node_bits", _I), ("lm_root_fill", ctypes.c_float)]
+
+
 class _Model(ctypes.Structure):
     _fields_ = [("kind", _I), ("weight", _D), ("nonpositive", _I), ("automaton", _Automaton),
-                ("rows_scores", _P), ("rows_next", _P)]
+                ("rows_scores", _P), ("rows_next", _P), ("word", ctypes.POINTER(_WordLM))]
 
 
 class _Args(ctypes.Structure):
@@ -114,6 +120,68 @@ def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
     return struct
 
 
+def native_word_lm(model: FusionModel) -> Optional[Any]:
+    """``model`` when it is a CPU :class:`~asrdecode.lm.WordNGramLM` whose ``advance`` / ``final`` are the
+    library's own (the engine then reads its arrays), else ``None``."""
+    from ..lm.word import WordNGramLM
+
+    if not isinstance(model, WordNGramLM) or model.end_label.device.type != "cpu":
+        return None
+    cls = type(model)
+    for name in ("advance", "final", "score_tokens", "_word_end", "_word_score"):
+        if getattr(cls, name) is not getattr(WordNGramLM, name):
+            return None
+    if not (model.is_start.dtype == torch.bool and model.end_const.dtype == torch.float32
+            and model.start_score.dtype == torch.float32):
+        return None
+    return model
+
+
+_WORD_STRUCTS: "weakref.WeakKeyDictionary[Any, tuple[tuple[int, ...], _WordLM, bool]]" = weakref.WeakKeyDictionary()
+
+
+def _word_lm_struct(w: Any) -> tuple[_WordLM, bool]:
+    """The engine's view of a WordNGramLM's arrays and whether every score it gives is <= 0 (cached)."""
+    parts = (w.end_label, w.end_const, w.is_start, w.start_node, w.start_score)
+    for name, t in zip(("end_label", "end_const", "is_start", "start_node", "start_score"), parts):
+        if not t.is_contiguous():
+            setattr(w, name, t.contiguous())
+    parts = (w.end_label, w.end_const, w.is_start, w.start_node, w.start_score)
+    key = tuple(t.data_ptr() for t in parts) + (id(w.word_lm.automaton), id(w.trie))
+    hit = _WORD_STRUCTS.get(w)
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    lm, trie = w.word_lm.automaton, w.trie
+    struct = _WordLM(_automaton_struct(lm), _automaton_struct(trie), *(t.data_ptr() for t in parts), w.node_bits,
+                     lm.root_fill)
+    finite_end = w.end_const[torch.isfinite(w.end_const)]
+    nonpositive = (_nonpositive(lm) and _nonpositive(trie) and bool((w.start_score <= 0).all())
+                   and bool((finite_end <= 0).all()) and lm.root_fill <= 0)
+    _WORD_STRUCTS[w] = (key, struct, nonpositive)
+    return struct, nonpositive
+
+
+def _describe(desc: _Model, model: FusionModel, weight: float) -> bool:
+    """Fill ``desc`` for a model the engine reads natively (automaton or word LM); False: it is not one
+    (the driver hands its rows over)."""
+    desc.weight = weight
+    a = native_automaton(model)
+    if a is not None:
+        desc.kind = 0
+        desc.nonpositive = int(_nonpositive(a))
+        desc.automaton = _automaton_struct(a)
+        return True
+    w = native_word_lm(model)
+    if w is not None:
+        struct, nonpositive = _word_lm_struct(w)
+        desc.kind = 2
+        desc.nonpositive = int(nonpositive)
+        desc.word = ctypes.pointer(struct)
+        return True
+    desc.kind = 1
+    return False
+
+
 _FIELDS = ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates")
 
 
@@ -153,16 +221,8 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
         m = None
     num_tokens = m if (m is not None and m < V - 1) else 0
     merge_all = token_beam is None or token_beam >= V - 1
-    automata = [native_automaton(model) for model, _ in fusion]
     models = (_Model * max(len(fusion), 1))()
-    for i, ((model, weight), a) in enumerate(zip(fusion, automata)):
-        models[i].weight = weight
-        if a is not None:
-            models[i].kind = 0
-            models[i].nonpositive = int(_nonpositive(a))
-            models[i].automaton = _automaton_struct(a)
-        else:
-            models[i].kind = 1
+    rows = [i for i, (model, weight) in enumerate(fusion) if not _describe(models[i], model, weight)]
     frame_index = frame_index.to(torch.int64).contiguous()
     views = st.tree.open_steps_native(T, B, K, x.device)
     out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
@@ -178,7 +238,6 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
         frame_index=frame_index.data_ptr(), models=ctypes.addressof(models),
     )
     err = ctypes.create_string_buffer(512)
-    rows = [i for i, a in enumerate(automata) if a is None]
     done = 0  # frames run (and recorded)
     try:
         if not rows:
@@ -280,13 +339,7 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
     fusion = scorer.fusion if scorer is not None else []
     models = (_Model * max(len(fusion), 1))()
     for i, (model, weight) in enumerate(fusion):
-        models[i].weight = weight
-        a = native_automaton(model)
-        if a is not None:
-            models[i].kind = 0
-            models[i].automaton = _automaton_struct(a)
-        else:
-            models[i].kind = 1
+        if not _describe(models[i], model, weight):
             f = model.final(st.fstates[:, :, i].reshape(B * K)).to(st.p_b.dtype).contiguous()
             keep.append(f)
             models[i].rows_scores = f.data_ptr()

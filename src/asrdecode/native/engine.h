@@ -104,6 +104,95 @@ inline bool automaton_score(const Automaton& a, int64_t state, int64_t label, fl
   return false;  // a chain without a dense state (cannot happen for a valid automaton)
 }
 
+// ------------------------------------------------------------------------------- word n-gram LM
+// A WordNGramLM (asrdecode/lm/word.py) read from its arrays: states are (word-LM state << node_bits)
+// | trie node; a word-starting token ends the open word (its back-off score over word labels plus a
+// per-node constant) and opens the token's node; any other token walks the trie automaton.
+struct WordLM {
+  Automaton lm;               // the word n-gram over word labels (arcs and back-off only are read)
+  Automaton trie;             // the token trie (dense rows, arcs, back-off to the OOV node)
+  const int64_t* end_label;   // [nodes] word label ending at each node
+  const float* end_const;     // [nodes] constant added to the word's LM score at its end
+  const uint8_t* is_start;    // [V] the token ends the open word and starts a new one
+  const int64_t* start_node;  // [V] node a word-starting token opens
+  const float* start_score;   // [V] score it adds there
+  int64_t node_bits;
+  float lm_root_fill;         // score of a label without an arc anywhere on the chain
+};
+
+// ln p(label | lm state) and the next word-LM state: the back-off chain walked on arcs only, as
+// WordNGramLM._word_score (float32, backoff weights added in chain order).
+inline bool word_lm_label_score(const Automaton& a, int64_t state, int64_t label, float root_fill, float* score,
+                                int64_t* next) {
+  if (state < 0 || state >= a.num_states) return false;
+  int64_t cur = state;
+  float acc = 0.0f;
+  for (int64_t guard = 0; guard <= a.num_states; ++guard) {
+    const int64_t* lo = a.arc_label + a.arc_offsets[cur];
+    const int64_t* hi = a.arc_label + a.arc_offsets[cur + 1];
+    const int64_t* it = std::lower_bound(lo, hi, label);
+    if (it != hi && *it == label) {
+      const int64_t k = it - a.arc_label;
+      *score = acc + a.arc_weight[k];
+      *next = a.arc_dest[k];
+      return true;
+    }
+    if (a.backoff_state[cur] == cur) break;  // the root: no arc for it anywhere
+    acc = acc + a.backoff_weight[cur];
+    cur = a.backoff_state[cur];
+  }
+  *score = root_fill;
+  *next = state;
+  return true;
+}
+
+// Score of ending the open word at `node` (minus what it already received) and the LM state after it
+// (WordNGramLM._word_end): nothing for the empty word (node 0).
+inline bool word_lm_end(const WordLM& w, int64_t lm, int64_t node, float* score, int64_t* lm_after) {
+  if (node == 0) {
+    *score = 0.0f;
+    *lm_after = lm;
+    return lm >= 0 && lm < w.lm.num_states;
+  }
+  float sc;
+  if (!word_lm_label_score(w.lm, lm, w.end_label[node], w.lm_root_fill, &sc, lm_after)) return false;
+  *score = sc + w.end_const[node];
+  return true;
+}
+
+// Score and next state of `label` from `state` (WordNGramLM.advance's entry); false for a state out of range.
+inline bool word_lm_score(const WordLM& w, int64_t state, int64_t label, float* score, int64_t* next) {
+  if (state < 0) return false;
+  const int64_t lm = state >> w.node_bits, node = state & ((int64_t(1) << w.node_bits) - 1);
+  if (node >= w.trie.num_states || lm >= w.lm.num_states) return false;
+  if (label != w.trie.blank && w.is_start[label]) {
+    float end;
+    int64_t after;
+    if (!word_lm_end(w, lm, node, &end, &after)) return false;
+    *score = end + w.start_score[label];
+    *next = (after << w.node_bits) | w.start_node[label];
+    return true;
+  }
+  float sc;
+  int64_t nx;
+  if (!automaton_score(w.trie, node, label, &sc, &nx)) return false;
+  *score = sc;
+  *next = (lm << w.node_bits) | nx;
+  return true;
+}
+
+// End-of-sentence score of `state` (WordNGramLM.final): the open word's end plus ln p(</s> | history).
+inline bool word_lm_final(const WordLM& w, int64_t state, float* score) {
+  if (state < 0) return false;
+  const int64_t lm = state >> w.node_bits, node = state & ((int64_t(1) << w.node_bits) - 1);
+  if (node >= w.trie.num_states || lm >= w.lm.num_states) return false;
+  float end;
+  int64_t after;
+  if (!word_lm_end(w, lm, node, &end, &after)) return false;
+  *score = end + w.lm.final_weight[after];
+  return true;
+}
+
 // ------------------------------------------------------------------------------------- top-k
 // The `capacity` best candidates seen so far: higher value first, ties to the lower index.
 // A binary min-heap on (value, -index); push is O(log k), rejection of a losing candidate O(1).
