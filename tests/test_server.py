@@ -395,3 +395,40 @@ def test_protocol_checks():
         decode_chunk(b"\0" * 16002, "s16le", lim)
     with pytest.raises(ValueError):
         Limits(max_chunk_seconds=0)
+
+
+def test_serve_takes_the_word_lm(tmp_path):
+    """``serve --word-lm`` (as ``transcribe --word-lm``): the service's beam search fuses a WordNGramLM with
+    the given weight and per-word bonus; misuse is a clear error."""
+    from asrdecode.cli import CLIError, _server_config, build_parser
+    from asrdecode.errors import DecodingInputError, FileFormatError
+    from asrdecode.lm import WordNGramLM
+    from asrdecode.models import load_bundle
+    from asrdecode.serving import server as server_mod
+
+    arpa = tmp_path / "words.arpa"
+    arpa.write_text("\\data\\\nngram 1=5\n\n\\1-grams:\n-1.0\t<s>\n-1.0\t</s>\n-1.0\t<unk>\n-0.5\tthe\n"
+                    "-0.7\tcat\n\n\\end\\\n")
+
+    def config(*flags: str):
+        args = build_parser().parse_args(["serve", "--model", "demo-ctc", *flags])
+        return _server_config(args, server_mod)
+
+    cfg = config("--decoder", "beam", "--beam", "2", "--word-lm", str(arpa), "--word-lm-weight", "0.4",
+                 "--word-bonus", "1.0")
+    assert cfg.decoder_options["word_lm"] == str(arpa)
+    _, options = server_mod.bundle_decoding(load_bundle("demo-ctc"), cfg.decoder, cfg.decoder_options)
+    found = [(m, w) for m, w in options["fusion"] if isinstance(m, WordNGramLM)]
+    assert len(found) == 1 and abs(found[0][1] - 0.4) < 1e-9
+    svc = server_mod.build_service(cfg)  # the StreamDecoder takes it
+    assert svc.config.decoder == "beam"
+    with pytest.raises(CLIError, match="--decoder beam"):
+        config("--decoder", "greedy", "--word-lm", str(arpa))
+    with pytest.raises(CLIError, match="apply with --word-lm"):
+        config("--decoder", "beam", "--word-bonus", "1")
+    with pytest.raises(FileFormatError, match="no such word LM"):
+        config("--decoder", "beam", "--word-lm", str(tmp_path / "missing.arpa"))
+    with pytest.raises(DecodingInputError, match="need word_lm"):
+        server_mod.bundle_decoding(load_bundle("demo-ctc"), "beam", {"word_bonus": 1.0})
+    with pytest.raises(DecodingInputError):  # a word LM on a decoder without fusion
+        server_mod.bundle_decoding(load_bundle("demo-ctc"), "greedy", {"word_lm": str(arpa)})

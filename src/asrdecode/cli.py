@@ -375,6 +375,17 @@ def _server_config(args: argparse.Namespace, server) -> Any:
             raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     elif args.graph:
         raise CLIError("--graph applies to --decoder wfst")
+    if args.word_lm is not None:
+        if args.decoder != "beam":
+            raise CLIError("--word-lm applies to --decoder beam")
+        if not Path(args.word_lm).is_file():
+            raise FileFormatError(args.word_lm, None, "no such word LM file")
+        options["word_lm"] = str(args.word_lm)  # built by the server (serving.server.bundle_decoding)
+        for name in ("word_lm_weight", "word_bonus"):
+            if getattr(args, name) is not None:
+                options[name] = float(getattr(args, name))
+    elif args.word_lm_weight is not None or args.word_bonus is not None:
+        raise CLIError("--word-lm-weight and --word-bonus apply with --word-lm")
     try:
         limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds,
                         min_audio_rate=args.min_audio_rate)
@@ -492,6 +503,10 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
             serve_args += ["--boost-weight", str(args.boost_weight)]
         if args.graph:
             serve_args += ["--graph", str(args.graph)]
+        for flag, value in (("--word-lm", args.word_lm), ("--word-lm-weight", args.word_lm_weight),
+                            ("--word-bonus", args.word_bonus)):
+            if value is not None:
+                serve_args += [flag, str(value)]
         for o in args.option or []:
             serve_args += ["--option", o]
         with loadtest.spawn_server(serve_args) as url:
@@ -787,6 +802,10 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
                         "the demo models: greedy)")
     p.add_argument("--beam", type=float, help="beam size (beam: hypotheses, wfst: score beam)")
     p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
+    p.add_argument("--word-lm", metavar="PATH",
+                   help="word-level ARPA LM for --decoder beam (.arpa or .arpa.gz; as transcribe --word-lm)")
+    p.add_argument("--word-lm-weight", type=float, help="word LM weight (default: 0.5)")
+    p.add_argument("--word-bonus", type=float, help="per-word bonus with --word-lm (default: 0)")
     p.add_argument("--boost-weight", type=float,
                    help="--decoder beam: fusion weight of the per-stream boosts (without it, boosts are refused)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",

@@ -544,21 +544,32 @@ def bundle_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, A
     commands use them: phone-ctc's WFST graph, acoustic scale, beam), then ``options`` over them.
     A ``graph`` path in ``options`` is loaded."""
     from ..ctc.wfst import load_graph
-    from ..pipeline import DecodeOptions, stream_options
+    from ..pipeline import DecodeOptions, build_fusion, stream_options
 
     options = dict(options)
     tuned = dict(getattr(bundle, "decode_defaults", None) or {})
     default = tuned.get("decoder", "greedy")
     chosen = default if decoder is None else decoder
     path = options.pop("graph") if isinstance(options.get("graph"), (str, os.PathLike)) else None
+    word_lm = {k: options.pop(k) for k in _WORD_LM_KEYS if k in options}
+    if word_lm and word_lm.get("word_lm") is None:
+        raise DecodingInputError("word_lm_weight and word_bonus need word_lm (a word ARPA file)")
     if chosen == default:
         given = {"graph": os.fspath(path)} if path is not None else {}
-        kw, _ = stream_options(bundle, DecodeOptions.for_bundle(bundle, decoder=chosen, **given))
+        kw, _ = stream_options(bundle, DecodeOptions.for_bundle(bundle, decoder=chosen, **given, **word_lm))
         kw.pop("decoder")
         return chosen, {**kw, **options}
     if path is not None:
         options["graph"] = load_graph(path)
+    if word_lm:  # checked and built as `transcribe --word-lm` builds it
+        opts = DecodeOptions.from_mapping(chosen, word_lm)
+        options["fusion"] = [*(options.get("fusion") or []),
+                             *build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)]
     return chosen, options
+
+
+#: the word-LM options of a served decoder (``serve --word-lm``): an ARPA path, its weight, the word bonus
+_WORD_LM_KEYS = ("word_lm", "word_lm_weight", "word_bonus")
 
 
 def build_service(config: ServerConfig, **kwargs: Any) -> StreamingService:
