@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 
 import pytest
 import torch
 
 from asrdecode.errors import DecodingInputError
 from asrdecode.lm import NGramLM
+from asrdecode.native import _lib as _native_lib
 from asrdecode.transducer import greedy
 from asrdecode.transducer import beam as beam_mod
 from asrdecode.transducer.beam import beam_search, initial_beam_state
@@ -19,6 +22,16 @@ from transducer_models import (FUSION_BLANK, FUSION_V, TINY_ARPA, hyp_key, rando
 
 V, BLANK = FUSION_V, FUSION_BLANK
 TDT = [0, 1, 2]
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def engine(request, monkeypatch):
+    """Every test on both engines (``beam_search`` here defaults to the fixture's; WIND runs on torch)."""
+    if request.param == "native" and not _native_lib.available():
+        pytest.skip("native engine unavailable (no C++ compiler)")
+    monkeypatch.setattr(sys.modules[__name__], "beam_search", functools.partial(beam_mod.beam_search,
+                                                                                engine=request.param))
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -169,14 +182,15 @@ def test_merges_are_equal_transcripts(monkeypatch, durations, method):
 
 def test_hash_collision_is_not_merged(monkeypatch):
     """With a degenerate hash (every prefix collides), merges rely on length/last token only: the
-    result then differs from the reference, so the reference comparison does catch false merges."""
+    result then differs from the reference, so the reference comparison does catch false merges (the
+    tensor engine, whose hash function can be replaced; the native engine checks the same keys)."""
     m = random_model(5, V, BLANK, None, blank_bias=0.5)
     enc = _enc(5, 1, 10)
     ref = reference_beam_search(m, enc[0], beam=4, max_symbols=3)
-    ok = beam_search(m, enc, beam=4, nbest=4, max_symbols=3)[0]
+    ok = beam_search(m, enc, beam=4, nbest=4, max_symbols=3, engine="torch")[0]
     assert _key(ok, 7) == _key(ref, 7)
     monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))
-    bad = beam_search(m, enc, beam=4, nbest=4, max_symbols=3)[0]
+    bad = beam_search(m, enc, beam=4, nbest=4, max_symbols=3, engine="torch")[0]
     assert _key(bad, 7) != _key(ref, 7)
 
 

@@ -41,6 +41,7 @@ from ..accel import StepRunner, resolve_mode
 from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
 from ..fusion import FusionModel, FusionScorer
+from ..native.choice import use_native
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model
@@ -149,6 +150,7 @@ class _BeamLoop:
         offset: torch.Tensor | None = None,
         final: torch.Tensor | None = None,
         static: bool = False,
+        native: bool = False,
     ) -> None:
         B, T, _ = enc_proj.shape
         K = beam
@@ -215,6 +217,14 @@ class _BeamLoop:
             else:
                 self.tree = carried.tree
         self.active = self._expanding()
+        # the native engine runs ALSD++ / AES++ steps (WIND: the tensor steps)
+        self.native = native and not self.wind and not static
+        self._engine = None
+        if self.native:
+            from ..native.transducer_beam import NativeBeamStep
+
+            self._enc_rows = enc_proj.reshape(B * T, enc_proj.shape[-1])  # [B*T, H]: row b * T + frame
+            self._engine = NativeBeamStep(self, scorer)
 
     def _expanding(self) -> torch.Tensor:
         """``[B, K]``: the hypotheses the next step expands.
@@ -240,6 +250,9 @@ class _BeamLoop:
     def step(self) -> None:
         if self.wind:
             self._wind_step()
+            return
+        if self._engine is not None:
+            self._native_step()
             return
         B, K, V, D = self.B, self.K, self.V, self.D
         N = B * K
@@ -302,6 +315,20 @@ class _BeamLoop:
         self._record(torch.where(emitted, tok, -1), parent, self.rule.pack_data(self.offset + p_time, label_adv))
         self.time, self.symbols, self.hash, self.nlabels, self.last = time, symbols, hsh, nlabels, last
         self.active = self._expanding()
+
+    def _native_step(self) -> None:
+        """One ALSD++ / AES++ step with the bookkeeping on the native engine: the joint on every slot's
+        frame (torch), the engine's step (in place), the prediction-network states moved to their
+        hypotheses; :meth:`predict_step` then runs the network on the emitting rows."""
+        eng = self._engine
+        enc = self._enc_rows.index_select(0, eng.frame_rows)  # [B*K, H]
+        logits = self.model.joint(enc, self.dec_proj).to(self.dtype).contiguous()  # [B*K, V (+ D)]
+        eng.run(logits)
+        parent = eng.parent_flat
+        self.pred_state = self.model.select_state(self.pred_state, parent)
+        self.dec_proj = self.dec_proj.index_select(0, parent)
+        self.emitted, self.labels = eng.emitted, eng.labels
+        self._selected_ok = eng.selected_ok
 
     def _wind_step(self) -> None:
         """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
@@ -687,6 +714,7 @@ def beam_search(
     return_state: bool = False,
     final: bool | Sequence[bool] | torch.Tensor = True,
     acceleration: str | None = None,
+    engine: str = "auto",
     max_symbols_per_frame: Any = _MISSING,
 ) -> list[list[Hypothesis]] | tuple[list[list[Hypothesis]], BeamState]:
     """Batched ALSD++ / AES++ beam search of RNN-T / TDT encoder output, with optional shallow fusion.
@@ -726,6 +754,11 @@ def beam_search(
             elsewhere). The compiled and captured step is the same sync-free, static-shape step
             (the tree preallocated and written in place, the prediction network on every row);
             eager on CPU additionally runs the prediction network only for rows that emitted.
+        engine: where the search bookkeeping runs: ``"native"`` (the C++ engine, CPU tensors, eager;
+            ALSD++ / AES++), ``"torch"`` (the tensor steps, any device and acceleration) or ``"auto"``
+            (native for CPU eager ALSD++ / AES++ when the engine is available). Both give the same
+            hypotheses (scores to float rounding) and the same streaming state, so a stream may switch
+            engines between chunks. WIND runs on the tensor steps.
         max_symbols_per_frame: deprecated alias of ``max_symbols`` (warns).
 
     Returns:
@@ -746,8 +779,10 @@ def beam_search(
     else:
         enc_proj, lengths, offset, received = _chunk_buffer(model, enc, lengths, state)
     static = mode != "eager"
+    native = use_native(engine, enc.device, "encoder_output", eager=not static)
     loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols,
-                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static)
+                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static,
+                     native=native)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     _drive(loop, mode, enc.device, max_symbols)
@@ -823,6 +858,9 @@ def _drive(loop: _BeamLoop, mode: str, device: torch.device, max_symbols: int | 
     Eager on CPU: the prediction network runs only for the hypotheses that emitted (none: skipped;
     one flag check). Eager on GPU, compile and CUDA graphs: every row, every step, no extra sync."""
     static = mode != "eager"
+    if loop._engine is not None:
+        _drive_native(loop, max_symbols)
+        return
     run = StepRunner(mode, _BeamLoop.STATE)
     steps = 0
     skip_idle = device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
@@ -843,6 +881,22 @@ def _drive(loop: _BeamLoop, mode: str, device: torch.device, max_symbols: int | 
         if max_symbols is None and steps % 1024 == 0 and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
             raise _checks.runaway_error()
     loop.finish()
+
+
+def _drive_native(loop: _BeamLoop, max_symbols: int | None) -> None:
+    """Step ``loop`` on the native engine until no hypothesis is active; the prediction network runs on
+    the rows that emitted (none: skipped)."""
+    eng = loop._engine
+    n_rows = loop.B * loop.S
+    steps = 0
+    while eng.num_active:
+        loop.step()
+        n = eng.num_emitted
+        if n:
+            loop.predict_step(None if n == n_rows else eng.emit_rows[:n])
+        steps += 1
+        if max_symbols is None and steps % 1024 == 0 and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
+            raise _checks.runaway_error()
 
 
 def _chunk_buffer(

@@ -150,8 +150,36 @@ class LSTMTransducer(_JointMixin):
         return (z, z.clone())
 
     def predict(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        out, new = self.lstm(self.embedding(labels).unsqueeze(1), state)
-        return out.squeeze(1), new
+        x = self.embedding(labels)  # [B, P]
+        if torch.is_grad_enabled() and self.lstm.weight_ih_l0.requires_grad:
+            out, new = self.lstm(x.unsqueeze(1), state)
+            return out.squeeze(1), new
+        # one step, one fused matrix product per layer: nn.LSTM's per-call weight preparation costs
+        # ~3x the step itself on CPU (same cell equations, gates i, f, g, o; equal to float rounding)
+        h_all, c_all = state
+        hs, cs = [], []
+        for layer, (w, b) in enumerate(self._step_weights()):
+            gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)  # [B, 4P]
+            i, f, g, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
+            x = torch.sigmoid(o) * torch.tanh(c)
+            hs.append(x)
+            cs.append(c)
+        return x, (torch.stack(hs), torch.stack(cs))
+
+    def _step_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``, cached while the parameters are unchanged."""
+        params = [getattr(self.lstm, f"{kind}_l{layer}") for layer in range(self.pred_layers)
+                  for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
+        cached = self.__dict__.get("_step_cache")
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                fused = [(torch.cat([params[4 * l], params[4 * l + 1]], dim=1).t().contiguous(),
+                          (params[4 * l + 2] + params[4 * l + 3]).contiguous()) for l in range(self.pred_layers)]
+            cached = (key, fused)
+            self.__dict__["_step_cache"] = cached
+        return cached[1]
 
     def predict_sequence(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Teacher-forced prediction over ``labels [B, U]`` -> outputs ``[B, U, P]`` (for training)."""

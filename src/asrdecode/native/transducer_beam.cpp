@@ -1,0 +1,417 @@
+// ALSD++ / AES++ beam search steps of asrdecode.transducer.beam on the native engine: the bookkeeping
+// of one search step (log-softmax of the joint rows, fusion scores, the top `beam` candidates with the
+// carried hypotheses, merging of equal transcripts, the state update, the tree records and the
+// hypotheses the next step expands) for every utterance, in place on the [B, K] state tensors.
+//
+// The joint and prediction networks stay torch calls in the driver (native/transducer_beam.py):
+// the driver hands over the joint's logits for every slot and runs the prediction network for the
+// rows this step reports as emitting. Same rules and the same arithmetic order as the tensor step
+// (_BeamLoop.step / _select): candidates `score + ((lp_tok + lp_dur) + add)` (late pruning) or
+// `(score + top_acoustic) + add` (early), the K best with ties to the lower candidate index, then
+// equal (hash, frame, length, last token) hypotheses merged into the best one by log-sum-exp.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+
+namespace {
+
+// One fusion model (the layout of native/ctc_beam.py's _Model): an automaton or a word LM read
+// natively, or rows [B*K, V] the driver computed for this step.
+struct FusionDesc {
+  int64_t kind;  // 0: automaton, 1: rows, 2: word LM
+  double weight;
+  int64_t nonpositive;
+  asrd::Automaton automaton;
+  const void* rows_scores;   // kind 1: [B*K, V] in the state dtype
+  const int64_t* rows_next;  // kind 1: [B*K, V]
+  const asrd::WordLM* word;  // kind 2
+};
+
+struct TransducerBeamArgs {
+  int64_t batch, beam, vocab;      // B, K, V
+  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
+  int64_t logit_stride;            // elements per logits row (V, or V + D for TDT)
+  int64_t frames;                  // T of the projected encoder buffer (frame rows: b * T + frame)
+  int64_t blank, tdt, aes, early, lm_weighted;
+  int64_t max_symbols;             // < 0: no cap
+  int64_t num_models, is_double, pack;
+  double lam, beta;
+  const int64_t* durations;        // [D] duration values
+  const void* logits;              // [B*K, logit_stride] joint output of every slot (state dtype)
+  const int64_t* lengths;          // [B] frames of each utterance in the buffer
+  const int64_t* offset;           // [B] global frame of buffer frame 0
+  const uint8_t* final_chunk;      // [B] this chunk ends the utterance
+  void* score;                     // [B, K] state dtype
+  int64_t* time;                   // [B, K] frame (buffer-relative)
+  int64_t* symbols;                // [B, K] labels on the current frame
+  int64_t* hash;                   // [B, K] prefix hash
+  int64_t* nlabels;                // [B, K] transcript length
+  int64_t* last;                   // [B, K] last label (blank: none)
+  int64_t* lm_states;              // [B*K, M]
+  uint8_t* active;                 // [B, K] in: expanding this step; out: expanding the next step
+  int64_t* parent_flat;            // [B*K] out: row of each new hypothesis's parent
+  uint8_t* emitted;                // [B*K] out: the new hypothesis emitted a label
+  int64_t* labels;                 // [B*K] out: that label, else blank
+  int64_t* emit_rows;              // [B*K] out: the emitting rows, in order
+  int64_t* frame_rows;             // [B*K] out: encoder buffer row (b * T + frame) each slot reads next
+  int64_t* tok_out;                // [B, K] tree records of this step: token (-1: none),
+  int64_t* par_out;                //   parent slot,
+  int64_t* dat_out;                //   frame * pack + duration
+  uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
+  int64_t* counts;                 // out: [0] hypotheses expanding next, [1] emitting rows
+  const FusionDesc* models;
+};
+
+struct Pick {
+  int64_t k;     // parent slot
+  int64_t c;     // candidate token * D + duration index; -1: the carried hypothesis
+};
+
+template <typename T>
+class TransducerBeamStep {
+ public:
+  explicit TransducerBeamStep(const TransducerBeamArgs& a)
+      : a_(a), K_(a.beam), V_(a.vocab), D_(a.num_durations), NM_(a.num_models) {
+    lp_.resize(static_cast<size_t>(K_ * V_));
+    lpd_.resize(static_cast<size_t>(K_ * D_));
+    sel_val_.resize(static_cast<size_t>(K_));
+    sel_.resize(static_cast<size_t>(K_));
+    n_time_.resize(static_cast<size_t>(K_));
+    n_sym_.resize(static_cast<size_t>(K_));
+    n_hash_.resize(static_cast<size_t>(K_));
+    n_nl_.resize(static_cast<size_t>(K_));
+    n_last_.resize(static_cast<size_t>(K_));
+    n_ok_.resize(static_cast<size_t>(K_));
+    n_emit_.resize(static_cast<size_t>(K_));
+    n_lm_.resize(static_cast<size_t>(K_ * std::max<int64_t>(NM_, 1)));
+    old_lm_.resize(static_cast<size_t>(K_ * std::max<int64_t>(NM_, 1)));
+    bound_ok_ = true;
+    for (int64_t i = 0; i < NM_; ++i) {
+      w_.push_back(static_cast<T>(a.models[i].weight));
+      bound_ok_ = bound_ok_ && a.models[i].kind != 1 && a.models[i].nonpositive && a.models[i].weight >= 0.0;
+    }
+    lam_ = static_cast<T>(a.lam);
+    beta_ = static_cast<T>(a.beta);
+  }
+
+  std::string run() {
+    int64_t next_active = 0, n_emit = 0;
+    for (int64_t b = 0; b < a_.batch; ++b) {
+      std::string err = step(b);
+      if (!err.empty()) return err;
+      next_active += update_active(b);
+    }
+    for (int64_t r = 0; r < a_.batch * K_; ++r)
+      if (a_.emitted[r]) a_.emit_rows[n_emit++] = r;
+    a_.counts[0] = next_active;
+    a_.counts[1] = n_emit;
+    return "";
+  }
+
+ private:
+  // Weighted fusion score of `tok` from the fusion states `st` of row `row`; false: invalid state.
+  bool fusion(int64_t row, const int64_t* st, int64_t tok, T* out) {
+    T total = T(0);
+    for (int64_t i = 0; i < NM_; ++i) {
+      T s;
+      int64_t nx;
+      if (!model_score(i, row, st[i], tok, &s, &nx)) return false;
+      const T term = s * w_[i];
+      total = i == 0 ? term : total + term;
+    }
+    *out = total;
+    return true;
+  }
+
+  bool model_score(int64_t i, int64_t row, int64_t state, int64_t tok, T* score, int64_t* next) {
+    const FusionDesc& m = a_.models[i];
+    if (m.kind == 0 || m.kind == 2) {
+      float s;
+      const bool ok = m.kind == 0 ? asrd::automaton_score(m.automaton, state, tok, &s, next)
+                                  : asrd::word_lm_score(*m.word, state, tok, &s, next);
+      if (!ok) return false;
+      *score = static_cast<T>(s);
+      return true;
+    }
+    const int64_t at = row * V_ + tok;
+    *score = static_cast<const T*>(m.rows_scores)[at];
+    *next = m.rows_next[at];
+    return true;
+  }
+
+  // log_softmax of one row of x [n] into out.
+  static void log_softmax(const T* x, int64_t n, T* out) {
+    T mx = asrd::neg_inf<T>();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    T sum = T(0);
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+    const T lse = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - lse;
+  }
+
+  std::string invalid_state(int64_t b, int64_t k) const {
+    return "fusion state out of range (utterance " + std::to_string(b) + ", slot " + std::to_string(k) + ")";
+  }
+
+  std::string step(int64_t b) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, D = D_, C = V * D;
+    const int64_t base = b * K;
+    T* score = static_cast<T*>(a_.score) + base;
+    int64_t* time = a_.time + base;
+    int64_t* sym = a_.symbols + base;
+    int64_t* hsh = a_.hash + base;
+    int64_t* nl = a_.nlabels + base;
+    int64_t* last = a_.last + base;
+    uint8_t* act = a_.active + base;
+    const T* logits = static_cast<const T*>(a_.logits);
+    const bool fused = NM_ > 0;
+    heap_.reset(K);
+
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t row = base + k;
+      if (!act[k]) {  // waiting / finished hypotheses are carried as they are
+        const int64_t width = a_.early ? K + 1 : C + 1;
+        if (score[k] > ninf) heap_.push(score[k], k * width + (width - 1), Pick{k, -1});
+        continue;
+      }
+      T* lp = lp_.data() + k * V;
+      T* lpd = lpd_.data() + k * D;
+      const T* x = logits + row * a_.logit_stride;
+      log_softmax(x, V, lp);
+      if (a_.tdt) log_softmax(x + V, D, lpd);
+      const T lpb = lp[a_.blank];
+      const T blank_add = a_.lm_weighted ? lam_ * lpb : T(0);
+      T nonblank_add = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);
+      if (beta_ != T(0)) nonblank_add = nonblank_add + beta_;
+      const int64_t* st = a_.lm_states + row * NM_;
+      const T s = score[k];
+      if (!a_.early) {
+        const int64_t width = C + 1;
+        for (int64_t v = 0; v < V; ++v) {
+          const bool is_blank = v == a_.blank;
+          for (int64_t d = 0; d < D; ++d) {
+            const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
+            const int64_t index = k * width + v * D + d;
+            T val;
+            if (is_blank) {
+              val = s + (ac + blank_add);
+            } else if (!fused) {
+              val = s + (ac + (T(0) + nonblank_add));
+            } else {
+              // fusion can only lower the score: skip the look-up of a candidate that cannot enter
+              if (bound_ok_ && !heap_.admits(s + (ac + nonblank_add), index)) continue;
+              T lm;
+              if (!fusion(row, st, v, &lm)) return invalid_state(b, k);
+              val = s + (ac + (lm + nonblank_add));
+            }
+            if (!(val > ninf)) continue;
+            heap_.push(val, index, Pick{k, v * D + d});
+          }
+        }
+      } else {
+        // each hypothesis's K best acoustic candidates, then fusion, then the K best overall
+        top_.reset(K);
+        for (int64_t v = 0; v < V; ++v)
+          for (int64_t d = 0; d < D; ++d) {
+            const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
+            top_.push(ac, v * D + d, 0);
+          }
+        auto& best = top_.sorted();
+        const int64_t width = K + 1;
+        for (int64_t j = 0; j < static_cast<int64_t>(best.size()); ++j) {
+          const int64_t c = best[j].index;
+          const int64_t tok = c / D;
+          T add;
+          if (tok == a_.blank) {
+            add = blank_add;
+          } else {
+            T lm = T(0);
+            if (fused && !fusion(row, st, tok, &lm)) return invalid_state(b, k);
+            add = lm + nonblank_add;
+          }
+          const T val = (s + best[j].value) + add;
+          if (!(val > ninf)) continue;
+          heap_.push(val, k * width + j, Pick{k, c});
+        }
+      }
+    }
+    return select_and_update(b);
+  }
+
+  // The selected candidates (best first) become the new hypotheses of utterance b.
+  std::string select_and_update(int64_t b) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, D = D_;
+    const int64_t base = b * K;
+    T* score = static_cast<T*>(a_.score) + base;
+    int64_t* time = a_.time + base;
+    int64_t* sym = a_.symbols + base;
+    int64_t* hsh = a_.hash + base;
+    int64_t* nl = a_.nlabels + base;
+    int64_t* last = a_.last + base;
+    int64_t* fst = a_.lm_states + base * NM_;
+    const int64_t len = a_.lengths[b];
+    const bool fin = a_.final_chunk[b] != 0;
+    auto& picked = heap_.sorted();
+    const int64_t n = static_cast<int64_t>(picked.size());
+    std::copy(fst, fst + K * NM_, old_lm_.begin());
+    for (int64_t j = 0; j < K; ++j) {
+      const bool ok = j < n && picked[j].value > ninf;
+      const int64_t k = j < n ? picked[j].payload.k : j;
+      const int64_t c = j < n ? picked[j].payload.c : -1;
+      sel_val_[j] = ok ? picked[j].value : ninf;
+      sel_[j] = Pick{k, c};
+      const bool carry = c < 0;
+      const int64_t tok = carry ? a_.blank : c / D;
+      const int64_t dur = carry ? 0 : a_.durations[c % D];
+      const bool emit = ok && !carry && tok != a_.blank;
+      const bool blanked = ok && !carry && tok == a_.blank;
+      const int64_t label_adv = a_.tdt ? dur : 0;
+      const int64_t blank_adv = a_.tdt ? std::max<int64_t>(dur, 1) : 1;
+      const int64_t p_time = time[k], p_sym = sym[k];
+      int64_t symbols = emit ? (label_adv == 0 ? p_sym + 1 : 0) : (blanked ? 0 : p_sym);
+      int64_t adv = emit ? label_adv : (blanked ? blank_adv : 0);
+      if (a_.max_symbols >= 0 && emit && label_adv == 0 && symbols >= a_.max_symbols) {
+        adv += 1;
+        symbols = 0;
+      }
+      int64_t t = p_time + adv;
+      if (fin) t = std::min(t, len);
+      n_ok_[j] = ok;
+      n_emit_[j] = emit;
+      n_time_[j] = t;
+      n_sym_[j] = symbols;
+      n_hash_[j] = emit ? asrd::extend_hash(hsh[k], tok) : hsh[k];
+      n_nl_[j] = nl[k] + (emit ? 1 : 0);
+      n_last_[j] = emit ? tok : last[k];
+      const int64_t* st = old_lm_.data() + k * NM_;
+      for (int64_t i = 0; i < NM_; ++i) {
+        int64_t nx = st[i];
+        if (emit) {
+          T s;
+          if (!model_score(i, base + k, st[i], tok, &s, &nx)) return invalid_state(b, k);
+        }
+        n_lm_[j * NM_ + i] = nx;
+      }
+      const int64_t r = base + j;
+      a_.tok_out[r] = emit ? tok : -1;
+      a_.par_out[r] = k;
+      a_.dat_out[r] = (a_.offset[b] + p_time) * a_.pack + label_adv;
+      a_.parent_flat[r] = base + k;
+      a_.emitted[r] = emit;
+      a_.labels[r] = emit ? tok : a_.blank;
+      if (a_.selected_ok) a_.selected_ok[r] = ok;
+    }
+    // merge equal transcripts on the same frame: the best (first) one keeps the group's log-sum-exp
+    for (int64_t i = 0; i < K; ++i) {
+      if (!n_ok_[i]) {
+        score[i] = ninf;
+        continue;
+      }
+      bool leader = true;
+      T mx = sel_val_[i];
+      for (int64_t j = 0; j < K && leader; ++j) {
+        if (j == i || !n_ok_[j] || !same(i, j)) continue;
+        if (sel_val_[j] > sel_val_[i] || (sel_val_[j] == sel_val_[i] && j < i)) leader = false;
+        mx = std::max(mx, sel_val_[j]);
+      }
+      if (!leader) {
+        score[i] = ninf;
+        continue;
+      }
+      T sum = T(0);
+      for (int64_t j = 0; j < K; ++j)
+        if (n_ok_[j] && same(i, j)) sum += std::exp(sel_val_[j] - mx);
+      score[i] = mx + std::log(sum);
+    }
+    for (int64_t j = 0; j < K; ++j) {
+      time[j] = n_time_[j];
+      sym[j] = n_sym_[j];
+      hsh[j] = n_hash_[j];
+      nl[j] = n_nl_[j];
+      last[j] = n_last_[j];
+    }
+    std::copy(n_lm_.begin(), n_lm_.begin() + K * NM_, fst);
+    return "";
+  }
+
+  bool same(int64_t i, int64_t j) const {
+    return n_hash_[i] == n_hash_[j] && n_time_[i] == n_time_[j] && n_nl_[i] == n_nl_[j] && n_last_[i] == n_last_[j];
+  }
+
+  // The hypotheses of utterance b the next step expands (_BeamLoop._expanding); their frame rows.
+  int64_t update_active(int64_t b) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, base = b * K;
+    const T* score = static_cast<const T*>(a_.score) + base;
+    const int64_t* time = a_.time + base;
+    const int64_t len = a_.lengths[b];
+    uint8_t* act = a_.active + base;
+    int64_t count = 0;
+    if (!a_.aes) {
+      bool paused = false;
+      if (!a_.final_chunk[b])
+        for (int64_t k = 0; k < K; ++k) paused = paused || (score[k] > ninf && time[k] >= len);
+      for (int64_t k = 0; k < K; ++k) {
+        act[k] = !paused && score[k] > ninf && time[k] < len;
+        count += act[k];
+      }
+    } else {
+      int64_t tmin = std::numeric_limits<int64_t>::max();
+      for (int64_t k = 0; k < K; ++k)
+        if (score[k] > ninf && time[k] < len) tmin = std::min(tmin, time[k]);
+      for (int64_t k = 0; k < K; ++k) {
+        act[k] = score[k] > ninf && time[k] < len && time[k] == tmin;
+        count += act[k];
+      }
+    }
+    const int64_t last_frame = std::max<int64_t>(a_.frames - 1, 0);
+    for (int64_t k = 0; k < K; ++k) a_.frame_rows[base + k] = b * a_.frames + std::min(time[k], last_frame);
+    return count;
+  }
+
+  const TransducerBeamArgs& a_;
+  const int64_t K_, V_, D_, NM_;
+  bool bound_ok_;
+  T lam_, beta_;
+  std::vector<T> w_, lp_, lpd_, sel_val_;
+  std::vector<Pick> sel_;
+  std::vector<int64_t> n_time_, n_sym_, n_hash_, n_nl_, n_last_, n_lm_, old_lm_;
+  std::vector<uint8_t> n_ok_, n_emit_;
+  asrd::TopK<T, Pick> heap_;
+  asrd::TopK<T, int> top_;
+};
+
+template <typename T>
+std::string run_step(const TransducerBeamArgs& a) {
+  TransducerBeamStep<T> s(a);
+  return s.run();
+}
+
+}  // namespace
+
+extern "C" {
+
+// One ALSD++ / AES++ step of every utterance (see TransducerBeamArgs). Returns 0, or 1 with a message in `err`.
+int asrd_transducer_beam_step(const TransducerBeamArgs* args, char* err, int64_t err_len) {
+  std::string msg = args->is_double ? run_step<double>(*args) : run_step<float>(*args);
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
+}
+
+// The frame rows (b * T + min(time, T - 1)) of the hypotheses [B, K], for the first step.
+void asrd_transducer_frame_rows(int64_t batch, int64_t beam, int64_t frames, const int64_t* time, int64_t* out) {
+  const int64_t last_frame = std::max<int64_t>(frames - 1, 0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t k = 0; k < beam; ++k)
+      out[b * beam + k] = b * frames + std::min(time[b * beam + k], last_frame);
+}
+
+}  // extern "C"

@@ -1,0 +1,157 @@
+"""Driver of the ALSD++ / AES++ beam search steps on the native engine (``transducer_beam.cpp``).
+
+:class:`NativeBeamStep` runs the search bookkeeping of one step of
+:class:`asrdecode.transducer.beam._BeamLoop` (``method="alsd"`` / ``"aes"``) in one engine call: the
+joint's log-softmax, fusion scores, the top ``beam`` candidates with the carried hypotheses, merging,
+the state update, the tree records and the hypotheses the next step expands, all in place on the
+loop's ``[B, K]`` state tensors (their memory, no copy). The joint network runs before the call, in
+torch, on the frame of every slot (``frame_rows``: the engine says which); the prediction network
+runs after it, in torch, on the rows the engine reports as emitting (``emit_rows``).
+
+Fusion models are read as the CTC engine reads them (:func:`asrdecode.native.ctc_beam._describe`):
+NGramLM / BoostingTree automata and WordNGramLM natively, any other model through its ``advance``
+rows, computed before each step for every hypothesis.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+
+from ..errors import DecodingInputError
+from ..fusion import FusionScorer
+from ._lib import load
+from .ctc_beam import _Model, _describe
+
+__all__ = ["NativeBeamStep"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_D = ctypes.c_double
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("num_durations", _I), ("logit_stride", _I),
+                ("frames", _I), ("blank", _I), ("tdt", _I), ("aes", _I), ("early", _I), ("lm_weighted", _I),
+                ("max_symbols", _I), ("num_models", _I), ("is_double", _I), ("pack", _I), ("lam", _D), ("beta", _D),
+                ("durations", _P), ("logits", _P), ("lengths", _P), ("offset", _P), ("final_chunk", _P),
+                ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
+                ("lm_states", _P), ("active", _P), ("parent_flat", _P), ("emitted", _P), ("labels", _P),
+                ("emit_rows", _P), ("frame_rows", _P), ("tok_out", _P), ("par_out", _P), ("dat_out", _P),
+                ("selected_ok", _P), ("counts", _P), ("models", _P)]
+
+
+_LIB: Any = None
+
+
+def _lib() -> Any:
+    global _LIB
+    if _LIB is None:
+        lib = load()
+        lib.asrd_transducer_beam_step.restype = ctypes.c_int
+        lib.asrd_transducer_beam_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        lib.asrd_transducer_frame_rows.restype = None
+        lib.asrd_transducer_frame_rows.argtypes = [_I, _I, _I, _P, _P]
+        _LIB = lib
+    return _LIB
+
+
+#: the loop's state tensors the engine reads and writes in place
+_STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
+
+
+class NativeBeamStep:
+    """The native step of one ALSD++ / AES++ search (``loop``: a ``_BeamLoop``, CPU, eager).
+
+    After :meth:`run`: ``loop.score`` ... ``loop.lm_states`` and ``loop.active`` hold the new state,
+    ``parent_flat [B*K]`` each new hypothesis's parent row, ``emitted`` / ``labels [B*K]`` what the
+    prediction network must take, ``emit_rows[:num_emitted]`` the emitting rows, ``frame_rows [B*K]``
+    the encoder rows (``b * T + frame``) of the next step's joint, ``num_active`` the hypotheses the
+    next step expands.
+    """
+
+    def __init__(self, loop: Any, scorer: FusionScorer) -> None:
+        self.lib = _lib()
+        B, K, T = loop.B, loop.K, loop.T
+        N = B * K
+        for name in _STATE:
+            t = getattr(loop, name)
+            if not t.is_contiguous():
+                setattr(loop, name, t.contiguous())
+        loop.active = loop.active.contiguous()
+        self.loop = loop
+        self.scorer = scorer
+        self.lengths = loop.lengths.reshape(B).contiguous()
+        self.offset = loop.offset.reshape(B).contiguous()
+        self.final = loop.final.reshape(B).contiguous()
+        self.durations = loop.dvals.contiguous()
+        self.parent_flat = torch.zeros(N, dtype=torch.long)
+        self.emitted = torch.zeros(N, dtype=torch.bool)
+        self.labels = torch.full((N,), loop.blank, dtype=torch.long)
+        self.emit_rows = torch.zeros(N, dtype=torch.long)
+        self.frame_rows = torch.zeros(N, dtype=torch.long)
+        self.selected_ok = torch.zeros((B, K), dtype=torch.bool)
+        self.counts = torch.zeros(2, dtype=torch.long)
+        self.lib.asrd_transducer_frame_rows(B, K, T, loop.time.data_ptr(), self.frame_rows.data_ptr())
+        fusion = scorer.fusion
+        self.models = (_Model * max(len(fusion), 1))()
+        self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
+        self.err = ctypes.create_string_buffer(512)
+        self.num_active = int(loop.active.sum())
+        self.num_emitted = 0
+        self._keep: list[torch.Tensor] = []
+        self.args = _Args(
+            batch=B, beam=K, vocab=loop.V, num_durations=loop.D, logit_stride=loop.V + (loop.D if loop.tdt else 0),
+            frames=T, blank=loop.blank, tdt=int(loop.tdt), aes=int(loop.aes), early=int(loop.early),
+            lm_weighted=int(loop.lm_weighted), max_symbols=-1 if loop.max_symbols is None else loop.max_symbols,
+            num_models=len(fusion), is_double=int(loop.dtype == torch.float64), pack=loop.rule.pack,
+            lam=loop.lam, beta=loop.beta, durations=self.durations.data_ptr(), lengths=self.lengths.data_ptr(),
+            offset=self.offset.data_ptr(), final_chunk=self.final.data_ptr(),
+            parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),
+            emit_rows=self.emit_rows.data_ptr(), frame_rows=self.frame_rows.data_ptr(),
+            selected_ok=self.selected_ok.data_ptr(), counts=self.counts.data_ptr(),
+            models=ctypes.addressof(self.models))
+        self._bind_state()
+
+    def _bind_state(self) -> None:
+        """Point the engine at the loop's current state tensors (they are updated in place)."""
+        lp, a = self.loop, self.args
+        a.score, a.time, a.symbols, a.hash = (lp.score.data_ptr(), lp.time.data_ptr(), lp.symbols.data_ptr(),
+                                              lp.hash.data_ptr())
+        a.nlabels, a.last, a.lm_states, a.active = (lp.nlabels.data_ptr(), lp.last.data_ptr(),
+                                                    lp.lm_states.data_ptr(), lp.active.data_ptr())
+
+    def run(self, logits: torch.Tensor) -> None:
+        """One step from the joint's ``logits [B*K, V (+ D)]`` (the loop's dtype, contiguous) of every slot."""
+        lp, a = self.loop, self.args
+        B, K = lp.B, lp.K
+        a.logits = logits.data_ptr()
+        for i in self.row_models:  # a fusion model the engine does not know: its rows for every hypothesis
+            model = self.scorer.models[i]
+            sc, nx = model.advance(lp.lm_states[:, i].contiguous())
+            sc = sc.to(lp.dtype).contiguous()
+            nx = nx.to(torch.int64).contiguous()
+            if sc.shape != (B * K, lp.V) or nx.shape != (B * K, lp.V):
+                raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; "
+                                         f"expected ({B * K}, {lp.V})")
+            self._keep = [sc, nx]
+            self.models[i].rows_scores = sc.data_ptr()
+            self.models[i].rows_next = nx.data_ptr()
+        tree = lp.tree
+        ptrs = tree.open_steps_native(1, B, K)
+        out = None
+        if ptrs is None:  # a list tree carried from a tensor-engine chunk: records appended as tensors
+            out = torch.empty((3, B, K), dtype=torch.long)
+            ptrs = tuple(out[i].data_ptr() for i in range(3))
+        a.tok_out, a.par_out, a.dat_out = ptrs
+        if self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err)) != 0:
+            if out is None:
+                tree.close_steps(0)
+            raise DecodingInputError(f"native transducer beam search: {self.err.value.decode(errors='replace')}")
+        if out is None:
+            tree.close_steps(1)
+        else:
+            tree.record(out[0], out[1], out[2])
+        self.num_active, self.num_emitted = self.counts.tolist()

@@ -1,0 +1,130 @@
+"""ALSD++ / AES++ on the native engine: the same hypotheses as the tensor engine and the per-utterance oracle.
+
+Random models in float64 with continuous random weights (no exact score ties, so the engines' tie rules
+never matter: the native engine keeps ties in candidate-index order, torch's topk in its own).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asrdecode.errors import DecodingInputError
+from asrdecode.lm.boosting import BoostingTree
+from asrdecode.native import _lib
+from asrdecode.transducer.beam import beam_search
+from asrdecode.transducer.reference_beam import reference_beam_search
+from test_ctc_helpers import TableBigram
+from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_lm
+
+pytestmark = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
+
+V, BLANK = FUSION_V, FUSION_BLANK
+TDT = [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    return tiny_lm(tmp_path_factory.mktemp("native_beam_lm"))
+
+
+def _fusion(kind: str, lm, seed: int, batch: int) -> list:
+    if kind == "none":
+        return []
+    if kind == "lm":
+        return [(lm, 0.6)]
+    if kind == "user":  # the engine does not know it: its advance rows every step
+        return [(TableBigram(V, BLANK, seed=seed), 0.7)]
+    if kind == "boost":  # positive scores, one tree per utterance
+        trees = [BoostingTree.from_token_sequences([[b % 4, 1], [3]], vocab_size=V, blank_id=BLANK, weight=1.2)
+                 for b in range(batch)]
+        return [(BoostingTree.stack(trees), 1.0)]
+    return [(lm, 0.4), (TableBigram(V, BLANK, seed=seed), 0.3)]  # both
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 3), st.integers(0, 9), st.integers(1, 5),
+       st.sampled_from(["alsd", "aes"]), st.sampled_from(["late", "early"]), st.sampled_from(["lm_weighted", "none"]),
+       st.sampled_from(["none", "lm", "user", "boost", "both"]), st.booleans(), st.sampled_from([None, 2, 4]),
+       st.sampled_from([0.0, 0.8]), st.sampled_from(["lstm", "stateless"]))
+def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, pruning, blank_scoring, fusion_kind,
+                                        tdt, cap, beta, kind):
+    if cap is None and fusion_kind == "boost":
+        cap = 3  # boosting bonuses can outweigh every blank: no search would end
+    # without a cap, a strong blank so that every search ends
+    m = random_model(seed, V, BLANK, TDT if tdt else None, kind=kind,
+                     blank_bias=3.0 if cap is None else 0.3 + (seed % 5) * 0.4)
+    enc = random_encoder(seed, batch, frames)
+    lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
+    kw = dict(beam=beam, method=method, pruning=pruning, blank_scoring=blank_scoring, max_symbols=cap, beta=beta,
+              fusion=_fusion(fusion_kind, lm, seed, batch))
+    native = beam_search(m, enc, lengths, nbest=beam, engine="native", **kw)
+    tensor = beam_search(m, enc, lengths, nbest=beam, engine="torch", **kw)
+    assert [hyp_key(r, 7) for r in native] == [hyp_key(r, 7) for r in tensor]
+    if fusion_kind == "boost":
+        return  # the oracle takes one model for every utterance
+    b = seed % batch
+    ref = reference_beam_search(m, enc[b, : int(lengths[b])], **kw)
+    assert sorted(hyp_key(native[b], 7)) == sorted(hyp_key(ref, 7))
+
+
+def _chunks(m, enc, lengths, bounds, engines, **kw):
+    state, out = None, None
+    edges = [0, *bounds, enc.shape[1]]
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        out, state = beam_search(m, enc[:, a:b], clen, state=state, return_state=True, final=lengths <= b,
+                                 engine=engines[i % len(engines)], **kw)
+    return out
+
+
+@pytest.mark.parametrize("durations", [None, TDT])
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+def test_streaming_on_either_engine_equals_whole(lm, durations, method):
+    """Chunked decoding on the native engine, and switching engines between chunks, equals the whole
+    utterance on the tensor engine (the state is shared)."""
+    gen = torch.Generator().manual_seed(3)
+    for seed in range(4):
+        m = random_model(900 + seed, V, BLANK, durations, blank_bias=0.5 + 0.4 * seed)
+        T = 12
+        enc = random_encoder(seed, 3, T)
+        lengths = torch.tensor([T, 8, 2])
+        kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=[(lm, 0.5)] if seed % 2 else [])
+        whole = beam_search(m, enc, lengths, engine="torch", **kw)
+        for engines in (["native"], ["native", "torch"], ["torch", "native"]):
+            k = int(torch.randint(1, 5, (1,), generator=gen))
+            bounds = sorted(set(torch.randint(1, T, (k,), generator=gen).tolist()))
+            got = _chunks(m, enc, lengths, bounds, engines, **kw)
+            assert [hyp_key(r, 8) for r in got] == [hyp_key(r, 8) for r in whole], (seed, bounds, engines)
+
+
+def test_float32_model_scores_agree():
+    """A float32 model: the engines round differently (log-softmax sums), scores agree to 1e-5 relative."""
+    m = random_model(7, V, BLANK, TDT, blank_bias=0.8).float()
+    enc = random_encoder(7, 4, 15).float()
+    for method in ("alsd", "aes"):
+        a = beam_search(m, enc, beam=4, nbest=4, method=method, engine="native")
+        b = beam_search(m, enc, beam=4, nbest=4, method=method, engine="torch")
+        assert [hyp_key(r, 5) for r in a] == [hyp_key(r, 5) for r in b]
+
+
+def test_engine_argument_errors():
+    m = random_model(0, V, BLANK, None)
+    enc = random_encoder(0, 1, 4)
+    for bad in ("c++", None, 1):
+        with pytest.raises(DecodingInputError, match="engine"):
+            beam_search(m, enc, beam=2, engine=bad)
+    with pytest.raises(DecodingInputError, match="eager"):
+        beam_search(m, enc, beam=2, engine="native", acceleration="compile")
+
+
+def test_invalid_fusion_state_is_an_error(lm):
+    """A carried state whose LM states are out of range is refused by the engine, not read."""
+    m = random_model(1, V, BLANK, None)
+    enc = random_encoder(1, 1, 6)
+    _, st = beam_search(m, enc[:, :3], beam=2, fusion=[(lm, 0.5)], return_state=True, final=False, engine="native")
+    st.hyps["lm_states"] = torch.full_like(st.hyps["lm_states"], 10**9)
+    with pytest.raises(DecodingInputError, match="fusion state out of range"):
+        beam_search(m, enc[:, 3:], beam=2, fusion=[(lm, 0.5)], state=st, engine="native")
