@@ -65,13 +65,13 @@ MAX_SYMBOLS = 10
 
 
 def speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repeats: int, lm=None,
-               lm_weight: float = 0.5) -> list[list[object]]:
-    """One row per decoder: time per batch (ms), ratio to greedy, labels emitted."""
-    fns = {
-        "greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS),
-        "ALSD++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="alsd", max_symbols=MAX_SYMBOLS),
-        "AES++ beam 4": lambda: beam_search(model, enc, lengths, beam=4, method="aes", max_symbols=MAX_SYMBOLS),
-    }
+               lm_weight: float = 0.5, plain: bool = True) -> list[list[object]]:
+    """One row per decoder: time per batch (ms), ratio to greedy, labels emitted (``plain``: also the
+    searches without LM)."""
+    fns = {"greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)}
+    if plain:
+        fns["ALSD++ beam 4"] = lambda: beam_search(model, enc, lengths, beam=4, method="alsd", max_symbols=MAX_SYMBOLS)
+        fns["AES++ beam 4"] = lambda: beam_search(model, enc, lengths, beam=4, method="aes", max_symbols=MAX_SYMBOLS)
     if lm is not None:
         fns["ALSD++ beam 4 + LM (late)"] = lambda: beam_search(
             model, enc, lengths, beam=4, method="alsd", fusion=[(lm, lm_weight)], max_symbols=MAX_SYMBOLS)
@@ -80,6 +80,9 @@ def speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repe
             max_symbols=MAX_SYMBOLS)
         fns["AES++ beam 4 + LM (late)"] = lambda: beam_search(
             model, enc, lengths, beam=4, method="aes", fusion=[(lm, lm_weight)], max_symbols=MAX_SYMBOLS)
+        fns["ALSD++ beam 4 + LM (late), tensor engine"] = lambda: beam_search(
+            model, enc, lengths, beam=4, method="alsd", fusion=[(lm, lm_weight)], max_symbols=MAX_SYMBOLS,
+            engine="torch")
     times = time_many(fns, repeats=repeats, warmup=1)
     base = times["greedy (label-looping)"]
     labels = {name: sum(len(h.tokens) for h in fn()) for name, fn in fns.items()}
@@ -97,6 +100,44 @@ def demo_inputs(name: str):
     with torch.inference_mode():
         enc, el = demo.encode_features(x, n)
     return demo, rows, enc, el
+
+
+PAPER_LM_WEIGHT = 0.3
+
+
+def paper_lm(sentences: int = 20000, order: int = 4):
+    """A token 4-gram over the paper model's 1024 labels (KenLM ``lmplz`` on text from a random sparse
+    Markov chain with Zipf-like preferences, cached in ``work/bench_cache``), or ``None`` without lmplz."""
+    from asrdecode.lm import NGramLM, TokenMap, estimate_arpa
+    from asrdecode.lm.arpa import find_kenlm_tool
+    from paper_model import VOCAB
+
+    path = ROOT / "work/bench_cache" / f"paper-token-{order}gram-{sentences}.arpa"
+    tmap = TokenMap.offset(VOCAB, VOCAB - 1)
+    if not path.exists():
+        try:
+            find_kenlm_tool()
+        except FileNotFoundError as err:
+            print(f"paper model LM rows skipped: {err}", flush=True)
+            return None
+        g = torch.Generator().manual_seed(11)
+        labels = VOCAB - 1
+        successors = torch.randint(0, labels, (labels, 8), generator=g)  # 8 likely next labels per label
+        lines = []
+        for _ in range(sentences):
+            n = int(torch.randint(8, 30, (1,), generator=g))
+            tok = int(torch.randint(0, labels, (1,), generator=g))
+            ids = [tok]
+            for _ in range(n - 1):
+                if float(torch.rand(1, generator=g)) < 0.8:
+                    tok = int(successors[tok, int(torch.randint(0, 8, (1,), generator=g) ** 2 % 8)])
+                else:
+                    tok = int(torch.randint(0, labels, (1,), generator=g))
+                ids.append(tok)
+            lines.append(tmap.encode_line(ids))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        estimate_arpa(lines, order, path, discount_fallback=True)
+    return NGramLM.from_arpa(path, vocab_size=VOCAB, blank_id=VOCAB - 1)
 
 
 def bundled_lm(demo):
@@ -468,6 +509,7 @@ def main() -> None:
     ap.add_argument("--slow-repeats", type=int, default=1,
                     help="--nemo: timed runs of NeMo's per-utterance searches on the paper model")
     ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--skip-paper-lm", action="store_true", help="no LM rows on the paper models (no lmplz needed)")
     ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
     ap.add_argument("--wind", action="store_true", help="only WIND beam vs ALSD++ (beams 2, 4, 8)")
     ap.add_argument("--tune-lm", action="store_true", help="only the LM weight / beta / blank scoring tuning")
@@ -483,12 +525,27 @@ def main() -> None:
         nemo_main(args.frames, args.repeats, args.slow_repeats)
         return
     rows: list[list[object]] = []
+    # the paper models as calibrated (flat random distributions) without LM; with the token LM, their joint
+    # sharpened x16 (confident, like a trained model's: on the flat ones the LM outweighs the acoustics and
+    # every search emits up to the symbol cap on every frame)
+    plm = None if args.skip_paper_lm else paper_lm()
     for tdt in (False, True):
+        kind = "TDT" if tdt else "RNN-T"
         model = make_paper_model(tdt=tdt)
         for batch in (1, 16):
             enc, lengths = make_encoder_output(batch, args.frames, seed=7)
-            rows += speed_rows(f"paper {'TDT' if tdt else 'RNN-T'}", model, enc, lengths, args.repeats)
+            rows += speed_rows(f"paper {kind}", model, enc, lengths, args.repeats)
             print(rows[-3:], flush=True)
+        if plm is None:
+            continue
+        with torch.no_grad():
+            model.joint_out.weight.mul_(SHARPEN)
+            model.joint_out.bias.mul_(SHARPEN)
+        for batch in (1, 16):
+            enc, lengths = make_encoder_output(batch, args.frames, seed=7)
+            rows += speed_rows(f"paper {kind}, joint x{SHARPEN:g}", model, enc, lengths, args.repeats, lm=plm,
+                               lm_weight=PAPER_LM_WEIGHT, plain=False)
+            print(rows[-5:], flush=True)
     if not args.skip_demo:
         for name in ("demo-rnnt", "demo-tdt"):
             try:
@@ -501,7 +558,7 @@ def main() -> None:
                 order = torch.argsort(el, descending=True)[:batch]
                 e, n = enc[order, : int(el[order].max())], el[order]
                 rows += speed_rows(name, demo.model, e, n, args.repeats, lm=lm)
-                print(rows[-6:], flush=True)
+                print(rows[-7:], flush=True)
     print(markdown_table(["model", "batch", "decoder", "ms / batch", "x greedy time", "RTFx (decoder)", "labels"], rows))
     if not args.skip_wer:
         wrows = []

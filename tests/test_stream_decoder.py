@@ -66,6 +66,7 @@ FAMILIES = {
                              ({"queen": 8.0}, {"clubs": 4.0})),
     "tdt-beam-alsd": ("demo-tdt", "beam", {"beam": 3, "method": "alsd"}, None),
     "rnnt-beam-aes": ("demo-rnnt", "beam", {"beam": 3, "method": "aes"}, None),
+    "tdt-beam-alsd-torch-engine": ("demo-tdt", "beam", {"beam": 3, "method": "alsd", "engine": "torch"}, None),
     "rnnt-beam-wind": ("demo-rnnt", "beam", {"beam": 2, "method": "wind", "window": 3}, None),
     "ctc-greedy": ("demo-ctc", "greedy", {}, None),
     "ctc-beam-boost": ("demo-ctc", "beam", {"beam": 4, "boost_weight": 1.0}, ({"clubs": 8.0}, {"queen": 8.0})),

@@ -39,7 +39,7 @@ struct TransducerBeamArgs {
   int64_t num_models, is_double, pack;
   double lam, beta;
   const int64_t* durations;        // [D] duration values
-  const void* logits;              // [B*K, logit_stride] joint output of every slot (state dtype)
+  const void* logits;              // [n, logit_stride] joint output of the expanding slots (state dtype)
   const int64_t* lengths;          // [B] frames of each utterance in the buffer
   const int64_t* offset;           // [B] global frame of buffer frame 0
   const uint8_t* final_chunk;      // [B] this chunk ends the utterance
@@ -55,12 +55,14 @@ struct TransducerBeamArgs {
   uint8_t* emitted;                // [B*K] out: the new hypothesis emitted a label
   int64_t* labels;                 // [B*K] out: that label, else blank
   int64_t* emit_rows;              // [B*K] out: the emitting rows, in order
-  int64_t* frame_rows;             // [B*K] out: encoder buffer row (b * T + frame) each slot reads next
+  int64_t* frame_rows;             // [B*K] out: [:n] encoder buffer row (b * T + frame) of each joint row
+  int64_t* joint_rows;             // [B*K] out: [:n] the slots the next step expands (its joint rows)
+  int64_t* logit_pos;              // [B*K] in: each expanding slot's row of `logits`; out: for the next step
   int64_t* tok_out;                // [B, K] tree records of this step: token (-1: none),
   int64_t* par_out;                //   parent slot,
   int64_t* dat_out;                //   frame * pack + duration
   uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
-  int64_t* counts;                 // out: [0] hypotheses expanding next, [1] emitting rows
+  int64_t* counts;                 // out: [0] n, hypotheses expanding next, [1] emitting rows
   const FusionDesc* models;
 };
 
@@ -68,6 +70,23 @@ struct Pick {
   int64_t k;     // parent slot
   int64_t c;     // candidate token * D + duration index; -1: the carried hypothesis
 };
+
+// The expanding slots of `active [B, K]` in order (joint_rows[:n]), their encoder rows b * T + min(time, T - 1)
+// (frame_rows[:n]) and each one's position among them (logit_pos); returns n.
+int64_t joint_rows(int64_t batch, int64_t beam, int64_t frames, const int64_t* time, const uint8_t* active,
+                   int64_t* frame_rows, int64_t* rows, int64_t* logit_pos) {
+  const int64_t last_frame = std::max<int64_t>(frames - 1, 0);
+  int64_t n = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t k = 0; k < beam; ++k) {
+      const int64_t r = b * beam + k;
+      if (!active[r]) continue;
+      rows[n] = r;
+      frame_rows[n] = b * frames + std::min(time[r], last_frame);
+      logit_pos[r] = n++;
+    }
+  return n;
+}
 
 template <typename T>
 class TransducerBeamStep {
@@ -97,15 +116,16 @@ class TransducerBeamStep {
   }
 
   std::string run() {
-    int64_t next_active = 0, n_emit = 0;
+    int64_t n_emit = 0;
     for (int64_t b = 0; b < a_.batch; ++b) {
       std::string err = step(b);
       if (!err.empty()) return err;
-      next_active += update_active(b);
+      update_active(b);
     }
     for (int64_t r = 0; r < a_.batch * K_; ++r)
       if (a_.emitted[r]) a_.emit_rows[n_emit++] = r;
-    a_.counts[0] = next_active;
+    a_.counts[0] = joint_rows(a_.batch, K_, a_.frames, a_.time, a_.active, a_.frame_rows, a_.joint_rows,
+                              a_.logit_pos);
     a_.counts[1] = n_emit;
     return "";
   }
@@ -179,7 +199,7 @@ class TransducerBeamStep {
       }
       T* lp = lp_.data() + k * V;
       T* lpd = lpd_.data() + k * D;
-      const T* x = logits + row * a_.logit_stride;
+      const T* x = logits + a_.logit_pos[row] * a_.logit_stride;
       log_softmax(x, V, lp);
       if (a_.tdt) log_softmax(x + V, D, lpd);
       const T lpb = lp[a_.blank];
@@ -190,25 +210,27 @@ class TransducerBeamStep {
       const T s = score[k];
       if (!a_.early) {
         const int64_t width = C + 1;
+        T lpd_max = lpd[0];
+        for (int64_t d = 1; d < D; ++d) lpd_max = std::max(lpd_max, lpd[d]);
+        // a label's candidates are `score + ((lp + lpd) + (lm + nonblank_add))`; when lm <= 0 (or no
+        // fusion) `score + ((lp + max lpd) + nonblank_add)` bounds all of them (float addition is
+        // monotone), so a token whose bound cannot enter is skipped before its fusion look-up
+        const bool bounded = !fused || bound_ok_;
+        const int64_t vb = a_.blank;  // the blank first: usually the best, it raises the bar early
+        for (int64_t d = 0; d < D; ++d) {
+          const T val = s + ((a_.tdt ? lp[vb] + lpd[d] : lp[vb]) + blank_add);
+          if (val > ninf) heap_.push(val, k * width + vb * D + d, Pick{k, vb * D + d});
+        }
         for (int64_t v = 0; v < V; ++v) {
-          const bool is_blank = v == a_.blank;
+          if (v == vb) continue;
+          if (bounded && !heap_.admits(s + ((a_.tdt ? lp[v] + lpd_max : lp[v]) + nonblank_add), k * width + v * D))
+            continue;
+          T lm = T(0);
+          if (fused && !fusion(row, st, v, &lm)) return invalid_state(b, k);
+          const T add = lm + nonblank_add;
           for (int64_t d = 0; d < D; ++d) {
-            const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
-            const int64_t index = k * width + v * D + d;
-            T val;
-            if (is_blank) {
-              val = s + (ac + blank_add);
-            } else if (!fused) {
-              val = s + (ac + (T(0) + nonblank_add));
-            } else {
-              // fusion can only lower the score: skip the look-up of a candidate that cannot enter
-              if (bound_ok_ && !heap_.admits(s + (ac + nonblank_add), index)) continue;
-              T lm;
-              if (!fusion(row, st, v, &lm)) return invalid_state(b, k);
-              val = s + (ac + (lm + nonblank_add));
-            }
-            if (!(val > ninf)) continue;
-            heap_.push(val, index, Pick{k, v * D + d});
+            const T val = s + ((a_.tdt ? lp[v] + lpd[d] : lp[v]) + add);
+            if (val > ninf) heap_.push(val, k * width + v * D + d, Pick{k, v * D + d});
           }
         }
       } else {
@@ -342,35 +364,25 @@ class TransducerBeamStep {
     return n_hash_[i] == n_hash_[j] && n_time_[i] == n_time_[j] && n_nl_[i] == n_nl_[j] && n_last_[i] == n_last_[j];
   }
 
-  // The hypotheses of utterance b the next step expands (_BeamLoop._expanding); their frame rows.
-  int64_t update_active(int64_t b) {
+  // The hypotheses of utterance b the next step expands (_BeamLoop._expanding).
+  void update_active(int64_t b) {
     const T ninf = asrd::neg_inf<T>();
     const int64_t K = K_, base = b * K;
     const T* score = static_cast<const T*>(a_.score) + base;
     const int64_t* time = a_.time + base;
     const int64_t len = a_.lengths[b];
     uint8_t* act = a_.active + base;
-    int64_t count = 0;
     if (!a_.aes) {
       bool paused = false;
       if (!a_.final_chunk[b])
         for (int64_t k = 0; k < K; ++k) paused = paused || (score[k] > ninf && time[k] >= len);
-      for (int64_t k = 0; k < K; ++k) {
-        act[k] = !paused && score[k] > ninf && time[k] < len;
-        count += act[k];
-      }
+      for (int64_t k = 0; k < K; ++k) act[k] = !paused && score[k] > ninf && time[k] < len;
     } else {
       int64_t tmin = std::numeric_limits<int64_t>::max();
       for (int64_t k = 0; k < K; ++k)
         if (score[k] > ninf && time[k] < len) tmin = std::min(tmin, time[k]);
-      for (int64_t k = 0; k < K; ++k) {
-        act[k] = score[k] > ninf && time[k] < len && time[k] == tmin;
-        count += act[k];
-      }
+      for (int64_t k = 0; k < K; ++k) act[k] = score[k] > ninf && time[k] < len && time[k] == tmin;
     }
-    const int64_t last_frame = std::max<int64_t>(a_.frames - 1, 0);
-    for (int64_t k = 0; k < K; ++k) a_.frame_rows[base + k] = b * a_.frames + std::min(time[k], last_frame);
-    return count;
   }
 
   const TransducerBeamArgs& a_;
@@ -406,12 +418,10 @@ int asrd_transducer_beam_step(const TransducerBeamArgs* args, char* err, int64_t
   return 1;
 }
 
-// The frame rows (b * T + min(time, T - 1)) of the hypotheses [B, K], for the first step.
-void asrd_transducer_frame_rows(int64_t batch, int64_t beam, int64_t frames, const int64_t* time, int64_t* out) {
-  const int64_t last_frame = std::max<int64_t>(frames - 1, 0);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t k = 0; k < beam; ++k)
-      out[b * beam + k] = b * frames + std::min(time[b * beam + k], last_frame);
+// The joint rows of the first step (see joint_rows); returns their number.
+int64_t asrd_transducer_joint_rows(int64_t batch, int64_t beam, int64_t frames, const int64_t* time,
+                                   const uint8_t* active, int64_t* frame_rows, int64_t* rows, int64_t* logit_pos) {
+  return joint_rows(batch, beam, frames, time, active, frame_rows, rows, logit_pos);
 }
 
 }  // extern "C"

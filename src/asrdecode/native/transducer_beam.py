@@ -39,7 +39,7 @@ class _Args(ctypes.Structure):
                 ("durations", _P), ("logits", _P), ("lengths", _P), ("offset", _P), ("final_chunk", _P),
                 ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
                 ("lm_states", _P), ("active", _P), ("parent_flat", _P), ("emitted", _P), ("labels", _P),
-                ("emit_rows", _P), ("frame_rows", _P), ("tok_out", _P), ("par_out", _P), ("dat_out", _P),
+                ("emit_rows", _P), ("frame_rows", _P), ("joint_rows", _P), ("logit_pos", _P), ("tok_out", _P), ("par_out", _P), ("dat_out", _P),
                 ("selected_ok", _P), ("counts", _P), ("models", _P)]
 
 
@@ -52,11 +52,14 @@ def _lib() -> Any:
         lib = load()
         lib.asrd_transducer_beam_step.restype = ctypes.c_int
         lib.asrd_transducer_beam_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_transducer_frame_rows.restype = None
-        lib.asrd_transducer_frame_rows.argtypes = [_I, _I, _I, _P, _P]
+        lib.asrd_transducer_joint_rows.restype = _I
+        lib.asrd_transducer_joint_rows.argtypes = [_I, _I, _I, _P, _P, _P, _P, _P]
         _LIB = lib
     return _LIB
 
+
+#: tree steps reserved at a time (the engine writes each step's records at the next free one)
+_TREE_CHUNK = 64
 
 #: the loop's state tensors the engine reads and writes in place
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
@@ -65,11 +68,13 @@ _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
 class NativeBeamStep:
     """The native step of one ALSD++ / AES++ search (``loop``: a ``_BeamLoop``, CPU, eager).
 
+    Before :meth:`run`: ``joint_rows[:num_active]`` are the slots the step expands and
+    ``frame_rows[:num_active]`` their encoder rows (``b * T + frame``); the joint runs on those rows only.
+
     After :meth:`run`: ``loop.score`` ... ``loop.lm_states`` and ``loop.active`` hold the new state,
     ``parent_flat [B*K]`` each new hypothesis's parent row, ``emitted`` / ``labels [B*K]`` what the
-    prediction network must take, ``emit_rows[:num_emitted]`` the emitting rows, ``frame_rows [B*K]``
-    the encoder rows (``b * T + frame``) of the next step's joint, ``num_active`` the hypotheses the
-    next step expands.
+    prediction network must take, ``emit_rows[:num_emitted]`` the emitting rows, and ``joint_rows`` /
+    ``frame_rows`` / ``num_active`` are those of the next step.
     """
 
     def __init__(self, loop: Any, scorer: FusionScorer) -> None:
@@ -92,16 +97,21 @@ class NativeBeamStep:
         self.labels = torch.full((N,), loop.blank, dtype=torch.long)
         self.emit_rows = torch.zeros(N, dtype=torch.long)
         self.frame_rows = torch.zeros(N, dtype=torch.long)
+        self.joint_rows = torch.zeros(N, dtype=torch.long)
+        self.logit_pos = torch.zeros(N, dtype=torch.long)
         self.selected_ok = torch.zeros((B, K), dtype=torch.bool)
-        self.counts = torch.zeros(2, dtype=torch.long)
-        self.lib.asrd_transducer_frame_rows(B, K, T, loop.time.data_ptr(), self.frame_rows.data_ptr())
+        self.counts = (ctypes.c_int64 * 2)()
         fusion = scorer.fusion
         self.models = (_Model * max(len(fusion), 1))()
         self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
         self.err = ctypes.create_string_buffer(512)
-        self.num_active = int(loop.active.sum())
+        self.num_active = self.lib.asrd_transducer_joint_rows(
+            B, K, T, loop.time.data_ptr(), loop.active.data_ptr(), self.frame_rows.data_ptr(),
+            self.joint_rows.data_ptr(), self.logit_pos.data_ptr())
         self.num_emitted = 0
         self._keep: list[torch.Tensor] = []
+        self._room = 0  # tree steps reserved and not written yet
+        self._ptrs: tuple[int, int, int] = (0, 0, 0)
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, num_durations=loop.D, logit_stride=loop.V + (loop.D if loop.tdt else 0),
             frames=T, blank=loop.blank, tdt=int(loop.tdt), aes=int(loop.aes), early=int(loop.early),
@@ -111,7 +121,8 @@ class NativeBeamStep:
             offset=self.offset.data_ptr(), final_chunk=self.final.data_ptr(),
             parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),
             emit_rows=self.emit_rows.data_ptr(), frame_rows=self.frame_rows.data_ptr(),
-            selected_ok=self.selected_ok.data_ptr(), counts=self.counts.data_ptr(),
+            joint_rows=self.joint_rows.data_ptr(), logit_pos=self.logit_pos.data_ptr(),
+            selected_ok=self.selected_ok.data_ptr(), counts=ctypes.addressof(self.counts),
             models=ctypes.addressof(self.models))
         self._bind_state()
 
@@ -124,7 +135,8 @@ class NativeBeamStep:
                                                     lp.lm_states.data_ptr(), lp.active.data_ptr())
 
     def run(self, logits: torch.Tensor) -> None:
-        """One step from the joint's ``logits [B*K, V (+ D)]`` (the loop's dtype, contiguous) of every slot."""
+        """One step from the joint's ``logits [num_active, V (+ D)]`` (the loop's dtype, contiguous) of the
+        expanding slots ``joint_rows[:num_active]``."""
         lp, a = self.loop, self.args
         B, K = lp.B, lp.K
         a.logits = logits.data_ptr()
@@ -139,19 +151,24 @@ class NativeBeamStep:
             self._keep = [sc, nx]
             self.models[i].rows_scores = sc.data_ptr()
             self.models[i].rows_next = nx.data_ptr()
-        tree = lp.tree
-        ptrs = tree.open_steps_native(1, B, K)
         out = None
-        if ptrs is None:  # a list tree carried from a tensor-engine chunk: records appended as tensors
-            out = torch.empty((3, B, K), dtype=torch.long)
-            ptrs = tuple(out[i].data_ptr() for i in range(3))
-        a.tok_out, a.par_out, a.dat_out = ptrs
+        if self._room == 0:
+            ptrs = lp.tree.open_steps_native(_TREE_CHUNK, B, K)
+            if ptrs is None:  # a list tree carried from a tensor-engine chunk: records appended as tensors
+                out = torch.empty((3, B, K), dtype=torch.long)
+                ptrs = tuple(out[i].data_ptr() for i in range(3))
+            else:
+                self._room = _TREE_CHUNK
+            self._ptrs = ptrs
+        a.tok_out, a.par_out, a.dat_out = self._ptrs
         if self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err)) != 0:
-            if out is None:
-                tree.close_steps(0)
             raise DecodingInputError(f"native transducer beam search: {self.err.value.decode(errors='replace')}")
-        if out is None:
-            tree.close_steps(1)
-        else:
-            tree.record(out[0], out[1], out[2])
-        self.num_active, self.num_emitted = self.counts.tolist()
+        if out is not None:
+            lp.tree.record(out[0], out[1], out[2])
+        else:  # the next step's records follow in the reserved room
+            lp.tree.close_steps(1)
+            self._room -= 1
+            step = B * K * 8
+            self._ptrs = tuple(p + step for p in self._ptrs)
+        self.num_active, self.num_emitted = self.counts[0], self.counts[1]
+

@@ -317,12 +317,14 @@ class _BeamLoop:
         self.active = self._expanding()
 
     def _native_step(self) -> None:
-        """One ALSD++ / AES++ step with the bookkeeping on the native engine: the joint on every slot's
-        frame (torch), the engine's step (in place), the prediction-network states moved to their
+        """One ALSD++ / AES++ step with the bookkeeping on the native engine: the joint on the expanding
+        slots' frames (torch), the engine's step (in place), the prediction-network states moved to their
         hypotheses; :meth:`predict_step` then runs the network on the emitting rows."""
         eng = self._engine
-        enc = self._enc_rows.index_select(0, eng.frame_rows)  # [B*K, H]
-        logits = self.model.joint(enc, self.dec_proj).to(self.dtype).contiguous()  # [B*K, V (+ D)]
+        n = eng.num_active  # the joint on the expanding slots only
+        enc = self._enc_rows.index_select(0, eng.frame_rows[:n])  # [n, H]
+        dec = self.dec_proj if n == self.dec_proj.shape[0] else self.dec_proj.index_select(0, eng.joint_rows[:n])
+        logits = self.model.joint(enc, dec).to(self.dtype).contiguous()  # [n, V (+ D)]
         eng.run(logits)
         parent = eng.parent_flat
         self.pred_state = self.model.select_state(self.pred_state, parent)

@@ -186,7 +186,7 @@ class LSTMTransducer(_JointMixin):
         return self.lstm(self.embedding(labels), state)
 
     def select_state(self, state: State, index: torch.Tensor) -> State:
-        return (state[0][:, index], state[1][:, index])
+        return (state[0].index_select(1, index), state[1].index_select(1, index))
 
     def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
         m = mask.view(1, -1, 1)
