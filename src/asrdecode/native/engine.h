@@ -22,6 +22,9 @@
 #include <functional>
 #include <limits>
 #include <vector>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace asrd {
 
@@ -50,6 +53,40 @@ inline T log_add_exp(T a, T b) {
   if (std::isinf(a) && a == b) return a;
   T m = std::max(a, b);
   return m + std::log1p(std::exp(-std::abs(a - b)));
+}
+
+// sum_i exp(x[i] - shift) over x [n] (float32): four lanes at a time with a polynomial exp on x86-64
+// (Cephes' expf: x = k ln2 + r, |r| <= ln2 / 2, degree-6 polynomial, relative error ~2e-7; arguments
+// clamped to [-87, 88], so exp(-inf) counts as ~1e-38), std::exp elsewhere. Summed in float.
+inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
+  int64_t i = 0;
+  float total = 0.0f;
+#if defined(__SSE2__)
+  __m128 acc = _mm_setzero_ps();
+  const __m128 sh = _mm_set1_ps(shift);
+  for (; i + 4 <= n; i += 4) {
+    __m128 v = _mm_sub_ps(_mm_loadu_ps(x + i), sh);
+    v = _mm_max_ps(_mm_min_ps(v, _mm_set1_ps(88.0f)), _mm_set1_ps(-87.0f));
+    const __m128i k = _mm_cvtps_epi32(_mm_mul_ps(v, _mm_set1_ps(1.44269504088896341f)));
+    const __m128 kf = _mm_cvtepi32_ps(k);
+    const __m128 r = _mm_sub_ps(_mm_sub_ps(v, _mm_mul_ps(kf, _mm_set1_ps(0.693359375f))),
+                                _mm_mul_ps(kf, _mm_set1_ps(-2.12194440e-4f)));
+    __m128 p = _mm_set1_ps(1.9875691500e-4f);
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
+    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
+    const __m128 scale = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(k, _mm_set1_epi32(127)), 23));
+    acc = _mm_add_ps(acc, _mm_mul_ps(p, scale));
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, acc);
+  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (; i < n; ++i) total += std::exp(x[i] - shift);
+  return total;
 }
 
 // ------------------------------------------------------------------------------ fusion automata

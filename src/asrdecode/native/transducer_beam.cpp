@@ -11,6 +11,7 @@
 // equal (hash, frame, length, last token) hypotheses merged into the best one by log-sum-exp.
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine.h"
@@ -161,12 +162,17 @@ class TransducerBeamStep {
     return true;
   }
 
-  // log_softmax of one row of x [n] into out.
+  // log_softmax of one row of x [n] into out: (x - max) - log(sum exp(x - max)), as torch computes it.
   static void log_softmax(const T* x, int64_t n, T* out) {
     T mx = asrd::neg_inf<T>();
     for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-    T sum = T(0);
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+    T sum;
+    if constexpr (std::is_same_v<T, float>) {
+      sum = asrd::sum_exp_shifted(x, n, mx);
+    } else {
+      sum = T(0);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+    }
     const T lse = std::log(sum);
     for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - lse;
   }
