@@ -63,8 +63,6 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
     the acoustic scale) with ``lengths [B]`` valid frames; ``rows`` are the graph's packed emitting arcs
     ``[A, 4]`` int32 and ``e_max [S]`` each state's best emitting arc score. Updates ``state`` in place
     (tokens, history, lattice; not the offset)."""
-    from ..ctc.wfst.stream_state import _Tokens
-
     lib = _lib()
     g = decoder.graph
     B, T, V = am.shape
@@ -114,7 +112,7 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
         lib.asrd_wfst_free(handle)
     new_ptr, s, score, hid, nid = out[:5]
     new_b = torch.repeat_interleave(torch.arange(B), new_ptr[1:] - new_ptr[:-1])
-    state.toks = _Tokens(new_b, s, score, hid)
+    state.toks = type(toks)(new_b, s, score, hid)  # the state's own token record (ctc.wfst.stream_state)
     if n_hist:
         prev, word, frame, token, start = out[5:10]
         state.hist.add(prev, word, frame, token, start.bool())
