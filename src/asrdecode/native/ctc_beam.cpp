@@ -141,29 +141,29 @@ class CtcBeam {
 
     // Candidate tokens of this frame.
     // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
-    // skipped as soon as one fails to enter the top K.)
+    // skipped as soon as one fails to enter the top K. Over the whole vocabulary the sorted order is
+    // built lazily: the 8 best tokens, then the 32 best, then all, as far as some parent's scan goes.)
     const bool all_tokens = a_.num_tokens <= 0;
     const bool sorted_scan = bound_ok_;
     int64_t M;
-    rest_.clear();
+    e_ = e;
     if (all_tokens) {
-      // sorted: the 32 best tokens, then (rarely reached) the others in id order
       M = V_;
       if (sorted_scan) {
-        asrd::top_tokens(e, V_, a_.blank, 32, values_, toks_);
-        for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
-        for (int64_t v = 0; v < V_; ++v)
-          if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(v);
+        sorted_n_ = 0;
+        toks_.clear();
       } else {
         toks_.clear();
         for (int64_t v = 0; v < V_; ++v)
           if (v != a_.blank) toks_.push_back(v);
       }
     } else {
-      asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, values_, toks_);
+      best_tokens(e, a_.num_tokens);
       M = static_cast<int64_t>(toks_.size());
       for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
     }
+    const bool lazy = all_tokens && sorted_scan;
+    const int64_t n_tokens = a_.blank >= 0 && a_.blank < V_ ? V_ - 1 : V_;
     // Per-slot quantities.
     for (int64_t j = 0; j < K_; ++j) {
       p_tot_[j] = asrd::log_add_exp(p_b[j], p_nb[j]);
@@ -253,18 +253,16 @@ class CtcBeam {
         if (v > ninf) heap_.push(v, index, c);
         return 1;
       };
-      bool stopped = false;
-      for (size_t q = 0; q < toks_.size(); ++q) {
+      for (size_t q = 0;; ++q) {
+        if (q >= toks_.size()) {
+          if (!lazy || sorted_n_ >= n_tokens) break;
+          extend_sorted(sorted_n_ < 8 ? 8 : sorted_n_ < 32 ? 32 : n_tokens);
+          if (q >= toks_.size()) break;
+        }
         const int64_t tok = toks_[q];
         const int r = consider(tok, all_tokens ? tok : static_cast<int64_t>(q), sorted_scan);
         if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
-        if (r == 0) { stopped = true; break; }
-      }
-      if (!stopped) {
-        for (const int64_t tok : rest_) {
-          const int r = consider(tok, tok, false);
-          if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
-        }
+        if (r == 0) break;
       }
     }
     // Keep copies of the old state: the new one is written over it.
@@ -331,6 +329,45 @@ class CtcBeam {
     return "";
   }
 
+  // toks_ = the n best non-blank tokens of the frame e_, best first (higher log-prob, ties to the lower
+  // id): one pass keeping a sorted buffer for small n, a full sort otherwise. Same order as top_tokens.
+  void best_tokens(const T* e, int64_t n) {
+    toks_.clear();
+    const int64_t n_all = a_.blank >= 0 && a_.blank < V_ ? V_ - 1 : V_;
+    if (n > n_all) n = n_all;
+    if (n <= 0) return;
+    if (n > 32) {
+      for (int64_t v = 0; v < V_; ++v)
+        if (v != a_.blank) toks_.push_back(v);
+      const asrd::TokenBetter<T> better{e};
+      if (n < n_all) {
+        std::nth_element(toks_.begin(), toks_.begin() + (n - 1), toks_.end(), better);
+        toks_.resize(static_cast<size_t>(n));
+      }
+      std::sort(toks_.begin(), toks_.end(), better);
+      return;
+    }
+    T val[33];
+    int64_t id[33];
+    int64_t size = 0;
+    for (int64_t v = 0; v < V_; ++v) {
+      if (v == a_.blank) continue;
+      const T x = e[v];
+      if (size == n && !(x > val[size - 1])) continue;  // an equal value has a higher id: it loses
+      int64_t i = size == n ? n - 1 : size++;
+      while (i > 0 && val[i - 1] < x) { val[i] = val[i - 1]; id[i] = id[i - 1]; --i; }
+      val[i] = x;
+      id[i] = v;
+    }
+    toks_.assign(id, id + size);
+  }
+
+  // Lazy sorted scan over the whole vocabulary: make toks_ the n best tokens (a prefix of the full order).
+  void extend_sorted(int64_t n) {
+    best_tokens(e_, n);
+    sorted_n_ = static_cast<int64_t>(toks_.size());
+  }
+
   std::string bad_state(int64_t model, int64_t state) {
     return "fusion model " + std::to_string(model) + " has state " + std::to_string(state) +
            " outside its automaton";
@@ -347,7 +384,9 @@ class CtcBeam {
   std::vector<int64_t> parent_;
   std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
   std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
-  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, rest_, order_;
+  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, order_;
+  const T* e_ = nullptr;
+  int64_t sorted_n_ = 0;
   std::vector<T> sc_, values_;
   std::vector<int64_t> nx_;
   asrd::TopK<T, Cand> heap_;
