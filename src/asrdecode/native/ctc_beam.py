@@ -32,7 +32,7 @@ from ._lib import load
 BeamStateFields = Any
 CollapseFields = Any
 
-__all__ = ["run_frames", "finalize", "collapse", "native_automaton", "native_word_lm"]
+__all__ = ["run_frames", "finalize", "collapse", "decode", "native_automaton", "native_word_lm"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -378,3 +378,82 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
 def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
     if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
         raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+
+
+class _DecodeArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
+                ("is_double", _I), ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("beta", _D),
+                ("threshold", _D), ("collapse", _I), ("collapse_threshold", _D), ("nbest", _I), ("x", _P),
+                ("lengths", _P), ("init_fstates", _P), ("models", _P), ("out_score", _P), ("out_len", _P),
+                ("out_tok", _P), ("out_dat", _P)]
+
+
+_decode_fn = None
+
+
+def _decode_function(lib: ctypes.CDLL):
+    global _decode_fn
+    if _decode_fn is None:
+        fn = lib.asrd_ctc_beam_decode
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        _decode_fn = fn
+    return _decode_fn
+
+
+def decode(x: torch.Tensor, lengths: torch.Tensor, init_fstates: torch.Tensor, scorer: FusionScorer, *, beam: int,
+           blank: int, beta: float, beam_threshold: float, token_beam: Optional[int], collapse: int,
+           collapse_threshold: Optional[float], nbest: int) -> Optional[list[list[tuple[list[int], list[int], float]]]]:
+    """A whole search in one engine call: what :func:`run_frames` on a fresh state and :func:`finalize` (with
+    the end-of-sentence scores) give, with blank collapse (``collapse``: 0 off, 1 threshold, 2 weak) done
+    in the engine's frame loop. ``x [B, T, V]`` checked emissions, ``lengths [B]``, ``init_fstates [B, K, M]``
+    (the fresh state's). Returns the n-best ``(tokens, timestamps, score)`` per utterance, or ``None`` when a
+    fusion model is not read natively (the caller then takes the general path)."""
+    lib = load()
+    B, T, V = x.shape
+    K = beam
+    fusion = scorer.fusion
+    models = (_Model * max(len(fusion), 1))()
+    for i, (model, weight) in enumerate(fusion):
+        if not _describe(models[i], model, weight):
+            return None
+    if x.stride(2) != 1 or x.stride(1) != V:
+        x = x.contiguous()
+    if lengths.dtype != torch.int64 or not lengths.is_contiguous():
+        lengths = lengths.to(torch.int64).contiguous()
+    if token_beam is not None:
+        m: Optional[int] = min(token_beam, V - 1)
+    elif not fusion:
+        m = min(2 * K, V - 1)
+    else:
+        m = None
+    n = min(nbest, K)
+    out_score = torch.empty((B, n), dtype=torch.float64)
+    out_ints = torch.empty(B * n * (1 + 2 * T), dtype=torch.int64)  # lengths | tokens | times
+    base = out_ints.data_ptr()
+    fstates = init_fstates if init_fstates.is_contiguous() else init_fstates.contiguous()
+    args = _DecodeArgs(
+        B, K, V, T, x.stride(0), blank, int(x.dtype == torch.float64),
+        m if (m is not None and m < V - 1) else 0, int(token_beam is None or token_beam >= V - 1), len(fusion),
+        beta, beam_threshold, collapse, 0.0 if collapse_threshold is None else collapse_threshold, n,
+        x.data_ptr(), lengths.data_ptr(), fstates.data_ptr(), ctypes.addressof(models), out_score.data_ptr(),
+        base, base + 8 * B * n, base + 8 * B * n * (1 + T),
+    )
+    err = ctypes.create_string_buffer(512)
+    if _decode_function(lib)(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    scores = out_score.tolist()
+    ints = out_ints.tolist()
+    off_tok, off_dat = B * n, B * n * (1 + T)
+    result = []
+    for b in range(B):
+        row = []
+        for j in range(n):
+            o = b * n + j
+            cnt = ints[o]
+            if cnt < 0:
+                continue
+            a_t, a_d = off_tok + o * T, off_dat + o * T
+            row.append((ints[a_t : a_t + cnt], ints[a_d : a_d + cnt], scores[b][j]))
+        result.append(row)
+    return result
