@@ -1,155 +1,159 @@
 // Input checks on the native engine: the normalisation check of CTC emissions
-// (asrdecode.ctc._checks.prepare_log_probs) in one pass over the valid frames, instead of a
-// logsumexp, a min, a mask and a host copy in eager PyTorch (a fixed cost that dominated batch 1).
+// (asrdecode.ctc._checks.prepare_log_probs) over the valid frames, instead of a logsumexp, a min,
+// a mask and a host copy in eager PyTorch (a fixed cost that dominated batch 1).
+//
+// float32 frames take one SSE2 pass (x86-64) that gathers the frame's max, min, NaN flag and
+// sum_v exp(x_v) (exp by a polynomial, relative error ~2e-7, summed in double); when the max is
+// not within [-20, 20] (not a log-probability frame, or a +-inf) the sum is redone with the max
+// subtracted. The result feeds a 1e-3 tolerance test, so these errors are immaterial.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <cstring>
 #include <limits>
 #include <vector>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace {
 
-// Over the valid frames of x [B, T, V] (frames t < lengths[b]; every frame when lengths is null):
-// out[0] = the largest |logsumexp| of a frame, out[1] = the smallest value (NaN when a frame holds
-// a NaN, so that the caller's finiteness test fails as torch's does; 0, 0 without a valid frame).
-// exp in the emissions' precision, sums in double.
-// sum of x [V] in double (four partial sums).
-inline double sum_as_double(const float* x, int64_t V) {
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
-  int64_t v = 0;
-  for (; v + 4 <= V; v += 4)
-    for (int i = 0; i < 4; ++i) s[i] += static_cast<double>(x[v + i]);
-  for (; v < V; ++v) s[0] += static_cast<double>(x[v]);
-  return (s[0] + s[1]) + (s[2] + s[3]);
+// exp(x) in float32 for x clamped to [-87, 88] (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
+// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here.
+inline float exp_poly(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float fx = x * 1.44269504088896341f;
+  const int32_t n = static_cast<int32_t>(fx < 0.0f ? fx - 0.5f : fx + 0.5f);
+  const float nf = static_cast<float>(n);
+  const float r = (x - nf * 0.693359375f) + nf * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
 }
 
-// sum_v exp(f[v] - m) in double. float32: exp by a vectorisable polynomial (Cephes' expf: range
-// reduction to [-ln2/2, ln2/2], degree-7 polynomial, relative error ~2e-7, arguments below -87 clamped
-// there: terms < 2e-38 that a float32 exp would flush anyway), written to `buf` then summed; the check
-// compares the result with a 1e-3 tolerance, so this error is immaterial. float64: std::exp.
-inline double sum_exp(const double* f, int64_t V, double m, std::vector<float>&) {
-  double s = 0.0;
-  for (int64_t v = 0; v < V; ++v) s += std::exp(f[v] - m);
-  return s;
-}
-
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-trapping-math")))  // lets GCC vectorise the clamp (no FP exceptions are read)
-#endif
-inline double sum_exp(const float* f, int64_t V, float m, std::vector<float>& buf) {
-  buf.resize(static_cast<size_t>(V));
-  float* out = buf.data();
-  for (int64_t v = 0; v < V; ++v) {
-    float x = f[v] - m;
-    x = x < -87.0f ? -87.0f : x;  // (also maps -inf; NaN is caught by the caller's pass)
-    const float fx = x * 1.44269504088896341f;
-    const int32_t n = static_cast<int32_t>(fx - 0.5f);  // x <= 0: round to nearest (ties away)
-    const float nf = static_cast<float>(n);
-    const float r = (x - nf * 0.693359375f) + nf * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    const int32_t bits = (n + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    out[v] = p * scale;
-  }
-  return sum_as_double(out, V);
-}
-
-// Largest and smallest value of f [V] (meaningless when it holds a NaN); returns whether it does.
 #if defined(__SSE2__)
-inline bool frame_extremes(const float* f, int64_t V, float* mx, float* mn) {
-  __m128 hi = _mm_set1_ps(-std::numeric_limits<float>::infinity());
-  __m128 lo = _mm_set1_ps(std::numeric_limits<float>::infinity());
-  __m128 bad = _mm_setzero_ps();
+// exp_poly on four lanes (rounding to nearest by the default MXCSR mode).
+inline __m128 exp_poly4(__m128 x) {
+  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
+  const __m128i n = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));
+  const __m128 nf = _mm_cvtepi32_ps(n);
+  const __m128 r = _mm_add_ps(_mm_sub_ps(x, _mm_mul_ps(nf, _mm_set1_ps(0.693359375f))),
+                              _mm_mul_ps(nf, _mm_set1_ps(2.12194440e-4f)));
+  __m128 p = _mm_set1_ps(1.9875691500e-4f);
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
+  p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
+  const __m128i bits = _mm_slli_epi32(_mm_add_epi32(n, _mm_set1_epi32(127)), 23);
+  return _mm_mul_ps(p, _mm_castsi128_ps(bits));
+}
+#endif
+
+// One pass over a float32 frame f [V]: its max, min, whether it holds a NaN, and sum_v exp(f[v] - shift).
+inline bool frame_pass(const float* f, int64_t V, float shift, float* mx, float* mn, double* sum) {
+  float a = -std::numeric_limits<float>::infinity(), b = std::numeric_limits<float>::infinity();
+  bool nan = false;
+  double s = 0.0;
   int64_t v = 0;
+#if defined(__SSE2__)
+  __m128 hi = _mm_set1_ps(a), lo = _mm_set1_ps(b), bad = _mm_setzero_ps();
+  __m128d s0 = _mm_setzero_pd(), s1 = _mm_setzero_pd();
+  const __m128 sh = _mm_set1_ps(shift);
   for (; v + 4 <= V; v += 4) {
     const __m128 x = _mm_loadu_ps(f + v);
     hi = _mm_max_ps(hi, x);
     lo = _mm_min_ps(lo, x);
     bad = _mm_or_ps(bad, _mm_cmpunord_ps(x, x));
+    const __m128 e = exp_poly4(_mm_sub_ps(x, sh));
+    s0 = _mm_add_pd(s0, _mm_cvtps_pd(e));
+    s1 = _mm_add_pd(s1, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
   }
   alignas(16) float h[4], l[4];
+  alignas(16) double d[2];
   _mm_store_ps(h, hi);
   _mm_store_ps(l, lo);
-  bool nan = _mm_movemask_ps(bad) != 0;
-  float a = std::max(std::max(h[0], h[1]), std::max(h[2], h[3]));
-  float b = std::min(std::min(l[0], l[1]), std::min(l[2], l[3]));
+  _mm_store_pd(d, _mm_add_pd(s0, s1));
+  nan = _mm_movemask_ps(bad) != 0;
+  a = std::max(std::max(h[0], h[1]), std::max(h[2], h[3]));
+  b = std::min(std::min(l[0], l[1]), std::min(l[2], l[3]));
+  s = d[0] + d[1];
+#endif
   for (; v < V; ++v) {
     const float x = f[v];
     if (x != x) nan = true;
     if (x > a) a = x;
     if (x < b) b = x;
+    s += static_cast<double>(exp_poly(x - shift));
   }
   *mx = a;
   *mn = b;
+  *sum = s;
   return nan;
 }
-#endif
 
-template <typename T>
-inline bool frame_extremes(const T* f, int64_t V, T* mx, T* mn) {
-  constexpr int L = 8;
-  T a[L], b[L];
-  int bad[L];
-  for (int i = 0; i < L; ++i) { a[i] = -std::numeric_limits<T>::infinity(); b[i] = -a[i]; bad[i] = 0; }
-  int64_t v = 0;
-  for (; v + L <= V; v += L)
-    for (int i = 0; i < L; ++i) {
-      const T x = f[v + i];
-      a[i] = x > a[i] ? x : a[i];
-      b[i] = x < b[i] ? x : b[i];
-      bad[i] |= x != x;
-    }
-  for (int i = 0; v < V; ++v, ++i) {
-    const T x = f[v];
-    a[i] = x > a[i] ? x : a[i];
-    b[i] = x < b[i] ? x : b[i];
-    bad[i] |= x != x;
+// log sum_v exp(f[v]) of a frame, its min, and whether it holds a NaN (float32 / float64 below).
+inline bool frame_lse(const float* f, int64_t V, double* lse, double* low) {
+  float mx, mn;
+  double s;
+  const bool nan = frame_pass(f, V, 0.0f, &mx, &mn, &s);
+  *low = mn;
+  if (std::isinf(mx)) {
+    *lse = mx;  // all -inf (-inf) or a +inf (inf): both fail the caller's test
+  } else if (mx >= -20.0f && mx <= 20.0f) {
+    *lse = std::log(s);
+  } else {  // far from a log-probability frame: the sum again, shifted by the max (exact in float)
+    float a, b;
+    frame_pass(f, V, mx, &a, &b, &s);
+    *lse = static_cast<double>(mx) + std::log(s);
   }
-  T hi = a[0], lo = b[0];
-  int nan = bad[0];
-  for (int i = 1; i < L; ++i) {
-    hi = a[i] > hi ? a[i] : hi;
-    lo = b[i] < lo ? b[i] : lo;
-    nan |= bad[i];
-  }
-  *mx = hi;
-  *mn = lo;
-  return nan != 0;
+  return nan;
 }
 
+inline bool frame_lse(const double* f, int64_t V, double* lse, double* low) {
+  double m = -std::numeric_limits<double>::infinity(), lo = std::numeric_limits<double>::infinity();
+  bool nan = false;
+  for (int64_t v = 0; v < V; ++v) {
+    const double e = f[v];
+    if (std::isnan(e)) nan = true;
+    if (e > m) m = e;
+    if (e < lo) lo = e;
+  }
+  *low = lo;
+  if (std::isinf(m)) {
+    *lse = m;
+  } else {
+    double s = 0.0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(f[v] - m);
+    *lse = m + std::log(s);
+  }
+  return nan;
+}
+
+// Over the valid frames of x [B, T, V] (frames t < lengths[b]; every frame when lengths is null):
+// out[0] = the largest |logsumexp| of a frame, out[1] = the smallest value (NaN when a frame holds
+// a NaN, so that the caller's finiteness test fails as torch's does; 0, 0 without a valid frame).
 template <typename T>
 void check_log_probs(const T* x, int64_t B, int64_t Tn, int64_t V, int64_t stride_b, const int64_t* lengths,
                      double* out) {
   double worst = 0.0, lowest = std::numeric_limits<double>::infinity();
   bool nan = false, any = false;
-  std::vector<float> buf;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = lengths ? lengths[b] : Tn;
     for (int64_t t = 0; t < len; ++t) {
-      const T* f = x + b * stride_b + t * V;
       any = true;
-      T mx, mn;
-      if (frame_extremes(f, V, &mx, &mn)) nan = true;
-      const double m = static_cast<double>(mx);
-      if (static_cast<double>(mn) < lowest) lowest = static_cast<double>(mn);
-      double lse;
-      if (std::isinf(m)) {
-        lse = m;  // all -inf (-inf) or a +inf (inf): both fail the caller's test
-      } else {
-        const T mt = static_cast<T>(m);  // m is one of the frame's values: exact in T
-        lse = m + std::log(sum_exp(f, V, mt, buf));
-      }
+      double lse, low;
+      if (frame_lse(x + b * stride_b + t * V, V, &lse, &low)) nan = true;
+      if (low < lowest) lowest = low;
       const double a = std::fabs(lse);
       if (!(a <= worst)) worst = a;
     }
