@@ -9,6 +9,10 @@
 // kept, higher score first, ties to the lower index.
 #include <cstring>
 #include <string>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "engine.h"
 
@@ -147,7 +151,7 @@ class CtcBeam {
     // Candidate tokens of this frame.
     // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
     // skipped as soon as one fails to enter the top K. Over the whole vocabulary the sorted order is
-    // built lazily: the 8 best tokens, then the 32 best, then all, as far as some parent's scan goes.)
+    // built lazily: the likely tokens, then 16 more at a time, as far as some parent's scan goes.)
     const bool all_tokens = a_.num_tokens <= 0;
     const bool sorted_scan = bound_ok_;
     int64_t M;
@@ -155,8 +159,7 @@ class CtcBeam {
     if (all_tokens) {
       M = V_;
       if (sorted_scan) {
-        best_tokens(e, kFirstTokens);
-        rest_built_ = false;
+        likely_tokens(e);
       } else {
         toks_.clear();
         for (int64_t v = 0; v < V_; ++v)
@@ -336,7 +339,7 @@ class CtcBeam {
     const int64_t n_all = a_.blank >= 0 && a_.blank < V_ ? V_ - 1 : V_;
     if (n > n_all) n = n_all;
     if (n <= 0) return;
-    if (n > kFirstTokens) {
+    if (n > kSmallSelection) {
       for (int64_t v = 0; v < V_; ++v)
         if (v != a_.blank) toks_.push_back(v);
       const asrd::TokenBetter<T> better{e};
@@ -347,8 +350,8 @@ class CtcBeam {
       std::sort(toks_.begin(), toks_.end(), better);
       return;
     }
-    T val[kFirstTokens];
-    int64_t id[kFirstTokens];
+    T val[kSmallSelection];
+    int64_t id[kSmallSelection];
     int64_t size = 0;
     const int64_t blank = a_.blank, V = V_;
     for (int64_t v = 0; v < V; ++v) {
@@ -363,24 +366,69 @@ class CtcBeam {
     toks_.assign(id, id + size);
   }
 
-  // Lazy sorted scan over the whole vocabulary: append the next token of the full order to toks_ (the
-  // kFirstTokens best come from best_tokens; the others from a heap built when a scan first goes past
-  // them). False when every token is in toks_.
-  bool next_sorted() {
-    if (!rest_built_) {
-      rest_built_ = true;
-      rest_.clear();
-      ++stamp_;  // (cand_mark_ marks candidates only with token_beam; here it marks the sorted prefix)
-      for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
-      for (int64_t v = 0; v < V_; ++v)
-        if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(TokenItem{e_[v], v});
-      std::make_heap(rest_.begin(), rest_.end(), TokenItem::worse);
+  // The head of the lazy sorted scan over the whole vocabulary: toks_ = the tokens whose log-prob is
+  // within kLikelyMargin of the frame's best non-blank one, in the frame's token order (a max pass and a
+  // compare pass, four lanes at a time for float32, then a sort of the few that pass).
+  void likely_tokens(const T* e) {
+    toks_.clear();
+    const int64_t blank = a_.blank, V = V_;
+    T mx = -std::numeric_limits<T>::infinity();
+    int64_t v = 0;
+#if defined(__SSE2__)
+    if constexpr (std::is_same<T, float>::value) {
+      __m128 hi = _mm_set1_ps(mx);
+      for (; v + 4 <= V && !(blank >= v && blank < v + 4); v += 4) hi = _mm_max_ps(hi, _mm_loadu_ps(e + v));
+      alignas(16) float h[4];
+      _mm_store_ps(h, hi);
+      mx = std::max(std::max(h[0], h[1]), std::max(h[2], h[3]));
     }
-    if (rest_.empty()) return false;
-    std::pop_heap(rest_.begin(), rest_.end(), TokenItem::worse);
-    toks_.push_back(rest_.back().id);
-    rest_.pop_back();
-    return true;
+#endif
+    for (; v < V; ++v)
+      if (v != blank && e[v] > mx) mx = e[v];
+    if (!(mx > -std::numeric_limits<T>::infinity())) return;  // (every token impossible: next_sorted goes on)
+    const T th = mx - static_cast<T>(kLikelyMargin);
+    v = 0;
+#if defined(__SSE2__)
+    if constexpr (std::is_same<T, float>::value) {
+      const __m128 t4 = _mm_set1_ps(th);
+      for (; v + 4 <= V; v += 4) {
+        int mask = _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(e + v), t4));
+        while (mask) {
+          const int i = __builtin_ctz(static_cast<unsigned>(mask));
+          mask &= mask - 1;
+          if (v + i != blank) toks_.push_back(v + i);
+        }
+      }
+    }
+#endif
+    for (; v < V; ++v)
+      if (v != blank && e[v] > th) toks_.push_back(v);
+    std::sort(toks_.begin(), toks_.end(), asrd::TokenBetter<T>{e_});
+  }
+
+  // Continues the lazy sorted scan: appends to toks_ the kSmallSelection tokens that come next in the
+  // frame's token order (after toks_.back()), by one selection pass. False when none is left.
+  bool next_sorted() {
+    const T* e = e_;
+    const int64_t blank = a_.blank, V = V_, n = kSmallSelection;
+    const bool any = !toks_.empty();
+    const int64_t lt = any ? toks_.back() : -1;
+    const T lv = any ? e[lt] : std::numeric_limits<T>::infinity();
+    T val[kSmallSelection];
+    int64_t id[kSmallSelection];
+    int64_t size = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      if (v == blank) continue;
+      const T x = e[v];
+      if (any && !(x < lv || (x == lv && v > lt))) continue;  // at or before the last one taken
+      if (size == n && !(x > val[size - 1])) continue;  // an equal value has a higher id: it loses
+      int64_t i = size == n ? n - 1 : size++;
+      while (i > 0 && val[i - 1] < x) { val[i] = val[i - 1]; id[i] = id[i - 1]; --i; }
+      val[i] = x;
+      id[i] = v;
+    }
+    toks_.insert(toks_.end(), id, id + size);
+    return size > 0;
   }
 
   std::string bad_state(int64_t model, int64_t state) {
@@ -400,19 +448,10 @@ class CtcBeam {
   std::vector<int64_t> parent_;
   std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
   std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
-  // A token and its log-prob; `worse` orders a max-heap by the frame's token order.
-  struct TokenItem {
-    T value;
-    int64_t id;
-    static bool worse(const TokenItem& a, const TokenItem& b) {
-      return a.value < b.value || (a.value == b.value && a.id > b.id);
-    }
-  };
-  static constexpr int64_t kFirstTokens = 16;  // tokens sorted at once before the heap takes over
+  static constexpr int64_t kSmallSelection = 16;  // tokens selected in one pass (best_tokens, next_sorted)
+  static constexpr double kLikelyMargin = 4.0;   // log-prob margin of the lazy scan's head (e^-4)
   std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, order_;
-  std::vector<TokenItem> rest_;
   const T* e_ = nullptr;
-  bool rest_built_ = false;
   std::vector<T> sc_, values_;
   std::vector<int64_t> nx_;
   asrd::TopK<T, Cand> heap_;
