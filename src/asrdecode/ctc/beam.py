@@ -545,8 +545,8 @@ def beam_search(
     if native and state is None and final and batch > 0:  # one engine call: search, collapse and n-best
         scorer, (collapse_on, collapse_th, token_beam), _ = _settings(
             batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype)
-        rows = native_decode(x, lens, _initial_fstates(scorer, batch, beam, x.device), scorer, beam=beam,
-                             blank=blank, beta=beta, beam_threshold=beam_threshold, token_beam=token_beam,
+        rows = native_decode(x, lens, scorer, beam=beam, blank=blank, beta=beta, beam_threshold=beam_threshold,
+                             token_beam=token_beam,
                              collapse=0 if not collapse_on else 2 if collapse_th is None else 1,
                              collapse_threshold=collapse_th, nbest=nbest)
         if rows is not None:

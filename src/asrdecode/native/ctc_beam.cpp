@@ -638,7 +638,7 @@ struct CtcDecodeArgs {
   int64_t nbest;
   const void* x;                 // [B, T, V] (frames contiguous)
   const int64_t* lengths;        // [B]
-  const int64_t* init_fstates;   // [B, K, num_models] the fresh hypotheses' fusion states
+  const int64_t* const* init_fstates;  // [num_models] pointers to [B * K]: the fresh hypotheses' fusion states
   const FusionModelDesc* models;  // kinds 0 and 2 only
   double* out_score;             // [B, nbest] as CtcFinalArgs, with steps = frames
   int64_t* out_len;
@@ -655,7 +655,9 @@ std::string ctc_decode(const CtcDecodeArgs& d) {
   const T ninf = asrd::neg_inf<T>();
   std::vector<T> p_b(BK, ninf), p_nb(BK, ninf), fscore(BK, T(0)), length(BK, T(0)), peak(BK, ninf);
   std::vector<int64_t> last(BK, -1), hash(BK, -1), phash(BK, -2);
-  std::vector<int64_t> fst(d.init_fstates, d.init_fstates + BK * static_cast<size_t>(NM));
+  std::vector<int64_t> fst(BK * static_cast<size_t>(NM));
+  for (int64_t m = 0; m < NM; ++m)
+    for (size_t q = 0; q < BK; ++q) fst[q * static_cast<size_t>(NM) + static_cast<size_t>(m)] = d.init_fstates[m][q];
   for (int64_t b = 0; b < B; ++b) {
     p_b[static_cast<size_t>(b * K)] = T(0);
     hash[static_cast<size_t>(b * K)] = 0;  // EMPTY_HASH
