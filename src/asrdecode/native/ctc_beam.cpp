@@ -377,10 +377,18 @@ class CtcBeam {
 #if defined(__SSE2__)
     if constexpr (std::is_same<T, float>::value) {
       __m128 hi = _mm_set1_ps(mx);
-      for (; v + 4 <= V && !(blank >= v && blank < v + 4); v += 4) hi = _mm_max_ps(hi, _mm_loadu_ps(e + v));
+      T group = mx;  // the blank's group of four, without the blank
+      for (; v + 4 <= V; v += 4) {
+        if (blank >= v && blank < v + 4) {
+          for (int64_t u = v; u < v + 4; ++u)
+            if (u != blank && e[u] > group) group = e[u];
+        } else {
+          hi = _mm_max_ps(hi, _mm_loadu_ps(e + v));
+        }
+      }
       alignas(16) float h[4];
       _mm_store_ps(h, hi);
-      mx = std::max(std::max(h[0], h[1]), std::max(h[2], h[3]));
+      mx = std::max(std::max(std::max(h[0], h[1]), std::max(h[2], h[3])), group);
     }
 #endif
     for (; v < V; ++v)
