@@ -315,3 +315,22 @@ def test_native_log_prob_check_gives_the_torch_verdict(batch, frames, vocab, see
         mp.setattr(_lib, "log_prob_extremes", lambda *a: None)
         torch_verdict = verdict()
     assert native == torch_verdict
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 100_000), st.sampled_from([1, 6, 24]), st.sampled_from([None, 0.9, "weak"]),
+       st.sampled_from([0.5, 3.0]), st.booleans())
+def test_one_call_path_equals_state_path_on_wide_vocabularies(tmp_path_factory, seed, beam, collapse, scale, double):
+    """The one-engine-call decode (no state, final) against the state path and the tensor engine, with a
+    vocabulary and beam wide enough for the lazy token scan to go past its head (flat and peaky frames)."""
+    vocab, batch, frames = 45, 3, 12
+    blank = seed % vocab
+    lm = make_lm(tmp_path_factory, seed, vocab, blank, order=1 + seed % 3)
+    lp = random_log_probs(seed, batch, frames, vocab, scale=scale, dtype=torch.float64 if double else torch.float32)
+    lens = random_lengths(seed, batch, frames)
+    kw = dict(beam=beam, fusion=[(lm, 0.6)], beta=0.3, blank_collapse=collapse, nbest=min(beam, 3))
+    one_call = ctc.beam_search(lp, lens, blank, engine="native", **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(beam_mod, "native_decode", lambda *a, **k: None)  # the state path (run_frames + finalize)
+        assert_same(one_call, ctc.beam_search(lp, lens, blank, engine="native", **kw), tol=0.0)
+    assert_same(one_call, ctc.beam_search(lp, lens, blank, engine="torch", **kw), tol=1e-5 if double else 1e-3)

@@ -37,6 +37,7 @@ from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..native import _lib
 from ..native.ctc_beam import collapse as native_collapse
+from ..native.ctc_beam import decode as native_decode
 from ..native.ctc_beam import finalize as native_finalize
 from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
@@ -131,10 +132,7 @@ class CTCBeamState:
         last, hash0, parent_hash = torch.full((3, batch, beam), -1, dtype=torch.long, device=device).unbind(0)
         hash0[:, 0] = EMPTY_HASH  # -1: invalid slot
         parent_hash.fill_(-2)
-        utterances = (torch.arange(batch, device=device).repeat_interleave(beam)
-                      if any(scorer.takes_utterances) else None)
-        fstates = scorer.initial(batch * beam, device=device, utterances=utterances).reshape(
-            batch, beam, scorer.num_models)
+        fstates = _initial_fstates(scorer, batch, beam, device)
         return CTCBeamState(
             p_b=p_b, p_nb=p_nb, fscore=fscore, length=length, last=last, hash=hash0, parent_hash=parent_hash,
             peak=peak, fstates=fstates,
@@ -411,18 +409,34 @@ def _use_native(engine: object, x: torch.Tensor) -> bool:
     return False
 
 
-def _start(state: Optional[CTCBeamState], batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg,
-           beta: float, beam_threshold: float, blank_collapse: CollapseArg, token_beam: Optional[int],
-           dtype: torch.dtype, device: torch.device) -> tuple[FusionScorer, CTCBeamState, "_Parsed"]:
-    """The fusion scorer and the state a call starts from (``state`` checked against the call's settings,
-    its ``config``, or a fresh one), and the parsed collapse and token-beam settings."""
+def _settings(batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg, beta: float, beam_threshold: float,
+              blank_collapse: CollapseArg, token_beam: Optional[int],
+              dtype: torch.dtype) -> tuple[FusionScorer, "_Parsed", tuple]:
+    """The fusion scorer, the parsed collapse / token-beam settings and the state's ``config`` of a call (checked)."""
     scorer = FusionScorer(fusion, vocab, blank)
     collapse_on, collapse_th = parse_collapse(blank_collapse)
     if token_beam is not None:
         token_beam = check_positive_int("token_beam", token_beam)
     config = (batch, beam, vocab, blank, tuple(id(m) for m, _ in scorer.fusion), tuple(scorer.weights),
               beta, beam_threshold, collapse_on, collapse_th, token_beam, dtype)
-    parsed = _Parsed(collapse_on, collapse_th, token_beam)
+    return scorer, _Parsed(collapse_on, collapse_th, token_beam), config
+
+
+def _initial_fstates(scorer: FusionScorer, batch: int, beam: int, device: torch.device) -> torch.Tensor:
+    """The fusion states ``[B, K, M]`` of a fresh state (per-utterance models get each slot's utterance)."""
+    utterances = (torch.arange(batch, device=device).repeat_interleave(beam)
+                  if any(scorer.takes_utterances) else None)
+    return scorer.initial(batch * beam, device=device, utterances=utterances).reshape(batch, beam, scorer.num_models)
+
+
+def _start(state: Optional[CTCBeamState], batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg,
+           beta: float, beam_threshold: float, blank_collapse: CollapseArg, token_beam: Optional[int],
+           dtype: torch.dtype, device: torch.device) -> tuple[FusionScorer, CTCBeamState, "_Parsed"]:
+    """The fusion scorer and the state a call starts from (``state`` checked against the call's settings,
+    its ``config``, or a fresh one), and the parsed collapse and token-beam settings."""
+    scorer, parsed, config = _settings(batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse,
+                                       token_beam, dtype)
+    collapse_on = parsed.collapse_on
     if state is None:
         st = CTCBeamState.initial(batch, beam, vocab, scorer, collapse_on, dtype, device, config)
         st.beta = beta
@@ -528,6 +542,16 @@ def beam_search(
     )
     batch, max_len, vocab = x.shape
     native = _use_native(engine, x)
+    if native and state is None and final and batch > 0:  # one engine call: search, collapse and n-best
+        scorer, (collapse_on, collapse_th, token_beam), _ = _settings(
+            batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype)
+        rows = native_decode(x, lens, scorer, beam=beam, blank=blank, beta=beta, beam_threshold=beam_threshold,
+                             token_beam=token_beam,
+                             collapse=0 if not collapse_on else 2 if collapse_th is None else 1,
+                             collapse_threshold=collapse_th, nbest=nbest)
+        if rows is not None:
+            return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row], tokenizer)
+                    for row in rows]
     scorer, st, (collapse_on, collapse_th, token_beam) = _start(
         state, batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype, x.device)
     if batch == 0:

@@ -9,6 +9,10 @@
 // kept, higher score first, ties to the lower index.
 #include <cstring>
 #include <string>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "engine.h"
 
@@ -86,6 +90,10 @@ class CtcBeam {
     for (int64_t i = 0; i < NM_; ++i) w_.push_back(static_cast<T>(a.models[i].weight));
   }
 
+  // Frame t of utterance b is frame frame_src[b * frames + t] of x (and that is its time): the kept
+  // frames of a blank collapse done in place. Null (the default): frame t, time frame_index.
+  void set_frame_source(const int64_t* frame_src) { frame_src_ = frame_src; }
+
   // Runs frames [t_begin, t_end) of every utterance; returns an error message or "".
   std::string run() {
     const int64_t B = a_.batch;
@@ -94,13 +102,14 @@ class CtcBeam {
         int64_t* tok_rec = a_.tok_out + ((t - a_.t_begin) * B + b) * K_;
         int64_t* par_rec = a_.par_out + ((t - a_.t_begin) * B + b) * K_;
         int64_t* dat_rec = a_.dat_out + ((t - a_.t_begin) * B + b) * K_;
-        const int64_t time = a_.frame_index[b * a_.frames + t];
+        const int64_t src = frame_src_ ? frame_src_[b * a_.frames + t] : t;  // frame of x
+        const int64_t time = frame_src_ || !a_.frame_index ? src : a_.frame_index[b * a_.frames + t];
         for (int64_t j = 0; j < K_; ++j) dat_rec[j] = time;
         if (t >= a_.lengths[b]) {  // this utterance has no such frame: state kept
           for (int64_t j = 0; j < K_; ++j) { tok_rec[j] = -1; par_rec[j] = j; }
           continue;
         }
-        const T* e = static_cast<const T*>(a_.x) + b * a_.x_stride + t * V_;
+        const T* e = static_cast<const T*>(a_.x) + b * a_.x_stride + src * V_;
         std::string err = step(b, e, tok_rec, par_rec);
         if (!err.empty()) return err;
       }
@@ -141,29 +150,27 @@ class CtcBeam {
 
     // Candidate tokens of this frame.
     // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
-    // skipped as soon as one fails to enter the top K.)
+    // skipped as soon as one fails to enter the top K. Over the whole vocabulary the sorted order is
+    // built lazily: the likely tokens, then 16 more at a time, as far as some parent's scan goes.)
     const bool all_tokens = a_.num_tokens <= 0;
     const bool sorted_scan = bound_ok_;
     int64_t M;
-    rest_.clear();
+    e_ = e;
     if (all_tokens) {
-      // sorted: the 32 best tokens, then (rarely reached) the others in id order
       M = V_;
       if (sorted_scan) {
-        asrd::top_tokens(e, V_, a_.blank, 32, values_, toks_);
-        for (const int64_t v : toks_) cand_mark_[static_cast<size_t>(v)] = stamp_;
-        for (int64_t v = 0; v < V_; ++v)
-          if (v != a_.blank && cand_mark_[static_cast<size_t>(v)] != stamp_) rest_.push_back(v);
+        likely_tokens(e);
       } else {
         toks_.clear();
         for (int64_t v = 0; v < V_; ++v)
           if (v != a_.blank) toks_.push_back(v);
       }
     } else {
-      asrd::top_tokens(e, V_, a_.blank, a_.num_tokens, values_, toks_);
+      best_tokens(e, a_.num_tokens);
       M = static_cast<int64_t>(toks_.size());
       for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
     }
+    const bool lazy = all_tokens && sorted_scan;
     // Per-slot quantities.
     for (int64_t j = 0; j < K_; ++j) {
       p_tot_[j] = asrd::log_add_exp(p_b[j], p_nb[j]);
@@ -253,18 +260,12 @@ class CtcBeam {
         if (v > ninf) heap_.push(v, index, c);
         return 1;
       };
-      bool stopped = false;
-      for (size_t q = 0; q < toks_.size(); ++q) {
+      for (size_t q = 0;; ++q) {
+        if (q >= toks_.size() && !(lazy && next_sorted())) break;
         const int64_t tok = toks_[q];
         const int r = consider(tok, all_tokens ? tok : static_cast<int64_t>(q), sorted_scan);
         if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
-        if (r == 0) { stopped = true; break; }
-      }
-      if (!stopped) {
-        for (const int64_t tok : rest_) {
-          const int r = consider(tok, tok, false);
-          if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
-        }
+        if (r == 0) break;
       }
     }
     // Keep copies of the old state: the new one is written over it.
@@ -331,12 +332,120 @@ class CtcBeam {
     return "";
   }
 
+  // toks_ = the n best non-blank tokens of the frame e_, best first (higher log-prob, ties to the lower
+  // id): one pass keeping a sorted buffer for small n, a full sort otherwise. Same order as top_tokens.
+  void best_tokens(const T* e, int64_t n) {
+    toks_.clear();
+    const int64_t n_all = a_.blank >= 0 && a_.blank < V_ ? V_ - 1 : V_;
+    if (n > n_all) n = n_all;
+    if (n <= 0) return;
+    if (n > kSmallSelection) {
+      for (int64_t v = 0; v < V_; ++v)
+        if (v != a_.blank) toks_.push_back(v);
+      const asrd::TokenBetter<T> better{e};
+      if (n < n_all) {
+        std::nth_element(toks_.begin(), toks_.begin() + (n - 1), toks_.end(), better);
+        toks_.resize(static_cast<size_t>(n));
+      }
+      std::sort(toks_.begin(), toks_.end(), better);
+      return;
+    }
+    T val[kSmallSelection];
+    int64_t id[kSmallSelection];
+    int64_t size = 0;
+    const int64_t blank = a_.blank, V = V_;
+    for (int64_t v = 0; v < V; ++v) {
+      if (v == blank) continue;
+      const T x = e[v];
+      if (size == n && !(x > val[size - 1])) continue;  // an equal value has a higher id: it loses
+      int64_t i = size == n ? n - 1 : size++;
+      while (i > 0 && val[i - 1] < x) { val[i] = val[i - 1]; id[i] = id[i - 1]; --i; }
+      val[i] = x;
+      id[i] = v;
+    }
+    toks_.assign(id, id + size);
+  }
+
+  // The head of the lazy sorted scan over the whole vocabulary: toks_ = the tokens whose log-prob is
+  // within kLikelyMargin of the frame's best non-blank one, in the frame's token order (a max pass and a
+  // compare pass, four lanes at a time for float32, then a sort of the few that pass).
+  void likely_tokens(const T* e) {
+    toks_.clear();
+    const int64_t blank = a_.blank, V = V_;
+    T mx = -std::numeric_limits<T>::infinity();
+    int64_t v = 0;
+#if defined(__SSE2__)
+    if constexpr (std::is_same<T, float>::value) {
+      __m128 hi = _mm_set1_ps(mx);
+      T group = mx;  // the blank's group of four, without the blank
+      for (; v + 4 <= V; v += 4) {
+        if (blank >= v && blank < v + 4) {
+          for (int64_t u = v; u < v + 4; ++u)
+            if (u != blank && e[u] > group) group = e[u];
+        } else {
+          hi = _mm_max_ps(hi, _mm_loadu_ps(e + v));
+        }
+      }
+      alignas(16) float h[4];
+      _mm_store_ps(h, hi);
+      mx = std::max(std::max(std::max(h[0], h[1]), std::max(h[2], h[3])), group);
+    }
+#endif
+    for (; v < V; ++v)
+      if (v != blank && e[v] > mx) mx = e[v];
+    if (!(mx > -std::numeric_limits<T>::infinity())) return;  // (every token impossible: next_sorted goes on)
+    const T th = mx - static_cast<T>(kLikelyMargin);
+    v = 0;
+#if defined(__SSE2__)
+    if constexpr (std::is_same<T, float>::value) {
+      const __m128 t4 = _mm_set1_ps(th);
+      for (; v + 4 <= V; v += 4) {
+        int mask = _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(e + v), t4));
+        while (mask) {
+          const int i = __builtin_ctz(static_cast<unsigned>(mask));
+          mask &= mask - 1;
+          if (v + i != blank) toks_.push_back(v + i);
+        }
+      }
+    }
+#endif
+    for (; v < V; ++v)
+      if (v != blank && e[v] > th) toks_.push_back(v);
+    std::sort(toks_.begin(), toks_.end(), asrd::TokenBetter<T>{e_});
+  }
+
+  // Continues the lazy sorted scan: appends to toks_ the kSmallSelection tokens that come next in the
+  // frame's token order (after toks_.back()), by one selection pass. False when none is left.
+  bool next_sorted() {
+    const T* e = e_;
+    const int64_t blank = a_.blank, V = V_, n = kSmallSelection;
+    const bool any = !toks_.empty();
+    const int64_t lt = any ? toks_.back() : -1;
+    const T lv = any ? e[lt] : std::numeric_limits<T>::infinity();
+    T val[kSmallSelection];
+    int64_t id[kSmallSelection];
+    int64_t size = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      if (v == blank) continue;
+      const T x = e[v];
+      if (any && !(x < lv || (x == lv && v > lt))) continue;  // at or before the last one taken
+      if (size == n && !(x > val[size - 1])) continue;  // an equal value has a higher id: it loses
+      int64_t i = size == n ? n - 1 : size++;
+      while (i > 0 && val[i - 1] < x) { val[i] = val[i - 1]; id[i] = id[i - 1]; --i; }
+      val[i] = x;
+      id[i] = v;
+    }
+    toks_.insert(toks_.end(), id, id + size);
+    return size > 0;
+  }
+
   std::string bad_state(int64_t model, int64_t state) {
     return "fusion model " + std::to_string(model) + " has state " + std::to_string(state) +
            " outside its automaton";
   }
 
   const CtcBeamArgs& a_;
+  const int64_t* frame_src_ = nullptr;
   int64_t K_, V_, NM_;
   T beta_, thr_;
   std::vector<T> w_;
@@ -347,7 +456,10 @@ class CtcBeam {
   std::vector<int64_t> parent_;
   std::vector<T> o_pb_, o_pnb_, o_fs_, o_len_;
   std::vector<int64_t> o_last_, o_hash_, o_phash_, o_fst_;
-  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, rest_, order_;
+  static constexpr int64_t kSmallSelection = 16;  // tokens selected in one pass (best_tokens, next_sorted)
+  static constexpr double kLikelyMargin = 4.0;   // log-prob margin of the lazy scan's head (e^-4)
+  std::vector<int64_t> child_mark_, cand_mark_, scratch_, toks_, order_;
+  const T* e_ = nullptr;
   std::vector<T> sc_, values_;
   std::vector<int64_t> nx_;
   asrd::TopK<T, Cand> heap_;
@@ -375,6 +487,19 @@ struct CollapseArgs {
   int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
 };
 
+// Whether frame f [V] is a blank frame: its blank probability above th, or (weak) its argmax (first
+// maximum) is the blank (asrdecode.ctc.collapse.blank_frames).
+template <typename T>
+inline bool is_blank_frame(const T* f, int64_t V, int64_t blank, bool weak, T th) {
+  if (weak) {
+    int64_t arg = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (f[v] > f[arg]) arg = v;
+    return arg == blank;
+  }
+  return static_cast<T>(std::exp(f[blank])) > th;
+}
+
 template <typename T>
 void ctc_collapse(const CollapseArgs& a) {
   const int64_t B = a.batch, Tn = a.frames, V = a.vocab, To = a.frames + 1;
@@ -388,16 +513,7 @@ void ctc_collapse(const CollapseArgs& a) {
     const T* xb = x + b * Tn * V;
     int64_t last_nb = -1;
     for (int64_t t = 0; t < len; ++t) {
-      const T* f = xb + t * V;
-      bool blank;
-      if (a.weak) {  // argmax (first maximum) is the blank
-        int64_t arg = 0;
-        for (int64_t v = 1; v < V; ++v)
-          if (f[v] > f[arg]) arg = v;
-        blank = arg == a.blank;
-      } else {
-        blank = static_cast<T>(std::exp(f[a.blank])) > th;
-      }
+      const bool blank = is_blank_frame(xb + t * V, V, a.blank, a.weak != 0, th);
       is_blank[static_cast<size_t>(t)] = blank;
       if (!blank) last_nb = t;
     }
@@ -519,7 +635,93 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
   return "";
 }
 
+// A whole decode in one call (asrdecode.ctc.beam_search with no state and final=True, every fusion
+// model read natively): a fresh state, blank collapse done in the frame loop (the kept frames of
+// Definition 3 are searched in place, no copy), the frames, then the n-best as ctc_finalize gives it.
+struct CtcDecodeArgs {
+  int64_t batch, beam, vocab, frames, x_stride, blank, is_double, num_tokens, merge_all, num_models;
+  double beta, threshold;
+  int64_t collapse;              // 0: off, 1: P(blank) > collapse_threshold, 2: weak (argmax is blank)
+  double collapse_threshold;
+  int64_t nbest;
+  const void* x;                 // [B, T, V] (frames contiguous)
+  const int64_t* lengths;        // [B]
+  const int64_t* const* init_fstates;  // [num_models] pointers to [B * K]: the fresh hypotheses' fusion states
+  const FusionModelDesc* models;  // kinds 0 and 2 only
+  double* out_score;             // [B, nbest] as CtcFinalArgs, with steps = frames
+  int64_t* out_len;
+  int64_t* out_tok;
+  int64_t* out_dat;
+};
+
+template <typename T>
+std::string ctc_decode(const CtcDecodeArgs& d) {
+  const int64_t B = d.batch, K = d.beam, V = d.vocab, Tn = d.frames, NM = d.num_models;
+  for (int64_t i = 0; i < NM; ++i)
+    if (d.models[i].kind == 1) return "ctc_decode: fusion rows are not supported";
+  const size_t BK = static_cast<size_t>(B * K);
+  const T ninf = asrd::neg_inf<T>();
+  std::vector<T> p_b(BK, ninf), p_nb(BK, ninf), fscore(BK, T(0)), length(BK, T(0)), peak(BK, ninf);
+  std::vector<int64_t> last(BK, -1), hash(BK, -1), phash(BK, -2);
+  std::vector<int64_t> fst(BK * static_cast<size_t>(NM));
+  for (int64_t m = 0; m < NM; ++m)
+    for (size_t q = 0; q < BK; ++q) fst[q * static_cast<size_t>(NM) + static_cast<size_t>(m)] = d.init_fstates[m][q];
+  for (int64_t b = 0; b < B; ++b) {
+    p_b[static_cast<size_t>(b * K)] = T(0);
+    hash[static_cast<size_t>(b * K)] = 0;  // EMPTY_HASH
+  }
+  std::vector<int64_t> lens(d.lengths, d.lengths + B), src;
+  if (d.collapse) {  // Definition 3 on the whole utterance: the first frame of each blank run is kept unless it
+                     // starts the utterance or the trailing run
+    src.assign(static_cast<size_t>(B * Tn), 0);
+    const T th = static_cast<T>(d.collapse_threshold);
+    std::vector<char> is_blank(static_cast<size_t>(Tn));
+    for (int64_t b = 0; b < B; ++b) {
+      const T* xb = static_cast<const T*>(d.x) + b * d.x_stride;
+      int64_t last_nb = -1;
+      for (int64_t t = 0; t < lens[b]; ++t) {
+        is_blank[static_cast<size_t>(t)] = is_blank_frame(xb + t * V, V, d.blank, d.collapse == 2, th);
+        if (!is_blank[static_cast<size_t>(t)]) last_nb = t;
+      }
+      int64_t n = 0;
+      for (int64_t t = 0; t <= last_nb; ++t)
+        if (!is_blank[static_cast<size_t>(t)] || (t > 0 && !is_blank[static_cast<size_t>(t - 1)])) src[b * Tn + n++] = t;
+      lens[b] = n;
+    }
+  }
+  std::vector<int64_t> tree(3 * static_cast<size_t>(Tn) * BK);
+  int64_t* tok = tree.data();
+  int64_t* par = tok + static_cast<size_t>(Tn) * BK;
+  int64_t* dat = par + static_cast<size_t>(Tn) * BK;
+  CtcBeamArgs a{B, K, V, Tn, d.x_stride, d.blank, d.is_double, d.num_tokens, d.merge_all, NM, 0, Tn, d.beta,
+                d.threshold, d.x, lens.data(), p_b.data(), p_nb.data(), fscore.data(), length.data(), peak.data(),
+                last.data(), hash.data(), phash.data(), fst.data(), tok, par, dat, nullptr, d.models};
+  CtcBeam<T> search(a);
+  search.set_frame_source(d.collapse ? src.data() : nullptr);
+  std::string err = search.run();
+  if (!err.empty()) return err;
+  CtcFinalArgs f{B, K, d.is_double, NM, 1, d.nbest, Tn, d.beta, p_b.data(), p_nb.data(), fscore.data(),
+                 length.data(), fst.data(), d.models, tok, par, dat, d.out_score, d.out_len, d.out_tok, d.out_dat};
+  return ctc_finalize<T>(f);
+}
+
 extern "C" {
+
+// A whole CTC prefix beam search (see CtcDecodeArgs). Returns 0, or 1 with a message in `err`.
+int asrd_ctc_beam_decode(const CtcDecodeArgs* args, char* err, int64_t err_len) {
+  std::string msg;
+  try {
+    msg = args->is_double ? ctc_decode<double>(*args) : ctc_decode<float>(*args);
+  } catch (const std::exception& ex) {
+    msg = std::string("native engine: ") + ex.what();
+  }
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
+}
 
 // Blank collapse of one chunk (see CollapseArgs); the state is updated in place.
 void asrd_ctc_collapse(const CollapseArgs* args) {

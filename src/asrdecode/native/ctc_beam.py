@@ -17,6 +17,7 @@ per-token arrays, ``engine.h``'s ``WordLM``). Any other fusion model is called p
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 from typing import Any, Optional
 
@@ -32,7 +33,7 @@ from ._lib import load
 BeamStateFields = Any
 CollapseFields = Any
 
-__all__ = ["run_frames", "finalize", "collapse", "native_automaton", "native_word_lm"]
+__all__ = ["run_frames", "finalize", "collapse", "decode", "native_automaton", "native_word_lm"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -378,3 +379,104 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
 def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
     if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
         raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+
+
+class _DecodeArgs(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
+                ("is_double", _I), ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("beta", _D),
+                ("threshold", _D), ("collapse", _I), ("collapse_threshold", _D), ("nbest", _I), ("x", _P),
+                ("lengths", _P), ("init_fstates", _P), ("models", _P), ("out_score", _P), ("out_len", _P),
+                ("out_tok", _P), ("out_dat", _P)]
+
+
+_decode_fn = None
+
+
+def _decode_function(lib: ctypes.CDLL):
+    global _decode_fn
+    if _decode_fn is None:
+        fn = lib.asrd_ctc_beam_decode
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        _decode_fn = fn
+    return _decode_fn
+
+
+_ERR = threading.local()
+
+
+def _err_buffer() -> ctypes.Array:
+    """A per-thread buffer for the engine's error message."""
+    buf = getattr(_ERR, "buf", None)
+    if buf is None:
+        buf = _ERR.buf = ctypes.create_string_buffer(512)
+    return buf
+
+
+def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam: int, blank: int, beta: float,
+           beam_threshold: float, token_beam: Optional[int], collapse: int, collapse_threshold: Optional[float],
+           nbest: int) -> Optional[list[list[tuple[list[int], list[int], float]]]]:
+    """A whole search in one engine call: what :func:`run_frames` on a fresh state and :func:`finalize` (with
+    the end-of-sentence scores) give, with blank collapse (``collapse``: 0 off, 1 threshold, 2 weak) done
+    in the engine's frame loop. ``x [B, T, V]`` checked emissions, ``lengths [B]``. Returns the n-best
+    ``(tokens, timestamps, score)`` per utterance, or ``None`` when a fusion model is not read natively
+    (the caller then takes the general path)."""
+    lib = load()
+    B, T, V = x.shape
+    K = beam
+    fusion = scorer.fusion
+    M = len(fusion)
+    models = (_Model * max(M, 1))()
+    for i, (model, weight) in enumerate(fusion):
+        if not _describe(models[i], model, weight):
+            return None
+    # the fresh state's fusion states: FusionScorer.initial's columns, [B * K] each (not stacked)
+    utterances = (torch.arange(B).repeat_interleave(K) if any(scorer.takes_utterances) else None)
+    cols = []
+    for model, takes in zip(scorer.models, scorer.takes_utterances):
+        col = (model.initial_states(B * K, device=x.device, utterances=utterances) if takes
+               else model.initial_states(B * K, device=x.device)).to(torch.int64)
+        if col.shape != (B * K,):
+            raise DecodingInputError(f"{type(model).__name__}.initial_states returned shape {tuple(col.shape)}, "
+                                     f"expected ({B * K},)")
+        cols.append(col if col.is_contiguous() else col.contiguous())
+    init = (ctypes.c_void_p * max(M, 1))(*(c.data_ptr() for c in cols))
+    if x.stride(2) != 1 or x.stride(1) != V:
+        x = x.contiguous()
+    if lengths.dtype != torch.int64 or not lengths.is_contiguous():
+        lengths = lengths.to(torch.int64).contiguous()
+    if token_beam is not None:
+        m: Optional[int] = min(token_beam, V - 1)
+    elif not fusion:
+        m = min(2 * K, V - 1)
+    else:
+        m = None
+    n = min(nbest, K)
+    out_score = (ctypes.c_double * (B * n))()
+    out_ints = (ctypes.c_int64 * (B * n * (1 + 2 * T)))()  # lengths | tokens | times
+    base = ctypes.addressof(out_ints)
+    args = _DecodeArgs(
+        B, K, V, T, x.stride(0), blank, int(x.dtype == torch.float64),
+        m if (m is not None and m < V - 1) else 0, int(token_beam is None or token_beam >= V - 1), M,
+        beta, beam_threshold, collapse, 0.0 if collapse_threshold is None else collapse_threshold, n,
+        x.data_ptr(), lengths.data_ptr(), ctypes.addressof(init), ctypes.addressof(models),
+        ctypes.addressof(out_score), base, base + 8 * B * n, base + 8 * B * n * (1 + T),
+    )
+    err = _err_buffer()
+    if _decode_function(lib)(ctypes.byref(args), err, len(err)) != 0:
+        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    scores = out_score[:]
+    ints = out_ints[:]
+    off_tok, off_dat = B * n, B * n * (1 + T)
+    result = []
+    for b in range(B):
+        row = []
+        for j in range(n):
+            o = b * n + j
+            cnt = ints[o]
+            if cnt < 0:
+                continue
+            a_t, a_d = off_tok + o * T, off_dat + o * T
+            row.append((ints[a_t : a_t + cnt], ints[a_d : a_d + cnt], scores[o]))
+        result.append(row)
+    return result
