@@ -18,7 +18,7 @@ from asrdecode.ctc import beam as beam_mod
 from asrdecode.errors import DecodingInputError
 from asrdecode.lm import NGramLM
 from asrdecode.lm.boosting import BoostingTree
-from asrdecode.native import NativeEngineUnavailable, _lib
+from asrdecode.native import NativeEngineUnavailable, _lib, choice
 from test_ctc_helpers import TableBigram, peaky_log_probs, random_lengths, random_log_probs, random_token_arpa
 
 pytestmark = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
@@ -191,7 +191,7 @@ def test_without_a_compiler_auto_falls_back_and_native_raises(monkeypatch):
     monkeypatch.setattr(_lib, "_lib", None)
     monkeypatch.setattr(_lib, "_error", None)
     monkeypatch.setattr(_lib, "_compiler", lambda: None)
-    monkeypatch.setattr(beam_mod, "_warned_fallback", False)
+    monkeypatch.setattr(choice, "_warned_fallback", False)
     with pytest.raises(NativeEngineUnavailable, match="compiler"):
         ctc.beam_search(lp, None, 0, beam=3, engine="native")
     with pytest.warns(RuntimeWarning, match="native engine unavailable"):
@@ -240,7 +240,7 @@ def test_environment_switch_turns_the_engine_off(monkeypatch):
     monkeypatch.setenv("ASRDECODE_NATIVE", "0")
     monkeypatch.setattr(_lib, "_lib", None)
     monkeypatch.setattr(_lib, "_error", None)
-    monkeypatch.setattr(beam_mod, "_warned_fallback", False)
+    monkeypatch.setattr(choice, "_warned_fallback", False)
     with pytest.raises(NativeEngineUnavailable, match="ASRDECODE_NATIVE"):
         ctc.beam_search(lp, None, 0, beam=3, engine="native")
     with warnings.catch_warnings():

@@ -26,7 +26,6 @@ original frames (also with blank collapse, through the collapse's frame index).
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple, Optional, Sequence, Union
 
@@ -36,6 +35,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree, extend_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..native import _lib
+from ..native.choice import use_native
 from ..native.ctc_beam import collapse as native_collapse
 from ..native.ctc_beam import decode as native_decode
 from ..native.ctc_beam import finalize as native_finalize
@@ -382,31 +382,9 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
     return out
 
 
-ENGINES = ("auto", "native", "torch")
-_warned_fallback = False
-
-
 def _use_native(engine: object, x: torch.Tensor) -> bool:
     """Resolve ``engine`` for emissions ``x``: True for the native engine (see :func:`beam_search`)."""
-    global _warned_fallback
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise DecodingInputError(f"engine must be one of {', '.join(repr(e) for e in ENGINES)}, got {engine!r}")
-    if engine == "torch":
-        return False
-    if x.device.type != "cpu":
-        if engine == "native":
-            raise DecodingInputError(f"engine='native' needs CPU tensors, got log_probs on {x.device}")
-        return False
-    if engine == "native":
-        _lib.load()  # raises NativeEngineUnavailable with the reason
-        return True
-    if _lib.available():
-        return True
-    if not _warned_fallback and not _lib.disabled():
-        _warned_fallback = True
-        warnings.warn(f"asrdecode: native engine unavailable ({_lib.unavailable_reason()}); using the torch engine",
-                      RuntimeWarning, stacklevel=3)
-    return False
+    return use_native(engine, x.device, "log_probs")
 
 
 def _settings(batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg, beta: float, beam_threshold: float,

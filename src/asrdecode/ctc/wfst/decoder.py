@@ -19,7 +19,8 @@ from ...errors import DecodingInputError, check_emissions, check_finite, check_l
 from ...results import Hypothesis
 from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
-from ..beam import ENGINES as _ENGINES, _use_native
+from ...native.choice import ENGINES as _ENGINES
+from ..beam import _use_native
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
