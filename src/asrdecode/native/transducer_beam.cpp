@@ -14,21 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine.h"
+#include "transducer_common.h"
 
 namespace {
-
-// One fusion model (the layout of native/ctc_beam.py's _Model): an automaton or a word LM read
-// natively, or rows [B*K, V] the driver computed for this step.
-struct FusionDesc {
-  int64_t kind;  // 0: automaton, 1: rows, 2: word LM
-  double weight;
-  int64_t nonpositive;
-  asrd::Automaton automaton;
-  const void* rows_scores;   // kind 1: [B*K, V] in the state dtype
-  const int64_t* rows_next;  // kind 1: [B*K, V]
-  const asrd::WordLM* word;  // kind 2
-};
 
 struct TransducerBeamArgs {
   int64_t batch, beam, vocab;      // B, K, V
@@ -64,7 +52,7 @@ struct TransducerBeamArgs {
   int64_t* dat_out;                //   frame * pack + duration
   uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
   int64_t* counts;                 // out: [0] n, hypotheses expanding next, [1] emitting rows
-  const FusionDesc* models;
+  const asrd::FusionDesc* models;
 };
 
 struct Pick {
@@ -93,7 +81,7 @@ template <typename T>
 class TransducerBeamStep {
  public:
   explicit TransducerBeamStep(const TransducerBeamArgs& a)
-      : a_(a), K_(a.beam), V_(a.vocab), D_(a.num_durations), NM_(a.num_models) {
+      : a_(a), K_(a.beam), V_(a.vocab), D_(a.num_durations), NM_(a.num_models), fusion_(a.models, a.num_models, a.vocab) {
     lp_.resize(static_cast<size_t>(K_ * V_));
     lpd_.resize(static_cast<size_t>(K_ * D_));
     sel_val_.resize(static_cast<size_t>(K_));
@@ -107,11 +95,6 @@ class TransducerBeamStep {
     n_emit_.resize(static_cast<size_t>(K_));
     n_lm_.resize(static_cast<size_t>(K_ * std::max<int64_t>(NM_, 1)));
     old_lm_.resize(static_cast<size_t>(K_ * std::max<int64_t>(NM_, 1)));
-    bound_ok_ = true;
-    for (int64_t i = 0; i < NM_; ++i) {
-      w_.push_back(static_cast<T>(a.models[i].weight));
-      bound_ok_ = bound_ok_ && a.models[i].kind != 1 && a.models[i].nonpositive && a.models[i].weight >= 0.0;
-    }
     lam_ = static_cast<T>(a.lam);
     beta_ = static_cast<T>(a.beta);
   }
@@ -132,55 +115,6 @@ class TransducerBeamStep {
   }
 
  private:
-  // Weighted fusion score of `tok` from the fusion states `st` of row `row`; false: invalid state.
-  bool fusion(int64_t row, const int64_t* st, int64_t tok, T* out) {
-    T total = T(0);
-    for (int64_t i = 0; i < NM_; ++i) {
-      T s;
-      int64_t nx;
-      if (!model_score(i, row, st[i], tok, &s, &nx)) return false;
-      const T term = s * w_[i];
-      total = i == 0 ? term : total + term;
-    }
-    *out = total;
-    return true;
-  }
-
-  bool model_score(int64_t i, int64_t row, int64_t state, int64_t tok, T* score, int64_t* next) {
-    const FusionDesc& m = a_.models[i];
-    if (m.kind == 0 || m.kind == 2) {
-      float s;
-      const bool ok = m.kind == 0 ? asrd::automaton_score(m.automaton, state, tok, &s, next)
-                                  : asrd::word_lm_score(*m.word, state, tok, &s, next);
-      if (!ok) return false;
-      *score = static_cast<T>(s);
-      return true;
-    }
-    const int64_t at = row * V_ + tok;
-    *score = static_cast<const T*>(m.rows_scores)[at];
-    *next = m.rows_next[at];
-    return true;
-  }
-
-  // log_softmax of one row of x [n] into out: (x - max) - log(sum exp(x - max)), as torch computes it.
-  static void log_softmax(const T* x, int64_t n, T* out) {
-    T mx = asrd::neg_inf<T>();
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-    T sum;
-    if constexpr (std::is_same_v<T, float>) {
-      sum = asrd::sum_exp_shifted(x, n, mx);
-    } else {
-      sum = T(0);
-      for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
-    }
-    const T lse = std::log(sum);
-    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - lse;
-  }
-
-  std::string invalid_state(int64_t b, int64_t k) const {
-    return "fusion state out of range (utterance " + std::to_string(b) + ", slot " + std::to_string(k) + ")";
-  }
-
   std::string step(int64_t b) {
     const T ninf = asrd::neg_inf<T>();
     const int64_t K = K_, V = V_, D = D_, C = V * D;
@@ -206,8 +140,8 @@ class TransducerBeamStep {
       T* lp = lp_.data() + k * V;
       T* lpd = lpd_.data() + k * D;
       const T* x = logits + a_.logit_pos[row] * a_.logit_stride;
-      log_softmax(x, V, lp);
-      if (a_.tdt) log_softmax(x + V, D, lpd);
+      asrd::log_softmax(x, V, lp);
+      if (a_.tdt) asrd::log_softmax(x + V, D, lpd);
       const T lpb = lp[a_.blank];
       const T blank_add = a_.lm_weighted ? lam_ * lpb : T(0);
       T nonblank_add = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);
@@ -221,7 +155,7 @@ class TransducerBeamStep {
         // a label's candidates are `score + ((lp + lpd) + (lm + nonblank_add))`; when lm <= 0 (or no
         // fusion) `score + ((lp + max lpd) + nonblank_add)` bounds all of them (float addition is
         // monotone), so a token whose bound cannot enter is skipped before its fusion look-up
-        const bool bounded = !fused || bound_ok_;
+        const bool bounded = !fused || fusion_.bounded();
         const int64_t vb = a_.blank;  // the blank first: usually the best, it raises the bar early
         for (int64_t d = 0; d < D; ++d) {
           const T val = s + ((a_.tdt ? lp[vb] + lpd[d] : lp[vb]) + blank_add);
@@ -232,7 +166,7 @@ class TransducerBeamStep {
           if (bounded && !heap_.admits(s + ((a_.tdt ? lp[v] + lpd_max : lp[v]) + nonblank_add), k * width + v * D))
             continue;
           T lm = T(0);
-          if (fused && !fusion(row, st, v, &lm)) return invalid_state(b, k);
+          if (fused && !fusion_.score(row, st, v, &lm)) return asrd::invalid_fusion_state(b, k);
           const T add = lm + nonblank_add;
           for (int64_t d = 0; d < D; ++d) {
             const T val = s + ((a_.tdt ? lp[v] + lpd[d] : lp[v]) + add);
@@ -257,7 +191,7 @@ class TransducerBeamStep {
             add = blank_add;
           } else {
             T lm = T(0);
-            if (fused && !fusion(row, st, tok, &lm)) return invalid_state(b, k);
+            if (fused && !fusion_.score(row, st, tok, &lm)) return asrd::invalid_fusion_state(b, k);
             add = lm + nonblank_add;
           }
           const T val = (s + best[j].value) + add;
@@ -316,13 +250,10 @@ class TransducerBeamStep {
       n_nl_[j] = nl[k] + (emit ? 1 : 0);
       n_last_[j] = emit ? tok : last[k];
       const int64_t* st = old_lm_.data() + k * NM_;
-      for (int64_t i = 0; i < NM_; ++i) {
-        int64_t nx = st[i];
-        if (emit) {
-          T s;
-          if (!model_score(i, base + k, st[i], tok, &s, &nx)) return invalid_state(b, k);
-        }
-        n_lm_[j * NM_ + i] = nx;
+      if (emit) {
+        if (!fusion_.next(base + k, st, tok, n_lm_.data() + j * NM_)) return asrd::invalid_fusion_state(b, k);
+      } else {
+        std::copy(st, st + NM_, n_lm_.begin() + j * NM_);
       }
       const int64_t r = base + j;
       a_.tok_out[r] = emit ? tok : -1;
@@ -393,9 +324,9 @@ class TransducerBeamStep {
 
   const TransducerBeamArgs& a_;
   const int64_t K_, V_, D_, NM_;
-  bool bound_ok_;
+  const asrd::Fusion<T> fusion_;
   T lam_, beta_;
-  std::vector<T> w_, lp_, lpd_, sel_val_;
+  std::vector<T> lp_, lpd_, sel_val_;
   std::vector<Pick> sel_;
   std::vector<int64_t> n_time_, n_sym_, n_hash_, n_nl_, n_last_, n_lm_, old_lm_;
   std::vector<uint8_t> n_ok_, n_emit_;
