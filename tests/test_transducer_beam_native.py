@@ -1,4 +1,5 @@
-"""ALSD++ / AES++ on the native engine: the same hypotheses as the tensor engine and the per-utterance oracle.
+"""ALSD++, AES++ and WIND on the native engine: the same hypotheses as the tensor engine and the per-utterance
+oracles.
 
 Random models in float64 with continuous random weights (no exact score ties, so the engines' tie rules
 never matter: the native engine keeps ties in candidate-index order, torch's topk in its own).
@@ -16,6 +17,7 @@ from asrdecode.lm.boosting import BoostingTree
 from asrdecode.native import _lib
 from asrdecode.transducer.beam import beam_search
 from asrdecode.transducer.reference_beam import reference_beam_search
+from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
 from test_ctc_helpers import TableBigram
 from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_lm
 
@@ -46,13 +48,19 @@ def _fusion(kind: str, lm, seed: int, batch: int) -> list:
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 3), st.integers(0, 9), st.integers(1, 5),
-       st.sampled_from(["alsd", "aes"]), st.sampled_from(["late", "early"]), st.sampled_from(["lm_weighted", "none"]),
-       st.sampled_from(["none", "lm", "user", "boost", "both"]), st.booleans(), st.sampled_from([None, 2, 4]),
-       st.sampled_from([0.0, 0.8]), st.sampled_from(["lstm", "stateless"]))
+       st.sampled_from(["alsd", "aes", "wind"]), st.sampled_from(["late", "early"]),
+       st.sampled_from(["lm_weighted", "none"]), st.sampled_from(["none", "lm", "user", "boost", "both"]), st.booleans(),
+       st.sampled_from([None, 2, 4]), st.sampled_from([0.0, 0.8]), st.sampled_from(["lstm", "stateless"]),
+       st.integers(1, 4))
 def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, pruning, blank_scoring, fusion_kind,
-                                        tdt, cap, beta, kind):
+                                        tdt, cap, beta, kind, window):
     if cap is None and fusion_kind == "boost":
         cap = 3  # boosting bonuses can outweigh every blank: no search would end
+    wind = method == "wind"
+    if wind:
+        cap = cap or 3  # a frame's list keeps receiving its labels' arrivals: WIND needs the cap to end
+        tdt = False  # WIND is RNN-T only
+        kind = "lstm"  # a stateless model makes exactly tied scores, whose order is free
     # without a cap, a strong blank so that every search ends
     m = random_model(seed, V, BLANK, TDT if tdt else None, kind=kind,
                      blank_bias=3.0 if cap is None else 0.3 + (seed % 5) * 0.4)
@@ -60,13 +68,19 @@ def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, p
     lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
     kw = dict(beam=beam, method=method, pruning=pruning, blank_scoring=blank_scoring, max_symbols=cap, beta=beta,
               fusion=_fusion(fusion_kind, lm, seed, batch))
+    if wind:
+        kw["window"] = window
     native = beam_search(m, enc, lengths, nbest=beam, engine="native", **kw)
     tensor = beam_search(m, enc, lengths, nbest=beam, engine="torch", **kw)
     assert [hyp_key(r, 7) for r in native] == [hyp_key(r, 7) for r in tensor]
     if fusion_kind == "boost":
         return  # the oracle takes one model for every utterance
     b = seed % batch
-    ref = reference_beam_search(m, enc[b, : int(lengths[b])], **kw)
+    if wind:
+        kw.pop("method")
+        ref = reference_wind_beam_search(m, enc[b, : int(lengths[b])], **kw)
+    else:
+        ref = reference_beam_search(m, enc[b, : int(lengths[b])], **kw)
     assert sorted(hyp_key(native[b], 7)) == sorted(hyp_key(ref, 7))
 
 
@@ -81,10 +95,12 @@ def _chunks(m, enc, lengths, bounds, engines, **kw):
 
 
 @pytest.mark.parametrize("durations", [None, TDT])
-@pytest.mark.parametrize("method", ["alsd", "aes"])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
 def test_streaming_on_either_engine_equals_whole(lm, durations, method):
     """Chunked decoding on the native engine, and switching engines between chunks, equals the whole
     utterance on the tensor engine (the state is shared)."""
+    if method == "wind" and durations is not None:
+        pytest.skip("WIND is RNN-T only")
     gen = torch.Generator().manual_seed(3)
     for seed in range(4):
         m = random_model(900 + seed, V, BLANK, durations, blank_bias=0.5 + 0.4 * seed)
@@ -92,6 +108,8 @@ def test_streaming_on_either_engine_equals_whole(lm, durations, method):
         enc = random_encoder(seed, 3, T)
         lengths = torch.tensor([T, 8, 2])
         kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=[(lm, 0.5)] if seed % 2 else [])
+        if method == "wind":
+            kw["window"] = 1 + seed
         whole = beam_search(m, enc, lengths, engine="torch", **kw)
         for engines in (["native"], ["native", "torch"], ["torch", "native"]):
             k = int(torch.randint(1, 5, (1,), generator=gen))

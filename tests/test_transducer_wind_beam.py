@@ -1,4 +1,5 @@
-"""WIND beam search: batched ``beam_search(method="wind")`` against its per-utterance reference (with
+"""WIND beam search: batched ``beam_search(method="wind")`` (the default engine: native on CPU; native ==
+tensor engine is tested in test_transducer_beam_native.py) against its per-utterance reference (with
 and without fusion), window 1 against an independent frame-by-frame search, beam 1, scores against
 the model, batch invariance, bad inputs."""
 
@@ -272,13 +273,14 @@ def test_sorted_merge_equals_pairwise():
 def test_hash_collision_is_not_merged(monkeypatch):
     """With a degenerate hash (every prefix collides) the WIND merge and prefix search rely on length /
     last token / frame only and the result departs from the oracle: the oracle comparison catches
-    false merges."""
+    false merges (the tensor engine, whose hash function can be replaced; the native engine checks the
+    same keys)."""
     from asrdecode.transducer import beam as beam_mod
 
     m = random_model(5, V, BLANK, None, blank_bias=0.5)
     enc = _enc(5, 1, 10)
-    kw = dict(beam=4, window=3, max_symbols=3)
-    ref = reference_wind_beam_search(m, enc[0], **kw)
+    kw = dict(beam=4, window=3, max_symbols=3, engine="torch")
+    ref = reference_wind_beam_search(m, enc[0], **{k: v for k, v in kw.items() if k != "engine"})
     ok = beam_search(m, enc, method="wind", nbest=4, **kw)[0]
     assert sorted(_key(ok, 7)) == sorted(_key(ref, 7))
     monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))

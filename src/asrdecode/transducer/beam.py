@@ -217,14 +217,15 @@ class _BeamLoop:
             else:
                 self.tree = carried.tree
         self.active = self._expanding()
-        # the native engine runs ALSD++ / AES++ steps (WIND: the tensor steps)
-        self.native = native and not self.wind and not static
-        self._engine = None
+        # the native engine runs the steps' bookkeeping (the networks stay torch calls)
+        self.native = native and not static
+        self._engine: Any = None
         if self.native:
             from ..native.transducer_beam import NativeBeamStep
+            from ..native.transducer_wind import NativeWindStep
 
             self._enc_rows = enc_proj.reshape(B * T, enc_proj.shape[-1])  # [B*T, H]: row b * T + frame
-            self._engine = NativeBeamStep(self, scorer)
+            self._engine = NativeWindStep(self, scorer) if self.wind else NativeBeamStep(self, scorer)
 
     def _expanding(self) -> torch.Tensor:
         """``[B, K]``: the hypotheses the next step expands.
@@ -248,11 +249,11 @@ class _BeamLoop:
     # -- one step: expand, select, merge, update ---------------------------------------------
 
     def step(self) -> None:
+        if self._engine is not None:
+            self._native_wind_step() if self.wind else self._native_step()
+            return
         if self.wind:
             self._wind_step()
-            return
-        if self._engine is not None:
-            self._native_step()
             return
         B, K, V, D = self.B, self.K, self.V, self.D
         N = B * K
@@ -331,6 +332,21 @@ class _BeamLoop:
         self.dec_proj = self.dec_proj.index_select(0, parent)
         self.emitted, self.labels = eng.emitted, eng.labels
         self._selected_ok = eng.selected_ok
+
+    def _native_wind_step(self) -> None:
+        """One WIND step with the bookkeeping on the native engine: the popped hypotheses' joint over their
+        window (torch), the engine's step (in place), the prediction-network states moved to their
+        hypotheses; :meth:`predict_step` then runs the network on the emitting rows."""
+        eng = self._engine
+        m = eng.pop()
+        enc = self._enc_rows.index_select(0, eng.enc_rows[:m])  # [m, H]
+        dec = self.dec_proj.index_select(0, eng.dec_rows[:m])
+        logits = self.model.joint(enc, dec).to(self.dtype).contiguous()  # [m, V]
+        eng.run(logits)
+        parent = eng.parent_flat
+        self.pred_state = self.model.select_state(self.pred_state, parent)
+        self.dec_proj = self.dec_proj.index_select(0, parent)
+        self.emitted, self.labels = eng.emitted, eng.labels
 
     def _wind_step(self) -> None:
         """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
@@ -756,11 +772,11 @@ def beam_search(
             elsewhere). The compiled and captured step is the same sync-free, static-shape step
             (the tree preallocated and written in place, the prediction network on every row);
             eager on CPU additionally runs the prediction network only for rows that emitted.
-        engine: where the search bookkeeping runs: ``"native"`` (the C++ engine, CPU tensors, eager;
-            ALSD++ / AES++), ``"torch"`` (the tensor steps, any device and acceleration) or ``"auto"``
-            (native for CPU eager ALSD++ / AES++ when the engine is available). Both give the same
-            hypotheses (scores to float rounding) and the same streaming state, so a stream may switch
-            engines between chunks. WIND runs on the tensor steps.
+        engine: where the search bookkeeping runs: ``"native"`` (the C++ engine, CPU tensors, eager),
+            ``"torch"`` (the tensor steps, any device and acceleration) or ``"auto"`` (native for CPU
+            tensors and eager execution when the engine is available). Both give the same hypotheses
+            (scores to float rounding) and the same streaming state, so a stream may switch engines
+            between chunks.
         max_symbols_per_frame: deprecated alias of ``max_symbols`` (warns).
 
     Returns:

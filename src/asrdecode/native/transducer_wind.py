@@ -1,0 +1,152 @@
+"""Driver of the WIND beam search steps on the native engine (``transducer_wind.cpp``).
+
+:class:`NativeWindStep` runs one step of :class:`asrdecode.transducer.beam._BeamLoop` with
+``method="wind"`` in two engine calls around the joint network: :meth:`pop` picks each stepping
+utterance's earliest frame list and lists the (hypothesis, window frame) rows the joint must score;
+:meth:`run` takes those logits and does the rest of the step in place on the loop's ``[B, S]`` state
+tensors (``S = (window + 1) * beam``). The prediction network then runs, in torch, on the emitting
+rows. Fusion models as in :mod:`asrdecode.native.transducer_beam`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+
+from ..errors import DecodingInputError
+from ..fusion import FusionScorer
+from ._lib import load
+from .ctc_beam import _Model, _describe
+
+__all__ = ["NativeWindStep"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_D = ctypes.c_double
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("window", _I), ("frames", _I), ("blank", _I),
+                ("early", _I), ("lm_weighted", _I), ("max_symbols", _I), ("num_models", _I), ("is_double", _I),
+                ("lam", _D), ("beta", _D), ("logits", _P), ("lengths", _P), ("offset", _P), ("final_chunk", _P),
+                ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
+                ("lm_states", _P), ("active", _P), ("tmin", _P), ("row_of", _P), ("enc_rows", _P), ("dec_rows", _P),
+                ("parent_flat", _P), ("emitted", _P), ("labels", _P), ("emit_rows", _P), ("tok_out", _P),
+                ("par_out", _P), ("dat_out", _P), ("counts", _P), ("models", _P)]
+
+
+_LIB: Any = None
+
+
+def _lib() -> Any:
+    global _LIB
+    if _LIB is None:
+        lib = load()
+        for name in ("asrd_wind_pop", "asrd_wind_active"):
+            getattr(lib, name).restype = _I
+            getattr(lib, name).argtypes = [_P]
+        lib.asrd_wind_step.restype = ctypes.c_int
+        lib.asrd_wind_step.argtypes = [_P, ctypes.c_char_p, _I]
+        _LIB = lib
+    return _LIB
+
+
+_STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
+#: tree steps reserved at a time
+_TREE_CHUNK = 64
+
+
+class NativeWindStep:
+    """The native steps of one WIND search (``loop``: a ``_BeamLoop`` with ``method="wind"``, CPU, eager).
+
+    :meth:`pop` returns the number ``m`` of joint rows: encoder rows ``enc_rows[:m]`` (``b * T + frame``)
+    and hypothesis rows ``dec_rows[:m]``. After :meth:`run`: the loop's state holds the new hypotheses,
+    ``parent_flat [B*S]`` their parents' rows, ``emitted`` / ``labels`` what the prediction network
+    takes, ``emit_rows[:num_emitted]`` the emitting rows, ``num_active`` the utterances stepping next.
+    """
+
+    def __init__(self, loop: Any, scorer: FusionScorer) -> None:
+        self.lib = _lib()
+        B, K, S, W = loop.B, loop.K, loop.S, loop.window
+        N = B * S
+        for name in _STATE:
+            t = getattr(loop, name)
+            if not t.is_contiguous():
+                setattr(loop, name, t.contiguous())
+        self.loop, self.scorer = loop, scorer
+        self.lengths = loop.lengths.reshape(B).contiguous()
+        self.offset = loop.offset.reshape(B).contiguous()
+        self.final = loop.final.reshape(B).contiguous()
+        self.active = torch.zeros(B, dtype=torch.bool)
+        self.tmin = torch.zeros(B, dtype=torch.long)
+        self.row_of = torch.zeros(B * K * W, dtype=torch.long)
+        self.enc_rows = torch.zeros(B * K * W, dtype=torch.long)
+        self.dec_rows = torch.zeros(B * K * W, dtype=torch.long)
+        self.parent_flat = torch.zeros(N, dtype=torch.long)
+        self.emitted = torch.zeros(N, dtype=torch.bool)
+        self.labels = torch.full((N,), loop.blank, dtype=torch.long)
+        self.emit_rows = torch.zeros(N, dtype=torch.long)
+        self.counts = (ctypes.c_int64 * 2)()
+        fusion = scorer.fusion
+        self.models = (_Model * max(len(fusion), 1))()
+        self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
+        self.err = ctypes.create_string_buffer(512)
+        self._keep: list[torch.Tensor] = []
+        self._room = 0
+        self._ptrs: tuple[int, int, int] = (0, 0, 0)
+        self.num_emitted = 0
+        self.args = _Args(
+            batch=B, beam=K, vocab=loop.V, window=W, frames=loop.T, blank=loop.blank, early=int(loop.early),
+            lm_weighted=int(loop.lm_weighted), max_symbols=-1 if loop.max_symbols is None else loop.max_symbols,
+            num_models=len(fusion), is_double=int(loop.dtype == torch.float64), lam=loop.lam, beta=loop.beta,
+            lengths=self.lengths.data_ptr(), offset=self.offset.data_ptr(), final_chunk=self.final.data_ptr(),
+            score=loop.score.data_ptr(), time=loop.time.data_ptr(), symbols=loop.symbols.data_ptr(),
+            hash=loop.hash.data_ptr(), nlabels=loop.nlabels.data_ptr(), last=loop.last.data_ptr(),
+            lm_states=loop.lm_states.data_ptr(), active=self.active.data_ptr(), tmin=self.tmin.data_ptr(),
+            row_of=self.row_of.data_ptr(), enc_rows=self.enc_rows.data_ptr(), dec_rows=self.dec_rows.data_ptr(),
+            parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),
+            emit_rows=self.emit_rows.data_ptr(), counts=ctypes.addressof(self.counts),
+            models=ctypes.addressof(self.models))
+        self.num_active = self.lib.asrd_wind_active(ctypes.byref(self.args))
+
+    def pop(self) -> int:
+        """Pick the popped lists; returns the number of joint rows (``enc_rows`` / ``dec_rows``)."""
+        return self.lib.asrd_wind_pop(ctypes.byref(self.args))
+
+    def run(self, logits: torch.Tensor) -> None:
+        """The rest of the step from the joint's ``logits [m, V]`` (the loop's dtype, contiguous)."""
+        lp, a = self.loop, self.args
+        B, S = lp.B, lp.S
+        a.logits = logits.data_ptr()
+        for i in self.row_models:  # a fusion model the engine does not know: its rows for every hypothesis
+            sc, nx = self.scorer.models[i].advance(lp.lm_states[:, i].contiguous())
+            sc = sc.to(lp.dtype).contiguous()
+            nx = nx.to(torch.int64).contiguous()
+            if sc.shape != (B * S, lp.V) or nx.shape != (B * S, lp.V):
+                raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; "
+                                         f"expected ({B * S}, {lp.V})")
+            self._keep = [sc, nx]
+            self.models[i].rows_scores = sc.data_ptr()
+            self.models[i].rows_next = nx.data_ptr()
+        out = None
+        if self._room == 0:
+            ptrs = lp.tree.open_steps_native(_TREE_CHUNK, B, S)
+            if ptrs is None:  # a list tree carried from a tensor-engine chunk
+                out = torch.empty((3, B, S), dtype=torch.long)
+                ptrs = tuple(out[i].data_ptr() for i in range(3))
+            else:
+                self._room = _TREE_CHUNK
+            self._ptrs = ptrs
+        a.tok_out, a.par_out, a.dat_out = self._ptrs
+        if self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err)) != 0:
+            raise DecodingInputError(f"native WIND beam search: {self.err.value.decode(errors='replace')}")
+        if out is not None:
+            lp.tree.record(out[0], out[1], out[2])
+        else:
+            lp.tree.close_steps(1)
+            self._room -= 1
+            step = B * S * 8
+            self._ptrs = tuple(p + step for p in self._ptrs)
+        self.num_active, self.num_emitted = self.counts[0], self.counts[1]
