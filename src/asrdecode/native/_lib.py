@@ -84,6 +84,43 @@ def library_path(compiler: Optional[str] = None) -> Optional[Path]:
     return None
 
 
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NativeEngineUnavailable(f"compiling the native engine failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+
+
+def _compile_units(compiler: str, out_dir: Path) -> list[str]:
+    """Compile every unit to an object file in ``out_dir``, as many at once as there are CPUs (the
+    largest first); returns the object files in unit order."""
+    jobs = [(u, str(out_dir / (Path(u).stem + ".o"))) for u in _COMPILE_UNITS]
+    order = sorted(jobs, key=lambda j: -(_HERE / j[0]).stat().st_size)
+    width = max(1, min(len(jobs), os.cpu_count() or 1))
+    running: list[tuple[list[str], subprocess.Popen]] = []
+    failures: list[str] = []
+
+    def reap(block: bool) -> None:
+        for item in list(running):
+            cmd, proc = item
+            if block or proc.poll() is not None:
+                _, err = proc.communicate()
+                running.remove(item)
+                if proc.returncode != 0:
+                    failures.append(f"({' '.join(cmd)}):\n{err[-2000:]}")
+
+    for unit, obj in order:
+        while len(running) >= width:
+            reap(block=False)
+            if len(running) >= width:
+                running[0][1].wait()
+        cmd = [compiler, *(f for f in _FLAGS if f != "-shared"), "-c", str(_HERE / unit), "-o", obj]
+        running.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    reap(block=True)
+    if failures:
+        raise NativeEngineUnavailable("compiling the native engine failed " + failures[0])
+    return [obj for _, obj in jobs]
+
+
 def build(verbose: bool = True) -> Path:
     """Compile the library for the current sources (if not built yet); return its path."""
     compiler = _compiler()
@@ -98,13 +135,13 @@ def build(verbose: bool = True) -> Path:
         print(f"asrdecode: compiling the native search engine ({path.name}), once ...", file=sys.stderr, flush=True)
     fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp.so", dir=path.parent)
     os.close(fd)
-    cmd = [compiler, *_FLAGS, *(str(_HERE / u) for u in _COMPILE_UNITS), "-o", tmp]
+    objects = tempfile.mkdtemp(prefix=path.stem + ".", suffix=".objs", dir=path.parent)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise NativeEngineUnavailable(f"compiling the native engine failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+        objs = _compile_units(compiler, Path(objects))
+        _run([compiler, *_FLAGS, *objs, "-o", tmp])
         os.replace(tmp, path)
     finally:
+        shutil.rmtree(objects, ignore_errors=True)
         if os.path.exists(tmp):
             os.unlink(tmp)
     # stale libraries of older sources in the same directory
