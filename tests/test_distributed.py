@@ -110,6 +110,38 @@ def test_local_equals_cli_eval(manifest, local_rnnt, tmp_path) -> None:
     assert any(r["tokens"] for r in local_rnnt)
 
 
+def test_no_model_means_the_cli_default_model(manifest, monkeypatch) -> None:
+    # model=None follows models.default_model() (phone-ctc with hama, else demo-rnnt) as eval/serve do
+    import asrdecode.models as models
+
+    monkeypatch.setattr(models, "default_model", lambda: "demo-tdt")
+    bundle, _, _ = dist.build_pipeline()
+    assert bundle.name == "demo-tdt"
+    small = read_manifest(manifest)[:2]
+    recs = dist._decode_entries(range(2), small, *dist.build_pipeline()[1:], 2, manifest)[0]
+    assert all(r["durations"] is not None for r in recs)  # TDT decoded, not the old demo-rnnt default
+    assert recs == dist._decode_entries(range(2), small, *dist.build_pipeline("demo-tdt")[1:], 2, manifest)[0]
+
+
+def test_no_model_decodes_as_cli_eval_without_model(tmp_path) -> None:
+    # the real default: phone-ctc with its decode_defaults (WFST over its cached graph) when hama is
+    # installed; conftest.py makes its graph small (ASRDECODE_PHONE_WORDS)
+    from asrdecode.cli import main
+    from asrdecode.models import default_model
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": str(ROOT / f"data/real/cards-00{i}.wav"),
+                                            "duration": 1.0, "text": "x"}) + "\n" for i in (1, 2)), encoding="utf-8")
+    bundle, _, _ = dist.build_pipeline()
+    assert bundle.name == default_model()
+    recs = dist.transcribe_local(manifest, batch_size=2)
+    out = tmp_path / "pred.jsonl"
+    assert main(["eval", str(manifest), "--batch-size", "2", "--no-progress", "-o", str(out)]) == 0
+    assert [r["pred_text"] for r in recs] == [r["pred_text"] for r in _read_jsonl(out)]
+    if default_model() == "phone-ctc":  # WFST: word spans, the bundle's tuned decoder
+        assert all(r["words"] and r["pred_text"] for r in recs)
+
+
 def test_device_wrapper_feeds_the_cli_pipeline(manifest) -> None:
     # the wrapper GPU actors use: the CLI pipeline through it gives the plain pipeline's results
     from asrdecode.audio import read_audio
@@ -201,7 +233,7 @@ def test_without_ray_the_error_says_what_to_install(monkeypatch, manifest, tmp_p
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if it were not installed
     monkeypatch.setitem(sys.modules, "ray.data", None)
     with pytest.raises(ImportError, match=r"pip install 'ray\[data\]==2\.60\.0'"):
-        dist.transcribe_dataset(manifest, tmp_path / "out")
+        dist.transcribe_dataset(manifest, tmp_path / "out", model="demo-rnnt")
     assert not (tmp_path / "out").exists()
 
 
@@ -218,7 +250,7 @@ def test_gpu_share_per_actor(monkeypatch, manifest, tmp_path) -> None:
         dist._gpus_per_actor(1, 2, {"boost": ["a:1"]})
     for bad in (-1, float("nan"), "1", True):
         with pytest.raises(DecodingInputError, match="num_gpus_per_actor"):
-            dist.transcribe_dataset(manifest, tmp_path, num_gpus_per_actor=bad)
+            dist.transcribe_dataset(manifest, tmp_path, model="demo-rnnt", num_gpus_per_actor=bad)
     assert not (tmp_path / "run.json").exists()  # rejected before anything was written
 
 
@@ -237,7 +269,8 @@ def test_ray_run_equals_local_transcription(ray_session, manifest, local_rnnt, t
 def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, local_rnnt, tmp_path) -> None:
     out = tmp_path / "out"
     with pytest.raises(dist.DistributedRunError, match="injected failure") as info:
-        dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1, _faults={"fail_when_committed": 1})
+        dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1,
+                                _faults={"fail_when_committed": 1})
     assert "rerun with resume=True" in str(info.value)
     assert not (out / dist.RESULT_FILE).exists()
     parts = sorted((out / "parts").glob("part-*.jsonl"))
@@ -246,15 +279,16 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
     stamps = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts}
 
     with pytest.raises(DecodingInputError, match="batch_size differ"):
-        dist.transcribe_dataset(manifest, out, batch_size=BATCH + 1, num_actors=1)
+        dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH + 1, num_actors=1)
 
-    run = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)
+    run = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1)
     assert run.decoded == sorted(set(range(8)) - committed)  # only the rest was decoded
     assert run.skipped == len(committed) and run.duplicates == 0
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts} == stamps  # not rewritten
     assert _same_records(_read_jsonl(run.output), local_rnnt)
 
-    again = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)  # nothing left to do
+    # nothing left to do
+    again = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1)
     assert again.decoded == [] and again.skipped == 8 and _same_records(_read_jsonl(again.output), local_rnnt)
 
 
@@ -266,7 +300,8 @@ def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnn
         "import ray\n"
         "from asrdecode import distributed as dist\n"
         f"ray.init(address={ray_session.get_runtime_context().gcs_address!r}, log_to_driver=False)\n"
-        f"dist.transcribe_dataset({str(manifest)!r}, {str(out)!r}, batch_size={BATCH}, num_actors=1,\n"
+        f"dist.transcribe_dataset({str(manifest)!r}, {str(out)!r}, model='demo-rnnt', batch_size={BATCH},\n"
+        "                        num_actors=1,\n"
         "                        num_gpus_per_actor=0, _faults={'sleep_after_commit': 300})\n"
     )
     proc = _driver_after_first_commit(script, out)
@@ -279,11 +314,23 @@ def test_ray_driver_killed_mid_run_then_resumed(ray_session, manifest, local_rnn
     assert parts[0].name in {dist._part_name(s, min(s + BATCH, 8)) for s in range(0, 8, BATCH)}
     stamp = (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns)
 
-    run = dist.transcribe_dataset(manifest, out, batch_size=BATCH, num_actors=1)
+    run = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1)
     assert run.decoded == sorted(set(range(8)) - committed) and run.skipped == len(committed)
     assert run.duplicates == 0
     assert (parts[0].stat().st_ino, parts[0].stat().st_mtime_ns) == stamp
     assert _same_records(_read_jsonl(run.output), local_rnnt)
+
+
+def test_ray_run_without_model_uses_and_records_the_default(ray_session, manifest, tmp_path, monkeypatch) -> None:
+    import asrdecode.models as models
+
+    monkeypatch.setattr(models, "default_model", lambda: "demo-tdt")  # the actors get the resolved name
+    run = dist.transcribe_dataset(manifest, tmp_path / "out", batch_size=BATCH, num_actors=1)
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["model"] == "demo-tdt"
+    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, model="demo-tdt", batch_size=BATCH))
+    with pytest.raises(DecodingInputError, match="model"):  # the default changed: not mixed into this run
+        monkeypatch.setattr(models, "default_model", lambda: "demo-rnnt")
+        dist.transcribe_dataset(manifest, tmp_path / "out", batch_size=BATCH, num_actors=1)
 
 
 def test_ray_actor_killed_after_commit_is_retried_exactly_once(ray_session, manifest, tmp_path) -> None:
@@ -313,13 +360,13 @@ def _bad_audio_manifest(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_local_unreadable_file_fails_only_its_utterance(tmp_path) -> None:
     manifest, bad = _bad_audio_manifest(tmp_path)
-    recs = dist.transcribe_local(manifest, batch_size=3)
+    recs = dist.transcribe_local(manifest, model="demo-rnnt", batch_size=3)
     assert [r["id"] for r in recs] == [0, 1, 2]
     assert recs[1]["pred_text"] is None and recs[1]["tokens"] is None
     assert "m.jsonl:2" in recs[1]["error"] and "bad.wav" not in recs[0].get("error", "")
     assert "error" not in recs[0] and "error" not in recs[2] and recs[0]["tokens"] is not None
     bad.write_bytes((ROOT / "data/real/cards-002.wav").read_bytes())  # fixed
-    fixed = dist.transcribe_local(manifest, batch_size=3)
+    fixed = dist.transcribe_local(manifest, model="demo-rnnt", batch_size=3)
     assert all("error" not in r for r in fixed) and fixed[0]["tokens"] is not None
 
 
@@ -366,26 +413,26 @@ def test_edited_manifest_keeps_only_the_shards_that_still_fit(manifest, tmp_path
 def test_ray_unreadable_file_fails_only_its_utterance_then_rerun_completes(ray_session, tmp_path) -> None:
     manifest, bad = _bad_audio_manifest(tmp_path)
     out = tmp_path / "out"
-    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)  # shards 0-1 and 2
+    run = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=2, num_actors=1)  # shards 0-1 and 2
     assert run.failed == [1] and run.decoded == [0, 1, 2]
     recs = _read_jsonl(run.output)
     assert "m.jsonl:2" in recs[1]["error"] and recs[1]["pred_text"] is None
     assert all("error" not in recs[i] for i in (0, 2))
-    assert _same_records(recs, dist.transcribe_local(manifest, batch_size=2))
+    assert _same_records(recs, dist.transcribe_local(manifest, model="demo-rnnt", batch_size=2))
     # fix the file, rerun the same command: only the failed utterance's shard is decoded again
     bad.write_bytes((ROOT / "data/real/cards-002.wav").read_bytes())
-    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
+    run = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=2, num_actors=1)
     assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
-    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, batch_size=2))
+    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, model="demo-rnnt", batch_size=2))
     # or fix the manifest line instead: the edited manifest is accepted
     bad.write_bytes(b"broken again")
-    dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1, resume=False)
+    dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=2, num_actors=1, resume=False)
     lines = manifest.read_text(encoding="utf-8").splitlines()
     lines[1] = json.dumps({"audio_filepath": str(ROOT / "data/real/cards-004.wav"), "duration": 1.0, "text": "b"})
     manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run = dist.transcribe_dataset(manifest, out, batch_size=2, num_actors=1)
+    run = dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=2, num_actors=1)
     assert run.failed == [] and run.decoded == [0, 1] and run.skipped == 1
-    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, batch_size=2))
+    assert _same_records(_read_jsonl(run.output), dist.transcribe_local(manifest, model="demo-rnnt", batch_size=2))
 
 
 def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> None:

@@ -127,3 +127,35 @@ def test_demo_graph_is_cached_keyed_and_rebuilt_when_corrupt(tmp_path, monkeypat
     path.write_bytes(path.read_bytes()[:-10] + b"0123456789")  # same size, last block changed
     assert demo_mod.demo_graph(model, log=said.append).words == g.words
     assert any("corrupt" in m and "rebuilding" in m for m in said)
+
+
+def test_entries_are_keyed_by_inputs_and_a_crashed_build_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "graphs"
+    said: list[str] = []
+
+    def good(path):
+        path.write_bytes(b"graph" * 1000)
+
+    def crash(path):
+        path.write_bytes(b"half a gra")  # killed mid-write
+        raise KeyboardInterrupt
+
+    a = gc.cached_file("art", {"words": 4}, good, log=said.append)
+    b = gc.cached_file("art", {"words": 5}, good, log=said.append)
+    assert a.built and b.built and a.path != b.path  # another input, another entry
+    assert not gc.cached_file("art", {"words": 4}, good, log=said.append).built
+    with pytest.raises(KeyboardInterrupt):
+        gc.cached_file("art", {"words": 6}, crash, log=said.append)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [a.path.name, a.path.with_suffix(".json").name, b.path.name, b.path.with_suffix(".json").name])
+    # a corrupt entry whose rebuild crashes: never used afterwards, rebuilt by the next call
+    a.path.write_bytes(b"x" * a.path.stat().st_size)
+    with pytest.raises(KeyboardInterrupt):
+        gc.cached_file("art", {"words": 4}, crash, log=said.append)
+    assert any("not usable" in m and "corrupt" in m for m in said)
+    assert not list(folder.glob(".*.tmp"))
+    said.clear()
+    again = gc.cached_file("art", {"words": 4}, good, log=said.append)
+    assert again.built and again.path.read_bytes() == b"graph" * 1000
+    assert any("no record" in m and "rebuilding" in m for m in said)

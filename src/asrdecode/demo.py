@@ -8,7 +8,8 @@ seconds, encoder excluded, fastest of ``--repeats`` runs, both sets together) an
 family's baseline measured in the same run (transducers: frame-looping greedy; CTC: greedy).
 
 The three models share one encoder, so the front end and encoder run once per test set. One
-thread; about 2 minutes on 2 cores, plus phone-ctc's graph build (~1.5 min) on the first run.
+thread; with an empty graph cache (the first run builds phone-ctc's graph, ~2 min, and demo-ctc's
+2000-word graph, ~40 s) 3.6 minutes wall on 2 shared cores; later runs skip both builds.
 """
 
 from __future__ import annotations

@@ -122,15 +122,28 @@ def _check_options(model: str, decoder: Optional[str], decoder_options: Optional
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in given}
 
 
-def build_pipeline(model: str = "demo-rnnt", decoder: Optional[str] = None,
+def _model_or_default(model: Optional[str]) -> str:
+    """``model``, or the CLI's default model when it is ``None`` (:func:`asrdecode.models.default_model`:
+    ``phone-ctc`` when hama is installed, else ``demo-rnnt``), so a run records the model it used."""
+    if model is not None:
+        return model
+    from .models import default_model
+
+    return default_model()
+
+
+def build_pipeline(model: Optional[str] = None, decoder: Optional[str] = None,
                    decoder_options: Optional[Mapping[str, Any]] = None,
                    device: str | torch.device = "cpu") -> tuple[Any, Callable, Callable]:
     """The model and the ``(encode, decode)`` pair that ``asrdecode eval`` uses, from Python values.
 
     Args:
         model: a model spec as ``--model`` takes it (:func:`asrdecode.models.load_bundle`: a bundled
-            name, ``PATH.nemo``, ``package.module:attribute``).
-        decoder: ``"greedy"``, ``"beam"`` or ``"wfst"`` (``None``: the model's default, else greedy).
+            name, ``PATH.nemo``, ``package.module:attribute``); ``None``: the CLI's default
+            (:func:`asrdecode.models.default_model`: ``phone-ctc`` when hama is installed, else
+            ``demo-rnnt``), decoded as ``asrdecode eval`` decodes it with no ``--model``.
+        decoder: ``"greedy"``, ``"beam"`` or ``"wfst"`` (``None``: the model's default from its
+            ``decode_defaults``, e.g. WFST over its cached graph for phone-ctc, else greedy).
         decoder_options: the CLI's decoding flags as keys (the fields of
             :class:`~asrdecode.pipeline.DecodeOptions`: ``beam``, ``window``, ``lm`` (path),
             ``lm_weight``, ``beta``, ``boost`` (list of ``"PHRASE:WEIGHT"``), ``graph`` (path),
@@ -148,6 +161,7 @@ def build_pipeline(model: str = "demo-rnnt", decoder: Optional[str] = None,
     """
     from .models import load_bundle
 
+    model = _model_or_default(model)
     opts = _check_options(model, decoder, decoder_options)
     dev = torch.device(device)
     if dev.type != "cpu" and any(k in opts for k in DecodeOptions.CPU_ONLY):
@@ -203,13 +217,14 @@ def _decode_entries(ids: Sequence[int], entries: Sequence[ManifestEntry], encode
     return [decoded[i] if i in decoded else _failed_record(i, e, errors[i]) for i, e in zip(ids, entries)], res.timing
 
 
-def transcribe_local(manifest: str | Path, *, model: str = "demo-rnnt", decoder: Optional[str] = None,
+def transcribe_local(manifest: str | Path, *, model: Optional[str] = None, decoder: Optional[str] = None,
                      decoder_options: Optional[Mapping[str, Any]] = None,
                      batch_size: int = 16) -> list[dict[str, Any]]:
     """Decode a manifest in this process: the reference that :func:`transcribe_dataset` equals.
 
     The same calls as ``asrdecode eval`` (:func:`build_pipeline`, then
-    :func:`~asrdecode.evaluate.run_evaluation` in batches of ``batch_size`` consecutive entries).
+    :func:`~asrdecode.evaluate.run_evaluation` in batches of ``batch_size`` consecutive entries);
+    ``model=None`` is the CLI's default model with its default decoding.
 
     Returns:
         one record per manifest entry, in manifest order, as in ``transcripts.jsonl`` (see the
@@ -503,7 +518,7 @@ def transcribe_dataset(
     manifest: str | Path,
     output_dir: str | Path,
     *,
-    model: str = "demo-rnnt",
+    model: Optional[str] = None,
     decoder: Optional[str] = None,
     decoder_options: Optional[Mapping[str, Any]] = None,
     batch_size: int = 16,
@@ -521,7 +536,9 @@ def transcribe_dataset(
             cluster, it and its audio files must be readable at the same paths on every node.
         output_dir: folder for ``run.json``, ``parts/`` and ``transcripts.jsonl`` (created if
             missing); on a cluster a shared file system path.
-        model, decoder, decoder_options: as :func:`build_pipeline` (the ``asrdecode eval`` options).
+        model, decoder, decoder_options: as :func:`build_pipeline` (the ``asrdecode eval`` options;
+            ``model=None``: the CLI's default model, recorded by name in ``run.json``, so a resumed
+            run after installing or removing hama is refused instead of mixing two models).
         batch_size: utterances per shard = per decoder batch (the local run's batches).
         num_actors: decoder actors (one model each) in the Ray Data actor pool.
         num_gpus_per_actor: GPU share per actor; ``None``: ``min(1, cluster GPUs / num_actors)``
@@ -554,6 +571,7 @@ def transcribe_dataset(
 
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
+    model = _model_or_default(model)
     opts = _check_options(model, decoder, decoder_options)
     if num_gpus_per_actor is not None:
         _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
