@@ -12,52 +12,10 @@
 #include <cstring>
 #include <limits>
 #include <vector>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "engine.h"
 
 namespace {
 
-// exp(x) in float32 for x clamped to [-87, 88] (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
-// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here.
-inline float exp_poly(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float fx = x * 1.44269504088896341f;
-  const int32_t n = static_cast<int32_t>(fx < 0.0f ? fx - 0.5f : fx + 0.5f);
-  const float nf = static_cast<float>(n);
-  const float r = (x - nf * 0.693359375f) + nf * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const int32_t bits = (n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
-#if defined(__SSE2__)
-// exp_poly on four lanes (rounding to nearest by the default MXCSR mode).
-inline __m128 exp_poly4(__m128 x) {
-  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
-  const __m128i n = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));
-  const __m128 nf = _mm_cvtepi32_ps(n);
-  const __m128 r = _mm_add_ps(_mm_sub_ps(x, _mm_mul_ps(nf, _mm_set1_ps(0.693359375f))),
-                              _mm_mul_ps(nf, _mm_set1_ps(2.12194440e-4f)));
-  __m128 p = _mm_set1_ps(1.9875691500e-4f);
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
-  p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
-  const __m128i bits = _mm_slli_epi32(_mm_add_epi32(n, _mm_set1_epi32(127)), 23);
-  return _mm_mul_ps(p, _mm_castsi128_ps(bits));
-}
-#endif
 
 // One pass over a float32 frame f [V]: its max, min, whether it holds a NaN, and sum_v exp(f[v] - shift).
 inline bool frame_pass(const float* f, int64_t V, float shift, float* mx, float* mn, double* sum) {
@@ -74,7 +32,7 @@ inline bool frame_pass(const float* f, int64_t V, float shift, float* mx, float*
     hi = _mm_max_ps(hi, x);
     lo = _mm_min_ps(lo, x);
     bad = _mm_or_ps(bad, _mm_cmpunord_ps(x, x));
-    const __m128 e = exp_poly4(_mm_sub_ps(x, sh));
+    const __m128 e = asrd::exp_poly4(_mm_sub_ps(x, sh));
     s0 = _mm_add_pd(s0, _mm_cvtps_pd(e));
     s1 = _mm_add_pd(s1, _mm_cvtps_pd(_mm_movehl_ps(e, e)));
   }
@@ -93,7 +51,7 @@ inline bool frame_pass(const float* f, int64_t V, float shift, float* mx, float*
     if (x != x) nan = true;
     if (x > a) a = x;
     if (x < b) b = x;
-    s += static_cast<double>(exp_poly(x - shift));
+    s += static_cast<double>(asrd::exp_poly(x - shift));
   }
   *mx = a;
   *mn = b;

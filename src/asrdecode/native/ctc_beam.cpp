@@ -715,12 +715,7 @@ int asrd_ctc_beam_decode(const CtcDecodeArgs* args, char* err, int64_t err_len) 
   } catch (const std::exception& ex) {
     msg = std::string("native engine: ") + ex.what();
   }
-  if (msg.empty()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
-    err[err_len - 1] = '\0';
-  }
-  return 1;
+  return asrd::report(msg, err, err_len);
 }
 
 // Blank collapse of one chunk (see CollapseArgs); the state is updated in place.
@@ -731,12 +726,7 @@ void asrd_ctc_collapse(const CollapseArgs* args) {
 // The n-best lists of a CTC beam state (see CtcFinalArgs). Returns 0, or 1 with a message in `err`.
 int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
   std::string msg = args->is_double ? ctc_finalize<double>(*args) : ctc_finalize<float>(*args);
-  if (msg.empty()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
-    err[err_len - 1] = '\0';
-  }
-  return 1;
+  return asrd::report(msg, err, err_len);
 }
 
 // Version of the C ABI below (the Python side checks it).
@@ -757,12 +747,7 @@ int asrd_ctc_beam_run(const CtcBeamArgs* args, char* err, int64_t err_len) {
   } catch (const std::exception& ex) {
     msg = std::string("native engine: ") + ex.what();
   }
-  if (msg.empty()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
-    err[err_len - 1] = '\0';
-  }
-  return 1;
+  return asrd::report(msg, err, err_len);
 }
 
 }  // extern "C"

@@ -10,6 +10,8 @@
 //   * Automaton / automaton_score: a BackoffAutomaton (n-gram LM, boosting tree) read directly
 //     from its arrays (dense resolved rows, CSR arcs sorted by label, backoff chain), with the
 //     same float32 arithmetic as the tensor version;
+//   * exp_poly / exp_poly4 / sum_exp_shifted: a polynomial float32 exp (SSE2 on x86-64), and
+//     report: the C ABI's error-message convention;
 //   * TopK: a bounded selection of the best candidates with a deterministic tie rule (higher
 //     score first, then lower candidate index), so results never depend on a sort's stability.
 //
@@ -19,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <functional>
 #include <limits>
 #include <vector>
@@ -55,8 +59,48 @@ inline T log_add_exp(T a, T b) {
   return m + std::log1p(std::exp(-std::abs(a - b)));
 }
 
-// sum_i exp(x[i] - shift) over x [n] (float32): four lanes at a time with a polynomial exp on x86-64
-// (Cephes' expf: x = k ln2 + r, |r| <= ln2 / 2, degree-6 polynomial, relative error ~2e-7; arguments
+// exp(x) in float32 for x clamped to [-87, 88] (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
+// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here.
+inline float exp_poly(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float fx = x * 1.44269504088896341f;
+  const int32_t n = static_cast<int32_t>(fx < 0.0f ? fx - 0.5f : fx + 0.5f);
+  const float nf = static_cast<float>(n);
+  const float r = (x - nf * 0.693359375f) + nf * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+#if defined(__SSE2__)
+// exp_poly on four lanes (rounding to nearest by the default MXCSR mode).
+inline __m128 exp_poly4(__m128 x) {
+  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
+  const __m128i n = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));
+  const __m128 nf = _mm_cvtepi32_ps(n);
+  const __m128 r = _mm_add_ps(_mm_sub_ps(x, _mm_mul_ps(nf, _mm_set1_ps(0.693359375f))),
+                              _mm_mul_ps(nf, _mm_set1_ps(2.12194440e-4f)));
+  __m128 p = _mm_set1_ps(1.9875691500e-4f);
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
+  p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
+  const __m128i bits = _mm_slli_epi32(_mm_add_epi32(n, _mm_set1_epi32(127)), 23);
+  return _mm_mul_ps(p, _mm_castsi128_ps(bits));
+}
+#endif
+
+// sum_i exp(x[i] - shift) over x [n] (float32): four lanes at a time with exp_poly4 on x86-64 (arguments
 // clamped to [-87, 88], so exp(-inf) counts as ~1e-38), std::exp elsewhere. Summed in float.
 inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
   int64_t i = 0;
@@ -64,29 +108,23 @@ inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
 #if defined(__SSE2__)
   __m128 acc = _mm_setzero_ps();
   const __m128 sh = _mm_set1_ps(shift);
-  for (; i + 4 <= n; i += 4) {
-    __m128 v = _mm_sub_ps(_mm_loadu_ps(x + i), sh);
-    v = _mm_max_ps(_mm_min_ps(v, _mm_set1_ps(88.0f)), _mm_set1_ps(-87.0f));
-    const __m128i k = _mm_cvtps_epi32(_mm_mul_ps(v, _mm_set1_ps(1.44269504088896341f)));
-    const __m128 kf = _mm_cvtepi32_ps(k);
-    const __m128 r = _mm_sub_ps(_mm_sub_ps(v, _mm_mul_ps(kf, _mm_set1_ps(0.693359375f))),
-                                _mm_mul_ps(kf, _mm_set1_ps(-2.12194440e-4f)));
-    __m128 p = _mm_set1_ps(1.9875691500e-4f);
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
-    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
-    const __m128 scale = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(k, _mm_set1_epi32(127)), 23));
-    acc = _mm_add_ps(acc, _mm_mul_ps(p, scale));
-  }
+  for (; i + 4 <= n; i += 4) acc = _mm_add_ps(acc, exp_poly4(_mm_sub_ps(_mm_loadu_ps(x + i), sh)));
   alignas(16) float lanes[4];
   _mm_store_ps(lanes, acc);
   total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 #endif
   for (; i < n; ++i) total += std::exp(x[i] - shift);
   return total;
+}
+
+// The C ABI's error convention: 0 for no message, else 1 with the message copied (truncated) into `err`.
+inline int report(const std::string& msg, char* err, int64_t err_len) {
+  if (msg.empty()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
+    err[err_len - 1] = '\0';
+  }
+  return 1;
 }
 
 // ------------------------------------------------------------------------------ fusion automata

@@ -347,12 +347,7 @@ extern "C" {
 // One ALSD++ / AES++ step of every utterance (see TransducerBeamArgs). Returns 0, or 1 with a message in `err`.
 int asrd_transducer_beam_step(const TransducerBeamArgs* args, char* err, int64_t err_len) {
   std::string msg = args->is_double ? run_step<double>(*args) : run_step<float>(*args);
-  if (msg.empty()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
-    err[err_len - 1] = '\0';
-  }
-  return 1;
+  return asrd::report(msg, err, err_len);
 }
 
 // The joint rows of the first step (see joint_rows); returns their number.

@@ -472,12 +472,7 @@ int asrd_wind_step(const WindArgs* args, char* err, int64_t err_len) {
     WindStep<float> s(*args);
     msg = s.run();
   }
-  if (msg.empty()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, msg.c_str(), static_cast<size_t>(err_len - 1));
-    err[err_len - 1] = '\0';
-  }
-  return 1;
+  return asrd::report(msg, err, err_len);
 }
 
 }  // extern "C"
