@@ -25,7 +25,7 @@ from ..fusion import FusionScorer
 from ._lib import load
 from .ctc_beam import _Model, _describe
 
-__all__ = ["NativeBeamStep"]
+__all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -63,6 +63,58 @@ _TREE_CHUNK = 64
 
 #: the loop's state tensors the engine reads and writes in place
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
+
+
+def user_model_rows(scorer: FusionScorer, models: Any, rows: list[int], lm_states: torch.Tensor, vocab: int,
+                    dtype: torch.dtype) -> list[torch.Tensor]:
+    """Hand the engine the ``advance`` rows ``[N, V]`` of every fusion model it does not read natively
+    (indices ``rows``), from the hypotheses' states ``lm_states [N, M]``; returns the tensors to keep alive."""
+    keep = []
+    N = lm_states.shape[0]
+    for i in rows:
+        sc, nx = scorer.models[i].advance(lm_states[:, i].contiguous())
+        sc = sc.to(dtype).contiguous()
+        nx = nx.to(torch.int64).contiguous()
+        if sc.shape != (N, vocab) or nx.shape != (N, vocab):
+            raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; "
+                                     f"expected ({N}, {vocab})")
+        keep += [sc, nx]
+        models[i].rows_scores = sc.data_ptr()
+        models[i].rows_next = nx.data_ptr()
+    return keep
+
+
+class TreeRecords:
+    """Where the engine writes each step's tree records ``(token, parent, data) [B, S]``: room reserved in a
+    preallocated :class:`~asrdecode.beam_hyps.BeamTree` ``_TREE_CHUNK`` steps at a time, or (a list tree
+    carried from a tensor-engine chunk) fresh tensors appended to it."""
+
+    def __init__(self, tree: Any, batch: int, slots: int) -> None:
+        self.tree, self.B, self.S = tree, batch, slots
+        self._room = 0
+        self._ptrs: tuple[int, int, int] = (0, 0, 0)
+        self._out: torch.Tensor | None = None
+
+    def next_step(self) -> tuple[int, int, int]:
+        """The addresses of the next step's records."""
+        self._out = None
+        if self._room == 0:
+            ptrs = self.tree.open_steps_native(_TREE_CHUNK, self.B, self.S)
+            if ptrs is None:
+                self._out = torch.empty((3, self.B, self.S), dtype=torch.long)
+                return tuple(self._out[i].data_ptr() for i in range(3))  # type: ignore[return-value]
+            self._room, self._ptrs = _TREE_CHUNK, ptrs
+        return self._ptrs
+
+    def written(self) -> None:
+        """Count the step the engine wrote."""
+        if self._out is not None:
+            self.tree.record(self._out[0], self._out[1], self._out[2])
+            return
+        self.tree.close_steps(1)
+        self._room -= 1
+        step = self.B * self.S * 8
+        self._ptrs = tuple(p + step for p in self._ptrs)  # type: ignore[assignment]
 
 
 class NativeBeamStep:
@@ -110,8 +162,7 @@ class NativeBeamStep:
             self.joint_rows.data_ptr(), self.logit_pos.data_ptr())
         self.num_emitted = 0
         self._keep: list[torch.Tensor] = []
-        self._room = 0  # tree steps reserved and not written yet
-        self._ptrs: tuple[int, int, int] = (0, 0, 0)
+        self.records = TreeRecords(loop.tree, B, K)
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, num_durations=loop.D, logit_stride=loop.V + (loop.D if loop.tdt else 0),
             frames=T, blank=loop.blank, tdt=int(loop.tdt), aes=int(loop.aes), early=int(loop.early),
@@ -138,37 +189,11 @@ class NativeBeamStep:
         """One step from the joint's ``logits [num_active, V (+ D)]`` (the loop's dtype, contiguous) of the
         expanding slots ``joint_rows[:num_active]``."""
         lp, a = self.loop, self.args
-        B, K = lp.B, lp.K
         a.logits = logits.data_ptr()
-        for i in self.row_models:  # a fusion model the engine does not know: its rows for every hypothesis
-            model = self.scorer.models[i]
-            sc, nx = model.advance(lp.lm_states[:, i].contiguous())
-            sc = sc.to(lp.dtype).contiguous()
-            nx = nx.to(torch.int64).contiguous()
-            if sc.shape != (B * K, lp.V) or nx.shape != (B * K, lp.V):
-                raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; "
-                                         f"expected ({B * K}, {lp.V})")
-            self._keep = [sc, nx]
-            self.models[i].rows_scores = sc.data_ptr()
-            self.models[i].rows_next = nx.data_ptr()
-        out = None
-        if self._room == 0:
-            ptrs = lp.tree.open_steps_native(_TREE_CHUNK, B, K)
-            if ptrs is None:  # a list tree carried from a tensor-engine chunk: records appended as tensors
-                out = torch.empty((3, B, K), dtype=torch.long)
-                ptrs = tuple(out[i].data_ptr() for i in range(3))
-            else:
-                self._room = _TREE_CHUNK
-            self._ptrs = ptrs
-        a.tok_out, a.par_out, a.dat_out = self._ptrs
+        self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
+        a.tok_out, a.par_out, a.dat_out = self.records.next_step()
         if self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err)) != 0:
             raise DecodingInputError(f"native transducer beam search: {self.err.value.decode(errors='replace')}")
-        if out is not None:
-            lp.tree.record(out[0], out[1], out[2])
-        else:  # the next step's records follow in the reserved room
-            lp.tree.close_steps(1)
-            self._room -= 1
-            step = B * K * 8
-            self._ptrs = tuple(p + step for p in self._ptrs)
+        self.records.written()
         self.num_active, self.num_emitted = self.counts[0], self.counts[1]
 

@@ -19,6 +19,7 @@ from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ._lib import load
 from .ctc_beam import _Model, _describe
+from .transducer_beam import TreeRecords, user_model_rows
 
 __all__ = ["NativeWindStep"]
 
@@ -54,8 +55,6 @@ def _lib() -> Any:
 
 
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
-#: tree steps reserved at a time
-_TREE_CHUNK = 64
 
 
 class NativeWindStep:
@@ -94,8 +93,7 @@ class NativeWindStep:
         self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
         self.err = ctypes.create_string_buffer(512)
         self._keep: list[torch.Tensor] = []
-        self._room = 0
-        self._ptrs: tuple[int, int, int] = (0, 0, 0)
+        self.records = TreeRecords(loop.tree, B, S)
         self.num_emitted = 0
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, window=W, frames=loop.T, blank=loop.blank, early=int(loop.early),
@@ -118,35 +116,10 @@ class NativeWindStep:
     def run(self, logits: torch.Tensor) -> None:
         """The rest of the step from the joint's ``logits [m, V]`` (the loop's dtype, contiguous)."""
         lp, a = self.loop, self.args
-        B, S = lp.B, lp.S
         a.logits = logits.data_ptr()
-        for i in self.row_models:  # a fusion model the engine does not know: its rows for every hypothesis
-            sc, nx = self.scorer.models[i].advance(lp.lm_states[:, i].contiguous())
-            sc = sc.to(lp.dtype).contiguous()
-            nx = nx.to(torch.int64).contiguous()
-            if sc.shape != (B * S, lp.V) or nx.shape != (B * S, lp.V):
-                raise DecodingInputError(f"fusion[{i}].advance returned shapes {tuple(sc.shape)}, {tuple(nx.shape)}; "
-                                         f"expected ({B * S}, {lp.V})")
-            self._keep = [sc, nx]
-            self.models[i].rows_scores = sc.data_ptr()
-            self.models[i].rows_next = nx.data_ptr()
-        out = None
-        if self._room == 0:
-            ptrs = lp.tree.open_steps_native(_TREE_CHUNK, B, S)
-            if ptrs is None:  # a list tree carried from a tensor-engine chunk
-                out = torch.empty((3, B, S), dtype=torch.long)
-                ptrs = tuple(out[i].data_ptr() for i in range(3))
-            else:
-                self._room = _TREE_CHUNK
-            self._ptrs = ptrs
-        a.tok_out, a.par_out, a.dat_out = self._ptrs
+        self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
+        a.tok_out, a.par_out, a.dat_out = self.records.next_step()
         if self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err)) != 0:
             raise DecodingInputError(f"native WIND beam search: {self.err.value.decode(errors='replace')}")
-        if out is not None:
-            lp.tree.record(out[0], out[1], out[2])
-        else:
-            lp.tree.close_steps(1)
-            self._room -= 1
-            step = B * S * 8
-            self._ptrs = tuple(p + step for p in self._ptrs)
+        self.records.written()
         self.num_active, self.num_emitted = self.counts[0], self.counts[1]
