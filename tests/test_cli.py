@@ -312,18 +312,19 @@ def test_transcribe_rnnt_beam(capsys) -> None:
 
 
 @needs_rnnt
-@pytest.mark.parametrize("method,window", [("aes", 1), ("wind", 3)])
-def test_transcribe_beam_method_equals_the_library_call(capsys, method, window) -> None:
+@pytest.mark.parametrize("method,window,gamma", [("aes", 1, None), ("wind", 3, None), ("wind", 8, 0.5)])
+def test_transcribe_beam_method_equals_the_library_call(capsys, method, window, gamma) -> None:
     from asrdecode.models import load
     from asrdecode.transducer import beam_search
 
     code, out, _ = run(capsys, "transcribe", CLIP, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
-                       "--method", method, "--window", window, "--format", "json")
+                       "--method", method, "--window", window, "--format", "json",
+                       *(["--expansion-gamma", gamma] if gamma is not None else []))
     assert code == 0
     demo = load("demo-rnnt")
     with torch.inference_mode():
         enc, n = demo.encode([read_audio(CLIP)])
-        kw = {"window": window} if method == "wind" else {}
+        kw = {"window": window, "expansion_gamma": gamma} if method == "wind" else {}
         hyp = beam_search(demo.model, enc, n, beam=2, method=method, tokenizer=demo.tokenizer, **kw)[0][0]
     assert json.loads(out)["text"] == hyp.text
 
@@ -331,6 +332,9 @@ def test_transcribe_beam_method_equals_the_library_call(capsys, method, window) 
 @pytest.mark.parametrize("argv,message", [
     (["--model", "demo-rnnt", "--decoder", "beam", "--window", "4"], "needs --method wind"),
     (["--model", "demo-ctc", "--decoder", "beam", "--method", "wind"], "CTC prefix beam search"),
+    (["--model", "demo-rnnt", "--decoder", "beam", "--expansion-gamma", "1"], "--method wind"),
+    (["--model", "demo-rnnt", "--expansion-gamma", "1"], "--method wind"),
+    (["--model", "demo-rnnt", "--decoder", "beam", "--method", "wind", "--expansion-gamma", "-1"], "finite number >= 0"),
 ])
 def test_beam_method_and_window_misuse(capsys, argv, message) -> None:
     code, _, err = run(capsys, "transcribe", CLIP, *argv)

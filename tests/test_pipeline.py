@@ -79,6 +79,8 @@ def test_check_bundle_names_what_is_wrong() -> None:
     ({"decoder": "viterbi"}, "decoder must be one of"),
     ({"beam": 0}, "--beam must be >= 1"),
     ({"window": True}, "--window must be >= 1"),
+    ({"expansion_gamma": -0.5}, "--expansion-gamma must be a finite number >= 0"),
+    ({"expansion_gamma": math.nan}, "--expansion-gamma must be a finite number >= 0"),
     ({"method": "mbr"}, "--method must be one of"),
     ({"lm_weight": math.nan}, "--lm-weight must be a finite number"),
     ({"beta": math.inf}, "--beta must be a finite number"),
@@ -137,6 +139,8 @@ def test_pipeline_of_a_foreign_transducer_bundle() -> None:
     ("ctc", DecodeOptions(window=4), "--window applies to transducer"),
     ("ctc", DecodeOptions(decoder="beam", method="aes"), "--method chooses a transducer"),
     ("rnnt", DecodeOptions(decoder="beam", window=4), "needs --method wind"),
+    ("rnnt", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma is an option"),
+    ("ctc", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma is an option"),
     ("ctc", DecodeOptions(decoder="wfst"), "needs --graph"),
     ("ctc", DecodeOptions(lm="x.arpa"), "no such LM file"),
 ])

@@ -7,6 +7,8 @@ never matter: the native engine keeps ties in candidate-index order, torch's top
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from asrdecode.errors import DecodingInputError
 from asrdecode.lm.boosting import BoostingTree
 from asrdecode.native import _lib
+from asrdecode.transducer import _checks
 from asrdecode.transducer.beam import beam_search
 from asrdecode.transducer.reference_beam import reference_beam_search
 from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
@@ -50,9 +53,9 @@ def _fusion(kind: str, lm, seed: int, batch: int) -> list:
 @given(st.integers(0, 10**6), st.integers(1, 3), st.integers(0, 9), st.integers(1, 5),
        st.sampled_from(["alsd", "aes", "wind"]), st.sampled_from(["late", "early"]),
        st.sampled_from(["lm_weighted", "none"]), st.sampled_from(["none", "lm", "user", "boost", "both"]), st.booleans(),
-       st.sampled_from([None, 2, 4]), st.sampled_from([0.0, 0.8]), st.integers(1, 4))
+       st.sampled_from([None, 2, 4]), st.sampled_from([0.0, 0.8]), st.integers(1, 4), st.sampled_from([None, 0.0, 1.5]))
 def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, pruning, blank_scoring, fusion_kind,
-                                        tdt, cap, beta, window):
+                                        tdt, cap, beta, window, gamma):
     """LSTM prediction networks: a stateless one gives different transcripts exactly equal scores, and which
     of them a full beam keeps is free (the engines' tie rules differ; test_transducer_beam.py runs the
     stateless model on both engines where ties cannot change the result)."""
@@ -70,9 +73,19 @@ def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, p
     kw = dict(beam=beam, method=method, pruning=pruning, blank_scoring=blank_scoring, max_symbols=cap, beta=beta,
               fusion=_fusion(fusion_kind, lm, seed, batch))
     if wind:
-        kw["window"] = window
-    native = beam_search(m, enc, lengths, nbest=beam, engine="native", **kw)
-    tensor = beam_search(m, enc, lengths, nbest=beam, engine="torch", **kw)
+        kw.update(window=window, expansion_gamma=gamma)
+    # no cap: a beam with fewer distinct finished hypotheses than slots keeps extending one that never
+    # leaves its frame (the search's nature, not an engine's; the oracle does the same): both engines
+    # must stop with the runaway error, checked every 1024 steps (a low guard keeps that fast)
+    with mock.patch.object(_checks, "MAX_SYMBOLS_GUARD", 200):
+        try:
+            native = beam_search(m, enc, lengths, nbest=beam, engine="native", **kw)
+        except DecodingInputError as err:
+            assert cap is None and "labels on one frame" in str(err), err
+            with pytest.raises(DecodingInputError, match="labels on one frame"):
+                beam_search(m, enc, lengths, nbest=beam, engine="torch", **kw)
+            return
+        tensor = beam_search(m, enc, lengths, nbest=beam, engine="torch", **kw)
     assert [hyp_key(r, 7) for r in native] == [hyp_key(r, 7) for r in tensor]
     if fusion_kind == "boost":
         return  # the oracle takes one model for every utterance
@@ -110,7 +123,7 @@ def test_streaming_on_either_engine_equals_whole(lm, durations, method):
         lengths = torch.tensor([T, 8, 2])
         kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=[(lm, 0.5)] if seed % 2 else [])
         if method == "wind":
-            kw["window"] = 1 + seed
+            kw.update(window=1 + seed, expansion_gamma=(None, 1.0)[seed % 2])
         whole = beam_search(m, enc, lengths, engine="torch", **kw)
         for engines in (["native"], ["native", "torch"], ["torch", "native"]):
             k = int(torch.randint(1, 5, (1,), generator=gen))

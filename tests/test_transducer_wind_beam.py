@@ -71,6 +71,60 @@ def test_matches_reference_with_fusion(lm, tree, window, pruning, blank_scoring)
     assert [row[0].score for row in plain] != [row[0].score for row in res]
 
 
+@pytest.mark.parametrize("engine", ["torch", "native"])
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_expansion_gamma_matches_reference(lm, engine, pruning):
+    """mAES's expansion threshold: both engines keep exactly the reference's expansions."""
+    for seed in range(3):
+        m = random_model(950 + seed, V, BLANK, None, blank_bias=0.5, pred_layers=1 + seed % 2)
+        enc = _enc(seed, 2, 9)
+        lengths = torch.tensor([9, 6])
+        for gamma, fusion in ((0.0, ()), (0.7, [(lm, 0.4)]), (2.3, ())):
+            kw = dict(beam=3, window=1 + seed, max_symbols=3, fusion=fusion, pruning=pruning, expansion_gamma=gamma)
+            res = beam_search(m, enc, lengths, method="wind", nbest=3, engine=engine, **kw)
+            for b in range(2):
+                ref = reference_wind_beam_search(m, enc[b, : int(lengths[b])], **kw)
+                assert sorted(_key(res[b], 7)) == sorted(_key(ref, 7)), (seed, b, gamma, engine)
+
+
+def test_expansion_gamma_prunes_expansions(monkeypatch):
+    """A huge threshold is the paper's search; threshold 0 keeps one expansion per hypothesis
+    (up to ties), so far fewer hypotheses reach the joint network."""
+    m = random_model(960, V, BLANK, None, blank_bias=0.5, pred_layers=1)
+    enc = _enc(3, 2, 12)
+    off = beam_search(m, enc, method="wind", beam=4, window=3, nbest=4, engine="torch")
+    huge = beam_search(m, enc, method="wind", beam=4, window=3, nbest=4, engine="torch", expansion_gamma=1e6)
+    assert [_key(r, 7) for r in off] == [_key(r, 7) for r in huge]
+    rows = []
+    joint = type(m).joint
+
+    def counting(self, enc_proj, dec_proj):
+        out = joint(self, enc_proj, dec_proj)
+        rows.append(out.reshape(-1, out.shape[-1]).shape[0])
+        return out
+
+    monkeypatch.setattr(type(m), "joint", counting)
+    for gamma in (None, 0.0):
+        rows.clear()
+        beam_search(m, enc, method="wind", beam=4, window=3, engine="native", expansion_gamma=gamma)
+        if gamma is None:
+            full = sum(rows)
+    assert sum(rows) < 0.8 * full, (sum(rows), full)
+
+
+def test_expansion_gamma_bad_inputs():
+    m = random_model(0, V, BLANK, None)
+    enc = _enc(0, 1, 4)
+    for gamma in (-0.1, math.inf, math.nan, True, "1"):
+        with pytest.raises(DecodingInputError, match="expansion_gamma"):
+            beam_search(m, enc, method="wind", expansion_gamma=gamma)
+        with pytest.raises(DecodingInputError, match="expansion_gamma"):
+            reference_wind_beam_search(m, enc[0], expansion_gamma=gamma)
+    for method in ("alsd", "aes"):
+        with pytest.raises(DecodingInputError, match="method='wind' only"):
+            beam_search(m, enc, method=method, expansion_gamma=1.0)
+
+
 def _frame_by_frame(m, enc, beam, cap, stats):
     """The frame-by-frame search that WIND beam search is with window 1, written independently: the
     hypotheses of frame ``t`` (``cur``) and of frame ``t + 1`` (``nxt``), each list merged and pruned

@@ -58,8 +58,8 @@ def _load_model(spec: str):
 
 
 #: DecodeOptions fields that a decoding command's flags of the same name set
-_OPTION_FLAGS = ("decoder", "beam", "method", "window", "lm", "lm_weight", "beta", "boost", "graph", "acoustic_scale",
-                 "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active", "min_active")
+_OPTION_FLAGS = ("decoder", "beam", "method", "window", "expansion_gamma", "lm", "lm_weight", "beta", "boost", "graph",
+                 "acoustic_scale", "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active", "min_active")
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -596,6 +596,9 @@ def _add_beam(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=None, help="beam size (default: 8)")
     p.add_argument("--method", choices=("alsd", "aes", "wind"), default=None,
                    help="transducer beam search: ALSD++, AES++ or WIND beam (with --window; default: %(default)s)")
+    p.add_argument("--expansion-gamma", type=float, default=None, metavar="GAMMA",
+                   help="--method wind: keep a hypothesis's expansions within GAMMA (log-score) of its best one "
+                        "(mAES's threshold: faster; default: off)")
     p.add_argument("--lm", metavar="PATH", help="token-level ARPA LM (.arpa or .arpa.gz, e.g. from build-lm --tokens)")
     p.add_argument("--lm-weight", type=float, default=None,
                    help="LM weight (default: tuned per model, e.g. 0.5 for demo-rnnt; 0.7 otherwise)")

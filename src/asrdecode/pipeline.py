@@ -45,6 +45,7 @@ class DecodeOptions:
         beam: hypotheses kept (beam search).
         method: transducer beam search: ``"alsd"`` (ALSD++), ``"aes"`` (AES++) or ``"wind"``.
         window: WIND window (transducer greedy, or ``method="wind"``); 1 is off.
+        expansion_gamma: WIND beam search's expansion threshold (``method="wind"``), or ``None`` (off).
         lm: a token-level ARPA LM for shallow fusion (beam search), or ``None``.
         lm_weight: its fusion weight.
         beta: bonus per emitted token when fusing.
@@ -63,6 +64,7 @@ class DecodeOptions:
     beam: int = 8
     method: str = "alsd"
     window: int = 1
+    expansion_gamma: Optional[float] = None
     lm: Optional[str] = None
     lm_weight: float = 0.7
     beta: float = 0.0
@@ -77,7 +79,8 @@ class DecodeOptions:
     min_active: int = 0
 
     #: field -> the CLI flag that sets it (used in error messages)
-    FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window", "lm": "--lm",
+    FLAGS = {"decoder": "--decoder", "beam": "--beam", "method": "--method", "window": "--window",
+             "expansion_gamma": "--expansion-gamma", "lm": "--lm",
              "lm_weight": "--lm-weight", "beta": "--beta", "boost": "--boost", "graph": "--graph",
              "acoustic_scale": "--acoustic-scale", "word_lm": "--word-lm", "word_lm_weight": "--word-lm-weight",
              "word_bonus": "--word-bonus", "wfst_beam": "--wfst-beam", "max_active": "--max-active",
@@ -100,6 +103,10 @@ class DecodeOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise DecodingInputError(f"{self.FLAGS[name]} must be a finite number, got {value!r}")
+        gamma = self.expansion_gamma
+        if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float))
+                                  or not math.isfinite(gamma) or gamma < 0):
+            raise DecodingInputError(f"--expansion-gamma must be a finite number >= 0, got {gamma!r}")
         if not self.wfst_beam > 0:
             raise DecodingInputError(f"wfst_beam must be > 0, got {self.wfst_beam!r}")
         if not self.acoustic_scale > 0:
@@ -153,7 +160,7 @@ class DecodeOptions:
 
 #: the Python types each option takes in :meth:`DecodeOptions.from_mapping`
 _TYPES: dict[str, tuple[type, ...]] = {
-    "beam": (int,), "window": (int,), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
+    "beam": (int,), "window": (int,), "expansion_gamma": (int, float), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
     "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
     "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float),
     "wfst_beam": (int, float), "max_active": (int,), "min_active": (int,)}
@@ -254,7 +261,7 @@ def _transducer_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
         return lambda x, n: tr.greedy(model, x, n, window=opts.window, tokenizer=tok, acceleration="eager")
     kw: dict[str, Any] = {"beam": opts.beam, "tokenizer": tok, "method": opts.method}
     if opts.method == "wind":
-        kw["window"] = opts.window
+        kw.update(window=opts.window, expansion_gamma=opts.expansion_gamma)
     if fusion:
         kw.update(fusion=fusion, beta=float(opts.beta))
     return lambda x, n: best_of(tr.beam_search(model, x, n, **kw))
@@ -292,6 +299,9 @@ def _check_fit(bundle: Any, options: DecodeOptions) -> None:
                                  f"model): choose one of {DECODERS[bundle.kind]}")
     if bundle.kind == "ctc" and options.window != 1:
         raise DecodingInputError(f"--window applies to transducer decoding, not to the CTC model {bundle.name}")
+    if options.expansion_gamma is not None and not (options.decoder == "beam" and options.method == "wind"
+                                                    and bundle.kind != "ctc"):
+        raise DecodingInputError("--expansion-gamma is an option of --decoder beam --method wind (transducer models)")
     if options.decoder == "wfst":
         if not options.graph:
             raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
@@ -349,7 +359,7 @@ def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any],
         if bundle.kind != "ctc":
             kw["method"] = options.method
             if options.method == "wind":
-                kw["window"] = options.window
+                kw.update(window=options.window, expansion_gamma=options.expansion_gamma)
     elif bundle.kind != "ctc" and options.window != 1:
         kw["window"] = options.window
     return kw, boosts

@@ -50,6 +50,8 @@ struct WindArgs {
   int64_t* dat_out;                    //   frame * pack (pack = 1 for RNN-T)
   int64_t* counts;                     // out: pop: [0] joint rows; step: [0] utterances stepping next, [1] emitting rows
   const asrd::FusionDesc* models;
+  int64_t has_gamma;                   // 1: keep a hypothesis's expansions within gamma of its best one
+  double gamma;                        //    (mAES's expansion threshold, by the ranking score)
 };
 
 constexpr int64_t kBig = std::numeric_limits<int64_t>::max();
@@ -278,7 +280,8 @@ class WindStep {
       }
       auto& best = top_.sorted();
       for (int64_t q = 0; q < K; ++q) {
-        if (!expand || q >= static_cast<int64_t>(best.size())) {
+        if (!expand || q >= static_cast<int64_t>(best.size()) ||
+            (a_.has_gamma && best[q].value < best[0].value - static_cast<T>(a_.gamma))) {
           pool_score_.push_back(ninf);
           pool_.push_back(Entry{0, 0, 0, 0, a_.blank, src, -1, 0, 0});
           continue;

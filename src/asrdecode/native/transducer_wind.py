@@ -35,7 +35,8 @@ class _Args(ctypes.Structure):
                 ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
                 ("lm_states", _P), ("active", _P), ("tmin", _P), ("row_of", _P), ("enc_rows", _P), ("dec_rows", _P),
                 ("parent_flat", _P), ("emitted", _P), ("labels", _P), ("emit_rows", _P), ("tok_out", _P),
-                ("par_out", _P), ("dat_out", _P), ("counts", _P), ("models", _P)]
+                ("par_out", _P), ("dat_out", _P), ("counts", _P), ("models", _P), ("has_gamma", _I),
+                ("gamma", _D)]
 
 
 _LIB: Any = None
@@ -106,7 +107,8 @@ class NativeWindStep:
             row_of=self.row_of.data_ptr(), enc_rows=self.enc_rows.data_ptr(), dec_rows=self.dec_rows.data_ptr(),
             parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),
             emit_rows=self.emit_rows.data_ptr(), counts=ctypes.addressof(self.counts),
-            models=ctypes.addressof(self.models))
+            models=ctypes.addressof(self.models), has_gamma=int(loop.gamma is not None),
+            gamma=0.0 if loop.gamma is None else loop.gamma)
         self.num_active = self.lib.asrd_wind_active(ctypes.byref(self.args))
 
     def pop(self) -> int:

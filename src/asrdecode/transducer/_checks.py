@@ -106,6 +106,17 @@ def check_window(model: TransducerModel, window: object) -> int:
     return window
 
 
+def check_expansion_gamma(gamma: object, method: str) -> float | None:
+    """WIND's expansion threshold: None (off) or a finite number >= 0, for ``method="wind"`` only."""
+    if gamma is None:
+        return None
+    if method != "wind":
+        raise DecodingInputError("expansion_gamma is an option of method='wind' only")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(gamma) or gamma < 0:
+        raise DecodingInputError(f"expansion_gamma must be None or a finite number >= 0, got {gamma!r}")
+    return float(gamma)
+
+
 def check_beta(beta: object) -> float:
     """The insertion bonus: a finite real number."""
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):

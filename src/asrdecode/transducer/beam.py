@@ -47,7 +47,7 @@ from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model
 from . import _checks
 from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output, check_tokenizer,
-                      check_window, resolve_max_symbols)
+                      check_window, check_expansion_gamma, resolve_max_symbols)
 
 __all__ = ["beam_search", "BeamState"]
 
@@ -146,6 +146,7 @@ class _BeamLoop:
         max_symbols: int | None,
         beta: float = 0.0,
         window: int = 1,
+        gamma: float | None = None,
         carried: BeamState | None = None,
         offset: torch.Tensor | None = None,
         final: torch.Tensor | None = None,
@@ -164,6 +165,7 @@ class _BeamLoop:
         self.wind = method == "wind"
         self.aes = method in ("aes", "wind")  # both expand only the hypotheses on the earliest frame
         self.window = window
+        self.gamma = gamma  # WIND's expansion threshold (None: off)
         self.win = torch.arange(window, device=dev)
         self.early = pruning == "early"
         self.scorer = scorer
@@ -441,7 +443,7 @@ class _BeamLoop:
                              _NEG_INF)
             ac = torch.where(win.is_blank, torch.where(win.last_frame, win.blank_ac.sum(-1)[..., None],
                                                        _NEG_INF)[..., None], ac)
-            _, col = ac.reshape(B, K, C).topk(K, dim=2)  # [B, K, K]
+            rank, col = ac.reshape(B, K, C).topk(K, dim=2)  # [B, K, K]
             val = win.no_lm.reshape(B, K, C).gather(2, col)
             tok = col % V
             lm_s, lm_nx = self.scorer.score_tokens(pop.lm, tok.view(B * K, K), dtype=self.dtype)
@@ -450,11 +452,15 @@ class _BeamLoop:
         else:
             fused = win.no_lm + torch.where(win.is_blank, 0.0, lm_full)[:, :, None, :]
             val, col = fused.reshape(B, K, C).topk(K, dim=2)
+            rank = val
             tok = col % V
             new_lm = self.scorer.gather(lm_next.view(B * K, V, M), tok.view(B * K, K)).view(B, K * K, M)
         j = col // V
         Q = K * K
-        val = torch.where(expand[..., None], pop.score[..., None] + val, _NEG_INF).view(B, Q)
+        keep = expand[..., None]
+        if self.gamma is not None:  # mAES's expansion threshold: near the hypothesis's best continuation only
+            keep = keep & (rank >= rank[..., :1] - self.gamma)
+        val = torch.where(keep, pop.score[..., None] + val, _NEG_INF).view(B, Q)
         tok, j = tok.view(B, Q), j.view(B, Q)
         src = pop.slots[:, :, None].expand(B, K, K).reshape(B, Q)  # the parent's slot
         rep = lambda x: x[:, :, None].expand(B, K, K).reshape(B, Q)  # noqa: E731
@@ -728,6 +734,7 @@ def beam_search(
     nbest: int = 1,
     tokenizer: Tokenizer | None = None,
     window: int = 8,
+    expansion_gamma: float | None = None,
     state: BeamState | None = None,
     return_state: bool = False,
     final: bool | Sequence[bool] | torch.Tensor = True,
@@ -760,6 +767,10 @@ def beam_search(
         tokenizer: fills ``Hypothesis.text`` when given.
         window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only; window 1 is the
             frame-by-frame search with per-frame lists.
+        expansion_gamma: WIND only: each hypothesis keeps only those of its ``beam`` best
+            continuations within ``expansion_gamma`` (log-score) of its best one, ranked as
+            ``pruning`` ranks them (mAES's expansion threshold; fewer network calls). None (default)
+            = off, the paper's Algorithm 3.
         state: the state returned for the previous chunk (streaming, RNN-T and TDT, every
             method); same batch, beam, method, window and fusion models.
         return_state: also return the :class:`BeamState` to carry into the next chunk.
@@ -788,6 +799,7 @@ def beam_search(
     max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
     enc, scorer, mode, beta = _check_search_args(model, encoder_output, beam, method, window, blank_scoring,
                                                  pruning, max_symbols, nbest, beta, tokenizer, fusion, acceleration)
+    gamma = check_expansion_gamma(expansion_gamma, method)
     B, T, _ = enc.shape
     lengths = check_lengths(lengths, B, T, device=enc.device)
     config = (beam, method, window if method == "wind" else 1)
@@ -799,7 +811,7 @@ def beam_search(
     static = mode != "eager"
     native = use_native(engine, enc.device, "encoder_output", eager=not static)
     loop = _BeamLoop(model, enc_proj, lengths, beam, method, scorer, blank_scoring, pruning, max_symbols,
-                     float(beta), config[2], carried=state, offset=offset, final=final_t, static=static,
+                     float(beta), config[2], gamma=gamma, carried=state, offset=offset, final=final_t, static=static,
                      native=native)
     if loop.B and loop.T:
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])

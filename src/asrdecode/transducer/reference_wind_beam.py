@@ -27,7 +27,10 @@ frame's list holding at most ``beam`` hypotheses (a hypothesis is *finished* at 
    only. Every label also gets the bonus ``beta``. So the window regroups the frame-by-frame terms
    and window 1 is the frame-by-frame search;
 4. each hypothesis keeps its ``beam`` best expansions (the paper's line 13, ``top_expansions_for_each_b``):
-   ``pruning="late"`` by the fused score, ``"early"`` by the acoustic score (Equation 1 alone);
+   ``pruning="late"`` by the fused score, ``"early"`` by the acoustic score (Equation 1 alone); with
+   ``expansion_gamma`` set (off by default, as in the paper), only those of them within
+   ``expansion_gamma`` of the best one by that same score (the expansion threshold of mAES, Kim et
+   al. 2020: fewer hypotheses to extend, fewer prediction-network and joint calls);
 5. every expansion goes to the list of its frame; each receiving frame's list (the hypotheses it
    already held plus the new ones) is recombined (equal transcripts merged into the best of them,
    whose score becomes the log-sum-exp of theirs) and pruned to its ``beam`` best.
@@ -61,7 +64,7 @@ from ..results import Hypothesis
 from .model import TransducerModel, check_model
 from . import _checks
 from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output,
-                      check_window, resolve_max_symbols)
+                      check_expansion_gamma, check_window, resolve_max_symbols)
 from .reference_beam import _logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
@@ -102,6 +105,7 @@ def reference_wind_beam_search(
     pruning: str = "late",
     max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
     beta: float = 0.0,
+    expansion_gamma: float | None = None,
     max_symbols_per_frame: Any = _MISSING,
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
@@ -117,6 +121,7 @@ def reference_wind_beam_search(
     check_finite("encoder_output", encoder_output)
     check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols, 1)
     check_window(model, window)
+    gamma = check_expansion_gamma(expansion_gamma, "wind")
     V, blank = model.vocab_size, model.blank_id
     scorer = FusionScorer(fusion, V, blank)
     lam = float(sum(scorer.weights))
@@ -176,8 +181,12 @@ def reference_wind_beam_search(
             # (fused, acoustic, v, j): labels on every window frame, blank over the window
             cands = [(label[j][v], acoustic[j][v], v, j) for j in range(n) for v in range(V) if v != blank]
             cands.append((whole, whole_ac, blank, n - 1))
-            cands.sort(key=(lambda c: -c[1]) if pruning == "early" else (lambda c: -c[0]))
-            for fused, _, v, j in cands[:beam]:
+            rank = 1 if pruning == "early" else 0
+            cands.sort(key=lambda c: -c[rank])
+            top = cands[:beam]
+            if gamma is not None:
+                top = [c for c in top if c[rank] >= top[0][rank] - gamma]
+            for fused, _, v, j in top:
                 score = new_scores[i] + fused
                 if v == blank:
                     new = _Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states)
