@@ -196,9 +196,12 @@ class _BeamLoop:
         self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
         self.hash = torch.full((B, S), EMPTY_HASH, dtype=torch.long, device=dev)
         self.last = torch.full((B, S), self.blank, dtype=torch.long, device=dev)
-        self.pred_state = model.initial_state(N, device=dev, dtype=self.dtype)
-        dec, self.pred_state = model.predict(torch.full((N,), self.blank, dtype=torch.long, device=dev), self.pred_state)
-        self.dec_proj = model.project_decoder(dec)  # [N, H]
+        if carried is None:  # every slot starts from the same blank-primed state: one row computed, then copied
+            dec, first = model.predict(torch.full((1,), self.blank, dtype=torch.long, device=dev),
+                                       model.initial_state(1, device=dev, dtype=self.dtype))
+            same = torch.zeros(N, dtype=torch.long, device=dev)
+            self.pred_state = model.select_state(first, same)
+            self.dec_proj = model.project_decoder(dec).index_select(0, same)  # [N, H]
         # per-utterance models (stacked boosting trees) get the utterance of each hypothesis;
         # a single tree serves every utterance
         stacked = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
