@@ -11,8 +11,10 @@ synthetic sentences) and data/real (10 recordings), as recipes/evaluate_models.p
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py [--frames 150] [--repeats 3] [--skip-wer]
 
-WIND beam search (method="wind", window 8) vs ALSD++ at beams 2, 4, 8 (speed on demo-rnnt, on the
-paper RNN-T as calibrated and with its joint logits sharpened x16, WER of demo-rnnt), one run:
+WIND beam search (method="wind", window 8) vs ALSD++ at beams 2, 4, 8, and WIND beam 4 with the
+expansion thresholds of WIND_GAMMAS (speed on demo-rnnt, on the paper RNN-T as calibrated and with
+its joint logits sharpened x16, WER of demo-rnnt; then batch 1 utterance by utterance over the 50
+synthetic test utterances and over 5 paper-model utterances), one run:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --wind [--frames 150] [--repeats 3]
 
@@ -377,10 +379,13 @@ def nemo_main(frames: int, repeats: int, slow_repeats: int) -> None:
 
 WIND_WINDOW = 8
 WIND_BEAMS = (2, 4, 8)
+#: expansion thresholds (``expansion_gamma``, mAES's) timed with WIND beam 4
+WIND_GAMMAS = (1.5, 2.0, 2.3)
 
 
 def wind_decoders(model, enc, lengths, tokenizer=None) -> dict[str, object]:
-    """Greedy, then ALSD++ and WIND beam (window 8) at beams 2, 4, 8, no LM."""
+    """Greedy, then ALSD++ and WIND beam (window 8) at beams 2, 4, 8, and WIND beam 4 with each
+    expansion threshold of ``WIND_GAMMAS``; no LM."""
     fns = {"greedy (label-looping)": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, tokenizer=tokenizer)}
     for beam in WIND_BEAMS:
         fns[f"ALSD++ beam {beam}"] = lambda beam=beam: beam_search(
@@ -388,7 +393,35 @@ def wind_decoders(model, enc, lengths, tokenizer=None) -> dict[str, object]:
         fns[f"WIND beam {beam} (window {WIND_WINDOW})"] = lambda beam=beam: beam_search(
             model, enc, lengths, beam=beam, method="wind", window=WIND_WINDOW, max_symbols=MAX_SYMBOLS,
             tokenizer=tokenizer)
+    for gamma in WIND_GAMMAS:
+        fns[f"WIND beam 4 (window {WIND_WINDOW}, gamma {gamma:g})"] = lambda gamma=gamma: beam_search(
+            model, enc, lengths, beam=4, method="wind", window=WIND_WINDOW, expansion_gamma=gamma,
+            max_symbols=MAX_SYMBOLS, tokenizer=tokenizer)
     return fns
+
+
+def wind_per_utterance_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor,
+                            repeats: int) -> list[list[object]]:
+    """Batch 1 over every utterance of a set, one after another (what a batch-1 user runs): ALSD++
+    beam 4 and WIND beam 4 (window 8) with each expansion threshold; time of the set, ratio to
+    ALSD++, labels and the sum of the best scores (the search objective)."""
+    utts = [(enc[i : i + 1, : int(lengths[i])], lengths[i : i + 1]) for i in range(enc.shape[0])]
+
+    def over_set(**kw):
+        return lambda: [beam_search(model, e, n, beam=4, max_symbols=MAX_SYMBOLS, **kw)[0] for e, n in utts]
+
+    fns = {"ALSD++ beam 4": over_set(method="alsd")}
+    for gamma in (None, *WIND_GAMMAS):
+        name = f"WIND beam 4 (window {WIND_WINDOW}{'' if gamma is None else f', gamma {gamma:g}'})"
+        fns[name] = over_set(method="wind", window=WIND_WINDOW, expansion_gamma=gamma)
+    times = time_many(fns, repeats=repeats, warmup=1)
+    base = times["ALSD++ beam 4"]
+    rows = []
+    for name, t in times.items():
+        hyps = fns[name]()
+        rows.append([label, len(utts), name, t * 1e3, t / base, sum(len(h.tokens) for h in hyps),
+                     sum(h.score for h in hyps)])
+    return rows
 
 
 def wind_speed_rows(label: str, model, enc: torch.Tensor, lengths: torch.Tensor, repeats: int) -> list[list[object]]:
@@ -421,6 +454,7 @@ def wind_wer_rows() -> list[list[object]]:
 
 
 SHARPEN = 16.0
+WIND_PAPER_UTTERANCES = 5  # paper-model utterances decoded one by one (random encoder output)
 
 
 def sharpened_paper_model():
@@ -442,12 +476,16 @@ def wind_main(frames: int, repeats: int) -> None:
         e, n = enc[order, : int(el[order].max())], el[order]
         rows += wind_speed_rows("demo-rnnt", demo.model, e, n, repeats)
         print(rows[-7:], flush=True)
+    per_utt = wind_per_utterance_rows("demo-rnnt, synth_test50", demo.model, enc, el, repeats)
+    print(per_utt, flush=True)
     wer = wind_wer_rows()
     sharp = sharpened_paper_model()
     for batch in (1, 4):
         enc, lengths = make_encoder_output(batch, frames, seed=7)
         rows += wind_speed_rows(f"paper RNN-T, joint x{SHARPEN:g}", sharp, enc, lengths, repeats)
         print(rows[-7:], flush=True)
+    enc, lengths = make_encoder_output(WIND_PAPER_UTTERANCES, frames, seed=11)
+    per_utt += wind_per_utterance_rows(f"paper RNN-T, joint x{SHARPEN:g}", sharp, enc, lengths, repeats)
     del sharp
     # the paper model as calibrated: batch 1 only (WIND emits up to the symbol cap on its flat
     # random distributions: slow)
@@ -456,6 +494,8 @@ def wind_main(frames: int, repeats: int) -> None:
     print(markdown_table(["model", "batch", "decoder", "ms / batch", "x greedy time", "x ALSD++ same beam",
                           "labels", "sum of best scores"], rows))
     print(markdown_table(["model", "test set", "decoder", "WER", "mean best score"], wer))
+    print(markdown_table(["model (batch 1, utterance by utterance)", "utterances", "decoder", "ms / set",
+                          "x ALSD++ beam 4 time", "labels", "sum of best scores"], per_utt))
 
 
 TUNE_WEIGHTS = (0.2, 0.4, 0.6, 0.8)
