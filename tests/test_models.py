@@ -106,3 +106,31 @@ def test_bad_inputs(models: dict) -> None:
 def test_short_audio_gives_zero_or_few_frames(models: dict) -> None:
     enc, n = models["demo-tdt"].encode([torch.zeros(100), torch.zeros(16000)])
     assert int(n[0]) == 0 and int(n[1]) > 0
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_lstm_predict_step_equals_nn_lstm(layers: int) -> None:
+    """The inference step (precomputed first-layer input table, fused upper layers) computes what
+    nn.LSTM computes on the embeddings, and follows in-place weight changes (its cache is keyed on them)."""
+    from asrdecode.transducer.model import LSTMTransducer
+
+    torch.manual_seed(layers)
+    m = LSTMTransducer(vocab_size=7, enc_dim=3, pred_dim=5, joint_dim=4, blank_id=6, pred_layers=layers).double()
+    labels = torch.tensor([6, 0, 3, 5, 6])
+    state = (torch.randn(layers, 5, 5, dtype=torch.float64), torch.randn(layers, 5, 5, dtype=torch.float64))
+
+    def nn_lstm():
+        out, (h, c) = m.lstm(m.embedding(labels).unsqueeze(1), state)
+        return out.squeeze(1), h, c
+
+    for change in range(2):
+        with torch.no_grad():
+            want_out, want_h, want_c = nn_lstm()
+        with torch.inference_mode():
+            out, (h, c) = m.predict(labels, state)
+        for got, want in ((out, want_out), (h, want_h), (c, want_c)):
+            assert torch.allclose(got, want, atol=1e-10), (layers, change)
+        with torch.no_grad():  # the next round must see these weights, not the cached ones
+            m.embedding.weight.mul_(1.5)
+            m.lstm.weight_ih_l0.add_(0.1)
+            getattr(m.lstm, f"bias_hh_l{layers - 1}").sub_(0.2)

@@ -150,16 +150,23 @@ class LSTMTransducer(_JointMixin):
         return (z, z.clone())
 
     def predict(self, labels: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        x = self.embedding(labels)  # [B, P]
         if torch.is_grad_enabled() and self.lstm.weight_ih_l0.requires_grad:
-            out, new = self.lstm(x.unsqueeze(1), state)
+            out, new = self.lstm(self.embedding(labels).unsqueeze(1), state)
             return out.squeeze(1), new
-        # one step, one fused matrix product per layer: nn.LSTM's per-call weight preparation costs
-        # ~3x the step itself on CPU (same cell equations, gates i, f, g, o; equal to float rounding)
+        # one step, one matrix product per layer: nn.LSTM's per-call weight preparation costs ~3x the
+        # step itself on CPU. The first layer's input is an embedding row, so its input projection
+        # (plus both biases) is a precomputed table row per label, and only ``h W_hh^T`` is multiplied:
+        # half the weights read per step. Same cell equations (gates i, f, g, o), equal to float rounding.
         h_all, c_all = state
+        table, w_hh0, upper = self._step_weights()
         hs, cs = [], []
-        for layer, (w, b) in enumerate(self._step_weights()):
-            gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)  # [B, 4P]
+        x = labels
+        for layer in range(self.pred_layers):
+            if layer == 0:
+                gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
+            else:
+                w, b = upper[layer - 1]
+                gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)
             i, f, g, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
             x = torch.sigmoid(o) * torch.tanh(c)
@@ -167,17 +174,21 @@ class LSTMTransducer(_JointMixin):
             cs.append(c)
         return x, (torch.stack(hs), torch.stack(cs))
 
-    def _step_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``, cached while the parameters are unchanged."""
-        params = [getattr(self.lstm, f"{kind}_l{layer}") for layer in range(self.pred_layers)
-                  for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    def _step_weights(self) -> tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The step's weights, cached while the parameters are unchanged: the first layer's input table
+        ``E W_ih^T + b_ih + b_hh`` ``[V, 4P]`` and ``W_hh^T`` ``[P, 4P]``; per upper layer
+        ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``."""
+        params = [self.embedding.weight] + [getattr(self.lstm, f"{kind}_l{layer}") for layer in range(self.pred_layers)
+                                            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:
+            emb, lstm = params[0], params[1:]
             with torch.no_grad():
-                fused = [(torch.cat([params[4 * l], params[4 * l + 1]], dim=1).t().contiguous(),
-                          (params[4 * l + 2] + params[4 * l + 3]).contiguous()) for l in range(self.pred_layers)]
-            cached = (key, fused)
+                table = torch.addmm(lstm[2] + lstm[3], emb, lstm[0].t()).contiguous()
+                upper = [(torch.cat([lstm[4 * l], lstm[4 * l + 1]], dim=1).t().contiguous(),
+                          (lstm[4 * l + 2] + lstm[4 * l + 3]).contiguous()) for l in range(1, self.pred_layers)]
+                cached = (key, (table, lstm[1].t().contiguous(), upper))
             self.__dict__["_step_cache"] = cached
         return cached[1]
 
