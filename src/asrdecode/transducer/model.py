@@ -178,8 +178,13 @@ class LSTMTransducer(_JointMixin):
         """The step's weights, cached while the parameters are unchanged: the first layer's input table
         ``E W_ih^T + b_ih + b_hh`` ``[V, 4P]`` and ``W_hh^T`` ``[P, 4P]``; per upper layer
         ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``."""
-        params = [self.embedding.weight] + [getattr(self.lstm, f"{kind}_l{layer}") for layer in range(self.pred_layers)
-                                            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        # read through the modules' parameter dicts: nn.Module attribute look-ups cost ~8 us a step
+        names = self.__dict__.get("_step_names")
+        if names is None:
+            names = self.__dict__["_step_names"] = [f"{kind}_l{layer}" for layer in range(self.pred_layers)
+                                                    for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        lstm_params = self._modules["lstm"]._parameters
+        params = [self._modules["embedding"]._parameters["weight"], *(lstm_params[n] for n in names)]
         key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:
