@@ -58,6 +58,7 @@ nemo: $(STAMP)
 	$(NEMO_VENV)/bin/pip install -q "nemo_toolkit[asr]" torch==2.13.0
 	$(NEMO_VENV)/bin/pip install -q "pandas<3" "pyarrow<20" torch==2.13.0
 	$(NEMO_VENV)/bin/pip install -q -e . --no-deps
+	$(NEMO_VENV)/bin/pip install -q "jiwer>=3.0" torch==2.13.0  # the benchmarks' WER (not a NeMo dependency)
 
 bench: $(BENCH_STAMP)
 	$(VPY) benchmarks/run_all.py
