@@ -68,6 +68,8 @@ FAMILIES = {
     "rnnt-beam-aes": ("demo-rnnt", "beam", {"beam": 3, "method": "aes"}, None),
     "tdt-beam-alsd-torch-engine": ("demo-tdt", "beam", {"beam": 3, "method": "alsd", "engine": "torch"}, None),
     "rnnt-beam-wind": ("demo-rnnt", "beam", {"beam": 2, "method": "wind", "window": 3}, None),
+    "rnnt-beam-wind-gamma": ("demo-rnnt", "beam", {"beam": 3, "method": "wind", "window": 4, "expansion_gamma": 1.0},
+                             None),
     "ctc-greedy": ("demo-ctc", "greedy", {}, None),
     "ctc-beam-boost": ("demo-ctc", "beam", {"beam": 4, "boost_weight": 1.0}, ({"clubs": 8.0}, {"queen": 8.0})),
     "ctc-beam-collapse": ("demo-ctc", "beam", {"beam": 4, "blank_collapse": 0.999}, None),
