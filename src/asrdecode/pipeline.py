@@ -160,8 +160,8 @@ class DecodeOptions:
 
 #: the Python types each option takes in :meth:`DecodeOptions.from_mapping`
 _TYPES: dict[str, tuple[type, ...]] = {
-    "beam": (int,), "window": (int,), "expansion_gamma": (int, float), "method": (str,), "lm": (str, os.PathLike), "lm_weight": (int, float),
-    "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
+    "beam": (int,), "window": (int,), "expansion_gamma": (int, float), "method": (str,), "lm": (str, os.PathLike),
+    "lm_weight": (int, float), "beta": (int, float), "boost": (list, tuple), "graph": (str, os.PathLike), "acoustic_scale": (int, float),
     "word_lm": (str, os.PathLike), "word_lm_weight": (int, float), "word_bonus": (int, float),
     "wfst_beam": (int, float), "max_active": (int,), "min_active": (int,)}
 

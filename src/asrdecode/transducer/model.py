@@ -160,11 +160,9 @@ class LSTMTransducer(_JointMixin):
         h_all, c_all = state
         table, w_hh0, upper = self._step_weights()
         hs, cs = [], []
-        x = labels
+        gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
         for layer in range(self.pred_layers):
-            if layer == 0:
-                gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
-            else:
+            if layer:  # x: the layer below's output
                 w, b = upper[layer - 1]
                 gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)
             i, f, g, o = gates.chunk(4, dim=1)
