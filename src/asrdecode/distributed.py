@@ -448,7 +448,8 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool,
                 p.unlink()
     if not cfg_path.exists() and parts.is_dir() and any(parts.glob("part-*.jsonl")):
         raise DecodingInputError(f"{parts} holds part files but {cfg_path} is missing: their configuration is "
-                                 "unknown; use another output_dir, or resume=False to start over")
+                                 "unknown; use another output_dir, or start over with --restart "
+                                 "(Python: resume=False)")
     if cfg_path.exists():
         try:
             old = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -461,7 +462,8 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool,
             and old.get("manifest") == config["manifest"]
         if diff and not edited:
             raise DecodingInputError(f"{out} holds results of a different run ({', '.join(diff)} differ from "
-                                     f"{cfg_path}): use another output_dir, or resume=False to start over")
+                                     f"{cfg_path}): use another output_dir, or start over with --restart "
+                                     "(Python: resume=False)")
         if edited:  # keep the committed shards that still fit the manifest
             assert entries is not None
             if parts.is_dir():
