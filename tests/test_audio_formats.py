@@ -42,3 +42,10 @@ def test_garbage_file_is_a_named_error(tmp_path):
     path.write_bytes(b"OggS" + bytes(range(200)))
     with pytest.raises(FileFormatError, match="noise.ogg"):
         read_audio(path)
+
+
+def test_zero_byte_file_says_it_is_empty(tmp_path):
+    path = tmp_path / "zero.wav"
+    path.write_bytes(b"")
+    with pytest.raises(FileFormatError, match=r"zero.wav.*empty file \(0 bytes\)"):
+        read_audio(path)

@@ -79,6 +79,8 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
     p = Path(path)
     if not p.is_file():
         raise FileFormatError(p, None, "no such audio file")
+    if p.stat().st_size == 0:
+        raise FileFormatError(p, None, "empty file (0 bytes): not audio")
     try:
         x, sr = _read_pcm_wav(p)
     except FileFormatError:
