@@ -5,9 +5,10 @@ dropped); their placeholder files (``clip.wav``, ``words.arpa``, ``tlg.pt``, ``c
 are resolved to shipped files or to small files made here, and outputs go to a temporary folder.
 
 - Every command parses with today's command line (a renamed or removed flag fails here).
-- The commands that decode with a bundled demo model run in the default suite.
-- Those that need the default model's full graph (minutes to build), a server, Ray, KenLM's
-  ``lmplz`` or a long benchmark run in the slow set (``make bench``), where they run as written too.
+- The commands that decode run in the default suite (the default model phone-ctc with the small
+  graph tests/conftest.py gives it).
+- Those that start a server, Ray or a long benchmark, or need KenLM's ``lmplz``, run in the slow
+  set (``make bench``), where they run as written too.
 """
 
 from __future__ import annotations
@@ -152,8 +153,6 @@ def _kind(cmd: DocCommand) -> str:
         return "slow: " + argv[0]
     if argv[0] == "build-lm":
         return "slow: needs KenLM's lmplz"
-    if argv[0] in ("transcribe", "eval") and "--model" not in argv:
-        return "slow: the default model builds its full graph on first use"
     return "run"
 
 
