@@ -95,3 +95,123 @@ def test_a_vocabulary_of_specials_only_is_refused(hf_copy) -> None:
                                         encoding="utf-8")
     with pytest.raises(FileFormatError, match="spells text"):
         load_bundle(str(hf_copy))
+
+
+# -- weights, bonuses, scales: finite and within MAX_ABS_WEIGHT -------------------------------------
+
+HUGE = [1e308, -1e308, 1e5, float("nan"), float("inf")]
+
+
+@pytest.mark.parametrize("value", HUGE)
+def test_check_weight_refuses_huge_and_non_finite(value) -> None:
+    from asrdecode.errors import MAX_ABS_WEIGHT, DecodingInputError, check_weight
+
+    with pytest.raises(DecodingInputError, match="w must be a finite number"):
+        check_weight("w", value)
+    assert check_weight("w", MAX_ABS_WEIGHT) == pytest.approx(MAX_ABS_WEIGHT)
+    assert check_weight("w", -2.5) == pytest.approx(-2.5)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308])
+def test_ctc_beam_huge_weight_and_beta(value) -> None:
+    from asrdecode import ctc
+    from asrdecode.errors import DecodingInputError
+    from test_ctc_helpers import TableBigram, random_log_probs
+    from transducer_models import FUSION_BLANK, FUSION_V
+
+    x = random_log_probs(0, 2, 6, FUSION_V)
+    lm = TableBigram(FUSION_V, FUSION_BLANK)
+    with pytest.raises(DecodingInputError, match=r"fusion\[0\] weight"):
+        ctc.beam_search(x, None, FUSION_BLANK, beam=4, fusion=[(lm, value)])
+    with pytest.raises(DecodingInputError, match="beta"):
+        ctc.beam_search(x, None, FUSION_BLANK, beam=4, beta=value)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
+def test_transducer_beam_huge_weight_and_beta(value, method) -> None:
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.transducer import beam_search
+    from transducer_models import FUSION_BLANK, FUSION_V, random_encoder, random_model, tiny_boosting_tree
+
+    model = random_model(0, FUSION_V, FUSION_BLANK, None)
+    enc = random_encoder(1, 2, 5)
+    with pytest.raises(DecodingInputError, match=r"fusion\[0\] weight"):
+        beam_search(model, enc, beam=3, method=method, fusion=[(tiny_boosting_tree(), value)])
+    with pytest.raises(DecodingInputError, match="beta"):
+        beam_search(model, enc, beam=3, method=method, beta=value)
+
+
+# -- transducers: NaN / +inf logits from the joint, max_symbols ceiling ------------------------------
+
+
+def _bad_joint_model(value: float, durations):
+    from transducer_models import random_model
+
+    model = random_model(0, 6, 0, durations)
+    joint = model.joint
+
+    def bad(enc, dec):
+        out = joint(enc, dec).clone()
+        out[..., 2] = value
+        return out
+
+    model.joint = bad
+    return model
+
+
+def _searches(durations):
+    from asrdecode.native import _lib
+    from asrdecode.transducer import beam_search, greedy
+
+    out = [("labels", lambda m, e: greedy(m, e)), ("frames", lambda m, e: greedy(m, e, loop="frames"))]
+    engines = ["torch"] + (["native"] if _lib.available() else [])
+    for method in ["alsd", "aes"] + (["wind"] if durations is None else []):
+        for engine in engines:
+            out.append((f"{method}-{engine}", lambda m, e, method=method, engine=engine:
+                        beam_search(m, e, beam=3, method=method, engine=engine)))
+    return out
+
+
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]], ids=["rnnt", "tdt"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_joint_logits_are_a_named_error(value, durations) -> None:
+    from asrdecode.transducer._checks import NonFiniteJointError
+    from transducer_models import random_encoder
+
+    model = _bad_joint_model(value, durations)
+    enc = random_encoder(1, 2, 5)
+    for name, search in _searches(durations):
+        with pytest.raises(NonFiniteJointError):
+            search(model, enc)
+
+
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]], ids=["rnnt", "tdt"])
+def test_minus_inf_logits_are_a_mask_not_an_error(durations) -> None:
+    """-inf in a label column is a legitimate mask: every search still returns hypotheses."""
+    from transducer_models import random_encoder
+
+    model = _bad_joint_model(-float("inf"), durations)
+    enc = random_encoder(1, 2, 5)
+    for name, search in _searches(durations):
+        out = search(model, enc)
+        assert len(out) == 2, name
+        for row in out:
+            hyps = row if isinstance(row, list) else [row]
+            assert hyps and all(2 not in h.tokens for h in hyps), name
+
+
+@pytest.mark.parametrize("value", [10**9, 1001])
+def test_max_symbols_ceiling(value) -> None:
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.transducer import beam_search, greedy
+    from asrdecode.transducer._checks import MAX_SYMBOLS_CEILING
+    from transducer_models import random_encoder, random_model
+
+    model = random_model(0, 6, 0, None)
+    enc = random_encoder(1, 2, 5)
+    with pytest.raises(DecodingInputError, match=f"max_symbols must be <= {MAX_SYMBOLS_CEILING}"):
+        greedy(model, enc, max_symbols=value)
+    with pytest.raises(DecodingInputError, match="max_symbols"):
+        beam_search(model, enc, beam=2, max_symbols=value)
+    assert len(greedy(model, enc, max_symbols=MAX_SYMBOLS_CEILING)) == 2
