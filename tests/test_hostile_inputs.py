@@ -215,3 +215,67 @@ def test_max_symbols_ceiling(value) -> None:
     with pytest.raises(DecodingInputError, match="max_symbols"):
         beam_search(model, enc, beam=2, max_symbols=value)
     assert len(greedy(model, enc, max_symbols=MAX_SYMBOLS_CEILING)) == 2
+
+
+# -- output paths: probed before any decoding -----------------------------------------------------
+
+UNWRITABLE = Path("/proc/asrdecode-out.json")
+needs_proc = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+
+
+def test_check_output_path_probes_and_leaves_nothing(tmp_path) -> None:
+    from asrdecode.paths import check_output_dir, check_output_path
+
+    check_output_path(tmp_path / "out.json", "-o")
+    assert list(tmp_path.iterdir()) == []
+    assert check_output_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert list((tmp_path / "a" / "b").iterdir()) == []
+
+
+@needs_proc
+def test_output_folder_that_only_looks_writable(tmp_path) -> None:
+    from asrdecode.paths import OutputPathError, check_output_dir, check_output_path
+
+    with pytest.raises(OutputPathError, match=r"-o /proc/asrdecode-out\.json: cannot write in the output folder /proc"):
+        check_output_path(UNWRITABLE, "-o")
+    with pytest.raises(OutputPathError, match="output_dir /proc/asrdecode-dir: cannot create"):
+        check_output_dir("/proc/asrdecode-dir")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputPathError, match="is a file"):
+        check_output_dir(tmp_path / "file")
+
+
+@needs_proc
+@pytest.mark.parametrize("command", ["transcribe", "eval"])
+def test_cli_output_into_proc_fails_before_decoding(tmp_path, capsys, monkeypatch, command) -> None:
+    from asrdecode import cli
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoding started before the output path was checked")
+
+    monkeypatch.setattr(cli, "_load_model", no_decoding)
+    monkeypatch.setattr(cli, "make_pipeline", no_decoding)
+    wav = Path(__file__).resolve().parents[1] / "data" / "real" / "cards-001.wav"
+    if command == "transcribe":
+        argv = ["transcribe", str(wav), "--model", "demo-ctc", "-o", str(UNWRITABLE)]
+    else:
+        m = tmp_path / "m.jsonl"
+        m.write_text(json.dumps({"audio_filepath": str(wav), "duration": 1.0, "text": "x"}) + "\n")
+        argv = ["eval", str(m), "--model", "demo-ctc", "-o", str(UNWRITABLE)]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cannot write in the output folder /proc" in captured.err
+
+
+@needs_proc
+def test_transcribe_dataset_output_dir_is_probed_before_decoding(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("ray")
+    from asrdecode import distributed as dist
+    from asrdecode.paths import OutputPathError
+
+    wav = Path(__file__).resolve().parents[1] / "data" / "real" / "cards-001.wav"
+    m = tmp_path / "m.jsonl"
+    m.write_text(json.dumps({"audio_filepath": str(wav), "duration": 1.0, "text": "x"}) + "\n")
+    monkeypatch.setattr(dist, "build_pipeline", lambda *a, **k: None)
+    with pytest.raises(OutputPathError, match="output_dir /proc/asrdecode-run"):
+        dist.transcribe_dataset(m, "/proc/asrdecode-run", model="demo-ctc")
