@@ -64,6 +64,7 @@ import torch
 
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
+from .paths import check_output_dir
 from .pipeline import DecodeOptions, make_pipeline
 from .results import Hypothesis
 
@@ -579,7 +580,7 @@ def transcribe_dataset(
         _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
     build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
     out = Path(output_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, "output_dir")  # created and probed before any decoding
     parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume, entries)
 
     committed, _ = _read_parts(parts, entries)
