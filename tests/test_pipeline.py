@@ -79,6 +79,7 @@ def test_check_bundle_names_what_is_wrong() -> None:
     ({"decoder": "viterbi"}, "decoder must be one of"),
     ({"beam": 0}, "--beam must be an int >= 1"),
     ({"window": True}, "--window must be an int >= 1"),
+    ({"max_symbols": 0}, "--max-symbols must be an int >= 1"),
     ({"nbest": 1.5}, "--nbest must be an int >= 1"),
     ({"engine": "gpu"}, "--engine must be one of"),
     ({"expansion_gamma": -0.5}, "--expansion-gamma must be a finite number >= 0"),
@@ -148,7 +149,7 @@ def test_pipeline_of_a_foreign_transducer_bundle() -> None:
     ("ctc", DecodeOptions(lm="x.arpa"), "--lm does not apply to --decoder greedy"),
     ("rnnt", DecodeOptions(decoder="beam", beta=1.0), "--beta needs --lm or --word-lm"),
     ("ctc", DecodeOptions(decoder="beam", lm_weight=0.2), "--lm-weight needs --lm"),
-    ("rnnt", DecodeOptions(decoder="beam", nbest=2, engine="torch"), None),
+    ("rnnt", DecodeOptions(max_symbols=3, decoder="beam", nbest=2, engine="torch"), None),
 ])
 def test_pipeline_rejects_what_does_not_fit_the_model(kind: str, opts: DecodeOptions, match: str) -> None:
     if match is None:  # fits: builds

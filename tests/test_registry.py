@@ -58,9 +58,10 @@ def _cases(kind: str, graph: Path) -> list[dict]:
             cases += [{"decoder": d, "beam": 4}, {"decoder": d, "lm": TOKEN_LM},
                       {"decoder": d, "lm": TOKEN_LM, "beta": 0.5, "engine": "torch", "nbest": 2}]
             if kind != "ctc":
-                cases += [{"decoder": d, "method": "wind"}, {"decoder": d, "method": "wind", "window": 3}]
+                cases += [{"decoder": d, "method": "wind"}, {"decoder": d, "method": "wind", "window": 3,
+                                                             "max_symbols": 4}]
         if d == "greedy" and kind != "ctc":
-            cases.append({"decoder": d, "window": 8})
+            cases.append({"decoder": d, "window": 8, "max_symbols": 2})
         if d == "wfst":
             cases += [{"decoder": d, "graph": str(graph)}, {"decoder": d, "graph": str(graph), "wfst_beam": 7.0}]
     return cases
@@ -140,7 +141,7 @@ def test_one_default_per_option_everywhere(bundles) -> None:
     # --method wind without --window: the WIND window 8 (the CLI used 1), the same in every door
     assert server.bundle_decoding(rnnt, "beam", {"method": "wind"})[1]["window"] == 8
     assert stream_options(rnnt, resolve_options(rnnt, {"decoder": "beam", "method": "wind"}))[0]["window"] == 8
-    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1}
+    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1, "max_symbols": 10}
 
 
 def test_tuned_beta_needs_an_lm(bundles) -> None:
@@ -167,11 +168,13 @@ def test_tuned_beta_needs_an_lm(bundles) -> None:
     ("rnnt", {"window": 4, "decoder": "beam", "method": "aes"}, "--window needs --method wind"),
     ("rnnt", {"beam": 4}, "--beam does not apply to --decoder greedy of a rnnt model"),
     ("ctc", {"beam": 4, "decoder": "wfst"}, "--wfst-beam"),
+    ("ctc", {"max_symbols": 3}, "--max-symbols does not apply.*no decoder of a ctc model takes it"),
     ("ctc", {"nbest": 2}, "--nbest does not apply to --decoder greedy"),
     ("tdt", {"decoder": "wfst"}, "--decoder wfst does not apply to a tdt model"),
     ("ctc", {"decoder": "viterbi"}, "decoder must be one of"),
     ("ctc", {"beam_size": 4}, "unknown option 'beam_size'"),
     ("rnnt", {"decoder": "beam", "engine": "gpu"}, "--engine must be one of"),
+    ("rnnt", {"decoder": "beam", "max_symbols": 0}, "--max-symbols must be an int >= 1"),
     ("ctc", {"decoder": "beam", "nbest": 0}, "--nbest must be an int >= 1"),
 ])
 def test_resolution_errors(kind: str, given: dict, match: str) -> None:
@@ -223,7 +226,7 @@ def test_decode_help_lists_only_ctc_options(capsys) -> None:
     text = capsys.readouterr().out
     for flag in ("--beam", "--lm", "--graph", "--wfst-beam", "--engine", "--nbest", "--boost"):
         assert flag in text
-    for flag in ("--window", "--method", "--expansion-gamma"):
+    for flag in ("--window", "--method", "--expansion-gamma", "--max-symbols"):
         assert flag not in text
     with pytest.raises(SystemExit):
         cli.main(["transcribe", "--help"])
@@ -272,10 +275,25 @@ def test_eval_and_decode_nbest(capsys, tmp_path) -> None:
     assert "reads CTC emissions" in capsys.readouterr().err
 
 
-def test_engine_reaches_the_search(capsys) -> None:
+def test_engine_and_max_symbols_reach_the_search(capsys) -> None:
+    from asrdecode import transducer
+    from asrdecode.audio import read_audio
+
     texts = []
     for engine in ("torch", "auto"):
         assert cli.main(["transcribe", CLIP, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
                          "--engine", engine, "--format", "json"]) == 0
         texts.append(json.loads(capsys.readouterr().out)["text"])
     assert texts[0] == texts[1]
+    rnnt = load_bundle("demo-rnnt")
+    with torch.inference_mode():
+        enc, n = rnnt.encode([read_audio(CLIP)])
+        want = transducer.greedy(rnnt.model, enc, n, max_symbols=1, tokenizer=rnnt.tokenizer)[0]
+    assert cli.main(["transcribe", CLIP, "--model", "demo-rnnt", "--max-symbols", "1", "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert [t["id"] for t in rec["tokens"]] == want.tokens
+    pipe = make_pipeline(rnnt, resolve_options(rnnt, {"decoder": "beam", "max_symbols": 1, "beam": 2}))
+    with torch.inference_mode():
+        got = pipe.decode(enc, n)[0]
+        ref = transducer.beam_search(rnnt.model, enc, n, beam=2, max_symbols=1)[0][0]
+    assert got.tokens == ref.tokens

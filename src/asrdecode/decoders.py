@@ -87,8 +87,8 @@ def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.greedy``: WIND window (1: off)."""
-    return {"window": opts.window or 1}
+    """``transducer.greedy``: WIND window (1: off) and the symbols-per-frame cap."""
+    return {"window": opts.window or 1, "max_symbols": opts.max_symbols}
 
 
 def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
@@ -98,8 +98,9 @@ def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, engine."""
-    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "engine": opts.engine,
+    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine."""
+    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": opts.max_symbols,
+          "engine": opts.engine,
           "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
     if opts.method == "wind":
         kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)

@@ -140,6 +140,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("expansion_gamma", "float", None, "--method wind: keep a hypothesis's expansions within GAMMA "
            "(log-score) of its best one (mAES's threshold: faster; default: off)", low=0, optional=True,
            requires=_needs_wind, metavar="GAMMA"),
+    Option("max_symbols", "int", 10, "transducers: at most this many labels per frame, then time advances",
+           low=1),
     Option("lm", "path", None, "token-level ARPA LM for shallow fusion (.arpa or .arpa.gz, e.g. from build-lm "
            "--tokens)", optional=True, cpu_only=True, metavar="PATH"),
     Option("lm_weight", "float", 0.7, "token LM weight", requires=_needs_token_lm, tuned=True),
@@ -194,11 +196,11 @@ class Decoder:
 #: every decoder; a (name, kind) pair is declared once
 DECODERS: tuple[Decoder, ...] = (
     Decoder("greedy", ("ctc",), (), impl.no_kwargs, impl.ctc_greedy, "CTCGreedy", "argmax + collapse"),
-    Decoder("greedy", TRANSDUCERS, ("window",), impl.transducer_greedy_kwargs,
+    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols"), impl.transducer_greedy_kwargs,
             impl.transducer_greedy, "TransducerGreedy", "label-looping greedy (WIND with --window)"),
     Decoder("beam", ("ctc",), ("beam", *_FUSION, "engine", "nbest"), impl.ctc_beam_kwargs, impl.ctc_beam,
             "CTCBeam", "batched prefix beam search, LM fusion and boosting"),
-    Decoder("beam", TRANSDUCERS, ("beam", "method", "window", "expansion_gamma", *_FUSION, "engine",
+    Decoder("beam", TRANSDUCERS, ("beam", "method", "window", "expansion_gamma", "max_symbols", *_FUSION, "engine",
                                   "nbest"),
             impl.transducer_beam_kwargs, impl.transducer_beam, "TransducerBeam", "ALSD++ / AES++ / WIND beam search"),
     Decoder("wfst", ("ctc",), ("graph", "acoustic_scale", "wfst_beam", "max_active", "min_active", "boost", "engine",
