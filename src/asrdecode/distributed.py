@@ -65,7 +65,7 @@ import torch
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
 from .paths import check_output_dir
-from .pipeline import DecodeOptions, make_pipeline
+from .pipeline import DecodeOptions, make_pipeline, resolve_options
 from .results import Hypothesis
 
 __all__ = [
@@ -123,6 +123,13 @@ def _check_options(model: str, decoder: Optional[str], decoder_options: Optional
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in given}
 
 
+def resolved_options(bundle: Any, decoder: Optional[str], decoder_options: Optional[Mapping[str, Any]]
+                     ) -> DecodeOptions:
+    """The options a run decodes ``bundle`` with: :func:`~asrdecode.registry.resolve_options` (as the
+    CLI's ``transcribe`` / ``eval``) of ``decoder`` and ``decoder_options``."""
+    return resolve_options(bundle, {"decoder": decoder, **(decoder_options or {})})
+
+
 def _model_or_default(model: Optional[str]) -> str:
     """``model``, or the CLI's default model when it is ``None`` (:func:`asrdecode.models.default_model`:
     ``phone-ctc`` when hama is installed, else ``demo-rnnt``), so a run records the model it used."""
@@ -170,7 +177,7 @@ def build_pipeline(model: Optional[str] = None, decoder: Optional[str] = None,
                                  "their LM/boosting/graph tensors on the CPU: decode them on a CPU device")
     demo = load_bundle(model, device=dev)
     encode, decode = make_pipeline(demo if dev.type == "cpu" else _OnDevice(demo, dev),
-                                   DecodeOptions.for_bundle(demo, decoder=decoder, **opts))
+                                   resolved_options(demo, decoder, opts))
     return demo, encode, decode
 
 
