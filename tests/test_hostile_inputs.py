@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,76 @@ def test_transcribe_dataset_output_dir_is_probed_before_decoding(tmp_path, monke
     monkeypatch.setattr(dist, "build_pipeline", lambda *a, **k: None)
     with pytest.raises(OutputPathError, match="output_dir /proc/asrdecode-run"):
         dist.transcribe_dataset(m, "/proc/asrdecode-run", model="demo-ctc")
+
+
+# -- server: the connection cap per client address ----------------------------------------------------
+
+
+def _connect_from(source: str, st) -> "socket.socket":
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.bind((source, 0))
+    s.connect((st.host, st.port))
+    return s
+
+
+def _refused(s, wait: float) -> bool:
+    """Whether the server answered 503 (or closed) within ``wait`` seconds; a held socket stays silent."""
+    import socket
+
+    s.settimeout(wait)
+    try:
+        data = s.recv(4096)
+    except socket.timeout:
+        return False
+    return data == b"" or data.startswith(b"HTTP/1.1 503")
+
+
+def test_one_client_cannot_take_every_connection_slot() -> None:
+    """A client (127.0.0.2) opening many silent sockets holds at most max_connections_per_client of them;
+    other clients still get the remaining slots and decode a stream."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("websockets")
+    import asyncio
+
+    import numpy as np
+
+    from asrdecode.serving.protocol import encode_chunk
+    from asrdecode.serving.server import ServerThread
+    from test_server import cfg, make_service, raw_session
+
+    svc = make_service(max_streams=4, max_connections=10, max_connections_per_client=3, handshake_timeout_s=30)
+    with ServerThread(svc) as st:
+        hostile = [_connect_from("127.0.0.2", st) for _ in range(12)]
+        time.sleep(0.3)
+        hostile_refused = sum(_refused(s, 0.5) for s in hostile)
+        normal = [_connect_from(a, st) for a in ("127.0.0.1", "127.0.0.1", "127.0.0.3", "127.0.0.3", "127.0.0.3")]
+        normal_refused = sum(_refused(s, 0.5) for s in normal)
+        audio = (0.1 * np.sin(np.arange(8000) / 5.0)).astype(np.float32)
+        msgs, code = asyncio.run(raw_session(st.url, [cfg(), encode_chunk(audio), json.dumps({"type": "end"})]))
+        health = svc.health()
+        for s in hostile + normal:
+            s.close()
+    assert hostile_refused == 9  # 12 tried, 3 held
+    assert normal_refused == 0
+    assert code == 1000 and msgs[-1]["type"] == "final"
+    assert health["refused_connections"] == 9 and svc.connections.refused_per_client == 9
+
+
+def test_per_client_cap_config_checks(capsys) -> None:
+    pytest.importorskip("uvicorn")
+    from asrdecode import cli
+    from asrdecode.serving.connections import guarded_http_protocol
+    from asrdecode.serving.server import ServerConfig
+
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="max_connections_per_client"):
+            ServerConfig(max_connections_per_client=bad)
+        with pytest.raises(ValueError, match="max_connections_per_client"):
+            guarded_http_protocol(8, 1.0, None, bad)
+    assert ServerConfig().max_connections_per_client == 32
+    assert ServerConfig(max_connections_per_client=None).max_connections_per_client is None
+    assert cli.main(["serve", "--max-connections-per-client", "-3"]) == 2
+    assert "max_connections_per_client" in capsys.readouterr().err

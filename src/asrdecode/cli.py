@@ -431,6 +431,7 @@ def _server_config(args: argparse.Namespace, server) -> Any:
         return server.ServerConfig(model=args.model, decoder=args.decoder, decoder_options=options,
                                    max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
                                    max_streams=args.max_streams, max_connections=args.max_connections,
+                                   max_connections_per_client=args.max_connections_per_client or None,
                                    drain_timeout_s=args.drain_timeout, limits=limits)
     except ValueError as err:
         raise CLIError(str(err)) from None
@@ -528,7 +529,7 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     if args.spawn:
         serve_args = ["--model", args.model, "--max-batch", str(args.max_batch),
                       "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue),
-                      "--max-streams", str(max(256, args.streams))]
+                      "--max-streams", str(max(256, args.streams)), "--max-connections-per-client", "0"]
         for key, value in given_options(args).items():  # the registry's decoding flags, as given
             if key != "boost":  # loadtest's --boost is the streams' own (per-stream boosts), not serve's
                 serve_args += [DecodeOptions.FLAGS[key], str(value)]
@@ -750,6 +751,8 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     p.add_argument("--max-streams", type=int, default=256, help="most concurrent streams (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="most open TCP connections, handshakes included (default: 2 x --max-streams)")
+    p.add_argument("--max-connections-per-client", type=int, default=32,
+                   help="most open TCP connections from one client address (0: no cap; default: %(default)s)")
     p.add_argument("--max-chunk-seconds", type=float, default=2.0,
                    help="largest audio message, in seconds (default: %(default)s, at most 30)")
     p.add_argument("--min-audio-rate", type=float, default=0.5,

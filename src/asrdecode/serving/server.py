@@ -80,6 +80,8 @@ class ServerConfig:
         max_connections: most open TCP connections (streams, handshakes in progress, HTTP);
             more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
             (None) twice ``max_streams``.
+        max_connections_per_client: most open TCP connections from one client address (IP);
+            more are refused as over ``max_connections``. ``None``: no per-client cap.
         handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
             is not complete this long after it was made is closed.
         drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
@@ -96,6 +98,7 @@ class ServerConfig:
     max_pending: int = 8
     max_streams: int = 256
     max_connections: Optional[int] = None
+    max_connections_per_client: Optional[int] = 32
     handshake_timeout_s: float = 10.0
     drain_timeout_s: float = 30.0
     limits: Limits = field(default_factory=Limits)
@@ -117,6 +120,9 @@ class ServerConfig:
                 or self.max_connections < self.max_streams:
             raise ValueError(f"max_connections must be an integer >= max_streams ({self.max_streams}), "
                              f"got {self.max_connections!r}")
+        per = self.max_connections_per_client
+        if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 1):
+            raise ValueError(f"max_connections_per_client must be an integer >= 1 or None, got {per!r}")
         h = self.handshake_timeout_s
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0 < h < float("inf")):
             raise ValueError(f"handshake_timeout_s must be a positive number of seconds, got {h!r}")
@@ -603,7 +609,7 @@ class Server(uvicorn.Server):
         self.service = service
         self.on_ready = on_ready
         http = guarded_http_protocol(service.config.max_connections, service.config.handshake_timeout_s,
-                                     service.connections)
+                                     service.connections, service.config.max_connections_per_client)
         cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, http=http,
                              ws="websockets-sansio", ws_max_size=service.config.limits.transport_max_bytes,
                              ws_ping_interval=None, lifespan="on", **uvicorn_kwargs)
