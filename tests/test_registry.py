@@ -297,3 +297,55 @@ def test_engine_and_max_symbols_reach_the_search(capsys) -> None:
         got = pipe.decode(enc, n)[0]
         ref = transducer.beam_search(rnnt.model, enc, n, beam=2, max_symbols=1)[0][0]
     assert got.tokens == ref.tokens
+
+
+# ----------------------------------------------------------------------------- resolution, property
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_VALUES = {"beam": st.integers(1, 16), "method": st.sampled_from(registry.METHODS), "window": st.integers(1, 9),
+           "expansion_gamma": st.floats(0, 5), "max_symbols": st.integers(1, 12), "lm": st.just("lm.arpa"),
+           "lm_weight": st.floats(-2, 2), "beta": st.floats(-2, 4), "word_lm": st.just("words.arpa"),
+           "word_lm_weight": st.floats(0, 2), "word_bonus": st.floats(-1, 3), "boost": st.just(("a b:2",)),
+           "graph": st.just("g.pt"), "acoustic_scale": st.floats(0.1, 4), "wfst_beam": st.floats(0.5, 30),
+           "max_active": st.integers(1, 5000), "min_active": st.integers(0, 50),
+           "engine": st.sampled_from(registry.ENGINES), "nbest": st.integers(1, 5)}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(registry.KINDS), tuned=st.dictionaries(st.sampled_from(sorted(_VALUES)), st.none(),
+                                                                    max_size=6),
+       chosen=st.data())
+def test_resolution_never_applies_what_does_not_fit(kind, tuned, chosen) -> None:
+    """Whatever the user and the bundle give: the result keeps every given value, drops or refuses
+    what does not fit, and passes the registry's own check (every set option applies, with what it needs)."""
+    decoder = chosen.draw(st.sampled_from([*registry.decoder_names([kind]), None, "wfst"]))
+    taken = registry.decoder_for(decoder or "greedy", kind).options if decoder in DECODERS[kind] else ()
+    pool = st.sampled_from(sorted(taken)) if taken else st.sampled_from(sorted(_VALUES))
+    given_keys = chosen.draw(st.lists(st.one_of(pool, pool, pool, st.sampled_from(sorted(_VALUES))), min_size=1, max_size=4,
+                                      unique=True))
+    given = {k: chosen.draw(_VALUES[k]) for k in given_keys}
+    bundle = bundle_double.DoubleBundle(kind)
+    bundle.decode_defaults = {k: chosen.draw(_VALUES[k]) for k in tuned} | (
+        {"decoder": chosen.draw(st.sampled_from(registry.decoder_names([kind])))} if tuned else {})
+    try:
+        opts = resolve_options(bundle, {"decoder": decoder, **given})
+    except DecodingInputError as err:
+        assert "--" in str(err) or "decoder" in str(err)  # named
+        return
+    dec = registry.check_options(kind, opts)  # every non-default value applies and has its requirement
+    assert all(getattr(opts, k) == (tuple(v) if isinstance(v, list) else v) for k, v in given.items())
+    assert set(given) <= set(dec.options)
+    for key, value in bundle.decode_defaults.items():  # a tuned value is either applied or not set
+        if key != "decoder" and key not in given:
+            assert getattr(opts, key) in (value, OPTION[key].default)
+
+
+def test_docs_table_lists_every_option() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "decoders.md").read_text()
+    assert all(f"| `{o.flag}` |" in text for o in OPTIONS)
+
+
+def test_make_pipeline_takes_decode_options_only() -> None:
+    with pytest.raises(DecodingInputError, match="options must be DecodeOptions, got dict"):
+        make_pipeline(bundle_double.ctc_bundle(), {"decoder": "beam"})
