@@ -29,6 +29,8 @@ function clearOutput() {
   $("error").hidden = true;
   $("error").textContent = "";
   $("partial").textContent = "";
+  $("partial").classList.remove("final");
+  $("source").textContent = "";
   $("words").replaceChildren();
   $("hint").hidden = true;
 }
@@ -120,6 +122,7 @@ function beginRun(source, name, encoding) {
   clearOutput();
   const run = page.run = new Run(source, name, encoding);
   page.runs.push(run);
+  $("source").textContent = `· ${source === "mic" ? "microphone" : name}`;
   setStatus(`${source === "mic" ? "microphone" : name}: connecting…`);
   const client = new StreamClient(streamUrl(), { encoding, name, on: {
     partial: (msg) => onPartial(run, msg),
@@ -160,7 +163,8 @@ function onFinal(run, msg) {
     const pcm = run.recordedPcm();
     run.audio = Float32Array.from(pcm, (v) => v / 32768);
   }
-  $("partial").textContent = "";
+  $("partial").textContent = msg.text;
+  $("partial").classList.add("final");
   showWords(run, msg.words || (msg.text ? [{ word: msg.text, start: 0, end: msg.audio_seconds }] : []));
   const seconds = (performance.now() - run.startedAt) / 1000;
   const speed = run.source === "file" ? `, ${(msg.audio_seconds / seconds).toFixed(1)}× real time` : "";
@@ -231,12 +235,12 @@ async function startMic() {
   const run = page.run;
   let media;
   let ctx;
-  try {
+  try {  // the worklet is loaded first, so that capture starts as soon as the device opens
+    ctx = new AudioContext();
+    await ctx.audioWorklet.addModule("/static/capture-worklet.js");
     media = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
     });
-    ctx = new AudioContext();
-    await ctx.audioWorklet.addModule("/static/capture-worklet.js");
   } catch (err) {
     if (media) media.getTracks().forEach((t) => t.stop());
     if (ctx) ctx.close();
