@@ -42,7 +42,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 from asrdecode.serving.protocol import CLOSE_CODES, Limits  # noqa: E402
 from asrdecode.serving.server import ServerConfig, ServerThread, build_service  # noqa: E402
-from asrdecode.serving.web import same_origin  # noqa: E402
+from asrdecode.serving.web import same_origin, server_info  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,7 +53,9 @@ UPLOAD_CLIPS = ["cards-002.wav", "cards-005.wav", "librivox-sense_and_sensibilit
                 "librivox-sense_and_sensibility_01_austen_64kb-0890.wav"]
 MIC_CLIPS = ["cards-005.wav", "librivox-sense_and_sensibility_01_austen_64kb-0880.wav",
              "librivox-sense_and_sensibility_01_austen_64kb-0930.wav"]
-LONG_CLIPS = sorted(p.name for p in REAL.glob("*.wav") if wave.open(str(p)).getnframes() >= 2.9 * 16000)
+# clips of 2.9 s and more, shortest first
+LONG_CLIPS = [name for frames, name in sorted((wave.open(str(p)).getnframes(), p.name) for p in REAL.glob("*.wav"))
+              if frames >= 2.9 * 16000]
 RATE = 16000
 MIC_LEAD_S, MIC_TAIL_S = 1.0, 2.0    # silence around a clip in the fake capture file
 MIC_STOP_AFTER_TAIL_S = 1.0          # stop the microphone this far into the trailing silence
@@ -219,6 +221,18 @@ def test_same_origin_rule() -> None:
     assert not same_origin("http://127.0.0.1:8000", "127.0.0.1:notaport")
 
 
+def test_info_shows_scalar_options_only() -> None:
+    class Service:
+        frame_seconds = 0.08
+        config = ServerConfig(model="demo-ctc", decoder="beam", max_streams=3, decoder_options={
+            "beam": 8, "method": "alsd", "blank_collapse": True, "graph": "/srv/asr/tlg.pt", "fusion": [object()]})
+
+    info = server_info(Service(), "/v1/stream")
+    assert info["decoder_options"] == {"beam": 8, "method": "alsd", "blank_collapse": True}
+    assert (info["model"], info["decoder"], info["max_streams"], info["sample_rate"]) == ("demo-ctc", "beam", 3, 16000)
+    json.dumps(info)
+
+
 def test_page_routes_and_info(server) -> None:
     status, headers, body = http_get(server.page_url)
     assert status == 200 and headers["content-type"].startswith("text/html")
@@ -323,6 +337,25 @@ def test_page_works_under_its_content_security_policy(server, browser, reference
     page.wait_for_selector(".word", timeout=30000)
     assert page.locator(".word .w").all_inner_texts() == [w for w, _, _ in words_of(reference[name])]
     assert not [m for m in messages if "Content Security Policy" in m] and page.page_errors == []
+
+
+def test_microphone_refused_by_the_browser(server, browser) -> None:
+    """No microphone (permission denied): an error line, and no stream is opened."""
+    context = browser.new_context(bypass_csp=True)
+    context.add_init_script("navigator.mediaDevices.getUserMedia = () => "
+                            "Promise.reject(new DOMException('Permission denied', 'NotAllowedError'));")
+    page = context.new_page()
+    page.goto(server.page_url)
+    page.wait_for_selector("#mic-start:not([disabled])")
+    before = json.loads(http_get(server.health_url)[2])
+    page.click("#mic-start")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.inner_text("#error") == "Microphone unavailable: Permission denied"
+    page.wait_for_selector("#mic-start:not([disabled])")
+    assert runs_so_far(page) == 0 and page.is_disabled("#mic-stop")
+    after = json.loads(http_get(server.health_url)[2])
+    assert after["completed"] == before["completed"] and after["streams"] == 0
+    context.close()
 
 
 def test_every_server_error_code_has_a_line(server, browser) -> None:
@@ -520,7 +553,7 @@ def test_pages_at_once_equal_alone(server, browser, reference, n) -> None:
     """``n`` pages upload at real-time pace together (so their streams overlap): every final
     transcript equals the CLI's on its file alone. (20 pages take 35 s on the shared 2-core
     machine: slow; 6 run in the default suite.)"""
-    names = [LONG_CLIPS[i % len(LONG_CLIPS)] for i in range(n)]
+    names = [LONG_CLIPS[i % min(n // 2, len(LONG_CLIPS))] for i in range(n)]
     pages = [open_page(browser, server.page_url) for _ in names]
     before = json.loads(http_get(server.health_url)[2])
     for page in pages:

@@ -17,6 +17,7 @@ All of it goes through the server's HTTP layer and its connection limits
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import urlsplit
@@ -96,8 +97,8 @@ def server_info(service: Any, stream_path: str) -> dict[str, Any]:
     """What the page shows and needs: model, decoder, its scalar options, rates and limits."""
     config = service.config
     limits = config.limits
-    options = {k: v for k, v in (config.decoder_options or {}).items()
-               if isinstance(v, (bool, int, float, str))}
+    options = {k: v for k, v in (config.decoder_options or {}).items()  # no objects, no server paths
+               if isinstance(v, (bool, int, float)) or (isinstance(v, str) and "/" not in v and os.sep not in v)}
     return {"model": config.model, "decoder": config.decoder, "decoder_options": options,
             "sample_rate": SAMPLE_RATE, "frame_seconds": service.frame_seconds, "stream_path": stream_path,
             "encodings": ["s16le", "f32le"], "max_chunk_seconds": limits.max_chunk_seconds,

@@ -231,11 +231,14 @@ function toInt16(samples) {
 async function startMic() {
   if (page.busy) return;
   const rate = page.info.sample_rate;
-  const client = beginRun("mic", "microphone", "s16le");
-  const run = page.run;
+  setBusy(true);
+  clearOutput();
+  setStatus("microphone: waiting for the device…");
   let media;
   let ctx;
-  try {  // the worklet is loaded first, so that capture starts as soon as the device opens
+  // the stream opens once the microphone is granted (a permission prompt can take longer than the
+  // server waits for audio); the worklet is loaded first, so capture starts as soon as the device opens
+  try {
     ctx = new AudioContext();
     await ctx.audioWorklet.addModule("/static/capture-worklet.js");
     media = await navigator.mediaDevices.getUserMedia({
@@ -244,18 +247,13 @@ async function startMic() {
   } catch (err) {
     if (media) media.getTracks().forEach((t) => t.stop());
     if (ctx) ctx.close();
-    client.close();
-    run.error = `Microphone unavailable: ${err.message || err}`;
-    run.errorCode = "microphone";
-    showError(run.error);
-    finishRun(run);
+    showError(`Microphone unavailable: ${err.message || err}`);
+    setStatus("idle");
+    setBusy(false);
     return;
   }
-  if (run.done) {  // the server refused the stream while the microphone opened
-    media.getTracks().forEach((t) => t.stop());
-    ctx.close();
-    return;
-  }
+  const client = beginRun("mic", "microphone", "s16le");
+  const run = page.run;
   run.inputRate = ctx.sampleRate;
   const source = ctx.createMediaStreamSource(media);
   const node = new AudioWorkletNode(ctx, "asr-capture", {
@@ -264,7 +262,10 @@ async function startMic() {
   const mute = ctx.createGain();
   mute.gain.value = 0;  // the worklet must be pulled by the graph; nothing is heard
   source.connect(node).connect(mute).connect(ctx.destination);
+  let released = false;
   const release = () => {
+    if (released) return;
+    released = true;
     media.getTracks().forEach((t) => t.stop());
     source.disconnect();
     ctx.close();
