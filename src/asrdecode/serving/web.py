@@ -38,7 +38,8 @@ INFO_PATH = "/v1/info"
 _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 _PAGE_HEADERS = {
     # this origin only (scripts, the audio worklet, styles, fetches and the WebSocket)
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
     "Cache-Control": "no-cache",
     "X-Content-Type-Options": "nosniff",
 }

@@ -93,6 +93,11 @@ class Run {
     this.inputRate = null;
   }
 
+  record(msg) {
+    const { type, seq, text, audio_seconds } = msg;
+    this.events.push({ type, seq, text, audio_seconds, t: performance.now() });
+  }
+
   sent(chunk) {
     this.samplesSent += chunk.length;
     this.sends.push({ t: performance.now(), samples: this.samplesSent });
@@ -150,14 +155,14 @@ function finishRun(run) {
 }
 
 function onPartial(run, msg) {
-  run.events.push({ type: "partial", seq: msg.seq, text: msg.text, audio_seconds: msg.audio_seconds, t: performance.now() });
+  run.record(msg);
   $("partial").textContent = msg.text;
   setStatus(`partial ${msg.seq}: ${msg.audio_seconds.toFixed(2)} s of audio · queue ${msg.queue_ms.toFixed(1)} ms · `
     + `compute ${msg.compute_ms.toFixed(1)} ms · batch ${msg.batch}`);
 }
 
 function onFinal(run, msg) {
-  run.events.push({ type: "final", seq: msg.seq, text: msg.text, audio_seconds: msg.audio_seconds, t: performance.now() });
+  run.record(msg);
   run.final = msg;
   if (run.source === "mic") {
     const pcm = run.recordedPcm();

@@ -57,7 +57,8 @@ export class StreamClient {
     try {
       msg = JSON.parse(data);
     } catch {
-      this._fail(new StreamError(`The server sent something that is not JSON: ${String(data).slice(0, 80)}`, "bad_reply"));
+      const line = `The server sent something that is not JSON: ${String(data).slice(0, 80)}`;
+      this._fail(new StreamError(line, "bad_reply"));
       return;
     }
     if (msg.type === "ready") {
