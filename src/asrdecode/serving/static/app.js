@@ -64,7 +64,7 @@ async function loadInfo() {
   }
   const i = page.info;
   const options = Object.entries(i.decoder_options || {}).map(([k, v]) => `${k}=${v}`).join(", ");
-  $("info").textContent = `model ${i.model} · decoder ${i.decoder}${options ? ` (${options})` : ""} · `
+  $("info").textContent = `model ${i.model} · decoder ${i.decoder ?? "default"}${options ? ` (${options})` : ""} · `
     + `${i.sample_rate / 1000} kHz · ${Math.round(i.frame_seconds * 1000)} ms frames · `
     + `up to ${i.max_stream_seconds} s per stream`;
   $("info").dataset.model = i.model;
@@ -129,7 +129,7 @@ function beginRun(source, name, encoding) {
   page.runs.push(run);
   $("source").textContent = `· ${source === "mic" ? "microphone" : name}`;
   setStatus(`${source === "mic" ? "microphone" : name}: connecting…`);
-  const client = new StreamClient(streamUrl(), { encoding, name, on: {
+  const client = new StreamClient(streamUrl(), { sampleRate: page.info.sample_rate, encoding, name, on: {
     partial: (msg) => onPartial(run, msg),
     final: (msg) => onFinal(run, msg),
   } });

@@ -15,14 +15,16 @@ export class StreamError extends Error {
 
 export class StreamClient {
   /**
-   * url: ws(s)://host/v1/stream; encoding: "s16le" | "f32le"; name: echoed by the server;
-   * on: {partial(msg), final(msg)} callbacks.
+   * url: ws(s)://host/v1/stream; sampleRate: the server's; encoding: "s16le" | "f32le";
+   * name: echoed by the server (the protocol takes up to 200 characters); on: {partial(msg),
+   * final(msg)} callbacks.
    */
-  constructor(url, { encoding = "s16le", name = null, on = {} } = {}) {
+  constructor(url, { sampleRate = 16000, encoding = "s16le", name = null, on = {} } = {}) {
     if (!(encoding in ENCODINGS)) throw new RangeError(`unknown encoding ${encoding}`);
     this.url = url;
+    this.sampleRate = sampleRate;
     this.encoding = encoding;
-    this.name = name;
+    this.name = name ? String(name).slice(0, 200) : null;
     this.on = on;
     this.sent = 0;           // chunks sent
     this.answered = 0;       // partial (and final) results received
@@ -43,7 +45,7 @@ export class StreamClient {
     const ws = this.ws = new WebSocket(this.url);
     ws.binaryType = "arraybuffer";
     ws.onopen = () => {
-      const config = { sample_rate: 16000, encoding: this.encoding };
+      const config = { sample_rate: this.sampleRate, encoding: this.encoding };
       if (this.name) config.name = this.name;
       ws.send(JSON.stringify(config));
     };
