@@ -138,7 +138,7 @@ function beginRun(source, name, encoding) {
     run.error = err.message;
     run.errorCode = err.code;
     showError(err.message);
-    setStatus(`${run.source === "mic" ? "microphone" : run.name}: stopped`);
+    setStatus(`${run.source === "mic" ? "microphone" : run.name}: no transcript (the error is above)`);
     finishRun(run);
   });
   setBusy(true);
