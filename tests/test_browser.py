@@ -461,8 +461,9 @@ def test_microphone_equals_cli_on_the_audio_it_sent(server, playwright, referenc
         stopped = [False] * len(pages)
         end = time.monotonic() + 60
         while not all(stopped) and time.monotonic() < end:
-            for i, page in enumerate(pages):
-                if not stopped[i] and page.evaluate("window.asrPage.run.samplesSent") >= targets[i]:
+            for i, page in enumerate(pages):  # (the run begins once the device is open)
+                sent_now = page.evaluate("window.asrPage.run ? window.asrPage.run.samplesSent : 0")
+                if not stopped[i] and sent_now >= targets[i]:
                     page.click("#mic-stop")
                     stopped[i] = True
             time.sleep(0.05)
