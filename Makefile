@@ -26,9 +26,12 @@ $(STAMP): pyproject.toml $(VPY)
 	$(VPY) -m asrdecode.native  # compile the native search engine now (else its first use does)
 	touch $(STAMP)
 
-# The tests also cover the server (serve extra) and Ray corpus decoding (distributed extra).
+# The tests also cover the server (serve extra), its browser page in Debian's chromium (browser
+# extra: Playwright) and Ray corpus decoding (distributed extra).
 $(TEST_STAMP): $(STAMP)
-	$(PIP) install -q -e '.[dev,serve,distributed]' torch==2.13.0
+	$(PIP) install -q -e '.[dev,serve,distributed,browser]' torch==2.13.0
+	command -v chromium >/dev/null || apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "WARNING: could not install chromium (apt-get install chromium); the browser tests will be skipped"
 	touch $(TEST_STAMP)
 
 install: $(STAMP)

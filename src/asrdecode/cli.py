@@ -493,7 +493,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     ready = (f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, "
              f"decoder {service.config.decoder}, "
-             f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
+             f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms); page http://{host}:{port}/")
     srv = server.Server(service, host=host, port=port, log_level=args.log_level,
                         on_ready=lambda: print(ready, flush=True))
     # uvicorn handles SIGINT/SIGTERM while it serves (a graceful drain) and raises the signal again

@@ -11,7 +11,8 @@ so far, finishes the batches in flight and closes the sockets. :class:`ServerThr
 in a background thread (tests, the load generator's ``--spawn`` alternative).
 
 The wire protocol is in :mod:`asrdecode.serving.protocol`. Routes: ``/v1/stream``
-(WebSocket), ``/health`` (JSON: status, open streams, batch counters).
+(WebSocket), ``/health`` (JSON: status, open streams, batch counters), and the browser page
+(:mod:`asrdecode.serving.web`: ``/``, ``/static/...``, ``/v1/info``).
 """
 
 from __future__ import annotations
@@ -533,7 +534,8 @@ def _inference_step(decoder: Any) -> Callable:
 
 
 def create_app(service: StreamingService) -> Starlette:
-    """The ASGI app: ``/v1/stream`` (WebSocket) and ``/health``; the lifespan starts the batcher."""
+    """The ASGI app: ``/v1/stream`` (WebSocket, same-origin browsers only), ``/health``, the browser
+    page (``/``, ``/static``) and ``/v1/info``; the lifespan starts the batcher."""
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
@@ -547,7 +549,10 @@ def create_app(service: StreamingService) -> Starlette:
             if service.batcher.running:  # Server.shutdown drained already; a bare uvicorn did not
                 await service.drain(0.0)
 
-    return Starlette(routes=[WebSocketRoute(STREAM_PATH, service.handle), Route("/health", health)],
+    from .web import page_routes, same_origin_only  # the browser page (serving/static) and /v1/info
+
+    return Starlette(routes=[WebSocketRoute(STREAM_PATH, same_origin_only(service.handle)), Route("/health", health),
+                             *page_routes(service, STREAM_PATH)],
                      lifespan=lifespan)
 
 
