@@ -26,8 +26,9 @@ original frames (also with blank collapse, through the collapse's frame index).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -44,7 +45,9 @@ from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
 
-__all__ = ["beam_search", "CTCBeamState", "parse_collapse"]
+__all__ = ["beam_search", "CTCBeamDecoder", "CTCBeamState", "initial_beam_state", "parse_collapse"]
+
+_UNSET: Any = object()  # the deprecated ``final=`` was not passed
 
 FusionArg = Sequence[tuple[FusionModel, float]]
 CollapseArg = Union[None, float, str]
@@ -67,8 +70,7 @@ def parse_collapse(blank_collapse: CollapseArg) -> tuple[bool, Optional[float]]:
 class CTCBeamState:
     """The carried state of a (streaming) batched CTC prefix beam search; all tensors ``[B, K]`` unless noted.
 
-    Pass it back to :func:`beam_search` with the next chunk (``state=...``); the call updates it in
-    place and returns it while ``final=False``.
+    Made by :meth:`CTCBeamDecoder.init_state`; :meth:`CTCBeamDecoder.advance` updates it in place.
     """
 
     p_b: torch.Tensor  # log-prob of the prefix's paths ending in blank (-inf: invalid slot)
@@ -435,105 +437,148 @@ class _Parsed(NamedTuple):
     token_beam: Optional[int]
 
 
-def initial_beam_state(
-    batch: int,
-    vocab_size: int,
-    blank_id: int,
-    *,
-    beam: int = 16,
-    fusion: FusionArg = (),
-    beta: float = 0.0,
-    beam_threshold: float = 20.0,
-    blank_collapse: CollapseArg = None,
-    token_beam: Optional[int] = None,
-    dtype: torch.dtype = torch.float32,
-    device: Union[torch.device, str] = "cpu",
-) -> CTCBeamState:
-    """A fresh stream state for ``batch`` utterances of a ``vocab_size``-class model: what
-    :func:`beam_search` starts from with ``state=None`` (same settings, same checks). Pass it as
-    ``state=`` with the first chunk; states of one setting batch together (``CTCBeamState.cat``)."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
-    probe = torch.empty((batch, 0, check_positive_int("vocab_size", vocab_size)), dtype=dtype, device=device)
-    _, _, blank, beam, _, beta, beam_threshold = check_beam_search_args(
-        probe, None, blank_id, None, beam=beam, nbest=1, beta=beta, beam_threshold=beam_threshold,
-        log_softmax=False)
-    return _start(None, batch, vocab_size, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam,
-                  dtype, probe.device)[1]
-
-
-def beam_search(
-    log_probs: torch.Tensor,
-    lengths: Optional[torch.Tensor],
-    blank_id: int,
-    *,
-    beam: int = 16,
-    fusion: FusionArg = (),
-    beta: float = 0.0,
-    beam_threshold: float = 20.0,
-    blank_collapse: CollapseArg = None,
-    token_beam: Optional[int] = None,
-    nbest: int = 1,
-    tokenizer: Optional[Tokenizer] = None,
-    log_softmax: bool = False,
-    state: Optional[CTCBeamState] = None,
-    final: bool = True,
-    engine: str = "auto",
-) -> Union[list[list[Hypothesis]], CTCBeamState]:
-    """Batched CTC prefix beam search with shallow fusion.
+class CTCBeamDecoder:
+    """Batched CTC prefix beam search with shallow fusion: settings checked once, whole utterances
+    (:meth:`decode`) or streams (:meth:`init_state`, :meth:`advance` per chunk, :meth:`finalize`; the
+    chunks' final n-best lists equal one call on the whole utterances).
 
     Args:
-        log_probs: ``[B, T, V]`` log-probabilities (logits only with ``log_softmax=True``).
-        lengths: ``[B]`` valid frames per utterance (``None``: all ``T``).
         blank_id: index of the blank class.
+        vocab_size: the model's classes ``V`` (needed by :meth:`init_state` unless given there; the
+            emissions of every call must have ``V`` classes).
         beam: hypotheses kept per utterance (``K``, at most ``MAX_BEAM`` = 4096).
         fusion: ``[(model, weight), ...]`` fusion models (:class:`asrdecode.fusion.FusionModel`:
             n-gram LM, boosting tree), vocabulary indexed by model token id.
         beta: bonus per emitted token (insertion bonus; negative values penalise).
         beam_threshold: candidates scoring more than this below the frame's best are pruned.
         blank_collapse: ``None`` (off), a blank threshold in (0, 1) such as 0.999, or ``"weak"``;
-            collapsible blank frames are removed before the search (see :func:`blank_collapse`).
+            collapsible blank frames are removed before the search (see :func:`blank_collapse`),
+            chunk by chunk when streaming.
         token_beam: if set, only the ``token_beam`` non-blank tokens with the highest log-prob
             at each frame extend hypotheses (token pruning, as ``beam_size_token`` in flashlight);
             ``None`` considers every token.
         nbest: hypotheses returned per utterance (at most ``beam``).
         tokenizer: optional, fills ``Hypothesis.text``; its vocabulary must match ``V``.
-        log_softmax: normalise ``log_probs`` first.
-        state: the state returned by the previous call of a stream (``final=False``), or ``None``.
-        final: the chunk ends the stream: return hypotheses. ``final=False`` returns the updated
-            :class:`CTCBeamState` instead, to pass with the next chunk (which must use the same
-            batch size and settings; ``lengths`` are per chunk).
+        log_softmax: normalise the emissions first (they are logits).
         engine: ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any
             device) or ``"auto"``: native for CPU tensors when it is available, else torch. Both
             give the same hypotheses and share the state (a stream may switch engines).
 
-    Returns:
-        With ``final=True``: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
-        ``score = log p_ctc(prefix) + sum_i w_i * (LM_i(prefix) + LM_i(</s> | prefix)) + beta * len``,
-        timestamps are original frame indices: the last token's is the frame where the paths that
-        start it were most likely (while its prefix was in the beam), the earlier ones are those of
-        its parent prefix at that moment. Otherwise the state.
+    Results: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
+    ``score = log p_ctc(prefix) + sum_i w_i * (LM_i(prefix) + LM_i(</s> | prefix)) + beta * len``,
+    timestamps are original frame indices: the last token's is the frame where the paths that
+    start it were most likely (while its prefix was in the beam), the earlier ones are those of
+    its parent prefix at that moment.
+
+    Threads: the decoder holds only its settings; a search's state lives in its
+    :class:`CTCBeamState`, so one decoder may serve several threads (one state per thread).
     """
-    x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
-        log_probs, lengths, blank_id, tokenizer, beam=beam, nbest=nbest, beta=beta,
-        beam_threshold=beam_threshold, log_softmax=log_softmax,
-    )
+
+    def __init__(self, blank_id: int, *, vocab_size: Optional[int] = None, beam: int = 16, fusion: FusionArg = (),
+                 beta: float = 0.0, beam_threshold: float = 20.0, blank_collapse: CollapseArg = None,
+                 token_beam: Optional[int] = None, nbest: int = 1, tokenizer: Optional[Tokenizer] = None,
+                 log_softmax: bool = False, engine: str = "auto") -> None:
+        if vocab_size is not None:
+            vocab_size = check_positive_int("vocab_size", vocab_size)
+            check_beam_search_args(torch.empty((0, 0, vocab_size)), None, blank_id, tokenizer, beam=beam,
+                                   nbest=nbest, beta=beta, beam_threshold=beam_threshold, log_softmax=False)
+        parse_collapse(blank_collapse)
+        if token_beam is not None:
+            check_positive_int("token_beam", token_beam)
+        self.blank_id, self.vocab_size = blank_id, vocab_size
+        self.beam, self.fusion, self.beta, self.beam_threshold = beam, fusion, beta, beam_threshold
+        self.blank_collapse, self.token_beam, self.nbest = blank_collapse, token_beam, nbest
+        self.tokenizer, self.log_softmax, self.engine = tokenizer, log_softmax, engine
+
+    def init_state(self, batch: int, *, vocab_size: Optional[int] = None, dtype: torch.dtype = torch.float32,
+                   device: Union[torch.device, str] = "cpu") -> CTCBeamState:
+        """A fresh state of ``batch`` streams (``vocab_size``: default the decoder's; ``dtype``: the emissions'
+        after preparation, float32 or float64). States of one setting batch together (``CTCBeamState.cat``)."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        vocab = vocab_size if vocab_size is not None else self.vocab_size
+        if vocab is None:
+            raise DecodingInputError("vocab_size is needed: give it to CTCBeamDecoder(...) or init_state(...)")
+        probe = torch.empty((batch, 0, check_positive_int("vocab_size", vocab)), dtype=dtype, device=device)
+        _, _, blank, beam, _, beta, beam_threshold = check_beam_search_args(
+            probe, None, self.blank_id, None, beam=self.beam, nbest=1, beta=self.beta,
+            beam_threshold=self.beam_threshold, log_softmax=False)
+        return _start(None, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse,
+                      self.token_beam, dtype, probe.device)[1]
+
+    def advance(self, state: CTCBeamState, log_probs: torch.Tensor,
+                lengths: Optional[torch.Tensor] = None) -> CTCBeamState:
+        """Search one chunk ``log_probs [B, T, V]`` (``lengths [B]`` valid frames of it, default all):
+        ``state`` is updated in place and returned."""
+        if not isinstance(state, CTCBeamState):
+            raise DecodingInputError(f"state must be a CTCBeamState from init_state / advance, got {type(state).__name__}")
+        return self._run(state, log_probs, lengths, final=False)
+
+    def finalize(self, state: CTCBeamState) -> list[list[Hypothesis]]:
+        """The n-best lists at the end of the streams (the fusion models' end-of-sentence scores added)."""
+        if not isinstance(state, CTCBeamState):
+            raise DecodingInputError(f"state must be a CTCBeamState from init_state / advance, got {type(state).__name__}")
+        batch, vocab = state.p_b.shape[0], state.config[2] if state.config else 0
+        return self._run(state, torch.zeros((batch, 0, vocab), dtype=state.p_b.dtype, device=state.p_b.device),
+                         torch.zeros(batch, dtype=torch.long, device=state.p_b.device), final=True)
+
+    def partial(self, state: CTCBeamState) -> list[list[Hypothesis]]:
+        """The current n-best lists (no end-of-sentence scores: the streams have not ended); ``state`` unchanged."""
+        return state.hypotheses(self.nbest, self.tokenizer)
+
+    def decode(self, log_probs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> list[list[Hypothesis]]:
+        """Whole utterances ``log_probs [B, T, V]`` (``lengths [B]``, default all ``T``): the n-best lists."""
+        return self._run(None, log_probs, lengths, final=True)
+
+    __call__ = decode
+
+    def _run(self, state: Optional[CTCBeamState], log_probs: object, lengths: object,
+             final: bool) -> Union[list[list[Hypothesis]], CTCBeamState]:
+        """One chunk from ``state`` (None: a fresh one); the n-best lists when ``final``, else the state."""
+        x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
+            log_probs, lengths, self.blank_id, self.tokenizer, beam=self.beam, nbest=self.nbest, beta=self.beta,
+            beam_threshold=self.beam_threshold, log_softmax=self.log_softmax,
+        )
+        if self.vocab_size is not None and x.shape[2] != self.vocab_size:
+            raise DecodingInputError(f"log_probs has {x.shape[2]} classes, the decoder was made for {self.vocab_size}")
+        native = _use_native(self.engine, x)
+        if native and state is None and final and x.shape[0] > 0:  # one engine call: search, collapse, n-best
+            rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse,
+                                 self.token_beam, nbest)
+            if rows is not None:
+                return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row],
+                                    self.tokenizer) for row in rows]
+        batch, max_len, vocab = x.shape
+        scorer, st, (collapse_on, collapse_th, token_beam) = _start(
+            state, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse, self.token_beam,
+            x.dtype, x.device)
+        if batch == 0:
+            return [] if final else st
+        _search_chunk(st, x, lens, scorer, blank, beam, beta, beam_threshold, collapse_on, collapse_th, token_beam,
+                      native)
+        if not final:
+            return st
+        return _finalize(st, scorer, beta, nbest, self.tokenizer)
+
+
+def _native_whole(x: torch.Tensor, lens: torch.Tensor, blank: int, beam: int, fusion: FusionArg, beta: float,
+                  beam_threshold: float, blank_collapse: CollapseArg, token_beam: Optional[int],
+                  nbest: int) -> Optional[list]:
+    """Whole utterances in one native engine call (search, collapse and n-best); None if it declines."""
+    batch, _, vocab = x.shape
+    scorer, (collapse_on, collapse_th, token_beam), _ = _settings(
+        batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype)
+    return native_decode(x, lens, scorer, beam=beam, blank=blank, beta=beta, beam_threshold=beam_threshold,
+                         token_beam=token_beam, collapse=0 if not collapse_on else 2 if collapse_th is None else 1,
+                         collapse_threshold=collapse_th, nbest=nbest)
+
+
+def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer: FusionScorer, blank: int, beam: int,
+                  beta: float, beam_threshold: float, collapse_on: bool, collapse_th: Optional[float],
+                  token_beam: Optional[int], native: bool) -> None:
+    """The frames of one chunk ``x [B, T, V]`` (``lens [B]``) into ``st`` (in place): blank collapse, then the
+    frame loop on the native or the tensor engine."""
     batch, max_len, vocab = x.shape
-    native = _use_native(engine, x)
-    if native and state is None and final and batch > 0:  # one engine call: search, collapse and n-best
-        scorer, (collapse_on, collapse_th, token_beam), _ = _settings(
-            batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype)
-        rows = native_decode(x, lens, scorer, beam=beam, blank=blank, beta=beta, beam_threshold=beam_threshold,
-                             token_beam=token_beam,
-                             collapse=0 if not collapse_on else 2 if collapse_th is None else 1,
-                             collapse_threshold=collapse_th, nbest=nbest)
-        if rows is not None:
-            return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row], tokenizer)
-                    for row in rows]
-    scorer, st, (collapse_on, collapse_th, token_beam) = _start(
-        state, batch, vocab, blank, beam, fusion, beta, beam_threshold, blank_collapse, token_beam, x.dtype, x.device)
-    if batch == 0:
-        return [] if final else st
     offsets = st.offsets
     if collapse_on:
         assert st.collapse is not None
@@ -551,6 +596,66 @@ def beam_search(
         for t in range(x.shape[1]):
             step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
     st.offsets = offsets + lens
-    if not final:
-        return st
-    return _finalize(st, scorer, beta, nbest, tokenizer)
+
+
+def initial_beam_state(
+    batch: int,
+    vocab_size: int,
+    blank_id: int,
+    *,
+    beam: int = 16,
+    fusion: FusionArg = (),
+    beta: float = 0.0,
+    beam_threshold: float = 20.0,
+    blank_collapse: CollapseArg = None,
+    token_beam: Optional[int] = None,
+    dtype: torch.dtype = torch.float32,
+    device: Union[torch.device, str] = "cpu",
+) -> CTCBeamState:
+    """``CTCBeamDecoder(blank_id, beam=..., ...).init_state(batch, vocab_size=vocab_size, dtype=, device=)``:
+    a fresh stream state for ``batch`` utterances of a ``vocab_size``-class model."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+    check_positive_int("vocab_size", vocab_size)
+    dec = CTCBeamDecoder(blank_id, beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold,
+                         blank_collapse=blank_collapse, token_beam=token_beam)
+    return dec.init_state(batch, vocab_size=vocab_size, dtype=dtype, device=device)
+
+
+def beam_search(
+    log_probs: torch.Tensor,
+    lengths: Optional[torch.Tensor],
+    blank_id: int,
+    *,
+    beam: int = 16,
+    fusion: FusionArg = (),
+    beta: float = 0.0,
+    beam_threshold: float = 20.0,
+    blank_collapse: CollapseArg = None,
+    token_beam: Optional[int] = None,
+    nbest: int = 1,
+    tokenizer: Optional[Tokenizer] = None,
+    log_softmax: bool = False,
+    state: Optional[CTCBeamState] = None,
+    final: Any = _UNSET,
+    engine: str = "auto",
+) -> Union[list[list[Hypothesis]], CTCBeamState]:
+    """``CTCBeamDecoder(blank_id, ...).decode(log_probs, lengths)``: per utterance of ``log_probs [B, T, V]``
+    (``lengths [B]``, ``None``: all ``T``) up to ``nbest`` hypotheses, best first; every other argument
+    and the results as :class:`CTCBeamDecoder`.
+
+    Deprecated streaming flags (they warn): ``state=`` (the previous chunk's state) and ``final=``
+    (``False``: return the updated state instead of hypotheses). Use ``dec.init_state`` /
+    ``dec.advance`` / ``dec.finalize`` instead.
+    """
+    dec = CTCBeamDecoder(blank_id, beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold,
+                         blank_collapse=blank_collapse, token_beam=token_beam, nbest=nbest, tokenizer=tokenizer,
+                         log_softmax=log_softmax, engine=engine)
+    if state is None and final is _UNSET:
+        return dec.decode(log_probs, lengths)
+    warnings.warn("ctc.beam_search(state=, final=) is deprecated: use CTCBeamDecoder(blank_id, ...) with "
+                  "init_state(batch), advance(state, chunk, lengths) and finalize(state) (partial(state) so far)",
+                  DeprecationWarning, stacklevel=2)
+    if state is not None and not isinstance(state, CTCBeamState):
+        raise DecodingInputError(f"state must be a CTCBeamState from a previous call, got {type(state).__name__}")
+    return dec._run(state, log_probs, lengths, final=True if final is _UNSET else bool(final))

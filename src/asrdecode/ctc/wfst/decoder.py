@@ -11,6 +11,7 @@ token) entries appended per frame; the 1-best is traced back after the last fram
 
 from __future__ import annotations
 
+import threading
 from typing import Mapping, Sequence
 
 import torch
@@ -73,6 +74,11 @@ class WFSTDecoder:
             ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
             ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
             hypotheses, n-best lists and lattices and share the state (a stream may switch engines).
+
+    Streaming: ``state = dec.init_state(B)``, ``dec.advance(state, chunk, lengths)`` per chunk (in place),
+    ``dec.finalize(state)`` (``dec.partial(state)`` so far); ``dec(log_probs, lengths)`` is one call.
+    Threads: a decoder may be shared by threads (a search's data lives in its state, scratch arrays are
+    per thread); a state must not be advanced by two threads at once.
     """
 
     def __init__(
@@ -115,22 +121,38 @@ class WFSTDecoder:
         self._dense: tuple | None = None
         self._packed: tuple | None = None
         self._state_max: tuple | None = None
+        self._local = threading.local()  # per-thread scratch arrays (a decoder may serve several threads)
+        self._move_lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        state.pop("_move_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+        self._move_lock = threading.Lock()
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Dense per-(utterance, state) scratch arrays for recombination (-inf / int64 max when idle)."""
-        buf = getattr(self, "_scratch", None)
+        """Dense per-(utterance, state) scratch arrays for recombination (-inf / int64 max when idle); one pair
+        per thread, so that threads sharing the decoder never write into each other's."""
+        buf = getattr(self._local, "scratch", None)
         if buf is None or buf[0].shape[0] < size or buf[0].device != device:
             buf = (torch.full((size,), _NEG, device=device), torch.full((size,), _BIG, dtype=torch.int64, device=device))
-            self._scratch = buf
+            self._local.scratch = buf
         return buf
 
     def _graph_on(self, device: torch.device) -> DecodingGraph:
         if self.graph.device != device:
-            self.graph = self.graph.to(device)
-            self._dense = None
-            self._packed = None
-            self._state_max = None
+            with self._move_lock:
+                if self.graph.device != device:
+                    self.graph = self.graph.to(device)
+                    self._dense = None
+                    self._packed = None
+                    self._state_max = None
         return self.graph
 
     def _saved_index(self, g: DecodingGraph) -> dict | None:
@@ -540,6 +562,15 @@ class WFSTDecoder:
         if return_lattice:
             return hyps, [None if lat is None else lat.to_kaldi() for lat in lats]
         return hyps
+
+    def partial(self, state: "WFSTStreamState") -> list[Hypothesis]:
+        """The 1-best of each utterance so far (the same as :meth:`hypotheses` without options)."""
+        return self.hypotheses(state)
+
+    def finalize(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
+        """The results at the end of the streams: :meth:`hypotheses` (token passing needs no end step; the
+        graph's final weights are applied to every read-out). ``nbest`` / ``return_lattice`` as there."""
+        return self.hypotheses(state, nbest=nbest, return_lattice=return_lattice)
 
     def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
         toks, g = state.toks, self.graph
