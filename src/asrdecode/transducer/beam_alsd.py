@@ -9,21 +9,21 @@ transcripts, state moves and tree records. The rules are those of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from ..beam_hyps import extend_hash
 
-if TYPE_CHECKING:
-    from .beam_loop import _BeamLoop
+#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
+_BeamLoop = Any
 
 __all__ = ["alsd_step"]
 
 _NEG_INF = float("-inf")
 
 
-def alsd_step(loop: "_BeamLoop") -> None:
+def alsd_step(loop: _BeamLoop) -> None:
     """One ALSD++ / AES++ step of ``loop`` (torch engine): expand the active hypotheses at their frames,
     keep the ``K`` best candidates (carried ones included), advance time by the duration rule, merge equal
     transcripts on the same frame, move the prediction-network and fusion states to their hypotheses and
@@ -92,7 +92,7 @@ def alsd_step(loop: "_BeamLoop") -> None:
 
 
 def _select(
-    loop: "_BeamLoop", expand: torch.Tensor, carry: torch.Tensor
+    loop: _BeamLoop, expand: torch.Tensor, carry: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """ALSD / AES candidates at each hypothesis's frame, fused, and the top ``K``.
 

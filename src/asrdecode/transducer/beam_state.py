@@ -9,7 +9,7 @@ a state against a call, :func:`state_hypotheses` reads the current n-best out of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -19,8 +19,8 @@ from ..fusion import FusionScorer
 from ..results import Hypothesis
 from .durations import DurationRule
 
-if TYPE_CHECKING:
-    from .beam_loop import _BeamLoop
+#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
+_BeamLoop = Any
 
 __all__ = ["BeamState", "chunk_buffer", "carry_state", "check_stream", "state_hypotheses"]
 
@@ -125,7 +125,7 @@ def chunk_buffer(
     return buf, new_len, state.offset, state.received + lengths
 
 
-def carry_state(loop: "_BeamLoop", received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
+def carry_state(loop: _BeamLoop, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
     """The state after a chunk: frames before each utterance's earliest hypothesis are dropped."""
     valid = loop.score > _NEG_INF
     big = torch.iinfo(torch.long).max

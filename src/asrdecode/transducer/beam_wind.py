@@ -11,21 +11,21 @@ pruned to ``beam``. The rules are those of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..beam_hyps import extend_hash
 
-if TYPE_CHECKING:
-    from .beam_loop import _BeamLoop
+#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
+_BeamLoop = Any
 
 __all__ = ["wind_step"]
 
 _NEG_INF = float("-inf")
 
 
-def wind_step(loop: "_BeamLoop") -> None:
+def wind_step(loop: _BeamLoop) -> None:
     """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
     utterance whose earliest frame list is popped: prefix search, windowed expansions (each
     hypothesis's ``beam`` best), then every frame list merged with its arrivals and pruned to ``beam``."""
@@ -36,7 +36,7 @@ def wind_step(loop: "_BeamLoop") -> None:
     _merge(loop, pop, arrivals)
 
 
-def _pop(loop: "_BeamLoop") -> "_WindPop":
+def _pop(loop: _BeamLoop) -> "_WindPop":
     """Step 1: per utterance, the list of the earliest frame any hypothesis is on, and its hypotheses."""
     B, K, R = loop.B, loop.K, loop.R
     go = loop.active  # [B, 1]
@@ -55,7 +55,7 @@ def _pop(loop: "_BeamLoop") -> "_WindPop":
                     lm=loop.scorer.select(loop.lm_states, p_flat))
 
 
-def _window(loop: "_BeamLoop", pop: "_WindPop") -> "_WindWindow":
+def _window(loop: _BeamLoop, pop: "_WindPop") -> "_WindWindow":
     """Step 2: Equation 1 over the window for the popped hypotheses (fusion added later)."""
     B, K, V, W = loop.B, loop.K, loop.V, loop.window
     blank, dev = loop.blank, loop.score.device
@@ -87,7 +87,7 @@ def _window(loop: "_BeamLoop", pop: "_WindPop") -> "_WindWindow":
                        no_lm=no_lm)
 
 
-def _prefix_search(loop: "_BeamLoop", pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
+def _prefix_search(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
     """Step 3: ``B = A + (v,)`` on this frame gets A's paths "then v here" and A is removed (A's
     score updated in ``pop.score``). Returns late pruning's fusion rows and which hypotheses expand."""
     B, K, V = loop.B, loop.K, loop.V
@@ -111,7 +111,7 @@ def _prefix_search(loop: "_BeamLoop", pop: "_WindPop", win: "_WindWindow") -> tu
     return lm_full, lm_next, pop.live & ~pair.any(dim=1)
 
 
-def _expansions(loop: "_BeamLoop", pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
+def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
                      expand: torch.Tensor) -> "_WindArrivals":
     """Step 4: each expanding hypothesis's ``K`` best (label, frame) or whole-window blank continuations."""
     B, K, V, W = loop.B, loop.K, loop.V, loop.window
@@ -157,7 +157,7 @@ def _expansions(loop: "_BeamLoop", pop: "_WindPop", win: "_WindWindow", lm_full:
                          src=src, tok=torch.where(lab, tok, -1), frame=pop.tmin + j, lm=new_lm)
 
 
-def _merge(loop: "_BeamLoop", pop: "_WindPop", new: "_WindArrivals") -> None:
+def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best."""
     B, K, V, S = loop.B, loop.K, loop.V, loop.S
     M = loop.lm_states.shape[-1]
