@@ -305,7 +305,6 @@ def test_two_threads_wfst(graph, engine):
     from asrdecode.ctc.wfst import WFSTDecoder
 
     dec = WFSTDecoder(graph, beam=10.0, engine=engine)
-    dec.decode = dec.__call__  # (the convention's one-shot name for the helper)
 
     def work(a):
         return _stream_and_whole(dec, *a, lambda: dec.init_state(3),

@@ -426,6 +426,8 @@ class WFSTDecoder:
                         h.words = [(w, fi[b][s], fi[b][e]) for w, s, e in h.words]
         return out
 
+    decode = __call__  # the one-shot name every decoder object has
+
     def init_state(
         self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None,
         lattice: bool = False,
