@@ -180,7 +180,11 @@ class BeamSearchDecoder:
     @torch.inference_mode()
     def finalize(self, state: BeamState) -> list[list[Hypothesis]]:
         """End every utterance of ``state`` (an empty final chunk: what is still pending is searched to the
-        end) and return its n-best lists. Use the state no further."""
+        end) and return its n-best lists. Use the state no further.
+
+        Exact (= :meth:`decode` on the whole utterances) when each utterance's last chunk was passed with
+        ``final=True``, and for RNN-T also without; for TDT mark the last chunk: a duration jump past the
+        end is clamped (and merged) on the step that makes it, which an unmarked chunk cannot know."""
         if not isinstance(state, BeamState):
             raise DecodingInputError(f"state must be a BeamState from init_state / advance, got {type(state).__name__}")
         pending = any(bool(((s > _NEG_INF) & (t < tail.shape[0])).any())
