@@ -347,17 +347,18 @@ def test_steps_inside_and_outside_inference_mode(bundles, clips) -> None:
 
 
 def test_greedy_initial_state_equals_an_empty_first_chunk() -> None:
-    # GreedyState.initial is the state a greedy call on an empty chunk returns
-    from asrdecode.transducer import GreedyState, LSTMTransducer, greedy
+    # GreedyState.initial / GreedyDecoder.init_state is the state after an empty chunk
+    from asrdecode.transducer import GreedyDecoder, GreedyState, LSTMTransducer, greedy
 
     torch.manual_seed(0)
     model = LSTMTransducer(9, 6, 8, 8, blank_id=8).eval()
     enc = torch.randn(2, 7, 6)
     lengths = torch.tensor([7, 4])
+    dec = GreedyDecoder(model)
     with torch.no_grad():
-        _, empty = greedy(model, enc[:, :0], torch.zeros(2, dtype=torch.long), return_state=True)
+        empty = dec.advance(dec.init_state(2), enc[:, :0], torch.zeros(2, dtype=torch.long))
         fresh = GreedyState.initial(model, 2)
         torch.testing.assert_close(fresh.dec_out, empty.dec_out)
-        a, _ = greedy(model, enc, lengths, state=fresh)
+        a = dec.finalize(dec.advance(fresh, enc, lengths))
         b = greedy(model, enc, lengths)
     assert [(h.tokens, h.timestamps) for h in a] == [(h.tokens, h.timestamps) for h in b]

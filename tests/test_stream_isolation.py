@@ -27,7 +27,7 @@ from asrdecode.errors import DecodingInputError  # noqa: E402
 from asrdecode.models import load  # noqa: E402
 from asrdecode.serving.batcher import DynamicBatcher, isolate_failures  # noqa: E402
 from asrdecode.streaming import MAX_ABS_SAMPLE, StreamDecoder, StreamInputError  # noqa: E402
-from asrdecode.streaming import families  # noqa: E402
+from asrdecode.transducer import BeamSearchDecoder, GreedyDecoder  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -114,25 +114,25 @@ def test_non_finite_frames_are_that_streams_error(bundles, clips, monkeypatch):
     _same(out["good"].hypothesis, dec.offline(clips[0]))
 
 
-def _fail_batches_after_running(module, name: str, monkeypatch) -> None:
-    """Make ``module.name`` (a batched decoder call) run for real, then raise when its batch holds
-    more than one non-empty utterance: the failure comes after the call changed what it was given."""
-    real = getattr(module, name)
+def _fail_batches_after_running(cls, name: str, monkeypatch) -> None:
+    """Make ``cls.name`` (a decoder's batched ``advance(state, x, lengths, ...)``) run for real, then raise
+    when its batch holds more than one non-empty utterance: the failure comes after the call changed
+    what it was given."""
+    real = getattr(cls, name)
 
-    def call(*args, **kwargs):
-        out = real(*args, **kwargs)
-        x = args[1] if module is families else args[0]
+    def call(self, state, x, *args, **kwargs):
+        out = real(self, state, x, *args, **kwargs)
         if x.shape[0] > 1 and x.shape[1] > 0:
             raise RuntimeError("injected failure inside a batched call")
         return out
 
-    monkeypatch.setattr(module, name, call)
+    monkeypatch.setattr(cls, name, call)
 
 
 @pytest.mark.parametrize("model,decoder,module,name", [
-    ("demo-rnnt", "greedy", families, "greedy"),
-    ("demo-rnnt", "beam", families, "beam_search"),
-    ("demo-ctc", "beam", ctc, "beam_search"),
+    ("demo-rnnt", "greedy", GreedyDecoder, "advance"),
+    ("demo-rnnt", "beam", BeamSearchDecoder, "advance"),
+    ("demo-ctc", "beam", ctc.CTCBeamDecoder, "advance"),
 ])
 def test_failure_inside_the_batched_call_changes_nothing(bundles, clips, monkeypatch, model, decoder, module, name):
     options = dict(FRONT, **({"beam": 3} if decoder == "beam" else {}))

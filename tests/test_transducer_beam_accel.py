@@ -10,6 +10,7 @@ import torch
 from asrdecode.accel import StepRunner
 from asrdecode.errors import DecodingInputError
 from asrdecode.transducer import beam as beam_mod
+from asrdecode.transducer import beam_loop
 from asrdecode.transducer.beam import beam_search
 
 from transducer_models import FUSION_BLANK, FUSION_V, random_model, tiny_lm
@@ -71,7 +72,7 @@ CASES = [("alsd", None, {}), ("aes", None, {}), ("alsd", TDT, {}), ("aes", TDT, 
 def test_static_in_place_path_equals_eager(graphs_on_cpu, lm, method, durations, extra):
     """Utterance by utterance, with and without fusion; a tree capacity of 2 steps forces doublings
     (new storage: a new capture)."""
-    graphs_on_cpu.setattr(beam_mod, "_TREE_CAPACITY", 2)
+    graphs_on_cpu.setattr(beam_loop, "_TREE_CAPACITY", 2)
     for seed in range(3):
         m = random_model(40 + seed, V, BLANK, durations, blank_bias=0.5 + 0.5 * seed, pred_layers=1 + seed % 2,
                          kind="lstm" if seed != 1 else "stateless")

@@ -302,7 +302,7 @@ def test_bad_inputs(tmp_path):
 def test_sorted_merge_equals_pairwise():
     """The O(P log P) merge of the WIND step (sort, group runs) against the pairwise definition:
     live entries equal in every key merge into the best (the first on exact ties), log-sum-exp."""
-    from asrdecode.transducer.beam import _merge_equal
+    from asrdecode.transducer.beam_wind import _merge_equal
 
     g = torch.Generator().manual_seed(0)
     neg = float("-inf")
@@ -330,7 +330,7 @@ def test_hash_collision_is_not_merged(monkeypatch):
     last token / frame only and the result departs from the oracle: the oracle comparison catches
     false merges (the tensor engine, whose hash function can be replaced; the native engine checks the
     same keys)."""
-    from asrdecode.transducer import beam as beam_mod
+    from asrdecode.transducer import beam_wind
 
     m = random_model(5, V, BLANK, None, blank_bias=0.5)
     enc = _enc(5, 1, 10)
@@ -338,6 +338,6 @@ def test_hash_collision_is_not_merged(monkeypatch):
     ref = reference_wind_beam_search(m, enc[0], **{k: v for k, v in kw.items() if k != "engine"})
     ok = beam_search(m, enc, method="wind", nbest=4, **kw)[0]
     assert sorted(_key(ok, 7)) == sorted(_key(ref, 7))
-    monkeypatch.setattr(beam_mod, "extend_hash", lambda h, t: torch.zeros_like(h))
+    monkeypatch.setattr(beam_wind, "extend_hash", lambda h, t: torch.zeros_like(h))
     bad = beam_search(m, enc, method="wind", nbest=4, **kw)[0]
     assert sorted(_key(bad, 7)) != sorted(_key(ref, 7))

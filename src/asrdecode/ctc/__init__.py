@@ -11,17 +11,18 @@ Example::
                             fusion=[(lm, 0.5)], beta=1.0, blank_collapse=0.999, nbest=4)
 
     # streaming: the same result as one call on the whole utterances
-    state = ctc.initial_beam_state(B, V, blank, beam=16)            # or None: the same fresh state
+    dec = ctc.CTCBeamDecoder(blank, vocab_size=V, beam=16)         # (ctc.CTCGreedyDecoder(blank) alike)
+    state = dec.init_state(B)
     for chunk, chunk_lengths in chunks:
-        state = ctc.beam_search(chunk, chunk_lengths, blank, beam=16, state=state, final=False)
-        partial = state.hypotheses()                                  # n-best so far
-    nbest = ctc.beam_search(last_chunk, last_lengths, blank, beam=16, state=state, final=True)
+        state = dec.advance(state, chunk, chunk_lengths)
+        partial = dec.partial(state)                                  # n-best so far
+    nbest = dec.finalize(state)
 """
 
 from . import wfst
-from .beam import CTCBeamState, beam_search, initial_beam_state
+from .beam import CTCBeamDecoder, CTCBeamState, beam_search, initial_beam_state
 from .collapse import blank_collapse
-from .greedy import CTCGreedyState, greedy
+from .greedy import CTCGreedyDecoder, CTCGreedyState, greedy
 from .reference import reference_beam_search
 
-__all__ = ["greedy", "CTCGreedyState", "blank_collapse", "beam_search", "initial_beam_state", "reference_beam_search", "CTCBeamState", "wfst"]
+__all__ = ["greedy", "CTCGreedyDecoder", "CTCGreedyState", "CTCBeamDecoder", "blank_collapse", "beam_search", "initial_beam_state", "reference_beam_search", "CTCBeamState", "wfst"]

@@ -1,7 +1,8 @@
-"""Batched CTC greedy (best-path) decoding, whole utterances or chunk by chunk."""
+"""Batched CTC greedy (best-path) decoding, whole utterances or chunk by chunk (:class:`CTCGreedyDecoder`)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Union
 
@@ -11,7 +12,7 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_tokenizer, prepare_log_probs, valid_mask
 
-__all__ = ["greedy", "CTCGreedyState"]
+__all__ = ["greedy", "CTCGreedyDecoder", "CTCGreedyState"]
 
 
 @dataclass
@@ -51,6 +52,75 @@ class CTCGreedyState:
         return out
 
 
+class CTCGreedyDecoder:
+    """Best-path decoding (per-frame argmax, merge repeats, drop blanks): whole utterances (:meth:`decode`)
+    or streams (:meth:`init_state`, :meth:`advance` per chunk, :meth:`finalize`; the chunks' final
+    hypotheses equal whole-utterance decoding).
+
+    Args:
+        blank_id: index of the blank class.
+        tokenizer: optional, fills ``Hypothesis.text``.
+        log_softmax: normalise the emissions first (they are logits).
+
+    Results: one :class:`Hypothesis` per utterance: the tokens, the frame where each token's run starts
+    (timestamps, global frames), and the score of the best path (sum over valid frames of the max
+    log-prob). Ties in the argmax go to the lowest class id. Threads: the decoder holds only its
+    settings and :meth:`advance` returns a new state, so one decoder may serve several threads.
+    """
+
+    def __init__(self, blank_id: int, *, tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False) -> None:
+        self.blank_id = blank_id
+        self.tokenizer = tokenizer
+        self.log_softmax = log_softmax
+
+    def init_state(self, batch: int) -> CTCGreedyState:
+        """The state of ``batch`` fresh streams."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        return CTCGreedyState.initial(batch)
+
+    def advance(self, state: CTCGreedyState, log_probs: torch.Tensor,
+                lengths: Optional[torch.Tensor] = None) -> CTCGreedyState:
+        """Decode one chunk ``log_probs [B, T, V]`` (``lengths [B]`` valid frames, default all) after
+        ``state``; returns the new state (``state`` itself is not changed)."""
+        if not isinstance(state, CTCGreedyState):
+            raise DecodingInputError(f"state must be a CTCGreedyState, got {type(state).__name__}")
+        x, lens, blank = self._check(log_probs, lengths)
+        batch = x.shape[0]
+        if state.prev.shape[0] != batch:
+            raise DecodingInputError(f"state has batch {state.prev.shape[0]} but log_probs has {batch}")
+        prev0, offset = state.prev.to(x.device), state.offset.to(x.device)
+        new, last = _best_path(x, lens, blank, prev0, offset)
+        merged = [Hypothesis(a.tokens + b.tokens, a.timestamps + b.timestamps, a.score + b.score)
+                  for a, b in zip(state.hyps, new)]
+        return CTCGreedyState(torch.where(lens > 0, last, prev0).cpu(), (offset + lens).cpu(), merged)
+
+    def partial(self, state: CTCGreedyState) -> list[Hypothesis]:
+        """Everything decoded so far (copies)."""
+        return attach_text([Hypothesis(list(h.tokens), list(h.timestamps), h.score) for h in state.hyps],
+                           self.tokenizer)
+
+    def finalize(self, state: CTCGreedyState) -> list[Hypothesis]:
+        """The hypotheses at the end of the streams (best path needs no end step: :meth:`partial`)."""
+        return self.partial(state)
+
+    def decode(self, log_probs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> list[Hypothesis]:
+        """Whole utterances ``log_probs [B, T, V]`` (``lengths [B]``, ``None``: all ``T``)."""
+        x, lens, blank = self._check(log_probs, lengths)
+        batch = x.shape[0]
+        prev0 = torch.full((batch,), -1, dtype=torch.long, device=x.device)
+        offset = torch.zeros(batch, dtype=torch.long, device=x.device)
+        return attach_text(_best_path(x, lens, blank, prev0, offset)[0], self.tokenizer)
+
+    __call__ = decode
+
+    def _check(self, log_probs: object, lengths: object) -> tuple[torch.Tensor, torch.Tensor, int]:
+        x, lens = prepare_log_probs(log_probs, lengths, log_softmax=self.log_softmax)
+        blank = check_blank_id(self.blank_id, x.shape[2])
+        check_tokenizer(self.tokenizer, x.shape[2])
+        return x, lens, blank
+
+
 def greedy(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
@@ -60,42 +130,23 @@ def greedy(
     log_softmax: bool = False,
     state: Optional[CTCGreedyState] = None,
 ) -> Union[list[Hypothesis], tuple[list[Hypothesis], CTCGreedyState]]:
-    """Best-path decoding: per-frame argmax, then merge repeats and drop blanks.
+    """``CTCGreedyDecoder(blank_id, ...).decode(log_probs, lengths)``: one :class:`Hypothesis` per utterance
+    of ``log_probs [B, T, V]`` (``lengths [B]``, ``None``: all ``T``); arguments and results as
+    :class:`CTCGreedyDecoder`.
 
-    Args:
-        log_probs: ``[B, T, V]`` log-probabilities (or logits with ``log_softmax=True``).
-        lengths: ``[B]`` valid frames per utterance, or ``None`` for all ``T``.
-        blank_id: index of the blank class.
-        tokenizer: optional, fills ``Hypothesis.text``.
-        log_softmax: normalise ``log_probs`` first (they are logits).
-        state: streaming: the state of the stream so far (:meth:`CTCGreedyState.initial` for a new
-            one); the call then returns ``(hypotheses so far, new state)``, and the chunks' final
-            hypotheses equal whole-utterance decoding.
-
-    Returns:
-        One :class:`Hypothesis` per utterance: the tokens, the frame where each token's run starts
-        (timestamps), and the score of the best path (sum over valid frames of the max log-prob).
-        Ties in the argmax go to the lowest class id. With ``state``: ``(hypotheses, state)``.
+    Deprecated (warns): ``state=`` (streaming; the call then returns ``(hypotheses so far, new state)``).
+    Use ``dec.init_state`` / ``dec.advance`` / ``dec.finalize`` instead.
     """
-    x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
-    batch, max_len, vocab = x.shape
-    blank = check_blank_id(blank_id, vocab)
-    check_tokenizer(tokenizer, vocab)
-    if state is not None:
-        if not isinstance(state, CTCGreedyState):
-            raise DecodingInputError(f"state must be a CTCGreedyState, got {type(state).__name__}")
-        if state.prev.shape[0] != batch:
-            raise DecodingInputError(f"state has batch {state.prev.shape[0]} but log_probs has {batch}")
-    prev0 = state.prev.to(x.device) if state is not None else torch.full((batch,), -1, dtype=torch.long,
-                                                                          device=x.device)
-    offset = state.offset.to(x.device) if state is not None else torch.zeros(batch, dtype=torch.long, device=x.device)
-    new, last = _best_path(x, lens, blank, prev0, offset)
+    dec = CTCGreedyDecoder(blank_id, tokenizer=tokenizer, log_softmax=log_softmax)
     if state is None:
-        return attach_text(new, tokenizer)
-    merged = [Hypothesis(a.tokens + b.tokens, a.timestamps + b.timestamps, a.score + b.score)
-              for a, b in zip(state.hyps, new)]
-    carried = CTCGreedyState(torch.where(lens > 0, last, prev0).cpu(), (offset + lens).cpu(), merged)
-    return attach_text([Hypothesis(list(h.tokens), list(h.timestamps), h.score) for h in merged], tokenizer), carried
+        return dec.decode(log_probs, lengths)
+    warnings.warn("ctc.greedy(state=) is deprecated: use CTCGreedyDecoder(blank_id) with init_state(batch), "
+                  "advance(state, chunk, lengths) and finalize(state) (partial(state) so far)",
+                  DeprecationWarning, stacklevel=2)
+    if not isinstance(state, CTCGreedyState):  # (the data is checked first, as before)
+        dec._check(log_probs, lengths)
+    new_state = dec.advance(state, log_probs, lengths)
+    return dec.partial(new_state), new_state
 
 
 def _best_path(x: torch.Tensor, lens: torch.Tensor, blank: int, prev0: torch.Tensor,

@@ -2,9 +2,10 @@
 
 Each adapter keeps nothing per stream but the family's own carried state (each state type joins
 and splits itself; prediction-network states live in a
-:class:`~asrdecode.streaming.state_batching.StatePool`); the decoding is always the family's existing call
-(``transducer.greedy``, ``transducer.beam_search``, ``ctc.greedy``, ``ctc.beam_search``,
-``WFSTDecoder.advance``), and ``offline`` is the same call on the whole utterance.
+:class:`~asrdecode.streaming.state_batching.StatePool`); the decoding is always the family's decoder object
+(``transducer.GreedyDecoder``, ``transducer.BeamSearchDecoder``, ``ctc.CTCGreedyDecoder``,
+``ctc.CTCBeamDecoder``, ``WFSTDecoder``: ``advance`` per step), and ``offline`` is its ``decode`` on the
+whole utterance.
 
 An adapter's interface (used by :class:`~asrdecode.streaming.StreamDecoder`):
 
@@ -34,7 +35,7 @@ from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
 from ..registry import decoder_for
 from ..results import Hypothesis
-from ..transducer import BeamState, GreedyState, beam_search, greedy, initial_beam_state
+from ..transducer import BeamSearchDecoder, BeamState, GreedyDecoder, GreedyState
 from ..transducer.durations import DurationRule
 from .state_batching import StatePool, shift_column
 
@@ -126,9 +127,10 @@ class TransducerGreedy(_Family):
     name = "greedy"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
-        _check_options("greedy", options, greedy, ("tokenizer", "state", "return_state"))
+        _check_options("greedy", options, GreedyDecoder.__init__, ("tokenizer", "state", "return_state"))
         self.model = bundle.model
         self.options = options
+        self.decoder = GreedyDecoder(self.model, **options)
         self.width = bundle.encoder_dim
         self.tdt = self.model.durations is not None
         self.pool = StatePool(self.model, 1)
@@ -136,10 +138,9 @@ class TransducerGreedy(_Family):
         self._fresh()  # validates the options
 
     def _fresh(self) -> Any:
-        # a greedy call on an empty chunk also checks the options against the model
-        _, st = greedy(self.model, torch.zeros(1, 0, self.width), torch.zeros(1, dtype=torch.long),
-                       return_state=True, **self.options)
-        return st
+        # a greedy step on an empty chunk also checks the options against the model
+        return self.decoder.advance(self.decoder.init_state(1, dtype=torch.float32), torch.zeros(1, 0, self.width),
+                                    torch.zeros(1, dtype=torch.long))
 
     def open(self, boosts: Boosts | None) -> GreedyRow:
         st = GreedyState.initial(self.model, 1)
@@ -149,8 +150,7 @@ class TransducerGreedy(_Family):
         self.pool.release(row.slot)
 
     def step(self, rows: Sequence[GreedyRow], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
-        state = self._gather(rows, x.dtype)
-        _, state = greedy(self.model, x, lengths, state=state, **self.options)
+        state = self.decoder.advance(self._gather(rows, x.dtype), x, lengths)
         self._scatter(rows, state)
 
     def _gather(self, rows: Sequence[GreedyRow], score_dtype: torch.dtype) -> GreedyState:
@@ -181,7 +181,7 @@ class TransducerGreedy(_Family):
                           durations=None if row.durations is None else list(row.durations))
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return greedy(self.model, frames[None], torch.tensor([frames.shape[0]]), **self.options)[0]
+        return self.decoder.decode(frames[None], torch.tensor([frames.shape[0]]))[0]
 
 
 # -- transducer beam -------------------------------------------------------------------------------
@@ -237,25 +237,30 @@ class _PhraseBoosts:
 
 
 class TransducerBeam(_PhraseBoosts, _Family):
-    """``transducer.beam_search`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
+    """``transducer.BeamSearchDecoder`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
     phrase boosting (``boost_weight``: the fusion weight of every stream's boosting tree)."""
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
-        _check_options("beam", options, beam_search, ("tokenizer", "state", "return_state", "final", "nbest"))
+        _check_options("beam", options, BeamSearchDecoder.__init__,
+                       ("tokenizer", "state", "return_state", "final", "nbest"))
         self.model = bundle.model
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
                           bundle.tokenizer)
         self.options = options
         self.width = bundle.encoder_dim
-        self.rule = DurationRule.of(self.model)  # how beam_search packs a label's frame and duration
+        self.rule = DurationRule.of(self.model)  # how the search packs a label's frame and duration
         probe = self._initial(self._fusion(self.empty))  # validates the options
         # prediction-state rows per stream: the hypothesis slots per utterance (beam, or more for WIND)
         self.pool = StatePool(self.model, probe.hyps["score"].shape[1])
 
+    def _decoder(self, fusion: list) -> BeamSearchDecoder:
+        """The search with this family's options and a batch's (or a stream's) fusion list."""
+        return BeamSearchDecoder(self.model, fusion=fusion, **self.options)
+
     def _initial(self, fusion: list) -> BeamState:
-        return initial_beam_state(self.model, 1, self.width, fusion=fusion, **self.options)
+        return self._decoder(fusion).init_state(1, self.width)
 
     def open(self, boosts: Boosts | None) -> _BeamStream:
         tree = self._tree(boosts)
@@ -278,14 +283,13 @@ class TransducerBeam(_PhraseBoosts, _Family):
         batch = BeamState.cat(states, self.pool.gather(slots))
         if "lm_states" in batch.hyps:  # each stream's boosting states, numbered in the stacked tree
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, shifts)
-        _, batch = beam_search(self.model, x, lengths, state=batch, return_state=True, fusion=fusion,
-                               final=torch.tensor(list(final)), **self.options)
+        batch = self._decoder(fusion).advance(batch, x, lengths, final=torch.tensor(list(final)))
         if "lm_states" in batch.hyps:
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, [-d for d in shifts])
         self.pool.scatter(slots, batch.split_into(states))
 
     def result(self, stream: _BeamStream, final: bool) -> Hypothesis:
-        """The best hypothesis so far, as ``beam_search`` ranks them (fusion end scores included)."""
+        """The best hypothesis so far, as the search ranks them (fusion end scores included)."""
         hyps = stream.state.hyps
         score = hyps["score"]
         if stream.scorer.num_models:
@@ -296,15 +300,15 @@ class TransducerBeam(_PhraseBoosts, _Family):
         return Hypothesis(tokens, frames, float(val[0, 0]), durations=durations)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),
-                           fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
+        return self._decoder(self._fusion(self._tree(boosts))).decode(frames[None],
+                                                                      torch.tensor([frames.shape[0]]))[0][0]
 
 
 # -- CTC greedy ------------------------------------------------------------------------------------
 
 
 class CTCGreedy(_Family):
-    """``ctc.greedy`` with its streaming state (:class:`~asrdecode.ctc.CTCGreedyState`) per stream."""
+    """``ctc.CTCGreedyDecoder`` with its streaming state (:class:`~asrdecode.ctc.CTCGreedyState`) per stream."""
 
     name = "greedy"
 
@@ -312,6 +316,7 @@ class CTCGreedy(_Family):
         if options:
             raise DecodingInputError(f"decoder 'greedy' of a CTC model has no options, got {sorted(options)}")
         self.blank = bundle.blank_id
+        self.decoder = ctc.CTCGreedyDecoder(self.blank)
         self.check_boosts = _no_boosts("greedy")
 
     def open(self, boosts: Boosts | None) -> ctc.CTCGreedyState:
@@ -319,7 +324,7 @@ class CTCGreedy(_Family):
 
     def step(self, states: Sequence[ctc.CTCGreedyState], x: torch.Tensor, lengths: torch.Tensor,
              final: Sequence[bool]) -> None:
-        _, batch = ctc.greedy(x, lengths, self.blank, state=ctc.CTCGreedyState.cat(states))
+        batch = self.decoder.advance(ctc.CTCGreedyState.cat(states), x, lengths)
         for st, part in zip(states, batch.split([1] * len(states))):
             st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
 
@@ -328,7 +333,7 @@ class CTCGreedy(_Family):
         return Hypothesis(list(h.tokens), list(h.timestamps), h.score)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return ctc.greedy(frames[None], torch.tensor([frames.shape[0]]), self.blank)[0]
+        return self.decoder.decode(frames[None], torch.tensor([frames.shape[0]]))[0]
 
 
 # -- CTC beam --------------------------------------------------------------------------------------
@@ -342,25 +347,29 @@ class _CTCBeamStream:
 
 
 class CTCBeam(_PhraseBoosts, _Family):
-    """``ctc.beam_search`` (fusion, blank collapse, token beam) per stream, with optional per-stream
+    """``ctc.CTCBeamDecoder`` (fusion, blank collapse, token beam) per stream, with optional per-stream
     phrase boosting (``boost_weight``). Each stream keeps a batch-1 ``CTCBeamState``: partial
-    results are its ``hypotheses()``, the final one its ``final=True`` call on an empty chunk (which
-    adds the fusion models' end-of-sentence scores)."""
+    results are its ``hypotheses()``, the final one the decoder's ``finalize`` (which adds the fusion
+    models' end-of-sentence scores)."""
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
-        _check_options("beam", options, ctc.beam_search, ("tokenizer", "state", "final", "nbest", "log_softmax"))
+        _check_options("beam", options, ctc.CTCBeamDecoder.__init__,
+                       ("tokenizer", "state", "final", "nbest", "log_softmax", "vocab_size"))
         self.blank = bundle.blank_id
         self.vocab = bundle.model.vocab_size
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.vocab, self.blank, bundle.tokenizer)
         self.options = options
-        self.state_options = {k: v for k, v in options.items() if k != "engine"}  # the state is engine-free
         self.initial_state(1, self._fusion(self.empty))  # validates the options
+
+    def _decoder(self, fusion: list) -> ctc.CTCBeamDecoder:
+        """The search with this family's options and a batch's (or a stream's) fusion list."""
+        return ctc.CTCBeamDecoder(self.blank, vocab_size=self.vocab, fusion=fusion, **self.options)
 
     def initial_state(self, n: int, fusion: list) -> ctc.CTCBeamState:
         """A fresh batch-``n`` state for this family's settings and ``fusion``."""
-        return ctc.initial_beam_state(n, self.vocab, self.blank, fusion=fusion, **self.state_options)
+        return self._decoder(fusion).init_state(n)
 
     def open(self, boosts: Boosts | None) -> _CTCBeamStream:
         tree = self._tree(boosts)
@@ -373,19 +382,18 @@ class CTCBeam(_PhraseBoosts, _Family):
         states = [s.state for s in streams]
         batch = ctc.CTCBeamState.cat(self.initial_state(len(streams), fusion), states)
         batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
-        batch = ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False, **self.options)
+        batch = self._decoder(fusion).advance(batch, x, lengths)
         batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
         batch.split_into(states)
 
     def result(self, stream: _CTCBeamStream, final: bool) -> Hypothesis:
-        if final:  # ends the search on an empty last chunk: adds the fusion models' end-of-sentence scores
-            return ctc.beam_search(torch.zeros(1, 0, self.vocab), torch.zeros(1, dtype=torch.long), self.blank,
-                                   fusion=stream.fusion, state=stream.state, **self.options)[0][0]
+        if final:  # ends the search: adds the fusion models' end-of-sentence scores
+            return self._decoder(stream.fusion).finalize(stream.state)[0][0]
         return stream.state.hypotheses(1)[0][0]
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return ctc.beam_search(frames[None], torch.tensor([frames.shape[0]]), self.blank,
-                               fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
+        return self._decoder(self._fusion(self._tree(boosts))).decode(frames[None],
+                                                                      torch.tensor([frames.shape[0]]))[0][0]
 
 
 # -- WFST ------------------------------------------------------------------------------------------
@@ -424,7 +432,7 @@ class WFST(_Family):
         batch.split_into(states, bridge)
 
     def result(self, state: Any, final: bool) -> Hypothesis:
-        return self.decoder.hypotheses(state)[0]
+        return (self.decoder.finalize(state) if final else self.decoder.partial(state))[0]
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
         self.check_boosts(boosts)

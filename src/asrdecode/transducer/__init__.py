@@ -1,7 +1,7 @@
 """Transducer (RNN-T and TDT): the model protocol, reference and batched greedy and beam decoders."""
 
-from .beam import BeamState, beam_search, initial_beam_state
-from .greedy import GreedyState, greedy
+from .beam import BeamSearchDecoder, BeamState, beam_search, initial_beam_state
+from .greedy import GreedyDecoder, GreedyState, greedy
 from .model import LSTMTransducer, StatelessTransducer, TransducerModel, check_model
 from .reference import reference_greedy
 from .reference_beam import reference_beam_search
@@ -14,8 +14,10 @@ __all__ = [
     "check_model",
     "greedy",
     "GreedyState",
+    "GreedyDecoder",
     "reference_greedy",
     "beam_search",
+    "BeamSearchDecoder",
     "initial_beam_state",
     "reference_beam_search",
     "reference_wind_beam_search",

@@ -19,13 +19,13 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
   only where a label was emitted.
 
 Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
-checks one flag between steps. Streaming: pass ``return_state=True`` (first chunk) or
-``state=`` (later chunks) to decode encoder output chunk by chunk; the final hypotheses equal
-whole-utterance decoding.
+checks one flag between steps. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
+chunk) / ``finalize``; the final hypotheses equal whole-utterance decoding.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,7 +40,7 @@ from .model import TransducerModel, check_joint_width, check_model
 from . import _checks
 from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
 
-__all__ = ["greedy", "GreedyState"]
+__all__ = ["greedy", "GreedyState", "GreedyDecoder"]
 
 _LOOPS = ("labels", "frames")
 
@@ -66,7 +66,7 @@ class GreedyState:
     @classmethod
     def initial(cls, model: TransducerModel, batch: int, device: torch.device | str = "cpu",
                 dtype: torch.dtype = torch.float32) -> "GreedyState":
-        """The state of ``batch`` fresh streams (start of sequence), to pass as ``greedy(..., state=)``."""
+        """The state of ``batch`` fresh streams (start of sequence): :meth:`GreedyDecoder.init_state`."""
         check_model(model)
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
 
@@ -309,7 +309,7 @@ def _frame_loop(lp: _Loop, run: StepRunner) -> None:
                 _check_runaway(lp, steps)
 
 
-# -- public entry point ----------------------------------------------------------------------------
+# -- the decoder object and the one-shot function ------------------------------------------------
 
 
 def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch.Tensor) -> GreedyState:
@@ -321,13 +321,8 @@ def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch
     return GreedyState(pred_state=pred_state, dec_out=dec_out, skip=zeros, offset=zeros.clone(), hyps=hyps)
 
 
-def _check_args(
-    model: object, encoder_output: object, loop: str, window: int, max_symbols: int | None, tokenizer: object
-) -> torch.Tensor:
+def _check_settings(model: object, loop: str, window: int, max_symbols: int | None, tokenizer: object) -> None:
     check_model(model)
-    enc = check_emissions("encoder_output", encoder_output, ndim=3)
-    check_encoder_output(model, enc)
-    check_finite("encoder_output", enc)
     check_tokenizer(tokenizer, model)
     if loop not in _LOOPS:
         raise DecodingInputError(f"loop must be one of {_LOOPS}, got {loop!r}")
@@ -336,10 +331,105 @@ def _check_args(
     if window > 1 and (loop != "labels" or model.durations is not None):
         raise DecodingInputError("window > 1 (WIND) is supported for RNN-T label-looping (loop='labels')")
     check_max_symbols(max_symbols)
-    return enc
 
 
-@torch.inference_mode()
+class GreedyDecoder:
+    """Batched greedy decoding of RNN-T / TDT encoder output, exact w.r.t. :func:`reference_greedy`:
+    settings checked once, whole utterances (:meth:`decode`) or streams (:meth:`init_state`,
+    :meth:`advance` per chunk, :meth:`finalize`; chunked output equals whole-utterance output).
+
+    Args:
+        model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
+        loop: "labels" (label-looping) or "frames" (frame-looping baseline).
+        window: WIND window size (RNN-T label-looping); 1 disables WIND.
+        max_symbols: at most this many labels per frame (then time advances; default 10, as
+            NeMo); None = no limit (a model that never emits blank then fails after
+            ``MAX_SYMBOLS_GUARD`` labels on one frame).
+        precompute_projections: project encoder output once and each label once (paper 3.4);
+            False projects inside every joint call (the baseline of the paper's Table 4).
+        tokenizer: fills ``Hypothesis.text`` when given.
+        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
+
+    Results: one :class:`Hypothesis` per utterance (tokens, timestamps in global frames, TDT durations,
+    score). Threads: the decoder holds only its settings; each stream's state lives in its
+    :class:`GreedyState`, so one decoder may serve several threads (one state per thread).
+    """
+
+    def __init__(self, model: TransducerModel, *, loop: str = "labels", window: int = 1,
+                 max_symbols: int | None = DEFAULT_MAX_SYMBOLS, precompute_projections: bool = True,
+                 tokenizer: Tokenizer | None = None, acceleration: str | None = None) -> None:
+        _check_settings(model, loop, window, max_symbols, tokenizer)
+        self.model = model
+        self.loop = loop
+        self.window = window
+        self.max_symbols = max_symbols
+        self.precompute = precompute_projections
+        self.tokenizer = tokenizer
+        self.acceleration = acceleration
+
+    def init_state(self, batch: int, *, device: torch.device | str = "cpu",
+                   dtype: torch.dtype | None = None) -> GreedyState:
+        """The state of ``batch`` fresh streams (start of sequence); ``dtype``: the encoder output's
+        (default: the model's parameters', else float32)."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        if dtype is None:
+            param = next(iter(self.model.parameters()), None) if hasattr(self.model, "parameters") else None
+            dtype = param.dtype if param is not None else torch.float32
+        with torch.inference_mode():
+            return _initial_state(self.model, batch, 8, torch.empty(0, device=device, dtype=dtype))
+
+    @torch.inference_mode()
+    def advance(self, state: GreedyState, encoder_output: torch.Tensor,
+                lengths: torch.Tensor | Sequence[int] | None = None) -> GreedyState:
+        """Decode one chunk ``encoder_output [B, T, D]`` (``lengths [B]`` valid frames, default all) after
+        ``state``; returns the new state (the hypotheses object is shared and extended in place)."""
+        if not isinstance(state, GreedyState):
+            raise DecodingInputError(f"state must be a GreedyState from init_state / advance, got {type(state).__name__}")
+        return self._advance(state, encoder_output, lengths)
+
+    def partial(self, state: GreedyState) -> list[Hypothesis]:
+        """Everything decoded so far, per utterance (timestamps in global frames)."""
+        return attach_text(state.hyps.to_hypotheses(), self.tokenizer)
+
+    def finalize(self, state: GreedyState) -> list[Hypothesis]:
+        """The hypotheses at the end of the streams (greedy needs no end step: the same as :meth:`partial`)."""
+        return self.partial(state)
+
+    @torch.inference_mode()
+    def decode(self, encoder_output: torch.Tensor,
+               lengths: torch.Tensor | Sequence[int] | None = None) -> list[Hypothesis]:
+        """Whole utterances ``encoder_output [B, T, D]`` (``lengths [B]``): one hypothesis each."""
+        return self.partial(self._advance(None, encoder_output, lengths))
+
+    __call__ = decode
+
+    def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any) -> GreedyState:
+        """One chunk from ``state`` (None: fresh streams, hypotheses sized for the chunk)."""
+        model = self.model
+        enc = check_emissions("encoder_output", encoder_output, ndim=3)
+        check_encoder_output(model, enc)
+        check_finite("encoder_output", enc)
+        B, T, _ = enc.shape
+        lengths = check_lengths(lengths, B, T, device=enc.device)
+        if state is None:
+            state = _initial_state(model, B, max(T // 2, 8), enc)
+        elif state.dec_out.shape[0] != B:
+            raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
+        if B and T:
+            check_joint_width(model, model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
+        mode = resolve_mode(self.acceleration, enc.device)
+        # Eager mode (CPU) runs the label search only on the utterances still searching; the static
+        # shapes that compile and CUDA graphs need evaluate every row (the same step function).
+        lp = _Loop(model, enc, lengths, state, self.window, self.max_symbols, self.precompute,
+                   compact=mode == "eager")
+        run = StepRunner(mode, _Loop.STATE)
+        (_label_loop if self.loop == "labels" else _frame_loop)(lp, run)
+        _checks.check_greedy_scores(lp.hyps.scores)
+        return GreedyState(pred_state=lp.pred_state, dec_out=lp.dec_out, skip=(lp.t - lengths).clamp(min=0),
+                           offset=lp.offset + lengths, hyps=lp.hyps)
+
+
 def greedy(
     model: TransducerModel,
     encoder_output: torch.Tensor,
@@ -354,53 +444,22 @@ def greedy(
     return_state: bool = False,
     acceleration: str | None = None,
 ) -> list[Hypothesis] | tuple[list[Hypothesis], GreedyState]:
-    """Batched greedy decoding of RNN-T / TDT encoder output, exact w.r.t. :func:`reference_greedy`.
+    """``GreedyDecoder(model, ...).decode(encoder_output, lengths)``: one hypothesis per utterance of
+    ``encoder_output [B, T, D]`` (``lengths [B]``, default all ``T``); arguments as :class:`GreedyDecoder`.
 
-    Args:
-        model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
-        encoder_output: ``[B, T, D]`` encoder output (not projected).
-        lengths: ``[B]`` valid frames per utterance (default: all ``T``).
-        loop: "labels" (label-looping) or "frames" (frame-looping baseline).
-        window: WIND window size (RNN-T label-looping); 1 disables WIND.
-        max_symbols: at most this many labels per frame (then time advances; default 10, as
-            NeMo); None = no limit (a model that never emits blank then fails after
-            ``MAX_SYMBOLS_GUARD`` labels on one frame).
-        precompute_projections: project encoder output once and each label once (paper 3.4);
-            False projects inside every joint call (the baseline of the paper's Table 4).
-        tokenizer: fills ``Hypothesis.text`` when given.
-        state: the state returned by the previous chunk (streaming); its batch must match.
-        return_state: also return the state to carry into the next chunk.
-        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
-
-    Returns:
-        ``B`` hypotheses (for a streaming call: everything decoded so far, timestamps in global
-        frames), and the carried :class:`GreedyState` when ``state`` or ``return_state`` is given.
+    Deprecated streaming flags (they warn): ``state=`` (the previous chunk's state) and
+    ``return_state=True``; such a call returns ``(hypotheses so far, new state)``. Use
+    ``dec.init_state`` / ``dec.advance`` / ``dec.finalize`` instead.
     """
-    enc = _check_args(model, encoder_output, loop, window, max_symbols, tokenizer)
-    B, T, _ = enc.shape
-    lengths = check_lengths(lengths, B, T, device=enc.device)
-    streaming = state is not None or return_state
-    if state is None:
-        state = _initial_state(model, B, max(T // 2, 8), enc)
-    elif state.dec_out.shape[0] != B:
-        raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
-    if B and T:
-        check_joint_width(model, model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
-    mode = resolve_mode(acceleration, enc.device)
-    # Eager mode (CPU) runs the label search only on the utterances still searching; the static
-    # shapes that compile and CUDA graphs need evaluate every row (the same step function).
-    lp = _Loop(model, enc, lengths, state, window, max_symbols, precompute_projections, compact=mode == "eager")
-    run = StepRunner(mode, _Loop.STATE)
-    (_label_loop if loop == "labels" else _frame_loop)(lp, run)
-    _checks.check_greedy_scores(lp.hyps.scores)
-    hyps = attach_text(lp.hyps.to_hypotheses(), tokenizer)
-    if not streaming:
-        return hyps
-    new_state = GreedyState(
-        pred_state=lp.pred_state,
-        dec_out=lp.dec_out,
-        skip=(lp.t - lengths).clamp(min=0),
-        offset=lp.offset + lengths,
-        hyps=lp.hyps,
-    )
-    return hyps, new_state
+    dec = GreedyDecoder(model, loop=loop, window=window, max_symbols=max_symbols,
+                        precompute_projections=precompute_projections, tokenizer=tokenizer, acceleration=acceleration)
+    if state is None and not return_state:
+        return dec.decode(encoder_output, lengths)
+    warnings.warn("transducer.greedy(state=, return_state=) is deprecated: use GreedyDecoder(model, ...) with "
+                  "init_state(batch), advance(state, chunk, lengths) and finalize(state) (partial(state) so far)",
+                  DeprecationWarning, stacklevel=2)
+    if state is not None and not isinstance(state, GreedyState):
+        raise DecodingInputError(f"state must be a GreedyState, got {type(state).__name__}")
+    with torch.inference_mode():
+        new_state = dec._advance(state, encoder_output, lengths)
+    return dec.partial(new_state), new_state

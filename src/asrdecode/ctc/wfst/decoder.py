@@ -11,6 +11,7 @@ token) entries appended per frame; the 1-best is traced back after the last fram
 
 from __future__ import annotations
 
+import threading
 from typing import Mapping, Sequence
 
 import torch
@@ -73,6 +74,11 @@ class WFSTDecoder:
             ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
             ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
             hypotheses, n-best lists and lattices and share the state (a stream may switch engines).
+
+    Streaming: ``state = dec.init_state(B)``, ``dec.advance(state, chunk, lengths)`` per chunk (in place),
+    ``dec.finalize(state)`` (``dec.partial(state)`` so far); ``dec(log_probs, lengths)`` is one call.
+    Threads: a decoder may be shared by threads (a search's data lives in its state, scratch arrays are
+    per thread); a state must not be advanced by two threads at once.
     """
 
     def __init__(
@@ -115,22 +121,38 @@ class WFSTDecoder:
         self._dense: tuple | None = None
         self._packed: tuple | None = None
         self._state_max: tuple | None = None
+        self._local = threading.local()  # per-thread scratch arrays (a decoder may serve several threads)
+        self._move_lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        state.pop("_move_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+        self._move_lock = threading.Lock()
 
     # -- helpers ---------------------------------------------------------------------------
     def _buffers(self, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Dense per-(utterance, state) scratch arrays for recombination (-inf / int64 max when idle)."""
-        buf = getattr(self, "_scratch", None)
+        """Dense per-(utterance, state) scratch arrays for recombination (-inf / int64 max when idle); one pair
+        per thread, so that threads sharing the decoder never write into each other's."""
+        buf = getattr(self._local, "scratch", None)
         if buf is None or buf[0].shape[0] < size or buf[0].device != device:
             buf = (torch.full((size,), _NEG, device=device), torch.full((size,), _BIG, dtype=torch.int64, device=device))
-            self._scratch = buf
+            self._local.scratch = buf
         return buf
 
     def _graph_on(self, device: torch.device) -> DecodingGraph:
         if self.graph.device != device:
-            self.graph = self.graph.to(device)
-            self._dense = None
-            self._packed = None
-            self._state_max = None
+            with self._move_lock:
+                if self.graph.device != device:
+                    self.graph = self.graph.to(device)
+                    self._dense = None
+                    self._packed = None
+                    self._state_max = None
         return self.graph
 
     def _saved_index(self, g: DecodingGraph) -> dict | None:
@@ -404,6 +426,8 @@ class WFSTDecoder:
                         h.words = [(w, fi[b][s], fi[b][e]) for w, s, e in h.words]
         return out
 
+    decode = __call__  # the one-shot name every decoder object has
+
     def init_state(
         self, batch: int, device: torch.device | str = "cpu", boosts: Sequence[Mapping[str, float] | None] | None = None,
         lattice: bool = False,
@@ -457,69 +481,76 @@ class WFSTDecoder:
                 return state
             if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
                 raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
-        dev = x.device
-        hist, boost, offset, toks, rec = state.hist, state.boost, state.offset, state.toks, state.lattice
-        S = g.num_states
+        toks = state.toks
         dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
         for t in range(T):
             live = lens[toks.b] > t
             if not bool(live.any()):
                 break
-            all_live = bool(live.all())
-            if all_live:  # (the usual case: no gathers)
-                cur, kept = toks, None
-                live_idx = dead_idx = None
-            else:
-                live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
-                cur = toks.take(live_idx)
-                kept = toks.take(dead_idx)
-            if dense is None:
-                tok, arc = _expand(g.e_ptr, cur.s)
-            else:
-                tok, arc = self._candidates(g, dense, cur, am[:, t], boost, B)
-            b = _g(cur.b, tok)
-            if rows is None:  # pragma: no cover - graphs too large for int32 rows
-                lab2 = _g(g.e_ilabel, arc) * 2 + _g(g.e_start, arc).long()
-                dst_a, word_a, arc_sc = _g(g.e_dst, arc), _g(g.e_olabel, arc), _g(g.e_score, arc)
-            else:
-                r = torch.index_select(rows, 0, arc)
-                lab2, dst_a, word_a = r[:, 0].long(), r[:, 1].long(), r[:, 2].long()
-                arc_sc = r[:, 3].contiguous().view(torch.float32)
-            lab = lab2 >> 1
-            score = _g(cur.score, tok) + arc_sc + _g(am[:, t].reshape(-1), _g(cur.b * V, tok) + lab)
-            if boost is not None:
-                score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
-            # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
-            if self.min_active:
-                sel = torch.arange(score.shape[0], device=dev)
-            else:
-                top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-                sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
-            if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
-                sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
-            tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
-            word, dst, starts = _g(word_a, sel), _g(dst_a, sel), _g(lab2, sel) & 1 == 1
-            if rec is not None:
-                graph_part = _g(g.e_score, arc)
-                if boost is not None:
-                    graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
-                cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)
-                rec.emitting(_g(cur_nid, tok), b, dst, word, lab, starts,
-                             _g(offset, b) + t, graph_part, _g(am[:, t].reshape(-1), b * V + lab), score)
-            new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
-            new = self._prune(new, B)
-            sel = new.hid
-            new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
-                               _g(starts, sel))
-            new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
-            if rec is not None:
-                nid = rec.close_step(new.b, new.s, new.score, S)
-                rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])
-            toks = new if all_live else _Tokens.cat(kept, new)
+            toks = self._frame(state, toks, live, am[:, t], t, dense, rows)
         state.toks = toks
-        state.offset = offset + lens
+        state.offset = state.offset + lens
         return state
+
+    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor, am_t: torch.Tensor, t: int,
+               dense: tuple | None, rows: torch.Tensor | None) -> _Tokens:
+        """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``)
+        expanded over their emitting arcs scored with ``am_t [B, V]`` (scaled log-probs), pruned, recorded in
+        the state's history (and lattice), epsilon-closed. Returns the new tokens."""
+        g, B, V, dev = self.graph, state.batch, am_t.shape[1], am_t.device
+        hist, boost, offset, rec, S = state.hist, state.boost, state.offset, state.lattice, g.num_states
+        all_live = bool(live.all())
+        if all_live:  # (the usual case: no gathers)
+            cur, kept = toks, None
+            live_idx = dead_idx = None
+        else:
+            live_idx, dead_idx = torch.nonzero(live).squeeze(1), torch.nonzero(~live).squeeze(1)
+            cur = toks.take(live_idx)
+            kept = toks.take(dead_idx)
+        if dense is None:
+            tok, arc = _expand(g.e_ptr, cur.s)
+        else:
+            tok, arc = self._candidates(g, dense, cur, am_t, boost, B)
+        b = _g(cur.b, tok)
+        if rows is None:  # pragma: no cover - graphs too large for int32 rows
+            lab2 = _g(g.e_ilabel, arc) * 2 + _g(g.e_start, arc).long()
+            dst_a, word_a, arc_sc = _g(g.e_dst, arc), _g(g.e_olabel, arc), _g(g.e_score, arc)
+        else:
+            r = torch.index_select(rows, 0, arc)
+            lab2, dst_a, word_a = r[:, 0].long(), r[:, 1].long(), r[:, 2].long()
+            arc_sc = r[:, 3].contiguous().view(torch.float32)
+        lab = lab2 >> 1
+        score = _g(cur.score, tok) + arc_sc + _g(am_t.reshape(-1), _g(cur.b * V, tok) + lab)
+        if boost is not None:
+            score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
+        # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
+        if self.min_active:
+            sel = torch.arange(score.shape[0], device=dev)
+        else:
+            top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
+            sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+        if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
+            sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
+        tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
+        word, dst, starts = _g(word_a, sel), _g(dst_a, sel), _g(lab2, sel) & 1 == 1
+        if rec is not None:
+            graph_part = _g(g.e_score, arc)
+            if boost is not None:
+                graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
+            cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)
+            rec.emitting(_g(cur_nid, tok), b, dst, word, lab, starts,
+                         _g(offset, b) + t, graph_part, _g(am_t.reshape(-1), b * V + lab), score)
+        new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
+        new = self._prune(new, B)
+        sel = new.hid
+        new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
+                           _g(starts, sel))
+        new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
+        if rec is not None:
+            nid = rec.close_step(new.b, new.s, new.score, S)
+            rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])
+        return new if all_live else _Tokens.cat(kept, new)
 
     def hypotheses(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
         """The 1-best of each utterance so far (final weights applied; the state is not changed).
@@ -540,6 +571,15 @@ class WFSTDecoder:
         if return_lattice:
             return hyps, [None if lat is None else lat.to_kaldi() for lat in lats]
         return hyps
+
+    def partial(self, state: "WFSTStreamState") -> list[Hypothesis]:
+        """The 1-best of each utterance so far (the same as :meth:`hypotheses` without options)."""
+        return self.hypotheses(state)
+
+    def finalize(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
+        """The results at the end of the streams: :meth:`hypotheses` (token passing needs no end step; the
+        graph's final weights are applied to every read-out). ``nbest`` / ``return_lattice`` as there."""
+        return self.hypotheses(state, nbest=nbest, return_lattice=return_lattice)
 
     def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
         toks, g = state.toks, self.graph

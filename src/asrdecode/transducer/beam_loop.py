@@ -1,0 +1,284 @@
+"""The loop state of one batched transducer beam search call (ALSD++, AES++, WIND; torch or native engine).
+
+:class:`_BeamLoop` holds the ``[B, S]`` hypothesis tensors of a call (``S = beam``, WIND: ``(window + 1) *
+beam``), the prediction-network and fusion states of every hypothesis and the backpointer tree. Its
+:meth:`~_BeamLoop.step` is one search step: :func:`~asrdecode.transducer.beam_alsd.alsd_step`,
+:func:`~asrdecode.transducer.beam_wind.wind_step`, or the native engine's step; :meth:`~_BeamLoop.predict_step`
+then runs the prediction network for the hypotheses that emitted. :class:`SearchSettings` are the checked
+settings of a search (one per decoder object, shared read-only by its calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..beam_hyps import EMPTY_HASH, BeamTree
+from ..fusion import FusionScorer
+from ..results import Hypothesis
+from .beam_alsd import alsd_step
+from .beam_state import _CARRIED, BeamState
+from .beam_wind import wind_step
+from .durations import DurationRule
+from .model import TransducerModel
+
+__all__ = ["SearchSettings"]
+
+_NEG_INF = float("-inf")
+#: steps the preallocated tree of the static path holds at first (None: ``max(64, 2 * frames)``); it doubles
+_TREE_CAPACITY: int | None = None
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The checked settings of one beam search (see :class:`~asrdecode.transducer.BeamSearchDecoder`)."""
+
+    beam: int
+    method: str
+    scorer: FusionScorer
+    blank_scoring: str
+    pruning: str
+    max_symbols: int | None
+    beta: float
+    window: int  # 1 unless method == "wind"
+    gamma: float | None
+
+    @property
+    def config(self) -> tuple[int, str, int]:
+        """What a carried :class:`BeamState` must have been made with: (beam, method, window)."""
+        return (self.beam, self.method, self.window)
+
+
+class _BeamLoop:
+    """Loop state of one batched beam search: ``[B, S]`` tensors updated by :meth:`step`.
+
+    With ``static=True`` (torch.compile, CUDA graphs) the tree is preallocated and written in place
+    (:meth:`BeamTree.write`), and the driver's static step (step + prediction network for every row)
+    is the whole step: static shapes, no host synchronisation.
+    """
+
+    #: the attributes a step replaces (for CUDA graphs: the static buffers); the tree is written in place
+    STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states",
+             "emitted", "labels", "active", "tree")
+
+    def __init__(
+        self,
+        model: TransducerModel,
+        enc_proj: torch.Tensor,
+        lengths: torch.Tensor,
+        settings: SearchSettings,
+        carried: BeamState | None = None,
+        offset: torch.Tensor | None = None,
+        final: torch.Tensor | None = None,
+        static: bool = False,
+        native: bool = False,
+    ) -> None:
+        B, T, _ = enc_proj.shape
+        dev = enc_proj.device
+        self.model, self.B, self.K, self.T = model, B, settings.beam, T
+        self._init_settings(model, settings, dev)
+        self.dtype = enc_proj.dtype
+        self.enc_proj = enc_proj  # [B, T, H]
+        self.lengths = lengths[:, None]  # [B, 1]
+        self.final = torch.ones((B, 1), dtype=torch.bool, device=dev) if final is None else final[:, None]
+        self.offset = (torch.zeros(B, dtype=torch.long, device=dev) if offset is None else offset)[:, None]
+        self._init_indices(dev)
+        self._init_hypotheses(carried is None, dev)
+        self.static = static
+        self.compact = not static and dev.type == "cpu"  # CPU eager: per-step row subsets (host syncs)
+        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T)
+        self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
+        self._carried_tree: BeamTree | None = None
+        if carried is not None:
+            for name in _CARRIED:
+                setattr(self, name, carried.hyps[name])
+            if static:
+                self._carried_tree = carried.tree
+            else:
+                self.tree = carried.tree
+        self.active = self._expanding()
+        # the native engine runs the steps' bookkeeping (the networks stay torch calls)
+        self.native = native and not static
+        self._engine: Any = None
+        if self.native:
+            from ..native.transducer_beam import NativeBeamStep
+            from ..native.transducer_wind import NativeWindStep
+
+            self._enc_rows = enc_proj.reshape(B * T, enc_proj.shape[-1])  # [B*T, H]: row b * T + frame
+            self._engine = NativeWindStep(self, self.scorer) if self.wind else NativeBeamStep(self, self.scorer)
+
+    def _init_settings(self, model: TransducerModel, s: SearchSettings, dev: torch.device) -> None:
+        """The search's settings as the steps read them (durations, method flags, fusion weights)."""
+        self.V, self.blank = model.vocab_size, model.blank_id
+        self.rule = DurationRule.of(model)  # advance rule and tree data = frame * pack + duration
+        self.tdt = self.rule.tdt
+        self.D = len(self.rule.values)
+        self.dvals = torch.tensor(self.rule.values, dtype=torch.long, device=dev)
+        self.wind = s.method == "wind"
+        self.aes = s.method in ("aes", "wind")  # both expand only the hypotheses on the earliest frame
+        self.window = s.window
+        self.gamma = s.gamma  # WIND's expansion threshold (None: off)
+        self.win = torch.arange(s.window, device=dev)
+        self.early = s.pruning == "early"
+        self.scorer = s.scorer
+        self.fused = s.scorer.num_models > 0
+        self.lam = float(sum(s.scorer.weights))
+        self.lm_weighted = s.blank_scoring == "lm_weighted" and self.lam != 0.0
+        self.beta = float(s.beta)
+        self.max_symbols = s.max_symbols
+
+    def _init_indices(self, dev: torch.device) -> None:
+        """Slot layout: ``S = K`` slots per utterance; WIND: a ring of ``window + 1`` frame lists of ``K``
+        (slot ``r * K + k`` holds a hypothesis whose global frame is ``r`` modulo ``window + 1``)."""
+        B, K = self.B, self.K
+        self.R = self.window + 1 if self.wind else 1
+        S = self.S = self.R * K
+        self.b_idx = torch.arange(B, device=dev)[:, None]  # [B, 1]
+        self.flat_base = (torch.arange(B, device=dev) * S)[:, None]  # [B, 1]
+        self.k_idx = torch.arange(K, device=dev)[None, :]  # [1, K]
+        self.r_idx = torch.arange(self.R, device=dev)[None, :, None]  # [1, R, 1]
+        self.slot_idx = torch.arange(S, device=dev)[None, :]  # [1, S]
+        self.slot_list = self.slot_idx // K  # [1, S]: the frame list of each slot
+
+    def _init_hypotheses(self, fresh: bool, dev: torch.device) -> None:
+        """The start of a search: one empty hypothesis per utterance (slot 0), fusion states; with
+        ``fresh``, the blank-primed prediction-network state of every slot (else it is carried)."""
+        B, S, model = self.B, self.S, self.model
+        N = B * S
+        self.score = torch.full((B, S), _NEG_INF, dtype=self.dtype, device=dev)
+        self.score[:, 0] = 0.0
+        zeros = torch.zeros((B, S), dtype=torch.long, device=dev)
+        self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
+        self.hash = torch.full((B, S), EMPTY_HASH, dtype=torch.long, device=dev)
+        self.last = torch.full((B, S), self.blank, dtype=torch.long, device=dev)
+        if fresh:  # every slot starts from the same blank-primed state: one row computed, then copied
+            dec, first = model.predict(torch.full((1,), self.blank, dtype=torch.long, device=dev),
+                                       model.initial_state(1, device=dev, dtype=self.dtype))
+            same = torch.zeros(N, dtype=torch.long, device=dev)
+            self.pred_state = model.select_state(first, same)
+            self.dec_proj = model.project_decoder(dec).index_select(0, same)  # [N, H]
+        # per-utterance models (stacked boosting trees) get the utterance of each hypothesis;
+        # a single tree serves every utterance
+        stacked = any(int(getattr(m, "num_trees", 1)) > 1 for m in self.scorer.models)
+        utt = torch.arange(B, device=dev).repeat_interleave(S) if stacked else None
+        self.lm_states = self.scorer.initial(N, dev, utterances=utt)  # [N, M]
+        self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
+        self.labels = torch.full((N,), self.blank, dtype=torch.long, device=dev)
+
+    def _expanding(self) -> torch.Tensor:
+        """``[B, K]``: the hypotheses the next step expands.
+
+        ALSD: every active one; AES / WIND: the active ones on the earliest frame. Before the last
+        chunk (``final=False``) an utterance whose next step needs frames not received yet pauses:
+        ALSD when a hypothesis has reached the chunk end, WIND when the window passes it (AES never
+        reads past the earliest frame), so chunked decoding takes the whole-utterance steps.
+        """
+        valid = self.score > _NEG_INF
+        active = valid & (self.time < self.lengths)
+        if not self.aes:
+            return active & (self.final | ~(valid & (self.time >= self.lengths)).any(dim=1, keepdim=True))
+        big = torch.iinfo(torch.long).max
+        tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
+        expand = active & (self.time == tmin)
+        if self.wind:  # [B, 1]: the utterances whose next step pops their earliest frame's list
+            return active.any(dim=1, keepdim=True) & (self.final | (tmin + self.window <= self.lengths))
+        return expand
+
+    # -- one step: expand, select, merge, update ---------------------------------------------
+
+    # -- one step: expand, select, merge, update ---------------------------------------------
+
+    def step(self) -> None:
+        """One search step (native engine, WIND, or ALSD++ / AES++)."""
+        if self._engine is not None:
+            self._native_wind_step() if self.wind else self._native_step()
+        elif self.wind:
+            wind_step(self)
+        else:
+            alsd_step(self)
+
+    def _native_step(self) -> None:
+        """One ALSD++ / AES++ step with the bookkeeping on the native engine: the joint on the expanding
+        slots' frames (torch), the engine's step (in place), the prediction-network states moved to their
+        hypotheses; :meth:`predict_step` then runs the network on the emitting rows."""
+        eng = self._engine
+        n = eng.num_active  # the joint on the expanding slots only
+        enc = self._enc_rows.index_select(0, eng.frame_rows[:n])  # [n, H]
+        dec = self.dec_proj if n == self.dec_proj.shape[0] else self.dec_proj.index_select(0, eng.joint_rows[:n])
+        logits = self.model.joint(enc, dec).to(self.dtype).contiguous()  # [n, V (+ D)]
+        eng.run(logits)
+        parent = eng.parent_flat
+        self.pred_state = self.model.select_state(self.pred_state, parent)
+        self.dec_proj = self.dec_proj.index_select(0, parent)
+        self.emitted, self.labels = eng.emitted, eng.labels
+        self._selected_ok = eng.selected_ok
+
+    def _native_wind_step(self) -> None:
+        """One WIND step with the bookkeeping on the native engine: the popped hypotheses' joint over their
+        window (torch), the engine's step (in place), the prediction-network states moved to their
+        hypotheses; :meth:`predict_step` then runs the network on the emitting rows."""
+        eng = self._engine
+        m = eng.pop()
+        enc = self._enc_rows.index_select(0, eng.enc_rows[:m])  # [m, H]
+        dec = self.dec_proj.index_select(0, eng.dec_rows[:m])
+        logits = self.model.joint(enc, dec).to(self.dtype).contiguous()  # [m, V]
+        eng.run(logits)
+        parent = eng.parent_flat
+        self.pred_state = self.model.select_state(self.pred_state, parent)
+        self.dec_proj = self.dec_proj.index_select(0, parent)
+        self.emitted, self.labels = eng.emitted, eng.labels
+
+    def _record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        if self.static:
+            self.tree.write(tokens, parents, data)  # in place; the driver reserves and counts the step
+        else:
+            self.tree.record(tokens, parents, data)
+
+    def finish(self) -> None:
+        """After the last step: the tree in list form, appended to the carried tree (streaming)."""
+        if not self.static:
+            return
+        done = self.tree.materialize()
+        if self._carried_tree is not None:
+            self._carried_tree.extend(done)
+            done = self._carried_tree
+        self.tree = done
+
+    def predict_step(self, rows: torch.Tensor | None = None) -> None:
+        """The prediction network, once for all ``B*S`` hypotheses (or only ``rows [n]``, the emitting
+        ones: CPU eager); kept where a label was emitted."""
+        if rows is None:
+            out, st_new = self.model.predict(self.labels, self.pred_state)
+            self.pred_state = self.model.replace_state(self.pred_state, st_new, self.emitted)
+            self.dec_proj = torch.where(self.emitted[:, None], self.model.project_decoder(out), self.dec_proj)
+            return
+        out, st_new = self.model.predict(self.labels[rows], self.model.select_state(self.pred_state, rows))
+        back = torch.zeros(self.labels.shape[0], dtype=torch.long, device=rows.device)
+        back[rows] = torch.arange(rows.shape[0], device=rows.device)  # each row's place in the subset
+        self.pred_state = self.model.replace_state(self.pred_state, self.model.select_state(st_new, back), self.emitted)
+        self.dec_proj = self.dec_proj.index_copy(0, rows, self.model.project_decoder(out).to(self.dec_proj.dtype))
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def results(self, nbest: int) -> list[list[Hypothesis]]:
+        final = self.score
+        if self.fused:
+            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.S)
+        vals, slots = final.topk(nbest, dim=1)
+        slots = torch.where(vals > _NEG_INF, slots, -1)
+        seqs = self.tree.backtrack(slots)
+        vals_l = vals.tolist()
+        out: list[list[Hypothesis]] = []
+        for b in range(self.B):
+            row = []
+            for n in range(nbest):
+                if vals_l[b][n] == _NEG_INF:
+                    continue
+                toks, data = seqs[b][n]
+                frames, durations = self.rule.unpack_data(data)
+                row.append(Hypothesis(tokens=toks, timestamps=frames, score=float(vals_l[b][n]), durations=durations))
+            out.append(row)
+        return out
+
