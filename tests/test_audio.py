@@ -71,6 +71,21 @@ def test_resample_identity_and_bad_args() -> None:
         resample(x, 0, 16000)
     with pytest.raises(DecodingInputError, match="audio"):
         resample(torch.randn(2, 100), 8000, 16000)
+    with pytest.raises(DecodingInputError, match="differ by more than x48"):
+        resample(x, 1000, 384_000)
+    with pytest.raises(DecodingInputError, match="orig_sr must be an int"):
+        resample(x, 16000.5, 16000)
+    with pytest.raises(DecodingInputError, match="taps"):
+        resample(x, 8000, 16000, taps=10**9)
+
+
+def test_resample_work_bound(monkeypatch) -> None:
+    import asrdecode.audio as audio_mod
+
+    monkeypatch.setattr(audio_mod, "MAX_RESAMPLE_WORK", 10**5)
+    with pytest.raises(DecodingInputError, match="filter taps, over the bound"):
+        resample(torch.randn(8000), 8000, 16000)  # 16000 outputs x 49 taps
+    assert resample(torch.randn(800), 8000, 16000).shape == (1600,)  # 1600 x 49 taps
 
 
 def test_bad_files(tmp_path: Path) -> None:
@@ -91,16 +106,16 @@ def test_pad_batch() -> None:
         pad_batch([torch.ones(3), torch.ones(2, 2)])
 
 
-@pytest.mark.parametrize("sr", [1, 8, 999, 384_001, 2**31 - 1])
+@pytest.mark.parametrize("sr", [1, 8, 999, 1000, 7999, 384_001, 2**31 - 1])
 def test_implausible_sample_rate_is_a_named_error(tmp_path: Path, sr: int) -> None:
-    """A header claiming 1 Hz would be resampled x16000 (minutes of work): refused, naming the file."""
+    """A header claiming 1 Hz (or 1000 Hz) would be upsampled x16000 (x16): refused, naming the file."""
     p = tmp_path / "rate.wav"
     _write(p, np.zeros(8000), sr)
-    with pytest.raises(FileFormatError, match=r"rate\.wav: sample rate .* outside 1000\.\.384000 Hz"):
+    with pytest.raises(FileFormatError, match=r"rate\.wav: sample rate .* outside 8000\.\.384000 Hz"):
         read_audio(p)
 
 
-@pytest.mark.parametrize("sr", [1000, 8000, 384_000])
+@pytest.mark.parametrize("sr", [8000, 44_100, 384_000])
 def test_sample_rate_bounds_are_inclusive(tmp_path: Path, sr: int) -> None:
     p = tmp_path / "ok.wav"
     _write(p, np.zeros(sr // 100), sr)

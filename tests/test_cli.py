@@ -312,28 +312,37 @@ def test_transcribe_rnnt_beam(capsys) -> None:
 
 
 @needs_rnnt
-@pytest.mark.parametrize("method,window,gamma", [("aes", 1, None), ("wind", 3, None), ("wind", 8, 0.5)])
+@pytest.mark.parametrize("method,window,gamma", [("aes", None, None), ("wind", 3, None), ("wind", 8, 0.5),
+                                                 ("wind", None, None)])
 def test_transcribe_beam_method_equals_the_library_call(capsys, method, window, gamma) -> None:
     from asrdecode.models import load
     from asrdecode.transducer import beam_search
 
     code, out, _ = run(capsys, "transcribe", CLIP, "--model", "demo-rnnt", "--decoder", "beam", "--beam", "2",
-                       "--method", method, "--window", window, "--format", "json",
+                       "--method", method, "--format", "json", *(["--window", window] if window else []),
                        *(["--expansion-gamma", gamma] if gamma is not None else []))
     assert code == 0
     demo = load("demo-rnnt")
     with torch.inference_mode():
         enc, n = demo.encode([read_audio(CLIP)])
-        kw = {"window": window, "expansion_gamma": gamma} if method == "wind" else {}
+        # no --window with --method wind: the library's window (8), one default everywhere
+        kw = {"window": window or 8, "expansion_gamma": gamma} if method == "wind" else {}
         hyp = beam_search(demo.model, enc, n, beam=2, method=method, tokenizer=demo.tokenizer, **kw)[0][0]
     assert json.loads(out)["text"] == hyp.text
 
 
 @pytest.mark.parametrize("argv,message", [
     (["--model", "demo-rnnt", "--decoder", "beam", "--window", "4"], "needs --method wind"),
-    (["--model", "demo-ctc", "--decoder", "beam", "--method", "wind"], "CTC prefix beam search"),
+    (["--model", "demo-ctc", "--decoder", "beam", "--method", "wind"], "--method does not apply"),
+    (["--model", "demo-rnnt", "--decoder", "beam", "--method", "aes", "--window", "1"], "needs --method wind"),
+    (["--model", "demo-rnnt", "--beam", "4"], "--beam does not apply to --decoder greedy"),
+    (["--model", "demo-ctc", "--decoder", "beam", "--beta", "1"], "--beta needs --lm or --word-lm"),
+    (["--model", "demo-ctc", "--decoder", "beam", "--word-bonus", "1"], "--word-bonus needs --word-lm"),
+    (["--model", "demo-ctc", "--nbest", "2"], "--nbest does not apply to --decoder greedy"),
+    (["--model", "demo-ctc", "--decoder", "beam", "--nbest", "2"], "--nbest 2 needs --format json"),
+    (["--model", "demo-rnnt", "--max-symbols", "0"], "--max-symbols must be an int >= 1"),
     (["--model", "demo-rnnt", "--decoder", "beam", "--expansion-gamma", "1"], "--method wind"),
-    (["--model", "demo-rnnt", "--expansion-gamma", "1"], "--method wind"),
+    (["--model", "demo-rnnt", "--expansion-gamma", "1"], "does not apply to --decoder greedy"),
     (["--model", "demo-rnnt", "--decoder", "beam", "--method", "wind", "--expansion-gamma", "-1"], "finite number >= 0"),
 ])
 def test_beam_method_and_window_misuse(capsys, argv, message) -> None:
@@ -349,18 +358,17 @@ def test_transcribe_long_audio_goes_through_the_streaming_path(capsys, model, de
 
     long_wave = read_audio(CLIP2)
     assert long_wave.numel() > 2 * 16000
-    code, out, _ = run(capsys, "transcribe", CLIP2, CLIP, "--model", model, "--decoder", decoder, "--beam", "4",
+    beam = ["--beam", "4"] if decoder == "beam" else []
+    code, out, _ = run(capsys, "transcribe", CLIP2, CLIP, "--model", model, "--decoder", decoder, *beam,
                        "--long-audio-seconds", "2", "--format", "json")
     assert code == 0
     recs = json.loads(out)
     bundle = load(model)
-    kw = {"beam": 4} if decoder == "beam" else {}
-    if decoder == "beam" and model == "demo-ctc":
-        kw["beta"] = 2.0  # demo-ctc's tuned bonus (decode_defaults)
+    kw = {"beam": 4} if decoder == "beam" else {}  # no LM: demo-ctc's LM-tuned beta does not apply
     with torch.inference_mode():
         want = StreamDecoder(bundle, decoder=decoder, **kw).offline(long_wave)
     assert recs[0]["text"] == want.text and [t["id"] for t in recs[0]["tokens"]] == want.tokens
-    code, out, _ = run(capsys, "transcribe", CLIP, "--model", model, "--decoder", decoder, "--beam", "4",
+    code, out, _ = run(capsys, "transcribe", CLIP, "--model", model, "--decoder", decoder, *beam,
                        "--format", "json")
     assert json.loads(out)["text"] == recs[1]["text"]  # the short file: the whole-file pipeline
     assert "--long-audio-seconds" in bad(capsys, "transcribe", CLIP, "--long-audio-seconds", "0")

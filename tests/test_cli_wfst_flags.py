@@ -45,4 +45,4 @@ def test_wfst_flags(tmp_path, capsys, monkeypatch):
     assert main(base + ["--min-active", "-1"]) == 2
     assert "--min-active" in capsys.readouterr().err
     assert main(base + ["--wfst-beam", "-1"]) == 2
-    assert "wfst_beam" in capsys.readouterr().err
+    assert "--wfst-beam must be a finite number > 0" in capsys.readouterr().err

@@ -194,3 +194,12 @@ def test_run_evaluation_batches_scores_and_times(tmp_path: Path) -> None:
     bad_decode = lambda x, n: []  # noqa: E731
     with pytest.raises(DecodingInputError, match="hypotheses"):
         run_evaluation(entries, encode, bad_decode, read=read)
+
+
+def test_read_manifest_takes_a_folder_holding_manifest_jsonl(tmp_path):
+    from asrdecode.evaluate import read_manifest
+
+    real = read_manifest("data/real")  # the shipped folder: its manifest.jsonl
+    assert real == read_manifest("data/real/manifest.jsonl")
+    with pytest.raises(FileFormatError, match="folder without a manifest.jsonl"):
+        read_manifest(tmp_path)

@@ -77,11 +77,16 @@ def test_missing_hama_names_the_extra(monkeypatch) -> None:
     assert issubclass(HamaMissingError, ImportError)
 
 
-def test_default_model_follows_hama(monkeypatch) -> None:
+def test_default_model_follows_hama(monkeypatch, capsys) -> None:
     monkeypatch.setattr(models, "find_spec", lambda name: None)
+    monkeypatch.setattr(models, "_fallback_noted", False)
     assert models.default_model() == "demo-rnnt"
+    assert models.default_model() == "demo-rnnt"
+    notice = capsys.readouterr().err.splitlines()
+    assert len(notice) == 1 and "hama is not installed" in notice[0] and "demo-rnnt" in notice[0]  # once
     monkeypatch.setattr(models, "find_spec", lambda name: object())
     assert models.default_model() == "phone-ctc"
+    assert capsys.readouterr().err == ""
 
 
 def test_phone_spec_words(monkeypatch) -> None:

@@ -77,14 +77,17 @@ def test_check_bundle_names_what_is_wrong() -> None:
 # ------------------------------------------------------------------------------------ DecodeOptions
 @pytest.mark.parametrize("kw, match", [
     ({"decoder": "viterbi"}, "decoder must be one of"),
-    ({"beam": 0}, "--beam must be >= 1"),
-    ({"window": True}, "--window must be >= 1"),
+    ({"beam": 0}, "--beam must be an int >= 1"),
+    ({"window": True}, "--window must be an int >= 1"),
+    ({"max_symbols": 0}, "--max-symbols must be an int >= 1"),
+    ({"nbest": 1.5}, "--nbest must be an int >= 1"),
+    ({"engine": "gpu"}, "--engine must be one of"),
     ({"expansion_gamma": -0.5}, "--expansion-gamma must be a finite number >= 0"),
     ({"expansion_gamma": math.nan}, "--expansion-gamma must be a finite number >= 0"),
     ({"method": "mbr"}, "--method must be one of"),
     ({"lm_weight": math.nan}, "--lm-weight must be a finite number"),
     ({"beta": math.inf}, "--beta must be a finite number"),
-    ({"acoustic_scale": 0.0}, "--acoustic-scale must be > 0"),
+    ({"acoustic_scale": 0.0}, "--acoustic-scale must be a finite number > 0"),
     ({"boost": [3]}, "boost must be a list"),
     ({"lm": 3}, "--lm must be a path"),
 ])
@@ -135,16 +138,23 @@ def test_pipeline_of_a_foreign_transducer_bundle() -> None:
 
 
 @pytest.mark.parametrize("kind, opts, match", [
-    ("rnnt", DecodeOptions(decoder="wfst"), "decodes CTC output"),
-    ("ctc", DecodeOptions(window=4), "--window applies to transducer"),
-    ("ctc", DecodeOptions(decoder="beam", method="aes"), "--method chooses a transducer"),
+    ("rnnt", DecodeOptions(decoder="wfst"), "does not apply to a rnnt model"),
+    ("ctc", DecodeOptions(window=4), "--window does not apply to --decoder greedy of a ctc model"),
+    ("ctc", DecodeOptions(decoder="beam", method="aes"), "--method does not apply to --decoder beam of a ctc"),
     ("rnnt", DecodeOptions(decoder="beam", window=4), "needs --method wind"),
-    ("rnnt", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma is an option"),
-    ("ctc", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma is an option"),
+    ("rnnt", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma needs --method wind"),
+    ("ctc", DecodeOptions(decoder="beam", expansion_gamma=1.0), "--expansion-gamma does not apply"),
     ("ctc", DecodeOptions(decoder="wfst"), "needs --graph"),
-    ("ctc", DecodeOptions(lm="x.arpa"), "no such LM file"),
+    ("ctc", DecodeOptions(decoder="beam", lm="x.arpa"), "no such LM file"),
+    ("ctc", DecodeOptions(lm="x.arpa"), "--lm does not apply to --decoder greedy"),
+    ("rnnt", DecodeOptions(decoder="beam", beta=1.0), "--beta needs --lm or --word-lm"),
+    ("ctc", DecodeOptions(decoder="beam", lm_weight=0.2), "--lm-weight needs --lm"),
+    ("rnnt", DecodeOptions(max_symbols=3, decoder="beam", nbest=2, engine="torch"), None),
 ])
 def test_pipeline_rejects_what_does_not_fit_the_model(kind: str, opts: DecodeOptions, match: str) -> None:
+    if match is None:  # fits: builds
+        make_pipeline(bundle_double.DoubleBundle(kind), opts)
+        return
     with pytest.raises(ValueError, match=match):
         make_pipeline(bundle_double.DoubleBundle(kind), opts)
 
@@ -236,12 +246,16 @@ def test_bundle_decode_defaults_sit_between_the_library_defaults_and_the_user() 
     from asrdecode import cli
 
     rnnt = load_bundle("demo-rnnt")
-    assert DecodeOptions.for_bundle(rnnt).lm_weight == pytest.approx(0.5)
-    assert DecodeOptions.for_bundle(rnnt, lm_weight=0.9, beta=None).lm_weight == pytest.approx(0.9)
+    # the tuned LM weight applies with an LM only (decode_defaults never apply where they do not fit)
+    assert DecodeOptions.for_bundle(rnnt).lm_weight == pytest.approx(DecodeOptions().lm_weight)
+    assert DecodeOptions.for_bundle(rnnt, decoder="beam", lm="x.arpa").lm_weight == pytest.approx(0.5)
+    assert DecodeOptions.for_bundle(rnnt, decoder="beam", lm="x", lm_weight=0.9, beta=None).lm_weight == \
+        pytest.approx(0.9)
     assert DecodeOptions.for_bundle(None).lm_weight == pytest.approx(DecodeOptions().lm_weight)
-    args = cli.build_parser().parse_args(["transcribe", "x.wav", "--model", "demo-tdt", "--beta", "0.25"])
+    args = cli.build_parser().parse_args(["transcribe", "x.wav", "--model", "demo-tdt", "--decoder", "beam",
+                                          "--lm", "x.arpa", "--beta", "0.25"])
     opts = cli.decode_options(args, load_bundle("demo-tdt"))
-    assert (opts.lm_weight, opts.beta, opts.decoder, opts.beam) == (pytest.approx(0.3), 0.25, "greedy", 8)
+    assert (opts.lm_weight, opts.beta, opts.decoder, opts.beam) == (pytest.approx(0.3), 0.25, "beam", 8)
     b = bundle_double.ctc_bundle()
     b.decode_defaults = {"decoder": "beam", "beam": 3}
     assert DecodeOptions.for_bundle(b).beam == 3 and DecodeOptions.for_bundle(b, decoder="greedy").decoder == "greedy"

@@ -50,16 +50,20 @@ def test_no_decoder_means_the_bundle_defaults(tmp_path):
     assert decoder == "wfst" and isinstance(opts["graph"], DecodingGraph)
     assert opts["acoustic_scale"] == pytest.approx(1.3) and opts["beam"] == pytest.approx(9.0)
     assert opts["max_active"] == 77
-    # naming the default decoder is the same; given options win over the tuned ones
-    decoder, opts = bundle_decoding(bundle, "wfst", {"beam": 5.0, "max_active": 9})
+    # naming the default decoder is the same; given options (registry names, as transcribe's) win
+    decoder, opts = bundle_decoding(bundle, "wfst", {"wfst_beam": 5.0, "max_active": 9})
     assert decoder == "wfst" and opts["beam"] == 5.0 and opts["max_active"] == 9 and opts["acoustic_scale"] == 1.3
     # another graph file replaces the bundle's
     other = _graph(tmp_path, "other.pt")
     _, opts = bundle_decoding(bundle, None, {"graph": str(other)})
     assert isinstance(opts["graph"], DecodingGraph) and opts["graph"].num_states > 0
-    # another decoder: none of the tuned WFST options
+    # another decoder: none of the tuned WFST options; the registry's defaults (as transcribe's)
     assert bundle_decoding(bundle, "greedy", {}) == ("greedy", {})
-    assert bundle_decoding(bundle, "beam", {"beam": 4}) == ("beam", {"beam": 4})
+    assert bundle_decoding(bundle, "beam", {"beam": 4}) == ("beam", {"beam": 4, "beta": 0.0, "engine": "auto",
+                                                                     "fusion": []})
+    # `beam` is the beam search's hypothesis count; the WFST score beam is wfst_beam
+    with pytest.raises(ValueError, match="--wfst-beam"):
+        bundle_decoding(bundle, "wfst", {"beam": 5.0})
 
 
 def test_bundles_without_defaults_keep_greedy(tmp_path):
@@ -96,10 +100,10 @@ def test_server_default_model_is_the_cli_default():
 
 def test_cli_serve_wfst_without_a_graph(monkeypatch, capsys):
     # a model with no graph of its own still needs --graph for --decoder wfst
-    monkeypatch.setattr(cli, "_load_model", lambda spec: bundle_double.ctc_bundle())
+    monkeypatch.setattr("asrdecode.models.load_bundle", lambda spec, **kw: bundle_double.ctc_bundle())
     monkeypatch.setattr(server, "bind_socket", lambda *a: pytest.fail("must fail before binding"))
     assert cli.main(["serve", "--model", "x", "--decoder", "wfst"]) == 2
     assert "needs --graph" in capsys.readouterr().err
     # --beam with no --decoder is read for the model's default decoder (greedy here: refused)
     assert cli.main(["serve", "--model", "x", "--beam", "4"]) == 2
-    assert "--beam applies to --decoder beam or wfst" in capsys.readouterr().err
+    assert "--beam does not apply to --decoder greedy" in capsys.readouterr().err

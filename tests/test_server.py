@@ -422,13 +422,16 @@ def test_serve_takes_the_word_lm(tmp_path):
     assert len(found) == 1 and abs(found[0][1] - 0.4) < 1e-9
     svc = server_mod.build_service(cfg)  # the StreamDecoder takes it
     assert svc.config.decoder == "beam"
-    with pytest.raises(CLIError, match="--decoder beam"):
-        config("--decoder", "greedy", "--word-lm", str(arpa))
-    with pytest.raises(CLIError, match="apply with --word-lm"):
-        config("--decoder", "beam", "--word-bonus", "1")
+    # misuse is refused where the options are resolved (as transcribe resolves them), before serving
+    with pytest.raises(DecodingInputError, match="--word-lm does not apply to --decoder greedy"):
+        server_mod.build_service(config("--decoder", "greedy", "--word-lm", str(arpa)))
+    with pytest.raises(DecodingInputError, match="--word-bonus needs --word-lm"):
+        server_mod.build_service(config("--decoder", "beam", "--word-bonus", "1"))
     with pytest.raises(FileFormatError, match="no such word LM"):
-        config("--decoder", "beam", "--word-lm", str(tmp_path / "missing.arpa"))
-    with pytest.raises(DecodingInputError, match="need word_lm"):
+        server_mod.build_service(config("--decoder", "beam", "--word-lm", str(tmp_path / "missing.arpa")))
+    with pytest.raises(CLIError, match="decoder_options"):  # ill-typed: refused by ServerConfig itself
+        config("--decoder", "beam", "--option", 'beam="2"')
+    with pytest.raises(DecodingInputError, match="--word-bonus needs --word-lm"):
         server_mod.bundle_decoding(load_bundle("demo-ctc"), "beam", {"word_bonus": 1.0})
     with pytest.raises(DecodingInputError):  # a word LM on a decoder without fusion
         server_mod.bundle_decoding(load_bundle("demo-ctc"), "greedy", {"word_lm": str(arpa)})

@@ -3,8 +3,9 @@
 Only the standard library (``wave``) and torch are needed for PCM wav files; other formats
 (flac, ogg, float wav) are read with ``soundfile`` when it is installed.
 
-Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`` (1 kHz to
-384 kHz) is an error (a header claiming 1 Hz would otherwise be resampled x16000), and so is a
+Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`` (8 kHz, the
+telephone rate, to 384 kHz) is an error (a header claiming 1000 Hz would otherwise be upsampled
+x16: a 23 MB file took 1024 CPU-seconds and 1.9 GB), and so is a
 PCM wav whose data chunk holds fewer bytes than its header declares (a truncated file is never
 decoded silently as a shorter one). Both raise :class:`~asrdecode.errors.FileFormatError` naming
 the file.
@@ -22,11 +23,17 @@ import torch
 
 from .errors import DecodingInputError, FileFormatError
 
-__all__ = ["SAMPLE_RATE", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "read_audio", "resample", "pad_batch"]
+__all__ = ["SAMPLE_RATE", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RESAMPLE_RATIO", "MAX_RESAMPLE_WORK",
+           "read_audio", "resample", "pad_batch"]
 
 SAMPLE_RATE = 16000
-MIN_SAMPLE_RATE = 1_000
+MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 384_000
+#: the largest ratio between the two rates of a resampling (8 kHz <-> 384 kHz)
+MAX_RESAMPLE_RATIO = MAX_SAMPLE_RATE // MIN_SAMPLE_RATE
+#: the most filter taps one resampling may evaluate (output samples x taps each): ~10 h of 44.1 kHz
+#: audio to 16 kHz; beyond it resample() raises instead of running for hours
+MAX_RESAMPLE_WORK = 10**11
 
 
 def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -74,11 +81,13 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
 
     PCM wav files need only the standard library; other formats need ``soundfile``.
     Raises :class:`FileFormatError` (naming the file) for unreadable files, a sample rate outside
-    1 kHz..384 kHz, and a PCM wav whose data chunk is shorter than its header declares.
+    8 kHz..384 kHz, and a PCM wav whose data chunk is shorter than its header declares.
     """
     p = Path(path)
     if not p.is_file():
         raise FileFormatError(p, None, "no such audio file")
+    if p.stat().st_size == 0:
+        raise FileFormatError(p, None, "empty file (0 bytes): not audio")
     try:
         x, sr = _read_pcm_wav(p)
     except FileFormatError:
@@ -107,17 +116,32 @@ def resample(audio: torch.Tensor, orig_sr: int, new_sr: int, taps: int = 24) -> 
 
     Returns ``[round(N * new_sr / orig_sr)]``. ``taps`` is the one-sided filter half-width in
     input samples at the lower of the two rates.
+
+    The cost is bounded: rates whose ratio exceeds :data:`MAX_RESAMPLE_RATIO` (48), or a length
+    needing over :data:`MAX_RESAMPLE_WORK` filter taps, raise :class:`DecodingInputError`.
     """
     if not isinstance(audio, torch.Tensor) or audio.dim() != 1:
         raise DecodingInputError("audio must be a 1-D tensor [N]")
+    for name, value in (("orig_sr", orig_sr), ("new_sr", new_sr), ("taps", taps)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DecodingInputError(f"{name} must be an int, got {value!r}")
     if orig_sr <= 0 or new_sr <= 0:
         raise DecodingInputError(f"sample rates must be positive, got orig_sr={orig_sr}, new_sr={new_sr}")
+    if not 1 <= taps <= 1024:
+        raise DecodingInputError(f"taps must be in 1..1024, got {taps}")
     if orig_sr == new_sr or audio.numel() == 0:
         return audio.to(torch.float32)
+    if max(orig_sr, new_sr) > MAX_RESAMPLE_RATIO * min(orig_sr, new_sr):
+        raise DecodingInputError(f"sample rates orig_sr={orig_sr}, new_sr={new_sr} differ by more than "
+                                 f"x{MAX_RESAMPLE_RATIO} (the resampling cost grows with the ratio)")
     x = audio.to(torch.float64)
     n_out = int(round(audio.numel() * new_sr / orig_sr))
     cutoff = min(1.0, new_sr / orig_sr)  # relative to the input Nyquist
     half = int(math.ceil(taps / cutoff))
+    if n_out * (2 * half + 1) > MAX_RESAMPLE_WORK:
+        raise DecodingInputError(f"resampling {audio.numel()} samples from {orig_sr} to {new_sr} Hz needs "
+                                 f"{n_out * (2 * half + 1):.3g} filter taps, over the bound {MAX_RESAMPLE_WORK:.0e}; "
+                                 "split the audio")
     out = torch.empty(n_out, dtype=torch.float64)
     chunk = 1 << 14
     offsets = torch.arange(-half, half + 1, dtype=torch.float64)

@@ -25,7 +25,8 @@ import torch
 
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .paths import check_output_path
-from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
+from .pipeline import DecodeOptions, make_pipeline, parse_boost
+from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
 from .models import default_model
 
@@ -57,9 +58,8 @@ def _load_model(spec: str):
     return load_bundle(spec)
 
 
-#: DecodeOptions fields that a decoding command's flags of the same name set
-_OPTION_FLAGS = ("decoder", "beam", "method", "window", "expansion_gamma", "lm", "lm_weight", "beta", "boost", "graph",
-                 "acoustic_scale", "word_lm", "word_lm_weight", "word_bonus", "wfst_beam", "max_active", "min_active")
+#: DecodeOptions fields that a decoding command's flags of the same name set (the registry's options)
+_OPTION_FLAGS = ("decoder", *(o.name for o in OPTIONS))
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -70,13 +70,10 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def decode_options(args: argparse.Namespace, bundle: Any = None) -> DecodeOptions:
-    """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command: the flags the user set,
-    else ``bundle``'s tuned ``decode_defaults``, else the library's defaults."""
-    opts = DecodeOptions.for_bundle(bundle, **given_options(args))
-    if opts.decoder == "wfst" and getattr(args, "beam", None) is not None:
-        raise DecodingInputError("--beam is the hypothesis count of --decoder beam; --decoder wfst takes "
-                                 "--wfst-beam (score beam, natural log) and --max-active")
-    return opts
+    """The :class:`~asrdecode.pipeline.DecodeOptions` of a decoding command
+    (:func:`~asrdecode.registry.resolve_options`: the flags the user set, else ``bundle``'s tuned
+    ``decode_defaults`` where they apply, else the registry's defaults)."""
+    return resolve_options(bundle, given_options(args))
 
 
 # -------------------------------------------------------------------------------------- subcommands
@@ -89,10 +86,23 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     demo = _load_model(args.model)
     opts = decode_options(args, demo)
-    hyps = decode_waves(demo, opts, waves, long_audio_seconds=args.long_audio_seconds)
-    records = [hypothesis_record(h, demo.tokenizer, demo.frame_seconds, str(a)) for h, a in zip(hyps, args.audio)]
+    if opts.nbest > 1 and args.format != "json":
+        raise CLIError(f"--nbest {opts.nbest} needs --format json (the {args.format} format holds one hypothesis)")
+    lists = decode_waves_nbest(demo, opts, waves, long_audio_seconds=args.long_audio_seconds)
+    records = [_record_with_nbest(hs, demo, str(a), opts.nbest) for hs, a in zip(lists, args.audio)]
     _emit(format_records(records, args.format), args.output)
     return 0
+
+
+def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> dict[str, Any]:
+    """The record of the best hypothesis; with ``nbest > 1`` also ``"nbest"``: every hypothesis's record."""
+    from .pipeline import best_of
+
+    rec = hypothesis_record(best_of([hyps])[0], bundle.tokenizer, bundle.frame_seconds, name)
+    if nbest > 1:
+        rec["nbest"] = [{k: v for k, v in hypothesis_record(h, bundle.tokenizer, bundle.frame_seconds, name).items()
+                         if k != "audio"} for h in hyps]
+    return rec
 
 
 #: audio per step when a long file is decoded through the streaming path
@@ -105,16 +115,28 @@ def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
     ``long_audio_seconds`` is decoded block by block through :class:`~asrdecode.streaming.StreamDecoder`
     (memory bounded by the block, not the file; the same result as whole-file decoding where the
     encoder sees no further than a block, as the streaming front end's blocks do)."""
+    from .pipeline import best_of
+
+    return best_of(decode_waves_nbest(bundle, opts, waves, long_audio_seconds=long_audio_seconds))
+
+
+def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
+                       long_audio_seconds: Optional[float] = None) -> list[list[Any]]:
+    """:func:`decode_waves` with each wave's n-best list (``opts.nbest`` long at most; a long wave's
+    streamed result is a list of one, so ``nbest > 1`` with a long wave is an error)."""
     from .audio import SAMPLE_RATE
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
     short = [i for i in range(len(waves)) if i not in long]
+    if long and opts.nbest > 1:
+        raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
+                       "by the streaming path, which keeps one hypothesis; raise --long-audio-seconds")
     hyps: list[Any] = [None] * len(waves)
     if short:
-        encode, decode = make_pipeline(bundle, opts)
+        pipe = make_pipeline(bundle, opts)
         with torch.inference_mode():
-            for i, h in zip(short, decode(*encode([waves[i] for i in short]))):
+            for i, h in zip(short, pipe.decode_nbest(*pipe.encode([waves[i] for i in short]))):
                 hyps[i] = h
     if long:
         from .pipeline import stream_options
@@ -130,7 +152,7 @@ def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
                 for start in range(0, max(w.numel(), 1), step):
                     last = start + step >= w.numel()
                     res = dec.step({i: w[start:start + step]}, final={i} if last else ())[i]
-                hyps[i] = res.hypothesis
+                hyps[i] = [res.hypothesis]
     return hyps
 
 
@@ -159,8 +181,20 @@ def _load_emissions(path: str) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
+class _Emissions:
+    """What a registry decoder needs of a model, for saved CTC emissions: kind, blank, vocabulary, tokenizer."""
+
+    kind = "ctc"
+
+    def __init__(self, vocab: int, blank_id: int, tokenizer: Any) -> None:
+        from types import SimpleNamespace
+
+        self.model, self.blank_id, self.tokenizer = SimpleNamespace(vocab_size=vocab), blank_id, tokenizer
+
+
 def cmd_decode(args: argparse.Namespace) -> int:
-    from . import ctc
+    from .pipeline import best_of
+    from .registry import check_options
 
     check_output_path(args.output)
     x = _load_emissions(args.emissions)
@@ -168,22 +202,33 @@ def cmd_decode(args: argparse.Namespace) -> int:
     tok = bundle.tokenizer if bundle is not None else None
     if tok is not None and tok.vocab_size != x.shape[2]:
         raise CLIError(f"{args.emissions}: vocabulary {x.shape[2]} does not match {args.model}'s {tok.vocab_size}")
+    if bundle is not None and bundle.kind != "ctc":
+        raise CLIError(f"decode reads CTC emissions; --model {args.model} is a {bundle.kind} model")
     opts = decode_options(args, bundle)
-    fusion = build_fusion(opts, tok, x.shape[2], args.blank_id)
-    if opts.decoder == "greedy":
-        hyps = ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax)
-    else:
-        hyps = best_of(ctc.beam_search(x, None, args.blank_id, beam=opts.beam, fusion=fusion, beta=opts.beta,
-                                       tokenizer=tok, log_softmax=args.log_softmax))
+    if args.log_softmax:
+        x = x.log_softmax(-1)
+    emissions = _Emissions(x.shape[2], args.blank_id, tok)
+    decoder = check_options("ctc", opts)
+    with torch.inference_mode():
+        lists = decoder.build(emissions, opts)(x, torch.full((x.shape[0],), x.shape[1], dtype=torch.long))
+    hyps = best_of(lists)
     if args.format == "json":
-        recs = [{"index": i, "tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
-                 **({"text": h.text} if h.text is not None else {})} for i, h in enumerate(hyps)]
+        recs = [{"index": i, **_emission_record(h), **({"nbest": [_emission_record(a) for a in hs]}
+                                                         if opts.nbest > 1 else {})}
+                for i, (h, hs) in enumerate(zip(hyps, lists))]
         text = json.dumps(recs, ensure_ascii=False) + "\n"
     else:
+        if opts.nbest > 1:
+            raise CLIError(f"--nbest {opts.nbest} needs --format json")
         text = "".join(f"{i}\t{h.text if h.text is not None else ' '.join(map(str, h.tokens))}\n"
                        for i, h in enumerate(hyps))
     _emit(text, args.output)
     return 0
+
+
+def _emission_record(h: Any) -> dict[str, Any]:
+    return {"tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
+            **({"text": h.text} if h.text is not None else {})}
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -198,7 +243,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except FileFormatError as err:
             raise FileFormatError(args.manifest, e.line, str(err)) from None
     demo = _load_model(args.model)
-    encode, decode = make_pipeline(demo, decode_options(args, demo))
+    opts = decode_options(args, demo)
+    if opts.nbest > 1 and not args.output:
+        raise CLIError(f"--nbest {opts.nbest} needs -o PATH (the n-best lists go into the predictions)")
+    encode, decode, lists = _recording_nbest(make_pipeline(demo, opts))
     bar = None
     if not args.no_progress:
         try:
@@ -221,10 +269,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"RTFx total        {t.rtfx_total:.1f}")
     print(f"RTFx decoder-only {t.rtfx_decoder:.1f}")
     if args.output:
-        lines = [json.dumps({"audio_filepath": str(e.audio_filepath), "text": e.text, "pred_text": h.text or ""},
-                            ensure_ascii=False) for e, h in zip(entries, res.hypotheses)]
+        lines = [json.dumps({"audio_filepath": str(e.audio_filepath), "text": e.text, "pred_text": h.text or "",
+                             **({"nbest": [{"pred_text": a.text or "", "score": float(a.score)} for a in hs]}
+                                if opts.nbest > 1 else {})}, ensure_ascii=False)
+                 for e, h, hs in zip(entries, res.hypotheses, lists)]
         write_atomic(args.output, "\n".join(lines) + "\n")
     return 0
+
+
+def _recording_nbest(pipe: Any) -> tuple[Callable, Callable, list[list[Any]]]:
+    """``(encode, decode, lists)``: ``decode`` returns the best hypotheses and appends each utterance's
+    n-best list to ``lists`` (in decoding order, as ``run_evaluation`` calls it batch by batch)."""
+    from .pipeline import best_of
+
+    lists: list[list[Any]] = []
+
+    def decode(x: torch.Tensor, n: torch.Tensor) -> list[Any]:
+        got = pipe.decode_nbest(x, n)
+        lists.extend(got)
+        return best_of(got)
+
+    return pipe.encode, decode, lists
 
 
 def cmd_build_lm(args: argparse.Namespace) -> int:
@@ -351,60 +416,25 @@ def _parse_options(specs: Optional[Sequence[str]]) -> dict[str, Any]:
 
 
 def _server_config(args: argparse.Namespace, server) -> Any:
+    """The :class:`~asrdecode.serving.server.ServerConfig` of ``serve``'s flags: the decoding flags as
+    registry options (resolved with the model by ``bundle_decoding``, as ``transcribe`` resolves
+    them), ``--boost-weight`` and ``--option`` as StreamDecoder keyword arguments."""
     from .serving.protocol import Limits
 
     options = _parse_options(args.option)
-    if args.decoder is None and (args.beam is not None or args.boost_weight is not None or args.graph):
-        args.decoder = _default_decoder(args.model)  # the flags below mean something per decoder
-    if args.beam is not None:
-        if args.decoder == "greedy":
-            raise CLIError("--beam applies to --decoder beam or wfst")
-        if args.decoder == "beam" and (args.beam != int(args.beam) or args.beam < 1):
-            raise CLIError(f"--beam must be a whole number >= 1 for --decoder beam, got {args.beam:g}")
-        options.setdefault("beam", int(args.beam) if args.decoder == "beam" else float(args.beam))
+    options.update((k, v) for k, v in given_options(args).items() if k != "decoder")
     if args.boost_weight is not None:
-        if args.decoder != "beam":
-            raise CLIError("--boost-weight applies to --decoder beam (wfst boosts words without it)")
-        options.setdefault("boost_weight", args.boost_weight)
-    if args.decoder == "wfst":
-        if args.graph and not Path(args.graph).is_file():
-            raise FileFormatError(args.graph, None, "no such graph file")
-        if args.graph:
-            options["graph"] = str(args.graph)  # loaded by the server (build_service)
-        elif "graph" not in _bundle_defaults(args.model):
-            raise CLIError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
-    elif args.graph:
-        raise CLIError("--graph applies to --decoder wfst")
-    if args.word_lm is not None:
-        if args.decoder != "beam":
-            raise CLIError("--word-lm applies to --decoder beam")
-        if not Path(args.word_lm).is_file():
-            raise FileFormatError(args.word_lm, None, "no such word LM file")
-        options["word_lm"] = str(args.word_lm)  # built by the server (serving.server.bundle_decoding)
-        for name in ("word_lm_weight", "word_bonus"):
-            if getattr(args, name) is not None:
-                options[name] = float(getattr(args, name))
-    elif args.word_lm_weight is not None or args.word_bonus is not None:
-        raise CLIError("--word-lm-weight and --word-bonus apply with --word-lm")
+        options["boost_weight"] = args.boost_weight
     try:
         limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds,
                         min_audio_rate=args.min_audio_rate)
         return server.ServerConfig(model=args.model, decoder=args.decoder, decoder_options=options,
                                    max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
                                    max_streams=args.max_streams, max_connections=args.max_connections,
+                                   max_connections_per_client=args.max_connections_per_client or None,
                                    drain_timeout_s=args.drain_timeout, limits=limits)
     except ValueError as err:
         raise CLIError(str(err)) from None
-
-
-def _bundle_defaults(model: str) -> dict[str, Any]:
-    """``model``'s ``decode_defaults`` (phone-ctc: builds or finds its cached graph)."""
-    return dict(getattr(_load_model(model), "decode_defaults", None) or {})
-
-
-def _default_decoder(model: str) -> str:
-    """The decoder ``model`` is decoded with when none is named (its ``decode_defaults``, else greedy)."""
-    return _bundle_defaults(model).get("decoder", "greedy")
 
 
 def _check_batching(args: argparse.Namespace) -> None:
@@ -416,15 +446,20 @@ def _check_batching(args: argparse.Namespace) -> None:
         raise CLIError(f"--max-queue must be >= 1, got {args.max_queue}")
 
 
-def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
-    from .distributed import transcribe_dataset
-
+def dataset_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``transcribe-dataset``'s ``decoder_options`` (JSON-ready: recorded in ``run.json``): the given flags."""
     options = given_options(args)
     options.pop("decoder", None)
     if "boost" in options:
         options["boost"] = list(options["boost"])
+    return options
+
+
+def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
+    from .distributed import transcribe_dataset
+
     run = transcribe_dataset(args.manifest, args.output_dir, model=args.model, decoder=args.decoder,
-                             decoder_options=options, batch_size=args.batch_size, num_actors=args.actors,
+                             decoder_options=dataset_options(args), batch_size=args.batch_size, num_actors=args.actors,
                              num_gpus_per_actor=args.gpus_per_actor, cpus_per_actor=args.cpus_per_actor,
                              resume=not args.restart, ray_address=args.address)
     audio = run.timing.audio_seconds
@@ -494,19 +529,12 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     if args.spawn:
         serve_args = ["--model", args.model, "--max-batch", str(args.max_batch),
                       "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue),
-                      "--max-streams", str(max(256, args.streams))]
-        if args.decoder is not None:
-            serve_args += ["--decoder", args.decoder]
-        if args.beam is not None:
-            serve_args += ["--beam", f"{args.beam:g}"]
+                      "--max-streams", str(max(256, args.streams)), "--max-connections-per-client", "0"]
+        for key, value in given_options(args).items():  # the registry's decoding flags, as given
+            if key != "boost":  # loadtest's --boost is the streams' own (per-stream boosts), not serve's
+                serve_args += [DecodeOptions.FLAGS[key], str(value)]
         if args.boost_weight is not None:
             serve_args += ["--boost-weight", str(args.boost_weight)]
-        if args.graph:
-            serve_args += ["--graph", str(args.graph)]
-        for flag, value in (("--word-lm", args.word_lm), ("--word-lm-weight", args.word_lm_weight),
-                            ("--word-bonus", args.word_bonus)):
-            if value is not None:
-                serve_args += [flag, str(value)]
         for o in args.option or []:
             serve_args += ["--option", o]
         with loadtest.spawn_server(serve_args) as url:
@@ -573,42 +601,35 @@ reports compute, queue and total latency (mean, p99), response and final latency
 status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serve]')
 """
 
-def _add_decoding(p: argparse.ArgumentParser, *, window: bool = True) -> None:
-    p.add_argument("--model", default=default_model(), help=_MODEL_HELP)
-    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"), default=None,
-                   help="default: the model's (greedy for the bundled demo models)")
-    if window:
-        p.add_argument("--window", type=int, default=None,
-                       help="WIND window for RNN-T greedy, or for --decoder beam --method wind (default: 1, off)")
-    p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
-    p.add_argument("--acoustic-scale", type=float, default=None,
-                   help="acoustic scale for --decoder wfst (default: %(default)s)")
-    p.add_argument("--wfst-beam", type=float, default=None,
-                   help="score beam of --decoder wfst, natural log (default: the model's, else 17)")
-    p.add_argument("--max-active", type=int, default=None,
-                   help="most tokens per utterance and frame with --decoder wfst (default: the model's, else 10000)")
-    p.add_argument("--min-active", type=int, default=None,
-                   help="--decoder wfst keeps at least this many tokens whatever the beam (kaldi's rule; default 0: off)")
-    _add_beam(p)
+def _add_decoding(p: argparse.ArgumentParser, kinds: Sequence[str] = KINDS, *, model: bool = True,
+                  skip: Sequence[str] = ()) -> None:
+    """``--model``, ``--decoder`` and every registry option that a decoder of ``kinds`` takes (an unset
+    flag is ``None``: the model's tuned value or the registry's default applies)."""
+    if model:
+        p.add_argument("--model", default=default_model(), help=_MODEL_HELP)
+    p.add_argument("--decoder", choices=decoder_names(kinds), default=None,
+                   help="default: the model's (phone-ctc: wfst over its cached graph; otherwise greedy)")
+    g = p.add_argument_group("decoding options (docs/decoders.md)")
+    for o in options_for(kinds):
+        if o.name in skip:
+            continue
+        kw: dict[str, Any] = {"default": None, "metavar": o.metavar or {"int": "N", "float": "X"}.get(o.kind),
+                              "help": _option_help(o)}
+        if o.kind == "phrases":
+            kw["action"] = "append"
+        elif o.choices:
+            kw["choices"] = o.choices
+            kw.pop("metavar")
+        else:
+            kw["type"] = {"int": int, "float": float}.get(o.kind, str)
+        g.add_argument(o.flag, **kw)
 
 
-def _add_beam(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, default=None, help="beam size (default: 8)")
-    p.add_argument("--method", choices=("alsd", "aes", "wind"), default=None,
-                   help="transducer beam search: ALSD++, AES++ or WIND beam (with --window; default: %(default)s)")
-    p.add_argument("--expansion-gamma", type=float, default=None, metavar="GAMMA",
-                   help="--method wind: keep a hypothesis's expansions within GAMMA (log-score) of its best one "
-                        "(mAES's threshold: faster; default: off)")
-    p.add_argument("--lm", metavar="PATH", help="token-level ARPA LM (.arpa or .arpa.gz, e.g. from build-lm --tokens)")
-    p.add_argument("--lm-weight", type=float, default=None,
-                   help="LM weight (default: tuned per model, e.g. 0.5 for demo-rnnt; 0.7 otherwise)")
-    p.add_argument("--beta", type=float, default=None,
-                   help="per-token bonus with fusion (default: tuned per model, e.g. 1.0 for demo-rnnt; 0 otherwise)")
-    p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"',
-                   help="boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word by WEIGHT")
-    p.add_argument("--word-lm", metavar="PATH", help="word-level ARPA LM (.arpa or .arpa.gz; KenLM binaries are not read)")
-    p.add_argument("--word-lm-weight", type=float, default=None, help="word LM weight (default: 0.5)")
-    p.add_argument("--word-bonus", type=float, default=None, help="per-word bonus with --word-lm (default: 0)")
+def _option_help(o: Any) -> str:
+    default = "" if o.default in (None, ()) or "default" in o.help else f" (default: {o.default})"
+    if o.tuned:
+        default = f" (default: the model's tuned value, else {o.default})"
+    return (o.help + default).replace("%", "%%")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -642,9 +663,8 @@ def _add_decode_command(sub: Any, raw: type) -> None:
     p.add_argument("emissions", help="[T, V] or [B, T, V] log-probs in a .pt or .npy file")
     p.add_argument("--blank-id", type=int, required=True, help="index of the blank class")
     p.add_argument("--log-softmax", action="store_true", help="the file holds logits: normalise them first")
-    p.add_argument("--decoder", choices=("greedy", "beam"), default="greedy", help="default: %(default)s")
     p.add_argument("--model", help="use this model's tokenizer for text (a --model spec as in transcribe)")
-    _add_beam(p)
+    _add_decoding(p, ("ctc",), model=False)
     p.add_argument("--format", choices=("text", "json"), default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=cmd_decode)
@@ -731,6 +751,8 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     p.add_argument("--max-streams", type=int, default=256, help="most concurrent streams (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="most open TCP connections, handshakes included (default: 2 x --max-streams)")
+    p.add_argument("--max-connections-per-client", type=int, default=32,
+                   help="most open TCP connections from one client address (0: no cap; default: %(default)s)")
     p.add_argument("--max-chunk-seconds", type=float, default=2.0,
                    help="largest audio message, in seconds (default: %(default)s, at most 30)")
     p.add_argument("--min-audio-rate", type=float, default=0.5,
@@ -761,7 +783,7 @@ def _add_loadtest_command(sub: Any, raw: type) -> None:
     p.add_argument("--no-stagger", action="store_true", help="start every stream at the same time")
     p.add_argument("--seed", type=int, default=0, help="start offsets (default: %(default)s)")
     p.add_argument("--json", type=Path, help="write the per-stream report here (atomically)")
-    _add_serving(p)
+    _add_serving(p, skip=("boost",))
     p.set_defaults(func=cmd_loadtest)
 
 
@@ -798,17 +820,8 @@ _COMMANDS = (_add_transcribe_command, _add_decode_command, _add_eval_command, _a
              _add_loadtest_command, _add_export_onnx_command)
 
 
-def _add_serving(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=default_model(), help=_MODEL_HELP)
-    p.add_argument("--decoder", choices=("greedy", "beam", "wfst"),
-                   help="default: the model's (phone-ctc: wfst over its cached graph with its tuned options; "
-                        "the demo models: greedy)")
-    p.add_argument("--beam", type=float, help="beam size (beam: hypotheses, wfst: score beam)")
-    p.add_argument("--graph", metavar="PATH", help="TLG graph for --decoder wfst (from `asrdecode build-graph`)")
-    p.add_argument("--word-lm", metavar="PATH",
-                   help="word-level ARPA LM for --decoder beam (.arpa or .arpa.gz; as transcribe --word-lm)")
-    p.add_argument("--word-lm-weight", type=float, help="word LM weight (default: 0.5)")
-    p.add_argument("--word-bonus", type=float, help="per-word bonus with --word-lm (default: 0)")
+def _add_serving(p: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
+    _add_decoding(p, skip=skip)
     p.add_argument("--boost-weight", type=float,
                    help="--decoder beam: fusion weight of the per-stream boosts (without it, boosts are refused)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",

@@ -31,7 +31,6 @@ from .errors import AsrDecodeError
 from .evaluate import read_manifest, texts_of, timed, wer
 from .pipeline import best_of
 from .results import Hypothesis
-from .models.demo import LM_TUNED
 
 __all__ = ["main", "run_demo", "phone_ctc_rows", "DemoRow"]
 
@@ -57,13 +56,14 @@ class DemoRow:
         return self.audio_seconds / self.decoder_seconds if self.decoder_seconds > 0 else math.inf
 
 
-def demo_graph(demo, log: Optional[Callable[[str], None]] = None):
+def demo_graph(demo, log: Optional[Callable[[str], None]] = None, *, path_only: bool = False):
     """The demo's TLG: the bundled word 3-gram pruned to its TLG_WORDS most likely words, normal
     topology, lexicon spelled by ``demo``'s tokenizer; ``None`` without the word LM.
 
     Building takes ~20 s; the graph is kept in the per-user cache (:mod:`asrdecode.models.graph_cache`:
     keyed by the tokenizer and LM bytes and the graph format, written atomically, a stale or corrupt
-    entry rebuilt with a message); ``benchmarks/serving.py`` uses the same graph.
+    entry rebuilt with a message); ``benchmarks/serving.py`` uses the same graph. ``path_only``: the
+    cached file's path instead of the loaded graph.
     """
     from .ctc.wfst import build_tlg, lexicon_from_tokenizer, load_graph
     from .ctc.wfst.graph import FORMAT
@@ -86,25 +86,7 @@ def demo_graph(demo, log: Optional[Callable[[str], None]] = None):
               "vocab_size": demo.tokenizer.vocab_size, "blank_id": demo.blank_id}
     entry = cached_file(f"demo-tlg-normal-{TLG_WORDS}", inputs, build,
                         what=f"the demo models' decoding graph ({TLG_WORDS} words)", log=log)
-    return load_graph(entry.path)
-
-
-def _wfst_decoder(demo) -> Optional[Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]:
-    """A WFST decoder over :func:`demo_graph`."""
-    from .ctc.wfst import WFSTDecoder
-
-    graph = demo_graph(demo)
-    if graph is None:
-        return None
-    decoder = WFSTDecoder(graph, beam=12.0, max_active=2000, acoustic_scale=2.0, blank_id=demo.blank_id)
-
-    def decode(x: torch.Tensor, n: torch.Tensor) -> list[Hypothesis]:
-        hyps = decoder(x, n)
-        for h in hyps:
-            h.text = " ".join(w for w, _, _ in h.words or [])
-        return hyps
-
-    return decode
+    return entry.path if path_only else load_graph(entry.path)
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -112,44 +94,50 @@ def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def _registry(demo, **given) -> Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]:
+    """The decode function every entry point builds for ``given`` (registry resolution and builder)."""
+    from .pipeline import make_pipeline, resolve_options
+
+    return make_pipeline(demo, resolve_options(demo, given)).decode
+
+
 def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]]]:
-    """(name, decode(model output, lengths)) for every decoder family that applies to ``demo``."""
+    """(name, decode(model output, lengths)) for every decoder family that applies to ``demo``: the
+    registry's decoders (LM rows: ``lm``, the token LM's path, with the model's tuned weight and bonus
+    as ``transcribe --lm`` applies them), plus the baselines the registry does not offer
+    (frame-looping greedy, CTC blank collapse)."""
     tok = demo.tokenizer
-    lm_w, lm_beta = LM_TUNED.get(demo.name, (0.5, 1.0))
     if demo.kind == "ctc":
         b = demo.blank_id
         out = [
-            ("greedy", lambda x, n: ctc.greedy(x, n, b, tok)),
-            (f"beam {BEAM}", lambda x, n: best_of(ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok))),
+            ("greedy", _registry(demo, decoder="greedy")),
+            (f"beam {BEAM}", _registry(demo, decoder="beam", beam=BEAM)),
             (f"beam {BEAM} + blank collapse", lambda x, n: best_of(
                 ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok))),
         ]
         if lm is not None:
-            out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(ctc.beam_search(
-                x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
-        wfst = _wfst_decoder(demo)
-        if wfst is not None:
-            out.append((f"WFST TLG ({TLG_WORDS} words, 3-gram)", wfst))
+            out.append((f"beam {BEAM} + token LM", _registry(demo, decoder="beam", beam=BEAM, lm=str(lm))))
+        graph = demo_graph(demo, path_only=True)
+        if graph is not None:
+            out.append((f"WFST TLG ({TLG_WORDS} words, 3-gram)", _registry(
+                demo, decoder="wfst", graph=str(graph), wfst_beam=12.0, max_active=2000, acoustic_scale=2.0)))
         return out
     m = demo.model
     out = [
         ("greedy frame-looping", lambda x, n: tr.greedy(m, x, n, loop="frames", tokenizer=tok, acceleration="eager")),
-        ("greedy label-looping", lambda x, n: tr.greedy(m, x, n, loop="labels", tokenizer=tok, acceleration="eager")),
+        ("greedy label-looping", _registry(demo, decoder="greedy")),
     ]
     if demo.kind == "rnnt":
-        out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
-            m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
-    out.append((f"beam {BEAM}", lambda x, n: best_of(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+        out.append(("label-looping + WIND 8", _registry(demo, decoder="greedy", window=8)))
+    out.append((f"beam {BEAM}", _registry(demo, decoder="beam", beam=BEAM)))
     if lm is not None:
-        out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(tr.beam_search(
-            m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
+        out.append((f"beam {BEAM} + token LM", _registry(demo, decoder="beam", beam=BEAM, lm=str(lm))))
     return out
 
 
 def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "demo-tdt", "demo-ctc"),
              repeats: int = 3, log: Callable[[str], None] = print) -> list[DemoRow]:
     """Decode the bundled test sets with every decoder and return the table rows."""
-    from .lm import NGramLM
     from .models import load
     from .models.demo import ASSETS
 
@@ -165,9 +153,7 @@ def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "dem
     lm = None
     lm_path = ASSETS / "token-4gram.arpa.gz"
     if lm_path.is_file():
-        t0 = time.perf_counter()
-        lm = NGramLM.from_arpa(lm_path, vocab_size=loaded[0].tokenizer.vocab_size, blank_id=loaded[0].blank_id)
-        log(f"token 4-gram LM loaded in {time.perf_counter() - t0:.1f} s")
+        lm = lm_path
     else:
         log(f"note: {lm_path} is missing; LM rows skipped")
     # The bundled models share the front end and the encoder: run them once per set.
@@ -212,7 +198,7 @@ def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str],
     WFST over its cached TLG graph (built on the first run). No row when hama is not installed."""
     from .models import load_bundle
     from .models.phone_lexicon import HamaMissingError
-    from .pipeline import DecodeOptions, make_pipeline
+    from .pipeline import make_pipeline, resolve_options
 
     try:
         bundle = load_bundle("phone-ctc")
@@ -222,8 +208,7 @@ def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str],
     t0 = time.perf_counter()
     bundle.graph_path(log=log)
     log(f"phone-ctc graph ready in {time.perf_counter() - t0:.1f} s")
-    opts = DecodeOptions.for_bundle(bundle)
-    decode = make_pipeline(bundle, opts).decode
+    decode = make_pipeline(bundle, resolve_options(bundle)).decode
     words = "all" if bundle.words is None else bundle.words
     row = DemoRow(bundle.name, f"WFST TLG ({words} words, 3-gram)", ratio=1.0)
     for sname, sub in (("synthetic", "synth_test"), ("real", "real")):

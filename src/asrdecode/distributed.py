@@ -64,7 +64,8 @@ import torch
 
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
-from .pipeline import DecodeOptions, make_pipeline
+from .paths import check_output_dir
+from .pipeline import DecodeOptions, make_pipeline, resolve_options
 from .results import Hypothesis
 
 __all__ = [
@@ -122,6 +123,13 @@ def _check_options(model: str, decoder: Optional[str], decoder_options: Optional
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in given}
 
 
+def resolved_options(bundle: Any, decoder: Optional[str], decoder_options: Optional[Mapping[str, Any]]
+                     ) -> DecodeOptions:
+    """The options a run decodes ``bundle`` with: :func:`~asrdecode.registry.resolve_options` (as the
+    CLI's ``transcribe`` / ``eval``) of ``decoder`` and ``decoder_options``."""
+    return resolve_options(bundle, {"decoder": decoder, **(decoder_options or {})})
+
+
 def _model_or_default(model: Optional[str]) -> str:
     """``model``, or the CLI's default model when it is ``None`` (:func:`asrdecode.models.default_model`:
     ``phone-ctc`` when hama is installed, else ``demo-rnnt``), so a run records the model it used."""
@@ -169,7 +177,7 @@ def build_pipeline(model: Optional[str] = None, decoder: Optional[str] = None,
                                  "their LM/boosting/graph tensors on the CPU: decode them on a CPU device")
     demo = load_bundle(model, device=dev)
     encode, decode = make_pipeline(demo if dev.type == "cpu" else _OnDevice(demo, dev),
-                                   DecodeOptions.for_bundle(demo, decoder=decoder, **opts))
+                                   resolved_options(demo, decoder, opts))
     return demo, encode, decode
 
 
@@ -448,7 +456,8 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool,
                 p.unlink()
     if not cfg_path.exists() and parts.is_dir() and any(parts.glob("part-*.jsonl")):
         raise DecodingInputError(f"{parts} holds part files but {cfg_path} is missing: their configuration is "
-                                 "unknown; use another output_dir, or resume=False to start over")
+                                 "unknown; use another output_dir, or start over with --restart "
+                                 "(Python: resume=False)")
     if cfg_path.exists():
         try:
             old = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -461,7 +470,8 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool,
             and old.get("manifest") == config["manifest"]
         if diff and not edited:
             raise DecodingInputError(f"{out} holds results of a different run ({', '.join(diff)} differ from "
-                                     f"{cfg_path}): use another output_dir, or resume=False to start over")
+                                     f"{cfg_path}): use another output_dir, or start over with --restart "
+                                     "(Python: resume=False)")
         if edited:  # keep the committed shards that still fit the manifest
             assert entries is not None
             if parts.is_dir():
@@ -577,7 +587,7 @@ def transcribe_dataset(
         _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
     build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
     out = Path(output_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, "output_dir")  # created and probed before any decoding
     parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume, entries)
 
     committed, _ = _read_parts(parts, entries)

@@ -6,6 +6,9 @@ what was expected, so bad input never turns into a wrong answer.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 __all__ = [
@@ -16,7 +19,14 @@ __all__ = [
     "check_lengths",
     "check_finite",
     "check_tokenizer_size",
+    "check_weight",
+    "check_metadata_number",
+    "MAX_ABS_WEIGHT",
 ]
+
+#: the largest |value| accepted for a fusion weight, a bonus or a score scale: far beyond any
+#: useful setting (typical weights are 0.1..10), far below where sums of scores overflow
+MAX_ABS_WEIGHT = 1e4
 
 
 class AsrDecodeError(Exception):
@@ -93,3 +103,39 @@ def check_tokenizer_size(tokenizer: object, vocab_size: int, what: str) -> None:
     size = getattr(tokenizer, "vocab_size", None)
     if size is not None and int(size) != int(vocab_size):
         raise DecodingInputError(f"tokenizer has vocab_size {int(size)} but {what} (blank included)")
+
+
+def check_weight(name: str, value: object, *, limit: float = MAX_ABS_WEIGHT, positive: bool = False) -> float:
+    """A weight, bonus or scale: a real number (not bool) with ``|value| <= limit`` (``> 0`` if
+    ``positive``); returned as a float. NaN, inf and huge values (``1e308``) would turn every fused
+    score into NaN / inf and the n-best list into nothing, so they are errors."""
+    if isinstance(value, (bool, str, bytes)):
+        raise DecodingInputError(f"{name} must be a finite number, got {value!r}")
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise DecodingInputError(f"{name} must be a finite number, got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise DecodingInputError(f"{name} must be a finite number, got {value!r}") from None
+    if not math.isfinite(v) or abs(v) > limit:
+        raise DecodingInputError(f"{name} must be a finite number with |{name}| <= {limit:g}, got {v}")
+    if positive and not v > 0:
+        raise DecodingInputError(f"{name} must be > 0, got {v}")
+    return v
+
+
+def check_metadata_number(where: object, name: str, value: object, lo: float, hi: float,
+                          *, integer: bool = True) -> float | int:
+    """A number read from a model file's metadata: finite, in ``lo..hi`` (an int when ``integer``).
+
+    Raises :class:`FileFormatError` naming ``where`` (the file) and ``name``: a header value such
+    as ``context_size=1e12`` is refused before it becomes an allocation."""
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    if ok and integer and not float(value).is_integer():
+        ok = False
+    if not ok or not math.isfinite(float(value)) or not lo <= value <= hi:  # type: ignore[operator]
+        kind = "an integer" if integer else "a number"
+        raise FileFormatError(where, None, f"metadata {name} must be {kind} in {lo:g}..{hi:g}, got {value!r}")
+    return int(value) if integer else float(value)  # type: ignore[arg-type]

@@ -151,11 +151,15 @@ class ManifestEntry:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: the manifest a folder given as a manifest holds
+MANIFEST_NAME = "manifest.jsonl"
+
+
 def read_manifest(path: str | Path, *, check_audio: bool = True) -> list[ManifestEntry]:
     """Read a NeMo-style JSON-lines manifest.
 
     Args:
-        path: the manifest file.
+        path: the manifest file, or a folder holding one as ``manifest.jsonl`` (as ``data/real``).
         check_audio: also check that every audio file exists (the error names the manifest line).
 
     Raises:
@@ -164,6 +168,11 @@ def read_manifest(path: str | Path, *, check_audio: bool = True) -> list[Manifes
             manifest without entries; the message names the file and line.
     """
     p = Path(path)
+    if p.is_dir():
+        if not (p / MANIFEST_NAME).is_file():
+            raise FileFormatError(p, None, f"is a folder without a {MANIFEST_NAME}; give a manifest file "
+                                  "(JSON lines with audio_filepath, duration, text)")
+        p = p / MANIFEST_NAME
     if not p.is_file():
         raise FileFormatError(p, None, "no such manifest file")
     try:

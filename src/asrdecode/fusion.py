@@ -34,7 +34,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
-from .errors import DecodingInputError
+from .errors import DecodingInputError, check_weight
 
 __all__ = ["FusionModel", "FusionScorer", "check_fusion", "gather_next_states"]
 
@@ -62,8 +62,9 @@ class FusionModel(Protocol):
 def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size: int) -> list[tuple[FusionModel, float]]:
     """Validate ``[(model, weight), ...]`` against the decoder's vocabulary size; return it as a list.
 
-    Every weight must be a finite real number (a NaN or infinite weight would turn every fused
-    score into NaN / inf and the beam into empty or wrong hypotheses).
+    Every weight must be a real number with ``|w| <= MAX_ABS_WEIGHT`` (:func:`~asrdecode.errors.check_weight`:
+    a NaN, infinite or huge weight would turn every fused score into NaN / inf and the beam into
+    empty or wrong hypotheses).
     """
     out: list[tuple[FusionModel, float]] = []
     for i, item in enumerate(fusion or ()):
@@ -82,15 +83,7 @@ def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size:
 
 
 def _finite_weight(i: int, weight: object) -> float:
-    if isinstance(weight, (bool, str, bytes)):
-        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {weight!r}")
-    try:
-        w = float(weight)  # type: ignore[arg-type]
-    except (TypeError, ValueError, RuntimeError):
-        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {weight!r}") from None
-    if not math.isfinite(w):
-        raise DecodingInputError(f"fusion[{i}] weight must be a finite number, got {w}")
-    return w
+    return check_weight(f"fusion[{i}] weight", weight)
 
 
 _FUSION_TYPES: set = set()

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size
+from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size, check_weight
 from ..native import _lib
 
 __all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
@@ -154,6 +154,6 @@ def check_beam_search_args(
     nbest_i = check_positive_int("nbest", nbest)
     if nbest_i > beam_i:
         raise DecodingInputError(f"nbest must be <= beam ({beam_i}), got {nbest_i}")
-    beta_f = check_float("beta", beta)
+    beta_f = check_weight("beta", check_float("beta", beta))
     threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
     return x, lens, blank, beam_i, nbest_i, beta_f, threshold

@@ -29,13 +29,20 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .vocabulary import PieceTokenizer
 
-__all__ = ["HFCTCBundle", "HFCTCHead", "is_hf_ctc_dir", "load_hf_ctc", "HFMissingError"]
+__all__ = ["HFCTCBundle", "HFCTCHead", "is_hf_ctc_dir", "load_hf_ctc", "HFMissingError", "RemoteCodeError"]
 
 SAMPLE_RATE = 16000
+#: the JSON files of a model folder that can name Python code to import (``auto_map``)
+_CODE_CONFIGS = ("config.json", "preprocessor_config.json", "processor_config.json", "tokenizer_config.json",
+                 "feature_extractor_config.json")
 
 
 class HFMissingError(DecodingInputError):
     """``transformers`` is not installed."""
+
+
+class RemoteCodeError(FileFormatError):
+    """A model folder asks to run its own Python code (``auto_map`` / ``custom_pipelines``); never run."""
 
 
 def is_hf_ctc_dir(spec: str) -> bool:
@@ -160,7 +167,8 @@ def _from_pretrained(transformers: Any, auto: Any, path: Path, what: str) -> Any
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     try:
-        return auto.from_pretrained(str(path), local_files_only=True)
+        # trust_remote_code=False: a folder's own Python is never imported, and transformers never prompts
+        return auto.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except Exception as err:  # transformers raises OSError, ValueError, TypeError, ... for damaged directories
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise FileFormatError(path, None, f"cannot load {what}: {first}") from None
@@ -170,10 +178,58 @@ def _from_pretrained(transformers: Any, auto: Any, path: Path, what: str) -> Any
             transformers.logging.enable_progress_bar()
 
 
+def _refuse_remote_code(path: Path) -> None:
+    """Raise :class:`RemoteCodeError` when a config file of ``path`` names code to import (``auto_map``)."""
+    for name in _CODE_CONFIGS:
+        f = path / name
+        if not f.is_file():
+            continue
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise FileFormatError(f, None, f"not a readable JSON file ({err})") from None
+        if isinstance(data, dict):
+            for key in ("auto_map", "custom_pipelines"):
+                if key in data:
+                    raise RemoteCodeError(f, None, f"has {key!r}: the folder asks to run its own Python code, "
+                                                   "which asrdecode never does (trust_remote_code=False)")
+
+
+def _check_vocab_file(path: Path) -> None:
+    """``vocab.json`` (when present, a flat token -> id map) has integer ids, each once."""
+    f = path / "vocab.json"
+    if not f.is_file():
+        return
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FileFormatError(f, None, f"not a readable JSON vocabulary ({err})") from None
+    if not isinstance(data, dict):
+        raise FileFormatError(f, None, f"expected a JSON object token -> id, got {type(data).__name__}")
+    if data and all(isinstance(v, dict) for v in data.values()):  # multilingual: language -> vocabulary
+        return
+    _check_ids(f, data)
+
+
+def _check_ids(where: Path, vocab: dict) -> None:
+    if not vocab:
+        raise FileFormatError(where, None, "the vocabulary is empty")
+    seen: dict[int, str] = {}
+    for piece, i in vocab.items():
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise FileFormatError(where, None, f"vocabulary token {piece!r} has id {i!r}, expected an integer")
+        if i in seen:
+            raise FileFormatError(where, None, f"vocabulary tokens {seen[i]!r} and {piece!r} share the id {i}")
+        seen[i] = piece
+
+
 def _hf_tokenizer(path: Path, tok: Any, vocab_size: int, pad_id: Optional[int]) -> PieceTokenizer:
     if not hasattr(tok, "get_vocab"):
         raise FileFormatError(path, None, f"the tokenizer ({type(tok).__name__}) has no vocabulary")
     vocab = tok.get_vocab()
+    if not isinstance(vocab, dict):
+        raise FileFormatError(path, None, f"the tokenizer's vocabulary is a {type(vocab).__name__}, expected a dict")
+    _check_ids(path, vocab)
     pieces: list[Optional[str]] = [None] * vocab_size
     for piece, i in vocab.items():
         if not 0 <= int(i) < vocab_size:
@@ -187,14 +243,24 @@ def _hf_tokenizer(path: Path, tok: Any, vocab_size: int, pad_id: Optional[int]) 
     if delimiter not in vocab:
         delimiter = None
     specials = [s for s in getattr(tok, "all_special_tokens", []) if s != delimiter]
+    spelling = [p for i, p in enumerate(pieces) if p and i != int(blank) and p not in specials and p != delimiter]
+    if not spelling:
+        raise FileFormatError(path, None, "the vocabulary has no token that spells text (only blank, delimiter "
+                                          "and special tokens): every transcript would be empty")
     return PieceTokenizer(pieces, int(blank), delimiter=delimiter, specials=specials)
 
 
 def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
     """A ``save_pretrained`` CTC model directory -> :class:`HFCTCBundle` (on ``device``).
 
+    Model folders are not trusted: a config naming Python code to run (``auto_map``) raises
+    :class:`RemoteCodeError` before transformers sees the folder (and every ``from_pretrained``
+    passes ``trust_remote_code=False``, so transformers never prompts); a vocabulary that is empty,
+    has non-integer or shared ids, or spells nothing raises :class:`FileFormatError`.
+
     Raises:
         HFMissingError: ``transformers`` is not installed.
+        RemoteCodeError: the folder asks to run its own code.
         FileFormatError: the directory is not a CTC model with a raw-sample feature extractor
             and a vocabulary, or its parts disagree.
     """
@@ -207,6 +273,8 @@ def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
     if not isinstance(archs, list) or not any(isinstance(a, str) and a.endswith("ForCTC") for a in archs):
         raise FileFormatError(path, None, f"expected a Hugging Face CTC model (architectures ending in 'ForCTC', "
                                           f"e.g. Wav2Vec2ForCTC), got {archs!r}")
+    _refuse_remote_code(path)
+    _check_vocab_file(path)
     transformers = _import_transformers()
     # the feature extractor and the tokenizer load on their own (not as one AutoProcessor), so a
     # Wav2Vec2ProcessorWithLM directory loads without pyctcdecode: its language_model/ is not used

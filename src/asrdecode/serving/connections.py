@@ -7,7 +7,10 @@ is not applied to WebSocket upgrades. :func:`guarded_http_protocol` returns a su
 uvicorn's ``H11Protocol`` that
 
 - refuses a connection with ``503`` and closes it at once when ``max_connections`` connections
-  (HTTP and WebSocket, counted by uvicorn's shared server state) are open already;
+  (HTTP and WebSocket, counted by uvicorn's shared server state) are open already, or when its
+  client address (the peer's IP) holds ``max_per_client`` open connections already: one client
+  re-opening silent sockets as they close can take at most ``max_per_client`` of the slots, not
+  all of them;
 - closes a connection whose request head is not complete ``head_timeout_s`` seconds after the
   connection was made (or after the previous response on a keep-alive connection): raw sockets
   that send nothing, and clients that drip a request's headers byte by byte.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Set
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -35,18 +38,57 @@ _REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; char
 class ConnectionStats:
     """Counters of :func:`guarded_http_protocol` (``/health`` reports them)."""
 
-    refused: int = 0         # connections over max_connections
+    refused: int = 0         # connections over max_connections or max_per_client
     head_timeouts: int = 0   # connections closed for an incomplete request head
+    refused_per_client: int = 0  # of ``refused``: over max_per_client
+
+
+class _ClientCounts:
+    """Open transports per client address. A WebSocket upgrade hands the transport to another
+    protocol object, so connections are counted by their transports, dropped once closing."""
+
+    def __init__(self) -> None:
+        self._by_client: dict[str, Set[Any]] = {}
+
+    def add(self, client: str, transport: Any) -> int:
+        """Count ``transport`` for ``client``; return the client's open connections, this one included."""
+        live = {t for t in self._by_client.get(client, ()) if not t.is_closing()}
+        live.add(transport)
+        self._by_client[client] = live
+        if len(self._by_client) > 1024:  # forget clients whose connections all closed
+            self._by_client = {c: ts for c, ts in self._by_client.items()
+                               if c == client or any(not t.is_closing() for t in ts)}
+        return len(live)
+
+    def discard(self, client: str, transport: Any) -> None:
+        live = self._by_client.get(client)
+        if live is not None:
+            live.discard(transport)
+            if not live:
+                del self._by_client[client]
+
+
+def _client_of(transport: asyncio.Transport) -> str:
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, (tuple, list)) and peer:
+        return str(peer[0])
+    return "" if peer is None else str(peer)  # a Unix socket: one client
 
 
 def guarded_http_protocol(max_connections: int, head_timeout_s: float,
-                          stats: Optional[ConnectionStats] = None) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a connection cap and a request-head deadline (see the module docs)."""
+                          stats: Optional[ConnectionStats] = None,
+                          max_per_client: Optional[int] = None) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a connection cap (global and per client address; ``None``: no
+    per-client cap) and a request-head deadline (see the module docs)."""
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise ValueError(f"max_connections must be an integer >= 1, got {max_connections!r}")
+    if max_per_client is not None and (isinstance(max_per_client, bool) or not isinstance(max_per_client, int)
+                                       or max_per_client < 1):
+        raise ValueError(f"max_connections_per_client must be an integer >= 1 or None, got {max_per_client!r}")
     if isinstance(head_timeout_s, bool) or not isinstance(head_timeout_s, (int, float)) or not head_timeout_s > 0:
         raise ValueError(f"head_timeout_s must be a positive number of seconds, got {head_timeout_s!r}")
     counters = stats if stats is not None else ConnectionStats()
+    clients = _ClientCounts()
 
     class GuardedH11Protocol(H11Protocol):
         stats = counters
@@ -54,11 +96,16 @@ def guarded_http_protocol(max_connections: int, head_timeout_s: float,
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self._head_timer: Optional[asyncio.TimerHandle] = None
             self._upgraded = False
+            self._client = _client_of(transport)
             super().connection_made(transport)
-            if len(self.connections) > max_connections:  # this connection included
+            mine = clients.add(self._client, transport)  # this connection included
+            over_client = max_per_client is not None and mine > max_per_client
+            if len(self.connections) > max_connections or over_client:  # this connection included
                 counters.refused += 1
+                counters.refused_per_client += int(over_client)
                 transport.write(_REFUSAL)
                 transport.close()
+                clients.discard(self._client, transport)
                 return
             self._arm_head_timer()
 
@@ -94,6 +141,7 @@ def guarded_http_protocol(max_connections: int, head_timeout_s: float,
 
         def connection_lost(self, exc: Optional[Exception]) -> None:
             self._cancel_head_timer()
+            clients.discard(self._client, self.transport)
             super().connection_lost(exc)
 
     return GuardedH11Protocol

@@ -76,6 +76,16 @@ class StreamReport:
     max_send_lag_ms: float = 0.0
     partial_texts: list[str] = field(default_factory=list)
     words: Optional[list[dict[str, Any]]] = None
+    stream_seconds: Optional[float] = None  # first chunk sent -> final received
+
+    @property
+    def real_time_factor(self) -> Optional[float]:
+        """Stream wall time over its audio (first chunk sent -> final received, over the audio sent):
+        about 1 plus the final latency when the server keeps up with real-time audio, growing when it
+        falls behind; ``None`` for a stream without a final or without audio."""
+        if self.stream_seconds is None or self.audio_seconds <= 0:
+            return None
+        return self.stream_seconds / self.audio_seconds
 
     @property
     def ok(self) -> bool:
@@ -95,6 +105,7 @@ class LoadTestReport:
     chunk_seconds: float
     wall_seconds: float
     results: list[StreamReport]
+    realtime: bool = True  # chunks were paced at real time
 
     def summary(self) -> dict[str, Any]:
         ok = [r for r in self.results if r.ok]
@@ -122,7 +133,36 @@ class LoadTestReport:
                 code = str(r.error.get("code", "?"))
                 errors[code] = errors.get(code, 0) + 1
         out["errors"] = errors
+        rtfs = [f for f in (r.real_time_factor for r in ok) if f is not None]
+        out["stream_rtf"] = {"mean": round(float(np.mean(rtfs)), 3) if rtfs else float("nan"),
+                             "max": round(max(rtfs), 3) if rtfs else float("nan")}
+        out["verdict"] = self.verdict(out)
         return out
+
+    def verdict(self, s: Mapping[str, Any]) -> str:
+        """One line: did the server keep up with ``streams`` real-time streams? It kept up when every
+        stream finished and a chunk's result came back before the next chunk was due (response p99 at
+        most the chunk length); the per-stream real-time factor (stream wall time / its audio) says by
+        how much a stream ran late."""
+        chunk_ms = 1000.0 * self.chunk_seconds
+        rtf = s["stream_rtf"]
+        rtf_text = f"per-stream real-time factor mean {rtf['mean']:.2f}, max {rtf['max']:.2f}"
+        if s["failed"]:
+            codes = ", ".join(f"{code} x{n}" for code, n in s["errors"].items()) or "no final"
+            return f"FAILED: {s['failed']} of {s['failed'] + s['finished']} streams did not finish ({codes})"
+        if not self.realtime:
+            return f"NOT REAL TIME: audio was sent as fast as possible (RTFx {s['rtfx']:.1f}); no keep-up verdict"
+        if s["max_send_lag_ms"] > chunk_ms:
+            return (f"INCONCLUSIVE: the load generator itself fell {s['max_send_lag_ms']:.0f} ms behind real "
+                    f"time (more than a {chunk_ms:.0f} ms chunk): it is starved of CPU; run fewer streams "
+                    f"or the client on another machine")
+        p99 = s["response_ms"]["p99"]
+        if p99 <= chunk_ms:
+            return (f"KEPT UP: {s['streams']} streams, each chunk's result came back before the next was due "
+                    f"(response p99 {p99:.0f} ms <= chunk {chunk_ms:.0f} ms); {rtf_text}")
+        return (f"OVERLOADED: results fall behind the audio (response p99 {p99:.0f} ms > chunk "
+                f"{chunk_ms:.0f} ms, queue p99 {s['queue_ms']['p99']:.0f} ms); {rtf_text}: run fewer streams, "
+                f"a larger --max-batch or a faster decoder")
 
     def format_text(self) -> str:
         s = self.summary()
@@ -139,6 +179,8 @@ class LoadTestReport:
         first = next((r.error for r in self.results if r.error is not None), None)
         if first is not None:
             lines.append(f"first error       {first.get('code')}: {first.get('message')}")
+        lines.append(f"stream RTF        mean {s['stream_rtf']['mean']:.2f}, max {s['stream_rtf']['max']:.2f}")
+        lines.append(f"verdict           {s['verdict']}")
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -215,6 +257,8 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
                         rep.words = msg.get("words")
                         if end_sent:
                             rep.final_ms = 1000.0 * (now - end_sent[0])
+                        if 0 in sent_at:
+                            rep.stream_seconds = now - sent_at[0]
                         return
 
             receiver = asyncio.create_task(receive())
@@ -293,7 +337,7 @@ async def run_load(url: str, clips: Sequence[Clip], streams: int, *, chunk_secon
     per_client = await asyncio.gather(*(client(i) for i in range(streams)))
     wall = time.perf_counter() - t_start
     results = [r for rs in per_client for r in rs]
-    return LoadTestReport(streams, chunk_seconds, wall, results)
+    return LoadTestReport(streams, chunk_seconds, wall, results, realtime=realtime)
 
 
 def loadtest(url: str, clips: Sequence[Clip], streams: int, **kwargs: Any) -> LoadTestReport:

@@ -71,7 +71,9 @@ class ServerConfig:
             when hama is installed, else demo-rnnt).
         decoder: ``greedy`` | ``beam`` | ``wfst`` (CTC only); ``None``: the model's default decoder with
             its ``decode_defaults`` (phone-ctc: WFST over its cached graph; the demo models: greedy).
-        decoder_options: keyword arguments of :class:`~asrdecode.streaming.StreamDecoder`.
+        decoder_options: registry options (:data:`asrdecode.registry.OPTIONS`: ``beam``, ``lm``,
+            ``wfst_beam``, ...; resolved with the model as ``transcribe`` resolves them) and other
+            keyword arguments of :class:`~asrdecode.streaming.StreamDecoder` (``boost_weight``, ...).
         max_batch: most streams per decoder step (1 = batching off).
         max_wait_ms: longest wait of the oldest ready chunk for a batch to fill.
         max_pending: per-stream bound on chunks queued, being decoded or waiting to be sent.
@@ -79,6 +81,8 @@ class ServerConfig:
         max_connections: most open TCP connections (streams, handshakes in progress, HTTP);
             more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
             (None) twice ``max_streams``.
+        max_connections_per_client: most open TCP connections from one client address (IP);
+            more are refused as over ``max_connections``. ``None``: no per-client cap.
         handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
             is not complete this long after it was made is closed.
         drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
@@ -95,12 +99,18 @@ class ServerConfig:
     max_pending: int = 8
     max_streams: int = 256
     max_connections: Optional[int] = None
+    max_connections_per_client: Optional[int] = 32
     handshake_timeout_s: float = 10.0
     drain_timeout_s: float = 30.0
     limits: Limits = field(default_factory=Limits)
     warmup_seconds: float = 2.0
 
     def __post_init__(self) -> None:
+        from ..registry import OPTION, check_types, decoder_names
+
+        if self.decoder is not None and self.decoder not in decoder_names():
+            raise ValueError(f"decoder must be one of {list(decoder_names())} or None, got {self.decoder!r}")
+        check_types({k: v for k, v in self.decoder_options.items() if k in OPTION})
         if isinstance(self.max_streams, bool) or not isinstance(self.max_streams, int) or self.max_streams < 1:
             raise ValueError(f"max_streams must be an integer >= 1, got {self.max_streams!r}")
         if not (isinstance(self.drain_timeout_s, (int, float)) and self.drain_timeout_s >= 0):
@@ -111,6 +121,9 @@ class ServerConfig:
                 or self.max_connections < self.max_streams:
             raise ValueError(f"max_connections must be an integer >= max_streams ({self.max_streams}), "
                              f"got {self.max_connections!r}")
+        per = self.max_connections_per_client
+        if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 1):
+            raise ValueError(f"max_connections_per_client must be an integer >= 1 or None, got {per!r}")
         h = self.handshake_timeout_s
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0 < h < float("inf")):
             raise ValueError(f"handshake_timeout_s must be a positive number of seconds, got {h!r}")
@@ -543,38 +556,35 @@ def create_app(service: StreamingService) -> Starlette:
                      lifespan=lifespan)
 
 
+def resolve_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(DecodeOptions, extras)``: the registry options among ``options`` resolved for ``bundle`` exactly as
+    ``transcribe`` resolves them (:func:`~asrdecode.registry.resolve_options`: the bundle's
+    ``decode_defaults`` where they apply), and the other keys (StreamDecoder's own: ``boost_weight``,
+    ``block_frames``, a search keyword the registry does not declare, ...)."""
+    from ..registry import OPTION, resolve_options
+
+    extras = dict(options)
+    given = {k: extras.pop(k) for k in list(extras) if k in OPTION}
+    opts = resolve_options(bundle, {"decoder": decoder, **given})
+    if opts.nbest != 1:
+        raise DecodingInputError(f"nbest {opts.nbest}: a served stream's result is its best hypothesis (nbest 1)")
+    if opts.decoder == "wfst" and opts.boost:
+        raise DecodingInputError("boost with decoder 'wfst': a served stream's word boosts are its own "
+                                 "(the stream's 'boosts' in its start message)")
+    return opts, extras
+
+
 def bundle_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The decoder (``None``: the bundle's default) and its :class:`~asrdecode.streaming.StreamDecoder`
-    options: the bundle's ``decode_defaults`` when it is the bundle's default decoder (as the offline
-    commands use them: phone-ctc's WFST graph, acoustic scale, beam), then ``options`` over them.
-    A ``graph`` path in ``options`` is loaded."""
-    from ..ctc.wfst import load_graph
-    from ..pipeline import DecodeOptions, build_fusion, stream_options
+    keyword arguments: :func:`resolve_decoding`'s options as :func:`~asrdecode.pipeline.stream_options`
+    gives them (LMs and graph loaded), then the extra keys (a ``fusion`` list is appended)."""
+    from ..pipeline import stream_options
 
-    options = dict(options)
-    tuned = dict(getattr(bundle, "decode_defaults", None) or {})
-    default = tuned.get("decoder", "greedy")
-    chosen = default if decoder is None else decoder
-    path = options.pop("graph") if isinstance(options.get("graph"), (str, os.PathLike)) else None
-    word_lm = {k: options.pop(k) for k in _WORD_LM_KEYS if k in options}
-    if word_lm and word_lm.get("word_lm") is None:
-        raise DecodingInputError("word_lm_weight and word_bonus need word_lm (a word ARPA file)")
-    if chosen == default:
-        given = {"graph": os.fspath(path)} if path is not None else {}
-        kw, _ = stream_options(bundle, DecodeOptions.for_bundle(bundle, decoder=chosen, **given, **word_lm))
-        kw.pop("decoder")
-        return chosen, {**kw, **options}
-    if path is not None:
-        options["graph"] = load_graph(path)
-    if word_lm:  # checked and built as `transcribe --word-lm` builds it
-        opts = DecodeOptions.from_mapping(chosen, word_lm)
-        options["fusion"] = [*(options.get("fusion") or []),
-                             *build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)]
-    return chosen, options
-
-
-#: the word-LM options of a served decoder (``serve --word-lm``): an ARPA path, its weight, the word bonus
-_WORD_LM_KEYS = ("word_lm", "word_lm_weight", "word_bonus")
+    opts, extras = resolve_decoding(bundle, decoder, options)
+    kw, _ = stream_options(bundle, opts)
+    if "fusion" in extras:
+        kw["fusion"] = [*kw.get("fusion", ()), *extras.pop("fusion")]
+    return kw.pop("decoder"), {**kw, **extras}
 
 
 def build_service(config: ServerConfig, **kwargs: Any) -> StreamingService:
@@ -604,7 +614,7 @@ class Server(uvicorn.Server):
         self.service = service
         self.on_ready = on_ready
         http = guarded_http_protocol(service.config.max_connections, service.config.handshake_timeout_s,
-                                     service.connections)
+                                     service.connections, service.config.max_connections_per_client)
         cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, http=http,
                              ws="websockets-sansio", ws_max_size=service.config.limits.transport_max_bytes,
                              ws_ping_interval=None, lifespan="on", **uvicorn_kwargs)

@@ -32,6 +32,7 @@ from ..hyps import BatchedHyps
 from ..lm import BoostingTree
 from ..models.bundle import check_bundle
 from ..pipeline import DECODERS
+from ..registry import decoder_for
 from ..results import Hypothesis
 from ..transducer import BeamState, GreedyState, beam_search, greedy, initial_beam_state
 from ..transducer.durations import DurationRule
@@ -432,12 +433,9 @@ class WFST(_Family):
 
 
 def make_family(bundle: Any, decoder: str, options: dict[str, Any]) -> Any:
-    """The adapter of ``decoder`` for ``bundle``'s kind; a ValueError names the accepted names."""
+    """The adapter of ``decoder`` for ``bundle``'s kind (the registry decoder's ``family``); a
+    ValueError names the accepted names."""
     kind = check_bundle(bundle, "bundle").kind
     if decoder not in DECODERS[kind]:
         raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODERS[kind]}")
-    if kind == "ctc":
-        cls = {"greedy": CTCGreedy, "beam": CTCBeam, "wfst": WFST}[decoder]
-    else:
-        cls = {"greedy": TransducerGreedy, "beam": TransducerBeam}[decoder]
-    return cls(bundle, dict(options))
+    return globals()[decoder_for(decoder, kind).family](bundle, dict(options))

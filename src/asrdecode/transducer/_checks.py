@@ -7,7 +7,11 @@ here, so a bad argument gets the same :class:`~asrdecode.errors.DecodingInputErr
 The symbol cap: ``max_symbols`` labels on one frame force time to advance one frame. It is on by
 default (``DEFAULT_MAX_SYMBOLS = 10``, NeMo's default too), so a degenerate model that never
 emits blank finishes in ``T * 10`` steps instead of running away; ``None`` switches the cap off,
-and then a frame with more than :data:`MAX_SYMBOLS_GUARD` labels is an error.
+and then a frame with more than :data:`MAX_SYMBOLS_GUARD` labels is an error. A cap above
+:data:`MAX_SYMBOLS_CEILING` is refused.
+
+NaN or +inf logits from the model's joint raise :class:`NonFiniteJointError` once the search
+ends (:func:`check_greedy_scores`, :func:`check_nbest_lists`: one check per call, none per step).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError, check_tokenizer_size
+from ..errors import DecodingInputError, check_tokenizer_size, check_weight
 from .model import TransducerModel
 
 __all__ = [
@@ -35,9 +39,16 @@ __all__ = [
     "check_encoder_output",
     "check_tokenizer",
     "runaway_error",
+    "MAX_SYMBOLS_CEILING",
+    "NonFiniteJointError",
+    "check_greedy_scores",
+    "check_nbest_lists",
 ]
 
 MAX_SYMBOLS_GUARD = 100_000  # with max_symbols=None: labels on one frame before a runaway error
+#: the largest max_symbols accepted: more labels on one frame than any model emits (a frame is
+#: 10-80 ms); 10**9 would let a model that never emits blank run for hours
+MAX_SYMBOLS_CEILING = 1_000
 DEFAULT_MAX_SYMBOLS = 10
 METHODS = ("alsd", "aes")
 BLANK_SCORINGS = ("lm_weighted", "none")
@@ -52,6 +63,9 @@ def check_max_symbols(max_symbols: object) -> int | None:
         return None
     if isinstance(max_symbols, bool) or not isinstance(max_symbols, int) or max_symbols < 1:
         raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    if max_symbols > MAX_SYMBOLS_CEILING:
+        raise DecodingInputError(f"max_symbols must be <= {MAX_SYMBOLS_CEILING} (labels on one frame), "
+                                 f"got {max_symbols}")
     return max_symbols
 
 
@@ -68,6 +82,30 @@ def resolve_max_symbols(max_symbols: object, max_symbols_per_frame: object = _MI
             raise DecodingInputError("pass max_symbols only (max_symbols_per_frame is its deprecated alias)")
         max_symbols = max_symbols_per_frame
     return check_max_symbols(max_symbols)
+
+
+class NonFiniteJointError(DecodingInputError):
+    """The model's joint network returned NaN or +inf logits: the decisions have no meaning."""
+
+
+def _non_finite_joint() -> NonFiniteJointError:
+    return NonFiniteJointError("model.joint returned NaN or +inf logits (a non-finite decision score); "
+                               "check the model's weights and the encoder output")
+
+
+def check_greedy_scores(scores: torch.Tensor) -> None:
+    """After a greedy search: the summed decision scores ``[B]`` are finite (one check per call; a NaN or
+    +inf logit makes its decision's log-prob NaN, and a NaN stays in the sum)."""
+    if scores.numel() and not bool(torch.isfinite(scores).all()):
+        raise _non_finite_joint()
+
+
+def check_nbest_lists(nbest: list) -> None:
+    """After a beam search: every utterance kept a hypothesis with a finite score (NaN / +inf logits
+    leave NaN scores, or prune every hypothesis away: an empty list)."""
+    for row in nbest:
+        if not row or not all(math.isfinite(h.score) for h in row):
+            raise _non_finite_joint()
 
 
 def runaway_error() -> DecodingInputError:
@@ -118,10 +156,10 @@ def check_expansion_gamma(gamma: object, method: str) -> float | None:
 
 
 def check_beta(beta: object) -> float:
-    """The insertion bonus: a finite real number."""
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
+    """The insertion bonus: a real number with ``|beta| <= MAX_ABS_WEIGHT`` (:func:`~asrdecode.errors.check_weight`)."""
+    if not isinstance(beta, (int, float)):  # numbers only (a tensor or string is a caller's mistake here)
         raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
-    return float(beta)
+    return check_weight("beta", beta)
 
 
 def _parameter_dtype(model: object) -> torch.dtype | None:

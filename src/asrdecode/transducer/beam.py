@@ -820,6 +820,7 @@ def beam_search(
         check_joint_width(model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
     _drive(loop, mode, enc.device, max_symbols)
     nb = loop.results(nbest)
+    _checks.check_nbest_lists(nb)
     for row in nb:
         attach_text(row, tokenizer)
     if not return_state:

@@ -392,6 +392,7 @@ def greedy(
     lp = _Loop(model, enc, lengths, state, window, max_symbols, precompute_projections, compact=mode == "eager")
     run = StepRunner(mode, _Loop.STATE)
     (_label_loop if loop == "labels" else _frame_loop)(lp, run)
+    _checks.check_greedy_scores(lp.hyps.scores)
     hyps = attach_text(lp.hyps.to_hypotheses(), tokenizer)
     if not streaming:
         return hyps

@@ -1,0 +1,174 @@
+"""What each registry decoder runs: its search keyword arguments and its offline builder.
+
+Each decoder of :data:`asrdecode.registry.DECODERS` names two functions here: ``*_kwargs(bundle,
+options)``, the keyword arguments of its search (fusion models and graphs built from the option
+values), which the streaming family receives as they are; and a builder ``(bundle, options) ->
+decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]`` (one list per utterance, best first) that
+calls the same search on whole utterances. ``bundle`` needs ``kind``, ``model`` (``vocab_size``;
+transducers: the :class:`~asrdecode.transducer.TransducerModel`), ``blank_id`` and ``tokenizer``.
+
+Nothing here checks whether options fit: :func:`asrdecode.registry.check_options` did that.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .errors import DecodingInputError, FileFormatError
+from .results import Hypothesis
+
+__all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest"]
+
+#: ``decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]``
+DecodeNBest = Callable[[torch.Tensor, torch.Tensor], list[list[Hypothesis]]]
+
+#: the WIND window of ``method="wind"`` when none is given (``transducer.beam_search``'s default)
+WIND_BEAM_WINDOW = 8
+
+
+def parse_boost(spec: str) -> tuple[str, float]:
+    """``"phrase:weight"`` -> ``(phrase, weight)``; a spec without ``:weight`` gets weight 1.0."""
+    phrase, sep, weight = spec.rpartition(":")
+    if not sep:
+        phrase, weight = spec, "1.0"
+    try:
+        w = float(weight)
+    except ValueError:
+        raise DecodingInputError(f"--boost {spec!r}: the weight after ':' must be a number") from None
+    if not math.isfinite(w):
+        raise DecodingInputError(f"--boost {spec!r}: the weight must be a finite number")
+    if not phrase.strip():
+        raise DecodingInputError(f"--boost {spec!r}: empty phrase")
+    return phrase.strip(), w
+
+
+def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
+    """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search."""
+    if (opts.lm or opts.word_lm or opts.boost) and opts.decoder != "beam":
+        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
+    fusion: list = []
+    if opts.lm:
+        from .lm import NGramLM
+
+        if not Path(opts.lm).is_file():
+            raise FileFormatError(opts.lm, None, "no such LM file")
+        fusion.append((NGramLM.from_arpa(opts.lm, vocab_size=vocab, blank_id=blank), float(opts.lm_weight)))
+    if opts.word_lm:
+        from .lm.word import word_lm_fusion
+
+        if tokenizer is None:
+            raise DecodingInputError("--word-lm needs a model with a tokenizer")
+        fusion.append(word_lm_fusion(opts.word_lm, tokenizer, vocab_size=vocab, blank_id=blank,
+                                     weight=opts.word_lm_weight, word_bonus=opts.word_bonus))
+    if opts.boost:
+        from .lm import BoostingTree
+
+        if tokenizer is None:
+            raise DecodingInputError("--boost needs a model with a tokenizer")
+        tree = BoostingTree.from_phrases([parse_boost(b) for b in opts.boost], tokenizer, vocab_size=vocab,
+                                         blank_id=blank)
+        fusion.append((tree, 1.0))
+    return fusion
+
+
+def best_of(nbest_lists: Sequence[Sequence[Hypothesis]]) -> list[Hypothesis]:
+    """The best hypothesis of each utterance from a beam search's n-best lists (an empty list: an empty hypothesis)."""
+    return [h[0] if h else Hypothesis([], [], -math.inf) for h in nbest_lists]
+
+
+# --------------------------------------------------------------------------------- search kwargs
+def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+    """CTC greedy takes no options."""
+    return {}
+
+
+def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+    """``transducer.greedy``: WIND window (1: off) and the symbols-per-frame cap."""
+    return {"window": opts.window or 1, "max_symbols": opts.max_symbols}
+
+
+def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+    """``ctc.beam_search``: beam, fusion models, bonus, engine."""
+    return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine,
+            "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
+
+
+def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine."""
+    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": opts.max_symbols,
+          "engine": opts.engine,
+          "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
+    if opts.method == "wind":
+        kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)
+    return kw
+
+
+def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+    """``WFSTDecoder``: the loaded graph and the search settings (``boost`` is per utterance: :func:`word_boosts`)."""
+    from .ctc.wfst import load_graph
+
+    if not opts.graph:
+        raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
+    if not Path(opts.graph).is_file():
+        raise FileFormatError(opts.graph, None, "no such graph file")
+    return {"graph": load_graph(opts.graph), "acoustic_scale": float(opts.acoustic_scale),
+            "beam": float(opts.wfst_beam), "max_active": int(opts.max_active), "min_active": int(opts.min_active),
+            "engine": opts.engine}
+
+
+def word_boosts(opts: Any) -> dict[str, float] | None:
+    """WFST: ``{word: boost}`` of ``opts.boost`` (``None``: no boosts)."""
+    return dict(parse_boost(b) for b in opts.boost) or None
+
+
+# -------------------------------------------------------------------------------------- builders
+def ctc_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+    from . import ctc
+
+    tok, blank = bundle.tokenizer, bundle.blank_id
+    return lambda x, n: [[h] for h in ctc.greedy(x, n, blank, tok)]
+
+
+def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+    from . import transducer as tr
+
+    tok, model, kw = bundle.tokenizer, bundle.model, transducer_greedy_kwargs(bundle, opts)
+    return lambda x, n: [[h] for h in tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw)]
+
+
+def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
+    from . import ctc
+
+    tok, blank, kw = bundle.tokenizer, bundle.blank_id, ctc_beam_kwargs(bundle, opts)
+    return lambda x, n: ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw)
+
+
+def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
+    from . import transducer as tr
+
+    tok, model, kw = bundle.tokenizer, bundle.model, transducer_beam_kwargs(bundle, opts)
+    return lambda x, n: tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw)
+
+
+def wfst(bundle: Any, opts: Any) -> DecodeNBest:
+    """Token passing through the graph; ``boost`` takes WORD:WEIGHT; text = the graph's output words."""
+    from .ctc.wfst import WFSTDecoder
+
+    kw = wfst_kwargs(bundle, opts)
+    decoder = WFSTDecoder(kw.pop("graph"), blank_id=bundle.blank_id, **kw)
+    boosts = word_boosts(opts)
+
+    def decode(x: torch.Tensor, n: torch.Tensor) -> list[list[Hypothesis]]:
+        many = opts.nbest > 1
+        out = decoder(x, n, boosts=[boosts] * x.shape[0] if boosts else None, nbest=opts.nbest if many else None)
+        lists = out if many else [[h] for h in out]
+        for hs in lists:
+            for h in hs:
+                h.text = " ".join(w for w, _, _ in h.words or [])
+        return lists
+
+    return decode

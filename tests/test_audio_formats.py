@@ -1,0 +1,51 @@
+"""Compressed and float audio files decode like the PCM wav they came from (soundfile is a core dependency)."""
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from asrdecode.audio import read_audio
+from asrdecode.errors import FileFormatError
+
+
+@pytest.fixture(scope="module")
+def speech() -> np.ndarray:
+    return read_audio("data/real/cards-001.wav").numpy()  # 16 kHz float32
+
+
+@pytest.mark.parametrize("fmt, subtype, tol", [("FLAC", "PCM_16", 1e-4), ("WAV", "FLOAT", 1e-6),
+                                                ("OGG", "VORBIS", 0.2), ("MP3", "MPEG_LAYER_III", 0.2)])
+def test_formats_read_as_the_same_samples(tmp_path, speech, fmt, subtype, tol):
+    path = tmp_path / f"a.{fmt.lower()}"
+    sf.write(str(path), speech, 16000, format=fmt, subtype=subtype)
+    got = read_audio(path).numpy()
+    if fmt in ("OGG", "MP3"):  # lossy, and an MP3 encoder pads the start: compare energy and length
+        assert abs(len(got) - len(speech)) < 0.1 * 16000
+        n = min(len(got), len(speech))
+        assert np.sqrt(np.mean(got[:n] ** 2)) == pytest.approx(np.sqrt(np.mean(speech[:n] ** 2)), rel=tol)
+    else:
+        assert got.shape == speech.shape
+        assert np.max(np.abs(got - speech)) < tol
+
+
+def test_stereo_48k_flac_is_downmixed_and_resampled(tmp_path, speech):
+    path = tmp_path / "stereo.flac"
+    up = torch.nn.functional.interpolate(torch.from_numpy(speech)[None, None], scale_factor=3, mode="linear")[0, 0]
+    sf.write(str(path), np.stack([up.numpy(), up.numpy()], axis=1), 48000, format="FLAC")
+    got = read_audio(path)
+    assert abs(got.numel() - len(speech)) <= 1
+
+
+def test_garbage_file_is_a_named_error(tmp_path):
+    path = tmp_path / "noise.ogg"
+    path.write_bytes(b"OggS" + bytes(range(200)))
+    with pytest.raises(FileFormatError, match="noise.ogg"):
+        read_audio(path)
+
+
+def test_zero_byte_file_says_it_is_empty(tmp_path):
+    path = tmp_path / "zero.wav"
+    path.write_bytes(b"")
+    with pytest.raises(FileFormatError, match=r"zero.wav.*empty file \(0 bytes\)"):
+        read_audio(path)

@@ -1,0 +1,355 @@
+"""Hostile inputs (issue 30): every case gives a result or a named error, never a crash, a hang,
+foreign code run, or a silent wrong answer. Each test has a timeout: a hang fails it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+
+# -- Hugging Face model folders: foreign code and vocabularies ---------------------------------------
+
+_EVIL = '''
+from pathlib import Path
+Path({marker!r}).write_text("ran")
+from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+class EvilConfig(Wav2Vec2Config):
+    model_type = "evil"
+class EvilForCTC(Wav2Vec2ForCTC):
+    config_class = EvilConfig
+'''
+
+
+@pytest.fixture()
+def hf_copy(tmp_path):
+    pytest.importorskip("transformers")
+    from onramp_models import cached_hf_ctc
+
+    out = tmp_path / "model"
+    shutil.copytree(cached_hf_ctc(), out)
+    return out
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(changes)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _plant_remote_code(folder: Path, marker: Path) -> None:
+    (folder / "evil.py").write_text(_EVIL.format(marker=str(marker)), encoding="utf-8")
+    _edit_json(folder / "config.json", model_type="evil",
+               auto_map={"AutoConfig": "evil.EvilConfig", "AutoModelForCTC": "evil.EvilForCTC"})
+
+
+def test_auto_map_folder_is_refused_and_its_code_never_runs(hf_copy, tmp_path) -> None:
+    from asrdecode.models import load_bundle
+    from asrdecode.models.hf_ctc import RemoteCodeError
+
+    marker = tmp_path / "marker"
+    _plant_remote_code(hf_copy, marker)
+    with pytest.raises(RemoteCodeError, match="auto_map"):
+        load_bundle(str(hf_copy))
+    assert not marker.exists()
+
+
+def test_transformers_is_told_not_to_trust_remote_code(hf_copy, tmp_path, monkeypatch) -> None:
+    """Even past the folder check, transformers gets trust_remote_code=False: an error, no prompt, no code."""
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models import hf_ctc
+
+    marker = tmp_path / "marker"
+    _plant_remote_code(hf_copy, marker)
+    monkeypatch.setattr(hf_ctc, "_refuse_remote_code", lambda path: None)
+    monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("transformers prompted"))
+    with pytest.raises(FileFormatError):
+        hf_ctc.load_hf_ctc(str(hf_copy))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("vocab, match", [
+    ({}, "empty"),
+    ({"<pad>": 0, "A": 1, "B": 1}, "share the id"),
+    ({"<pad>": "0", "A": "1"}, "expected an integer"),
+    ({"<pad>": 0, "A": 1.5}, "expected an integer"),
+])
+def test_bad_hf_vocabularies_are_named_errors(hf_copy, vocab, match) -> None:
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models import load_bundle
+
+    (hf_copy / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(FileFormatError, match=match):
+        load_bundle(str(hf_copy))
+
+
+def test_a_vocabulary_of_specials_only_is_refused(hf_copy) -> None:
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models import load_bundle
+
+    (hf_copy / "vocab.json").write_text(json.dumps({"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4}),
+                                        encoding="utf-8")
+    with pytest.raises(FileFormatError, match="spells text"):
+        load_bundle(str(hf_copy))
+
+
+# -- weights, bonuses, scales: finite and within MAX_ABS_WEIGHT -------------------------------------
+
+HUGE = [1e308, -1e308, 1e5, float("nan"), float("inf")]
+
+
+@pytest.mark.parametrize("value", HUGE)
+def test_check_weight_refuses_huge_and_non_finite(value) -> None:
+    from asrdecode.errors import MAX_ABS_WEIGHT, DecodingInputError, check_weight
+
+    with pytest.raises(DecodingInputError, match="w must be a finite number"):
+        check_weight("w", value)
+    assert check_weight("w", MAX_ABS_WEIGHT) == pytest.approx(MAX_ABS_WEIGHT)
+    assert check_weight("w", -2.5) == pytest.approx(-2.5)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308])
+def test_ctc_beam_huge_weight_and_beta(value) -> None:
+    from asrdecode import ctc
+    from asrdecode.errors import DecodingInputError
+    from test_ctc_helpers import TableBigram, random_log_probs
+    from transducer_models import FUSION_BLANK, FUSION_V
+
+    x = random_log_probs(0, 2, 6, FUSION_V)
+    lm = TableBigram(FUSION_V, FUSION_BLANK)
+    with pytest.raises(DecodingInputError, match=r"fusion\[0\] weight"):
+        ctc.beam_search(x, None, FUSION_BLANK, beam=4, fusion=[(lm, value)])
+    with pytest.raises(DecodingInputError, match="beta"):
+        ctc.beam_search(x, None, FUSION_BLANK, beam=4, beta=value)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
+def test_transducer_beam_huge_weight_and_beta(value, method) -> None:
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.transducer import beam_search
+    from transducer_models import FUSION_BLANK, FUSION_V, random_encoder, random_model, tiny_boosting_tree
+
+    model = random_model(0, FUSION_V, FUSION_BLANK, None)
+    enc = random_encoder(1, 2, 5)
+    with pytest.raises(DecodingInputError, match=r"fusion\[0\] weight"):
+        beam_search(model, enc, beam=3, method=method, fusion=[(tiny_boosting_tree(), value)])
+    with pytest.raises(DecodingInputError, match="beta"):
+        beam_search(model, enc, beam=3, method=method, beta=value)
+
+
+# -- transducers: NaN / +inf logits from the joint, max_symbols ceiling ------------------------------
+
+
+def _bad_joint_model(value: float, durations):
+    from transducer_models import random_model
+
+    model = random_model(0, 6, 0, durations)
+    joint = model.joint
+
+    def bad(enc, dec):
+        out = joint(enc, dec).clone()
+        out[..., 2] = value
+        return out
+
+    model.joint = bad
+    return model
+
+
+def _searches(durations):
+    from asrdecode.native import _lib
+    from asrdecode.transducer import beam_search, greedy
+
+    out = [("labels", lambda m, e: greedy(m, e)), ("frames", lambda m, e: greedy(m, e, loop="frames"))]
+    engines = ["torch"] + (["native"] if _lib.available() else [])
+    for method in ["alsd", "aes"] + (["wind"] if durations is None else []):
+        for engine in engines:
+            out.append((f"{method}-{engine}", lambda m, e, method=method, engine=engine:
+                        beam_search(m, e, beam=3, method=method, engine=engine)))
+    return out
+
+
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]], ids=["rnnt", "tdt"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_joint_logits_are_a_named_error(value, durations) -> None:
+    from asrdecode.transducer._checks import NonFiniteJointError
+    from transducer_models import random_encoder
+
+    model = _bad_joint_model(value, durations)
+    enc = random_encoder(1, 2, 5)
+    for name, search in _searches(durations):
+        with pytest.raises(NonFiniteJointError):
+            search(model, enc)
+
+
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]], ids=["rnnt", "tdt"])
+def test_minus_inf_logits_are_a_mask_not_an_error(durations) -> None:
+    """-inf in a label column is a legitimate mask: every search still returns hypotheses."""
+    from transducer_models import random_encoder
+
+    model = _bad_joint_model(-float("inf"), durations)
+    enc = random_encoder(1, 2, 5)
+    for name, search in _searches(durations):
+        out = search(model, enc)
+        assert len(out) == 2, name
+        for row in out:
+            hyps = row if isinstance(row, list) else [row]
+            assert hyps and all(2 not in h.tokens for h in hyps), name
+
+
+@pytest.mark.parametrize("value", [10**9, 1001])
+def test_max_symbols_ceiling(value) -> None:
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.transducer import beam_search, greedy
+    from asrdecode.transducer._checks import MAX_SYMBOLS_CEILING
+    from transducer_models import random_encoder, random_model
+
+    model = random_model(0, 6, 0, None)
+    enc = random_encoder(1, 2, 5)
+    with pytest.raises(DecodingInputError, match=f"max_symbols must be <= {MAX_SYMBOLS_CEILING}"):
+        greedy(model, enc, max_symbols=value)
+    with pytest.raises(DecodingInputError, match="max_symbols"):
+        beam_search(model, enc, beam=2, max_symbols=value)
+    assert len(greedy(model, enc, max_symbols=MAX_SYMBOLS_CEILING)) == 2
+
+
+# -- output paths: probed before any decoding -----------------------------------------------------
+
+UNWRITABLE = Path("/proc/asrdecode-out.json")
+needs_proc = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+
+
+def test_check_output_path_probes_and_leaves_nothing(tmp_path) -> None:
+    from asrdecode.paths import check_output_dir, check_output_path
+
+    check_output_path(tmp_path / "out.json", "-o")
+    assert list(tmp_path.iterdir()) == []
+    assert check_output_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert list((tmp_path / "a" / "b").iterdir()) == []
+
+
+@needs_proc
+def test_output_folder_that_only_looks_writable(tmp_path) -> None:
+    from asrdecode.paths import OutputPathError, check_output_dir, check_output_path
+
+    with pytest.raises(OutputPathError, match=r"-o /proc/asrdecode-out\.json: cannot write in the output folder /proc"):
+        check_output_path(UNWRITABLE, "-o")
+    with pytest.raises(OutputPathError, match="output_dir /proc/asrdecode-dir: cannot create"):
+        check_output_dir("/proc/asrdecode-dir")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputPathError, match="is a file"):
+        check_output_dir(tmp_path / "file")
+
+
+@needs_proc
+@pytest.mark.parametrize("command", ["transcribe", "eval"])
+def test_cli_output_into_proc_fails_before_decoding(tmp_path, capsys, monkeypatch, command) -> None:
+    from asrdecode import cli
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoding started before the output path was checked")
+
+    monkeypatch.setattr(cli, "_load_model", no_decoding)
+    monkeypatch.setattr(cli, "make_pipeline", no_decoding)
+    wav = Path(__file__).resolve().parents[1] / "data" / "real" / "cards-001.wav"
+    if command == "transcribe":
+        argv = ["transcribe", str(wav), "--model", "demo-ctc", "-o", str(UNWRITABLE)]
+    else:
+        m = tmp_path / "m.jsonl"
+        m.write_text(json.dumps({"audio_filepath": str(wav), "duration": 1.0, "text": "x"}) + "\n")
+        argv = ["eval", str(m), "--model", "demo-ctc", "-o", str(UNWRITABLE)]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cannot write in the output folder /proc" in captured.err
+
+
+@needs_proc
+def test_transcribe_dataset_output_dir_is_probed_before_decoding(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("ray")
+    from asrdecode import distributed as dist
+    from asrdecode.paths import OutputPathError
+
+    wav = Path(__file__).resolve().parents[1] / "data" / "real" / "cards-001.wav"
+    m = tmp_path / "m.jsonl"
+    m.write_text(json.dumps({"audio_filepath": str(wav), "duration": 1.0, "text": "x"}) + "\n")
+    monkeypatch.setattr(dist, "build_pipeline", lambda *a, **k: None)
+    with pytest.raises(OutputPathError, match="output_dir /proc/asrdecode-run"):
+        dist.transcribe_dataset(m, "/proc/asrdecode-run", model="demo-ctc")
+
+
+# -- server: the connection cap per client address ----------------------------------------------------
+
+
+def _connect_from(source: str, st) -> "socket.socket":
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.bind((source, 0))
+    s.connect((st.host, st.port))
+    return s
+
+
+def _refused(s, wait: float) -> bool:
+    """Whether the server answered 503 (or closed) within ``wait`` seconds; a held socket stays silent."""
+    import socket
+
+    s.settimeout(wait)
+    try:
+        data = s.recv(4096)
+    except socket.timeout:
+        return False
+    return data == b"" or data.startswith(b"HTTP/1.1 503")
+
+
+def test_one_client_cannot_take_every_connection_slot() -> None:
+    """A client (127.0.0.2) opening many silent sockets holds at most max_connections_per_client of them;
+    other clients still get the remaining slots and decode a stream."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("websockets")
+    import asyncio
+
+    import numpy as np
+
+    from asrdecode.serving.protocol import encode_chunk
+    from asrdecode.serving.server import ServerThread
+    from test_server import cfg, make_service, raw_session
+
+    svc = make_service(max_streams=4, max_connections=10, max_connections_per_client=3, handshake_timeout_s=30)
+    with ServerThread(svc) as st:
+        hostile = [_connect_from("127.0.0.2", st) for _ in range(12)]
+        time.sleep(0.3)
+        hostile_refused = sum(_refused(s, 0.5) for s in hostile)
+        normal = [_connect_from(a, st) for a in ("127.0.0.1", "127.0.0.1", "127.0.0.3", "127.0.0.3", "127.0.0.3")]
+        normal_refused = sum(_refused(s, 0.5) for s in normal)
+        audio = (0.1 * np.sin(np.arange(8000) / 5.0)).astype(np.float32)
+        msgs, code = asyncio.run(raw_session(st.url, [cfg(), encode_chunk(audio), json.dumps({"type": "end"})]))
+        health = svc.health()
+        for s in hostile + normal:
+            s.close()
+    assert hostile_refused == 9  # 12 tried, 3 held
+    assert normal_refused == 0
+    assert code == 1000 and msgs[-1]["type"] == "final"
+    assert health["refused_connections"] == 9 and svc.connections.refused_per_client == 9
+
+
+def test_per_client_cap_config_checks(capsys) -> None:
+    pytest.importorskip("uvicorn")
+    from asrdecode import cli
+    from asrdecode.serving.connections import guarded_http_protocol
+    from asrdecode.serving.server import ServerConfig
+
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="max_connections_per_client"):
+            ServerConfig(max_connections_per_client=bad)
+        with pytest.raises(ValueError, match="max_connections_per_client"):
+            guarded_http_protocol(8, 1.0, None, bad)
+    assert ServerConfig().max_connections_per_client == 32
+    assert ServerConfig(max_connections_per_client=None).max_connections_per_client is None
+    assert cli.main(["serve", "--max-connections-per-client", "-3"]) == 2
+    assert "max_connections_per_client" in capsys.readouterr().err
