@@ -193,7 +193,7 @@ def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "dem
             for sname, (enc, elen, refs, audio_s) in encoded.items():
                 with torch.inference_mode():
                     x = demo.model.log_probs_from_encoder(enc) if demo.kind == "ctc" else enc
-                hyps, secs = timed(lambda: fn(x, elen), repeats=repeats)
+                hyps, secs = timed(lambda fn=fn, x=x, elen=elen: fn(x, elen), repeats=repeats)
                 row.wer[sname] = wer(refs, texts_of(hyps))
                 row.decoder_seconds += secs
                 row.audio_seconds += audio_s
@@ -234,7 +234,7 @@ def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str],
             feats, flen = bundle.features(waves)
             x = bundle.model.log_probs_from_encoder(bundle.encode_features(feats, flen)[0])
         log(f"{sname}: phone-ctc front end (hama) {time.perf_counter() - t0:.1f} s")
-        hyps, secs = timed(lambda: decode(x, flen), repeats=repeats)
+        hyps, secs = timed(lambda x=x, flen=flen: decode(x, flen), repeats=repeats)
         row.wer[sname] = wer([e.text for e in entries], texts_of(hyps))
         row.decoder_seconds += secs
         row.audio_seconds += sum(w.numel() for w in waves) / 16000

@@ -294,8 +294,8 @@ def run_evaluation(
         batch = entries[start : start + batch_size]
         waves = [read(e.audio_filepath) for e in batch]
         timing.audio_seconds += sum(w.numel() for w in waves) / SAMPLE_RATE
-        (out, lengths), t_front = timed(lambda: encode(waves))
-        res, t_dec = timed(lambda: decode(out, lengths))
+        (out, lengths), t_front = timed(lambda waves=waves: encode(waves))
+        res, t_dec = timed(lambda out=out, lengths=lengths: decode(out, lengths))
         if len(res) != len(batch):
             raise DecodingInputError(f"decode returned {len(res)} hypotheses for {len(batch)} utterances")
         timing.frontend_seconds += t_front

@@ -27,7 +27,7 @@ each hypothesis (``utterances [N]``), or assumes the batch-major layout ``[B, be
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 import torch
@@ -97,12 +97,7 @@ class BoostingTree:
                 gives token ids outside the vocabulary or equal to the blank; no phrase left
                 after skipping.
         """
-        encode: Callable[[str], Sequence[int]]
-        if hasattr(tokenizer, "encode"):
-            encode = tokenizer.encode  # type: ignore[assignment]
-        elif callable(tokenizer):
-            encode = tokenizer  # type: ignore[assignment]
-        else:
+        if not (hasattr(tokenizer, "encode") or callable(tokenizer)):
             raise DecodingInputError("tokenizer must have an encode(text) method or be callable")
         if vocab_size is None:
             vocab_size = getattr(tokenizer, "vocab_size", None)

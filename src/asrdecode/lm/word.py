@@ -371,7 +371,7 @@ class WordNGramLM:
                         src_l.append(a)
                         lab_l.append(t)
                         dst_l.append(n)
-        for txt, toks in cont.items():  # the OOV node's self-loops: the per-character offset
+        for toks in cont.values():  # the OOV node's self-loops: the per-character offset
             for t in toks:
                 src_l.append(oov)
                 lab_l.append(t)

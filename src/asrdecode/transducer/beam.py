@@ -31,7 +31,6 @@ exactly the whole-utterance steps (tests: random chunk boundaries).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -260,7 +259,7 @@ class _BeamLoop:
         if self.wind:
             self._wind_step()
             return
-        B, K, V, D = self.B, self.K, self.V, self.D
+        B, K, D = self.B, self.K, self.D
         N = B * K
         expand = self.active
         carry = torch.where(expand, _NEG_INF, self.score)[..., None]  # [B, K, 1]: waiting / finished stay

@@ -164,7 +164,7 @@ class LSTMTransducer(_JointMixin):
         for layer in range(self.pred_layers):
             if layer:  # x: the layer below's output
                 w, b = upper[layer - 1]
-                gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)
+                gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)  # noqa: F821 (x: set by layer 0)
             i, f, g, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
             x = torch.sigmoid(o) * torch.tanh(c)
@@ -189,8 +189,8 @@ class LSTMTransducer(_JointMixin):
             emb, lstm = params[0], params[1:]
             with torch.no_grad():
                 table = torch.addmm(lstm[2] + lstm[3], emb, lstm[0].t()).contiguous()
-                upper = [(torch.cat([lstm[4 * l], lstm[4 * l + 1]], dim=1).t().contiguous(),
-                          (lstm[4 * l + 2] + lstm[4 * l + 3]).contiguous()) for l in range(1, self.pred_layers)]
+                upper = [(torch.cat([lstm[4 * j], lstm[4 * j + 1]], dim=1).t().contiguous(),
+                          (lstm[4 * j + 2] + lstm[4 * j + 3]).contiguous()) for j in range(1, self.pred_layers)]
                 cached = (key, (table, lstm[1].t().contiguous(), upper))
             self.__dict__["_step_cache"] = cached
         return cached[1]

@@ -296,7 +296,7 @@ def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
     if src.size == 0:
         return 0
     depth = np.zeros(S, dtype=np.int64)
-    for it in range(S + 1):
+    for _ in range(S + 1):
         new = depth.copy()
         np.maximum.at(new, src, depth[dst] + 1)
         if np.array_equal(new, depth):

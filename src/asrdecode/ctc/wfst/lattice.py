@@ -247,7 +247,7 @@ class LatticeRecorder:
             p0 = int(np.searchsorted(nodes, start[b]))
             m[p0], m[0] = 0, p0  # the start node becomes local node 0
 
-            def remap(x):
+            def remap(x, m=m, nodes=nodes):
                 return m[np.searchsorted(nodes, x.astype(np.int64))] if x.size else np.zeros(0, np.int64)
 
             out.append(UtteranceLattice(
