@@ -18,15 +18,16 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 import torch
 
 from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .paths import check_output_path
-from .pipeline import DecodeOptions, best_of, build_fusion, make_pipeline, parse_boost
+from .pipeline import DecodeOptions, NBest, best_of, build_fusion, make_pipeline, parse_boost
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
+from .results import Hypothesis
 from .models import default_model
 
 __all__ = ["main", "build_parser", "decode_options"]
@@ -171,10 +172,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     opts = decode_options(args, bundle)
     fusion = build_fusion(opts, tok, x.shape[2], args.blank_id)
     if opts.decoder == "greedy":
-        hyps = ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax)
+        hyps = cast(list[Hypothesis], ctc.greedy(x, None, args.blank_id, tok, log_softmax=args.log_softmax))
     else:
-        hyps = best_of(ctc.beam_search(x, None, args.blank_id, beam=opts.beam, fusion=fusion, beta=opts.beta,
-                                       tokenizer=tok, log_softmax=args.log_softmax))
+        hyps = best_of(cast(NBest, ctc.beam_search(x, None, args.blank_id, beam=opts.beam, fusion=fusion,
+                                                   beta=opts.beta, tokenizer=tok, log_softmax=args.log_softmax)))
     if args.format == "json":
         recs = [{"index": i, "tokens": h.tokens, "timestamps": h.timestamps, "score": float(h.score),
                  **({"text": h.text} if h.text is not None else {})} for i, h in enumerate(hyps)]

@@ -15,12 +15,13 @@ thread; with an empty graph cache (the first run builds phone-ctc's graph, ~2 mi
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import torch
 
@@ -29,7 +30,7 @@ from . import transducer as tr
 from .audio import read_audio
 from .errors import AsrDecodeError
 from .evaluate import read_manifest, texts_of, timed, wer
-from .pipeline import best_of
+from .pipeline import NBest, best_of
 from .results import Hypothesis
 from .models.demo import LM_TUNED
 
@@ -119,30 +120,32 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
     if demo.kind == "ctc":
         b = demo.blank_id
         out = [
-            ("greedy", lambda x, n: ctc.greedy(x, n, b, tok)),
-            (f"beam {BEAM}", lambda x, n: best_of(ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok))),
-            (f"beam {BEAM} + blank collapse", lambda x, n: best_of(
-                ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok))),
+            ("greedy", lambda x, n: cast(list[Hypothesis], ctc.greedy(x, n, b, tok))),
+            (f"beam {BEAM}", lambda x, n: best_of(cast(NBest, ctc.beam_search(x, n, b, beam=BEAM, tokenizer=tok)))),
+            (f"beam {BEAM} + blank collapse", lambda x, n: best_of(cast(NBest,
+                ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok)))),
         ]
         if lm is not None:
-            out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(ctc.beam_search(
-                x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
+            out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(cast(NBest, ctc.beam_search(
+                x, n, b, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok)))))
         wfst = _wfst_decoder(demo)
         if wfst is not None:
             out.append((f"WFST TLG ({TLG_WORDS} words, 3-gram)", wfst))
         return out
     m = demo.model
     out = [
-        ("greedy frame-looping", lambda x, n: tr.greedy(m, x, n, loop="frames", tokenizer=tok, acceleration="eager")),
-        ("greedy label-looping", lambda x, n: tr.greedy(m, x, n, loop="labels", tokenizer=tok, acceleration="eager")),
+        ("greedy frame-looping", lambda x, n: cast(list[Hypothesis], tr.greedy(m, x, n, loop="frames", tokenizer=tok,
+                                                                                 acceleration="eager"))),
+        ("greedy label-looping", lambda x, n: cast(list[Hypothesis], tr.greedy(m, x, n, loop="labels", tokenizer=tok,
+                                                                                 acceleration="eager"))),
     ]
     if demo.kind == "rnnt":
-        out.append(("label-looping + WIND 8", lambda x, n: tr.greedy(
-            m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager")))
-    out.append((f"beam {BEAM}", lambda x, n: best_of(tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok))))
+        out.append(("label-looping + WIND 8", lambda x, n: cast(list[Hypothesis], tr.greedy(
+            m, x, n, loop="labels", window=8, tokenizer=tok, acceleration="eager"))))
+    out.append((f"beam {BEAM}", lambda x, n: best_of(cast(NBest, tr.beam_search(m, x, n, beam=BEAM, tokenizer=tok)))))
     if lm is not None:
-        out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(tr.beam_search(
-            m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok))))
+        out.append((f"beam {BEAM} + token LM", lambda x, n: best_of(cast(NBest, tr.beam_search(
+            m, x, n, beam=BEAM, fusion=[(lm, lm_w)], beta=lm_beta, tokenizer=tok)))))
     return out
 
 
@@ -193,7 +196,7 @@ def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "dem
             for sname, (enc, elen, refs, audio_s) in encoded.items():
                 with torch.inference_mode():
                     x = demo.model.log_probs_from_encoder(enc) if demo.kind == "ctc" else enc
-                hyps, secs = timed(lambda fn=fn, x=x, elen=elen: fn(x, elen), repeats=repeats)
+                hyps, secs = timed(functools.partial(fn, x, elen), repeats=repeats)
                 row.wer[sname] = wer(refs, texts_of(hyps))
                 row.decoder_seconds += secs
                 row.audio_seconds += audio_s
@@ -234,7 +237,7 @@ def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str],
             feats, flen = bundle.features(waves)
             x = bundle.model.log_probs_from_encoder(bundle.encode_features(feats, flen)[0])
         log(f"{sname}: phone-ctc front end (hama) {time.perf_counter() - t0:.1f} s")
-        hyps, secs = timed(lambda x=x, flen=flen: decode(x, flen), repeats=repeats)
+        hyps, secs = timed(functools.partial(decode, x, flen), repeats=repeats)
         row.wer[sname] = wer([e.text for e in entries], texts_of(hyps))
         row.decoder_seconds += secs
         row.audio_seconds += sum(w.numel() for w in waves) / 16000

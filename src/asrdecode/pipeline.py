@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, cast
 
 import torch
 
@@ -34,6 +34,7 @@ METHODS = ("alsd", "aes", "wind")
 
 Encode = Callable[[list[torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
 Decode = Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]
+NBest = list[list[Hypothesis]]  # a beam search's n-best lists (final=True: no state returned)
 
 
 @dataclass(frozen=True)
@@ -246,10 +247,10 @@ def _ctc_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     if opts.decoder == "wfst":
         return _wfst_decoder(bundle, opts)
     if opts.decoder == "greedy":
-        return lambda x, n: ctc.greedy(x, n, blank, tok)
+        return lambda x, n: cast(list[Hypothesis], ctc.greedy(x, n, blank, tok))
     fusion = build_fusion(opts, tok, bundle.model.vocab_size, blank)
-    return lambda x, n: best_of(ctc.beam_search(x, n, blank, beam=opts.beam, fusion=fusion, beta=float(opts.beta),
-                                                tokenizer=tok))
+    return lambda x, n: best_of(cast(NBest, ctc.beam_search(x, n, blank, beam=opts.beam, fusion=fusion,
+                                                            beta=float(opts.beta), tokenizer=tok)))
 
 
 def _transducer_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
@@ -258,13 +259,14 @@ def _transducer_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     tok, model = bundle.tokenizer, bundle.model
     fusion = build_fusion(opts, tok, model.vocab_size, bundle.blank_id)
     if opts.decoder == "greedy":
-        return lambda x, n: tr.greedy(model, x, n, window=opts.window, tokenizer=tok, acceleration="eager")
+        return lambda x, n: cast(list[Hypothesis], tr.greedy(model, x, n, window=opts.window, tokenizer=tok,
+                                                             acceleration="eager"))
     kw: dict[str, Any] = {"beam": opts.beam, "tokenizer": tok, "method": opts.method}
     if opts.method == "wind":
         kw.update(window=opts.window, expansion_gamma=opts.expansion_gamma)
     if fusion:
         kw.update(fusion=fusion, beta=float(opts.beta))
-    return lambda x, n: best_of(tr.beam_search(model, x, n, **kw))
+    return lambda x, n: best_of(cast(NBest, tr.beam_search(model, x, n, **kw)))
 
 
 def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
@@ -272,6 +274,7 @@ def _wfst_decoder(bundle: Any, opts: DecodeOptions) -> Decode:
     from .ctc.wfst import WFSTDecoder, load_graph
 
     boosts = dict(parse_boost(b) for b in opts.boost)
+    assert opts.graph is not None  # checked by the options
     decoder = WFSTDecoder(load_graph(opts.graph), blank_id=bundle.blank_id, acoustic_scale=float(opts.acoustic_scale),
                           beam=float(opts.wfst_beam), max_active=int(opts.max_active), min_active=int(opts.min_active))
 
@@ -350,6 +353,7 @@ def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any],
     if options.decoder == "wfst":
         from .ctc.wfst import load_graph
 
+        assert options.graph is not None  # checked by the options
         kw.update(graph=load_graph(options.graph), acoustic_scale=float(options.acoustic_scale),
                   beam=float(options.wfst_beam), max_active=int(options.max_active), min_active=int(options.min_active))
         boosts = dict(parse_boost(b) for b in options.boost) or None
