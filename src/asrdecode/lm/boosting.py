@@ -303,7 +303,7 @@ def _check_phrases(phrases: object, weight: float) -> list[tuple[str, float]]:
     if isinstance(phrases, (str, bytes)):
         raise DecodingInputError("phrases must be a list of strings, not a single string")
     try:
-        items = list(phrases)  # type: ignore[arg-type]
+        items = list(phrases)  # type: ignore[call-overload]  # any iterable; TypeError is caught
     except TypeError:
         raise DecodingInputError(f"phrases must be a list of strings, got {type(phrases).__name__}") from None
     if not items:

@@ -32,7 +32,7 @@ exactly the whole-utterance steps (tests: random chunk boundaries).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 
@@ -843,8 +843,9 @@ def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, 
     dtype = dtype or (param.dtype if param is not None else torch.float32)
     device = param.device if param is not None else torch.device("cpu")
     no_frames = torch.zeros((batch, 0, encoder_dim), dtype=dtype, device=device)
-    _, st = beam_search(model, no_frames, torch.zeros(batch, dtype=torch.long, device=device), state=None,
-                        return_state=True, final=False, **options)
+    _, st = cast("tuple[list[list[Hypothesis]], BeamState]", beam_search(
+        model, no_frames, torch.zeros(batch, dtype=torch.long, device=device), state=None,
+        return_state=True, final=False, **options))
     return st
 
 

@@ -165,6 +165,7 @@ class _Loop:
         dur_logits = logits[..., self.V :]
         dval, didx = dur_logits.max(dim=-1)
         logp = logp + dval - torch.logsumexp(dur_logits, dim=-1)
+        assert self.durations is not None  # set for TDT
         return label, logp.to(self.pending_logp.dtype), self.durations[didx]
 
     # -- steps shared by both loops --------------------------------------------------------------
@@ -322,7 +323,7 @@ def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch
 
 
 def _check_args(
-    model: object, encoder_output: object, loop: str, window: int, max_symbols: int | None, tokenizer: object
+    model: TransducerModel, encoder_output: object, loop: str, window: int, max_symbols: int | None, tokenizer: object
 ) -> torch.Tensor:
     check_model(model)
     enc = check_emissions("encoder_output", encoder_output, ndim=3)

@@ -161,6 +161,7 @@ class LSTMTransducer(_JointMixin):
         table, w_hh0, upper = self._step_weights()
         hs, cs = [], []
         gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
+        x: torch.Tensor  # the layer below's output (layer 0 sets it before layer 1 reads it)
         for layer in range(self.pred_layers):
             if layer:  # x: the layer below's output
                 w, b = upper[layer - 1]
@@ -181,8 +182,10 @@ class LSTMTransducer(_JointMixin):
         if names is None:
             names = self.__dict__["_step_names"] = [f"{kind}_l{layer}" for layer in range(self.pred_layers)
                                                     for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        lstm_params = self._modules["lstm"]._parameters
-        params = [self._modules["embedding"]._parameters["weight"], *(lstm_params[n] for n in names)]
+        # (torch types these dicts' values as Optional: the modules and parameters set in __init__ are not None)
+        lstm_params: dict[str, torch.Tensor] = self._modules["lstm"]._parameters  # type: ignore[union-attr,assignment]
+        params: list[torch.Tensor] = [self._modules["embedding"]._parameters["weight"],  # type: ignore[union-attr,list-item]
+                                      *(lstm_params[n] for n in names)]
         key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:

@@ -199,6 +199,7 @@ class LatticeRecorder:
         fin_sc = final_score.cpu().numpy().astype(np.float64)
         good = np.isfinite(fin_sc)
         fin_nid, fin_sc = fin_nid[good], fin_sc[good]
+        assert self.start_node is not None  # set by the decoder's init_state
         start = self.start_node.cpu().numpy()
         # arcs grouped by step; each step: emitting arcs then its epsilon arcs (relaxed eps_depth + 1 times)
         order = np.lexsort((eps, step))
