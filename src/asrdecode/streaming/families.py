@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import torch
 
@@ -149,7 +149,8 @@ class TransducerGreedy(_Family):
 
     def step(self, rows: Sequence[GreedyRow], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
         state = self._gather(rows, x.dtype)
-        _, state = greedy(self.model, x, lengths, state=state, **self.options)
+        _, state = cast("tuple[list[Hypothesis], GreedyState]",
+                        greedy(self.model, x, lengths, state=state, **self.options))
         self._scatter(rows, state)
 
     def _gather(self, rows: Sequence[GreedyRow], score_dtype: torch.dtype) -> GreedyState:
@@ -180,7 +181,8 @@ class TransducerGreedy(_Family):
                           durations=None if row.durations is None else list(row.durations))
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return greedy(self.model, frames[None], torch.tensor([frames.shape[0]]), **self.options)[0]
+        return cast(list[Hypothesis], greedy(self.model, frames[None], torch.tensor([frames.shape[0]]),
+                                             **self.options))[0]
 
 
 # -- transducer beam -------------------------------------------------------------------------------
@@ -201,7 +203,8 @@ class _PhraseBoosts:
 
     name = "beam"
 
-    def _init_boosts(self, boost_weight: object, base_fusion: list, vocab: int, blank: int, tokenizer: Any) -> None:
+    def _init_boosts(self, boost_weight: float | None, base_fusion: list, vocab: int, blank: int,
+                     tokenizer: Any) -> None:
         self.base_fusion = base_fusion
         self.tokenizer = tokenizer
         self.boost_weight = boost_weight
@@ -223,7 +226,8 @@ class _PhraseBoosts:
         return None if self.empty is None else _phrase_tree("beam", boosts, self.tokenizer, self.empty)
 
     def _fusion(self, tree: BoostingTree | None) -> list:
-        return self.base_fusion + ([(tree, float(self.boost_weight))] if tree is not None else [])
+        # (a tree exists only when boost_weight is set)
+        return self.base_fusion + ([(tree, float(self.boost_weight))] if tree is not None else [])  # type: ignore[arg-type]
 
     def _stack(self, streams: Sequence[Any]) -> tuple[list, list[int]]:
         """The fusion list of a batch and each stream's boosting-state shift in the stacked tree."""
@@ -277,8 +281,9 @@ class TransducerBeam(_PhraseBoosts, _Family):
         batch = BeamState.cat(states, self.pool.gather(slots))
         if "lm_states" in batch.hyps:  # each stream's boosting states, numbered in the stacked tree
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, shifts)
-        _, batch = beam_search(self.model, x, lengths, state=batch, return_state=True, fusion=fusion,
-                               final=torch.tensor(list(final)), **self.options)
+        _, batch = cast("tuple[list[list[Hypothesis]], BeamState]", beam_search(
+            self.model, x, lengths, state=batch, return_state=True, fusion=fusion, final=torch.tensor(list(final)),
+            **self.options))
         if "lm_states" in batch.hyps:
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, [-d for d in shifts])
         self.pool.scatter(slots, batch.split_into(states))
@@ -295,8 +300,8 @@ class TransducerBeam(_PhraseBoosts, _Family):
         return Hypothesis(tokens, frames, float(val[0, 0]), durations=durations)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),
-                           fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
+        return cast(list[list[Hypothesis]], beam_search(self.model, frames[None], torch.tensor([frames.shape[0]]),
+                                                        fusion=self._fusion(self._tree(boosts)), **self.options))[0][0]
 
 
 # -- CTC greedy ------------------------------------------------------------------------------------
@@ -318,7 +323,8 @@ class CTCGreedy(_Family):
 
     def step(self, states: Sequence[ctc.CTCGreedyState], x: torch.Tensor, lengths: torch.Tensor,
              final: Sequence[bool]) -> None:
-        _, batch = ctc.greedy(x, lengths, self.blank, state=ctc.CTCGreedyState.cat(states))
+        _, batch = cast("tuple[list[Hypothesis], ctc.CTCGreedyState]",
+                        ctc.greedy(x, lengths, self.blank, state=ctc.CTCGreedyState.cat(states)))
         for st, part in zip(states, batch.split([1] * len(states))):
             st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
 
@@ -327,7 +333,7 @@ class CTCGreedy(_Family):
         return Hypothesis(list(h.tokens), list(h.timestamps), h.score)
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return ctc.greedy(frames[None], torch.tensor([frames.shape[0]]), self.blank)[0]
+        return cast(list[Hypothesis], ctc.greedy(frames[None], torch.tensor([frames.shape[0]]), self.blank))[0]
 
 
 # -- CTC beam --------------------------------------------------------------------------------------
@@ -372,19 +378,22 @@ class CTCBeam(_PhraseBoosts, _Family):
         states = [s.state for s in streams]
         batch = ctc.CTCBeamState.cat(self.initial_state(len(streams), fusion), states)
         batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
-        batch = ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False, **self.options)
+        batch = cast(ctc.CTCBeamState, ctc.beam_search(x, lengths, self.blank, fusion=fusion, state=batch, final=False,
+                                                       **self.options))
         batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
         batch.split_into(states)
 
     def result(self, stream: _CTCBeamStream, final: bool) -> Hypothesis:
         if final:  # ends the search on an empty last chunk: adds the fusion models' end-of-sentence scores
-            return ctc.beam_search(torch.zeros(1, 0, self.vocab), torch.zeros(1, dtype=torch.long), self.blank,
-                                   fusion=stream.fusion, state=stream.state, **self.options)[0][0]
+            return cast(list[list[Hypothesis]], ctc.beam_search(
+                torch.zeros(1, 0, self.vocab), torch.zeros(1, dtype=torch.long), self.blank,
+                fusion=stream.fusion, state=stream.state, **self.options))[0][0]
         return stream.state.hypotheses(1)[0][0]
 
     def offline(self, frames: torch.Tensor, boosts: Boosts | None) -> Hypothesis:
-        return ctc.beam_search(frames[None], torch.tensor([frames.shape[0]]), self.blank,
-                               fusion=self._fusion(self._tree(boosts)), **self.options)[0][0]
+        return cast(list[list[Hypothesis]], ctc.beam_search(frames[None], torch.tensor([frames.shape[0]]), self.blank,
+                                                            fusion=self._fusion(self._tree(boosts)),
+                                                            **self.options))[0][0]
 
 
 # -- WFST ------------------------------------------------------------------------------------------
