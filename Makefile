@@ -12,7 +12,7 @@ DEMO_STAMP := .demo.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test bench kenlm nemo clean
+.PHONY: install demo lint test bench kenlm nemo clean
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV) || { echo "venv failed: installing Debian's python3-venv"; \
@@ -44,7 +44,13 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(VPY) -m asrdecode.demo
 
-test: $(TEST_STAMP)
+# ruff and mypy on src/ (configured in pyproject.toml; the test stamp installs them with the dev extra, and
+# the serve/distributed extras so mypy sees the same packages everywhere)
+lint: $(TEST_STAMP)
+	$(VPY) -m ruff check src
+	$(VPY) -m mypy
+
+test: $(TEST_STAMP) lint
 	$(VPY) -m pytest
 
 # KenLM's lmplz/build_binary (for estimate_arpa and its tests); needs Debian's boost packages.

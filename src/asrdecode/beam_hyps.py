@@ -80,7 +80,7 @@ class BeamTree:
     tokens: list[torch.Tensor] = field(default_factory=list)
     parents: list[torch.Tensor] = field(default_factory=list)
     data: list[torch.Tensor] = field(default_factory=list)
-    _buf: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, init=False, repr=False,
+    _buf: tuple[torch.Tensor, ...] | None = field(default=None, init=False, repr=False,
                                                                           compare=False)
     _count: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
     _n: int = field(default=0, init=False, repr=False, compare=False)
@@ -106,7 +106,7 @@ class BeamTree:
 
     def tensors(self) -> list[torch.Tensor]:
         """The preallocated storage and step counter (what a captured step writes), else ``[]``."""
-        return [*self._buf, self._count] if self._buf is not None else []
+        return [*self._buf, self._count] if self._buf is not None and self._count is not None else []
 
     def reserve(self, steps: int = 1) -> None:
         """Make room for ``steps`` more steps (preallocated trees; doubles the capacity, host-side)."""
@@ -126,6 +126,7 @@ class BeamTree:
         """Preallocated trees: store one step at the device step counter and advance it (in place,
         static shapes, no sync). The host must have reserved room and counts it with :meth:`advance`."""
         assert self._buf is not None, "write() needs a preallocated tree; use record()"
+        assert self._count is not None
         data = data if data.dim() == 2 else data[:, None].expand_as(tokens)
         for buf, x in zip(self._buf, (tokens, parents, data)):
             buf.index_copy_(0, self._count, x[None].to(buf.dtype))
@@ -263,7 +264,7 @@ class BeamTree:
         out_dat_t = out_dat.transpose(1, 2, 0)
         result: list[list[tuple[list[int], list[int]]]] = []
         for b in range(batch):
-            row = []
+            row: list[tuple[list[int], list[int]]] = []
             for j in range(n):
                 if slots_np[b, j] < 0:
                     row.append(([], []))

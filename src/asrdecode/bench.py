@@ -28,14 +28,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, cast
 
 import torch
 
 from . import ctc
 from . import transducer as tr
 from .errors import DecodingInputError
-from .pipeline import best_of
+from .pipeline import NBest, best_of
 from .results import Hypothesis
 
 __all__ = [
@@ -166,14 +166,14 @@ def _workload(x: torch.Tensor, lengths: torch.Tensor, n: int, batch: int) -> lis
     return out
 
 
-def _speed(model_name: str, decoders: dict[str, Callable], inputs: dict[str, torch.Tensor], lengths: torch.Tensor,
-           frame_seconds: float, cfg: BenchConfig) -> list[SpeedRow]:
+def _speed(model_name: str, decoders: dict[str, tuple[str, Callable]], inputs: dict[str, torch.Tensor],
+           lengths: torch.Tensor, frame_seconds: float, cfg: BenchConfig) -> list[SpeedRow]:
     """Time every decoder (the first is the baseline) for every batch size."""
     n = max(max(int(b) for b in cfg.batches), int(lengths.shape[0]))
     rows = []
     for B in cfg.batches:
         B = int(B)
-        fns = {}
+        fns: dict[str, Callable[[], object]] = {}
         audio = 0.0
         for name, (kind, fn) in decoders.items():
             work = _workload(inputs[kind], lengths, n, B)
@@ -191,7 +191,7 @@ def _speed(model_name: str, decoders: dict[str, Callable], inputs: dict[str, tor
 def _transducer_decoders(model) -> dict[str, tuple[str, Callable]]:
     # At most MAX_SYMBOLS labels per frame, as beam search's default cap (random-weight models
     # can otherwise emit without end on one frame).
-    kw = dict(max_symbols=MAX_SYMBOLS, acceleration="eager")
+    kw: dict[str, Any] = dict(max_symbols=MAX_SYMBOLS, acceleration="eager")
     return {
         "greedy frame-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="frames", **kw)),
         "greedy label-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="labels", **kw)),
@@ -219,7 +219,8 @@ def _paper_model(frames: int):
         for _ in range(10):
             mid = (lo + hi) / 2
             model.joint_out.bias[vocab - 1] = base + mid
-            hyps = tr.greedy(model, probe, probe_len, max_symbols=MAX_SYMBOLS, acceleration="eager")
+            hyps = cast(list[Hypothesis], tr.greedy(model, probe, probe_len, max_symbols=MAX_SYMBOLS,
+                                                    acceleration="eager"))
             if sum(len(h.tokens) for h in hyps) / 200.0 > 0.3:
                 lo = mid
             else:
@@ -279,7 +280,7 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
         log("paper-sized model speed done")
 
     with torch.inference_mode():
-        hyps = tr.greedy(rnnt.model, enc, elen, window=WIND, acceleration="eager")
+        hyps = cast(list[Hypothesis], tr.greedy(rnnt.model, enc, elen, window=WIND, acceleration="eager"))
     res.wind_window = WIND
     res.wind_jumps = wind_jumps(hyps, elen.tolist(), WIND)
 
@@ -287,8 +288,8 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
     for w in cfg.lm_weights:
         fusion = [(lm, float(w))] if w > 0 else []
         with torch.inference_mode():
-            out = best_of(ctc.beam_search(logp, elen, cb, beam=CTC_BEAM, fusion=fusion, beta=cfg.beta if fusion else 0.0,
-                                         tokenizer=ctc_demo.tokenizer))
+            out = best_of(cast(NBest, ctc.beam_search(logp, elen, cb, beam=CTC_BEAM, fusion=fusion,
+                                                      beta=cfg.beta if fusion else 0.0, tokenizer=ctc_demo.tokenizer)))
         res.lm_wer.append((float(w), wer(refs, [h.text or "" for h in out])))
     log("WER vs LM weight done")
     return res

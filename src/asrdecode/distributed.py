@@ -410,7 +410,8 @@ class DatasetRun:
     failed: list[int] = field(default_factory=list)
 
 
-def _config(manifest: Path, n: int, model: str, decoder: str, opts: dict[str, Any], batch_size: int) -> dict[str, Any]:
+def _config(manifest: Path, n: int, model: str, decoder: Optional[str], opts: dict[str, Any],
+            batch_size: int) -> dict[str, Any]:
     digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
     return {"format": _FORMAT, "manifest": str(manifest), "manifest_sha256": digest, "utterances": n,
             "model": model, "decoder": decoder, "decoder_options": opts, "batch_size": batch_size}

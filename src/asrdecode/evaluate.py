@@ -20,6 +20,7 @@ both the total RTFx and the decoder-only RTFx (reading audio files is not timed)
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -303,8 +304,8 @@ def run_evaluation(
         batch = entries[start : start + batch_size]
         waves = [read(e.audio_filepath) for e in batch]
         timing.audio_seconds += sum(w.numel() for w in waves) / SAMPLE_RATE
-        (out, lengths), t_front = timed(lambda: encode(waves))
-        res, t_dec = timed(lambda: decode(out, lengths))
+        (out, lengths), t_front = timed(functools.partial(encode, waves))
+        res, t_dec = timed(functools.partial(decode, out, lengths))
         if len(res) != len(batch):
             raise DecodingInputError(f"decode returned {len(res)} hypotheses for {len(batch)} utterances")
         timing.frontend_seconds += t_front

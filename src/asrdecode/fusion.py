@@ -147,7 +147,7 @@ class FusionScorer:
         cols = []
         for m, takes in zip(self.models, self._takes_utterances):
             if utterances is not None and takes:
-                s = m.initial_states(n, device=device, utterances=utterances)
+                s = m.initial_states(n, device=device, utterances=utterances)  # type: ignore[call-arg]  # optional extension (takes)
             else:
                 s = m.initial_states(n, device=device)
             cols.append(s.to(dtype=torch.int64))
@@ -168,6 +168,7 @@ class FusionScorer:
             term = sc.to(dtype) * w
             total = term if total is None else total.add_(term)
             nexts.append(nx)
+        assert total is not None  # self.models is not empty
         return total, (nexts[0].unsqueeze(-1) if len(nexts) == 1 else torch.stack(nexts, dim=-1))
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor,
@@ -182,13 +183,14 @@ class FusionScorer:
         for i, (m, w) in enumerate(self.fusion):
             s = states[:, i].contiguous()
             if self._has_score_tokens[i]:
-                sc, nx = m.score_tokens(s, tokens)
+                sc, nx = m.score_tokens(s, tokens)  # type: ignore[attr-defined]  # optional method (checked)
             else:
                 sc, nx = m.advance(s)
                 sc, nx = sc.gather(1, tokens), nx.gather(1, tokens)
             term = sc.to(dtype) * w
             total = term if total is None else total.add_(term)
             nexts.append(nx)
+        assert total is not None  # self.models is not empty
         return total, torch.stack(nexts, dim=-1)
 
     # -- moving states with their hypotheses (the searches never index states themselves) --

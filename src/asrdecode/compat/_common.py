@@ -68,7 +68,7 @@ def with_unigrams(model: ArpaModel, words: Sequence[str]) -> ArpaModel:
             for p, src in zip(parts, (model.words, model.logprob, model.backoff, model.has_backoff, lines)):
                 add = grams if p is parts[0] else np.tile(src[k][rows], len(extra))
                 p[k] = np.concatenate([p[k], add.astype(src[k].dtype)])
-    return ArpaModel(list(model.vocab) + extra, *parts,
+    return ArpaModel(list(model.vocab) + extra, parts[0], parts[1], parts[2], parts[3], parts[4],
                      path=f"{model.path} (+{len(extra)} lexicon words scored as <unk>)")
 
 
@@ -98,9 +98,9 @@ def spell_greedy(text: str, pieces: Sequence[str | None], what: str) -> list[int
         DecodingInputError: ``text`` holds something no token spells (named with ``what``).
     """
     index: dict[str, int] = {}
-    for i, p in enumerate(pieces):
+    for k, p in enumerate(pieces):
         if p:
-            index.setdefault(p, i)
+            index.setdefault(p, k)
     longest = max((len(p) for p in index), default=0)
     ids, pos = [], 0
     while pos < len(text):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, cast
 
 import torch
 
@@ -211,8 +211,9 @@ class BeamSearchDecoderCTC:
         for s in range(0, len(order), BATCH_SIZE):
             idx = order[s: s + BATCH_SIZE]
             x, lengths = pad_batch([xs[i] for i in idx])
-            res = ctc.beam_search(x, lengths, self.blank_id, beam=beam_width, fusion=fusion,
-                                  beam_threshold=-prune, nbest=min(nbest, beam_width))
+            res = cast(list[list[Hypothesis]], ctc.beam_search(x, lengths, self.blank_id, beam=beam_width,
+                                                               fusion=fusion, beam_threshold=-prune,
+                                                               nbest=min(nbest, beam_width)))
             for i, r in zip(idx, res):
                 out[i] = r
         return out

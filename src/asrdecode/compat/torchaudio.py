@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union, cast
 
 import torch
 
@@ -47,6 +47,7 @@ from ..lm.boosting import BoostingTree
 from ..lm.ngram import NGramLM
 from ..lm.tokens import TokenMap
 from ..lm.word import WordBoundaries, WordNGramLM, detect_boundaries
+from ..results import Hypothesis
 from ._common import check_number, flat_arpa, with_unigrams
 
 __all__ = ["ctc_decoder", "CTCDecoder", "CTCHypothesis", "read_lexicon"]
@@ -57,10 +58,10 @@ SP = "\u2581"
 class CTCHypothesis(NamedTuple):
     """One hypothesis, as torchaudio's: token ids ``[L]``, words, score, frame of each token ``[L]``."""
 
-    tokens: torch.LongTensor
+    tokens: torch.Tensor  # int64 (torch.LongTensor in torchaudio's annotation)
     words: list[str]
     score: float
-    timesteps: torch.IntTensor
+    timesteps: torch.Tensor  # int32 (torch.IntTensor in torchaudio's annotation)
 
 
 def _read_tokens(tokens: Union[str, os.PathLike, Sequence[str]]) -> list[str]:
@@ -139,9 +140,10 @@ class CTCDecoder:
             raise DecodingInputError(f"emissions must be float32, got {emissions.dtype}")
         if emissions.shape[2] != len(self.tokens):
             raise DecodingInputError(f"emissions have {emissions.shape[2]} classes but tokens has {len(self.tokens)}")
-        res = ctc.beam_search(emissions, lengths, self.blank_id, beam=self.beam_size, fusion=self.fusion,
-                              beam_threshold=self.beam_threshold, token_beam=self.beam_size_token,
-                              nbest=self.nbest, log_softmax=True)
+        res = cast(list[list[Hypothesis]], ctc.beam_search(emissions, lengths, self.blank_id, beam=self.beam_size,
+                                                           fusion=self.fusion, beam_threshold=self.beam_threshold,
+                                                           token_beam=self.beam_size_token, nbest=self.nbest,
+                                                           log_softmax=True))
         lse = torch.logsumexp(emissions, dim=-1)  # each frame's normaliser: scores on the emissions' scale
         T = emissions.shape[1]
         lens = (torch.full((emissions.shape[0],), T) if lengths is None

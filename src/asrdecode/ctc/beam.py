@@ -98,7 +98,7 @@ class CTCBeamState:
         boosting trees). The batch's tree starts empty; :meth:`split_into` hands each stream its rows."""
         for f in fields(CTCBeamState):
             if f.name == "collapse":
-                template.collapse = None if states[0].collapse is None else CollapseState.cat([s.collapse for s in states])
+                template.collapse = None if states[0].collapse is None else CollapseState.cat([s.collapse for s in states])  # type: ignore[misc]  # all set when the first is
             elif isinstance(getattr(states[0], f.name), torch.Tensor):
                 setattr(template, f.name, torch.cat([getattr(s, f.name) for s in states]))
         return template

@@ -27,7 +27,7 @@ each hypothesis (``utterances [N]``), or assumes the batch-major layout ``[B, be
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 import torch
@@ -97,12 +97,7 @@ class BoostingTree:
                 gives token ids outside the vocabulary or equal to the blank; no phrase left
                 after skipping.
         """
-        encode: Callable[[str], Sequence[int]]
-        if hasattr(tokenizer, "encode"):
-            encode = tokenizer.encode  # type: ignore[assignment]
-        elif callable(tokenizer):
-            encode = tokenizer  # type: ignore[assignment]
-        else:
+        if not (hasattr(tokenizer, "encode") or callable(tokenizer)):
             raise DecodingInputError("tokenizer must have an encode(text) method or be callable")
         if vocab_size is None:
             vocab_size = getattr(tokenizer, "vocab_size", None)
@@ -308,7 +303,7 @@ def _check_phrases(phrases: object, weight: float) -> list[tuple[str, float]]:
     if isinstance(phrases, (str, bytes)):
         raise DecodingInputError("phrases must be a list of strings, not a single string")
     try:
-        items = list(phrases)  # type: ignore[arg-type]
+        items = list(phrases)  # type: ignore[call-overload]  # any iterable; TypeError is caught
     except TypeError:
         raise DecodingInputError(f"phrases must be a list of strings, got {type(phrases).__name__}") from None
     if not items:

@@ -417,7 +417,10 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
         eos = lab == -3
         final_direct[src[eos]] = lp[eos]
         ok = lab >= 0
-        src_l.append(src[ok]); lab_l.append(lab[ok]); w_l.append(lp[ok]); dst_l.append(dst[ok])
+        src_l.append(src[ok])
+        lab_l.append(lab[ok])
+        w_l.append(lp[ok])
+        dst_l.append(dst[ok])
         unk = lab == -2
         if unk.any() and unk_tokens.size:
             m = int(unk.sum())

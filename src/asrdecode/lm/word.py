@@ -354,8 +354,8 @@ class WordNGramLM:
 
         # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
         cont: dict[str, list[int]] = {}
-        for t, (s, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
-            if pieces[t] is not None and not s and txt:
+        for t, (starts, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
+            if pieces[t] is not None and not starts and txt:
                 cont.setdefault(txt, []).append(t)
         max_len = max((len(k) for k in cont), default=0)
         src_l: list[int] = []
@@ -371,7 +371,7 @@ class WordNGramLM:
                         src_l.append(a)
                         lab_l.append(t)
                         dst_l.append(n)
-        for txt, toks in cont.items():  # the OOV node's self-loops: the per-character offset
+        for toks in cont.values():  # the OOV node's self-loops: the per-character offset
             for t in toks:
                 src_l.append(oov)
                 lab_l.append(t)
@@ -418,10 +418,10 @@ class WordNGramLM:
         is_start = np.array(bounds.starts_word, dtype=bool)
         start_node = np.zeros(V, dtype=np.int64)
         start_score = np.zeros(V, dtype=np.float64)
-        for t in np.flatnonzero(is_start):
-            n = node_of.get(bounds.text[t], oov)
-            start_node[t] = n
-            start_score[t] = applied[n] + (per_char * len(bounds.text[t]) if n == oov else 0.0)
+        for t in np.flatnonzero(is_start).tolist():
+            node = node_of.get(bounds.text[t], oov)
+            start_node[t] = node
+            start_score[t] = applied[node] + (per_char * len(bounds.text[t]) if node == oov else 0.0)
         node_bits = max(1, int(S - 1).bit_length())
         if word_lm.num_states.bit_length() + node_bits > 62:
             raise DecodingInputError(

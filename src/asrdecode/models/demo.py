@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -157,9 +157,9 @@ class DemoModel:
 
     name: str
     kind: str
-    model: nn.Module
+    model: Any  # a DemoCTCHead or an LSTMTransducer (nn.Identity while load() builds the head)
     tokenizer: SentencePieceTokenizer
-    encoder: nn.Module
+    encoder: MelEncoder | PhoneEncoder
     frame_seconds: float = FRAME_SECONDS
     frontend: str = "logmel"
     _front: LogMelFrontEnd | HamaFrontEnd | None = field(default=None, repr=False)
@@ -284,7 +284,8 @@ def load(name: str, device: str | torch.device = "cpu") -> DemoModel:
         raise FileFormatError(path, None, "bundled model weights are missing (rerun the recipes, see recipes/README.md)")
     ckpt = _load_checkpoint(path)
     if not isinstance(ckpt, dict) or ckpt.get("kind") != _NAMES[name]:
-        raise FileFormatError(path, None, f"checkpoint kind {ckpt.get('kind')!r} does not match {name!r}")
+        raise FileFormatError(path, None, f"checkpoint kind {ckpt.get('kind') if isinstance(ckpt, dict) else None!r} "
+                                          f"does not match {name!r}")
     tok = SentencePieceTokenizer(ASSETS / "tokenizer.model")
     if tok.vocab_size != ckpt["vocab_size"] or tok.blank_id != ckpt["blank_id"]:
         raise FileFormatError(path, None, "tokenizer and model vocabularies differ")

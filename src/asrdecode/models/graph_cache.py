@@ -76,7 +76,7 @@ class CacheEntry:
         self.built = built
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+def _write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
@@ -141,7 +141,7 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     t0 = time.perf_counter()
     _write_atomic(path, build)
     seconds = time.perf_counter() - t0
-    info = {"key": key, "inputs": dict(inputs), "size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns,
+    info: dict[str, Any] = {"key": key, "inputs": dict(inputs), "size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns,
             "sha256": file_digest(path), "sample_sha256": sample_digest(path),
             "build_seconds": round(seconds, 1), "peak_rss_mb": round(_peak_rss_mb())}
     _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))

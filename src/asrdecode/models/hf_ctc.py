@@ -62,7 +62,7 @@ def _import_transformers() -> Any:
 class HFCTCHead(torch.nn.Module):
     """The model's CTC output layer: hidden states ``[B, T, D]`` -> log-probs ``[B, T, V]``."""
 
-    def __init__(self, lm_head: torch.nn.Module, blank_id: int) -> None:
+    def __init__(self, lm_head: torch.nn.Linear, blank_id: int) -> None:
         super().__init__()
         self.lm_head = lm_head
         self.blank_id = int(blank_id)

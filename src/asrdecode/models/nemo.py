@@ -261,7 +261,7 @@ class NeMoBundle:
     PATH.nemo`` loads one through :meth:`from_checkpoint`.
     """
 
-    def __init__(self, asr_model: nn.Module, name: str = "nemo") -> None:
+    def __init__(self, asr_model: Any, name: str = "nemo") -> None:  # a NeMo ASRModel (duck-typed)
         self.asr_model = asr_model.eval()
         self.name = name
         cfg = asr_model.cfg

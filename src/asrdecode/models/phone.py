@@ -318,4 +318,4 @@ def load_phone_ctc(spec: str = PHONE_CTC, device: str | torch.device = "cpu") ->
     words = parse_phone_spec(spec)
     if words is False:
         raise DecodingInputError(f"model {spec!r}: expected {PHONE_CTC} or {PHONE_CTC}:words=N|all")
-    return PhoneCTCBundle(words=words, name=spec, device=device)  # type: ignore[arg-type]
+    return PhoneCTCBundle(words=words, name=spec, device=device)

@@ -56,11 +56,11 @@ def _fast_g2p() -> Any:
 
     class _Vocab(Vocabulary):
         @functools.cached_property
-        def encoder_token_to_id(self) -> dict[str, int]:  # type: ignore[override]
+        def encoder_token_to_id(self) -> dict[str, int]:
             return {t: i for i, t in enumerate(self.encoder)}
 
         @functools.cached_property
-        def decoder_token_to_id(self) -> dict[str, int]:  # type: ignore[override]
+        def decoder_token_to_id(self) -> dict[str, int]:
             return {t: i for i, t in enumerate(self.decoder)}
 
     class _Unpadded(TextTokenizer):

@@ -21,9 +21,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import AsrDecodeError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 

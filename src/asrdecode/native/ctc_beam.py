@@ -227,7 +227,7 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
     frame_index = frame_index.to(torch.int64).contiguous()
     views = st.tree.open_steps_native(T, B, K, x.device)
     out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
-    ptrs = views if views is not None else tuple(o.data_ptr() for o in out)
+    ptrs = views if views is not None else tuple(o.data_ptr() for o in out)  # type: ignore[union-attr]  # out: set when views is None
     args = _Args(
         batch=B, beam=K, vocab=V, frames=T, x_stride=x.stride(0), blank=blank, is_double=int(x.dtype == torch.float64),
         num_tokens=num_tokens, merge_all=int(merge_all), num_models=len(fusion), t_begin=0, t_end=T,
@@ -328,7 +328,7 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
     n = min(nbest, K)
     tree = st.tree
     steps = len(tree)
-    keep = []
+    keep: list[object] = []  # references held while the engine reads them
     if tree.is_preallocated:
         tree_ptrs = tree.step_pointers(0)
     elif steps:
@@ -434,7 +434,7 @@ def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam
     utterances = (torch.arange(B).repeat_interleave(K) if any(scorer.takes_utterances) else None)
     cols = []
     for model, takes in zip(scorer.models, scorer.takes_utterances):
-        col = (model.initial_states(B * K, device=x.device, utterances=utterances) if takes
+        col = (model.initial_states(B * K, device=x.device, utterances=utterances) if takes  # type: ignore[call-arg]  # optional extension (takes)
                else model.initial_states(B * K, device=x.device)).to(torch.int64)
         if col.shape != (B * K,):
             raise DecodingInputError(f"{type(model).__name__}.initial_states returned shape {tuple(col.shape)}, "

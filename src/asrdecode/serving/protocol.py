@@ -49,7 +49,7 @@ __all__ = [
 SAMPLE_RATE = 16000
 #: ``asrdecode.streaming.MAX_ABS_SAMPLE`` (kept here so that this module needs numpy only)
 MAX_ABS_SAMPLE_CEILING = 1000.0
-ENCODINGS = {"s16le": np.dtype("<i2"), "f32le": np.dtype("<f4")}
+ENCODINGS: dict[str, np.dtype] = {"s16le": np.dtype("<i2"), "f32le": np.dtype("<f4")}
 
 # error code -> WebSocket close code (RFC 6455 section 7.4.1)
 CLOSE_CODES = {

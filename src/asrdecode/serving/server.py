@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Hashable, Mapping, Optional
 
 import numpy as np
 
@@ -195,8 +195,8 @@ class _Session:
     async def _run(self) -> None:
         try:
             await self._configure()
-        except ProtocolError as err:
-            await self._fail(err.code, err.message)
+        except ProtocolError as perr:
+            await self._fail(perr.code, perr.message)
             return
         except _Disconnected:
             await self._cleanup()
@@ -477,7 +477,7 @@ class StreamingService:
             await asyncio.sleep(0.02)
         await self.batcher.stop(drain=True)
 
-    def close_stream(self, sid: int) -> None:
+    def close_stream(self, sid: Hashable) -> None:
         """Close ``sid`` in the decoder if it is open there (runs on the worker thread)."""
         try:
             self.decoder.close(sid)
@@ -613,6 +613,7 @@ class Server(uvicorn.Server):
                  **uvicorn_kwargs: Any) -> None:
         self.service = service
         self.on_ready = on_ready
+        assert service.config.max_connections is not None  # set by ServerConfig.__post_init__
         http = guarded_http_protocol(service.config.max_connections, service.config.handshake_timeout_s,
                                      service.connections, service.config.max_connections_per_client)
         cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, http=http,

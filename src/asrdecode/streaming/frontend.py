@@ -26,13 +26,16 @@ ones. The cost of the blocks against whole-utterance encoding is measured by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 
 from ..errors import DecodingInputError
 from ..audio import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    from ..models.bundle import ModelBundle
 
 __all__ = ["BlockFrontEnd", "AudioBuffer", "check_audio", "SAMPLES_PER_FRAME"]
 
@@ -98,7 +101,7 @@ class BlockFrontEnd:
 
     def __init__(
         self,
-        bundle: object,
+        bundle: ModelBundle,
         head: Callable[[torch.Tensor], torch.Tensor] | None = None,
         block_frames: int = 16,
         left_context: int = 16,
@@ -114,9 +117,9 @@ class BlockFrontEnd:
         self.left_context = left_context
         self.right_context = right_context
         #: audio samples per encoder frame (1280 for the bundled 80 ms models)
-        self.samples_per_frame = int(round(float(bundle.frame_seconds) * SAMPLE_RATE))  # type: ignore[attr-defined]
+        self.samples_per_frame = int(round(float(bundle.frame_seconds) * SAMPLE_RATE))
         if self.samples_per_frame < 1:
-            raise DecodingInputError(f"bundle.frame_seconds is too small: {bundle.frame_seconds!r}")  # type: ignore
+            raise DecodingInputError(f"bundle.frame_seconds is too small: {bundle.frame_seconds!r}")
 
     # -- windows -----------------------------------------------------------------------------------
 

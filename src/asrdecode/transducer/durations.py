@@ -56,7 +56,7 @@ class DurationRule:
             return dur if self.tdt else torch.zeros_like(dur)
         return int(dur) if self.tdt else 0
 
-    def pack_data(self, frame: torch.Tensor, dur: torch.Tensor) -> torch.Tensor:
+    def pack_data(self, frame: torch.Tensor, dur: torch.Tensor | int) -> torch.Tensor:
         """Tree data ``frame * pack + duration`` of labels (``dur`` 0 for RNN-T)."""
         return frame * self.pack + dur
 

@@ -161,10 +161,11 @@ class LSTMTransducer(_JointMixin):
         table, w_hh0, upper = self._step_weights()
         hs, cs = [], []
         gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
+        x: torch.Tensor  # the layer below's output (layer 0 sets it before layer 1 reads it)
         for layer in range(self.pred_layers):
             if layer:  # x: the layer below's output
                 w, b = upper[layer - 1]
-                gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)
+                gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)  # noqa: F821 (x: set by layer 0)
             i, f, g, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
             x = torch.sigmoid(o) * torch.tanh(c)
@@ -181,16 +182,18 @@ class LSTMTransducer(_JointMixin):
         if names is None:
             names = self.__dict__["_step_names"] = [f"{kind}_l{layer}" for layer in range(self.pred_layers)
                                                     for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        lstm_params = self._modules["lstm"]._parameters
-        params = [self._modules["embedding"]._parameters["weight"], *(lstm_params[n] for n in names)]
+        # (torch types these dicts' values as Optional: the modules and parameters set in __init__ are not None)
+        lstm_params: dict[str, torch.Tensor] = self._modules["lstm"]._parameters  # type: ignore[union-attr,assignment]
+        params: list[torch.Tensor] = [self._modules["embedding"]._parameters["weight"],  # type: ignore[union-attr,list-item]
+                                      *(lstm_params[n] for n in names)]
         key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:
             emb, lstm = params[0], params[1:]
             with torch.no_grad():
                 table = torch.addmm(lstm[2] + lstm[3], emb, lstm[0].t()).contiguous()
-                upper = [(torch.cat([lstm[4 * l], lstm[4 * l + 1]], dim=1).t().contiguous(),
-                          (lstm[4 * l + 2] + lstm[4 * l + 3]).contiguous()) for l in range(1, self.pred_layers)]
+                upper = [(torch.cat([lstm[4 * j], lstm[4 * j + 1]], dim=1).t().contiguous(),
+                          (lstm[4 * j + 2] + lstm[4 * j + 3]).contiguous()) for j in range(1, self.pred_layers)]
                 cached = (key, (table, lstm[1].t().contiguous(), upper))
             self.__dict__["_step_cache"] = cached
         return cached[1]

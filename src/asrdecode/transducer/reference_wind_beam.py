@@ -202,8 +202,8 @@ def reference_wind_beam_search(
                     new = _Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st,
                                model.project_decoder(dec)[0], lm_next[:, v])
                 arrivals.setdefault(new.t, []).append(new)
-        for t, new in arrivals.items():
-            t2hyps[t] = _recombine_prune(t2hyps.get(t, []) + new, beam)
+        for t, arrived in arrivals.items():
+            t2hyps[t] = _recombine_prune(t2hyps.get(t, []) + arrived, beam)
 
     out = []
     for h in t2hyps.get(T, []):

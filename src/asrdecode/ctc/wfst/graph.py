@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -106,7 +106,7 @@ class DecodingGraph:
 
     def to(self, device: torch.device | str) -> "DecodingGraph":
         """A copy with every tensor on ``device``."""
-        kw = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self._fields().items()}
+        kw: dict[str, Any] = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self._fields().items()}
         return DecodingGraph(**kw)
 
     def _fields(self) -> dict:
@@ -296,7 +296,7 @@ def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
     if src.size == 0:
         return 0
     depth = np.zeros(S, dtype=np.int64)
-    for it in range(S + 1):
+    for _ in range(S + 1):
         new = depth.copy()
         np.maximum.at(new, src, depth[dst] + 1)
         if np.array_equal(new, depth):
@@ -345,17 +345,17 @@ def build_g_text(model: ArpaModel, word_ids: Mapping[str, int], disambig0: int) 
         rows, lps, bos_w = model.words[k - 1], model.logprob[k - 1], model.backoff[k - 1]
         for j in range(rows.shape[0]):
             key = tuple(int(x) for x in rows[j])
-            h, w = key[:-1], key[-1]
-            if w == bos or (lab[w] < 0) or any(lab[x] < 0 for x in h if x not in (bos, eos)):
+            h, wid = key[:-1], key[-1]
+            if wid == bos or (lab[wid] < 0) or any(lab[x] < 0 for x in h if x not in (bos, eos)):
                 pass
             elif h not in states:
                 raise FileFormatError(where, model.line_of(k, j), f"n-gram {[vocab[x] for x in key]} has no context n-gram")
             else:
                 cost = -float(lps[j]) * _LN10
-                if w == eos:
+                if wid == eos:
                     finals[states[h]] = cost
                 else:
-                    lines.append(f"{states[h]} {dest(key)} {lab[w]} {lab[w]} {cost:.7g}")
+                    lines.append(f"{states[h]} {dest(key)} {lab[wid]} {lab[wid]} {cost:.7g}")
             if k < N and key in states and key != ():
                 b = -float(bos_w[j]) * _LN10
                 lines.append(f"{states[key]} {dest(key[1:])} {disambig0} 0 {b:.7g}")
@@ -371,7 +371,8 @@ def build_g_text(model: ArpaModel, word_ids: Mapping[str, int], disambig0: int) 
 
 
 def build_l_text(
-    lexicon: Mapping[str, Sequence[int]], word_ids: Mapping[str, int], vocab_size: int, disambig0_word: int
+    lexicon: Mapping[str, Sequence[int] | Sequence[Sequence[int]]], word_ids: Mapping[str, int], vocab_size: int,
+    disambig0_word: int
 ) -> tuple[str, int]:
     """L (with disambiguation symbols) as OpenFst text; returns the text and the largest token-side label.
 
@@ -396,7 +397,7 @@ def build_l_text(
 
 def build_tlg(
     tokens: Sequence[str] | int,
-    lexicon: Mapping[str, Sequence[int]] | str | os.PathLike,
+    lexicon: Mapping[str, Sequence[int] | Sequence[Sequence[int]]] | str | os.PathLike,
     arpa: str | os.PathLike | ArpaModel,
     topology: str = "compact",
     blank_id: int | None = None,

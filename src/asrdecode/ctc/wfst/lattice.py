@@ -199,6 +199,7 @@ class LatticeRecorder:
         fin_sc = final_score.cpu().numpy().astype(np.float64)
         good = np.isfinite(fin_sc)
         fin_nid, fin_sc = fin_nid[good], fin_sc[good]
+        assert self.start_node is not None  # set by the decoder's init_state
         start = self.start_node.cpu().numpy()
         # arcs grouped by step; each step: emitting arcs then its epsilon arcs (relaxed eps_depth + 1 times)
         order = np.lexsort((eps, step))
@@ -247,7 +248,7 @@ class LatticeRecorder:
             p0 = int(np.searchsorted(nodes, start[b]))
             m[p0], m[0] = 0, p0  # the start node becomes local node 0
 
-            def remap(x):
+            def remap(x, m=m, nodes=nodes):
                 return m[np.searchsorted(nodes, x.astype(np.int64))] if x.size else np.zeros(0, np.int64)
 
             out.append(UtteranceLattice(

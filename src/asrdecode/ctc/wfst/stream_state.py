@@ -93,6 +93,8 @@ class WFSTStreamState:
         counts_l, starts_l = counts.tolist(), starts.tolist()
         for i, st in enumerate(states):
             if counts_l[i] and cols["prev"] is not None:
+                assert cols["word"] is not None and cols["frame"] is not None and cols["token"] is not None
+                assert cols["start"] is not None  # all columns are None together
                 idx = order[starts_l[i] : starts_l[i] + counts_l[i]]
                 st.hist.add(local[cols["prev"][idx]], cols["word"][idx], cols["frame"][idx], cols["token"][idx],
                             cols["start"][idx])
