@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import AsrDecodeError, DecodingInputError, FileFormatError
+from .errors import AsrDecodeError, FileFormatError
 from .paths import check_output_path
 from .pipeline import DecodeOptions, make_pipeline, parse_boost
 from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import torch
 
@@ -24,7 +24,10 @@ from .results import Hypothesis
 __all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest"]
 
 #: ``decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]``
-DecodeNBest = Callable[[torch.Tensor, torch.Tensor], list[list[Hypothesis]]]
+Hyps = list[Hypothesis]
+#: one n-best list (best first) per utterance
+NBest = list[list[Hypothesis]]
+DecodeNBest = Callable[[torch.Tensor, torch.Tensor], NBest]
 
 #: the WIND window of ``method="wind"`` when none is given (``transducer.beam_search``'s default)
 WIND_BEAM_WINDOW = 8
@@ -130,28 +133,28 @@ def ctc_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     from . import ctc
 
     tok, blank = bundle.tokenizer, bundle.blank_id
-    return lambda x, n: [[h] for h in ctc.greedy(x, n, blank, tok)]
+    return lambda x, n: [[h] for h in cast(Hyps, ctc.greedy(x, n, blank, tok))]
 
 
 def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, bundle.model, transducer_greedy_kwargs(bundle, opts)
-    return lambda x, n: [[h] for h in tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw)]
+    return lambda x, n: [[h] for h in cast(Hyps, tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw))]
 
 
 def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import ctc
 
     tok, blank, kw = bundle.tokenizer, bundle.blank_id, ctc_beam_kwargs(bundle, opts)
-    return lambda x, n: ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw)
+    return lambda x, n: cast(NBest, ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw))
 
 
 def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, bundle.model, transducer_beam_kwargs(bundle, opts)
-    return lambda x, n: tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw)
+    return lambda x, n: cast(NBest, tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw))
 
 
 def wfst(bundle: Any, opts: Any) -> DecodeNBest:

@@ -15,12 +15,13 @@ thread; with an empty graph cache (the first run builds phone-ctc's graph, ~2 mi
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import torch
 
@@ -29,7 +30,7 @@ from . import transducer as tr
 from .audio import read_audio
 from .errors import AsrDecodeError
 from .evaluate import read_manifest, texts_of, timed, wer
-from .pipeline import best_of
+from .pipeline import NBest, best_of
 from .results import Hypothesis
 
 __all__ = ["main", "run_demo", "phone_ctc_rows", "DemoRow"]
@@ -112,8 +113,8 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         out = [
             ("greedy", _registry(demo, decoder="greedy")),
             (f"beam {BEAM}", _registry(demo, decoder="beam", beam=BEAM)),
-            (f"beam {BEAM} + blank collapse", lambda x, n: best_of(
-                ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok))),
+            (f"beam {BEAM} + blank collapse", lambda x, n: best_of(cast(NBest,
+                ctc.beam_search(x, n, b, beam=BEAM, blank_collapse=0.999, tokenizer=tok)))),
         ]
         if lm is not None:
             out.append((f"beam {BEAM} + token LM", _registry(demo, decoder="beam", beam=BEAM, lm=str(lm))))
@@ -124,7 +125,8 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
         return out
     m = demo.model
     out = [
-        ("greedy frame-looping", lambda x, n: tr.greedy(m, x, n, loop="frames", tokenizer=tok, acceleration="eager")),
+        ("greedy frame-looping", lambda x, n: cast(list[Hypothesis], tr.greedy(m, x, n, loop="frames", tokenizer=tok,
+                                                                              acceleration="eager"))),
         ("greedy label-looping", _registry(demo, decoder="greedy")),
     ]
     if demo.kind == "rnnt":
@@ -179,7 +181,7 @@ def run_demo(data_dir: Path = DATA, models: tuple[str, ...] = ("demo-rnnt", "dem
             for sname, (enc, elen, refs, audio_s) in encoded.items():
                 with torch.inference_mode():
                     x = demo.model.log_probs_from_encoder(enc) if demo.kind == "ctc" else enc
-                hyps, secs = timed(lambda: fn(x, elen), repeats=repeats)
+                hyps, secs = timed(functools.partial(fn, x, elen), repeats=repeats)
                 row.wer[sname] = wer(refs, texts_of(hyps))
                 row.decoder_seconds += secs
                 row.audio_seconds += audio_s
@@ -219,7 +221,7 @@ def phone_ctc_rows(data_dir: Path = DATA, repeats: int = 1, log: Callable[[str],
             feats, flen = bundle.features(waves)
             x = bundle.model.log_probs_from_encoder(bundle.encode_features(feats, flen)[0])
         log(f"{sname}: phone-ctc front end (hama) {time.perf_counter() - t0:.1f} s")
-        hyps, secs = timed(lambda: decode(x, flen), repeats=repeats)
+        hyps, secs = timed(functools.partial(decode, x, flen), repeats=repeats)
         row.wer[sname] = wer([e.text for e in entries], texts_of(hyps))
         row.decoder_seconds += secs
         row.audio_seconds += sum(w.numel() for w in waves) / 16000

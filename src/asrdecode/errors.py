@@ -133,9 +133,9 @@ def check_metadata_number(where: object, name: str, value: object, lo: float, hi
     Raises :class:`FileFormatError` naming ``where`` (the file) and ``name``: a header value such
     as ``context_size=1e12`` is refused before it becomes an allocation."""
     ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
-    if ok and integer and not float(value).is_integer():
+    if ok and integer and not float(value).is_integer():  # type: ignore[arg-type]  # a numbers.Real
         ok = False
-    if not ok or not math.isfinite(float(value)) or not lo <= value <= hi:  # type: ignore[operator]
+    if not ok or not math.isfinite(float(value)) or not lo <= value <= hi:  # type: ignore[arg-type, operator]
         kind = "an integer" if integer else "a number"
         raise FileFormatError(where, None, f"metadata {name} must be {kind} in {lo:g}..{hi:g}, got {value!r}")
-    return int(value) if integer else float(value)  # type: ignore[arg-type]
+    return int(value) if integer else float(value)  # type: ignore[arg-type, call-overload]

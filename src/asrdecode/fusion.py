@@ -29,7 +29,6 @@ scorer whose states are not int64 columns (a neural LM's hidden state) changes o
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch

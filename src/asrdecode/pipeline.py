@@ -19,12 +19,12 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from .decoders import DecodeNBest, best_of, build_fusion, parse_boost, word_boosts
+from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, word_boosts
 from .errors import DecodingInputError, FileFormatError
 from .registry import KINDS, METHODS, DecodeOptions, check_options, decoder_names, resolve_options
 from .results import Hypothesis
 
-__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "make_pipeline", "stream_options", "build_fusion",
+__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "NBest", "make_pipeline", "stream_options", "build_fusion",
            "parse_boost", "best_of", "resolve_options"]
 
 #: decoder names per model kind (the bundle's ``kind``), from the registry

@@ -23,7 +23,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from . import decoders as impl
 from .errors import DecodingInputError
@@ -238,6 +238,8 @@ def options_for(kinds: Iterable[str] = KINDS) -> tuple[Option, ...]:
 class _OptionsBase:
     """Methods of :class:`DecodeOptions` (whose fields come from :data:`OPTIONS`)."""
 
+    decoder: str  # the first field of every DecodeOptions
+
     #: field -> the CLI flag that sets it (used in error messages)
     FLAGS: dict[str, str] = {"decoder": "--decoder", **{o.name: o.flag for o in OPTIONS}}
     #: options whose LM / boosting / graph tensors are built on the CPU
@@ -254,7 +256,7 @@ class _OptionsBase:
         """Options from ``{field: value}`` (the CLI's flags as keys); unknown keys and wrong types are errors."""
         opts = dict(options or {})
         check_types(opts)
-        return cls(decoder=decoder, **opts)
+        return cls(decoder=decoder, **opts)  # type: ignore[call-arg]  # fields made from OPTIONS
 
     @classmethod
     def for_bundle(cls, bundle: Any, **given: Any) -> Any:
@@ -278,12 +280,16 @@ def _docstring() -> str:
     return "\n".join(lines)
 
 
-DecodeOptions = dataclasses.make_dataclass(
-    "DecodeOptions", [("decoder", str, dataclasses.field(default="greedy"))]
-    + [(o.name, Any, dataclasses.field(default=o.default)) for o in OPTIONS],
-    bases=(_OptionsBase,), frozen=True)
-DecodeOptions.__module__ = __name__
-DecodeOptions.__doc__ = _docstring()
+if TYPE_CHECKING:
+    # its fields are made from OPTIONS at import time, which a static checker cannot follow
+    DecodeOptions = Any
+else:
+    DecodeOptions = dataclasses.make_dataclass(
+        "DecodeOptions", [("decoder", str, dataclasses.field(default="greedy"))]
+        + [(o.name, Any, dataclasses.field(default=o.default)) for o in OPTIONS],
+        bases=(_OptionsBase,), frozen=True)
+    DecodeOptions.__module__ = __name__
+    DecodeOptions.__doc__ = _docstring()
 
 
 def check_types(options: Mapping[str, Any]) -> None:
@@ -304,7 +310,7 @@ def check_types(options: Mapping[str, Any]) -> None:
 def check_options(kind: str, options: Any) -> Decoder:
     """Check that every option set in ``options`` (differing from its default) applies to its decoder
     for a ``kind`` model and has what it requires; returns the decoder."""
-    if not isinstance(options, DecodeOptions):
+    if not isinstance(options, _OptionsBase):  # DecodeOptions is its only subclass
         raise DecodingInputError(f"options must be DecodeOptions, got {type(options).__name__}")
     dec = decoder_for(options.decoder, kind)
     for o in OPTIONS:
@@ -369,7 +375,7 @@ def resolve_options(bundle: Any, given: Optional[Mapping[str, Any]] = None, *, k
     keep = {k: v for k, v in tuned.items() if k in dec.options and k not in given}
     while True:  # drop the tuned values whose requirement is missing (until none is)
         opts = DecodeOptions(decoder=name, **given, **keep)
-        unmet = [k for k in keep if OPTION[k].requires is not None and OPTION[k].requires(opts) is not None]
+        unmet = [k for k in keep if (req := OPTION[k].requires) is not None and req(opts) is not None]
         if not unmet:
             break
         keep = {k: v for k, v in keep.items() if k not in unmet}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union, cast
 
 import torch
 
@@ -38,6 +38,9 @@ from ..results import Hypothesis, Tokenizer, attach_text
 from .beam_step import _Stepper
 from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
+
+#: one n-best list (best first) per utterance
+NBest = list[list[Hypothesis]]
 
 __all__ = ["beam_search", "CTCBeamDecoder", "CTCBeamState", "initial_beam_state", "parse_collapse"]
 
@@ -300,15 +303,16 @@ class CTCBeamDecoder:
         ``state`` is updated in place and returned."""
         if not isinstance(state, CTCBeamState):
             raise DecodingInputError(f"state must be a CTCBeamState from init_state / advance, got {type(state).__name__}")
-        return self._run(state, log_probs, lengths, final=False)
+        return cast(CTCBeamState, self._run(state, log_probs, lengths, final=False))
 
     def finalize(self, state: CTCBeamState) -> list[list[Hypothesis]]:
         """The n-best lists at the end of the streams (the fusion models' end-of-sentence scores added)."""
         if not isinstance(state, CTCBeamState):
             raise DecodingInputError(f"state must be a CTCBeamState from init_state / advance, got {type(state).__name__}")
         batch, vocab = state.p_b.shape[0], state.config[2] if state.config else 0
-        return self._run(state, torch.zeros((batch, 0, vocab), dtype=state.p_b.dtype, device=state.p_b.device),
-                         torch.zeros(batch, dtype=torch.long, device=state.p_b.device), final=True)
+        return cast(NBest, self._run(state, torch.zeros((batch, 0, vocab), dtype=state.p_b.dtype,
+                                                        device=state.p_b.device),
+                                     torch.zeros(batch, dtype=torch.long, device=state.p_b.device), final=True))
 
     def partial(self, state: CTCBeamState) -> list[list[Hypothesis]]:
         """The current n-best lists (no end-of-sentence scores: the streams have not ended); ``state`` unchanged."""
@@ -316,7 +320,7 @@ class CTCBeamDecoder:
 
     def decode(self, log_probs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> list[list[Hypothesis]]:
         """Whole utterances ``log_probs [B, T, V]`` (``lengths [B]``, default all ``T``): the n-best lists."""
-        return self._run(None, log_probs, lengths, final=True)
+        return cast(NBest, self._run(None, log_probs, lengths, final=True))
 
     __call__ = decode
 

@@ -22,7 +22,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import socket
 import threading
 import time

@@ -224,7 +224,7 @@ class _PhraseBoosts:
         return None if self.empty is None else _phrase_tree("beam", boosts, self.tokenizer, self.empty)
 
     def _fusion(self, tree: BoostingTree | None) -> list:
-        return self.base_fusion + ([(tree, float(self.boost_weight))] if tree is not None else [])
+        return self.base_fusion + ([(tree, float(self.boost_weight))] if tree is not None else [])  # type: ignore[arg-type]  # checked finite in _init_boosts
 
     def _stack(self, streams: Sequence[Any]) -> tuple[list, list[int]]:
         """The fusion list of a batch and each stream's boosting-state shift in the stacked tree."""

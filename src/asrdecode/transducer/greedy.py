@@ -165,7 +165,7 @@ class _Loop:
         dur_logits = logits[..., self.V :]
         dval, didx = dur_logits.max(dim=-1)
         logp = logp + dval - torch.logsumexp(dur_logits, dim=-1)
-        return label, logp.to(self.pending_logp.dtype), self.durations[didx]
+        return label, logp.to(self.pending_logp.dtype), self.durations[didx]  # type: ignore[index]  # set: TDT
 
     # -- steps shared by both loops --------------------------------------------------------------
 
@@ -321,7 +321,7 @@ def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch
     return GreedyState(pred_state=pred_state, dec_out=dec_out, skip=zeros, offset=zeros.clone(), hyps=hyps)
 
 
-def _check_settings(model: object, loop: str, window: int, max_symbols: int | None, tokenizer: object) -> None:
+def _check_settings(model: TransducerModel, loop: str, window: int, max_symbols: int | None, tokenizer: object) -> None:
     check_model(model)
     check_tokenizer(tokenizer, model)
     if loop not in _LOOPS:

@@ -538,7 +538,8 @@ class WFSTDecoder:
             graph_part = _g(g.e_score, arc)
             if boost is not None:
                 graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
-            cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)
+            assert rec.nid is not None  # set by init_state / every step
+            cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)  # type: ignore[arg-type]  # set: not all_live
             rec.emitting(_g(cur_nid, tok), b, dst, word, lab, starts,
                          _g(offset, b) + t, graph_part, _g(am_t.reshape(-1), b * V + lab), score)
         new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
@@ -549,8 +550,8 @@ class WFSTDecoder:
         new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
         if rec is not None:
             nid = rec.close_step(new.b, new.s, new.score, S)
-            rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])
-        return new if all_live else _Tokens.cat(kept, new)
+            rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])  # type: ignore[arg-type]  # set: not all_live
+        return new if all_live else _Tokens.cat(kept, new)  # type: ignore[arg-type]  # kept: set when not all_live
 
     def hypotheses(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
         """The 1-best of each utterance so far (final weights applied; the state is not changed).
@@ -587,6 +588,7 @@ class WFSTDecoder:
         any_final = torch.zeros(state.batch, dtype=torch.bool, device=fin.device).scatter_reduce(
             0, toks.b, torch.isfinite(fin), "amax")
         fin = torch.where(_g(any_final, toks.b), fin, torch.zeros_like(fin))
+        assert state.lattice is not None and state.lattice.nid is not None  # checked by hypotheses()
         return state.lattice.utterances(state.lattice.nid, toks.b, fin, state.batch)
 
     def _nbest(self, lat: UtteranceLattice | None, best: Hypothesis, n: int) -> list[Hypothesis]:
@@ -595,6 +597,7 @@ class WFSTDecoder:
         if lat is None or n == 1:
             return out
         index = self.graph.word_index()
+        assert best.words is not None  # WFST hypotheses carry their words
         best_ids = [index[w] for w, _, _ in best.words]
         for words, _ in lat.nbest_words(n + 1):
             if len(out) == n:
