@@ -272,7 +272,7 @@ def phone_graph(words: Optional[int], lm: str | os.PathLike = WORD_LM, lexicon: 
 
     Keyed by the LM's and the lexicon's bytes (SHA-256), ``words``, the topology, the ``<wb>`` rule,
     the recogniser's symbols, hama's version (its G2P spells words the lexicon lacks) and the graph
-    file format with its attached search index.
+    file format with its attached search index and recorded pronunciations (word times).
     """
     from ..ctc.wfst.graph import FORMAT
     from .graph_cache import cached_file, file_digest
@@ -280,7 +280,7 @@ def phone_graph(words: Optional[int], lm: str | os.PathLike = WORD_LM, lexicon: 
     inputs = {"graph_format": FORMAT, "search_index": "dense 64 / 512 MB", "model": "hama-phone-ctc",
               "hama": _hama_version(), "symbols": list(hama_phone_symbols()),
               "lm": file_digest(lm), "lexicon": file_digest(lexicon), "words": words, "topology": topology,
-              "wb": "optional-last-phone"}
+              "wb": "optional-last-phone", "pronunciations": "recorded"}
     tag = f"phone-tlg-{'all' if words is None else words}"
     what = f"the phone-ctc decoding graph ({'all' if words is None else words} words)"
     return cached_file(tag, inputs, lambda p: build_phone_graph(words, lm, lexicon, topology).save(p), what=what,
