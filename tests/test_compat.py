@@ -88,7 +88,7 @@ def test_pyctcdecode_script_gives_asrdecodes_own_transcripts(files, seed):
     ns = run_script(PYCTC_SCRIPT, "from asrdecode.compat import build_ctcdecoder", labels=LABELS,
                     arpa_path=files["arpa"], logits_list=[x.numpy() for x in xs])
     lm = WordNGramLM.from_arpa(files["arpa"], pieces(LABELS, 0), blank_id=0, unk_offset=-10.0 * LN10,
-                               word_bonus=1.2 / 0.6)
+                               unweighted_word_bonus=1.2 / 0.6)
     own = [ctc.beam_search(x[None], None, 0, beam=12, beam_threshold=10.0, fusion=[(lm, 0.6)], nbest=12)[0]
            for x in xs]
     assert ns["texts"] == [text_of(h[0].tokens) for h in own]
@@ -118,7 +118,7 @@ def test_torchaudio_script_gives_asrdecodes_own_transcripts(files, seed):
     ns = run_script(TORCHAUDIO_SCRIPT, "from asrdecode.compat import ctc_decoder", lexicon_path=files["lexicon"],
                     tokens_path=files["tokens"], arpa_path=files["arpa"], emissions=em, lengths=lengths)
     lm = WordNGramLM.from_arpa(files["arpa"], pieces(TOKENS, 0), blank_id=0, boundary="delimiter", delimiters=["|"],
-                               lexicon=True, word_bonus=-0.5 / 0.8)
+                               lexicon=True, unweighted_word_bonus=-0.5 / 0.8)
     own = ctc.beam_search(em, lengths, 0, beam=12, beam_threshold=25.0, fusion=[(lm, 0.8)], nbest=3)
     assert ns["transcripts"] == [text_of(h[0].tokens, TOKENS) for h in own]
     assert ns["token_strings"] == [[TOKENS[t] for t in h[0].tokens] for h in own]
@@ -196,7 +196,7 @@ def test_reset_params_equals_a_fresh_build(files):
     assert dec.word_lm.trie is not lm_tensors  # rebuilt for the new offset
     kept = dec.word_lm.trie
     dec.reset_params(beta=0.5, alpha=0.2)
-    assert dec.word_lm.trie is kept and dec.word_lm.word_bonus == pytest.approx(0.5 / 0.2)  # no rebuild
+    assert dec.word_lm.trie is kept and dec.word_lm.unweighted_word_bonus == pytest.approx(0.5 / 0.2)  # no rebuild
     with pytest.raises(DecodingInputError, match="beta"):
         dec.reset_params(beta=float("inf"))
     with pytest.raises(DecodingInputError, match="lm_score_boundary"):

@@ -11,7 +11,10 @@ The facade only translates arguments:
 * ``alpha`` -> the word LM's fusion weight, ``beta`` -> a bonus per word, ``unk_score_offset``
   (log10 units, as pyctcdecode) -> the word LM's ``unk_offset``; ``unigrams`` -> LM words outside
   them are out of vocabulary (scored as ``<unk>`` plus the offset); ``reset_params`` as pyctcdecode's;
-* ``beam_width`` -> ``beam``, ``beam_prune_logp`` -> ``beam_threshold = -beam_prune_logp``;
+* ``beam_width`` -> ``beam``, ``beam_prune_logp`` -> ``beam_threshold = -beam_prune_logp``, default
+  -20 (asrdecode's one default, that of :func:`asrdecode.ctc.beam_search`; pyctcdecode's is -10): a word
+  LM scores a word when it ends, so a prefix may fall over 10 nats behind the best mid-word and win at
+  the word's end; pass ``beam_prune_logp=-10`` for pyctcdecode's pruning (faster, a little less exact);
   ``hotwords`` -> a phrase-boosting tree: each word of each hotword earns ``hotword_weight`` once
   spelled completely (credit grows token by token, as pyctcdecode's partial-word credit);
 * logits: pyctcdecode's input rule (rows summing to 1 are probabilities, else log-softmax; clipped at
@@ -55,7 +58,9 @@ WordFrames = list[tuple[str, tuple[int, int]]]  # [(word, (start_frame, end_fram
 
 # pyctcdecode's defaults
 DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_UNK_OFFSET = 0.5, 1.5, -10.0
-DEFAULT_BEAM_WIDTH, DEFAULT_PRUNE_LOGP, DEFAULT_MIN_TOKEN_LOGP, DEFAULT_HOTWORD_WEIGHT = 100, -10.0, -5.0, 10.0
+DEFAULT_BEAM_WIDTH, DEFAULT_MIN_TOKEN_LOGP, DEFAULT_HOTWORD_WEIGHT = 100, -5.0, 10.0
+#: asrdecode's beam_threshold (ctc.beam_search's 20), not pyctcdecode's -10: see the module docstring
+DEFAULT_PRUNE_LOGP = -20.0
 
 
 def normalize_labels(labels: Sequence[str]) -> tuple[list[str], bool]:
@@ -183,7 +188,7 @@ class BeamSearchDecoderCTC:
         a, b = params["alpha"], params["beta"]
         if self.word_lm is not None and params["unk_score_offset"] == old.get("unk_score_offset") and a != 0.0 \
                 and old.get("alpha", 0.0) != 0.0:
-            self.word_lm, self.lm_weight = self.word_lm.with_word_bonus(b / a), a
+            self.word_lm, self.lm_weight = self.word_lm.with_unweighted_word_bonus(b / a), a
         else:
             self.word_lm, self.lm_weight = _word_lm(self._arpa, self.pieces, self.boundaries, a, b,
                                                     params["unk_score_offset"])
@@ -373,5 +378,6 @@ def _word_lm(model: ArpaModel, pieces: list[str | None], bounds: WordBoundaries,
                               delimiters=[" "] if bounds.style == "delimiter" else None)
     if alpha == 0.0:  # pyctcdecode: the LM and unknown-word offsets weigh nothing; beta stays per word
         return WordNGramLM.from_arpa_model(flat_arpa(model.vocab), pieces, unk_offset=0.0, unk_char_offset=0.0,
-                                           word_bonus=beta, **kw), 1.0
-    return WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, word_bonus=beta / alpha, **kw), alpha
+                                           unweighted_word_bonus=beta, **kw), 1.0
+    return WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, unweighted_word_bonus=beta / alpha,
+                                       **kw), alpha

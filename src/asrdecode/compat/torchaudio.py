@@ -230,7 +230,7 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
             word_lm = WordNGramLM.from_arpa_model(model, pieces, blank_id=blank, boundary=bounds.style,
                                                   delimiters=[sil_token] if bounds.style == "delimiter" else None,
                                                   lexicon=lexicon_only, unk_offset=unk_offset, unk_char_offset=0.0,
-                                                  word_bonus=bonus)
+                                                  unweighted_word_bonus=bonus)
             fusion.append((word_lm, weight))
         elif path is not None and lm_weight != 0.0:
             fusion.append((NGramLM.from_arpa(path, token_map=TokenMap.from_words(pieces, blank)), lm_weight))
