@@ -259,12 +259,20 @@ class WordNGramLM:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, **kwargs: Any) -> "WordNGramLM":
+    def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, *, cache: bool = False,
+                  **kwargs: Any) -> "WordNGramLM":
         """Read a word ARPA file (``.gz`` allowed) and build the model; ``kwargs`` as :meth:`from_arpa_model`.
+
+        ``cache=True``: build once per (file contents, vocabulary, options) and memory-map the built
+        model from the per-user cache afterwards (:func:`asrdecode.lm.word_cache.cached_word_lm`).
 
         Raises:
             FileFormatError: a malformed ARPA file or a KenLM binary file (with the file and line).
         """
+        if cache:
+            from .word_cache import cached_word_lm
+
+            return cached_word_lm(path, tokenizer, **kwargs)
         return cls.from_arpa_model(read_arpa(path), tokenizer, **kwargs)
 
     @classmethod
@@ -379,24 +387,38 @@ class WordNGramLM:
         src_l: list[int] = []
         lab_l: list[int] = []
         dst_l: list[int] = []
-        for n in range(1, T):
-            s = node_text[n]
-            for ln in range(1, min(max_len, len(s)) + 1):
-                toks = cont.get(s[-ln:])
-                if toks:
-                    a = node_of[s[:-ln]]
-                    for t in toks:
-                        src_l.append(a)
-                        lab_l.append(t)
-                        dst_l.append(n)
+        # one-character tokens, all nodes at once: node n is reached from its parent by its last character
+        src_a, lab_a, dst_a = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        if T > 1:
+            last = np.array([t[-1] for t in node_text[1:]])
+            par_a = np.asarray(parent, dtype=np.int64)
+            for txt, toks in cont.items():
+                if len(txt) != 1:
+                    continue
+                nodes = np.flatnonzero(last == txt) + 1
+                for t in toks:
+                    src_a.append(par_a[nodes])
+                    lab_a.append(np.full(len(nodes), t, dtype=np.int64))
+                    dst_a.append(nodes)
+        if max_len > 1:  # longer tokens: the node's suffixes of 2..max_len characters
+            for n in range(1, T):
+                s = node_text[n]
+                for ln in range(2, min(max_len, len(s)) + 1):
+                    toks = cont.get(s[-ln:])
+                    if toks:
+                        a = node_of[s[:-ln]]
+                        for t in toks:
+                            src_l.append(a)
+                            lab_l.append(t)
+                            dst_l.append(n)
         for txt, toks in cont.items():  # the OOV node's self-loops: the per-character offset
             for t in toks:
                 src_l.append(oov)
                 lab_l.append(t)
                 dst_l.append(oov)
-        src = np.asarray(src_l, dtype=np.int64)
-        lab = np.asarray(lab_l, dtype=np.int64)
-        dst = np.asarray(dst_l, dtype=np.int64)
+        src = np.concatenate(src_a + [np.asarray(src_l, dtype=np.int64)])
+        lab = np.concatenate(lab_a + [np.asarray(lab_l, dtype=np.int64)])
+        dst = np.concatenate(dst_a + [np.asarray(dst_l, dtype=np.int64)])
         perm = np.argsort(src * V + lab, kind="stable")
         src, lab, dst = src[perm], lab[perm], dst[perm]
         look_oov = np.concatenate([look, [0.0]])
@@ -615,12 +637,14 @@ def _unigram_logprobs(model: ArpaModel) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- CLI helper
 def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, blank_id: int | None,
-                   weight: float, word_bonus: float = 0.0, **kwargs: Any) -> tuple[WordNGramLM, float]:
+                   weight: float, word_bonus: float = 0.0, cache: bool = True,
+                   **kwargs: Any) -> tuple[WordNGramLM, float]:
     """``(WordNGramLM, weight)`` for a ``fusion=`` list, as the CLI's ``--word-lm`` builds it.
 
     ``word_bonus`` here is per word in the *fused* score (pyctcdecode's ``beta``), so the model's
-    ``unweighted_word_bonus`` is ``word_bonus / weight``. Raises :class:`FileFormatError` for a missing or
-    malformed file.
+    ``unweighted_word_bonus`` is ``word_bonus / weight``. ``cache``: the built model comes from the
+    per-user cache after the first time (see :meth:`WordNGramLM.from_arpa`). Raises
+    :class:`FileFormatError` for a missing or malformed file.
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
@@ -629,6 +653,5 @@ def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, 
     if word_bonus and weight == 0.0:
         raise DecodingInputError("a word bonus needs a non-zero word LM weight")
     bonus = float(word_bonus) / weight if word_bonus else 0.0
-    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, unweighted_word_bonus=bonus,
-                               **kwargs)
-    return lm, weight
+    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, cache=cache, **kwargs)
+    return lm.with_unweighted_word_bonus(bonus), weight
