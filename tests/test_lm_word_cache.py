@@ -135,7 +135,7 @@ def test_cache_builds_once_keys_on_contents_and_options(tmp_path, monkeypatch):
     a = cached_word_lm(path, pieces, blank_id=blank, log=msgs.append)
     assert any("building the word LM" in m for m in msgs)
     msgs.clear()
-    b = WordNGramLM.from_arpa(path, pieces, blank_id=blank, cache=True, log=msgs.append)
+    b = cached_word_lm(path, pieces, blank_id=blank, log=msgs.append)
     assert msgs == []  # from the cache
     ref = WordNGramLM.from_arpa(path, pieces, blank_id=blank)
     for toks in _tokens(pieces, 1):
@@ -182,3 +182,21 @@ def test_pyctcdecode_facade_loads_from_the_cache(tmp_path, monkeypatch, capsys):
     assert first.decode_beams(x, beam_width=8)[0][4] == pytest.approx(again.decode_beams(x, beam_width=8)[0][4])
     again.reset_params(unk_score_offset=-5.0)  # another offset: another cached build
     assert "building the word LM" in capsys.readouterr().err
+
+
+def test_cached_word_lm_fusion_is_word_lm_fusion(tmp_path, monkeypatch):
+    from asrdecode.lm.word import word_lm_fusion
+    from asrdecode.lm.word_cache import cached_word_lm_fusion
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    path, pieces, blank = _case(tmp_path)
+    for _ in range(2):  # built, then from the cache
+        got, w = cached_word_lm_fusion(path, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.5, word_bonus=1.0,
+                                       log=lambda m: None)
+        want, w2 = word_lm_fusion(path, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.5, word_bonus=1.0)
+        assert w == w2 == 0.5 and got.unweighted_word_bonus == pytest.approx(2.0)
+        assert all(close(got.score_sequence(t), want.score_sequence(t)) for t in _tokens(pieces, 4))
+    with pytest.raises(DecodingInputError, match="non-zero"):
+        cached_word_lm_fusion(path, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.0, word_bonus=1.0)
+    with pytest.raises(FileFormatError, match="no such word LM file"):
+        cached_word_lm_fusion(tmp_path / "nope.arpa", pieces, vocab_size=len(pieces), blank_id=blank, weight=0.5)

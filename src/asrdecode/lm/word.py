@@ -259,20 +259,13 @@ class WordNGramLM:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, *, cache: bool = False,
-                  **kwargs: Any) -> "WordNGramLM":
+    def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, **kwargs: Any) -> "WordNGramLM":
         """Read a word ARPA file (``.gz`` allowed) and build the model; ``kwargs`` as :meth:`from_arpa_model`.
-
-        ``cache=True``: build once per (file contents, vocabulary, options) and memory-map the built
-        model from the per-user cache afterwards (:func:`asrdecode.lm.word_cache.cached_word_lm`).
+        (:func:`asrdecode.lm.word_cache.cached_word_lm` builds once and memory-maps the model afterwards.)
 
         Raises:
             FileFormatError: a malformed ARPA file or a KenLM binary file (with the file and line).
         """
-        if cache:
-            from .word_cache import cached_word_lm
-
-            return cached_word_lm(path, tokenizer, **kwargs)
         return cls.from_arpa_model(read_arpa(path), tokenizer, **kwargs)
 
     @classmethod
@@ -637,14 +630,12 @@ def _unigram_logprobs(model: ArpaModel) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- CLI helper
 def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, blank_id: int | None,
-                   weight: float, word_bonus: float = 0.0, cache: bool = True,
-                   **kwargs: Any) -> tuple[WordNGramLM, float]:
+                   weight: float, word_bonus: float = 0.0, **kwargs: Any) -> tuple[WordNGramLM, float]:
     """``(WordNGramLM, weight)`` for a ``fusion=`` list, as the CLI's ``--word-lm`` builds it.
 
     ``word_bonus`` here is per word in the *fused* score (pyctcdecode's ``beta``), so the model's
-    ``unweighted_word_bonus`` is ``word_bonus / weight``. ``cache``: the built model comes from the
-    per-user cache after the first time (see :meth:`WordNGramLM.from_arpa`). Raises
-    :class:`FileFormatError` for a missing or malformed file.
+    ``unweighted_word_bonus`` is ``word_bonus / weight``. Raises :class:`FileFormatError` for a missing or
+    malformed file. (:func:`asrdecode.lm.word_cache.cached_word_lm_fusion`: the same, cached.)
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
@@ -653,5 +644,5 @@ def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, 
     if word_bonus and weight == 0.0:
         raise DecodingInputError("a word bonus needs a non-zero word LM weight")
     bonus = float(word_bonus) / weight if word_bonus else 0.0
-    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, cache=cache, **kwargs)
+    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, **kwargs)
     return lm.with_unweighted_word_bonus(bonus), weight

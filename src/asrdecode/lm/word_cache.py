@@ -25,7 +25,7 @@ from .ngram import NGramLM
 from .tokens import TokenMap
 from .word import WordBoundaries, WordNGramLM, token_pieces
 
-__all__ = ["save_word_lm", "load_word_lm", "cached_word_lm", "FORMAT"]
+__all__ = ["save_word_lm", "load_word_lm", "cached_word_lm", "cached_word_lm_fusion", "FORMAT"]
 
 #: the file format :func:`save_word_lm` writes
 FORMAT = "asrdecode.WordNGramLM/1"
@@ -161,3 +161,19 @@ def cached_word_lm(path: str | os.PathLike, tokenizer: Any, *, vocab_size: Optio
 
     entry = cached_file("word-lm", inputs, build, what=f"the word LM of {p.name}", log=log)
     return load_word_lm(entry.path, device)
+
+
+def cached_word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, blank_id: Optional[int],
+                          weight: float, word_bonus: float = 0.0, **kwargs: Any) -> tuple[WordNGramLM, float]:
+    """:func:`asrdecode.lm.word.word_lm_fusion` (the CLI's ``--word-lm`` entry, ``word_bonus`` on the fused
+    scale) with the built model from the per-user cache after the first time."""
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise FileFormatError(p, None, "no such word LM file")
+    for name, v in (("weight", weight), ("word_bonus", word_bonus)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise DecodingInputError(f"{name} must be a number, got {v!r}")
+    if word_bonus and float(weight) == 0.0:
+        raise DecodingInputError("a word bonus needs a non-zero word LM weight")
+    lm = cached_word_lm(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, **kwargs)
+    return lm.weighted(float(weight), word_bonus=float(word_bonus)) if weight else (lm, 0.0)
