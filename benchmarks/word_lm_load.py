@@ -64,7 +64,8 @@ def synthetic_arpa(path: str | os.PathLike, n_words: int = 47_000, n_bigrams: in
     sp = np.concatenate([[0.05], zipf * 0.95])
     ends = np.concatenate([np.arange(3, V), [2]])
     ep = np.concatenate([zipf * 0.95, [0.05]])
-    big = np.unique(np.stack([draw(n_bigrams * 2, starts, sp), draw(n_bigrams * 2, ends, ep)], 1), axis=0)
+    key = np.unique(draw(n_bigrams * 2, starts, sp) * V + draw(n_bigrams * 2, ends, ep))  # rows sorted, unique
+    big = np.stack([key // V, key % V], 1)
     big = big[np.sort(rng.choice(len(big), size=min(n_bigrams, len(big)), replace=False))]
     # every word and </s> must be reachable as a bigram end, <s> and words as a start: fine either way
     # trigrams (w1 w2 w3): (w1, w2) and (w2, w3) both bigrams, w2 not </s>
@@ -77,7 +78,8 @@ def synthetic_arpa(path: str | os.PathLike, n_words: int = 47_000, n_bigrams: in
     ok = count[w2] > 0
     w1, w2 = w1[ok], w2[ok]
     w3 = nxt_word[first[w2] + (rng.random(len(w2)) * count[w2]).astype(np.int64)]
-    tri_a = np.unique(np.stack([w1, w2, w3], 1), axis=0)
+    key = np.unique((w1 * V + w2) * V + w3)
+    tri_a = np.stack([key // (V * V), (key // V) % V, key % V], 1)
     tri_a = tri_a[np.sort(rng.choice(len(tri_a), size=min(n_trigrams, len(tri_a)), replace=False))]
     # trigram contexts need a backoff: give every bigram one except those ending in </s>
     big_lp = -rng.uniform(0.1, 3.0, len(big))

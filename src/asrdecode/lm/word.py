@@ -337,16 +337,10 @@ class WordNGramLM:
         word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
 
         # ---- character trie of the LM's words (node 0 = the empty word)
-        node_of: dict[str, int] = {"": 0}
-        node_text = [""]
-        parent = [0]
-        for w in words:
-            for i in range(1, len(w) + 1):
-                p = w[:i]
-                if p not in node_of:
-                    node_of[p] = len(node_text)
-                    node_text.append(p)
-                    parent.append(node_of[w[: i - 1]])
+        # every prefix of every word, numbered in order of first appearance
+        node_text = [""] + list(dict.fromkeys(w[:i] for w in words for i in range(1, len(w) + 1)))
+        node_of: dict[str, int] = {t: i for i, t in enumerate(node_text)}
+        parent = [0] + [node_of[t[:-1]] for t in node_text[1:]]
         T = len(node_text)
         oov = T  # the out-of-vocabulary node: every partial word that no LM word starts with
         word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
