@@ -107,7 +107,7 @@ def _time(fn) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--arpa", help="an existing ARPA file (default: the synthetic one, written to a temp folder)")
     ap.add_argument("--no-peer", action="store_true", help="skip pyctcdecode (not installed)")
     ap.add_argument("--out", help="append the table to this markdown file")
@@ -145,6 +145,7 @@ def main() -> None:
                 pyctcdecode.build_ctcdecoder(LABELS, str(arpa))
 
         best: dict[str, float] = {}
+        times: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for name, fn in (("pyctcdecode (KenLM)", peer), ("asrdecode, first load", first),
                              ("asrdecode, cached", cached)):
@@ -152,15 +153,20 @@ def main() -> None:
                     continue
                 dt = _time(fn)
                 best[name] = min(best.get(name, float("inf")), dt)
+                times.setdefault(name, []).append(dt)
                 print(f"# {name}: {dt:.2f} s", file=sys.stderr, flush=True)
         base = best.get("pyctcdecode (KenLM)")
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        mbase = med.get("pyctcdecode (KenLM)")
         size = arpa.stat().st_size / 1e6
         lines = [f"### Word LM load time ({time.strftime('%Y-%m-%d')})", "",
                  f"`OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py` — `build_ctcdecoder(labels, arpa)` on the "
-                 f"synthetic {size:.0f} MB ARPA (47k words, 1.1M n-grams), fastest of {args.runs}, one thread.", "",
-                 "| loader | seconds | / pyctcdecode |", "|---|---|---|"]
+                 f"synthetic {size:.0f} MB ARPA (47k words, 1.1M n-grams), {args.runs} interleaved runs, one thread.",
+                 "", "| loader | fastest s | / pyctcdecode | median s | / pyctcdecode |", "|---|---|---|---|---|"]
         for name, s in best.items():
-            lines.append(f"| {name} | {s:.2f} | {s / base:.2f} |" if base else f"| {name} | {s:.2f} | - |")
+            m = med[name]
+            lines.append(f"| {name} | {s:.2f} | {s / base:.2f} | {m:.2f} | {m / mbase:.2f} |" if base
+                         else f"| {name} | {s:.2f} | - | {m:.2f} | - |")
         text = "\n".join(lines) + "\n"
         print(text)
         if args.out:

@@ -297,7 +297,7 @@ def _pack(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.
     lo = np.zeros(len(starts), dtype=np.uint64)
     hi = np.zeros(len(starts), dtype=np.uint64)
     last = len(arr) - 1
-    for j in range(16):
+    for j in range(min(16, int(lengths.max()) if len(lengths) else 0)):
         byte = np.where(j < lengths, arr[np.minimum(starts + j, last)], 0).astype(np.uint64)
         if j < 8:
             lo |= byte << np.uint64(8 * j)
@@ -309,7 +309,8 @@ def _pack(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.
 
 class _WordKeys:
     """Word ids of n-gram fields by exact byte comparison in numpy (words of at most 16 bytes; the
-    dictionary look-up otherwise)."""
+    dictionary look-up otherwise): an open-addressing hash table of the words' 64-bit keys, probed
+    for all fields at once."""
 
     def __init__(self, index: dict[bytes, int]) -> None:
         words = list(index)
@@ -320,23 +321,50 @@ class _WordKeys:
         buf = np.frombuffer(b"".join(words), dtype=np.uint8)
         starts = np.zeros(len(words), dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
-        lo, hi, key = _pack(buf, starts, lens)
-        order = np.argsort(key, kind="stable")
-        self.key = key[order]
-        self.ok = bool(np.all(self.key[1:] != self.key[:-1]))  # a key collision: dictionary look-ups
-        ids = np.array([index[w] for w in words], dtype=np.int64)[order]
-        self.lo, self.hi, self.len, self.ids = lo[order], hi[order], lens[order], ids
+        self.lo, self.hi, self.key = _pack(buf, starts, lens)
+        self.len = lens
+        self.ids = np.array([index[w] for w in words], dtype=np.int64)
+        self.bits = max(4, (2 * len(words)).bit_length())
+        slots = np.full(1 << self.bits, -1, dtype=np.int64)
+        mask = (1 << self.bits) - 1
+        self.probes = 0
+        for i, h in enumerate(self._home(self.key).tolist()):
+            n = 0
+            while slots[h] >= 0:
+                if self.key[slots[h]] == self.key[i]:  # two words, one key: dictionary look-ups instead
+                    self.ok = False
+                    return
+                h = (h + 1) & mask
+                n += 1
+            slots[h] = i
+            self.probes = max(self.probes, n)
+        self.slots = slots
+
+    def _home(self, key: np.ndarray) -> np.ndarray:
+        return ((key * _MIX[0]) >> np.uint64(64 - self.bits)).astype(np.int64)
 
     def lookup(self, arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
         """The ids of the fields, or ``None`` when a field is longer than 16 bytes or not a known word."""
         if not self.ok or (len(lengths) and int(lengths.max()) > 16):
             return None
         lo, hi, key = _pack(arr, starts, lengths)
-        pos = np.minimum(np.searchsorted(self.key, key), len(self.key) - 1)
-        if not bool(np.all((self.key[pos] == key) & (self.lo[pos] == lo) & (self.hi[pos] == hi)
-                           & (self.len[pos] == lengths))):
+        mask = (1 << self.bits) - 1
+        pos = self._home(key)
+        found = np.full(len(key), -1, dtype=np.int64)
+        todo = np.arange(len(key))
+        for _ in range(self.probes + 1):
+            cand = self.slots[pos[todo]]
+            hit = (cand >= 0) & (self.key[np.maximum(cand, 0)] == key[todo])
+            found[todo[hit]] = cand[hit]
+            miss = ~hit & (cand >= 0)  # an occupied slot of another key: probe the next one
+            todo = todo[miss]
+            if not len(todo):
+                break
+            pos[todo] = (pos[todo] + 1) & mask
+        w = found
+        if bool(np.any(w < 0)) or not bool(np.all((self.lo[w] == lo) & (self.hi[w] == hi) & (self.len[w] == lengths))):
             return None
-        return self.ids[pos]
+        return self.ids[w]
 
 
 def _fast_block(block: bytes, first_line: int, k: int, order: int, index: dict[bytes, int],
@@ -345,10 +373,11 @@ def _fast_block(block: bytes, first_line: int, k: int, order: int, index: dict[b
     ws = _WS[arr]
     starts_field = ~ws
     starts_field[1:] &= ws[:-1]
-    newlines = np.flatnonzero(arr == 10)
-    n_lines = len(newlines) + 1
+    is_nl = arr == 10
     field_pos = np.flatnonzero(starts_field)
-    nf = np.bincount(np.searchsorted(newlines, field_pos), minlength=n_lines)
+    line_of_field = np.cumsum(is_nl, dtype=np.int32)[field_pos]  # newlines before each field (a field is no newline)
+    n_lines = int(is_nl.sum()) + 1
+    nf = np.bincount(line_of_field, minlength=n_lines)
     used = np.flatnonzero(nf)
     nf = nf[used]
     if np.any((nf != k + 1) & (nf != k + 2)):
