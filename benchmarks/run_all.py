@@ -34,6 +34,8 @@ def main() -> int:
         ("transducer_beam_wind", [sys.executable, "benchmarks/transducer_beam.py", "--wind"]),
         ("ctc_wfst", [sys.executable, "benchmarks/ctc_wfst.py"]),
         ("wfst_phone", [sys.executable, "benchmarks/wfst_phone.py"]),
+        ("word_lm_load", [sys.executable, "benchmarks/word_lm_load.py"]),
+        ("phone_beam", [sys.executable, "benchmarks/phone_beam.py"]),
         ("stream_frontend", [sys.executable, "benchmarks/stream_frontend.py"]),
         ("serving", [sys.executable, "benchmarks/serving.py", "--quick"]),
         ("distributed", [sys.executable, "benchmarks/distributed.py"]),

@@ -130,7 +130,7 @@ def demo_part(args) -> list[str]:
         best = None
         for alpha in args.alphas:
             for bonus in args.bonuses:
-                wl = word.with_word_bonus(bonus / alpha)
+                wl = word.with_unweighted_word_bonus(bonus / alpha)
                 texts, _ = decode(demo, [xs[i] for i in tune], [(wl, alpha)], 0.0, beam, 32)
                 w = wer([refs[i] for i in tune], texts)
                 print(f"# {name} tune alpha={alpha} bonus={bonus}: {w:.2f}", file=sys.stderr, flush=True)
@@ -138,7 +138,7 @@ def demo_part(args) -> list[str]:
                     best = (w, alpha, bonus)
         _, alpha, bonus = best
         ta, tb = TOKEN_LM_DEV[name]
-        wl = word.with_word_bonus(bonus / alpha)
+        wl = word.with_unweighted_word_bonus(bonus / alpha)
         settings = {
             "no LM": ([], 0.0),
             f"token 4-gram (w {ta}, token bonus {tb})": ([(token, ta)], tb),
@@ -228,9 +228,9 @@ def char_part(args) -> list[str]:
     words = [w for w in read_arpa(arpa).vocab if w not in ("<s>", "</s>", "<unk>")]
     alpha, bonus = args.char_alpha, args.char_bonus
     t0 = time.perf_counter()
-    lm = WordNGramLM.from_arpa(arpa, symbols, blank_id=blank, word_bonus=bonus / alpha)
+    lm = WordNGramLM.from_arpa(arpa, symbols, blank_id=blank, unweighted_word_bonus=bonus / alpha)
     build_s = time.perf_counter() - t0
-    lexicon_lm = WordNGramLM.from_arpa(arpa, symbols, blank_id=blank, word_bonus=bonus / alpha, lexicon=True)
+    lexicon_lm = WordNGramLM.from_arpa(arpa, symbols, blank_id=blank, unweighted_word_bonus=bonus / alpha, lexicon=True)
     n_frames = sum(x.shape[0] for x in lps)
     greedy = ctc.greedy(*pad(lps), blank)
     text_of = lambda toks: "".join(symbols[t] for t in toks).replace("|", " ").split()  # noqa: E731

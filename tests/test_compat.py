@@ -88,7 +88,7 @@ def test_pyctcdecode_script_gives_asrdecodes_own_transcripts(files, seed):
     ns = run_script(PYCTC_SCRIPT, "from asrdecode.compat import build_ctcdecoder", labels=LABELS,
                     arpa_path=files["arpa"], logits_list=[x.numpy() for x in xs])
     lm = WordNGramLM.from_arpa(files["arpa"], pieces(LABELS, 0), blank_id=0, unk_offset=-10.0 * LN10,
-                               word_bonus=1.2 / 0.6)
+                               unweighted_word_bonus=1.2 / 0.6)
     own = [ctc.beam_search(x[None], None, 0, beam=12, beam_threshold=10.0, fusion=[(lm, 0.6)], nbest=12)[0]
            for x in xs]
     assert ns["texts"] == [text_of(h[0].tokens) for h in own]
@@ -118,7 +118,7 @@ def test_torchaudio_script_gives_asrdecodes_own_transcripts(files, seed):
     ns = run_script(TORCHAUDIO_SCRIPT, "from asrdecode.compat import ctc_decoder", lexicon_path=files["lexicon"],
                     tokens_path=files["tokens"], arpa_path=files["arpa"], emissions=em, lengths=lengths)
     lm = WordNGramLM.from_arpa(files["arpa"], pieces(TOKENS, 0), blank_id=0, boundary="delimiter", delimiters=["|"],
-                               lexicon=True, word_bonus=-0.5 / 0.8)
+                               lexicon=True, unweighted_word_bonus=-0.5 / 0.8)
     own = ctc.beam_search(em, lengths, 0, beam=12, beam_threshold=25.0, fusion=[(lm, 0.8)], nbest=3)
     assert ns["transcripts"] == [text_of(h[0].tokens, TOKENS) for h in own]
     assert ns["token_strings"] == [[TOKENS[t] for t in h[0].tokens] for h in own]
@@ -196,7 +196,7 @@ def test_reset_params_equals_a_fresh_build(files):
     assert dec.word_lm.trie is not lm_tensors  # rebuilt for the new offset
     kept = dec.word_lm.trie
     dec.reset_params(beta=0.5, alpha=0.2)
-    assert dec.word_lm.trie is kept and dec.word_lm.word_bonus == pytest.approx(0.5 / 0.2)  # no rebuild
+    assert dec.word_lm.trie is kept and dec.word_lm.unweighted_word_bonus == pytest.approx(0.5 / 0.2)  # no rebuild
     with pytest.raises(DecodingInputError, match="beta"):
         dec.reset_params(beta=float("inf"))
     with pytest.raises(DecodingInputError, match="lm_score_boundary"):
@@ -311,8 +311,8 @@ def test_torchaudio_bad_inputs(files, tmp_path):
         ctc_decoder(None, ["<b>", "|", "a"])
     with pytest.raises(DecodingInputError, match="sil_token"):
         ctc_decoder(None, ["-", "a"], sil_token="|")
-    with pytest.raises(DecodingInputError, match="lm_dict"):
-        ctc_decoder(None, TOKENS, lm_dict="words.txt")
+    with pytest.raises(FileFormatError, match="lm_dict: no such file"):
+        ctc_decoder(None, TOKENS, lm_dict=str(tmp_path / "missing.txt"))
     with pytest.raises(DecodingInputError, match="nbest"):
         ctc_decoder(None, TOKENS, nbest=5, beam_size=2)
     with pytest.raises(DecodingInputError, match="unk_word"):
@@ -427,3 +427,103 @@ def test_word_spans_are_the_boundaries_words_with_their_frames(tokens, style):
     texts = [bounds.text[t] for t in tokens]
     for w, s, e in spans:  # each word's first and last frames carry its first and last characters' tokens
         assert w.startswith(texts[s // 2]) and w.endswith(texts[(e - 1) // 2])
+
+
+# ------------------------------------------------------------------ issue 29: save_to_dir / load_from_dir, lm_dict
+def test_save_to_dir_and_load_from_dir_give_the_same_decoder(files, tmp_path):
+    import json
+
+    from asrdecode.compat.pyctcdecode import BeamSearchDecoderCTC
+
+    xs = [x.numpy() for x in emissions(6)]
+    for name, kw in (("lm", {"alpha": 0.6, "beta": 1.2, "unk_score_offset": -7.0}),
+                     ("unigrams", {"unigrams": ["cab", "bad", "ace"], "alpha": 0.9, "beta": 0.4}), ("none", None)):
+        dec = (build_ctcdecoder(LABELS) if kw is None else build_ctcdecoder(LABELS, files["arpa"], **kw))
+        folder = tmp_path / name
+        folder.mkdir()
+        dec.save_to_dir(str(folder))
+        assert json.loads((folder / "alphabet.json").read_text())["labels"] == dec.labels
+        assert (folder / "language_model").is_dir() == (kw is not None)
+        back = BeamSearchDecoderCTC.load_from_dir(str(folder))
+        assert back.labels == dec.labels and back._params == dec._params
+        got, want = (d.decode_beams_batch(None, xs, beam_width=6) for d in (back, dec))
+        assert [[b[0] for b in u] for u in got] == [[b[0] for b in u] for u in want]
+        assert [b[3] for u in got for b in u] == pytest.approx([b[3] for u in want for b in u], abs=1e-4)
+        if kw and "unigrams" in kw:
+            assert set(back.word_lm.words) == {"cab", "bad", "ace"}
+    # saving twice into one folder, a missing folder, damaged files
+    with pytest.raises(DecodingInputError, match="exists already"):
+        build_ctcdecoder(LABELS, files["arpa"]).save_to_dir(str(tmp_path / "lm"))
+    with pytest.raises(DecodingInputError, match="not a folder"):
+        build_ctcdecoder(LABELS).save_to_dir(str(tmp_path / "nope"))
+    with pytest.raises(FileFormatError, match="alphabet.json: no such file"):
+        BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "nope"))
+    (tmp_path / "lm" / "alphabet.json").write_text("{not json")
+    with pytest.raises(FileFormatError, match="not JSON"):
+        BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "lm"))
+    (tmp_path / "lm" / "alphabet.json").write_text(json.dumps({"labels": "abc"}))
+    with pytest.raises(FileFormatError, match="labels"):
+        BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "lm"))
+    (tmp_path / "unigrams" / "language_model" / "extra.arpa").write_text("x")
+    with pytest.raises(FileFormatError, match="one language model file, found 2"):
+        BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "unigrams"))
+    attrs = tmp_path / "unigrams" / "language_model" / "attrs.json"
+    attrs.write_text(json.dumps({"alpha": 0.5}))
+    with pytest.raises(FileFormatError, match="missing beta, unk_score_offset"):
+        BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "unigrams"))
+
+
+@pytest.mark.slow
+def test_pyctcdecode_saved_folder_loads_here(files, tmp_path):
+    """A folder written by pyctcdecode itself (its LM file an ARPA) loads with the same words."""
+    pyctc = pytest.importorskip("pyctcdecode")
+    from asrdecode.compat.pyctcdecode import BeamSearchDecoderCTC
+
+    theirs = pyctc.build_ctcdecoder(LABELS, files["arpa"], alpha=0.6, beta=1.2)
+    theirs.save_to_dir(str(tmp_path))
+    ours = BeamSearchDecoderCTC.load_from_dir(str(tmp_path))
+    assert ours._params == {"alpha": 0.6, "beta": 1.2, "unk_score_offset": -10.0}
+    saved = (tmp_path / "language_model" / "unigrams.txt").read_text().split()
+    assert set(ours.word_lm.words) == set(saved) - {"<s>", "</s>", "<unk>"} and len(ours.word_lm.words) > 3
+
+
+def test_lm_dict_restricts_the_lms_words(files, tmp_path):
+    xs = emissions(7)
+    em, lengths = pad(xs), torch.tensor([x.shape[0] for x in xs])
+    lm_dict = tmp_path / "lm_dict.txt"
+    lm_dict.write_text("cab\nbad 12\n\nace\n")
+    dec = ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_dict=str(lm_dict), lm_weight=1.0)
+    word_lm = dec.fusion[0][0]
+    own = ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_weight=1.0).fusion[0][0]
+    # lexicon words outside lm_dict score as <unk>; those inside as the LM says
+    assert set(word_lm.words) == set(WORDS)
+    cab = [4, 2, 3, 1]
+    assert word_lm.score_sequence(cab) == pytest.approx(own.score_sequence(cab), abs=1e-4)
+    dab = [5, 2, 3, 1]
+    assert word_lm.score_sequence(dab) != pytest.approx(own.score_sequence(dab), abs=1e-4)
+    assert len(dec(em, lengths)) == len(xs)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("cab\nzebra\n")
+    with pytest.raises(DecodingInputError, match="not in the lexicon.*zebra"):
+        ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_dict=str(bad))
+    twice = tmp_path / "twice.txt"
+    twice.write_text("cab\ncab\n")
+    with pytest.raises(FileFormatError, match="twice.txt:2"):
+        ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_dict=str(twice))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(FileFormatError, match="no entries"):
+        ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_dict=str(empty))
+    with pytest.raises(DecodingInputError, match="lm_dict must be"):
+        ctc_decoder(files["lexicon"], TOKENS, lm=files["arpa"], lm_dict=3)
+    # lexicon-free: the entries are tokens; the token LM keeps only those
+    token_arpa = tmp_path / "tokens.arpa"
+    token_arpa.write_text(random_word_arpa(random.Random(1), TOKENS[1:], 2))
+    tok_dict = tmp_path / "tok_dict.txt"
+    tok_dict.write_text("|\na\nb\n")
+    free = ctc_decoder(None, TOKENS, lm=str(token_arpa), lm_dict=str(tok_dict), lm_weight=0.7)
+    full = ctc_decoder(None, TOKENS, lm=str(token_arpa), lm_weight=0.7)
+    assert free.fusion[0][0].score_sequence([2, 3]) == pytest.approx(full.fusion[0][0].score_sequence([2, 3]), abs=1e-4)
+    assert free.fusion[0][0].score_sequence([4]) != pytest.approx(full.fusion[0][0].score_sequence([4]), abs=1e-4)
+    with pytest.raises(DecodingInputError, match="not tokens"):
+        ctc_decoder(None, TOKENS, lm=str(token_arpa), lm_dict=str(lm_dict))

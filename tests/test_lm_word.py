@@ -168,8 +168,8 @@ def build(tmp_path, seed, style, **kw) -> tuple[WordNGramLM, WordOracle, list, i
     path.write_text(text)
     lm = WordNGramLM.from_arpa(path, pieces, blank_id=blank, **kw)
     okw = {k: kw[k] for k in ("lookahead", "lexicon", "unk_offset", "unk_char_offset") if k in kw}
-    if "word_bonus" in kw:
-        okw["bonus"] = kw["word_bonus"]
+    if "unweighted_word_bonus" in kw:
+        okw["bonus"] = kw["unweighted_word_bonus"]
     return lm, WordOracle(text, words, **okw), pieces, blank
 
 
@@ -181,7 +181,7 @@ def test_sequence_scores_equal_the_word_oracle(tmp_path_factory, seed, style, lo
                                                raw):
     """Running scores after every token (look-ahead included) and the total with ``final``."""
     tmp = tmp_path_factory.mktemp("w")
-    lm, oracle, pieces, blank = build(tmp, seed, style, lookahead=lookahead, lexicon=lexicon, word_bonus=bonus,
+    lm, oracle, pieces, blank = build(tmp, seed, style, lookahead=lookahead, lexicon=lexicon, unweighted_word_bonus=bonus,
                                       unk_offset=-3.0, unk_char_offset=per_char)
     V = len(pieces)
     tokens = [r % V for r in raw]
@@ -204,11 +204,11 @@ def test_sequence_scores_equal_the_word_oracle(tmp_path_factory, seed, style, lo
 @given(st.integers(0, 10**6), st.sampled_from(STYLES), st.booleans(), st.lists(st.integers(0, 40), max_size=10))
 def test_with_word_bonus_equals_a_rebuild(tmp_path_factory, seed, style, lexicon, raw):
     tmp = tmp_path_factory.mktemp("w")
-    lm, _, pieces, _ = build(tmp, seed, style, lexicon=lexicon, word_bonus=0.5)
-    rebuilt, _, _, _ = build(tmp, seed, style, lexicon=lexicon, word_bonus=2.0)
+    lm, _, pieces, _ = build(tmp, seed, style, lexicon=lexicon, unweighted_word_bonus=0.5)
+    rebuilt, _, _, _ = build(tmp, seed, style, lexicon=lexicon, unweighted_word_bonus=2.0)
     tokens = [r % len(pieces) for r in raw]
-    assert close(lm.with_word_bonus(2.0).score_sequence(tokens), rebuilt.score_sequence(tokens))
-    assert close(lm.score_sequence(tokens), rebuilt.with_word_bonus(0.5).score_sequence(tokens))
+    assert close(lm.with_unweighted_word_bonus(2.0).score_sequence(tokens), rebuilt.score_sequence(tokens))
+    assert close(lm.score_sequence(tokens), rebuilt.with_unweighted_word_bonus(0.5).score_sequence(tokens))
 
 
 @SETTINGS
@@ -336,7 +336,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(DecodingInputError, match="non-zero word LM weight"):
         word_lm_fusion(arpa, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.0, word_bonus=1.0)
     lm, w = word_lm_fusion(arpa, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.5, word_bonus=1.0)
-    assert w == 0.5 and lm.word_bonus == pytest.approx(2.0)
+    assert w == 0.5 and lm.unweighted_word_bonus == pytest.approx(2.0)
     # a decoder with another vocabulary
     lp = peaky_log_probs(0, 1, 4, len(pieces) + 1, blank)
     with pytest.raises(DecodingInputError, match="vocab_size"):
@@ -357,7 +357,7 @@ def _same(got, want, tol=1e-4):
 def test_ctc_beam_with_word_lm_equals_reference(tmp_path_factory, seed, style, batch, frames, beam, lookahead,
                                                 token_beam):
     tmp = tmp_path_factory.mktemp("w")
-    lm, _, pieces, blank = build(tmp, seed, style, lookahead=lookahead, word_bonus=0.5)
+    lm, _, pieces, blank = build(tmp, seed, style, lookahead=lookahead, unweighted_word_bonus=0.5)
     V = len(pieces)
     tok_arpa = tmp / "tok.arpa"
     tok_arpa.write_text(random_token_arpa(seed, V, blank, order=2))
@@ -413,7 +413,7 @@ def test_native_word_lm_equals_its_advance_and_the_torch_engine(tmp_path_factory
     """The engine's own word LM (arrays read natively) gives the hypotheses of the per-frame ``advance`` rows
     and of the tensor engine (tokens, timestamps; scores to 1e-5), whole and streamed in two chunks."""
     lm, _, pieces, blank = build(tmp_path_factory.mktemp("w"), seed, style, lookahead=lookahead, lexicon=lexicon,
-                                 word_bonus=bonus)
+                                 unweighted_word_bonus=bonus)
     V = len(pieces)
     lp = peaky_log_probs(seed, batch, frames, V, blank, peak=4.0).double()
     lens = random_lengths(seed, batch, frames)
@@ -437,7 +437,7 @@ def test_native_word_lm_is_read_natively(tmp_path):
 
     lm, _, _, _ = build(tmp_path, 3, "delimiter")
     assert native_word_lm(lm) is lm
-    assert native_word_lm(lm.with_word_bonus(1.5)) is not None
+    assert native_word_lm(lm.with_unweighted_word_bonus(1.5)) is not None
     assert native_word_lm(_rows_copy(lm)) is None
 
 
@@ -468,7 +468,7 @@ def test_transducer_beams_with_word_lm_equal_reference(tmp_path, style, method, 
     if method == "wind" and durations is not None:
         pytest.skip("WIND beam search is RNN-T only")
     for seed in range(3):
-        lm, _, pieces, blank = build(tmp_path, 50 + seed, style, word_bonus=0.4)
+        lm, _, pieces, blank = build(tmp_path, 50 + seed, style, unweighted_word_bonus=0.4)
         V = len(pieces)
         m = random_model(300 + seed, V, blank, durations, blank_bias=0.5, enc_dim=5)
         enc = random_encoder(seed, 2, 6)
@@ -568,3 +568,67 @@ def test_distributed_pipeline_takes_the_word_lm():
     assert len(hyps) == 1 and hyps[0].text
     with pytest.raises(DecodingInputError, match="word_lm_weight"):
         build_pipeline("demo-ctc", "beam", {"word_lm_weight": "high"})
+
+
+# ------------------------------------------------------------------------------ issue 29 (defect 6)
+def test_word_bonus_renamed_with_deprecation(tmp_path):
+    """``word_bonus`` (model scale) is ``unweighted_word_bonus`` now; the old names warn and still work."""
+    pieces, blank, words, text = random_case(3, "delimiter")
+    path = tmp_path / "w.arpa"
+    path.write_text(text)
+    new = WordNGramLM.from_arpa(path, pieces, blank_id=blank, unweighted_word_bonus=0.75)
+    with pytest.warns(DeprecationWarning, match="unweighted_word_bonus"):
+        old = WordNGramLM.from_arpa(path, pieces, blank_id=blank, word_bonus=0.75)
+    tokens = [i for i, p in enumerate(pieces) if p is not None][:5]
+    assert close(old.score_sequence(tokens), new.score_sequence(tokens))
+    with pytest.warns(DeprecationWarning):
+        assert old.word_bonus == pytest.approx(0.75)
+    with pytest.warns(DeprecationWarning):
+        assert close(new.with_word_bonus(2.0).score_sequence(tokens),
+                     new.with_unweighted_word_bonus(2.0).score_sequence(tokens))
+    # weighted(): the bonus in the fused score (pyctcdecode's beta) is divided by the weight
+    lm, w = new.weighted(0.5, word_bonus=1.5)
+    assert w == 0.5 and lm.unweighted_word_bonus == pytest.approx(3.0)
+    zero = new.with_unweighted_word_bonus(0.0)
+    n_words = len(zero.boundaries.words(tokens))
+    assert close(w * lm.score_sequence(tokens), w * zero.score_sequence(tokens) + 1.5 * n_words)
+    for bad in ({"weight": 0.0, "word_bonus": 1.0}, {"weight": float("nan")}, {"weight": 1.0, "word_bonus": "x"}):
+        with pytest.raises(DecodingInputError):
+            new.weighted(**bad)
+    with pytest.raises(DecodingInputError, match="unweighted_word_bonus"):
+        new.with_unweighted_word_bonus(float("inf"))
+
+
+def test_case_mismatch_warns(tmp_path):
+    arpa = tmp_path / "lower.arpa"
+    arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1\t<s>\n-1\t</s>\n-0.5\tcat\n-0.7\tdog\n\n\\end\\\n")
+    upper = [None, "|"] + list("ACDGOT")
+    with pytest.warns(UserWarning, match="upper-case letters only but the LM's words are lower-case"):
+        WordNGramLM.from_arpa(arpa, upper, blank_id=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        WordNGramLM.from_arpa(arpa, [None, "|"] + list("acdgot"), blank_id=0)  # same case: no warning
+        WordNGramLM.from_arpa(arpa, [None, "|"] + list("acdgotACDGOT"), blank_id=0)  # both cases: no warning
+
+
+@pytest.mark.parametrize("engine", ["torch", "native"])
+def test_lexicon_mode_never_returns_an_empty_nbest_list(tmp_path, engine):
+    """Every prefix in the beam ends inside a lexicon word: one empty hypothesis scored -inf (``res[b][0]``
+    exists) instead of an empty list; a complete word decodes as usual."""
+    arpa = tmp_path / "w.arpa"
+    arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1\t<s>\n-1\t</s>\n-0.5\tcat\n-0.7\tdog\n\n\\end\\\n")
+    pieces = [None, "|"] + list("acdgot")
+    lm = WordNGramLM.from_arpa(arpa, pieces, blank_id=0, lexicon=True)
+
+    def emissions(text: str) -> torch.Tensor:
+        x = torch.full((1, len(text), len(pieces)), -12.0)
+        for t, c in enumerate(text):
+            x[0, t, pieces.index(c)] = 0.0
+        return x.log_softmax(-1)
+
+    res = ctc.beam_search(emissions("cat|do"), None, 0, beam=2, nbest=2, fusion=[(lm, 1.0)], engine=engine)
+    assert len(res[0]) == 1 and res[0][0].tokens == [] and res[0][0].score == float("-inf")
+    best = ctc.beam_search(emissions("cat|dog"), None, 0, beam=2, nbest=2, fusion=[(lm, 1.0)], engine=engine)[0]
+    assert best[0].tokens == [pieces.index(c) for c in "cat|dog"] and math.isfinite(best[0].score)

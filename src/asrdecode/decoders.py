@@ -61,12 +61,12 @@ def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
             raise FileFormatError(opts.lm, None, "no such LM file")
         fusion.append((NGramLM.from_arpa(opts.lm, vocab_size=vocab, blank_id=blank), float(opts.lm_weight)))
     if opts.word_lm:
-        from .lm.word import word_lm_fusion
+        from .lm.word_cache import cached_word_lm_fusion
 
         if tokenizer is None:
             raise DecodingInputError("--word-lm needs a model with a tokenizer")
-        fusion.append(word_lm_fusion(opts.word_lm, tokenizer, vocab_size=vocab, blank_id=blank,
-                                     weight=opts.word_lm_weight, word_bonus=opts.word_bonus))
+        fusion.append(cached_word_lm_fusion(opts.word_lm, tokenizer, vocab_size=vocab, blank_id=blank,
+                                            weight=opts.word_lm_weight, word_bonus=opts.word_bonus))
     if opts.boost:
         from .lm import BoostingTree
 

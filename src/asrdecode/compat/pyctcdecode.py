@@ -11,9 +11,14 @@ The facade only translates arguments:
 * ``alpha`` -> the word LM's fusion weight, ``beta`` -> a bonus per word, ``unk_score_offset``
   (log10 units, as pyctcdecode) -> the word LM's ``unk_offset``; ``unigrams`` -> LM words outside
   them are out of vocabulary (scored as ``<unk>`` plus the offset); ``reset_params`` as pyctcdecode's;
-* ``beam_width`` -> ``beam``, ``beam_prune_logp`` -> ``beam_threshold = -beam_prune_logp``;
+* ``beam_width`` -> ``beam``, ``beam_prune_logp`` -> ``beam_threshold = -beam_prune_logp``, default
+  -20 (asrdecode's one default, that of :func:`asrdecode.ctc.beam_search`, which its tests and tuned
+  settings use; pyctcdecode's is -10): with the word LM, 10 and 20 gave the same WER and time on the
+  two workloads measured (docs/decoders.md); pass ``beam_prune_logp=-10`` for pyctcdecode's own value;
   ``hotwords`` -> a phrase-boosting tree: each word of each hotword earns ``hotword_weight`` once
   spelled completely (credit grows token by token, as pyctcdecode's partial-word credit);
+* ``save_to_dir`` / ``load_from_dir``: pyctcdecode's folder layout (``alphabet.json``,
+  ``language_model/attrs.json``, the LM file, ``unigrams.txt``); the LM file is a copy of the ARPA;
 * logits: pyctcdecode's input rule (rows summing to 1 are probabilities, else log-softmax; clipped at
   ``log(1e-15)``).
 
@@ -28,18 +33,22 @@ batches of utterances in one batched search instead of one process per utterance
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import shutil
+from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, cast
 
 import torch
 
 from .. import ctc
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, FileFormatError
 from ..lm.arpa import ArpaModel, drop_words, read_arpa
 from ..lm.boosting import BoostingTree
 from ..lm.word import LN10, WordBoundaries, WordNGramLM, detect_boundaries
+from ..lm.word_cache import cached_word_lm
 from ..results import Hypothesis
 from ._common import BATCH_SIZE, as_float_matrix, check_number, flat_arpa, pad_batch, spell_greedy, word_spans
 
@@ -52,10 +61,14 @@ _UNK_PTN = re.compile(r"^[<\[]unk[>\]]$", re.IGNORECASE)
 _SPECIAL_PTN = re.compile(r"^[<\[].+[>\]]$")
 MIN_P = 1e-15  # pyctcdecode's probability floor
 WordFrames = list[tuple[str, tuple[int, int]]]  # [(word, (start_frame, end_frame)), ...]
+# save_to_dir's layout (pyctcdecode's names)
+ALPHABET_FILE, LM_DIR, LM_ATTRS_FILE, UNIGRAMS_FILE = "alphabet.json", "language_model", "attrs.json", "unigrams.txt"
 
 # pyctcdecode's defaults
 DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_UNK_OFFSET = 0.5, 1.5, -10.0
-DEFAULT_BEAM_WIDTH, DEFAULT_PRUNE_LOGP, DEFAULT_MIN_TOKEN_LOGP, DEFAULT_HOTWORD_WEIGHT = 100, -10.0, -5.0, 10.0
+DEFAULT_BEAM_WIDTH, DEFAULT_MIN_TOKEN_LOGP, DEFAULT_HOTWORD_WEIGHT = 100, -5.0, 10.0
+#: asrdecode's beam_threshold (ctc.beam_search's 20), not pyctcdecode's -10: see the module docstring
+DEFAULT_PRUNE_LOGP = -20.0
 
 
 def normalize_labels(labels: Sequence[str]) -> tuple[list[str], bool]:
@@ -111,7 +124,9 @@ class BeamSearchDecoderCTC:
         self.boundaries: WordBoundaries = (word_lm.boundaries if word_lm is not None
                                            else _boundaries(self.pieces, is_bpe))
         self._hotword_trees: dict[tuple[tuple[str, ...], float], BoostingTree] = {}
-        self._arpa: Optional[ArpaModel] = None  # the LM's n-grams (kept for reset_params)
+        self._arpa: Optional[ArpaModel] = None  # the LM's n-grams (read when reset_params needs a rebuild)
+        self._lm_path: Optional[str] = None
+        self._unigrams: Optional[list[str]] = None
         self._params: dict[str, float] = {}
 
     # ------------------------------------------------------------------ pyctcdecode's methods
@@ -176,18 +191,92 @@ class BeamSearchDecoderCTC:
             if not lm_score_boundary:
                 raise DecodingInputError("lm_score_boundary=False is not supported: asrdecode's word LM always "
                                          "scores the sentence start and end")
-        if self._arpa is None:
+        if self._lm_path is None:
             return
         old = dict(self._params)
         params = {**old, **new}
         a, b = params["alpha"], params["beta"]
         if self.word_lm is not None and params["unk_score_offset"] == old.get("unk_score_offset") and a != 0.0 \
                 and old.get("alpha", 0.0) != 0.0:
-            self.word_lm, self.lm_weight = self.word_lm.with_word_bonus(b / a), a
+            self.word_lm, self.lm_weight = self.word_lm.with_unweighted_word_bonus(b / a), a
+        elif a != 0.0:  # the built model of (file, labels, unk offset) comes from the cache after the first time
+            kw = _lm_options(self.pieces, self.boundaries)
+            lm = cached_word_lm(self._lm_path, self.pieces, keep_words=self._unigrams,
+                                unk_offset=params["unk_score_offset"] * LN10, **kw)
+            self.word_lm, self.lm_weight = lm.with_unweighted_word_bonus(b / a), a
         else:
-            self.word_lm, self.lm_weight = _word_lm(self._arpa, self.pieces, self.boundaries, a, b,
+            self.word_lm, self.lm_weight = _word_lm(self._model(), self.pieces, self.boundaries, a, b,
                                                     params["unk_score_offset"])
         self._params = params
+
+    def _model(self) -> ArpaModel:
+        """The LM's n-grams (``unigrams`` applied), read on first use."""
+        if self._arpa is None:
+            assert self._lm_path is not None  # decoders without an LM never read one
+            model = read_arpa(self._lm_path)
+            if self._unigrams is not None:
+                keep = set(self._unigrams)
+                model = drop_words(model, [w for w in model.vocab if w not in keep and w not in ("<s>", "</s>", "<unk>")])
+            self._arpa = model
+        return self._arpa
+
+    # ------------------------------------------------------------------ saving
+    def save_to_dir(self, filepath: str | os.PathLike) -> None:
+        """pyctcdecode's ``save_to_dir``: ``alphabet.json`` (labels, is_bpe) and, with an LM,
+        ``language_model/`` (``attrs.json``: alpha, beta, unk_score_offset; a copy of the ARPA file;
+        ``unigrams.txt`` when ``unigrams`` were given). The folder must exist; an existing
+        ``language_model/`` in it is an error (as in pyctcdecode)."""
+        folder = Path(os.fspath(filepath))
+        if not folder.is_dir():
+            raise DecodingInputError(f"save_to_dir: {folder} is not a folder")
+        (folder / ALPHABET_FILE).write_text(json.dumps({"labels": self.labels, "is_bpe": self.is_bpe}),
+                                            encoding="utf-8")
+        if self._lm_path is None:
+            return
+        lm_dir = folder / LM_DIR
+        if lm_dir.exists():
+            raise DecodingInputError(f"save_to_dir: {lm_dir} exists already")
+        lm_dir.mkdir()
+        params = {k: self._params[k] for k in ("alpha", "beta", "unk_score_offset")}
+        (lm_dir / LM_ATTRS_FILE).write_text(json.dumps({**params, "score_boundary": True}), encoding="utf-8")
+        shutil.copyfile(self._lm_path, lm_dir / Path(self._lm_path).name)
+        if self._unigrams is not None:
+            (lm_dir / UNIGRAMS_FILE).write_text("".join(w + "\n" for w in self._unigrams), encoding="utf-8")
+
+    @classmethod
+    def load_from_dir(cls, filepath: str | os.PathLike, unigram_encoding: Optional[str] = None
+                      ) -> "BeamSearchDecoderCTC":
+        """pyctcdecode's ``load_from_dir``: a decoder from a folder written by :meth:`save_to_dir` (ours, or
+        pyctcdecode's when its language model file is an ARPA file). The word LM comes from the
+        per-user cache after the first load.
+
+        Raises:
+            FileFormatError: a missing or malformed ``alphabet.json`` / ``attrs.json``, no LM file or
+                several in ``language_model/``, a KenLM binary LM.
+        """
+        folder = Path(os.fspath(filepath))
+        alphabet = _read_json(folder / ALPHABET_FILE)
+        labels = alphabet.get("labels")
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise FileFormatError(str(folder / ALPHABET_FILE), None, "'labels' must be a list of strings")
+        lm_dir = folder / LM_DIR
+        if not lm_dir.is_dir():
+            return build_ctcdecoder(labels)
+        attrs = _read_json(lm_dir / LM_ATTRS_FILE)
+        missing = [k for k in ("alpha", "beta", "unk_score_offset") if k not in attrs]
+        if missing:
+            raise FileFormatError(str(lm_dir / LM_ATTRS_FILE), None, f"missing {', '.join(missing)}")
+        known = {LM_ATTRS_FILE, UNIGRAMS_FILE}
+        models = sorted(x for x in lm_dir.iterdir() if x.is_file() and x.name not in known)
+        if len(models) != 1:
+            raise FileFormatError(str(lm_dir), None, f"expected one language model file, found {len(models)}")
+        unigrams = None
+        if (lm_dir / UNIGRAMS_FILE).is_file():
+            text = (lm_dir / UNIGRAMS_FILE).read_text(encoding=unigram_encoding or "utf-8")
+            unigrams = [w for w in (line.strip() for line in text.splitlines()) if w]
+        return build_ctcdecoder(labels, str(models[0]), unigrams=unigrams, alpha=attrs["alpha"], beta=attrs["beta"],
+                                unk_score_offset=attrs["unk_score_offset"],
+                                lm_score_boundary=bool(attrs.get("score_boundary", True)))
 
     # ------------------------------------------------------------------ translation
     def _search(self, logits_list: Sequence[Any], beam_width: int, beam_prune_logp: float, token_min_logp: float,
@@ -271,6 +360,18 @@ class BeamSearchDecoderCTC:
         return out
 
 
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise FileFormatError(str(path), None, "no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FileFormatError(str(path), None, f"not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise FileFormatError(str(path), None, "expected a JSON object")
+    return data
+
+
 def _fused_scores(fusion: list[tuple[Any, float]], sequences: list[list[int]], blank: int) -> list[float]:
     """``sum_i w_i * (model_i's score of the tokens + its end score)`` of every sequence, all sequences
     stepped together (padding with the blank, which scores 0 and keeps the state)."""
@@ -347,14 +448,13 @@ def build_ctcdecoder(labels: Sequence[str], kenlm_model_path: Optional[str | os.
         return BeamSearchDecoderCTC(norm, is_bpe, None, 0.0)
     path = os.fspath(kenlm_model_path)
     if not os.path.isfile(path):
-        from ..errors import FileFormatError
         raise FileFormatError(path, None, "kenlm_model_path: no such file")
-    model = read_arpa(path)
     if unigrams is not None:
         if isinstance(unigrams, str):
             raise DecodingInputError("unigrams must be a collection of words, got a string")
-        keep = set(unigrams)
-        model = drop_words(model, [w for w in model.vocab if w not in keep and w not in ("<s>", "</s>", "<unk>")])
+        unigrams = list(unigrams)
+        if not all(isinstance(w, str) for w in unigrams):
+            raise DecodingInputError("unigrams must be strings")
     blank = norm.index("")
     pieces = [None if i == blank else x for i, x in enumerate(norm)]
     bounds = _boundaries(pieces, is_bpe)
@@ -362,17 +462,22 @@ def build_ctcdecoder(labels: Sequence[str], kenlm_model_path: Optional[str | os.
         raise DecodingInputError("labels have no word delimiter (' ' or '|') and no ▁ pieces: a word LM needs "
                                  "word boundaries")
     dec = BeamSearchDecoderCTC(norm, is_bpe, None, 0.0)
-    dec._arpa = model
+    dec._lm_path, dec._unigrams = path, unigrams
     dec.reset_params(alpha=alpha, beta=beta, unk_score_offset=unk)
     return dec
+
+
+def _lm_options(pieces: list[str | None], bounds: WordBoundaries) -> dict[str, Any]:
+    return dict(blank_id=pieces.index(None), boundary=bounds.style,
+                delimiters=[" "] if bounds.style == "delimiter" else None)
 
 
 def _word_lm(model: ArpaModel, pieces: list[str | None], bounds: WordBoundaries, alpha: float, beta: float,
              unk: float) -> tuple[WordNGramLM, float]:
     """The word LM and its fusion weight for pyctcdecode's ``alpha``, ``beta`` and ``unk_score_offset``."""
-    kw: dict[str, Any] = dict(blank_id=pieces.index(None), boundary=bounds.style,
-                              delimiters=[" "] if bounds.style == "delimiter" else None)
+    kw = _lm_options(pieces, bounds)
     if alpha == 0.0:  # pyctcdecode: the LM and unknown-word offsets weigh nothing; beta stays per word
         return WordNGramLM.from_arpa_model(flat_arpa(model.vocab), pieces, unk_offset=0.0, unk_char_offset=0.0,
-                                           word_bonus=beta, **kw), 1.0
-    return WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, word_bonus=beta / alpha, **kw), alpha
+                                           unweighted_word_bonus=beta, **kw), 1.0
+    return WordNGramLM.from_arpa_model(model, pieces, unk_offset=unk * LN10, unweighted_word_bonus=beta / alpha,
+                                       **kw), alpha

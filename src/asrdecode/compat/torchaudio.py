@@ -14,6 +14,10 @@ translates arguments to :func:`asrdecode.ctc.beam_search`:
 * ``lexicon=None``: lexicon-free decoding; ``lm`` is a *token* ARPA file whose words are the token
   strings (an :class:`~asrdecode.lm.NGramLM`), as flashlight's lexicon-free decoder queries its LM per
   token; ``word_score`` and ``unk_score`` are unused there (as in flashlight);
+* ``lm_dict`` (a file, one word per line, the word first): the LM's words. With a lexicon, every entry
+  must be a lexicon word (as torchaudio requires); LM words outside it are dropped and lexicon words
+  outside it score as ``<unk>``. Without a lexicon, its entries are tokens and the token LM keeps
+  only those (other tokens score as ``<unk>``);
 * ``lm`` may also be any asrdecode :class:`~asrdecode.fusion.FusionModel` over the token ids (the
   place of torchaudio's custom ``CTCDecoderLM``);
 * ``beam_size`` -> ``beam``, ``beam_size_token`` -> ``token_beam``, ``beam_threshold``, ``lm_weight`` ->
@@ -24,7 +28,7 @@ behaviour) whatever ``log_add`` says; ``tokens`` are the emitted tokens (no adde
 silence); ``words`` are filled in lexicon-free mode too (tokens split at ``sil_token``); ``score`` is
 on the emissions' own scale (raw logits are fine: each frame's log-normaliser is added back);
 an utterance whose every hypothesis left the lexicon gets one empty hypothesis with score
-``-inf``; ``lm_dict`` is refused; ``unk_word`` is checked but the ARPA's unknown word is always
+``-inf``; ``unk_word`` is checked but the ARPA's unknown word is always
 ``<unk>``; the lexicon's spelling must be the word's own text (a pronunciation lexicon needs
 :mod:`asrdecode.ctc.wfst`); LM files are ARPA (a KenLM binary raises
 :class:`~asrdecode.errors.FileFormatError`).
@@ -50,7 +54,7 @@ from ..lm.word import WordBoundaries, WordNGramLM, detect_boundaries
 from ..results import Hypothesis
 from ._common import check_number, flat_arpa, with_unigrams
 
-__all__ = ["ctc_decoder", "CTCDecoder", "CTCHypothesis", "read_lexicon"]
+__all__ = ["ctc_decoder", "CTCDecoder", "CTCHypothesis", "read_lexicon", "read_lm_dict"]
 
 SP = "\u2581"
 
@@ -106,6 +110,36 @@ def read_lexicon(path: Union[str, os.PathLike], tokens: Sequence[str]) -> dict[s
         out.setdefault(parts[0], []).append(parts[1:])
     if not out:
         raise FileFormatError(str(p), None, "lexicon has no entries")
+    return out
+
+
+def read_lm_dict(path: Union[str, os.PathLike]) -> list[str]:
+    """The words of an ``lm_dict`` file (the first field of each non-empty line).
+
+    Raises:
+        FileFormatError: missing file, not UTF-8, no entries, a word listed twice (file:line).
+    """
+    p = Path(path) if isinstance(path, (str, os.PathLike)) else None
+    if p is None:
+        raise DecodingInputError(f"lm_dict must be a file path or None, got {type(path).__name__}")
+    if not p.is_file():
+        raise FileFormatError(str(p), None, "lm_dict: no such file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise FileFormatError(str(p), None, "lm_dict is not UTF-8 text") from None
+    out: list[str] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] in seen:
+            raise FileFormatError(str(p), n, f"lm_dict lists {parts[0]!r} twice")
+        seen.add(parts[0])
+        out.append(parts[0])
+    if not out:
+        raise FileFormatError(str(p), None, "lm_dict has no entries")
     return out
 
 
@@ -171,17 +205,16 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
     """torchaudio's ``ctc_decoder``: see the module docstring for how each argument is translated.
 
     Raises:
-        DecodingInputError: bad numbers, ``blank_token`` / ``sil_token`` not in ``tokens``, ``lm_dict``,
-            an ``lm`` of another type, a lexicon spelling that is not its word's text.
+        DecodingInputError: bad numbers, ``blank_token`` / ``sil_token`` not in ``tokens``, ``lm_dict`` entries
+            outside the lexicon (or the tokens), an ``lm`` of another type, a lexicon spelling that is not its
+            word's text.
         FileFormatError: a missing or malformed tokens, lexicon or ARPA file.
     """
     toks = _read_tokens(tokens)
     for name, t in (("blank_token", blank_token), ("sil_token", sil_token)):
         if t not in toks:
             raise DecodingInputError(f"{name} {t!r} is not in tokens")
-    if lm_dict is not None:
-        raise DecodingInputError("lm_dict is not supported: the LM's words are the lexicon's words (or, without a "
-                                 "lexicon, the tokens)")
+    lm_words = None if lm_dict is None else read_lm_dict(lm_dict)
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise DecodingInputError(f"nbest must be a positive int, got {nbest!r}")
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
@@ -210,6 +243,10 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
             raise FileFormatError(path, None, "lm: no such file")
         if lexicon is not None:
             words = read_lexicon(lexicon, toks)
+            if lm_words is not None:
+                outside = [w for w in lm_words if w not in words]
+                if outside:
+                    raise DecodingInputError(f"lm_dict has words that are not in the lexicon: {outside[:5]}")
             for w, spellings in words.items():
                 for sp in spellings:
                     text = "".join(bounds.text[toks.index(t)] for t in sp)
@@ -224,7 +261,8 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
                 bonus = word_score
             else:
                 model = read_arpa(path)
-                model = drop_words(model, [w for w in model.vocab if w not in words and w not in (BOS, EOS, UNK)])
+                known = words if lm_words is None else set(lm_words)
+                model = drop_words(model, [w for w in model.vocab if w not in known and w not in (BOS, EOS, UNK)])
                 model = with_unigrams(model, list(words))
                 weight = lm_weight
                 unk_offset = 0.0 if lexicon_only else unk / lm_weight
@@ -232,11 +270,23 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
             word_lm = WordNGramLM.from_arpa_model(model, pieces, blank_id=blank, boundary=bounds.style,
                                                   delimiters=[sil_token] if bounds.style == "delimiter" else None,
                                                   lexicon=lexicon_only, unk_offset=unk_offset, unk_char_offset=0.0,
-                                                  word_bonus=bonus)
+                                                  unweighted_word_bonus=bonus)
             fusion.append((word_lm, weight))
         elif path is not None and lm_weight != 0.0:
-            fusion.append((NGramLM.from_arpa(path, token_map=TokenMap.from_words(pieces, blank)), lm_weight))
+            tmap = TokenMap.from_words(pieces, blank)
+            if lm_words is None:
+                fusion.append((NGramLM.from_arpa(path, token_map=tmap), lm_weight))
+            else:
+                bad = [w for w in lm_words if w not in toks]
+                if bad:
+                    raise DecodingInputError(f"lm_dict has entries that are not tokens (no lexicon given): {bad[:5]}")
+                model = read_arpa(path)
+                keep = set(lm_words)
+                model = drop_words(model, [w for w in model.vocab if w not in keep and w not in (BOS, EOS, UNK)])
+                fusion.append((NGramLM.from_arpa_model(model, token_map=tmap), lm_weight))
     elif all(callable(getattr(lm, a, None)) for a in ("advance", "initial_states", "final")):
+        if lm_words is not None:
+            raise DecodingInputError("lm_dict applies to an ARPA file lm, not to a FusionModel")
         if lexicon is not None:
             raise DecodingInputError("a FusionModel lm is used without a lexicon (lexicon=None)")
         fusion.append((lm, lm_weight))

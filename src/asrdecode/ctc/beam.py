@@ -147,8 +147,8 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
 
     On CPU with the native engine loaded, the same computation runs there (one call)."""
     if st.p_b.device.type == "cpu" and _lib.loaded():
-        return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row], tokenizer)
-                for row in native_finalize(st, scorer, beta, nbest)]
+        return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row] or _no_hypothesis(),
+                            tokenizer) for row in native_finalize(st, scorer, beta, nbest)]
     B, K = st.p_b.shape
     score = torch.logaddexp(st.p_b, st.p_nb)
     valid = score > -math.inf
@@ -171,8 +171,14 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
             for j in range(n)
             if ok_l[b][j]
         ]
-        out.append(attach_text(hyps, tokenizer))
+        out.append(attach_text(hyps or _no_hypothesis(), tokenizer))
     return out
+
+
+def _no_hypothesis() -> list[Hypothesis]:
+    """The n-best list of an utterance whose every prefix scored ``-inf`` (e.g. each left a lexicon-mode
+    word LM's words): one empty hypothesis with score ``-inf``, so ``res[b][0]`` always exists."""
+    return [Hypothesis(tokens=[], timestamps=[], score=-math.inf)]
 
 
 def _use_native(engine: object, x: torch.Tensor) -> bool:
@@ -255,7 +261,9 @@ class CTCBeamDecoder:
             device) or ``"auto"``: native for CPU tensors when it is available, else torch. Both
             give the same hypotheses and share the state (a stream may switch engines).
 
-    Results: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first;
+    Results: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first (never none: an
+    utterance whose every prefix scored ``-inf``, e.g. left a lexicon-mode word LM, gets one empty
+    hypothesis with score ``-inf``);
     ``score = log p_ctc(prefix) + sum_i w_i * (LM_i(prefix) + LM_i(</s> | prefix)) + beta * len``,
     timestamps are original frame indices: the last token's is the frame where the paths that
     start it were most likely (while its prefix was in the beam), the earlier ones are those of
@@ -338,8 +346,8 @@ class CTCBeamDecoder:
             rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse,
                                  self.token_beam, nbest)
             if rows is not None:
-                return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row],
-                                    self.tokenizer) for row in rows]
+                return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row]
+                                    or _no_hypothesis(), self.tokenizer) for row in rows]
         batch, max_len, vocab = x.shape
         scorer, st, (collapse_on, collapse_th, token_beam) = _start(
             state, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse, self.token_beam,

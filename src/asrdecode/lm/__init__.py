@@ -6,6 +6,7 @@
 * :mod:`.boosting`: :class:`BoostingTree`, the Aho-Corasick phrase boosting tree.
 * :mod:`.word`: :class:`WordNGramLM`, a word n-gram LM over the model's token ids (word boundaries
   from the vocabulary).
+* :mod:`.word_cache`: built word LMs saved to a file and cached per user (keyed by the ARPA's hash).
 """
 
 from .boosting import BoostingTree
@@ -13,6 +14,7 @@ from .arpa import ArpaModel, estimate_arpa, find_kenlm_tool, prune_vocabulary, r
 from .ngram import NGramLM
 from .tokens import TokenMap, write_token_corpus
 from .word import WordNGramLM
+from .word_cache import cached_word_lm, load_word_lm, save_word_lm
 
 __all__ = [
     "ArpaModel",
@@ -26,4 +28,7 @@ __all__ = [
     "NGramLM",
     "BoostingTree",
     "WordNGramLM",
+    "cached_word_lm",
+    "save_word_lm",
+    "load_word_lm",
 ]

@@ -128,6 +128,8 @@ class ArpaModel:
 
 
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+KENLM_BINARY_MESSAGE = ("this is a KenLM binary file (from build_binary); asrdecode reads ARPA text files: pass the "
+                        ".arpa (or .arpa.gz) it was built from")
 
 
 def _open_text(path: Path, mode: str):
@@ -162,11 +164,275 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
         raise FileNotFoundError(f"ARPA file {path} does not exist")
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
         raise DecodingInputError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
+    data = _bounded_bytes(path, max_bytes)
+    if data is not None:
+        model = _parse_fast(data, str(path))
+        del data
+        if model is not None:
+            return model
+    # anything the fast path does not take (a malformed file, unusual layout) is read line by line,
+    # which names the file and line of the problem
     lines = _bounded_lines(path, max_bytes)
     model = _parse(lines, str(path))
     for _ in lines:  # read to the end: a truncated or corrupt gzip tail (its CRC) is an error too
         pass
     return model
+
+
+#: the fast path's limit on a file's (decompressed) size; larger files are read line by line
+FAST_PARSE_MAX_BYTES = 1 << 31
+_FAST_CHUNK = 1 << 23  # bytes of n-gram lines parsed per vectorised step (bounds the extra memory)
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 11, 12, 13, 32]] = True  # bytes.split()'s whitespace
+
+
+def _bounded_bytes(path: Path, max_bytes: int | None) -> bytes | None:
+    """The whole (decompressed) text of ``path`` when it is within :func:`read_arpa`'s limits and
+    :data:`FAST_PARSE_MAX_BYTES`, else ``None`` (then the line reader runs and names the problem)."""
+    limit = FAST_PARSE_MAX_BYTES if max_bytes is None else min(max_bytes, FAST_PARSE_MAX_BYTES)
+    try:
+        with open(path, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            gz = raw.read(2) == _GZIP_MAGIC
+            raw.seek(0)
+            if gz:
+                limit = min(limit, MAX_GZIP_RATIO * size + MAX_LINE_BYTES)
+                data = gzip.GzipFile(fileobj=raw, mode="rb").read(limit + 1)
+            elif path.name.endswith(".gz") or size > limit:
+                return None
+            else:
+                data = raw.read(limit + 1)
+    except (OSError, EOFError, zlib.error):
+        return None
+    if len(data) > limit or data.startswith(KENLM_BINARY_MAGIC):
+        return None
+    return data
+
+
+def _parse_fast(data: bytes, where: str) -> ArpaModel | None:
+    """An :class:`ArpaModel` from a well-formed ARPA text, parsed a block of lines at a time with numpy;
+    ``None`` for anything unusual (the line reader then parses it or names the error)."""
+    head = data.find(b"\\data\\")
+    if head < 0 or data[:head].strip():
+        return None
+    first = data.find(b"\n\\1-grams:", head)
+    if first < 0:
+        return None
+    header = data[head:data.find(b"\n", first + 1) + 1 if data.find(b"\n", first + 1) >= 0 else len(data)]
+    try:
+        declared, (_, first_section) = _read_header(_Lines(iter(header.splitlines(keepends=True)), where))
+    except FileFormatError:
+        return None
+    order = max(declared)
+    if first_section != b"\\1-grams:" or max_line_length(data) > MAX_LINE_BYTES:
+        return None
+    # the section lines: "\k-grams:" for k = 1..order, then "\end\" (each alone on its line)
+    marks = [first + 1]
+    for name in [f"\\{k}-grams:".encode() for k in range(2, order + 1)] + [b"\\end\\"]:
+        at = data.find(b"\n" + name, marks[-1]) + 1
+        if at <= 0:
+            return None
+        marks.append(at)
+    for at in marks:
+        eol = data.find(b"\n", at)
+        if data[at:eol if eol >= 0 else len(data)].split()[0:1] != [data[at:eol if eol >= 0 else len(data)].strip()]:
+            return None
+    vocab: list[str] = []
+    index: dict[bytes, int] = {}
+    sections = []
+    for k in range(1, order + 1):
+        start = data.find(b"\n", marks[k - 1]) + 1
+        first_line = data.count(b"\n", 0, start) + 1
+        section = _fast_section(data, start, marks[k], first_line, k, order, index, vocab)
+        if section is None or len(section.logprob) != declared[k]:
+            return None
+        sections.append(section)
+    model = ArpaModel(vocab, [x.words for x in sections], [x.logprob for x in sections],
+                      [x.backoff for x in sections], [x.has_backoff for x in sections],
+                      [x.lines for x in sections], where)
+    try:
+        _check_structure(model)
+    except FileFormatError:
+        return None
+    return model
+
+
+def max_line_length(data: bytes) -> int:
+    """The longest line of ``data`` in bytes (newline included)."""
+    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    ends = np.concatenate([[-1], nl, [len(data) - 1]])
+    return int(np.diff(ends).max()) if len(ends) > 1 else len(data)
+
+
+def _fast_section(data: bytes, start: int, end: int, first_line: int, k: int, order: int,
+                  index: dict[bytes, int], vocab: list[str]) -> _Section | None:
+    """The ``k``-grams of ``data[start:end]`` (no control line inside), block by block; ``None`` for
+    anything the line reader has to judge."""
+    parts: list[_Section] = []
+    line = first_line
+    pos = start
+    keys = _WordKeys(index) if k > 1 else None
+    while pos < end:
+        stop = end if end - pos <= _FAST_CHUNK else data.rfind(b"\n", pos, pos + _FAST_CHUNK) + 1
+        if stop <= pos:
+            return None
+        block = data[pos:stop]
+        part = _fast_block(block, line, k, order, index, vocab, keys)
+        if part is None:
+            return None
+        parts.append(part)
+        line += block.count(b"\n")
+        pos = stop
+    if not parts:
+        return _Section(np.zeros((0, k), np.int32), np.zeros(0), np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64))
+    return _Section(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                      ("words", "logprob", "backoff", "has_backoff", "lines")))
+
+
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+def _pack(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each field's first 16 bytes as two uint64 (zero padded), and a 64-bit key mixing them with the length."""
+    lo = np.zeros(len(starts), dtype=np.uint64)
+    hi = np.zeros(len(starts), dtype=np.uint64)
+    last = len(arr) - 1
+    for j in range(min(16, int(lengths.max()) if len(lengths) else 0)):
+        byte = np.where(j < lengths, arr[np.minimum(starts + j, last)], 0).astype(np.uint64)
+        if j < 8:
+            lo |= byte << np.uint64(8 * j)
+        else:
+            hi |= byte << np.uint64(8 * (j - 8))
+    key = (lo * _MIX[0]) ^ (hi * _MIX[1]) ^ (lengths.astype(np.uint64) * _MIX[2])
+    return lo, hi, key
+
+
+class _WordKeys:
+    """Word ids of n-gram fields by exact byte comparison in numpy (words of at most 16 bytes; the
+    dictionary look-up otherwise): an open-addressing hash table of the words' 64-bit keys, probed
+    for all fields at once."""
+
+    def __init__(self, index: dict[bytes, int]) -> None:
+        words = list(index)
+        lens = np.array([len(w) for w in words], dtype=np.int64)
+        self.ok = bool(len(words)) and int(lens.max()) <= 16
+        if not self.ok:
+            return
+        buf = np.frombuffer(b"".join(words), dtype=np.uint8)
+        starts = np.zeros(len(words), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        self.lo, self.hi, self.key = _pack(buf, starts, lens)
+        self.len = lens
+        self.ids = np.array([index[w] for w in words], dtype=np.int64)
+        self.bits = max(4, (2 * len(words)).bit_length())
+        slots = np.full(1 << self.bits, -1, dtype=np.int64)
+        mask = (1 << self.bits) - 1
+        self.probes = 0
+        for i, h in enumerate(self._home(self.key).tolist()):
+            n = 0
+            while slots[h] >= 0:
+                if self.key[slots[h]] == self.key[i]:  # two words, one key: dictionary look-ups instead
+                    self.ok = False
+                    return
+                h = (h + 1) & mask
+                n += 1
+            slots[h] = i
+            self.probes = max(self.probes, n)
+        self.slots = slots
+
+    def _home(self, key: np.ndarray) -> np.ndarray:
+        return ((key * _MIX[0]) >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def lookup(self, arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+        """The ids of the fields, or ``None`` when a field is longer than 16 bytes or not a known word."""
+        if not self.ok or (len(lengths) and int(lengths.max()) > 16):
+            return None
+        lo, hi, key = _pack(arr, starts, lengths)
+        mask = (1 << self.bits) - 1
+        pos = self._home(key)
+        found = np.full(len(key), -1, dtype=np.int64)
+        todo = np.arange(len(key))
+        for _ in range(self.probes + 1):
+            cand = self.slots[pos[todo]]
+            hit = (cand >= 0) & (self.key[np.maximum(cand, 0)] == key[todo])
+            found[todo[hit]] = cand[hit]
+            miss = ~hit & (cand >= 0)  # an occupied slot of another key: probe the next one
+            todo = todo[miss]
+            if not len(todo):
+                break
+            pos[todo] = (pos[todo] + 1) & mask
+        w = found
+        if bool(np.any(w < 0)) or not bool(np.all((self.lo[w] == lo) & (self.hi[w] == hi) & (self.len[w] == lengths))):
+            return None
+        return self.ids[w]
+
+
+def _fast_block(block: bytes, first_line: int, k: int, order: int, index: dict[bytes, int],
+                vocab: list[str], keys: _WordKeys | None = None) -> _Section | None:
+    arr = np.frombuffer(block, dtype=np.uint8)
+    ws = _WS[arr]
+    starts_field = ~ws
+    starts_field[1:] &= ws[:-1]
+    is_nl = arr == 10
+    field_pos = np.flatnonzero(starts_field)
+    line_of_field = np.cumsum(is_nl, dtype=np.int32)[field_pos]  # newlines before each field (a field is no newline)
+    n_lines = int(is_nl.sum()) + 1
+    nf = np.bincount(line_of_field, minlength=n_lines)
+    used = np.flatnonzero(nf)
+    nf = nf[used]
+    if np.any((nf != k + 1) & (nf != k + 2)):
+        return None
+    tok = np.array(block.split(), dtype=object)
+    if len(tok) != int(nf.sum()):
+        return None
+    if len(nf) == 0:
+        return _Section(np.zeros((0, k), np.int32), np.zeros(0), np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64))
+    first = np.zeros(len(nf), dtype=np.int64)
+    np.cumsum(nf[:-1], out=first[1:])
+    try:
+        lp = tok[first].astype(np.float64)
+    except (ValueError, TypeError):
+        return None
+    if np.any(~(lp <= 0)):  # positive or NaN
+        return None
+    has_bo = nf == k + 2
+    bo = np.zeros(len(nf), dtype=np.float64)
+    if has_bo.any():
+        if k == order:
+            return None
+        try:
+            bo[has_bo] = tok[first[has_bo] + k + 1].astype(np.float64)
+        except (ValueError, TypeError):
+            return None
+        if np.any(np.isnan(bo) | (bo == np.inf)):
+            return None
+    word_fields = (first[:, None] + 1 + np.arange(k)[None, :]).reshape(-1)
+    if keys is not None:
+        ends = ~ws
+        ends[:-1] &= ws[1:]
+        field_len = np.flatnonzero(ends) - field_pos + 1
+        found = keys.lookup(arr, field_pos[word_fields], field_len[word_fields])
+        if found is not None:
+            return _Section(found.astype(np.int32).reshape(-1, k), lp, bo, has_bo, (used + first_line).astype(np.int64))
+    words = tok[word_fields].tolist()
+    if k == 1:
+        ids = []
+        for w in words:
+            if w in index:
+                return None
+            try:
+                vocab.append(w.decode("utf-8"))
+            except UnicodeDecodeError:
+                return None
+            index[w] = len(vocab) - 1
+            ids.append(index[w])
+    else:
+        try:
+            ids = [index[w] for w in words]
+        except KeyError:
+            return None
+    return _Section(np.array(ids, dtype=np.int32).reshape(-1, k), lp, bo, has_bo,
+                    (used + first_line).astype(np.int64))
 
 
 def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
@@ -200,8 +466,7 @@ def _bounded_lines(path: Path, max_bytes: int | None) -> Iterator[bytes]:
                 return
             lineno += 1
             if lineno == 1 and line.startswith(KENLM_BINARY_MAGIC):
-                raise FileFormatError(path, None, "this is a KenLM binary file (from build_binary); asrdecode reads "
-                                                  "ARPA text files: pass the .arpa (or .arpa.gz) it was built from")
+                raise FileFormatError(path, None, KENLM_BINARY_MESSAGE)
             if len(line) > MAX_LINE_BYTES:
                 raise FileFormatError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes: not an ARPA file")
             total += len(line)

@@ -15,8 +15,12 @@ Word boundaries come from the vocabulary (:func:`detect_boundaries`; ``boundary=
 
 Scoring of a hypothesis whose words are ``w_1 .. w_n`` (natural logs, before the fusion weight)::
 
-    sum_i [ln p(w_i | w_<i) + word_bonus + oov(w_i)] + ln p(</s> | w_<=n)
+    sum_i [ln p(w_i | w_<i) + unweighted_word_bonus + oov(w_i)] + ln p(</s> | w_<=n)
     oov(w) = 0 for an LM word, else unk_offset + unk_char_offset * len(w)
+
+The search multiplies this by the fusion weight ``alpha``: a bonus of ``beta`` per word in the fused
+score (pyctcdecode's ``beta``, torchaudio's ``word_score``) is ``unweighted_word_bonus = beta / alpha``;
+:meth:`WordNGramLM.weighted` and :func:`word_lm_fusion` take ``beta`` and do that division.
 
 ``ln p(w | h)`` is the ARPA back-off probability; a word the LM does not know is scored as
 ``<unk>`` (KenLM's rule; a file without ``<unk>`` gets log10 p = -100) and the LM history then
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -224,13 +229,14 @@ class WordNGramLM:
         boundaries: the :class:`WordBoundaries` in use.
         words: the LM's words (label ``i`` of the word LM is ``words[i]``; ``len(words)`` is ``<unk>``).
         word_lm: the :class:`NGramLM` over word labels.
-        lookahead, lexicon, unk_offset, word_bonus: the scoring options.
+        lookahead, lexicon, unk_offset, unweighted_word_bonus: the scoring options (``word_bonus``:
+            the old name of ``unweighted_word_bonus``, deprecated).
     """
 
     def __init__(self, *, word_lm: NGramLM, trie: BackoffAutomaton, words: list[str], boundaries: WordBoundaries,
                  node_bits: int, end_label: torch.Tensor, end_const: torch.Tensor, is_start: torch.Tensor,
                  start_node: torch.Tensor, start_score: torch.Tensor, lookahead: bool, lexicon: bool,
-                 unk_offset: float, unk_char_offset: float, word_bonus: float, num_nodes: int) -> None:
+                 unk_offset: float, unk_char_offset: float, unweighted_word_bonus: float, num_nodes: int) -> None:
         self.word_lm = word_lm
         self.trie = trie
         self.words = words
@@ -248,13 +254,14 @@ class WordNGramLM:
         self.lexicon = bool(lexicon)
         self.unk_offset = float(unk_offset)
         self.unk_char_offset = float(unk_char_offset)
-        self.word_bonus = float(word_bonus)
+        self.unweighted_word_bonus = float(unweighted_word_bonus)
         self.num_nodes = int(num_nodes)
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_arpa(cls, path: str | os.PathLike, tokenizer: Any, **kwargs: Any) -> "WordNGramLM":
         """Read a word ARPA file (``.gz`` allowed) and build the model; ``kwargs`` as :meth:`from_arpa_model`.
+        (:func:`asrdecode.lm.word_cache.cached_word_lm` builds once and memory-maps the model afterwards.)
 
         Raises:
             FileFormatError: a malformed ARPA file or a KenLM binary file (with the file and line).
@@ -275,8 +282,9 @@ class WordNGramLM:
         lexicon: bool = False,
         unk_offset: float = DEFAULT_UNK_OFFSET,
         unk_char_offset: float = DEFAULT_UNK_CHAR_OFFSET,
-        word_bonus: float = 0.0,
+        unweighted_word_bonus: float = 0.0,
         dense_memory_mb: float = 32.0,
+        word_bonus: float | None = None,
         device: torch.device | str | None = None,
     ) -> "WordNGramLM":
         """Build from an in-memory :class:`ArpaModel` and the acoustic model's vocabulary.
@@ -293,11 +301,21 @@ class WordNGramLM:
                 pyctcdecode's -10 in log10 units); also applied to a partial word as soon as it
                 can no longer become an LM word.
             unk_char_offset: natural-log offset per character of a word that is not an LM word.
-            word_bonus: added per word (before the fusion weight).
+            unweighted_word_bonus: added per word to this model's score, which the fusion weight then
+                multiplies (a bonus ``beta`` per word in the fused score is ``beta / weight``; see
+                :meth:`weighted`).
+            word_bonus: deprecated name of ``unweighted_word_bonus`` (same scale; a DeprecationWarning).
             dense_memory_mb: memory budget of the trie automaton's dense rows (speed/memory).
             device: where the tensors live.
         """
-        for name, v in (("unk_offset", unk_offset), ("unk_char_offset", unk_char_offset), ("word_bonus", word_bonus)):
+        if word_bonus is not None:
+            warnings.warn("WordNGramLM: word_bonus= is renamed unweighted_word_bonus= (the same value: added before "
+                          "the fusion weight; pyctcdecode's beta is unweighted_word_bonus * alpha)",
+                          DeprecationWarning, stacklevel=2)
+            unweighted_word_bonus = word_bonus
+        word_bonus = unweighted_word_bonus
+        for name, v in (("unk_offset", unk_offset), ("unk_char_offset", unk_char_offset),
+                        ("unweighted_word_bonus", word_bonus)):
             if not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise DecodingInputError(f"{name} must be a finite number, got {v!r}")
         pieces = token_pieces(tokenizer, vocab_size, blank_id)
@@ -312,22 +330,17 @@ class WordNGramLM:
             if marker not in index:
                 raise FileFormatError(model.path, None, f"the 1-grams have no {marker}")
         words = [w for w in model.vocab if w not in (BOS, EOS, UNK)]
+        _warn_case_mismatch(words, [t for t, p in zip(bounds.text, pieces) if p is not None])
         Wn = len(words)
         wmap = TokenMap(Wn + 1, None, words + [None])
         # only the root gets a dense row: word ends are looked up on arcs (_word_score)
         word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
 
         # ---- character trie of the LM's words (node 0 = the empty word)
-        node_of: dict[str, int] = {"": 0}
-        node_text = [""]
-        parent = [0]
-        for w in words:
-            for i in range(1, len(w) + 1):
-                p = w[:i]
-                if p not in node_of:
-                    node_of[p] = len(node_text)
-                    node_text.append(p)
-                    parent.append(node_of[w[: i - 1]])
+        # every prefix of every word, numbered in order of first appearance
+        node_text = [""] + list(dict.fromkeys(w[:i] for w in words for i in range(1, len(w) + 1)))
+        node_of: dict[str, int] = {t: i for i, t in enumerate(node_text)}
+        parent = [0] + [node_of[t[:-1]] for t in node_text[1:]]
         T = len(node_text)
         oov = T  # the out-of-vocabulary node: every partial word that no LM word starts with
         word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
@@ -361,24 +374,38 @@ class WordNGramLM:
         src_l: list[int] = []
         lab_l: list[int] = []
         dst_l: list[int] = []
-        for n in range(1, T):
-            s = node_text[n]
-            for ln in range(1, min(max_len, len(s)) + 1):
-                toks = cont.get(s[-ln:])
-                if toks:
-                    a = node_of[s[:-ln]]
-                    for t in toks:
-                        src_l.append(a)
-                        lab_l.append(t)
-                        dst_l.append(n)
+        # one-character tokens, all nodes at once: node n is reached from its parent by its last character
+        src_a, lab_a, dst_a = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        if T > 1:
+            last = np.array([t[-1] for t in node_text[1:]])
+            par_a = np.asarray(parent, dtype=np.int64)
+            for txt, toks in cont.items():
+                if len(txt) != 1:
+                    continue
+                nodes = np.flatnonzero(last == txt) + 1
+                for t in toks:
+                    src_a.append(par_a[nodes])
+                    lab_a.append(np.full(len(nodes), t, dtype=np.int64))
+                    dst_a.append(nodes)
+        if max_len > 1:  # longer tokens: the node's suffixes of 2..max_len characters
+            for n in range(1, T):
+                s = node_text[n]
+                for ln in range(2, min(max_len, len(s)) + 1):
+                    piece_toks = cont.get(s[-ln:])
+                    if piece_toks:
+                        a = node_of[s[:-ln]]
+                        for t in piece_toks:
+                            src_l.append(a)
+                            lab_l.append(t)
+                            dst_l.append(n)
         for toks in cont.values():  # the OOV node's self-loops: the per-character offset
             for t in toks:
                 src_l.append(oov)
                 lab_l.append(t)
                 dst_l.append(oov)
-        src = np.asarray(src_l, dtype=np.int64)
-        lab = np.asarray(lab_l, dtype=np.int64)
-        dst = np.asarray(dst_l, dtype=np.int64)
+        src = np.concatenate(src_a + [np.asarray(src_l, dtype=np.int64)])
+        lab = np.concatenate(lab_a + [np.asarray(lab_l, dtype=np.int64)])
+        dst = np.concatenate(dst_a + [np.asarray(dst_l, dtype=np.int64)])
         perm = np.argsort(src * V + lab, kind="stable")
         src, lab, dst = src[perm], lab[perm], dst[perm]
         look_oov = np.concatenate([look, [0.0]])
@@ -432,7 +459,7 @@ class WordNGramLM:
             end_label=tt(end_label, torch.int64), end_const=tt(end_const, torch.float32),
             is_start=tt(is_start, torch.bool), start_node=tt(start_node, torch.int64),
             start_score=tt(start_score, torch.float32), lookahead=lookahead, lexicon=lexicon,
-            unk_offset=float(unk_offset), unk_char_offset=per_char, word_bonus=float(word_bonus), num_nodes=S,
+            unk_offset=float(unk_offset), unk_char_offset=per_char, unweighted_word_bonus=float(word_bonus), num_nodes=S,
         )
 
     # ------------------------------------------------------------------ FusionModel
@@ -525,15 +552,38 @@ class WordNGramLM:
             total += float(self.final(state)[0])
         return total
 
-    def with_word_bonus(self, word_bonus: float) -> "WordNGramLM":
-        """A copy with another ``word_bonus`` (shares every other tensor; no rebuild)."""
-        if not math.isfinite(float(word_bonus)):
-            raise DecodingInputError(f"word_bonus must be finite, got {word_bonus!r}")
+    def with_unweighted_word_bonus(self, bonus: float) -> "WordNGramLM":
+        """A copy with another ``unweighted_word_bonus`` (shares every other tensor; no rebuild)."""
+        if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or not math.isfinite(float(bonus)):
+            raise DecodingInputError(f"unweighted_word_bonus must be a finite number, got {bonus!r}")
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
-        new.end_const = self.end_const + (float(word_bonus) - self.word_bonus)  # the empty word is masked anyway
-        new.word_bonus = float(word_bonus)
+        new.end_const = self.end_const + (float(bonus) - self.unweighted_word_bonus)  # the empty word is masked anyway
+        new.unweighted_word_bonus = float(bonus)
         return new
+
+    def weighted(self, weight: float, word_bonus: float = 0.0) -> tuple["WordNGramLM", float]:
+        """``(model, weight)`` for a ``fusion=`` list with ``word_bonus`` per word in the *fused* score
+        (pyctcdecode's ``beta``, torchaudio's ``word_score``): the model gets ``word_bonus / weight``."""
+        for name, v in (("weight", weight), ("word_bonus", word_bonus)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                raise DecodingInputError(f"{name} must be a finite number, got {v!r}")
+        if word_bonus and weight == 0.0:
+            raise DecodingInputError("a word bonus needs a non-zero word LM weight")
+        return self.with_unweighted_word_bonus(float(word_bonus) / float(weight) if word_bonus else 0.0), float(weight)
+
+    def with_word_bonus(self, word_bonus: float) -> "WordNGramLM":
+        """Deprecated name of :meth:`with_unweighted_word_bonus` (same scale)."""
+        warnings.warn("WordNGramLM.with_word_bonus is renamed with_unweighted_word_bonus (same value)",
+                      DeprecationWarning, stacklevel=2)
+        return self.with_unweighted_word_bonus(word_bonus)
+
+    @property
+    def word_bonus(self) -> float:
+        """Deprecated name of ``unweighted_word_bonus``."""
+        warnings.warn("WordNGramLM.word_bonus is renamed unweighted_word_bonus (same value)", DeprecationWarning,
+                      stacklevel=2)
+        return self.unweighted_word_bonus
 
     def to(self, device: torch.device | str) -> "WordNGramLM":
         """A copy with every tensor on ``device``."""
@@ -551,6 +601,20 @@ class WordNGramLM:
                 f"lexicon={self.lexicon})")
 
 
+def _warn_case_mismatch(words: Sequence[str], texts: Sequence[str]) -> None:
+    """Warn when the tokens spell letters of one case only and the LM's words use only the other
+    (upper-case labels with a lower-case ARPA: every word would be out of vocabulary)."""
+    tok = "".join(texts)
+    lm = "".join(words[:20000])
+    tok_up, tok_low = any(c.isupper() for c in tok), any(c.islower() for c in tok)
+    lm_up, lm_low = any(c.isupper() for c in lm), any(c.islower() for c in lm)
+    if tok_up != tok_low and lm_up != lm_low and tok_up != lm_up:
+        case, other = ("upper", "lower") if tok_up else ("lower", "upper")
+        warnings.warn(f"the tokens spell {case}-case letters only but the LM's words are {other}-case: every word "
+                      f"would be out of the LM's vocabulary; convert the labels (or the ARPA) to {other} case",
+                      UserWarning, stacklevel=3)
+
+
 def _unigram_logprobs(model: ArpaModel) -> np.ndarray:
     """log10 p of every vocabulary word from the 1-grams ``[len(vocab)]`` (-inf where absent)."""
     out = np.full(len(model.vocab), -np.inf, dtype=np.float64)
@@ -563,8 +627,9 @@ def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, 
                    weight: float, word_bonus: float = 0.0, **kwargs: Any) -> tuple[WordNGramLM, float]:
     """``(WordNGramLM, weight)`` for a ``fusion=`` list, as the CLI's ``--word-lm`` builds it.
 
-    ``word_bonus`` here is per word in the *fused* score (pyctcdecode's ``beta``), so the model gets
-    ``word_bonus / weight``. Raises :class:`FileFormatError` for a missing or malformed file.
+    ``word_bonus`` here is per word in the *fused* score (pyctcdecode's ``beta``), so the model's
+    ``unweighted_word_bonus`` is ``word_bonus / weight``. Raises :class:`FileFormatError` for a missing or
+    malformed file. (:func:`asrdecode.lm.word_cache.cached_word_lm_fusion`: the same, cached.)
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
@@ -573,5 +638,5 @@ def word_lm_fusion(path: str | os.PathLike, tokenizer: Any, *, vocab_size: int, 
     if word_bonus and weight == 0.0:
         raise DecodingInputError("a word bonus needs a non-zero word LM weight")
     bonus = float(word_bonus) / weight if word_bonus else 0.0
-    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, word_bonus=bonus, **kwargs)
-    return lm, weight
+    lm = WordNGramLM.from_arpa(p, tokenizer, vocab_size=vocab_size, blank_id=blank_id, **kwargs)
+    return lm.with_unweighted_word_bonus(bonus), weight

@@ -10,7 +10,9 @@ Words come from WFST decoding (the bundle's ``decode_defaults``): a TLG graph of
 3-gram pruned to the ``words`` most likely words, spelled by the shipped hama-G2P lexicon
 (:mod:`.phone_lexicon`), each word with two pronunciations, its phones and its phones + ``<wb>``
 (``benchmarks/results_wfst_phone.md``: better than folding ``<wb>`` into the blank). The graph is
-built on first use and cached per input (:mod:`.graph_cache`). Greedy and beam decoding give phones.
+built on first use and cached per input (:mod:`.graph_cache`). The CTC prefix beam search gives
+words too, with the lexicon-constrained word LM over the phone lexicon (:mod:`.phone_words`,
+:meth:`PhoneCTCBundle.beam_defaults`); plain greedy decoding gives phones.
 
 Shapes: ``B`` batch, ``T`` 20 ms frames, ``V = 191``.
 """
@@ -27,6 +29,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .phone_lexicon import NON_PHONES, SHIPPED_LEXICON, g2p_pronunciations, hama_phone_symbols, read_phone_lexicon, \
     require_hama
+from .phone_words import BEAM, BETA, LM_WEIGHT, WORD_BONUS
 
 __all__ = ["PhoneCTCBundle", "PhoneTokenizer", "PhoneCTCHead", "load_phone_ctc", "build_phone_graph",
            "phone_graph", "parse_phone_spec", "default_words", "DEFAULT_WORDS", "WORD_LM", "PHONE_CTC"]
@@ -150,6 +153,7 @@ class PhoneCTCBundle:
         self.tokenizer = PhoneTokenizer(symbols, self.blank_id, _LazyLexicon(self.phone_lexicon))
         self._front: Any = None
         self._graph: Optional[Path] = None
+        self._word_lm: Any = None
 
     # -- acoustic model ---------------------------------------------------------------------------
 
@@ -198,6 +202,31 @@ class PhoneCTCBundle:
         """WFST decoding with the cached graph and the tuned acoustic scale (builds the graph once)."""
         return {"decoder": "wfst", "graph": str(self.graph_path()), "acoustic_scale": ACOUSTIC_SCALE,
                 "wfst_beam": WFST_BEAM, "max_active": MAX_ACTIVE}
+
+
+    def word_lm(self, log: Optional[Callable[[str], None]] = None) -> tuple[Any, Any]:
+        """``(WordNGramLM, PhoneWordTokenizer)``: the lexicon-mode word LM over the pronunciations of the
+        LM's words (all of them the lexicon spells; built once and cached) and the tokenizer that turns
+        phone ids back into words."""
+        if self._word_lm is None:
+            from .phone_words import phone_word_lm
+
+            self._word_lm = phone_word_lm(self.symbols, self.blank_id, self.lm, self.lexicon_path, log=log)
+        return self._word_lm
+
+    def beam_fusion(self, weight: float = LM_WEIGHT, word_bonus: float = WORD_BONUS) -> list[tuple[Any, float]]:
+        """The ``fusion=`` list of :func:`asrdecode.ctc.beam_search` that makes its hypotheses words:
+        the lexicon-mode word LM at ``weight``, ``word_bonus`` per word on the fused scale."""
+        lm, _ = self.word_lm()
+        return [lm.weighted(weight, word_bonus=word_bonus)]
+
+    @property
+    def beam_defaults(self) -> dict[str, Any]:
+        """Arguments of :func:`asrdecode.ctc.beam_search` for words from the beam search (``beam``,
+        ``fusion``, ``beta``, ``tokenizer``: a :class:`~.phone_words.PhoneWordTokenizer`, whose
+        ``decode`` gives the words and ``word_times(tokens, timestamps)`` their frames)."""
+        _, tokenizer = self.word_lm()
+        return {"beam": BEAM, "fusion": self.beam_fusion(), "beta": BETA, "tokenizer": tokenizer}
 
 
 class _LazyLexicon(Mapping):
@@ -272,7 +301,7 @@ def phone_graph(words: Optional[int], lm: str | os.PathLike = WORD_LM, lexicon: 
 
     Keyed by the LM's and the lexicon's bytes (SHA-256), ``words``, the topology, the ``<wb>`` rule,
     the recogniser's symbols, hama's version (its G2P spells words the lexicon lacks) and the graph
-    file format with its attached search index.
+    file format with its attached search index and recorded pronunciations (word times).
     """
     from ..ctc.wfst.graph import FORMAT
     from .graph_cache import cached_file, file_digest
@@ -280,7 +309,7 @@ def phone_graph(words: Optional[int], lm: str | os.PathLike = WORD_LM, lexicon: 
     inputs = {"graph_format": FORMAT, "search_index": "dense 64 / 512 MB", "model": "hama-phone-ctc",
               "hama": _hama_version(), "symbols": list(hama_phone_symbols()),
               "lm": file_digest(lm), "lexicon": file_digest(lexicon), "words": words, "topology": topology,
-              "wb": "optional-last-phone"}
+              "wb": "optional-last-phone", "pronunciations": "recorded"}
     tag = f"phone-tlg-{'all' if words is None else words}"
     what = f"the phone-ctc decoding graph ({'all' if words is None else words} words)"
     return cached_file(tag, inputs, lambda p: build_phone_graph(words, lm, lexicon, topology).save(p), what=what,

@@ -615,20 +615,58 @@ class WFSTDecoder:
         return out
 
     def _word_times(self, arc_words: list[tuple[int, int]], toks: list[list[int]]) -> list[tuple[str, int, int]]:
-        """Word (start, end) frames: the first/last frame of the tokens spelling it (lexicon lengths);
-        without lengths (a word with pronunciations of different lengths, or lengths that do not add
-        up), the frames of the arcs that output the words."""
+        """Word (start, end) frames: the first frame of its first token and the last frame of its last.
+
+        The tokens are split into the words' pronunciations (the graph's lexicon): the output label of
+        a word can sit anywhere from its first token to a later word's (determinisation delays it while
+        the spelling is ambiguous), so the arcs' frames do not say where a word is. Without recorded
+        pronunciations, the lexicon's word lengths when every word has one; else (older graph files)
+        the frames of the arcs that output the words.
+        """
         g = self.graph
-        lens = g.word_lengths
-        if lens is not None and all(lens[w] for w, _ in arc_words) and sum(lens[w] for w, _ in arc_words) == len(toks):
-            out, k = [], 0
-            for w, _ in arc_words:
-                n = lens[w]
-                out.append((g.words[w], toks[k][1], toks[k + n - 1][2]))
-                k += n
-            return out
+        bounds = self._word_spans([w for w, _ in arc_words], [t[0] for t in toks])
+        if bounds is not None:
+            return [(g.words[w], toks[a][1], toks[b - 1][2]) if b > a else (g.words[w], f, f)
+                    for (w, f), (a, b) in zip(arc_words, bounds)]
         nxt = [f for _, f in arc_words[1:]] + [None]
         return [(g.words[w], f, f if e is None else max(f, e - 1)) for (w, f), e in zip(arc_words, nxt)]
+
+    def _word_spans(self, words: list[int], tokens: list[int]) -> list[tuple[int, int]] | None:
+        """``[(first token, end token)]`` per word: ``tokens`` split into one pronunciation of each word in
+        order (the first split found, words left to right, a word's pronunciations in lexicon order);
+        ``None`` when the graph records no pronunciations and no single length per word, or no split fits."""
+        g = self.graph
+        if g.pron_ptr is None:
+            lens = g.word_lengths
+            if lens is None or not all(lens[w] for w in words) or sum(lens[w] for w in words) != len(tokens):
+                return None
+            out, k = [], 0
+            for w in words:
+                out.append((k, k + lens[w]))
+                k += lens[w]
+            return out
+        # reachable token positions after each word, with the position each came from
+        back: list[dict[int, int]] = []
+        reach = {0: -1}
+        for w in words:
+            nxt: dict[int, int] = {}
+            for pos in reach:
+                for p in g.pronunciations(w):
+                    end = pos + len(p)
+                    if end not in nxt and tuple(tokens[pos:end]) == p:
+                        nxt[end] = pos
+            if not nxt:
+                return None
+            back.append(nxt)
+            reach = nxt
+        if len(tokens) not in reach:
+            return None
+        spans, end = [], len(tokens)
+        for nxt in reversed(back):
+            start = nxt[end]
+            spans.append((start, end))
+            end = start
+        return spans[::-1]
 
     def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
         g = self.graph

@@ -60,6 +60,9 @@ class DecodingGraph:
         vocab_size, blank_id: the model vocabulary the graph was built for.
         eps_depth: the longest chain of epsilon arcs (the decoder does that many closure passes).
         word_lengths: number of tokens spelling each word (from the lexicon; gives word times).
+        pron_ptr, pron_tokens: the lexicon's pronunciations (word times of words with several):
+            word ``w``'s are ``pron_tokens[pron_ptr[w]:pron_ptr[w + 1]]``, each ended by ``-1``
+            (:meth:`pronunciations`); ``None`` in graphs built before they were recorded.
     """
 
     start: int
@@ -82,9 +85,12 @@ class DecodingGraph:
     topology: str = ""
     eps_depth: int = 0
     word_lengths: list[int] | None = None
+    pron_ptr: torch.Tensor | None = None
+    pron_tokens: torch.Tensor | None = None
     _word_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
     #: derived arrays of the decoder (``attach_search_index``), saved with the graph; not copied by ``to``
     _search_index: dict | None = field(default=None, repr=False, compare=False)
+    _prons: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_states(self) -> int:
@@ -103,6 +109,24 @@ class DecodingGraph:
         if self._word_index is None:
             self._word_index = {w: i for i, w in enumerate(self.words)}
         return self._word_index
+
+    def pronunciations(self, word: int) -> list[tuple[int, ...]]:
+        """The token ids of each pronunciation of word id ``word`` (``[]`` when the graph has none)."""
+        if self.pron_ptr is None or self.pron_tokens is None or not 0 < word < len(self.words):
+            return []
+        if self._prons is None:
+            self._prons = (self.pron_ptr.cpu().numpy(), self.pron_tokens.cpu().numpy())
+        ptr, toks = self._prons
+        block = toks[ptr[word]:ptr[word + 1]].tolist()
+        out: list[tuple[int, ...]] = []
+        cur: list[int] = []
+        for t in block:
+            if t < 0:
+                out.append(tuple(cur))
+                cur = []
+            else:
+                cur.append(t)
+        return out
 
     def to(self, device: torch.device | str) -> "DecodingGraph":
         """A copy with every tensor on ``device``."""
@@ -181,6 +205,16 @@ class DecodingGraph:
             raise DecodingInputError("graph: input label beyond vocab_size")
         if not 0 <= self.start < S:
             raise DecodingInputError("graph: start state out of range")
+        if (self.pron_ptr is None) != (self.pron_tokens is None):
+            raise DecodingInputError("graph: pron_ptr and pron_tokens come together")
+        if self.pron_ptr is not None:
+            ptr, toks = self.pron_ptr, self.pron_tokens
+            assert toks is not None  # they come together (checked above)
+            if ptr.dim() != 1 or ptr.shape[0] != len(self.words) + 1 or int(ptr[0]) != 0 \
+                    or int(ptr[-1]) != toks.shape[0] or bool((ptr[1:] < ptr[:-1]).any()):
+                raise DecodingInputError(f"graph: pron_ptr must rise from 0 to the pron_tokens count in {len(self.words) + 1} entries")
+            if toks.numel() and (int(toks.min()) < -1 or int(toks.max()) >= self.vocab_size):
+                raise DecodingInputError("graph: pron_tokens must be token ids or -1")
 
     @classmethod
     def from_fst_text(
@@ -494,7 +528,20 @@ def build_tlg(
     # tokens per word (gives word times); 0 when a word's pronunciations differ in length
     lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
     g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]
+    g.pron_ptr, g.pron_tokens = _pron_arrays([pronunciations(lexicon[w]) for w in lm_words])
     return g
+
+
+def _pron_arrays(prons: Sequence[Sequence[Sequence[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pron_ptr, pron_tokens) of :class:`DecodingGraph` for words ``1..W`` (word 0, ``<eps>``, has none)."""
+    flat: list[int] = []
+    ptr = [0, 0]
+    for word in prons:
+        for p in word:
+            flat.extend(p)
+            flat.append(-1)
+        ptr.append(len(flat))
+    return torch.tensor(ptr, dtype=torch.int64), torch.tensor(flat, dtype=torch.int32)
 
 
 def _index_problem(g: DecodingGraph, index: object) -> str | None:
