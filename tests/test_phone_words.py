@@ -116,3 +116,28 @@ def test_beam_search_wer_on_the_real_clips():
     wer = evaluate.wer([r["text"] for r in rows], [r[0].text for r in res])
     assert wer <= 0.25, wer
     assert set(BOUNDARIES) <= set(bundle.symbols)
+
+
+@needs_hama
+def test_registry_beam_decoder_gives_phone_ctc_words(tiny, monkeypatch, tmp_path):
+    """`--decoder beam` on phone-ctc (the registry's CTC beam builder): words and word times from the
+    bundle's lexicon word LM, its tuned beam; with the user's own LM, the plain search over phones."""
+    from asrdecode.audio import read_audio
+    from asrdecode.models.phone import PhoneCTCBundle
+    from asrdecode.pipeline import make_pipeline, resolve_options
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    arpa, lex = tiny
+    bundle = PhoneCTCBundle(words=4, lm=arpa, lexicon=lex)
+    opts = resolve_options(bundle, {"decoder": "beam"})
+    assert opts.beam == 16 and opts.graph is None  # the tuned beam applies, the WFST graph does not
+    encode, decode = make_pipeline(bundle, opts)
+    hyp = decode(*encode([read_audio(REPO / "data" / "real" / "cards-001.wav")]))[0]
+    assert hyp.text == "ten of clubs"
+    assert [w for w, _, _ in hyp.words] == ["ten", "of", "clubs"]
+    frames = set(hyp.timestamps)
+    assert all(s in frames and e in frames and s <= e for _, s, e in hyp.words)  # each word on its tokens
+    own = resolve_options(bundle, {"decoder": "beam", "lm": "src/asrdecode/models/assets/token-4gram.arpa.gz"})
+    from asrdecode.decoders import bundle_word_search
+
+    assert bundle_word_search(bundle, own) is None  # the user's LM replaces the bundle's word search

@@ -95,9 +95,25 @@ def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``ctc.beam_search``: beam, fusion models, bonus, engine."""
-    return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine,
-            "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
+    """``ctc.beam_search``: beam, fusion models, bonus, engine; plus the bundle's own word search
+    (:func:`bundle_word_search`) when it has one and no LM was given."""
+    fusion = build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)
+    words = bundle_word_search(bundle, opts)
+    if words is not None:
+        fusion = [*fusion, *words[0]]
+    return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine, "fusion": fusion}
+
+
+def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
+    """``(fusion models, word tokenizer)`` that make a CTC model's beam search give words when its
+    tokens are not spelled words (phone-ctc: the lexicon-mode word LM over its pronunciations, and the
+    tokenizer that turns phone ids into words), from the bundle's ``beam_words()``; ``None`` for a
+    bundle without one, or when the user fuses an LM of their own (``--lm`` / ``--word-lm``)."""
+    make = getattr(bundle, "beam_words", None)
+    if make is None or opts.lm or opts.word_lm:
+        return None
+    fusion, tokenizer = make()
+    return list(fusion), tokenizer
 
 
 def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
@@ -147,7 +163,19 @@ def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import ctc
 
     tok, blank, kw = bundle.tokenizer, bundle.blank_id, ctc_beam_kwargs(bundle, opts)
-    return lambda x, n: cast(NBest, ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw))
+    words = bundle_word_search(bundle, opts)
+    if words is None:
+        return lambda x, n: cast(NBest, ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw))
+    word_tok = words[1]
+
+    def decode(x: torch.Tensor, n: torch.Tensor) -> NBest:
+        nb = cast(NBest, ctc.beam_search(x, n, blank, tokenizer=word_tok, nbest=opts.nbest, **kw))
+        for row in nb:
+            for h in row:  # word times from the tokens of each pronunciation (first, last frame)
+                h.words = word_tok.word_times(h.tokens, h.timestamps)
+        return nb
+
+    return decode
 
 
 def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:

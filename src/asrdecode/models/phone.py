@@ -201,7 +201,12 @@ class PhoneCTCBundle:
     def decode_defaults(self) -> dict[str, Any]:
         """WFST decoding with the cached graph and the tuned acoustic scale (builds the graph once)."""
         return {"decoder": "wfst", "graph": str(self.graph_path()), "acoustic_scale": ACOUSTIC_SCALE,
-                "wfst_beam": WFST_BEAM, "max_active": MAX_ACTIVE}
+                "wfst_beam": WFST_BEAM, "max_active": MAX_ACTIVE, "beam": BEAM}
+
+    def beam_words(self) -> tuple[list[tuple[Any, float]], Any]:
+        """``(fusion, tokenizer)`` with which ``--decoder beam`` gives words (the registry's CTC beam
+        builder calls it when no LM is given): :meth:`beam_fusion` and the phone-to-word tokenizer."""
+        return self.beam_fusion(), self.word_lm()[1]
 
 
     def word_lm(self, log: Optional[Callable[[str], None]] = None) -> tuple[Any, Any]:
