@@ -353,3 +353,87 @@ def test_per_client_cap_config_checks(capsys) -> None:
     assert ServerConfig(max_connections_per_client=None).max_connections_per_client is None
     assert cli.main(["serve", "--max-connections-per-client", "-3"]) == 2
     assert "max_connections_per_client" in capsys.readouterr().err
+
+
+# -- WFST n-best: bounded work, exact or visibly truncated ---------------------------------------------
+
+
+def _random_lattice(seed: int, nodes: int = 12, arcs: int = 30, words: int = 4):
+    import numpy as np
+
+    from asrdecode.ctc.wfst.lattice import UtteranceLattice
+
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, nodes - 1, arcs)
+    dst = np.minimum(src + rng.integers(1, 4, arcs), nodes - 1)
+    src, dst = np.concatenate([np.arange(nodes - 1), src]), np.concatenate([np.arange(1, nodes), dst])  # connected
+    m = src.shape[0]
+    word = np.where(rng.random(m) < 0.4, rng.integers(1, words + 1, m), 0)
+    finals = {int(f): float(rng.normal()) for f in rng.choice(np.arange(1, nodes), 3, replace=False)}
+    return UtteranceLattice(num_nodes=nodes, src=src, dst=dst, word=word, token=np.zeros(m, np.int64),
+                            start=np.zeros(m, bool), frame=np.zeros(m, np.int64), graph=rng.normal(size=m),
+                            am=rng.normal(size=m), final=finals)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("n", [2, 3, 7])  # (OpenFst's 1-shortest path of an empty word sequence reads as no path)
+def test_lattice_nbest_pass_equals_openfst(seed, n) -> None:
+    pytest.importorskip("kaldifst")
+    lat = _random_lattice(seed)
+    got, want = lat.nbest_words(n), lat._nbest_openfst(n)
+    assert [w for w, _ in got] == [w for w, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-4, abs=1e-3)  # OpenFst: float32
+
+
+def _synthetic_graph(n_words: int, V: int = 8, blank: int = 7):
+    import random
+
+    from asrdecode.ctc.wfst import build_tlg
+    from asrdecode.lm.arpa import ArpaModel
+
+    rng = random.Random(0)
+    lexicon: dict[str, list[int]] = {}
+    while len(lexicon) < n_words:
+        pron = [rng.randrange(V - 1) for _ in range(rng.randint(1, 3))]
+        lexicon[f"w{len(lexicon)}"] = pron
+    lm = {("<s>",): (-99.0, None), ("</s>",): (-1.0, None)}
+    lm.update({(w,): (-rng.uniform(1, 3), None) for w in lexicon})
+    return build_tlg(V, lexicon, ArpaModel.from_dict(lm), blank_id=blank)
+
+
+@pytest.mark.timeout(30)
+def test_wfst_nbest_on_uniform_noise_is_bounded() -> None:
+    """63 frames of uniform emissions over a 300-word graph: the OpenFst determinisation took 40 s here."""
+    pytest.importorskip("kaldifst")
+    import torch
+
+    from asrdecode.ctc.wfst import WFSTDecoder
+
+    g = _synthetic_graph(300)
+    lp = torch.zeros(1, 63, 8).log_softmax(-1)
+    hyps = WFSTDecoder(g, blank_id=7)(lp, torch.tensor([63]), nbest=3)[0]
+    assert len(hyps) == 3 and len({tuple(w for w, _, _ in h.words) for h in hyps}) == 3
+    assert hyps[1].score >= hyps[2].score and all(h.score > -1e9 for h in hyps)
+
+
+@pytest.mark.parametrize("cap", [20, 60, 150])
+def test_wfst_lattice_arc_cap_truncates_without_wrong_scores(monkeypatch, cap) -> None:
+    """A lattice over the arc cap keeps the paths above a narrowed beam whole: the n-best list is a
+    prefix of the uncapped one (same words, tokens, scores), possibly shorter, with a warning."""
+    pytest.importorskip("kaldifst")
+    import torch
+
+    from asrdecode.ctc.wfst import WFSTDecoder
+    from asrdecode.ctc.wfst import lattice as lattice_mod
+
+    g = _synthetic_graph(40)
+    lp = (2 * torch.randn(1, 12, 8, generator=torch.Generator().manual_seed(3))).log_softmax(-1)
+    dec = WFSTDecoder(g, blank_id=7)
+    full = dec(lp, torch.tensor([12]), nbest=8)[0]
+    monkeypatch.setattr(lattice_mod, "MAX_LATTICE_ARCS", cap)
+    with pytest.warns(lattice_mod.LatticeTruncatedWarning, match=f"at most {cap}"):
+        cut = dec(lp, torch.tensor([12]), nbest=8)[0]
+    assert 1 <= len(cut) <= len(full)
+    key = [(tuple(h.words), h.tokens) for h in full]
+    assert [(tuple(h.words), h.tokens) for h in cut] == key[: len(cut)]  # the best ones, in order
+    assert [h.score for h in cut] == pytest.approx([h.score for h in full[: len(cut)]], abs=1e-4)
