@@ -437,3 +437,78 @@ def test_wfst_lattice_arc_cap_truncates_without_wrong_scores(monkeypatch, cap) -
     key = [(tuple(h.words), h.tokens) for h in full]
     assert [(tuple(h.words), h.tokens) for h in cut] == key[: len(cut)]  # the best ones, in order
     assert [h.score for h in cut] == pytest.approx([h.score for h in full[: len(cut)]], abs=1e-4)
+
+
+# -- the public search APIs: bad inputs -> a named error (a table) -------------------------------------
+
+
+def _api_cases():
+    import numpy as np
+    import torch
+
+    from asrdecode import ctc
+    from asrdecode.transducer import beam_search, greedy
+    from transducer_models import random_encoder, random_model
+
+    lp = torch.randn(2, 6, 5, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+    m = random_model(0, 6, 0, None)
+    enc = random_encoder(1, 2, 5)
+    u64 = torch.tensor([7, 5], dtype=torch.uint64)  # 7 > the padded length 6 / 5
+    return {
+        "ctc.greedy uint64 lengths too long": lambda: ctc.greedy(lp, u64, 0),
+        "ctc.beam uint64 lengths too long": lambda: ctc.beam_search(lp, u64, 0, beam=2),
+        "ctc.beam numpy uint64 too long": lambda: ctc.beam_search(lp, np.array([7, 5], dtype=np.uint64), 0, beam=2),
+        "ctc.beam lengths 2**70": lambda: ctc.beam_search(lp, [2**70, 1], 0, beam=2),
+        "ctc.beam lengths strings": lambda: ctc.beam_search(lp, ["a", "b"], 0, beam=2),
+        "ctc.beam meta tensor": lambda: ctc.beam_search(torch.empty(2, 6, 5, device="meta"), None, 0, beam=2),
+        "ctc.beam sparse tensor": lambda: ctc.beam_search(lp.to_sparse(), None, 0, beam=2),
+        "ctc.beam complex": lambda: ctc.beam_search(lp.to(torch.complex64), None, 0, beam=2),
+        "ctc.beam blank out of range": lambda: ctc.beam_search(lp, None, 99, beam=2),
+        "ctc.beam float beam": lambda: ctc.beam_search(lp, None, 0, beam=2.5),
+        "ctc.beam fusion not a list": lambda: ctc.beam_search(lp, None, 0, beam=2, fusion=5),
+        "ctc.beam fusion junk pair": lambda: ctc.beam_search(lp, None, 0, beam=2, fusion=[(1, 2)]),
+        "ctc.beam beta 1e308": lambda: ctc.beam_search(lp, None, 0, beam=2, beta=1e308),
+        "greedy uint64 lengths too long": lambda: greedy(m, enc, torch.tensor([9, 4], dtype=torch.uint64)),
+        "greedy float lengths": lambda: greedy(m, enc, torch.tensor([5.0, 4.0])),
+        "greedy 2-D encoder output": lambda: greedy(m, enc[0]),
+        "greedy integer encoder output": lambda: greedy(m, enc.long()),
+        "greedy not a model": lambda: greedy(5, enc),
+        "greedy wrong width": lambda: greedy(m, enc[..., :3]),
+        "greedy max_symbols 10**9": lambda: greedy(m, enc, max_symbols=10**9),
+        "beam uint64 lengths too long": lambda: beam_search(m, enc, torch.tensor([9, 4], dtype=torch.uint64), beam=2),
+        "beam beam 0": lambda: beam_search(m, enc, beam=0),
+        "beam nbest > beam": lambda: beam_search(m, enc, beam=2, nbest=5),
+        "beam NaN encoder output": lambda: beam_search(m, enc * float("nan"), beam=2),
+        "beam method junk": lambda: beam_search(m, enc, beam=2, method="x"),
+        "beam lengths negative": lambda: beam_search(m, enc, [-1, 2], beam=2),
+        "beam beta -1e308": lambda: beam_search(m, enc, beam=2, beta=-1e308),
+    }
+
+
+def test_hostile_api_table() -> None:
+    from asrdecode.errors import AsrDecodeError
+
+    unnamed = {}
+    for name, call in _api_cases().items():
+        try:
+            call()
+        except AsrDecodeError as err:
+            assert isinstance(err, ValueError), name
+            continue
+        except Exception as err:  # noqa: BLE001 - the point: no other exception type
+            unnamed[name] = f"{type(err).__name__}: {err}"
+            continue
+        unnamed[name] = "returned a result"
+    assert unnamed == {}
+
+
+def test_unsigned_lengths_decode_as_int64() -> None:
+    import torch
+
+    from asrdecode import ctc
+
+    lp = torch.randn(2, 6, 5, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+    for dtype in (torch.uint16, torch.uint32, torch.uint64):
+        got = ctc.beam_search(lp, torch.tensor([6, 4], dtype=dtype), 0, beam=2)
+        want = ctc.beam_search(lp, torch.tensor([6, 4]), 0, beam=2)
+        assert [[h.tokens for h in r] for r in got] == [[h.tokens for h in r] for r in want]
