@@ -512,3 +512,77 @@ def test_unsigned_lengths_decode_as_int64() -> None:
         got = ctc.beam_search(lp, torch.tensor([6, 4], dtype=dtype), 0, beam=2)
         want = ctc.beam_search(lp, torch.tensor([6, 4]), 0, beam=2)
         assert [[h.tokens for h in r] for r in got] == [[h.tokens for h in r] for r in want]
+
+
+# -- NeMo archives and model metadata ---------------------------------------------------------------
+
+
+def _nemo_archive(path: Path, config: str) -> Path:
+    import io
+    import tarfile
+
+    data = config.encode()
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("./model_config.yaml")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_nemo_archive_naming_foreign_code_is_refused(tmp_path) -> None:
+    pytest.importorskip("yaml")
+    from asrdecode.errors import RemoteCodeError
+    from asrdecode.models import load_bundle
+
+    bad = _nemo_archive(tmp_path / "evil.nemo", "encoder:\n  _target_: os.system\n  command: touch marker\n")
+    with pytest.raises(RemoteCodeError, match=r"model_config\.encoder\._target_ is 'os\.system'"):
+        load_bundle(str(bad))
+    with pytest.raises(RemoteCodeError, match="posix.system"):
+        load_bundle(str(_nemo_archive(tmp_path / "e2.nemo", "decoder:\n  - _target_: posix.system\n")))
+
+
+def test_nemo_archive_that_is_not_one(tmp_path) -> None:
+    pytest.importorskip("yaml")
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models.nemo import check_nemo_targets
+
+    (tmp_path / "junk.nemo").write_bytes(b"not a tar at all")
+    with pytest.raises(FileFormatError, match="not a readable NeMo archive"):
+        check_nemo_targets(str(tmp_path / "junk.nemo"))
+    with pytest.raises(FileFormatError, match="not valid YAML"):
+        check_nemo_targets(str(_nemo_archive(tmp_path / "y.nemo", "a: [1, 2\n")))
+    check_nemo_targets(str(_nemo_archive(tmp_path / "ok.nemo", "encoder:\n  _target_: nemo.collections.X\n")))
+
+
+class _Cfg(dict):
+    def __getattr__(self, k):
+        return self[k]
+
+
+@pytest.mark.parametrize("key, value", [("subsampling_factor", 10**12), ("features", 10**12),
+                                        ("window_stride", float("inf")), ("sample_rate", 1000),
+                                        ("window_stride", 0.0)])
+def test_nemo_metadata_out_of_range_is_a_named_error(key, value) -> None:
+    import torch
+
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models.nemo import NeMoBundle
+
+    pre = {"window_stride": 0.01, "features": 80}
+    enc = {"subsampling_factor": 8, "d_model": 16}
+    top = {"sample_rate": 16000}
+    for d in (pre, enc, top):
+        if key in d:
+            d[key] = value
+    asr = torch.nn.Module()
+    asr.decoder = torch.nn.Module()
+    asr.decoder.num_classes_with_blank = 5
+    asr.encoder = torch.nn.Module()
+    asr.cfg = _Cfg(top, preprocessor=_Cfg(pre), encoder=_Cfg(enc))
+    with pytest.raises(FileFormatError, match=f"metadata {key} must be"):
+        NeMoBundle(asr, name="fake.nemo")
+    pre.update(window_stride=0.01, features=80)
+    enc.update(subsampling_factor=8)
+    top.update(sample_rate=16000)
+    asr.cfg = _Cfg(top, preprocessor=_Cfg(pre), encoder=_Cfg(enc))
+    assert NeMoBundle(asr, name="fake.nemo").frame_seconds == pytest.approx(0.08)

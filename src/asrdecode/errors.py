@@ -22,6 +22,7 @@ __all__ = [
     "check_weight",
     "check_metadata_number",
     "MAX_ABS_WEIGHT",
+    "RemoteCodeError",
 ]
 
 #: the largest |value| accepted for a fusion weight, a bonus or a score scale: far beyond any
@@ -45,6 +46,10 @@ class FileFormatError(AsrDecodeError, ValueError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+
+
+class RemoteCodeError(FileFormatError):
+    """A model file or folder asks to import or run code of its own choosing; asrdecode never does."""
 
 
 def check_emissions(name: str, x: object, *, ndim: int = 3) -> torch.Tensor:

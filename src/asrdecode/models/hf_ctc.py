@@ -26,7 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError, FileFormatError
+from ..errors import DecodingInputError, FileFormatError, RemoteCodeError
 from .vocabulary import PieceTokenizer
 
 __all__ = ["HFCTCBundle", "HFCTCHead", "is_hf_ctc_dir", "load_hf_ctc", "HFMissingError", "RemoteCodeError"]
@@ -39,10 +39,6 @@ _CODE_CONFIGS = ("config.json", "preprocessor_config.json", "processor_config.js
 
 class HFMissingError(DecodingInputError):
     """``transformers`` is not installed."""
-
-
-class RemoteCodeError(FileFormatError):
-    """A model folder asks to run its own Python code (``auto_map`` / ``custom_pipelines``); never run."""
 
 
 def is_hf_ctc_dir(spec: str) -> bool:
