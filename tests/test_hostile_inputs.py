@@ -586,3 +586,67 @@ def test_nemo_metadata_out_of_range_is_a_named_error(key, value) -> None:
     top.update(sample_rate=16000)
     asr.cfg = _Cfg(top, preprocessor=_Cfg(pre), encoder=_Cfg(enc))
     assert NeMoBundle(asr, name="fake.nemo").frame_seconds == pytest.approx(0.08)
+
+
+# -- the CLI: hostile options and files -> exit 2 with a named error ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_files(tmp_path_factory):
+    import wave
+
+    d = tmp_path_factory.mktemp("cli")
+    for name, rate in (("ok.wav", 16000), ("k1.wav", 1000)):
+        with wave.open(str(d / name), "wb") as f:
+            f.setnchannels(1)
+            f.setsampwidth(2)
+            f.setframerate(rate)
+            f.writeframes(b"\x00\x01" * (rate // 2))
+    (d / "w.arpa").write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1.0\t<s>\n-1.0\t</s>\n-0.5\thello\n"
+                              "-0.7\tworld\n\n\\end\\\n", encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["transcribe", "{d}/k1.wav", "--model", "demo-ctc"], "sample rate 1000 Hz is outside 8000"),
+    (["transcribe", "{d}/ok.wav", "--model", "demo-rnnt", "--window", "1000000000"], "window must be <= 1024"),
+    (["transcribe", "{d}/ok.wav", "--model", "demo-rnnt", "--decoder", "beam", "--method", "wind", "--window",
+      "1000000000"], "window must be <= 1024"),
+    (["transcribe", "{d}/ok.wav", "--model", "demo-ctc", "--decoder", "beam", "--boost", "x:1e308"], "weight must be"),
+    (["transcribe", "{d}/ok.wav", "--model", "demo-ctc", "--decoder", "wfst", "--graph", "{d}/g.pt",
+      "--acoustic-scale", "1e308"], "acoustic_scale must be a finite number"),
+    (["transcribe", "{d}/ok.wav", "--model", "demo-ctc", "--decoder", "wfst", "--graph", "{d}/g.pt",
+      "--boost", "hello:-1e308"], r"boosts\[0\]\['hello'\] must be a finite number"),
+])
+def test_cli_hostile_options(cli_files, capsys, argv, message) -> None:
+    import re
+
+    pytest.importorskip("sentencepiece")
+    from asrdecode import cli
+
+    if "{d}/g.pt" in argv and not (cli_files / "g.pt").exists():
+        pytest.importorskip("kaldifst")
+        assert cli.main(["build-graph", "--lm", str(cli_files / "w.arpa"), "--out", str(cli_files / "g.pt"),
+                         "--model", "demo-ctc"]) == 0
+        capsys.readouterr()
+    assert cli.main([a.replace("{d}", str(cli_files)) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and re.search(message, captured.err), captured.err
+
+
+def test_window_ceiling_and_boosting_weight_api() -> None:
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.lm import BoostingTree
+    from asrdecode.transducer import beam_search, greedy
+    from asrdecode.transducer._checks import MAX_WINDOW
+    from transducer_models import random_encoder, random_model
+
+    model = random_model(0, 6, 0, None)
+    enc = random_encoder(1, 2, 5)
+    with pytest.raises(DecodingInputError, match=f"window must be <= {MAX_WINDOW}"):
+        greedy(model, enc, window=10**9)
+    with pytest.raises(DecodingInputError, match=f"window must be <= {MAX_WINDOW}"):
+        beam_search(model, enc, beam=2, method="wind", window=10**9)
+    assert len(greedy(model, enc, window=MAX_WINDOW)) == 2
+    with pytest.raises(DecodingInputError, match="weight must be a finite number"):
+        BoostingTree.from_phrases([("a", 1e308)], lambda s: [1], vocab_size=6, blank_id=0)
