@@ -650,3 +650,15 @@ def test_window_ceiling_and_boosting_weight_api() -> None:
     assert len(greedy(model, enc, window=MAX_WINDOW)) == 2
     with pytest.raises(DecodingInputError, match="weight must be a finite number"):
         BoostingTree.from_phrases([("a", 1e308)], lambda s: [1], vocab_size=6, blank_id=0)
+
+
+@pytest.mark.parametrize("key, value", [("hidden_size", 10**12), ("conv_kernel", [10, 10**12]),
+                                        ("conv_stride", [0, 2]), ("num_hidden_layers", 1.5),
+                                        ("conv_dim", list(range(1, 100)))])
+def test_huge_hf_config_sizes_are_refused_before_building(hf_copy, key, value) -> None:
+    from asrdecode.errors import FileFormatError
+    from asrdecode.models import load_bundle
+
+    _edit_json(hf_copy / "config.json", **{key: value})
+    with pytest.raises(FileFormatError, match=f"metadata {key} must"):
+        load_bundle(str(hf_copy))
