@@ -22,6 +22,7 @@ __all__ = [
     "check_weight",
     "check_metadata_number",
     "MAX_ABS_WEIGHT",
+    "RemoteCodeError",
 ]
 
 #: the largest |value| accepted for a fusion weight, a bonus or a score scale: far beyond any
@@ -47,6 +48,10 @@ class FileFormatError(AsrDecodeError, ValueError):
         self.line = line
 
 
+class RemoteCodeError(FileFormatError):
+    """A model file or folder asks to import or run code of its own choosing; asrdecode never does."""
+
+
 def check_emissions(name: str, x: object, *, ndim: int = 3) -> torch.Tensor:
     """Check that ``x`` is a floating tensor of rank ``ndim`` (e.g. ``[B, T, D]``)."""
     if not isinstance(x, torch.Tensor):
@@ -55,6 +60,10 @@ def check_emissions(name: str, x: object, *, ndim: int = 3) -> torch.Tensor:
         raise DecodingInputError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise DecodingInputError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.layout != torch.strided:
+        raise DecodingInputError(f"{name} must be a dense (strided) tensor, got layout {x.layout}")
+    if x.device.type == "meta":
+        raise DecodingInputError(f"{name} is a meta tensor (no data)")
     return x
 
 
@@ -62,6 +71,9 @@ def check_finite(name: str, x: torch.Tensor) -> None:
     """Raise if ``x`` holds NaN or +-inf."""
     if not bool(torch.isfinite(x).all()):
         raise DecodingInputError(f"{name} contains NaN or inf values")
+
+
+_UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
 
 
 def check_lengths(lengths: object, batch: int, max_len: int, *, device: torch.device) -> torch.Tensor:
@@ -84,6 +96,14 @@ def check_lengths(lengths: object, batch: int, max_len: int, *, device: torch.de
         raise DecodingInputError(
             f"lengths has {lengths.shape[0]} entries but the batch has {batch} utterances"
         )
+    if lengths.layout != torch.strided or lengths.device.type == "meta":
+        raise DecodingInputError(f"lengths must be a dense tensor with data, got layout {lengths.layout} "
+                                 f"on {lengths.device}")
+    if lengths.dtype in _UNSIGNED:  # torch has no min/max for them: check as Python ints, then int64
+        values = lengths.tolist()
+        if any(v > max_len for v in values):
+            raise DecodingInputError(f"lengths must be <= the padded length {max_len}, got {max(values)}")
+        lengths = torch.tensor(values, dtype=torch.long)
     if batch > 0:
         lo, hi = int(lengths.min()), int(lengths.max())
         if lo < 0:

@@ -66,6 +66,8 @@ def check_fusion(fusion: Sequence[tuple[FusionModel, float]] | None, vocab_size:
     empty or wrong hypotheses).
     """
     out: list[tuple[FusionModel, float]] = []
+    if fusion is not None and not isinstance(fusion, (list, tuple)):
+        raise DecodingInputError(f"fusion must be a list of (FusionModel, weight) pairs, got {type(fusion).__name__}")
     for i, item in enumerate(fusion or ()):
         try:
             model, weight = item

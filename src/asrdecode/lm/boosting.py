@@ -32,7 +32,7 @@ from typing import Sequence, Union
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_weight
 from ..tokenizers import UNKNOWN_POLICIES, spell
 from ._automaton import BackoffAutomaton
 
@@ -294,8 +294,9 @@ class BoostingTree:
 
 # ---------------------------------------------------------------------- building
 def _check_weight(name: str, w: object) -> None:
-    if isinstance(w, bool) or not isinstance(w, (int, float)) or not np.isfinite(w):
+    if isinstance(w, bool) or not isinstance(w, (int, float)):
         raise DecodingInputError(f"{name} must be a finite number, got {w!r}")
+    check_weight(name, w)  # finite, |w| <= MAX_ABS_WEIGHT
 
 
 def _check_phrases(phrases: object, weight: float) -> list[tuple[str, float]]:

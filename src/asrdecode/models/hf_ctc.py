@@ -26,7 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError, FileFormatError
+from ..errors import DecodingInputError, FileFormatError, RemoteCodeError, check_metadata_number
 from .vocabulary import PieceTokenizer
 
 __all__ = ["HFCTCBundle", "HFCTCHead", "is_hf_ctc_dir", "load_hf_ctc", "HFMissingError", "RemoteCodeError"]
@@ -37,12 +37,17 @@ _CODE_CONFIGS = ("config.json", "preprocessor_config.json", "processor_config.js
                  "feature_extractor_config.json")
 
 
+#: config.json sizes checked before transformers builds the model (a header's 1e12 is no allocation):
+#: key -> largest accepted value (each entry of a list, lists of at most 64 entries)
+_SIZE_LIMITS = {"hidden_size": 65_536, "intermediate_size": 262_144, "num_hidden_layers": 1_024,
+                "num_attention_heads": 1_024, "vocab_size": 1_000_000, "conv_dim": 65_536, "conv_kernel": 4_096,
+                "conv_stride": 1_024, "num_conv_pos_embeddings": 4_096, "num_conv_pos_embedding_groups": 1_024,
+                "num_feat_extract_layers": 64, "num_adapter_layers": 64, "adapter_stride": 1_024,
+                "output_hidden_size": 65_536}
+
+
 class HFMissingError(DecodingInputError):
     """``transformers`` is not installed."""
-
-
-class RemoteCodeError(FileFormatError):
-    """A model folder asks to run its own Python code (``auto_map`` / ``custom_pipelines``); never run."""
 
 
 def is_hf_ctc_dir(spec: str) -> bool:
@@ -195,6 +200,19 @@ def _refuse_remote_code(path: Path) -> None:
                                                    "which asrdecode never does (trust_remote_code=False)")
 
 
+def _check_sizes(path: Path, config: dict) -> None:
+    """The model sizes of ``config.json`` are integers in sane ranges (:data:`_SIZE_LIMITS`)."""
+    for key, hi in _SIZE_LIMITS.items():
+        if key not in config:
+            continue
+        value = config[key]
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and not 1 <= len(value) <= 64:
+            raise FileFormatError(path / "config.json", None, f"metadata {key} must list 1..64 sizes, got {len(value)}")
+        for v in values:
+            check_metadata_number(path / "config.json", key, v, 1, hi)
+
+
 def _check_vocab_file(path: Path) -> None:
     """``vocab.json`` (when present, a flat token -> id map) has integer ids, each once."""
     f = path / "vocab.json"
@@ -274,6 +292,7 @@ def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
         raise FileFormatError(path, None, f"expected a Hugging Face CTC model (architectures ending in 'ForCTC', "
                                           f"e.g. Wav2Vec2ForCTC), got {archs!r}")
     _refuse_remote_code(path)
+    _check_sizes(path, config)
     _check_vocab_file(path)
     transformers = _import_transformers()
     # the feature extractor and the tokenizer load on their own (not as one AutoProcessor), so a

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from ..errors import DecodingInputError, check_emissions
+from ..errors import DecodingInputError, FileFormatError, RemoteCodeError, check_emissions, check_metadata_number
 
 __all__ = ["NeMoBundle", "NeMoTransducer", "encoder_output", "require_nemo"]
 
@@ -280,6 +280,7 @@ class NeMoBundle:
         self.frame_seconds = stride * sub
         self.encoder_dim = int(cfg.encoder.get("d_model", getattr(asr_model.encoder, "_feat_out", 0)))
         self.sample_rate = int(cfg.get("sample_rate", 16000))
+        _check_metadata(name, stride, sub, self.feature_dim, self.sample_rate, self.model.vocab_size)
 
     @property
     def blank_id(self) -> int:
@@ -287,7 +288,9 @@ class NeMoBundle:
 
     @classmethod
     def from_checkpoint(cls, path: str, device: torch.device | str = "cpu") -> "NeMoBundle":
-        """Restore a ``.nemo`` file (needs NeMo)."""
+        """Restore a ``.nemo`` file (needs NeMo). Its config is read first: a class to build outside
+        ``nemo.`` (``_target_``) raises :class:`~asrdecode.errors.RemoteCodeError`, nothing imported."""
+        check_nemo_targets(path)
         require_nemo()
         from nemo.collections.asr.models import ASRModel  # noqa: PLC0415 (optional dependency)
 
@@ -309,3 +312,61 @@ class NeMoBundle:
         """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, D]`` + lengths ``[B]``."""
         enc, elen = self.asr_model.encoder(audio_signal=feats.transpose(1, 2), length=lengths)
         return enc.transpose(1, 2).contiguous(), elen
+
+
+#: a model config value or size outside these ranges is refused (a header's 1e12 becomes no allocation)
+_LIMITS = {"window_stride": (1e-4, 1.0), "subsampling_factor": (1, 64), "features": (1, 4096),
+           "sample_rate": (8000, 384_000), "vocab_size": (2, 1_000_000)}
+_CONFIG_MEMBER_BYTES = 4 << 20
+
+
+def _check_metadata(name: str, stride: float, sub: int, features: int, rate: int, vocab: int) -> None:
+    for key, value, integer in (("window_stride", stride, False), ("subsampling_factor", sub, True),
+                                ("features", features, True), ("sample_rate", rate, True), ("vocab_size", vocab, True)):
+        lo, hi = _LIMITS[key]
+        check_metadata_number(name, key, value, lo, hi, integer=integer)
+
+
+def check_nemo_targets(path: str) -> None:
+    """Read a ``.nemo`` archive's ``model_config.yaml`` (safely: no code, bounded size) and refuse it
+    with :class:`~asrdecode.errors.RemoteCodeError` when a ``_target_`` names a class outside
+    ``nemo.`` (NeMo would import and build it: any module, any callable). Without PyYAML the check is
+    left to NeMo's own loader (NeMo depends on PyYAML, so that happens only when NeMo is missing too)."""
+    import tarfile
+
+    try:
+        import yaml
+    except ImportError:
+        return
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            member = next((m for m in tar if m.isfile() and m.name.rsplit("/", 1)[-1] == "model_config.yaml"), None)
+            if member is None:
+                raise FileFormatError(path, None, "not a NeMo archive: no model_config.yaml")
+            if member.size > _CONFIG_MEMBER_BYTES:
+                raise FileFormatError(path, None, f"model_config.yaml is {member.size} bytes (at most {_CONFIG_MEMBER_BYTES})")
+            f = tar.extractfile(member)
+            config = yaml.safe_load(f.read() if f is not None else b"")
+    except (OSError, tarfile.TarError, EOFError) as err:
+        raise FileFormatError(path, None, f"not a readable NeMo archive ({err})") from None
+    except yaml.YAMLError as err:
+        raise FileFormatError(path, None, f"model_config.yaml is not valid YAML ({str(err).splitlines()[0]})") from None
+    for where, target in _targets(config, "model_config"):
+        if not isinstance(target, str) or not target.startswith("nemo."):
+            raise RemoteCodeError(path, None, f"{where}._target_ is {target!r}: only NeMo's own classes "
+                                              "(nemo.*) are built; the archive asks to run other code")
+
+
+def _targets(node: object, where: str, depth: int = 0):
+    """``(path, value)`` of every ``_target_`` key in a parsed YAML tree."""
+    if depth > 64:
+        raise FileFormatError(where, None, "model_config.yaml nests deeper than 64 levels")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "_target_":
+                yield where, v
+            else:
+                yield from _targets(v, f"{where}.{k}", depth + 1)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _targets(v, f"{where}[{i}]", depth + 1)

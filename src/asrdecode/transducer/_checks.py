@@ -41,6 +41,8 @@ __all__ = [
     "runaway_error",
     "MAX_SYMBOLS_CEILING",
     "NonFiniteJointError",
+    "MAX_WINDOW",
+    "check_window_size",
     "check_greedy_scores",
     "check_nbest_lists",
 ]
@@ -49,6 +51,8 @@ MAX_SYMBOLS_GUARD = 100_000  # with max_symbols=None: labels on one frame before
 #: the largest max_symbols accepted: more labels on one frame than any model emits (a frame is
 #: 10-80 ms); 10**9 would let a model that never emits blank run for hours
 MAX_SYMBOLS_CEILING = 1_000
+#: the widest WIND window (frames evaluated at once per hypothesis): its tensors grow with it
+MAX_WINDOW = 1_024
 DEFAULT_MAX_SYMBOLS = 10
 METHODS = ("alsd", "aes")
 BLANK_SCORINGS = ("lm_weighted", "none")
@@ -135,10 +139,18 @@ def check_beam_args(
         raise DecodingInputError(f"nbest must be an int in 1..beam ({beam}), got {nbest!r}")
 
 
-def check_window(model: TransducerModel, window: object) -> int:
-    """The WIND window: an int >= 1, RNN-T only."""
+def check_window_size(window: object) -> int:
+    """A WIND window: an int in ``1..MAX_WINDOW``."""
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
+    if window > MAX_WINDOW:
+        raise DecodingInputError(f"window must be <= {MAX_WINDOW} frames, got {window}")
+    return window
+
+
+def check_window(model: TransducerModel, window: object) -> int:
+    """The WIND window: an int in ``1..MAX_WINDOW``, RNN-T only."""
+    check_window_size(window)
     if model.durations is not None:
         raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
     return window

@@ -326,8 +326,7 @@ def _check_settings(model: TransducerModel, loop: str, window: int, max_symbols:
     check_tokenizer(tokenizer, model)
     if loop not in _LOOPS:
         raise DecodingInputError(f"loop must be one of {_LOOPS}, got {loop!r}")
-    if not isinstance(window, int) or window < 1:
-        raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
+    _checks.check_window_size(window)
     if window > 1 and (loop != "labels" or model.durations is not None):
         raise DecodingInputError("window > 1 (WIND) is supported for RNN-T label-looping (loop='labels')")
     check_max_symbols(max_symbols)

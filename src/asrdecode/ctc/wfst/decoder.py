@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths, check_weight
 from ...results import Hypothesis
 from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
@@ -96,7 +96,7 @@ class WFSTDecoder:
     ) -> None:
         beam = check_float("beam", beam, positive=True, allow_inf=True)
         lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
-        acoustic_scale = check_float("acoustic_scale", acoustic_scale, positive=True)
+        acoustic_scale = check_weight("acoustic_scale", check_float("acoustic_scale", acoustic_scale, positive=True))
         dense_min_degree = check_positive_int("dense_min_degree", dense_min_degree)
         dense_memory_mb = check_float("dense_memory_mb", dense_memory_mb)
         if dense_memory_mb < 0:
@@ -239,7 +239,7 @@ class WFSTDecoder:
             for w, v in (d or {}).items():
                 if w not in index or index[w] == 0:
                     raise DecodingInputError(f"boosts[{b}]: word {w!r} is not in the graph's vocabulary")
-                table[b, index[w]] = check_float(f"boosts[{b}][{w!r}]", v)
+                table[b, index[w]] = check_weight(f"boosts[{b}][{w!r}]", check_float(f"boosts[{b}][{w!r}]", v))
         return table.to(device)
 
     def _prune(self, t: _Tokens, B: int) -> _Tokens:

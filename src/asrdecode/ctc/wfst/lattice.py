@@ -7,20 +7,43 @@ best, is recorded with its graph part (arc score + boost) and acoustic part (sca
 When the lattice is read, a forward-backward pass over the frames prunes it globally: an arc
 stays when the best complete path through it is within ``lattice_beam`` of the best path.
 
-N-best lists of distinct word sequences come from OpenFst (``kaldifst``): the lattice projected to
-its words is epsilon-removed and determinised (one path per word sequence, carrying its best
-score), and ``ShortestPath(n)`` gives the best ``n``; each word sequence's best alignment
-(tokens, frames) is then the shortest path of the lattice composed with that sequence.
+N-best lists of distinct word sequences come from one pass over the lattice in topological order
+that keeps the ``n`` best distinct word sequences at every node (OpenFst's epsilon removal and
+determinisation of the word acceptor, the former way, stays as the fallback for lattices with a
+cycle); each word sequence's best alignment (tokens, frames) is then the shortest path (OpenFst,
+``kaldifst``) of the lattice composed with that sequence.
+
+The work is bounded (a lattice of noise can hold a million arcs, whose epsilon removal and
+determinisation ran for minutes into gigabytes): an utterance's lattice keeps at most
+:data:`MAX_LATTICE_ARCS` arcs, by narrowing its beam (the arcs on the best paths stay, so every
+word sequence scoring above the narrowed beam keeps its exact best score); the n-best
+determinisation is pruned (sequences within 1, 2, 4, ... of the best, up to the lattice beam,
+until ``n`` are found) and stops at :data:`MAX_NBEST_STATES` states. When a bound is hit the result is
+*truncated*, never wrong: the n-best list may have fewer than ``n`` entries (the 1-best, from the
+search itself, is always there), :attr:`UtteranceLattice.truncated` is set and a
+:class:`LatticeTruncatedWarning` is issued.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-__all__ = ["LatticeRecorder", "UtteranceLattice"]
+__all__ = ["LatticeRecorder", "UtteranceLattice", "LatticeTruncatedWarning", "MAX_LATTICE_ARCS",
+           "MAX_NBEST_STATES"]
+
+#: most arcs an utterance's lattice keeps (its beam narrows until it fits)
+MAX_LATTICE_ARCS = 100_000
+#: most states of the word-sequence determinisation behind an n-best list
+MAX_NBEST_STATES = 10_000
+_UNPRUNED = 1e4  # a threshold this wide (or an infinite lattice beam): determinise without pruning
+
+
+class LatticeTruncatedWarning(UserWarning):
+    """A lattice or n-best list hit a work bound: fewer arcs / word sequences than the beam allowed."""
 
 
 def _g(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -51,6 +74,9 @@ class UtteranceLattice:
     graph: np.ndarray
     am: np.ndarray
     final: dict[int, float] = field(default_factory=dict)
+    truncated: bool = False
+    beam: float = float("inf")
+    score_floor: float = float("-inf")  # a truncated lattice holds every path scoring at least this, whole
     _index_fst: object = field(default=None, repr=False, compare=False)
 
     def _text(self, ilabel: np.ndarray, olabel: np.ndarray) -> str:
@@ -86,21 +112,96 @@ class UtteranceLattice:
         return lat
 
     def nbest_words(self, n: int) -> list[tuple[list[int], float]]:
-        """The ``n`` best distinct word sequences (word ids) with their best path score, best first."""
-        import kaldifst
+        """The ``n`` best distinct word sequences (word ids) with their best path score, best first.
 
+        One pass over the lattice in topological order keeps, at every node, the ``n`` best distinct
+        word sequences reaching it (exact: a sequence that is not among a node's ``n`` best prefixes
+        loses to ``n`` distinct sequences sharing its suffix): ``O(arcs * n)`` work, where epsilon
+        removal and determinisation of a lattice of noise ran for minutes. A lattice with a cycle
+        (not made by the decoder) goes through :meth:`_nbest_openfst`."""
         if not self.final:
             return []
+        rank = _topological_rank(self.num_nodes, self.src, self.dst)
+        if rank is None:
+            return self._nbest_openfst(n)
+        seq_of: dict[tuple[int, int], int] = {}  # (prefix id, word) -> sequence id; 0 = no words
+        parent: list[tuple[int, int]] = [(-1, 0)]
+        cand: list[dict[int, float] | None] = [None] * self.num_nodes
+        cand[0] = {0: 0.0}
+        best: list[list[tuple[float, int]] | None] = [None] * self.num_nodes
+        score = self.graph.astype(np.float64) + self.am
+        src, dst, word = self.src.tolist(), self.dst.tolist(), self.word.tolist()
+        for a in np.argsort(rank[self.src], kind="stable").tolist():
+            s = src[a]
+            top = best[s]
+            if top is None:
+                top = best[s] = _top(cand[s], n)
+                cand[s] = None
+            if not top:
+                continue
+            here = cand[dst[a]]
+            if here is None:
+                here = cand[dst[a]] = {}
+            w, sc_a = word[a], score[a]
+            for sc, q in top:
+                if w > 0:
+                    key = (q, w)
+                    q = seq_of.get(key, -1)
+                    if q < 0:
+                        q = seq_of[key] = len(parent)
+                        parent.append(key)
+                if sc + sc_a > here.get(q, -np.inf):
+                    here[q] = sc + sc_a
+            if len(here) > 8 * n:
+                cand[dst[a]] = dict((q, v) for v, q in _top(here, n))
+        total: dict[int, float] = {}
+        for f, v in self.final.items():
+            top = best[f] if best[f] is not None else _top(cand[f], n)
+            for sc, q in top:
+                if sc + v > total.get(q, -np.inf):
+                    total[q] = sc + v
+        out = []
+        for sc, q in _top(total, n):
+            if sc < self.score_floor - 1e-6 * max(1.0, abs(sc)):  # below the floor a truncated lattice may miss a better path of q
+                break
+            words = []
+            while q > 0:
+                q, w = parent[q]
+                words.append(w)
+            out.append((words[::-1], sc))
+        return out
+
+    def _nbest_openfst(self, n: int) -> list[tuple[list[int], float]]:
+        """:meth:`nbest_words` through OpenFst, for any lattice: epsilon removal, then a pruned
+        determinisation (sequences within 1, 2, 4, ... of the best, up to the lattice beam, until ``n``
+        are found; each pass is exact within its threshold)."""
+        import kaldifst
+
         acc = self.word_fst()
         kaldifst.rmepsilon(acc)
-        det = kaldifst.determinize(acc)
-        out = []
-        for p in kaldifst.convert_nbest_to_vector(kaldifst.shortest_path(det, n=n)):
-            ok, _, words, weight = kaldifst.get_linear_symbol_sequence(p)
-            if ok and np.isfinite(weight.value):
-                out.append((list(words), -float(weight.value)))
+        limit = self.beam if np.isfinite(self.beam) else _UNPRUNED
+        threshold = min(1.0, limit)
+        while True:
+            det = kaldifst.determinize(acc, nstate=MAX_NBEST_STATES,
+                                       weight="" if threshold >= _UNPRUNED else repr(float(threshold)))
+            out = []
+            for p in kaldifst.convert_nbest_to_vector(kaldifst.shortest_path(det, n=n)):
+                ok, _, words, weight = kaldifst.get_linear_symbol_sequence(p)
+                if ok and np.isfinite(weight.value):
+                    out.append((list(words), -float(weight.value)))
+            if det.num_states >= MAX_NBEST_STATES:
+                self._truncated(f"the n-best determinisation stopped at {MAX_NBEST_STATES} states")
+                break
+            if len(out) >= n or threshold >= limit:
+                break
+            threshold = min(2 * threshold, limit)
         out.sort(key=lambda x: -x[1])
-        return out
+        return [x for x in out if x[1] >= self.score_floor - 1e-3 * max(1.0, abs(x[1]))]
+
+    def _truncated(self, why: str) -> None:
+        self.truncated = True
+        warnings.warn(f"WFST lattice truncated: {why}; the n-best list may be shorter than asked",
+                      LatticeTruncatedWarning, stacklevel=4)
 
     def best_path(self, words: list[int]) -> tuple[list[int], float] | None:
         """Arc indices of the best path whose words are ``words``, and its final node's final score."""
@@ -120,11 +221,43 @@ class UtteranceLattice:
         return arcs, self.final.get(last, float("-inf"))
 
 
+def _top(cand: dict[int, float] | None, n: int) -> list[tuple[float, int]]:
+    """The ``n`` best ``(score, sequence)`` of ``{sequence: score}`` (finite scores), best first."""
+    if not cand:
+        return []
+    items = [(v, q) for q, v in cand.items() if v > -np.inf]
+    items.sort(key=lambda x: (-x[0], x[1]))
+    return items[:n]
+
+
+def _topological_rank(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """Each node's position in a topological order of the arcs ``src -> dst`` (``None``: a cycle)."""
+    indeg = np.bincount(dst, minlength=num_nodes)
+    by_src = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[by_src], np.arange(num_nodes + 1))
+    out_dst = dst[by_src].tolist()
+    indeg_l = indeg.tolist()
+    rank = np.full(num_nodes, -1, dtype=np.int64)
+    queue = [v for v in range(num_nodes) if indeg_l[v] == 0]
+    starts_l = starts.tolist()
+    k = 0
+    while queue:
+        v = queue.pop()
+        rank[v] = k
+        k += 1
+        for d in out_dst[starts_l[v]:starts_l[v + 1]]:
+            indeg_l[d] -= 1
+            if indeg_l[d] == 0:
+                queue.append(d)
+    return rank if k == num_nodes else None
+
+
 class LatticeRecorder:
     """Arcs between surviving tokens, recorded frame by frame (a decoding state's lattice)."""
 
-    def __init__(self, lattice_beam: float, eps_depth: int) -> None:
+    def __init__(self, lattice_beam: float, eps_depth: int, max_arcs: int | None = None) -> None:
         self.beam = float(lattice_beam)
+        self.max_arcs = MAX_LATTICE_ARCS if max_arcs is None else int(max_arcs)
         self.eps_depth = int(eps_depth)
         self.num_nodes = 0
         self.step = 0
@@ -235,13 +368,18 @@ class LatticeRecorder:
         sel = order[keep]
         out: list[UtteranceLattice | None] = []
         kb = arc_b[keep]
+        kt = through[keep]
         for b in range(B):
             if not np.isfinite(best[b]) or start[b] < 0:
                 out.append(None)
                 continue
             mine = sel[kb == b]
+            floor = best[b] - self.beam - 1e-4
+            truncated = mine.shape[0] > self.max_arcs
+            if truncated:
+                mine, floor = self._narrow(mine, kt[kb == b])
             fins = {int(n): float(v) for n, v in zip(fin_nid, fin_sc)
-                    if node_b[n] == b and alpha[n] + v >= best[b] - self.beam - 1e-4}
+                    if node_b[n] == b and alpha[n] + v >= min(floor, best[b]) - 1e-4}
             nodes = np.unique(np.concatenate([[start[b]], cat["src"][mine], cat["dst"][mine],
                                               np.array(list(fins), dtype=np.int64)]).astype(np.int64))
             m = np.arange(len(nodes))
@@ -258,5 +396,25 @@ class LatticeRecorder:
                 start=cat["start"][mine].astype(bool), frame=cat["frame"][mine].astype(np.int64),
                 graph=cat["graph"][mine].astype(np.float64), am=cat["am"][mine].astype(np.float64),
                 final={int(remap(np.array([n]))[0]): v for n, v in fins.items()},
+                truncated=truncated, beam=self.beam, score_floor=floor if truncated else float("-inf"),
             ))
+            if truncated:
+                warnings.warn(f"WFST lattice truncated: utterance {b} kept {mine.shape[0]} of its arcs "
+                              f"(at most {self.max_arcs}) by narrowing the lattice beam",
+                              LatticeTruncatedWarning, stacklevel=4)
         return out
+
+    def _narrow(self, arcs: np.ndarray, through: np.ndarray) -> tuple[np.ndarray, float]:
+        """The best ``max_arcs`` of ``arcs`` by best-path score through them (``through``), and a score
+        floor such that every path scoring at least the floor keeps all its arcs (its arcs' ``through``
+        are at least its score): the n-best above the floor is exact."""
+        k = self.max_arcs
+        level = float(np.partition(through, -k)[-k])  # the k-th best
+        above = through > level
+        if above.any() and int((through >= level).sum()) > k:
+            return arcs[above], float(through[above].min())  # the arcs tied at the k-th do not fit: dropped
+        if int((through >= level).sum()) <= k:
+            return arcs[through >= level], level
+        picked = np.zeros(through.shape[0], dtype=bool)  # all tied: the first k, no path guaranteed
+        picked[np.argsort(-through, kind="stable")[:k]] = True
+        return arcs[picked], float("inf")
