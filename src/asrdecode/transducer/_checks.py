@@ -150,10 +150,10 @@ def check_window_size(window: object) -> int:
 
 def check_window(model: TransducerModel, window: object) -> int:
     """The WIND window: an int in ``1..MAX_WINDOW``, RNN-T only."""
-    check_window_size(window)
+    size = check_window_size(window)
     if model.durations is not None:
         raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
-    return window
+    return size
 
 
 def check_expansion_gamma(gamma: object, method: str) -> float | None:

@@ -156,7 +156,8 @@ class UtteranceLattice:
                 cand[dst[a]] = dict((q, v) for v, q in _top(here, n))
         total: dict[int, float] = {}
         for f, v in self.final.items():
-            top = best[f] if best[f] is not None else _top(cand[f], n)
+            kept = best[f]
+            top = kept if kept is not None else _top(cand[f], n)
             for sc, q in top:
                 if sc + v > total.get(q, -np.inf):
                     total[q] = sc + v
