@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable, cast
+from typing import Callable, Literal, cast, overload
 
 import torch
 
@@ -81,6 +81,12 @@ def _bounds(low: float | None, high: float | None, *, low_open: bool = False) ->
     return " " + " and ".join(parts) if parts else ""
 
 
+@overload
+def check_int(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+              optional: Literal[False] = ..., error: Callable[[str], Exception] = ...) -> int: ...
+@overload
+def check_int(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+              optional: bool, error: Callable[[str], Exception] = ...) -> int | None: ...
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None,
               optional: bool = False, error: Callable[[str], Exception] = DecodingInputError) -> int | None:
     """An ``int`` (not ``bool``) in ``low..high`` (``None``: unbounded on that side), or ``None`` when
@@ -106,6 +112,14 @@ def _as_float(value: object) -> float | None:
         return None
 
 
+@overload
+def check_number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+                 low_open: bool = ..., finite: bool = ..., optional: Literal[False] = ...,
+                 error: Callable[[str], Exception] = ...) -> float: ...
+@overload
+def check_number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+                 low_open: bool = ..., finite: bool = ..., optional: bool,
+                 error: Callable[[str], Exception] = ...) -> float | None: ...
 def check_number(name: str, value: object, *, low: float | None = None, high: float | None = None,
                  low_open: bool = False, finite: bool = True, optional: bool = False,
                  error: Callable[[str], Exception] = DecodingInputError) -> float | None:
