@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import DecodingInputError, FileFormatError
+from .errors import DecodingInputError, FileFormatError, check_int
 
 __all__ = ["SAMPLE_RATE", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RESAMPLE_RATIO", "MAX_RESAMPLE_WORK",
            "read_audio", "resample", "pad_batch"]
@@ -123,8 +123,7 @@ def resample(audio: torch.Tensor, orig_sr: int, new_sr: int, taps: int = 24) -> 
     if not isinstance(audio, torch.Tensor) or audio.dim() != 1:
         raise DecodingInputError("audio must be a 1-D tensor [N]")
     for name, value in (("orig_sr", orig_sr), ("new_sr", new_sr), ("taps", taps)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise DecodingInputError(f"{name} must be an int, got {value!r}")
+        check_int(name, value)
     if orig_sr <= 0 or new_sr <= 0:
         raise DecodingInputError(f"sample rates must be positive, got orig_sr={orig_sr}, new_sr={new_sr}")
     if not 1 <= taps <= 1024:

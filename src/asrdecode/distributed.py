@@ -582,19 +582,12 @@ def transcribe_dataset(
 
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
-    model = _model_or_default(model)
-    opts = _check_options(model, decoder, decoder_options)
-    if num_gpus_per_actor is not None:
-        _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
-    build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
+    model, opts = _resolve_decoding(model, decoder, decoder_options, num_gpus_per_actor, num_actors)
     out = Path(output_dir).resolve()
     check_output_dir(out, "output_dir")  # created and probed before any decoding
     parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume, entries)
 
-    committed, _ = _read_parts(parts, entries)
-    done = {i for i, rec in committed.items() if "error" not in rec}  # failed utterances are tried again
-    todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in done for i in range(s, e))]
-    skipped = len(entries) - sum(e - s for s, e in todo)
+    todo, skipped = _pending_shards(parts, entries, batch_size)
     gpus = 0.0
     t0 = time.perf_counter()
     progress = _Progress()
@@ -603,18 +596,45 @@ def transcribe_dataset(
             ray.init(**({"address": ray_address} if ray_address else {"include_dashboard": False}))
         gpus = _gpus_per_actor(num_gpus_per_actor, num_actors, opts)
         actor_kwargs = {"model": model, "decoder": decoder, "decoder_options": opts, "parts_dir": str(parts),
-                        "manifest": str(manifest), "threads": max(1, int(cpus_per_actor)),
-                        "faults": dict(_faults or {})}
-        ds = ray.data.from_items(_shard_rows(entries, todo), override_num_blocks=min(len(todo), 1000)).map_batches(
-            _ShardDecoder, batch_size=1, compute=ray.data.ActorPoolStrategy(size=num_actors),
-            num_cpus=cpus_per_actor, num_gpus=gpus, fn_constructor_kwargs=actor_kwargs)
-        _collect(ds, progress, parts, entries)
+                        "manifest": str(manifest), "threads": max(1, int(cpus_per_actor)), "faults": dict(_faults or {})}
+        _decode_shards(ray, todo, entries, parts, progress, actor_kwargs, num_actors, cpus_per_actor, gpus)
     wall = time.perf_counter() - t0
     path, dropped = _merge(out, parts, entries)
     failed = [r["id"] for r in _read_jsonl_records(path) if r.get("error") is not None]
     return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(progress.decoded)), skipped=skipped,
                       duplicates=dropped, timing=progress.timing, wall_seconds=wall, num_gpus_per_actor=gpus,
                       devices=sorted(progress.devices), actor_pids=sorted(progress.pids), failed=failed)
+
+
+def _resolve_decoding(model: Optional[str], decoder: Optional[str], decoder_options: Optional[Mapping[str, Any]],
+                      num_gpus_per_actor: Optional[float], num_actors: int) -> tuple[str, dict[str, Any]]:
+    """The model's name (``None``: the CLI's default) and the checked decoder options; bad options or a bad
+    ``num_gpus_per_actor`` fail here, before any actor starts."""
+    model = _model_or_default(model)
+    opts = _check_options(model, decoder, decoder_options)
+    if num_gpus_per_actor is not None:
+        _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
+    build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
+    return model, opts
+
+
+def _pending_shards(parts: Path, entries: Sequence[ManifestEntry], batch_size: int) -> tuple[list[tuple[int, int]], int]:
+    """The shards ``(start, end)`` with an utterance not committed yet (or committed as failed: tried
+    again), and the number of utterances they leave out (committed by an earlier run)."""
+    committed, _ = _read_parts(parts, entries)
+    done = {i for i, rec in committed.items() if "error" not in rec}  # failed utterances are tried again
+    todo = [(s, e) for s, e in _shards(len(entries), batch_size) if any(i not in done for i in range(s, e))]
+    return todo, len(entries) - sum(e - s for s, e in todo)
+
+
+def _decode_shards(ray: Any, todo: list[tuple[int, int]], entries: Sequence[ManifestEntry], parts: Path, progress: _Progress,
+                   actor_kwargs: dict[str, Any], num_actors: int, cpus_per_actor: float, gpus: float) -> None:
+    """Decode the ``todo`` shards on a Ray Data actor pool of :class:`_ShardDecoder` (each commits its
+    part files), following the commits in ``progress``."""
+    ds = ray.data.from_items(_shard_rows(entries, todo), override_num_blocks=min(len(todo), 1000)).map_batches(
+        _ShardDecoder, batch_size=1, compute=ray.data.ActorPoolStrategy(size=num_actors),
+        num_cpus=cpus_per_actor, num_gpus=gpus, fn_constructor_kwargs=actor_kwargs)
+    _collect(ds, progress, parts, entries)
 
 
 def _check_run_args(batch_size: object, num_actors: object, cpus_per_actor: object) -> None:

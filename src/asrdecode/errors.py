@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Callable, Literal, cast, overload
 
 import torch
 
@@ -18,6 +19,8 @@ __all__ = [
     "check_emissions",
     "check_lengths",
     "check_finite",
+    "check_int",
+    "check_number",
     "check_tokenizer_size",
     "check_weight",
     "check_metadata_number",
@@ -74,6 +77,78 @@ def check_finite(name: str, x: torch.Tensor) -> None:
 
 
 _UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
+
+
+def _bounds(low: float | None, high: float | None, *, low_open: bool = False) -> str:
+    """The range part of a check's message: `` >= 1``, `` in 0..1``, `` > 0 and <= 5`` or ``""``."""
+    def fmt(x: float) -> str:
+        return str(x) if isinstance(x, int) else f"{x:g}"
+    if low is not None and high is not None and not low_open:
+        return f" in {fmt(low)}..{fmt(high)}"
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {fmt(low)}")
+    if high is not None:
+        parts.append(f"<= {fmt(high)}")
+    return " " + " and ".join(parts) if parts else ""
+
+
+@overload
+def check_int(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+              optional: Literal[False] = ..., error: Callable[[str], Exception] = ...) -> int: ...
+@overload
+def check_int(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+              optional: bool, error: Callable[[str], Exception] = ...) -> int | None: ...
+def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None,
+              optional: bool = False, error: Callable[[str], Exception] = DecodingInputError) -> int | None:
+    """An ``int`` (not ``bool``) in ``low..high`` (``None``: unbounded on that side), or ``None`` when
+    ``optional``; returned unchanged. Else raises ``error(message)`` (default
+    :class:`DecodingInputError`), the message naming ``name`` and the range, e.g.
+    ``"beam must be an int >= 1, got 0"``."""
+    if value is None and optional:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or (low is not None and value < low) or (high is not None and value > high)):
+        raise error(f"{name} must be an int{_bounds(low, high)}{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
+def _as_float(value: object) -> float | None:
+    """``value`` as a float when it is an int or a float (not a bool); None otherwise, or for an int
+    too large for a float (``10**400`` is no finite number in float arithmetic)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+@overload
+def check_number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+                 low_open: bool = ..., finite: bool = ..., optional: Literal[False] = ...,
+                 error: Callable[[str], Exception] = ...) -> float: ...
+@overload
+def check_number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+                 low_open: bool = ..., finite: bool = ..., optional: bool,
+                 error: Callable[[str], Exception] = ...) -> float | None: ...
+def check_number(name: str, value: object, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, finite: bool = True, optional: bool = False,
+                 error: Callable[[str], Exception] = DecodingInputError) -> float | None:
+    """A real number (``int`` or ``float``, not ``bool``), finite unless ``finite=False`` (NaN is never
+    accepted), with ``value >= low`` (``> low`` if ``low_open``) and ``value <= high`` (``None``: no
+    bound), or ``None`` when ``optional``; returned unchanged. Else raises ``error(message)``
+    (default :class:`DecodingInputError`), e.g. ``"max_wait_ms must be a finite number >= 0, got -1"``."""
+    if value is None and optional:
+        return None
+    v = _as_float(value)
+    if (v is None or math.isnan(v) or (finite and math.isinf(v))
+            or (low is not None and not (v > low if low_open else v >= low))
+            or (high is not None and not v <= high)):
+        what = "a finite number" if finite else "a number"
+        bounds = _bounds(low, high, low_open=low_open)
+        raise error(f"{name} must be {what}{bounds}{' or None' if optional else ''}, got {value!r}")
+    return cast(float, value)  # the caller's int or float, unchanged
 
 
 def check_lengths(lengths: object, batch: int, max_len: int, *, device: torch.device) -> torch.Tensor:

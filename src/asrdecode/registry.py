@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from . import decoders as impl
-from .errors import DecodingInputError
+from .errors import DecodingInputError, check_int, check_number
 
 __all__ = ["Option", "Decoder", "OPTIONS", "DECODERS", "KINDS", "METHODS", "ENGINES", "DecodeOptions",
            "decoder_names", "decoder_for", "options_for", "resolve_options", "check_options", "check_types"]
@@ -119,16 +119,10 @@ class Option:
         return self._number(value)
 
     def _number(self, value: Any) -> Any:
-        bound = "" if self.low is None else f" {'>' if self.low_open else '>='} {self.low:g}"
-        whole = self.kind == "int"
-        ok = not isinstance(value, bool) and isinstance(value, (int,) if whole else (int, float))
-        ok = ok and math.isfinite(value)
-        if ok and self.low is not None:
-            ok = value > self.low if self.low_open else value >= self.low
-        if not ok:
-            what = "an int" if whole else "a finite number"
-            raise DecodingInputError(f"{self.flag} must be {what}{bound}, got {value!r}")
-        return value
+        if self.kind == "int":  # an int is > low exactly when it is >= floor(low) + 1
+            low = None if self.low is None else math.floor(self.low) + 1 if self.low_open else math.ceil(self.low)
+            return check_int(self.flag, value, low=low)
+        return check_number(self.flag, value, low=self.low, low_open=self.low_open)
 
 
 #: every decoding option, in ``--help`` order

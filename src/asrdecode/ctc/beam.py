@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union, cast
 import torch
 
 from ..beam_hyps import EMPTY_HASH, BeamTree
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int
 from ..fusion import FusionModel, FusionScorer
 from ..native import _lib
 from ..native.choice import use_native
@@ -293,8 +293,7 @@ class CTCBeamDecoder:
                    device: Union[torch.device, str] = "cpu") -> CTCBeamState:
         """A fresh state of ``batch`` streams (``vocab_size``: default the decoder's; ``dtype``: the emissions'
         after preparation, float32 or float64). States of one setting batch together (``CTCBeamState.cat``)."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        check_int("batch", batch, low=0)
         vocab = vocab_size if vocab_size is not None else self.vocab_size
         if vocab is None:
             raise DecodingInputError("vocab_size is needed: give it to CTCBeamDecoder(...) or init_state(...)")
@@ -414,8 +413,7 @@ def initial_beam_state(
 ) -> CTCBeamState:
     """``CTCBeamDecoder(blank_id, beam=..., ...).init_state(batch, vocab_size=vocab_size, dtype=, device=)``:
     a fresh stream state for ``batch`` utterances of a ``vocab_size``-class model."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+    check_int("batch", batch, low=0)
     check_positive_int("vocab_size", vocab_size)
     dec = CTCBeamDecoder(blank_id, beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold,
                          blank_collapse=blank_collapse, token_beam=token_beam)

@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_tokenizer, prepare_log_probs, valid_mask
 
@@ -75,8 +75,7 @@ class CTCGreedyDecoder:
 
     def init_state(self, batch: int) -> CTCGreedyState:
         """The state of ``batch`` fresh streams."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        check_int("batch", batch, low=0)
         return CTCGreedyState.initial(batch)
 
     def advance(self, state: CTCGreedyState, log_probs: torch.Tensor,

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int
 from .arpa import BOS, EOS, UNK
 
 __all__ = ["TokenMap", "write_token_corpus"]
@@ -134,8 +134,7 @@ class TokenMap:
 
 
 def _check_vocab(vocab_size: object, blank_id: object) -> None:
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 1:
-        raise DecodingInputError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    vocab_size = check_int("vocab_size", vocab_size, low=1)
     if blank_id is not None and (not isinstance(blank_id, int) or not 0 <= blank_id < vocab_size):
         raise DecodingInputError(f"blank_id must be None or in 0..{vocab_size - 1}, got {blank_id!r}")
 

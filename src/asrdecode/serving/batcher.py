@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Hashable, Mapping, Optional, TypeVar
 
+from ..errors import check_int
+
 __all__ = ["DynamicBatcher", "ChunkOutcome", "BatchRecord", "BatcherClosed", "isolate_failures"]
 
 K = TypeVar("K", bound=Hashable)
@@ -139,12 +141,10 @@ class DynamicBatcher(Generic[K]):
                  keep_history: bool = False) -> None:
         if not callable(step):
             raise TypeError("step must be callable")
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"max_batch must be an integer >= 1, got {max_batch!r}")
+        check_int("max_batch", max_batch, low=1, error=ValueError)
         if not (isinstance(max_wait_ms, (int, float)) and math.isfinite(max_wait_ms) and max_wait_ms >= 0):
             raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
-        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-            raise ValueError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+        check_int("max_pending", max_pending, low=1, error=ValueError)
         self.step = step
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0

@@ -28,6 +28,8 @@ from typing import Any, Optional, Set
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..errors import check_int, check_number
+
 __all__ = ["ConnectionStats", "guarded_http_protocol"]
 
 _REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -80,13 +82,9 @@ def guarded_http_protocol(max_connections: int, head_timeout_s: float,
                           max_per_client: Optional[int] = None) -> type[H11Protocol]:
     """uvicorn's h11 protocol with a connection cap (global and per client address; ``None``: no
     per-client cap) and a request-head deadline (see the module docs)."""
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ValueError(f"max_connections must be an integer >= 1, got {max_connections!r}")
-    if max_per_client is not None and (isinstance(max_per_client, bool) or not isinstance(max_per_client, int)
-                                       or max_per_client < 1):
-        raise ValueError(f"max_connections_per_client must be an integer >= 1 or None, got {max_per_client!r}")
-    if isinstance(head_timeout_s, bool) or not isinstance(head_timeout_s, (int, float)) or not head_timeout_s > 0:
-        raise ValueError(f"head_timeout_s must be a positive number of seconds, got {head_timeout_s!r}")
+    check_int("max_connections", max_connections, low=1, error=ValueError)
+    check_int("max_connections_per_client", max_per_client, low=1, optional=True, error=ValueError)
+    check_number("head_timeout_s (seconds)", head_timeout_s, low=0, low_open=True, finite=False, error=ValueError)
     counters = stats if stats is not None else ConnectionStats()
     clients = _ClientCounts()
 

@@ -219,9 +219,8 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
     rep = StreamReport(client, clip.name, clip.seconds)
     step = max(1, int(round(chunk_seconds * SAMPLE_RATE)))
     chunks = [clip.audio[i:i + step] for i in range(0, len(clip.audio), step)]
-    sent_at: dict[int, float] = {}
-    end_sent: list[float] = []
-    sent_samples = 0
+    sent_at: dict[int, float] = {}  # chunk seq -> when it was sent
+    end_sent: list[float] = []  # when "end" was sent (once)
     cfg: dict[str, Any] = {"sample_rate": SAMPLE_RATE, "encoding": encoding, "name": f"{client}:{clip.name}"}
     if boosts:
         cfg["boosts"] = dict(boosts)
@@ -233,61 +232,10 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
             if first.get("type") != "ready":
                 rep.error = first
                 return rep
-
-            async def receive() -> None:
-                async for raw in ws:
-                    now = time.perf_counter()
-                    msg = json.loads(raw)
-                    kind = msg.get("type")
-                    if kind == "error":
-                        rep.error = msg
-                        return
-                    if kind not in ("partial", "final"):
-                        continue
-                    rep.queue_ms.append(float(msg["queue_ms"]))
-                    rep.compute_ms.append(float(msg["compute_ms"]))
-                    rep.batch.append(int(msg["batch"]))
-                    seq = int(msg["seq"])
-                    if seq in sent_at:
-                        rep.response_ms.append(1000.0 * (now - sent_at[seq]))
-                    if kind == "partial":
-                        rep.partial_texts.append(msg.get("text", ""))
-                    else:
-                        rep.final_text = msg.get("text", "")
-                        rep.words = msg.get("words")
-                        if end_sent:
-                            rep.final_ms = 1000.0 * (now - end_sent[0])
-                        if 0 in sent_at:
-                            rep.stream_seconds = now - sent_at[0]
-                        return
-
-            receiver = asyncio.create_task(receive())
+            receiver = asyncio.create_task(_receive_results(ws, rep, sent_at, end_sent))
             try:
-                now = time.perf_counter()
-                if start_at > now:
-                    await asyncio.sleep(start_at - now)
-                t0 = time.perf_counter()
-                for k, chunk in enumerate(chunks):
-                    if realtime:
-                        target = t0 + (k + 1) * chunk_seconds
-                        wait = target - time.perf_counter()
-                        if wait > 0:
-                            await asyncio.sleep(wait)
-                        else:
-                            rep.max_send_lag_ms = max(rep.max_send_lag_ms, -1000.0 * wait)
-                    if receiver.done():
-                        break  # the server ended the stream (an error)
-                    if stop_at is not None and k > 0 and time.perf_counter() >= stop_at:
-                        break  # the run's time is up: end the stream here
-                    data = encode_chunk(chunk, encoding)
-                    sent_at[k] = time.perf_counter()
-                    await ws.send(data)
-                    rep.chunks += 1
-                    sent_samples += len(chunk)
-                rep.audio_seconds = sent_samples / SAMPLE_RATE
-                if not receiver.done():
-                    end_sent.append(time.perf_counter())
-                    await ws.send(json.dumps({"type": "end"}))
+                await _send_audio(ws, rep, chunks, receiver, sent_at, end_sent, chunk_seconds=chunk_seconds,
+                                  encoding=encoding, realtime=realtime, start_at=start_at, stop_at=stop_at)
                 await receiver
             except ConnectionClosed:
                 with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
@@ -303,6 +251,69 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
     if rep.final_text is None and rep.error is None:
         rep.error = {"type": "error", "code": "closed", "message": f"closed without a final (code {rep.close_code})"}
     return rep
+
+
+async def _receive_results(ws: Any, rep: StreamReport, sent_at: dict[int, float], end_sent: list[float]) -> None:
+    """Record the server's partials and final into ``rep`` (timings against ``sent_at`` / ``end_sent``),
+    until the final or an error message."""
+    async for raw in ws:
+        now = time.perf_counter()
+        msg = json.loads(raw)
+        kind = msg.get("type")
+        if kind == "error":
+            rep.error = msg
+            return
+        if kind not in ("partial", "final"):
+            continue
+        rep.queue_ms.append(float(msg["queue_ms"]))
+        rep.compute_ms.append(float(msg["compute_ms"]))
+        rep.batch.append(int(msg["batch"]))
+        seq = int(msg["seq"])
+        if seq in sent_at:
+            rep.response_ms.append(1000.0 * (now - sent_at[seq]))
+        if kind == "partial":
+            rep.partial_texts.append(msg.get("text", ""))
+        else:
+            rep.final_text = msg.get("text", "")
+            rep.words = msg.get("words")
+            if end_sent:
+                rep.final_ms = 1000.0 * (now - end_sent[0])
+            if 0 in sent_at:
+                rep.stream_seconds = now - sent_at[0]
+            return
+
+
+async def _send_audio(ws: Any, rep: StreamReport, chunks: Sequence[Any], receiver: asyncio.Task,
+                      sent_at: dict[int, float], end_sent: list[float], *, chunk_seconds: float, encoding: str,
+                      realtime: bool, start_at: float, stop_at: Optional[float]) -> None:
+    """From ``start_at``: send the chunks (at real-time pace when ``realtime``), then "end"; stop early
+    when the server ended the stream or at ``stop_at``. Records send times and counts in ``rep``."""
+    sent_samples = 0
+    now = time.perf_counter()
+    if start_at > now:
+        await asyncio.sleep(start_at - now)
+    t0 = time.perf_counter()
+    for k, chunk in enumerate(chunks):
+        if realtime:
+            target = t0 + (k + 1) * chunk_seconds
+            wait = target - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            else:
+                rep.max_send_lag_ms = max(rep.max_send_lag_ms, -1000.0 * wait)
+        if receiver.done():
+            break  # the server ended the stream (an error)
+        if stop_at is not None and k > 0 and time.perf_counter() >= stop_at:
+            break  # the run's time is up: end the stream here
+        data = encode_chunk(chunk, encoding)
+        sent_at[k] = time.perf_counter()
+        await ws.send(data)
+        rep.chunks += 1
+        sent_samples += len(chunk)
+    rep.audio_seconds = sent_samples / SAMPLE_RATE
+    if not receiver.done():
+        end_sent.append(time.perf_counter())
+        await ws.send(json.dumps({"type": "end"}))
 
 
 async def run_load(url: str, clips: Sequence[Clip], streams: int, *, chunk_seconds: float = 0.5,

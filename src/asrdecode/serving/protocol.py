@@ -40,6 +40,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..errors import check_int, check_number
 __all__ = [
     "SAMPLE_RATE", "ENCODINGS", "CLOSE_CODES", "Limits", "StreamConfig", "ProtocolError",
     "parse_config", "parse_control", "decode_chunk", "encode_chunk", "error_message", "AudioRateMeter",
@@ -133,15 +134,11 @@ class Limits:
         for name in ("max_chunk_seconds", "max_stream_seconds", "max_boost_weight", "max_abs_sample",
                      "config_timeout_s", "idle_timeout_s", "rate_window_s", "rate_grace_s"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"Limits.{name} must be a positive number, got {v!r}")
+            check_number(f"Limits.{name}", v, low=0, low_open=True, error=ValueError)
         for name in ("max_text_bytes", "max_boosts", "max_phrase_chars"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, int) and v > 0):
-                raise ValueError(f"Limits.{name} must be a positive integer, got {v!r}")
-        v = self.min_audio_rate
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise ValueError(f"Limits.min_audio_rate must be a number >= 0 (0 = no check), got {v!r}")
+            check_int(f"Limits.{name}", v, low=1, error=ValueError)
+        check_number("Limits.min_audio_rate (0: no check)", self.min_audio_rate, low=0, error=ValueError)
         if self.max_chunk_seconds > MAX_CHUNK_SECONDS_CEILING:
             raise ValueError(f"Limits.max_chunk_seconds must be at most {MAX_CHUNK_SECONDS_CEILING:g} s, "
                              f"got {self.max_chunk_seconds!r}")
@@ -233,10 +230,8 @@ def _check_boosts(boosts: Any, limits: Limits) -> dict[str, float]:
         if not p or len(p) > limits.max_phrase_chars:
             raise ProtocolError("bad_boosts", f"configuration: boost phrase {phrase!r} must be 1 to "
                                 f"{limits.max_phrase_chars} characters")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
-                or abs(w) > limits.max_boost_weight:
-            raise ProtocolError("bad_boosts", f"configuration: boost weight of {phrase!r} must be a finite "
-                                f"number with |w| <= {limits.max_boost_weight}, got {w!r}")
+        check_number(f"configuration: boost weight of {phrase!r}", w, low=-limits.max_boost_weight,
+                     high=limits.max_boost_weight, error=lambda message: ProtocolError("bad_boosts", message))
         out[p] = float(w)
     return out
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional
 
 import numpy as np
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int, check_number
 from .batcher import BatcherClosed, DynamicBatcher
 from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, Limits, ProtocolError, StreamConfig, decode_chunk,
                        error_message, parse_config, parse_control, result_message)
@@ -110,22 +110,17 @@ class ServerConfig:
         if self.decoder is not None and self.decoder not in decoder_names():
             raise ValueError(f"decoder must be one of {list(decoder_names())} or None, got {self.decoder!r}")
         check_types({k: v for k, v in self.decoder_options.items() if k in OPTION})
-        if isinstance(self.max_streams, bool) or not isinstance(self.max_streams, int) or self.max_streams < 1:
-            raise ValueError(f"max_streams must be an integer >= 1, got {self.max_streams!r}")
+        check_int("max_streams", self.max_streams, low=1, error=ValueError)
         if not (isinstance(self.drain_timeout_s, (int, float)) and self.drain_timeout_s >= 0):
             raise ValueError(f"drain_timeout_s must be >= 0, got {self.drain_timeout_s!r}")
         if self.max_connections is None:
             self.max_connections = 2 * self.max_streams
-        if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int) \
-                or self.max_connections < self.max_streams:
-            raise ValueError(f"max_connections must be an integer >= max_streams ({self.max_streams}), "
-                             f"got {self.max_connections!r}")
+        check_int("max_connections", self.max_connections, low=self.max_streams,
+                  error=lambda message: ValueError(f"{message} (at least max_streams)"))
         per = self.max_connections_per_client
-        if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 1):
-            raise ValueError(f"max_connections_per_client must be an integer >= 1 or None, got {per!r}")
+        check_int("max_connections_per_client", per, low=1, optional=True, error=ValueError)
         h = self.handshake_timeout_s
-        if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0 < h < float("inf")):
-            raise ValueError(f"handshake_timeout_s must be a positive number of seconds, got {h!r}")
+        check_number("handshake_timeout_s (seconds)", h, low=0, low_open=True, error=ValueError)
 
 
 class _Disconnected(Exception):

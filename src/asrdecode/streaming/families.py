@@ -19,7 +19,6 @@ An adapter's interface (used by :class:`~asrdecode.streaming.StreamDecoder`):
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -27,7 +26,7 @@ import torch
 
 from .. import ctc
 from ..ctc.wfst import WFSTStreamState
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_number
 from ..fusion import FusionScorer
 from ..hyps import BatchedHyps
 from ..lm import BoostingTree
@@ -209,9 +208,7 @@ class _PhraseBoosts:
         self.empty: BoostingTree | None = None
         self.boost_column: int | None = None
         if boost_weight is not None:
-            if isinstance(boost_weight, bool) or not isinstance(boost_weight, (int, float)) \
-                    or not math.isfinite(boost_weight):
-                raise DecodingInputError(f"boost_weight must be a finite number, got {boost_weight!r}")
+            check_number("boost_weight", boost_weight)
             self.empty = BoostingTree.empty(vocab, blank)
             self.boost_column = len(base_fusion)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int
 from ..audio import SAMPLE_RATE
 
 if TYPE_CHECKING:
@@ -109,8 +109,7 @@ class BlockFrontEnd:
     ) -> None:
         for name, value, low in (("block_frames", block_frames, 1), ("left_context", left_context, 0),
                                  ("right_context", right_context, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise DecodingInputError(f"{name} must be an int >= {low}, got {value!r}")
+            check_int(name, value, low=low)
         self.bundle = bundle
         self.head = head
         self.block_frames = block_frames

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError, check_tokenizer_size, check_weight
+from ..errors import DecodingInputError, check_int, check_number, check_tokenizer_size, check_weight
 from .model import TransducerModel
 
 __all__ = [
@@ -63,14 +63,11 @@ _MISSING: Any = object()
 
 def check_max_symbols(max_symbols: object) -> int | None:
     """The per-frame symbol cap: an int >= 1, or None (no cap)."""
-    if max_symbols is None:
-        return None
-    if isinstance(max_symbols, bool) or not isinstance(max_symbols, int) or max_symbols < 1:
-        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
-    if max_symbols > MAX_SYMBOLS_CEILING:
+    checked = check_int("max_symbols", max_symbols, low=1, optional=True)
+    if checked is not None and checked > MAX_SYMBOLS_CEILING:
         raise DecodingInputError(f"max_symbols must be <= {MAX_SYMBOLS_CEILING} (labels on one frame), "
-                                 f"got {max_symbols}")
-    return max_symbols
+                                 f"got {checked}")
+    return checked
 
 
 def resolve_max_symbols(max_symbols: object, max_symbols_per_frame: object = _MISSING) -> int | None:
@@ -124,8 +121,7 @@ def check_beam_args(
     max_symbols: object, nbest: object,
 ) -> None:
     """Shared argument checks of the reference and batched beam searches (``beam <= vocab_size``)."""
-    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
-        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
+    beam = check_int("beam", beam, low=1)
     if beam > model.vocab_size:
         raise DecodingInputError(f"beam {beam} is larger than the vocabulary ({model.vocab_size} tokens)")
     if method not in METHODS:
@@ -135,17 +131,16 @@ def check_beam_args(
     if pruning not in PRUNINGS:
         raise DecodingInputError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
     check_max_symbols(max_symbols)
-    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam:
-        raise DecodingInputError(f"nbest must be an int in 1..beam ({beam}), got {nbest!r}")
+    check_int("nbest", nbest, low=1, high=beam,
+              error=lambda message: DecodingInputError(f"{message} (nbest is at most beam)"))
 
 
 def check_window_size(window: object) -> int:
     """A WIND window: an int in ``1..MAX_WINDOW``."""
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-        raise DecodingInputError(f"window must be an int >= 1, got {window!r}")
-    if window > MAX_WINDOW:
-        raise DecodingInputError(f"window must be <= {MAX_WINDOW} frames, got {window}")
-    return window
+    size = check_int("window", window, low=1)
+    if size > MAX_WINDOW:
+        raise DecodingInputError(f"window must be <= {MAX_WINDOW} frames, got {size}")
+    return size
 
 
 def check_window(model: TransducerModel, window: object) -> int:
@@ -162,9 +157,7 @@ def check_expansion_gamma(gamma: object, method: str) -> float | None:
         return None
     if method != "wind":
         raise DecodingInputError("expansion_gamma is an option of method='wind' only")
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(gamma) or gamma < 0:
-        raise DecodingInputError(f"expansion_gamma must be None or a finite number >= 0, got {gamma!r}")
-    return float(gamma)
+    return float(check_number("expansion_gamma", gamma, low=0))
 
 
 def check_beta(beta: object) -> float:

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import torch
 
 from ..accel import StepRunner, resolve_mode
-from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..native.choice import use_native
 from ..results import Hypothesis, Tokenizer, attach_text
@@ -147,14 +147,12 @@ class BeamSearchDecoder:
         encoder output the chunks will have (default: the model's, when it declares one); ``dtype`` /
         ``device``: those of the model's parameters by default. States of one decoder batch together
         (:meth:`BeamState.cat`)."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        check_int("batch", batch, low=0)
         if encoder_dim is None:
             encoder_dim = _encoder_width(self.model)
             if encoder_dim is None:
                 raise DecodingInputError("encoder_dim is needed: this model does not declare its encoder width")
-        if isinstance(encoder_dim, bool) or not isinstance(encoder_dim, int) or encoder_dim < 1:
-            raise DecodingInputError(f"encoder_dim must be an int >= 1, got {encoder_dim!r}")
+        check_int("encoder_dim", encoder_dim, low=1)
         param = next(iter(self.model.parameters()), None) if hasattr(self.model, "parameters") else None
         dtype = dtype or (param.dtype if param is not None else torch.float32)
         device = device if device is not None else (param.device if param is not None else torch.device("cpu"))
@@ -366,10 +364,8 @@ def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, 
                        **options: Any) -> BeamState:
     """``BeamSearchDecoder(model, **options).init_state(batch, encoder_dim, dtype=dtype)``: a fresh stream
     state for ``batch`` utterances of the search with ``options`` (checked the same way)."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-        raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
-    if isinstance(encoder_dim, bool) or not isinstance(encoder_dim, int) or encoder_dim < 1:
-        raise DecodingInputError(f"encoder_dim must be an int >= 1, got {encoder_dim!r}")
+    check_int("batch", batch, low=0)
+    check_int("encoder_dim", encoder_dim, low=1)
     for name in ("state", "return_state", "final", "nbest", "tokenizer"):
         if name in options:
             raise DecodingInputError(f"initial_beam_state takes the search's settings only, not {name!r}")

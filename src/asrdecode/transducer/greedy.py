@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import torch
 
 from ..accel import StepRunner, resolve_mode
-from ..errors import DecodingInputError, check_emissions, check_finite, check_lengths
+from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
@@ -370,8 +370,7 @@ class GreedyDecoder:
                    dtype: torch.dtype | None = None) -> GreedyState:
         """The state of ``batch`` fresh streams (start of sequence); ``dtype``: the encoder output's
         (default: the model's parameters', else float32)."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
-            raise DecodingInputError(f"batch must be an int >= 0, got {batch!r}")
+        check_int("batch", batch, low=0)
         if dtype is None:
             param = next(iter(self.model.parameters()), None) if hasattr(self.model, "parameters") else None
             dtype = param.dtype if param is not None else torch.float32

@@ -78,6 +78,29 @@ def _logaddexp(a: float, b: float) -> float:
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
+@dataclass
+class _Search:
+    """The fixed inputs of one utterance's search: the model, its encoder output and the options."""
+    model: TransducerModel
+    enc_proj: torch.Tensor  # [T, H]: the projected encoder output
+    scorer: FusionScorer
+    beam: int
+    method: str
+    blank_scoring: str
+    pruning: str
+    max_symbols: int | None
+    beta: float
+
+    def __post_init__(self) -> None:
+        self.V, self.blank = self.model.vocab_size, self.model.blank_id
+        self.durations = self.model.durations
+        self.rule = DurationRule(self.durations)
+        self.dvals = [1] if self.durations is None else list(self.durations)
+        self.lam = sum(self.scorer.weights)
+        self.T = self.enc_proj.shape[0]
+        self.dev = self.enc_proj.device
+
+
 @torch.inference_mode()
 def reference_beam_search(
     model: TransducerModel,
@@ -104,87 +127,112 @@ def reference_beam_search(
     check_encoder_output(model, encoder_output)
     check_finite("encoder_output", encoder_output)
     check_beam_args(model, beam, method, blank_scoring, pruning, max_symbols, 1)
-    V, blank = model.vocab_size, model.blank_id
-    durations = model.durations
-    rule = DurationRule(durations)
-    dvals = [1] if durations is None else list(durations)
-    scorer = FusionScorer(fusion, V, blank)
-    lam = sum(scorer.weights)
-    dev = encoder_output.device
-    T = encoder_output.shape[0]
-    enc_proj = model.project_encoder(encoder_output)
-
-    state = model.initial_state(1, device=dev, dtype=encoder_output.dtype)
-    dec, state = model.predict(torch.tensor([blank], device=dev), state)
-    hyps = [_Hyp(0.0, 0, 0, (), (), (), state, model.project_decoder(dec)[0], scorer.initial(1, dev))]
-    steps = 0
-    while any(h.t < T for h in hyps):
-        tmin = min(h.t for h in hyps if h.t < T)
-        cands: list[tuple[float, int, int, int]] = []  # (fused score, hyp index, token (-1: carry), duration idx)
-        for i, h in enumerate(hyps):
-            expanding = h.t < T and (method == "alsd" or h.t == tmin)
-            if not expanding:
-                cands.append((h.score, i, -1, 0))
-                continue
-            logits = model.joint(enc_proj[h.t], h.dec_proj).double()
-            if not bool(torch.isfinite(logits).all()):
-                raise DecodingInputError("model.joint produced NaN or inf logits")
-            lp_tok = torch.log_softmax(logits[:V], dim=-1).tolist()
-            lp_dur = [0.0] if durations is None else torch.log_softmax(logits[V:], dim=-1).tolist()
-            lm = scorer.advance(h.lm_states, dtype=torch.float64)[0][0].tolist()
-            log_nonblank = math.log1p(-math.exp(lp_tok[blank])) if lam != 0.0 else 0.0
-            mine = []
-            for k in range(V):
-                for j in range(len(dvals)):
-                    acoustic = lp_tok[k] + lp_dur[j]
-                    if k == blank:
-                        fused = acoustic + (lam * lp_tok[blank] if blank_scoring == "lm_weighted" else 0.0)
-                    else:
-                        fused = acoustic + lm[k] + (lam * log_nonblank if blank_scoring == "lm_weighted" else 0.0) + beta
-                    mine.append((acoustic, fused, k, j))
-            if pruning == "early":
-                mine.sort(key=lambda c: -c[0])
-                mine = mine[:beam]
-            cands.extend((h.score + fused, i, k, j) for _, fused, k, j in mine)
+    scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
+    s = _Search(model, model.project_encoder(encoder_output), scorer, beam, method, blank_scoring, pruning,
+                max_symbols, beta)
+    hyps = [_start(s, encoder_output.dtype)]
+    while any(h.t < s.T for h in hyps):
+        cands = _candidates(s, hyps)
         cands.sort(key=lambda c: -c[0])
         chosen = [c for c in cands[:beam] if c[0] > -math.inf]
+        hyps = _merge_equal(_extend(s, hyps, chosen))
+    return _finish(s, hyps)
 
-        new: list[_Hyp] = []
-        for score, i, k, j in chosen:
-            h = hyps[i]
-            if k == -1:
-                new.append(_Hyp(score, h.t, h.symbols, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
-                continue
-            d = rule.label_advance(dvals[j])  # the label's duration (0 for RNN-T)
+
+def _start(s: _Search, dtype: torch.dtype) -> _Hyp:
+    """The empty hypothesis: the prediction network fed blank (start of sequence), frame 0."""
+    state = s.model.initial_state(1, device=s.dev, dtype=dtype)
+    dec, state = s.model.predict(torch.tensor([s.blank], device=s.dev), state)
+    return _Hyp(0.0, 0, 0, (), (), (), state, s.model.project_decoder(dec)[0], s.scorer.initial(1, s.dev))
+
+
+def _candidates(s: _Search, hyps: list[_Hyp]) -> list[tuple[float, int, int, int]]:
+    """Every expansion of this step: ``(fused score, hyp index, token (-1: carry), duration idx)``.
+
+    ALSD expands every unfinished hypothesis, AES those on the smallest frame; the others are carried."""
+    tmin = min(h.t for h in hyps if h.t < s.T)
+    cands: list[tuple[float, int, int, int]] = []
+    for i, h in enumerate(hyps):
+        expanding = h.t < s.T and (s.method == "alsd" or h.t == tmin)
+        if not expanding:
+            cands.append((h.score, i, -1, 0))
+            continue
+        mine = _expansions(s, h)
+        if s.pruning == "early":
+            mine.sort(key=lambda c: -c[0])
+            mine = mine[:s.beam]
+        cands.extend((h.score + fused, i, k, j) for _, fused, k, j in mine)
+    return cands
+
+
+def _expansions(s: _Search, h: _Hyp) -> list[tuple[float, float, int, int]]:
+    """``(acoustic, fused, token, duration idx)`` of every token and duration from ``h`` on its frame."""
+    V, blank, lam = s.V, s.blank, s.lam
+    logits = s.model.joint(s.enc_proj[h.t], h.dec_proj).double()
+    if not bool(torch.isfinite(logits).all()):
+        raise DecodingInputError("model.joint produced NaN or inf logits")
+    lp_tok = torch.log_softmax(logits[:V], dim=-1).tolist()
+    lp_dur = [0.0] if s.durations is None else torch.log_softmax(logits[V:], dim=-1).tolist()
+    lm = s.scorer.advance(h.lm_states, dtype=torch.float64)[0][0].tolist()
+    log_nonblank = math.log1p(-math.exp(lp_tok[blank])) if lam != 0.0 else 0.0
+    mine = []
+    for k in range(V):
+        for j in range(len(s.dvals)):
+            acoustic = lp_tok[k] + lp_dur[j]
             if k == blank:
-                t = h.t + rule.blank_advance(d)
-                new.append(_Hyp(score, min(t, T), 0, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
-                continue
-            symbols = h.symbols + 1 if d == 0 else 0
-            t = h.t + d
-            if max_symbols is not None and d == 0 and symbols >= max_symbols:
-                t, symbols = t + 1, 0
-            if symbols > _checks.MAX_SYMBOLS_GUARD:
-                raise _checks.runaway_error()
-            dec, st = model.predict(torch.tensor([k], device=dev), h.pred_state)
-            lm_next = scorer.advance(h.lm_states)[1][:, k]  # [1, M]
-            new.append(_Hyp(score, min(t, T), symbols, h.tokens + (k,), h.stamps + (h.t,), h.durs + (d,),
-                            st, model.project_decoder(dec)[0], lm_next))
-        # merge equal transcripts on the same frame into the best of them (log-sum-exp of scores)
-        merged: dict[tuple, _Hyp] = {}
-        for h in new:  # ``new`` is sorted best first, so the first of a group is its best
-            key = (h.tokens, h.t)
-            if key in merged:
-                merged[key].score = _logaddexp(merged[key].score, h.score)
+                fused = acoustic + (lam * lp_tok[blank] if s.blank_scoring == "lm_weighted" else 0.0)
             else:
-                merged[key] = h
-        hyps = list(merged.values())
-        steps += 1
+                fused = acoustic + lm[k] + (lam * log_nonblank if s.blank_scoring == "lm_weighted" else 0.0) + s.beta
+            mine.append((acoustic, fused, k, j))
+    return mine
 
+
+def _extend(s: _Search, hyps: list[_Hyp], chosen: list[tuple[float, int, int, int]]) -> list[_Hyp]:
+    """The chosen expansions as hypotheses (in the order of ``chosen``): carried, blank (time moves) or
+    label (prediction network and fusion states advance; the symbol cap may move time)."""
+    new: list[_Hyp] = []
+    for score, i, k, j in chosen:
+        h = hyps[i]
+        if k == -1:
+            new.append(_Hyp(score, h.t, h.symbols, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj, h.lm_states))
+            continue
+        d = s.rule.label_advance(s.dvals[j])  # the label's duration (0 for RNN-T)
+        if k == s.blank:
+            t = h.t + s.rule.blank_advance(d)
+            new.append(_Hyp(score, min(t, s.T), 0, h.tokens, h.stamps, h.durs, h.pred_state, h.dec_proj,
+                            h.lm_states))
+            continue
+        symbols = h.symbols + 1 if d == 0 else 0
+        t = h.t + d
+        if s.max_symbols is not None and d == 0 and symbols >= s.max_symbols:
+            t, symbols = t + 1, 0
+        if symbols > _checks.MAX_SYMBOLS_GUARD:
+            raise _checks.runaway_error()
+        dec, st = s.model.predict(torch.tensor([k], device=s.dev), h.pred_state)
+        lm_next = s.scorer.advance(h.lm_states)[1][:, k]  # [1, M]
+        new.append(_Hyp(score, min(t, s.T), symbols, h.tokens + (k,), h.stamps + (h.t,), h.durs + (d,),
+                        st, s.model.project_decoder(dec)[0], lm_next))
+    return new
+
+
+def _merge_equal(new: list[_Hyp]) -> list[_Hyp]:
+    """Equal transcripts on the same frame merged into the best of them (log-sum-exp of scores)."""
+    merged: dict[tuple, _Hyp] = {}
+    for h in new:  # ``new`` is sorted best first, so the first of a group is its best
+        key = (h.tokens, h.t)
+        if key in merged:
+            merged[key].score = _logaddexp(merged[key].score, h.score)
+        else:
+            merged[key] = h
+    return list(merged.values())
+
+
+def _finish(s: _Search, hyps: list[_Hyp]) -> list[Hypothesis]:
+    """The fusion end-of-sentence scores added; the hypotheses best first."""
     out = []
     for h in hyps:
-        final = float(scorer.final(h.lm_states, dtype=torch.float64)[0]) if scorer.num_models else 0.0
+        final = float(s.scorer.final(h.lm_states, dtype=torch.float64)[0]) if s.scorer.num_models else 0.0
         out.append(Hypothesis(tokens=list(h.tokens), timestamps=list(h.stamps), score=h.score + final,
-                              durations=list(h.durs) if durations is not None else None))
+                              durations=list(h.durs) if s.durations is not None else None))
     out.sort(key=lambda x: -x.score)
     return out

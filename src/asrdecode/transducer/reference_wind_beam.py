@@ -93,6 +93,33 @@ def _recombine_prune(hyps: list[_Hyp], beam: int) -> list[_Hyp]:
     return sorted(merged.values(), key=lambda x: -x.score)[:beam]
 
 
+@dataclass
+class _Search:
+    """The fixed inputs of one utterance's search: the model, its encoder output and the options."""
+    model: TransducerModel
+    enc_proj: torch.Tensor  # [T, H]: the projected encoder output
+    scorer: FusionScorer
+    beam: int
+    window: int
+    blank_scoring: str
+    pruning: str
+    cap: int | None  # max_symbols
+    beta: float
+    gamma: float | None  # expansion_gamma
+
+    def __post_init__(self) -> None:
+        self.V, self.blank = self.model.vocab_size, self.model.blank_id
+        self.lam = float(sum(self.scorer.weights))
+        self.weighted = self.blank_scoring == "lm_weighted" and self.lam != 0.0
+        self.T = self.enc_proj.shape[0]
+        self.dev = self.enc_proj.device
+
+
+# per hypothesis: label terms ``label[j][v]`` (fused, without the score so far) and their acoustic
+# part, the blank over the whole window (fused, acoustic) and the fusion states after each label
+_Terms = tuple[list[list[float]], list[list[float]], float, float, torch.Tensor]
+
+
 @torch.inference_mode()
 def reference_wind_beam_search(
     model: TransducerModel,
@@ -110,7 +137,7 @@ def reference_wind_beam_search(
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
-    See the module docstring for the exact search; arguments as in
+    See the module docstring for the exact search (its steps 1-5 are marked below); arguments as in
     :func:`asrdecode.transducer.beam.beam_search`.
     """
     max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
@@ -122,92 +149,109 @@ def reference_wind_beam_search(
     check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols, 1)
     check_window(model, window)
     gamma = check_expansion_gamma(expansion_gamma, "wind")
-    V, blank = model.vocab_size, model.blank_id
-    scorer = FusionScorer(fusion, V, blank)
-    lam = float(sum(scorer.weights))
-    weighted = blank_scoring == "lm_weighted" and lam != 0.0
-    cap = max_symbols
-    T = encoder_output.shape[0]
-    dev = encoder_output.device
-    enc_proj = model.project_encoder(encoder_output)
-    state = model.initial_state(1, device=dev, dtype=encoder_output.dtype)
-    dec, state = model.predict(torch.tensor([blank], device=dev), state)
-    root = _Hyp(0.0, 0, 0, (), (), state, model.project_decoder(dec)[0], scorer.initial(1, dev))
-    t2hyps: dict[int, list[_Hyp]] = {0: [root]}
-
-    while any(t < T for t in t2hyps):
-        t0 = min(t for t in t2hyps if t < T)
+    scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
+    s = _Search(model, model.project_encoder(encoder_output), scorer, beam, window, blank_scoring, pruning,
+                max_symbols, beta, gamma)
+    t2hyps: dict[int, list[_Hyp]] = {0: [_start(s, encoder_output.dtype)]}
+    while any(t < s.T for t in t2hyps):
+        t0 = min(t for t in t2hyps if t < s.T)  # 1.
         hyps = t2hyps.pop(t0)
-        n = min(window, T - t0)
-        # per hypothesis: label terms ``label[j][v]`` (fused, without the score so far) and the blank
-        # over the whole window, Equation 1 with the fusion terms of every frame
-        terms = []
-        for h in hyps:
-            logits = model.joint(enc_proj[t0 : t0 + n], h.dec_proj[None, :]).double()  # [n, V]
-            if not bool(torch.isfinite(logits).all()):
-                raise DecodingInputError("model.joint produced NaN or inf logits")
-            lp = torch.log_softmax(logits, dim=-1).tolist()
-            lm_t, lm_next = scorer.advance(h.lm_states, dtype=torch.float64)
-            lm = lm_t[0].tolist()
-            label: list[list[float]] = []
-            acoustic: list[list[float]] = []
-            before = before_ac = 0.0  # blanks on the frames before j: fused, acoustic only
-            for j in range(n):
-                nonblank = lam * math.log1p(-math.exp(lp[j][blank])) if weighted else 0.0
-                label.append([before + lp[j][v] + nonblank + lm[v] + beta for v in range(V)])
-                acoustic.append([before_ac + lp[j][v] for v in range(V)])
-                before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
-                before_ac += lp[j][blank]
-            terms.append((label, acoustic, before, before_ac, lm_next))
-
-        # prefix search: A + (v,) == B, both on t0, gives B the paths "A, then v on t0"; A is removed
-        index = {h.tokens: i for i, h in enumerate(hyps)}
-        new_scores = [h.score for h in hyps]
-        removed: set[int] = set()
-        for bi, b in enumerate(hyps):
-            if not b.tokens:
-                continue
-            ai = index.get(b.tokens[:-1])
-            if ai is None or (cap is not None and hyps[ai].symbols + 1 >= cap):
-                continue
-            new_scores[bi] = _logaddexp(new_scores[bi], hyps[ai].score + terms[ai][0][0][b.tokens[-1]])
-            removed.add(ai)
-
+        n = min(window, s.T - t0)
+        terms = [_window_terms(s, h, t0, n) for h in hyps]  # 3.
+        scores, removed = _prefix_search(s, hyps, terms)  # 2.
         arrivals: dict[int, list[_Hyp]] = {}
         for i, h in enumerate(hyps):
-            if i in removed:
-                continue
-            label, acoustic, whole, whole_ac, lm_next = terms[i]
-            # (fused, acoustic, v, j): labels on every window frame, blank over the window
-            cands = [(label[j][v], acoustic[j][v], v, j) for j in range(n) for v in range(V) if v != blank]
-            cands.append((whole, whole_ac, blank, n - 1))
-            rank = 1 if pruning == "early" else 0
-            cands.sort(key=lambda c: -c[rank])
-            top = cands[:beam]
-            if gamma is not None:
-                top = [c for c in top if c[rank] >= top[0][rank] - gamma]
-            for fused, _, v, j in top:
-                score = new_scores[i] + fused
-                if v == blank:
-                    new = _Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states)
-                else:
-                    frame = t0 + j
-                    symbols = h.symbols + 1 if j == 0 else 1
-                    t = frame
-                    if cap is not None and symbols >= cap:
-                        t, symbols = t + 1, 0  # the safeguard: leave a frame that holds the cap
-                    if symbols > _checks.MAX_SYMBOLS_GUARD:
-                        raise _checks.runaway_error()
-                    dec, st = model.predict(torch.tensor([v], device=dev), h.pred_state)
-                    new = _Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st,
-                               model.project_decoder(dec)[0], lm_next[:, v])
-                arrivals.setdefault(new.t, []).append(new)
-        for t, arrived in arrivals.items():
+            if i not in removed:
+                for new in _expand(s, h, scores[i], terms[i], t0, n):  # 4.
+                    arrivals.setdefault(new.t, []).append(new)
+        for t, arrived in arrivals.items():  # 5.
             t2hyps[t] = _recombine_prune(t2hyps.get(t, []) + arrived, beam)
+    return _finish(s, t2hyps.get(s.T, []))
 
+
+def _start(s: _Search, dtype: torch.dtype) -> _Hyp:
+    """The empty hypothesis: the prediction network fed blank (start of sequence), frame 0."""
+    state = s.model.initial_state(1, device=s.dev, dtype=dtype)
+    dec, state = s.model.predict(torch.tensor([s.blank], device=s.dev), state)
+    return _Hyp(0.0, 0, 0, (), (), state, s.model.project_decoder(dec)[0], s.scorer.initial(1, s.dev))
+
+
+def _window_terms(s: _Search, h: _Hyp, t0: int, n: int) -> _Terms:
+    """Equation 1 with the fusion terms of every frame for ``h`` on the window ``t0 .. t0 + n - 1``."""
+    V, blank, lam, weighted = s.V, s.blank, s.lam, s.weighted
+    logits = s.model.joint(s.enc_proj[t0 : t0 + n], h.dec_proj[None, :]).double()  # [n, V]
+    if not bool(torch.isfinite(logits).all()):
+        raise DecodingInputError("model.joint produced NaN or inf logits")
+    lp = torch.log_softmax(logits, dim=-1).tolist()
+    lm_t, lm_next = s.scorer.advance(h.lm_states, dtype=torch.float64)
+    lm = lm_t[0].tolist()
+    label: list[list[float]] = []
+    acoustic: list[list[float]] = []
+    before = before_ac = 0.0  # blanks on the frames before j: fused, acoustic only
+    for j in range(n):
+        nonblank = lam * math.log1p(-math.exp(lp[j][blank])) if weighted else 0.0
+        label.append([before + lp[j][v] + nonblank + lm[v] + s.beta for v in range(V)])
+        acoustic.append([before_ac + lp[j][v] for v in range(V)])
+        before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
+        before_ac += lp[j][blank]
+    return label, acoustic, before, before_ac, lm_next
+
+
+def _prefix_search(s: _Search, hyps: list[_Hyp], terms: list[_Terms]) -> tuple[list[float], set[int]]:
+    """A + (v,) == B, both on t0, gives B the paths "A, then v on t0"; A is removed.
+
+    Returns the scores after the step's prefix search and the indices of the removed hypotheses."""
+    index = {h.tokens: i for i, h in enumerate(hyps)}
+    new_scores = [h.score for h in hyps]
+    removed: set[int] = set()
+    for bi, b in enumerate(hyps):
+        if not b.tokens:
+            continue
+        ai = index.get(b.tokens[:-1])
+        if ai is None or (s.cap is not None and hyps[ai].symbols + 1 >= s.cap):
+            continue
+        new_scores[bi] = _logaddexp(new_scores[bi], hyps[ai].score + terms[ai][0][0][b.tokens[-1]])
+        removed.add(ai)
+    return new_scores, removed
+
+
+def _expand(s: _Search, h: _Hyp, score0: float, terms: _Terms, t0: int, n: int) -> list[_Hyp]:
+    """``h``'s ``beam`` best expansions (by the fused or, with early pruning, the acoustic score; within
+    ``gamma`` of the best when set), ``score0`` its score after the prefix search."""
+    label, acoustic, whole, whole_ac, lm_next = terms
+    blank = s.blank
+    # (fused, acoustic, v, j): labels on every window frame, blank over the window
+    cands = [(label[j][v], acoustic[j][v], v, j) for j in range(n) for v in range(s.V) if v != blank]
+    cands.append((whole, whole_ac, blank, n - 1))
+    rank = 1 if s.pruning == "early" else 0
+    cands.sort(key=lambda c: -c[rank])
+    top = cands[:s.beam]
+    if s.gamma is not None:
+        top = [c for c in top if c[rank] >= top[0][rank] - s.gamma]
     out = []
-    for h in t2hyps.get(T, []):
-        final = float(scorer.final(h.lm_states, dtype=torch.float64)[0]) if scorer.num_models else 0.0
+    for fused, _, v, j in top:
+        score = score0 + fused
+        if v == blank:
+            out.append(_Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states))
+            continue
+        frame = t0 + j
+        symbols = h.symbols + 1 if j == 0 else 1
+        t = frame
+        if s.cap is not None and symbols >= s.cap:
+            t, symbols = t + 1, 0  # the safeguard: leave a frame that holds the cap
+        if symbols > _checks.MAX_SYMBOLS_GUARD:
+            raise _checks.runaway_error()
+        dec, st = s.model.predict(torch.tensor([v], device=s.dev), h.pred_state)
+        out.append(_Hyp(score, t, symbols, h.tokens + (v,), h.stamps + (frame,), st,
+                        s.model.project_decoder(dec)[0], lm_next[:, v]))
+    return out
+
+
+def _finish(s: _Search, finished: list[_Hyp]) -> list[Hypothesis]:
+    """The fusion end-of-sentence scores added to the finished hypotheses; best first."""
+    out = []
+    for h in finished:
+        final = float(s.scorer.final(h.lm_states, dtype=torch.float64)[0]) if s.scorer.num_models else 0.0
         out.append(Hypothesis(tokens=list(h.tokens), timestamps=list(h.stamps), score=h.score + final))
     out.sort(key=lambda x: -x.score)
     return out
