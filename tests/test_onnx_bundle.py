@@ -226,8 +226,17 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
 
 @pytest.mark.parametrize("changes, match", [
     ({"frontend": "mfcc"}, "metadata 'frontend' must be one of"),
-    ({"context_size": "0"}, "metadata 'context_size' must be >= 1"),
-    ({"subsampling_factor": "0"}, "subsampling_factor must be >= 1"),
+    ({"context_size": "0"}, "metadata 'context_size' must be in 1..64, got 0"),
+    ({"subsampling_factor": "0"}, "metadata 'subsampling_factor' must be in 1..64, got 0"),
+    ({"subsampling_factor": "1000000000"}, "metadata 'subsampling_factor' must be in 1..64"),  # issue 30
+    ({"frame_shift_ms": "inf"}, "metadata 'frame_shift_ms' must be finite"),  # issue 30
+    ({"frame_shift_ms": "nan"}, "metadata 'frame_shift_ms' must be finite"),
+    ({"frame_shift_ms": "-10"}, "metadata 'frame_shift_ms' must be in 1..1000"),
+    ({"frame_shift_ms": "ten"}, "metadata 'frame_shift_ms' must be a number"),
+    ({"vocab_size": "0"}, r"metadata 'vocab_size' must be in 1..1e\+06"),
+    ({"feature_dim": "100000"}, "metadata 'feature_dim' must be in 1..4096"),
+    ({"durations": "0,1,-2"}, "metadata 'durations' must be in 0..1000"),
+    ({"durations": "0,1,1"}, "metadata 'durations' must be distinct"),
     ({"feature_dim": "40"}, "the logmel front end has 80 bins but feature_dim is 40"),
     ({"feature_dim": "40", "frontend": "kaldi-fbank", "subsampling_factor": None},
      "the encoder does not run on \\[1, 2000, 40\\] features"),
