@@ -13,7 +13,7 @@ width, ``L`` LSTM layers):
 
 ``encoder.onnx``'s metadata: ``vocab_size`` (NeMo's: without the blank), ``subsampling_factor``,
 ``normalize_type`` (``per_feature`` or empty / ``NA``), ``pred_rnn_layers``, ``pred_hidden``,
-``feat_dim`` (default 80) and ``url`` (TDT when it contains ``tdt``: sherpa-onnx's rule; the
+``feat_dim`` (default 80), ``frontend`` (asrdecode's: ``logmel`` = our own features) and ``url`` (TDT when it contains ``tdt``: sherpa-onnx's rule; the
 durations are then ``0..K-1``, K the joiner's extra outputs). Features: :class:`NemoFbankFrontEnd`.
 """
 
@@ -155,12 +155,15 @@ class NemoOnnxTransducer:
 
 
 class NemoOnnxBundle:
-    """A NeMo-layout ONNX transducer directory as a ``ModelBundle`` (see the module docstring)."""
+    """A NeMo-layout ONNX transducer directory as a ``ModelBundle`` (see the module docstring).
 
-    frontend = "nemo-fbank"
+    ``frontend``: ``"nemo-fbank"`` (:class:`NemoFbankFrontEnd`, what sherpa-onnx computes) or
+    ``"logmel"`` (asrdecode's :class:`~asrdecode.models.frontend.LogMelFrontEnd`: metadata
+    ``frontend=logmel``, written by ``export-onnx`` for the bundled models)."""
 
     def __init__(self, name: str, encoder: Any, model: NemoOnnxTransducer, tokenizer: PieceTokenizer,
-                 feature_dim: int, subsampling: int, normalize_type: str, frame_shift_ms: float = 10.0) -> None:
+                 feature_dim: int, subsampling: int, normalize_type: str, frame_shift_ms: float = 10.0,
+                 frontend: str = "nemo-fbank") -> None:
         self.name, self.encoder, self.model, self.tokenizer = name, encoder, model, tokenizer
         self.kind = "tdt" if model.durations else "rnnt"
         self.blank_id = model.blank_id
@@ -168,15 +171,23 @@ class NemoOnnxBundle:
         self.feature_frames_per_frame = int(subsampling)
         self.frame_seconds = subsampling * frame_shift_ms / 1000.0
         self.encoder_dim = model.enc_dim
-        self.normalize_type = normalize_type
-        self._front = NemoFbankFrontEnd(feature_dim, normalize_type)
+        self.normalize_type, self.frontend = normalize_type, frontend
+        if frontend == "logmel":
+            from .frontend import LogMelFrontEnd
+
+            if self.feature_dim != 80:
+                raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
+            self._fbank = LogMelFrontEnd().log_mel
+        else:
+            self._front = NemoFbankFrontEnd(feature_dim, normalize_type)
+            self._fbank = lambda w: self._front.fbank(w)
         self._enc_in = [i.name for i in encoder.get_inputs()]
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """16 kHz waveforms -> normalised features ``[B, Tf, F]`` (padded with 0, as sherpa-onnx) + lengths ``[B]``."""
         from .demo import _as_wave_list
 
-        feats = [self._front.fbank(w) for w in _as_wave_list(audio, lengths)]
+        feats = [self._fbank(w) for w in _as_wave_list(audio, lengths)]
         flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
         x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
         for i, f in enumerate(feats):
@@ -232,6 +243,11 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
         raise FileFormatError(enc_path, None, f"metadata 'normalize_type' must be one of ['per_feature', '', 'NA'], "
                                               f"got {norm!r}")
     shift = meta_float(enc_path, meta, "frame_shift_ms", 10.0)
+    frontend = meta.get("frontend", "nemo-fbank")
+    if frontend not in ("nemo-fbank", "logmel"):
+        raise FileFormatError(enc_path, None, f"metadata 'frontend' must be 'nemo-fbank' or 'logmel', got {frontend!r}")
+    if frontend == "logmel" and feat_dim != 80:
+        raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feat_dim is {feat_dim}")
     pieces = read_tokens_txt(root / "tokens.txt")
     if len(pieces) != vocab:
         raise FileFormatError(root / "tokens.txt", None, f"{len(pieces)} tokens but metadata vocab_size + 1 is {vocab}")
@@ -255,4 +271,4 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
     model = NemoOnnxTransducer(decoder, joiner, vocab, layers, hidden, enc_dim, durations, unk, unk_as_blank)
     specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 2]
     tokenizer = PieceTokenizer(pieces, model.blank_id, specials=specials)
-    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift)
+    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend)
