@@ -64,12 +64,13 @@ class _IcefallJoiner(nn.Module):
         return self.out(torch.tanh(encoder_out + decoder_out))
 
 
-def build_icefall(out: Path, seed: int = 0, vocab: int = 500, context: int = 2, feat: int = 80, dim: int = 64) -> Path:
+def build_icefall(out: Path, seed: int = 0, vocab: int = 500, context: int = 2, feat: int = 80, dim: int = 64,
+                  emb: int = 32) -> Path:
     """An icefall-style stateless transducer: ``encoder.onnx`` (x, x_lens), ``decoder.onnx`` (y), ``joiner.onnx``,
     ``tokens.txt`` (``<blk>`` 0, ``<sos/eos>`` 1, ``<unk>`` 2) with icefall's metadata."""
     torch.manual_seed(seed)
     out.mkdir(parents=True, exist_ok=True)
-    enc, dec, joi = _IcefallEncoder(feat, dim), _IcefallDecoder(vocab, 32, context, dim), _IcefallJoiner(dim, vocab)
+    enc, dec, joi = _IcefallEncoder(feat, dim), _IcefallDecoder(vocab, emb, context, dim), _IcefallJoiner(dim, vocab)
     with torch.no_grad():
         joi.out.weight.mul_(4.0)
         joi.out.bias[0] += 2.5  # blank wins about half the frames
@@ -126,13 +127,13 @@ class _NemoJoiner(nn.Module):
 
 def build_nemo(out: Path, seed: int = 0, vocab: int = 128, tdt: bool = False, feat: int = 80, enc_dim: int = 48,
                hidden: int = 32, layers: int = 1, normalize_type: str = "per_feature", scale: float = 1.0,
-               blank_bias: float = 7.0, enc_gain: float = 4.0) -> Path:
+               blank_bias: float = 7.0, enc_gain: float = 4.0, joint: int = 64) -> Path:
     """A NeMo-layout RNN-T (or TDT with durations 0..4): ``vocab`` tokens without the blank, ``<blk>`` last."""
     torch.manual_seed(seed)
     out.mkdir(parents=True, exist_ok=True)
     v = vocab + 1
     enc, dec = _NemoEncoder(feat, enc_dim, scale), _NemoDecoder(v, hidden, layers)
-    joi = _NemoJoiner(enc_dim, hidden, 64, v + (5 if tdt else 0))
+    joi = _NemoJoiner(enc_dim, hidden, joint, v + (5 if tdt else 0))
     with torch.no_grad():
         joi.out.weight.mul_(3.0)
         joi.enc.weight.mul_(enc_gain)

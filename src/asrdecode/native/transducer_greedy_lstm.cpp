@@ -1,0 +1,125 @@
+// Greedy RNN-T / TDT search with the prediction and joint networks computed here: an L-layer LSTM
+// prediction network (first layer's input projection as a per-label table) and a joint
+// act(enc_proj + W_dec h + b_dec) -> W_out z + b_out, act tanh or relu. One utterance per call; the
+// per-step work never returns to Python. Same decisions as asrdecode.transducer.greedy (label
+// looping, max_symbols, TDT duration rules, first index on ties). Shapes in the Python binding
+// (asrdecode/native/transducer_greedy_lstm.py).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+// y[n] = b[n] + sum_k W[n, k] x[k]   (W row-major [N, K])
+void matvec(const float* W, const float* b, const float* x, int N, int K, float* y) {
+    for (int n = 0; n < N; ++n) {
+        const float* w = W + static_cast<int64_t>(n) * K;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+        int k = 0;
+        for (; k + 4 <= K; k += 4) {
+            s0 += w[k] * x[k];
+            s1 += w[k + 1] * x[k + 1];
+            s2 += w[k + 2] * x[k + 2];
+            s3 += w[k + 3] * x[k + 3];
+        }
+        for (; k < K; ++k) s0 += w[k] * x[k];
+        y[n] = (b ? b[n] : 0.f) + ((s0 + s1) + (s2 + s3));
+    }
+}
+
+inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+struct Net {
+    const float* table; const float* whh0; int P; int L;
+    const float* wup; const float* bup;
+    const float* wdec; const float* bdec; int H;
+    const float* wout; const float* bout; int O; int act;
+};
+
+// One LSTM step for `label`: h, c [L, P] updated in place; g = W_dec h_top + b_dec [H].
+void predict(const Net& n, int label, float* h, float* c, float* g, std::vector<float>& gates, std::vector<float>& xin) {
+    const int P = n.P, G = 4 * P;
+    for (int l = 0; l < n.L; ++l) {
+        float* hl = h + static_cast<int64_t>(l) * P;
+        float* cl = c + static_cast<int64_t>(l) * P;
+        if (l == 0) {
+            matvec(n.whh0, n.table + static_cast<int64_t>(label) * G, hl, G, P, gates.data());
+        } else {
+            std::memcpy(xin.data(), h + static_cast<int64_t>(l - 1) * P, sizeof(float) * P);
+            std::memcpy(xin.data() + P, hl, sizeof(float) * P);
+            matvec(n.wup + static_cast<int64_t>(l - 1) * G * 2 * P, n.bup + static_cast<int64_t>(l - 1) * G,
+                   xin.data(), G, 2 * P, gates.data());
+        }
+        for (int p = 0; p < P; ++p) {  // gates i, f, g, o (torch's order)
+            float i = sigmoid(gates[p]), f = sigmoid(gates[P + p]);
+            float gg = std::tanh(gates[2 * P + p]), o = sigmoid(gates[3 * P + p]);
+            cl[p] = f * cl[p] + i * gg;
+            hl[p] = o * std::tanh(cl[p]);
+        }
+    }
+    matvec(n.wdec, n.bdec, h + static_cast<int64_t>(n.L - 1) * P, n.H, P, g);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Returns the number of labels written (<= cap), or -1 when more than `cap` would be.
+// out_scores[0]: the path's log-probability (label + duration log-softmax terms).
+int asr_lstm_greedy(const float* enc, int T, int H,
+                    const float* table, const float* whh0, int P, int L, const float* wup, const float* bup,
+                    const float* wdec, const float* bdec, const float* wout, const float* bout, int O, int act,
+                    int blank, int V, const int* durations, int K, int max_symbols,
+                    int* out_tokens, int* out_frames, int* out_durs, int cap, double* out_score) {
+    Net n{table, whh0, P, L, wup, bup, wdec, bdec, H, wout, bout, O, act};
+    std::vector<float> h(static_cast<size_t>(L) * P, 0.f), c(h.size(), 0.f), g(H), z(H), logits(O);
+    std::vector<float> gates(4 * static_cast<size_t>(P)), xin(2 * static_cast<size_t>(P));
+    predict(n, blank, h.data(), c.data(), g.data(), gates, xin);
+    int t = 0, sym = 0, count = 0;
+    double score = 0.0;
+    while (t < T) {
+        const float* e = enc + static_cast<int64_t>(t) * H;
+        for (int k = 0; k < H; ++k) {
+            float s = e[k] + g[k];
+            z[k] = act == 0 ? std::tanh(s) : (s > 0.f ? s : 0.f);
+        }
+        matvec(wout, bout, z.data(), O, H, logits.data());
+        int y = 0;
+        for (int v = 1; v < V; ++v) if (logits[v] > logits[y]) y = v;
+        double lse = 0.0;
+        for (int v = 0; v < V; ++v) lse += std::exp(static_cast<double>(logits[v] - logits[y]));
+        double lp = -std::log(lse);
+        int dur = 0;
+        if (K > 0) {
+            int d = 0;
+            for (int k = 1; k < K; ++k) if (logits[V + k] > logits[V + d]) d = k;
+            double dl = 0.0;
+            for (int k = 0; k < K; ++k) dl += std::exp(static_cast<double>(logits[V + k] - logits[V + d]));
+            lp -= std::log(dl);
+            dur = durations[d];
+        }
+        if (y == blank) {
+            score += lp;
+            t += K > 0 ? (dur > 0 ? dur : 1) : 1;
+            sym = 0;
+            continue;
+        }
+        if (count >= cap) return -1;
+        out_tokens[count] = y;
+        out_frames[count] = t;
+        out_durs[count] = dur;
+        ++count;
+        score += lp;
+        ++sym;
+        int adv = K > 0 ? dur : 0;
+        if (adv == 0 && max_symbols > 0 && sym >= max_symbols) adv = 1;
+        if (adv > 0) sym = 0;
+        t += adv;
+        predict(n, y, h.data(), c.data(), g.data(), gates, xin);
+    }
+    *out_score = score;
+    return count;
+}
+
+}  // extern "C"

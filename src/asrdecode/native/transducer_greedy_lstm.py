@@ -1,0 +1,225 @@
+"""Greedy RNN-T / TDT decoding with the LSTM prediction network and the joint run in C++
+(transducer_greedy_lstm.cpp): no Python, torch or onnxruntime call per step.
+
+Fits the common shapes: an L-layer LSTM prediction network over an embedding, a joint
+``W_out act(W_enc e + b_enc + W_dec h + b_dec) + b_out`` with ``act`` tanh or relu. Weights come from
+an :class:`~asrdecode.transducer.LSTMTransducer` (:func:`weights_from_lstm_transducer`) or from the
+initializers of a NeMo-layout ``decoder.onnx`` / ``joiner.onnx`` (:func:`weights_from_nemo_onnx`; ``None``
+when the graphs do not have that shape). The encoder projection is one matrix product in torch
+before the loop. Decisions equal :func:`asrdecode.transducer.greedy`'s (same tokens, frames,
+durations; scores to float rounding). CPU, one utterance per C++ call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from ._lib import load
+
+__all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm"]
+
+ACTS = ("tanh", "relu")
+
+
+@dataclass
+class LstmJointWeights:
+    """float32 contiguous arrays (``V`` labels incl. blank, ``P`` LSTM width, ``L`` layers, ``D`` encoder
+    width, ``H`` joint width, ``O = V (+K)`` outputs): ``table [V, 4P]`` (first layer's input projection +
+    both biases per label), ``whh0 [4P, P]``, ``wup [L-1, 4P, 2P]``, ``bup [L-1, 4P]``, ``wenc [H, D]``,
+    ``benc [H]``, ``wdec [H, P]``, ``bdec [H]``, ``wout [O, H]``, ``bout [O]``; gates in torch's order i, f, g, o."""
+
+    table: np.ndarray
+    whh0: np.ndarray
+    wup: np.ndarray
+    bup: np.ndarray
+    wenc: np.ndarray
+    benc: np.ndarray
+    wdec: np.ndarray
+    bdec: np.ndarray
+    wout: np.ndarray
+    bout: np.ndarray
+    act: str
+    blank_id: int
+    vocab_size: int
+    durations: Optional[list[int]] = None
+
+    def __post_init__(self) -> None:
+        for name in ("table", "whh0", "wup", "bup", "wenc", "benc", "wdec", "bdec", "wout", "bout"):
+            setattr(self, name, np.array(getattr(self, name), dtype=np.float32, order="C"))
+        v, g = self.table.shape
+        p = g // 4
+        o = self.vocab_size + (len(self.durations) if self.durations else 0)
+        ok = (v == self.vocab_size and g == 4 * p and self.whh0.shape == (g, p) and self.wup.shape[1:] == (g, 2 * p)
+              and self.bup.shape == (self.wup.shape[0], g) and self.wdec.shape[1] == p
+              and self.wenc.shape[0] == self.wdec.shape[0] == self.wout.shape[1] and self.wout.shape[0] == o
+              and self.bout.shape == (o,) and self.act in ACTS and 0 <= self.blank_id < v)
+        if not ok:
+            raise DecodingInputError("LstmJointWeights: inconsistent shapes (see the class docstring)")
+
+
+def weights_from_lstm_transducer(t: Any) -> LstmJointWeights:
+    """An :class:`~asrdecode.transducer.LSTMTransducer`'s weights (tanh joint)."""
+    with torch.no_grad():
+        table, whh0, upper = t._step_weights()
+        p = t.pred_dim
+        wup = torch.stack([w.t() for w, _ in upper]) if upper else torch.zeros(0, 4 * p, 2 * p)
+        bup = torch.stack([b for _, b in upper]) if upper else torch.zeros(0, 4 * p)
+        return LstmJointWeights(table.numpy(), whh0.t().numpy(), wup.numpy(), bup.numpy(),
+                                t.enc_proj.weight.numpy(), t.enc_proj.bias.numpy(), t.dec_proj.weight.numpy(),
+                                t.dec_proj.bias.numpy(), t.joint_out.weight.numpy(), t.joint_out.bias.numpy(),
+                                "tanh", t.blank_id, t.vocab_size, t.durations)
+
+
+def _ancestors(graph: Any, name: str, producers: dict[str, Any]) -> set[str]:
+    seen, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        node = producers.get(n)
+        if node is not None:
+            stack.extend(node.input)
+    return seen
+
+
+def weights_from_nemo_onnx(decoder: str | Path, joiner: str | Path, blank_id: int, vocab_size: int,
+                           durations: Optional[Sequence[int]] = None) -> Optional[LstmJointWeights]:
+    """Weights read from NeMo-layout ONNX graphs (embedding ``Gather`` + ``LSTM`` nodes; joiner
+    ``MatMul`` / ``Gemm`` + bias ``Add`` with one ``Tanh`` or ``Relu``); ``None`` when they have another shape."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        dec, joi = onnx.load(str(decoder)), onnx.load(str(joiner))
+    except Exception:  # unreadable graphs: the onnxruntime path reports them
+        return None
+    init = {i.name: numpy_helper.to_array(i) for i in dec.graph.initializer}
+    emb = [init[n.input[0]] for n in dec.graph.node if n.op_type == "Gather" and n.input[0] in init
+           and init[n.input[0]].ndim == 2]
+    lstms = [n for n in dec.graph.node if n.op_type == "LSTM"]
+    if len(emb) != 1 or not lstms or any(len(n.input) < 4 or n.input[1] not in init or n.input[2] not in init
+                                         or n.input[3] not in init for n in lstms):
+        return None
+    order = lambda a: np.concatenate([a[0:1], a[2:3], a[3:4], a[1:2]]).reshape(-1, *a.shape[2:])  # iofc -> ifgo
+    layers = []
+    for n in lstms:
+        w, r, b = init[n.input[1]][0], init[n.input[2]][0], init[n.input[3]][0]
+        p = r.shape[1]
+        w4, r4 = order(w.reshape(4, p, -1)), order(r.reshape(4, p, p))
+        bias = order(b[: 4 * p].reshape(4, p, 1)).reshape(-1) + order(b[4 * p:].reshape(4, p, 1)).reshape(-1)
+        layers.append((w4, r4, bias))
+    e = emb[0]
+    if e.shape[0] != vocab_size or layers[0][0].shape[1] != e.shape[1]:
+        return None
+    table = e @ layers[0][0].T + layers[0][2]
+    p = layers[0][1].shape[1]
+    wup = np.stack([np.concatenate([w, r], axis=1) for w, r, _ in layers[1:]]) if len(layers) > 1 \
+        else np.zeros((0, 4 * p, 2 * p), np.float32)
+    bup = np.stack([b for _, _, b in layers[1:]]) if len(layers) > 1 else np.zeros((0, 4 * p), np.float32)
+    # the joiner: classify each matrix by which graph input it reads
+    g = joi.graph
+    jinit = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    producers = {o: n for n in g.node for o in n.output}
+    enc_in, dec_in = g.input[0].name, g.input[1].name
+    acts = [n.op_type for n in g.node if n.op_type in ("Tanh", "Relu")]
+    if len(acts) != 1:
+        return None
+    mats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for n in g.node:
+        if n.op_type not in ("MatMul", "Gemm") or n.input[1] not in jinit:
+            continue
+        w = jinit[n.input[1]]
+        if n.op_type == "Gemm":
+            attrs = {a.name: a.i for a in n.attribute}
+            w = w.T if attrs.get("transB", 0) else w
+            bias = jinit.get(n.input[2]) if len(n.input) > 2 else None
+        else:
+            adds = [m for m in g.node if m.op_type == "Add" and n.output[0] in m.input]
+            bias = next((jinit[x] for m in adds for x in m.input if x in jinit), None)
+        if bias is None:
+            bias = np.zeros(w.shape[1], np.float32)
+        up = _ancestors(g, n.input[0], producers)
+        role = "out" if enc_in in up and dec_in in up else "enc" if enc_in in up else "dec" if dec_in in up else None
+        if role is None or role in mats:
+            return None
+        mats[role] = (w.T, bias.reshape(-1))
+    if set(mats) != {"enc", "dec", "out"}:
+        return None
+    try:
+        return LstmJointWeights(table, layers[0][1], wup, bup, *mats["enc"], *mats["dec"], *mats["out"],
+                                acts[0].lower(), blank_id, vocab_size, list(durations) if durations else None)
+    except DecodingInputError:
+        return None
+
+
+_F = ctypes.POINTER(ctypes.c_float)
+_IP = ctypes.POINTER(ctypes.c_int)
+
+
+def _lib() -> Any:
+    lib = load()
+    fn = lib.asr_lstm_greedy
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = ([_F, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F, _F, _F,
+                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int, ctypes.c_int,
+                        _IP, _IP, _IP, ctypes.c_int, ctypes.POINTER(ctypes.c_double)])
+    return fn
+
+
+def _f(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(_F)
+
+
+@torch.no_grad()
+def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
+                max_symbols: Optional[int] = 10) -> list[Hypothesis]:
+    """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> one greedy hypothesis per utterance.
+
+    Raises:
+        DecodingInputError: bad shapes / lengths or ``max_symbols`` < 1.
+        NativeEngineUnavailable: no C++ compiler.
+    """
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 \
+            or encoder_output.shape[2] != w.wenc.shape[1]:
+        raise DecodingInputError(f"encoder_output must be a tensor [B, T, {w.wenc.shape[1]}]")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    b, t_max, _ = encoder_output.shape
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    proj = torch.addmm(torch.from_numpy(w.benc), encoder_output.detach().cpu().float().reshape(-1, w.wenc.shape[1]),
+                       torch.from_numpy(w.wenc).t()).reshape(b, t_max, w.wenc.shape[0]).contiguous().numpy()
+    fn = _lib()
+    dur = np.asarray(w.durations or [0], dtype=np.int32)
+    k = len(w.durations) if w.durations else 0
+    p, layers = w.whh0.shape[1], w.wup.shape[0] + 1
+    h, o = w.wdec.shape[0], w.wout.shape[0]
+    out = []
+    for i in range(b):
+        n = int(lens[i])
+        cap = max(16, n * (max_symbols or 64))
+        while True:
+            tok, fr, du = (np.zeros(cap, np.int32) for _ in range(3))
+            score = ctypes.c_double(0.0)
+            enc = np.ascontiguousarray(proj[i, :n])
+            got = fn(_f(enc), n, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
+                     _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id, w.vocab_size,
+                     dur.ctypes.data_as(_IP), k, max_symbols or 0, tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP),
+                     du.ctypes.data_as(_IP), cap, ctypes.byref(score))
+            if got >= 0:
+                break
+            cap *= 4
+        out.append(Hypothesis(tok[:got].tolist(), fr[:got].tolist(), score.value,
+                              du[:got].tolist() if k else None))
+    return out
