@@ -34,7 +34,8 @@ from timing import markdown_table, single_thread, time_many  # noqa: E402
 from asrdecode.audio import read_audio  # noqa: E402
 from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
 from asrdecode.models.sherpa_search import modified_beam_search  # noqa: E402
-from asrdecode.native.transducer_greedy_lstm import greedy_lstm, weights_from_nemo_onnx  # noqa: E402
+from asrdecode.native.transducer_greedy_lstm import (greedy_lstm, greedy_stateless,  # noqa: E402
+                                                      weights_from_icefall_onnx, weights_from_nemo_onnx)
 from asrdecode.transducer import beam_search, greedy  # noqa: E402
 
 
@@ -89,23 +90,27 @@ def main() -> None:
             fns[f"sherpa {m} batched"] = lambda rec=rec: _sherpa_run(rec, np_waves, True)
         fns["ours greedy per utt"] = lambda: [greedy(b.model, e, n, max_symbols=ms) for e, n in encs]
         fns["ours greedy batched"] = lambda: greedy(b.model, enc_all, len_all, max_symbols=ms)
-        if layout == "icefall":
-            b.model.unk_as_blank = None
+        if layout == "icefall":  # the beam search counts <unk> as blank itself: a model without the fold
+            plain = load_onnx_transducer(str(d), start_context="sherpa").model
             fns["ours modified beam 4 per utt"] = lambda: [modified_beam_search(
-                b.model, e, n, beam=4, unk_id=b.model.unk_id, context_size=2) for e, n in encs]
-        if layout != "icefall":  # the C++ greedy (LSTM prediction network + joint from the ONNX initializers)
+                plain, e, n, beam=4, unk_id=plain.unk_id, context_size=2) for e, n in encs]
+        # the C++ greedy (prediction network + joint from the ONNX initializers)
+        if layout != "icefall":
             w = weights_from_nemo_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size)
-            assert w is not None
-            nat = greedy_lstm(w, enc_all, len_all, max_symbols=ms)
-            ref = greedy(b.model, enc_all, len_all, max_symbols=ms)
-            print(f"{layout}: native greedy equal to the onnxruntime path on "
-                  f"{sum(x.tokens == y.tokens and x.timestamps == y.timestamps for x, y in zip(nat, ref))}/{len(ref)}")
-            fns["ours native greedy per utt"] = lambda: [greedy_lstm(w, e, n, max_symbols=ms) for e, n in encs]
-            fns["ours native greedy batched"] = lambda: greedy_lstm(w, enc_all, len_all, max_symbols=ms)
+            run = lambda e, n, w=w: greedy_lstm(w, e, n, max_symbols=ms)  # noqa: E731
+        else:
+            w = weights_from_icefall_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size, 2)
+            run = lambda e, n, w=w: greedy_stateless(w, e, n, max_symbols=ms, start_context="sherpa",  # noqa: E731
+                                                     unk_id=b.model.unk_id)
+        assert w is not None
+        nat, ref = run(enc_all, len_all), greedy(b.model, enc_all, len_all, max_symbols=ms)
+        print(f"{layout}: native greedy equal to the onnxruntime path on "
+              f"{sum(x.tokens == y.tokens and x.timestamps == y.timestamps for x, y in zip(nat, ref))}/{len(ref)}")
+        fns["ours native greedy per utt"] = lambda run=run: [run(e, n) for e, n in encs]
+        fns["ours native greedy batched"] = lambda run=run: run(enc_all, len_all)
         fns["ours ALSD++ beam 4 per utt"] = lambda: [beam_search(b.model, e, n, beam=4, max_symbols=ms) for e, n in encs]
         fns["ours ALSD++ beam 4 batched"] = lambda: beam_search(b.model, enc_all, len_all, beam=4, max_symbols=ms)
         t = time_many(fns, repeats=args.repeats)
-        b.model.unk_as_blank = "max" if layout == "icefall" else None
         for mode in ("per utt", "batched"):
             fr = t[f"front {mode}"]
             for ours_name, theirs in (("greedy", "greedy_search"), ("native greedy", "greedy_search"),

@@ -94,3 +94,36 @@ def test_bad_input() -> None:
     with pytest.raises(DecodingInputError, match="inconsistent shapes"):
         LstmJointWeights(w.table, w.whh0, w.wup, w.bup, w.wenc, w.benc, w.wdec, w.bdec, w.wout, w.bout, "gelu", 5, 6)
     assert greedy_lstm(w, torch.zeros(0, 3, 4)) == []
+
+
+@pytest.mark.parametrize("context", [2, 3])
+def test_stateless_icefall_onnx_equals_the_onnxruntime_path(tmp_path, context) -> None:
+    pytest.importorskip("onnxruntime")
+    from sherpa_models import build_icefall, build_nemo
+
+    from asrdecode.audio import read_audio
+    from asrdecode.models.onnx_transducer import load_onnx_transducer
+    from asrdecode.native.transducer_greedy_lstm import greedy_stateless, weights_from_icefall_onnx
+
+    root = Path(__file__).resolve().parents[1]
+    waves = [read_audio(p) for p in sorted((root / "data/real").glob("*.wav"))[:3]] + [torch.zeros(100)]
+    d = build_icefall(tmp_path / "ice", seed=context, context=context)
+    emitted = 0
+    for start, unk, ms in (("sherpa", "max", 1), ("blank", None, 4)):
+        b = load_onnx_transducer(str(d), start_context=start, unk_as_blank=unk)
+        w = weights_from_icefall_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size, context)
+        assert w is not None and w.context_size == context
+        enc, elen = b.encode_features(*b.features(waves))
+        got = greedy_stateless(w, enc, elen, max_symbols=ms, start_context=start,
+                               unk_id=b.model.unk_id if unk else None)
+        _same(got, greedy(b.model, enc, elen, max_symbols=ms))
+        emitted += sum(len(h.tokens) for h in got)
+    assert emitted > 20
+    # wrong context size or another layout: None (the caller keeps onnxruntime)
+    assert weights_from_icefall_onnx(d / "decoder.onnx", d / "joiner.onnx", 0, 500, context + 1) is None
+    n = build_nemo(tmp_path / "nemo")
+    assert weights_from_icefall_onnx(n / "decoder.onnx", n / "joiner.onnx", 128, 129, 2) is None
+    with pytest.raises(DecodingInputError, match="start_context must be"):
+        greedy_stateless(w, enc, elen, start_context="zeros")
+    with pytest.raises(DecodingInputError, match=r"encoder_output must be a tensor \[B, T, 64\]"):
+        greedy_stateless(w, enc[..., :3], elen)

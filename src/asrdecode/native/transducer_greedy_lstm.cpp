@@ -123,3 +123,72 @@ int asr_lstm_greedy(const float* enc, int T, int H,
 }
 
 }  // extern "C"
+
+namespace {
+
+// icefall's stateless decoder: x_k = emb[y_k] (zeros for y_k < 0), grouped conv over the C context
+// positions, relu, projection -> g [H].
+void stateless_predict(const int* ctx, int C, const float* emb, int E, const float* convw, const float* convb, int G,
+                       const float* wp, const float* bp, int H, std::vector<float>& x, std::vector<float>& mid,
+                       float* g) {
+    for (int k = 0; k < C; ++k) {
+        float* xk = x.data() + static_cast<int64_t>(k) * E;
+        if (ctx[k] < 0) std::memset(xk, 0, sizeof(float) * E);
+        else std::memcpy(xk, emb + static_cast<int64_t>(ctx[k]) * E, sizeof(float) * E);
+    }
+    const int per = E / G;  // channels per group (in = out)
+    for (int c = 0; c < E; ++c) {
+        const int base = (c / per) * per;
+        const float* w = convw + static_cast<int64_t>(c) * per * C;  // [E, per, C]
+        float s = convb ? convb[c] : 0.f;
+        for (int i = 0; i < per; ++i)
+            for (int k = 0; k < C; ++k) s += w[i * C + k] * x[static_cast<int64_t>(k) * E + base + i];
+        mid[c] = s > 0.f ? s : 0.f;
+    }
+    matvec(wp, bp, mid.data(), H, E, g);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Greedy RNN-T search for a stateless (icefall) decoder and a tanh joint over projected encoder
+// frames enc [T, H]. start_ctx [C]: the empty hypothesis's context; unk >= 0 with fold_unk=1 counts
+// <unk> as blank (max fold). Returns the number of labels, or -1 when more than cap.
+int asr_stateless_greedy(const float* enc, int T, int H, const float* emb, int E, const float* convw,
+                         const float* convb, int G, int C, const float* wp, const float* bp, const float* wout,
+                         const float* bout, int V, int blank, int unk, const int* start_ctx, int max_symbols,
+                         int* out_tokens, int* out_frames, int cap, double* out_score) {
+    std::vector<int> ctx(start_ctx, start_ctx + C);
+    std::vector<float> x(static_cast<size_t>(C) * E), mid(E), g(H), z(H), logits(V);
+    stateless_predict(ctx.data(), C, emb, E, convw, convb, G, wp, bp, H, x, mid, g.data());
+    int t = 0, sym = 0, count = 0;
+    double score = 0.0;
+    while (t < T) {
+        const float* e = enc + static_cast<int64_t>(t) * H;
+        for (int k = 0; k < H; ++k) z[k] = std::tanh(e[k] + g[k]);
+        matvec(wout, bout, z.data(), V, H, logits.data());
+        if (unk >= 0 && unk != blank) {
+            logits[blank] = logits[unk] > logits[blank] ? logits[unk] : logits[blank];
+            logits[unk] = -INFINITY;
+        }
+        int y = 0;
+        for (int v = 1; v < V; ++v) if (logits[v] > logits[y]) y = v;
+        double lse = 0.0;
+        for (int v = 0; v < V; ++v) lse += std::exp(static_cast<double>(logits[v] - logits[y]));
+        score -= std::log(lse);
+        if (y == blank) { ++t; sym = 0; continue; }
+        if (count >= cap) return -1;
+        out_tokens[count] = y;
+        out_frames[count] = t;
+        ++count;
+        if (++sym >= max_symbols && max_symbols > 0) { ++t; sym = 0; }
+        for (int k = 0; k + 1 < C; ++k) ctx[k] = ctx[k + 1];
+        ctx[C - 1] = y;
+        stateless_predict(ctx.data(), C, emb, E, convw, convb, G, wp, bp, H, x, mid, g.data());
+    }
+    *out_score = score;
+    return count;
+}
+
+}  // extern "C"

@@ -24,7 +24,8 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import load
 
-__all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm"]
+__all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm",
+           "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless"]
 
 ACTS = ("tanh", "relu")
 
@@ -222,4 +223,167 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
             cap *= 4
         out.append(Hypothesis(tok[:got].tolist(), fr[:got].tolist(), score.value,
                               du[:got].tolist() if k else None))
+    return out
+
+
+# ------------------------------------------------------------------------------ stateless (icefall) decoders
+@dataclass
+class StatelessJointWeights:
+    """icefall's stateless decoder + tanh joint, float32: ``emb [V, E]``, ``convw [E, E/G, C]`` (grouped
+    conv over the ``C`` context labels, ``groups`` G), ``convb [E]`` or None, ``wp [H, E]``, ``bp [H]``
+    (decoder projection), ``wout [V, H]``, ``bout [V]``. The encoder output is already projected."""
+
+    emb: np.ndarray
+    convw: np.ndarray
+    convb: Optional[np.ndarray]
+    groups: int
+    wp: np.ndarray
+    bp: np.ndarray
+    wout: np.ndarray
+    bout: np.ndarray
+    blank_id: int
+    vocab_size: int
+
+    def __post_init__(self) -> None:
+        for name in ("emb", "convw", "wp", "bp", "wout", "bout"):
+            setattr(self, name, np.array(getattr(self, name), dtype=np.float32, order="C"))
+        if self.convb is not None:
+            self.convb = np.array(self.convb, dtype=np.float32, order="C")
+        v, e = self.emb.shape
+        ok = (v == self.vocab_size and self.groups >= 1 and e % self.groups == 0
+              and self.convw.shape[:2] == (e, e // self.groups) and self.wp.shape[1] == e
+              and self.wout.shape == (v, self.wp.shape[0]) and self.bout.shape == (v,) and 0 <= self.blank_id < v
+              and (self.convb is None or self.convb.shape == (e,)))
+        if not ok:
+            raise DecodingInputError("StatelessJointWeights: inconsistent shapes (see the class docstring)")
+
+    @property
+    def context_size(self) -> int:
+        return int(self.convw.shape[2])
+
+    def decoder_out(self, ctx: np.ndarray) -> np.ndarray:
+        """numpy reference of the decoder: ``ctx [N, C]`` int -> ``[N, H]`` (``-1`` embeds as zeros)."""
+        x = np.where((ctx >= 0)[..., None], self.emb[np.clip(ctx, 0, None)], 0.0).astype(np.float32)  # [N, C, E]
+        e, per = self.emb.shape[1], self.emb.shape[1] // self.groups
+        xg = x.transpose(0, 2, 1).reshape(len(ctx), self.groups, per, -1)  # [N, G, per, C]
+        w = self.convw.reshape(self.groups, per, per, -1)  # [G, out, in, C]
+        mid = np.einsum("ngic,goic->ngo", xg, w).reshape(len(ctx), e)
+        if self.convb is not None:
+            mid = mid + self.convb
+        return np.maximum(mid, 0) @ self.wp.T + self.bp
+
+
+def weights_from_icefall_onnx(decoder: str | Path, joiner: str | Path, blank_id: int, vocab_size: int,
+                              context_size: int) -> Optional[StatelessJointWeights]:
+    """Weights of an icefall stateless ``decoder.onnx`` (``Gather`` embedding, grouped ``Conv``, ``Relu``,
+    ``MatMul``/``Gemm`` projection) and ``joiner.onnx`` (``Tanh``, one ``MatMul``/``Gemm``); checked
+    against onnxruntime on a few contexts (``-1`` included). ``None`` when the graphs are another shape."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        dec, joi = onnx.load(str(decoder)), onnx.load(str(joiner))
+    except Exception:
+        return None
+    init = {i.name: numpy_helper.to_array(i) for i in dec.graph.initializer}
+    ops = [n.op_type for n in dec.graph.node]
+    emb = [init[n.input[0]] for n in dec.graph.node if n.op_type == "Gather" and n.input[0] in init
+           and init[n.input[0]].ndim == 2]
+    convs = [n for n in dec.graph.node if n.op_type == "Conv" and n.input[1] in init]
+    lin = [n for n in dec.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in init]
+    if len(emb) != 1 or len(convs) != 1 or len(lin) != 1 or "Relu" not in ops or "LSTM" in ops:
+        return None
+    conv = convs[0]
+    groups = next((a.i for a in conv.attribute if a.name == "group"), 1)
+    convw = init[conv.input[1]]
+    convb = init.get(conv.input[2]) if len(conv.input) > 2 else None
+    wp, bp = _linear(dec.graph, lin[0], init)
+    jinit = {i.name: numpy_helper.to_array(i) for i in joi.graph.initializer}
+    jlin = [n for n in joi.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in jinit]
+    if len(jlin) != 1 or [n.op_type for n in joi.graph.node if n.op_type in ("Tanh", "Relu")] != ["Tanh"]:
+        return None
+    wout, bout = _linear(joi.graph, jlin[0], jinit)
+    try:
+        w = StatelessJointWeights(emb[0], convw, convb, groups, wp, bp, wout, bout, blank_id, vocab_size)
+    except DecodingInputError:
+        return None
+    if w.context_size != context_size or not _matches_onnxruntime(w, decoder):
+        return None
+    return w
+
+
+def _linear(graph: Any, node: Any, init: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(W [out, in], b [out]) of a MatMul (+ Add) or Gemm node."""
+    w = init[node.input[1]]
+    if node.op_type == "Gemm":
+        trans = {a.name: a.i for a in node.attribute}.get("transB", 0)
+        w = w if trans else w.T
+        b = init.get(node.input[2]) if len(node.input) > 2 else None
+        return w, (b if b is not None else np.zeros(w.shape[0], np.float32)).reshape(-1)
+    adds = [m for m in graph.node if m.op_type == "Add" and node.output[0] in m.input]
+    b = next((init[x] for m in adds for x in m.input if x in init), None)
+    return w.T, (b if b is not None else np.zeros(w.shape[1], np.float32)).reshape(-1)
+
+
+def _matches_onnxruntime(w: StatelessJointWeights, decoder: str | Path) -> bool:
+    try:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(str(decoder), providers=["CPUExecutionProvider"])
+        c, v = w.context_size, w.vocab_size
+        ctx = np.array([[-1] * (c - 1) + [w.blank_id], [w.blank_id] * c, [(3 * k + 1) % v for k in range(c)],
+                        [v - 1 - k for k in range(c)]], dtype=np.int64)
+        want = sess.run(None, {sess.get_inputs()[0].name: ctx})[0]
+        return want.shape == (4, w.wp.shape[0]) and bool(np.allclose(w.decoder_out(ctx), want, atol=1e-4, rtol=1e-4))
+    except Exception:  # any failure to check means: keep onnxruntime
+        return False
+
+
+@torch.no_grad()
+def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
+                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = 10,
+                     start_context: str = "blank", unk_id: Optional[int] = None) -> list[Hypothesis]:
+    """Projected encoder output ``[B, T, H]`` (icefall's ``encoder_out``) -> one greedy hypothesis per
+    utterance; ``start_context`` / ``unk_id`` (``<unk>`` counted as blank, max fold) as in
+    :class:`~asrdecode.models.onnx_transducer.OnnxTransducer`."""
+    h = w.wp.shape[0]
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 or encoder_output.shape[2] != h:
+        raise DecodingInputError(f"encoder_output must be a tensor [B, T, {h}]")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    if start_context not in ("blank", "sherpa"):
+        raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
+    b, t_max, _ = encoder_output.shape
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    lib = load()
+    fn = lib.asr_stateless_greedy
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = ([_F, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
+                        _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int, _IP, _IP, ctypes.c_int,
+                        ctypes.POINTER(ctypes.c_double)])
+    c = w.context_size
+    start = np.full(c, w.blank_id, dtype=np.int32)
+    if start_context == "sherpa":
+        start[:-1] = -1
+    enc_all = encoder_output.detach().cpu().float().contiguous().numpy()
+    convb = w.convb if w.convb is not None else None
+    out = []
+    for i in range(b):
+        n = int(lens[i])
+        cap = max(16, n * (max_symbols or 64))
+        while True:
+            tok, fr = np.zeros(cap, np.int32), np.zeros(cap, np.int32)
+            score = ctypes.c_double(0.0)
+            enc = np.ascontiguousarray(enc_all[i, :n])
+            got = fn(_f(enc), n, h, _f(w.emb), w.emb.shape[1], _f(w.convw), _f(convb) if convb is not None else None,
+                     w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout), _f(w.bout), w.vocab_size, w.blank_id,
+                     -1 if unk_id is None else int(unk_id), start.ctypes.data_as(_IP), max_symbols or 0,
+                     tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP), cap, ctypes.byref(score))
+            if got >= 0:
+                break
+            cap *= 4
+        out.append(Hypothesis(tok[:got].tolist(), fr[:got].tolist(), score.value))
     return out
