@@ -166,17 +166,6 @@ _F = ctypes.POINTER(ctypes.c_float)
 _IP = ctypes.POINTER(ctypes.c_int)
 
 
-def _lib() -> Any:
-    lib = load()
-    fn = lib.asr_lstm_greedy
-    if fn.argtypes is None:
-        fn.restype = ctypes.c_int
-        fn.argtypes = ([_F, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F, _F, _F,
-                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int, ctypes.c_int,
-                        _IP, _IP, _IP, ctypes.c_int, ctypes.POINTER(ctypes.c_double)])
-    return fn
-
-
 def _f(a: np.ndarray) -> Any:
     return a.ctypes.data_as(_F)
 
@@ -201,29 +190,36 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
     proj = torch.addmm(torch.from_numpy(w.benc), encoder_output.detach().cpu().float().reshape(-1, w.wenc.shape[1]),
                        torch.from_numpy(w.wenc).t()).reshape(b, t_max, w.wenc.shape[0]).contiguous().numpy()
-    fn = _lib()
+    fn = _lib_batch()
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
     p, layers = w.whh0.shape[1], w.wup.shape[0] + 1
     h, o = w.wdec.shape[0], w.wout.shape[0]
-    out = []
-    for i in range(b):
-        n = int(lens[i])
-        cap = max(16, n * (max_symbols or 64))
-        while True:
-            tok, fr, du = (np.zeros(cap, np.int32) for _ in range(3))
-            score = ctypes.c_double(0.0)
-            enc = np.ascontiguousarray(proj[i, :n])
-            got = fn(_f(enc), n, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
-                     _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id, w.vocab_size,
-                     dur.ctypes.data_as(_IP), k, max_symbols or 0, tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP),
-                     du.ctypes.data_as(_IP), cap, ctypes.byref(score))
-            if got >= 0:
-                break
-            cap *= 4
-        out.append(Hypothesis(tok[:got].tolist(), fr[:got].tolist(), score.value,
-                              du[:got].tolist() if k else None))
-    return out
+    lens32 = lens.numpy().astype(np.int32)
+    cap = max(16, t_max * (max_symbols or 64))
+    while True:  # one C++ call decodes the batch (joint and prediction network batched per step)
+        tok, fr, du = (np.zeros((b, cap), np.int32) for _ in range(3))
+        counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
+        got = fn(_f(proj), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup),
+                 _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id,
+                 w.vocab_size, dur.ctypes.data_as(_IP), k, max_symbols or 0, tok.ctypes.data_as(_IP),
+                 fr.ctypes.data_as(_IP), du.ctypes.data_as(_IP), cap, counts.ctypes.data_as(_IP),
+                 scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        if got >= 0:
+            break
+        cap *= 4
+    return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i]), du[i, :n].tolist() if k else None)
+            for i, n in enumerate(counts.tolist())]
+
+
+def _lib_batch() -> Any:
+    fn = load().asr_lstm_greedy_batch
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
+                        _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
+                        ctypes.c_int, _IP, _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
+    return fn
 
 
 # ------------------------------------------------------------------------------ stateless (icefall) decoders
@@ -357,33 +353,28 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
     if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    lib = load()
-    fn = lib.asr_stateless_greedy
+    fn = load().asr_stateless_greedy_batch
     if fn.argtypes is None:
         fn.restype = ctypes.c_int
-        fn.argtypes = ([_F, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
-                        _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int, _IP, _IP, ctypes.c_int,
-                        ctypes.POINTER(ctypes.c_double)])
+        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
+                        ctypes.c_int, _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
+                        _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
     c = w.context_size
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":
         start[:-1] = -1
-    enc_all = encoder_output.detach().cpu().float().contiguous().numpy()
-    convb = w.convb if w.convb is not None else None
-    out = []
-    for i in range(b):
-        n = int(lens[i])
-        cap = max(16, n * (max_symbols or 64))
-        while True:
-            tok, fr = np.zeros(cap, np.int32), np.zeros(cap, np.int32)
-            score = ctypes.c_double(0.0)
-            enc = np.ascontiguousarray(enc_all[i, :n])
-            got = fn(_f(enc), n, h, _f(w.emb), w.emb.shape[1], _f(w.convw), _f(convb) if convb is not None else None,
-                     w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout), _f(w.bout), w.vocab_size, w.blank_id,
-                     -1 if unk_id is None else int(unk_id), start.ctypes.data_as(_IP), max_symbols or 0,
-                     tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP), cap, ctypes.byref(score))
-            if got >= 0:
-                break
-            cap *= 4
-        out.append(Hypothesis(tok[:got].tolist(), fr[:got].tolist(), score.value))
-    return out
+    enc = encoder_output.detach().cpu().float().contiguous().numpy()
+    lens32 = lens.numpy().astype(np.int32)
+    cap = max(16, t_max * (max_symbols or 64))
+    while True:  # one C++ call decodes the batch (the joint batched per step)
+        tok, fr = np.zeros((b, cap), np.int32), np.zeros((b, cap), np.int32)
+        counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
+        got = fn(_f(enc), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
+                 _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout),
+                 _f(w.bout), w.vocab_size, w.blank_id, -1 if unk_id is None else int(unk_id),
+                 start.ctypes.data_as(_IP), max_symbols or 0, tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP), cap,
+                 counts.ctypes.data_as(_IP), scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        if got >= 0:
+            break
+        cap *= 4
+    return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i])) for i, n in enumerate(counts.tolist())]
