@@ -65,7 +65,7 @@ class _IcefallJoiner(nn.Module):
 
 
 def build_icefall(out: Path, seed: int = 0, vocab: int = 500, context: int = 2, feat: int = 80, dim: int = 64,
-                  emb: int = 32) -> Path:
+                  emb: int = 32, blank_bias: float = 2.5) -> Path:
     """An icefall-style stateless transducer: ``encoder.onnx`` (x, x_lens), ``decoder.onnx`` (y), ``joiner.onnx``,
     ``tokens.txt`` (``<blk>`` 0, ``<sos/eos>`` 1, ``<unk>`` 2) with icefall's metadata."""
     torch.manual_seed(seed)
@@ -73,7 +73,7 @@ def build_icefall(out: Path, seed: int = 0, vocab: int = 500, context: int = 2, 
     enc, dec, joi = _IcefallEncoder(feat, dim), _IcefallDecoder(vocab, emb, context, dim), _IcefallJoiner(dim, vocab)
     with torch.no_grad():
         joi.out.weight.mul_(4.0)
-        joi.out.bias[0] += 2.5  # blank wins about half the frames
+        joi.out.bias[0] += blank_bias  # 2.5: blank wins about half the frames
     _export(enc, (torch.randn(2, 40, feat), torch.tensor([40, 33])), out / "encoder.onnx", ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
             {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"}, "encoder_out": {0: "N", 1: "T_out"}, "encoder_out_lens": {0: "N"}})

@@ -12,23 +12,6 @@
 
 namespace {
 
-// y[n] = b[n] + sum_k W[n, k] x[k]   (W row-major [N, K]). Eight partial sums per row (one AVX
-// register where the CPU has AVX2: target_clones picks at load time; no FMA contraction either way).
-__attribute__((target_clones("avx2", "default")))
-void matvec(const float* W, const float* b, const float* x, int N, int K, float* y) {
-    for (int n = 0; n < N; ++n) {
-        const float* w = W + static_cast<int64_t>(n) * K;
-        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        int k = 0;
-        for (; k + 8 <= K; k += 8)
-            for (int j = 0; j < 8; ++j) acc[j] += w[k + j] * x[k + j];
-        float tail = 0.f;
-        for (; k < K; ++k) tail += w[k] * x[k];
-        y[n] = (b ? b[n] : 0.f) + ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])))
-                                   + tail);
-    }
-}
-
 inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 struct Net {
@@ -42,11 +25,12 @@ struct Net {
 
 namespace {
 
-// icefall's stateless decoder: x_k = emb[y_k] (zeros for y_k < 0), grouped conv over the C context
-// positions, relu, projection -> g [H].
-void stateless_predict(const int* ctx, int C, const float* emb, int E, const float* convw, const float* convb, int G,
-                       const float* wp, const float* bp, int H, std::vector<float>& x, std::vector<float>& mid,
-                       float* g) {
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y);
+
+// icefall's stateless decoder before its projection: x_k = emb[y_k] (zeros for y_k < 0), grouped conv
+// over the C context positions, relu -> mid [E].
+void stateless_mid(const int* ctx, int C, const float* emb, int E, const float* convw, const float* convb, int G,
+                   std::vector<float>& x, float* mid) {
     for (int k = 0; k < C; ++k) {
         float* xk = x.data() + static_cast<int64_t>(k) * E;
         if (ctx[k] < 0) std::memset(xk, 0, sizeof(float) * E);
@@ -61,7 +45,6 @@ void stateless_predict(const int* ctx, int C, const float* emb, int E, const flo
             for (int k = 0; k < C; ++k) s += w[i * C + k] * x[static_cast<int64_t>(k) * E + base + i];
         mid[c] = s > 0.f ? s : 0.f;
     }
-    matvec(wp, bp, mid.data(), H, E, g);
 }
 
 }  // namespace
@@ -72,9 +55,28 @@ void stateless_predict(const int* ctx, int C, const float* emb, int E, const flo
 // batch. Same float operations per row as the single-utterance kernels (same results).
 namespace {
 
-// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (X [A, K], Y [A, N])
-__attribute__((target_clones("avx2", "default")))
-void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (X [A, K], Y [A, N]); eight partial sums
+// per dot product. Where the CPU has FMA, the fused multiply-add version (as torch's own GEMM kernels
+// on such CPUs); else the plain one.
+__attribute__((target("avx2,fma")))
+void matmat_fma(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    for (int n = 0; n < N; ++n) {
+        const float* w = W + static_cast<int64_t>(n) * K;
+        for (int a = 0; a < A; ++a) {
+            const float* x = X + static_cast<int64_t>(a) * K;
+            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            int k = 0;
+            for (; k + 8 <= K; k += 8)
+                for (int j = 0; j < 8; ++j) acc[j] = __builtin_fmaf(w[k + j], x[k + j], acc[j]);
+            float tail = 0.f;
+            for (; k < K; ++k) tail = __builtin_fmaf(w[k], x[k], tail);
+            Y[static_cast<int64_t>(a) * N + n] = (b ? b[n] : 0.f) +
+                ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail);
+        }
+    }
+}
+
+void matmat_plain(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
     for (int n = 0; n < N; ++n) {
         const float* w = W + static_cast<int64_t>(n) * K;
         for (int a = 0; a < A; ++a) {
@@ -91,6 +93,13 @@ void matmat(const float* W, const float* b, const float* X, int A, int N, int K,
     }
 }
 
+const bool kHasFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    if (kHasFma) matmat_fma(W, b, X, A, N, K, Y);
+    else matmat_plain(W, b, X, A, N, K, Y);
+}
+
 // LSTM step for rows `rows` (labels `labels`); h, c [B, L, P]; g [B, H].
 void predict_rows(const Net& n, const std::vector<int>& rows, const std::vector<int>& labels, float* h, float* c,
                   float* g, std::vector<float>& X, std::vector<float>& Gt, std::vector<float>& Hg) {
@@ -103,7 +112,7 @@ void predict_rows(const Net& n, const std::vector<int>& rows, const std::vector<
                 std::memcpy(&X[static_cast<size_t>(a) * P], h + (static_cast<int64_t>(rows[a]) * L) * P, sizeof(float) * P);
             Gt.resize(static_cast<size_t>(A) * G4);
             matmat(n.whh0, nullptr, X.data(), A, G4, P, Gt.data());
-            for (int a = 0; a < A; ++a) {  // + the label's table row, added as matvec adds its bias
+            for (int a = 0; a < A; ++a) {  // + the label's table row (the bias of this product)
                 const float* row = n.table + static_cast<int64_t>(labels[a]) * G4;
                 for (int q = 0; q < G4; ++q) Gt[static_cast<size_t>(a) * G4 + q] += row[q];
             }
@@ -227,19 +236,32 @@ int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tma
                                int max_symbols, int* out_tokens, int* out_frames, int cap, int* counts,
                                double* scores) {
     std::vector<int> ctx(static_cast<size_t>(B) * C), t(B, 0), sym(B, 0), active, rows;
-    std::vector<float> x(static_cast<size_t>(C) * E), mid(E), g(static_cast<size_t>(B) * H), Z, logits;
+    std::vector<float> x(static_cast<size_t>(C) * E), M, Hg, g(static_cast<size_t>(B) * H), Z, logits;
+    // the projection of the rows whose context changed, as one matrix product
+    auto project = [&](const std::vector<int>& rs) {
+        const int R = static_cast<int>(rs.size());
+        if (R == 0) return;
+        M.resize(static_cast<size_t>(R) * E);
+        Hg.resize(static_cast<size_t>(R) * H);
+        for (int r = 0; r < R; ++r)
+            stateless_mid(&ctx[static_cast<size_t>(rs[r]) * C], C, emb, E, convw, convb, G, x, &M[static_cast<size_t>(r) * E]);
+        matmat(wp, bp, M.data(), R, H, E, Hg.data());
+        for (int r = 0; r < R; ++r)
+            std::memcpy(&g[static_cast<size_t>(rs[r]) * H], &Hg[static_cast<size_t>(r) * H], sizeof(float) * H);
+    };
     for (int b = 0; b < B; ++b) {
         counts[b] = 0;
         scores[b] = 0.0;
         std::memcpy(&ctx[static_cast<size_t>(b) * C], start_ctx, sizeof(int) * C);
-        stateless_predict(&ctx[static_cast<size_t>(b) * C], C, emb, E, convw, convb, G, wp, bp, H, x, mid,
-                          &g[static_cast<size_t>(b) * H]);
+        rows.push_back(b);
     }
+    project(rows);
     while (true) {
         active.clear();
         for (int b = 0; b < B; ++b) if (t[b] < lens[b]) active.push_back(b);
         const int A = static_cast<int>(active.size());
         if (A == 0) break;
+        rows.clear();
         Z.resize(static_cast<size_t>(A) * H);
         for (int a = 0; a < A; ++a) {
             const int b = active[a];
@@ -269,8 +291,9 @@ int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tma
             int* cb = &ctx[static_cast<size_t>(b) * C];
             for (int k = 0; k + 1 < C; ++k) cb[k] = cb[k + 1];
             cb[C - 1] = y;
-            stateless_predict(cb, C, emb, E, convw, convb, G, wp, bp, H, x, mid, &g[static_cast<size_t>(b) * H]);
+            rows.push_back(b);
         }
+        project(rows);
     }
     return 0;
 }
