@@ -56,27 +56,10 @@ void stateless_mid(const int* ctx, int C, const float* emb, int E, const float* 
 namespace {
 
 // Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (X [A, K], Y [A, N]); eight partial sums
-// per dot product. Where the CPU has FMA, the fused multiply-add version (as torch's own GEMM kernels
-// on such CPUs); else the plain one.
-__attribute__((target("avx2,fma")))
-void matmat_fma(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
-    for (int n = 0; n < N; ++n) {
-        const float* w = W + static_cast<int64_t>(n) * K;
-        for (int a = 0; a < A; ++a) {
-            const float* x = X + static_cast<int64_t>(a) * K;
-            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            int k = 0;
-            for (; k + 8 <= K; k += 8)
-                for (int j = 0; j < 8; ++j) acc[j] = __builtin_fmaf(w[k + j], x[k + j], acc[j]);
-            float tail = 0.f;
-            for (; k < K; ++k) tail = __builtin_fmaf(w[k], x[k], tail);
-            Y[static_cast<int64_t>(a) * N + n] = (b ? b[n] : 0.f) +
-                ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail);
-        }
-    }
-}
-
-void matmat_plain(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+// per dot product (one AVX register where the CPU has AVX2: target_clones picks at load time; no FMA
+// contraction, -ffp-contract=off).
+__attribute__((target_clones("avx2", "default")))
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
     for (int n = 0; n < N; ++n) {
         const float* w = W + static_cast<int64_t>(n) * K;
         for (int a = 0; a < A; ++a) {
@@ -91,13 +74,6 @@ void matmat_plain(const float* W, const float* b, const float* X, int A, int N, 
                 ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail);
         }
     }
-}
-
-const bool kHasFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-
-void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
-    if (kHasFma) matmat_fma(W, b, X, A, N, K, Y);
-    else matmat_plain(W, b, X, A, N, K, Y);
 }
 
 // LSTM step for rows `rows` (labels `labels`); h, c [B, L, P]; g [B, H].
