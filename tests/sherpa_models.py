@@ -159,3 +159,33 @@ def build_nemo(out: Path, seed: int = 0, vocab: int = 128, tdt: bool = False, fe
         "comment": "random weights", "pred_rnn_layers": str(layers), "pred_hidden": str(hidden), "feat_dim": str(feat)})
     _write_tokens(out / "tokens.txt", ["<unk>", *_pieces(vocab - 1), "<blk>"])
     return out
+
+
+# ------------------------------------------------------------------------------------------------ NeMo CTC
+class _NemoCtc(nn.Module):
+    def __init__(self, feat: int, dim: int, vocab: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(feat, dim, SUBSAMPLING, stride=SUBSAMPLING)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, audio_signal: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.conv(audio_signal)).transpose(1, 2)
+        keep = (length.view(-1, 1, 1) >= 0).to(y.dtype)  # uses length (the exporter drops unused inputs)
+        return (self.out(y * keep) * 3.0).log_softmax(-1)
+
+
+def build_nemo_ctc(out: Path, seed: int = 0, vocab: int = 64, feat: int = 80, normalize_type: str = "per_feature",
+                   blank_bias: float = 0.0) -> Path:
+    """A NeMo-layout CTC model (``model.onnx`` -> log-probs ``[N, T', V]``; ``<blk>`` last)."""
+    torch.manual_seed(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    m = _NemoCtc(feat, 48, vocab + 1)
+    with torch.no_grad():
+        m.out.bias[vocab] += blank_bias
+    _export(m, (torch.randn(2, feat, 40), torch.tensor([40, 33])), out / "model.onnx", ["audio_signal", "length"],
+            ["logprobs"], {"audio_signal": {0: "N", 2: "T"}, "length": {0: "N"}, "logprobs": {0: "N", 1: "T_out"}})
+    _add_metadata(out / "model.onnx", {"vocab_size": str(vocab), "normalize_type": normalize_type,
+                                       "subsampling_factor": str(SUBSAMPLING), "model_type": "EncDecCTCModelBPE",
+                                       "version": "1", "model_author": "asrdecode tests", "feat_dim": str(feat)})
+    _write_tokens(out / "tokens.txt", ["<unk>", *_pieces(vocab - 1), "<blk>"])
+    return out

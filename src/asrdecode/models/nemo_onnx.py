@@ -53,9 +53,11 @@ class NemoFbankFrontEnd:
     """Audio ``[N]`` (16 kHz, [-1, 1]) -> log-mel ``[T, F]`` as sherpa-onnx computes it for NeMo
     transducers: kaldi-native-fbank with librosa's mel filters (``is_librosa``), 0 Hz to Nyquist
     minus 400 Hz, povey window, pre-emphasis 0.97, no DC removal, no dither, ``snip_edges=False``
-    (``T = (N + 80) // 160``), then ``normalize_type`` per utterance."""
+    (``T = (N + 80) // 160``), then ``normalize_type`` per utterance. NeMo CTC models: ``window="hann"``,
+    ``high_freq=0`` (Nyquist), as sherpa-onnx sets them for ``from_nemo_ctc``."""
 
-    def __init__(self, num_bins: int, normalize_type: str = "per_feature") -> None:
+    def __init__(self, num_bins: int, normalize_type: str = "per_feature", window: str = "povey",
+                 high_freq: float = -400.0) -> None:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
@@ -70,8 +72,9 @@ class NemoFbankFrontEnd:
         opts.frame_opts.remove_dc_offset = False
         opts.mel_opts.num_bins = int(num_bins)
         opts.mel_opts.low_freq = 0
-        opts.mel_opts.high_freq = -400
+        opts.mel_opts.high_freq = float(high_freq)
         opts.mel_opts.is_librosa = True
+        opts.frame_opts.window_type = window
         self.opts, self.num_bins, self.normalize_type = opts, int(num_bins), normalize_type
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
