@@ -18,6 +18,10 @@ sherpa-onnx's offline transducer searches differ from our defaults in four ways:
 - **final choice of beam search** (icefall): the hypothesis with the best
   ``score / (len(tokens) + context)`` (the context counts in the length): :func:`length_normalised`.
   sherpa-onnx's NeMo beam search picks by raw score.
+- **NeMo TDT beam search** is not reproduced: sherpa-onnx's extends each hypothesis with the top
+  tokens but only its single best duration (argmax of the duration logits, used as a frame skip:
+  durations must be ``0..K-1``), where our TDT searches (ALSD++ / AES++) score every (token,
+  duration) pair; on TDT models the two return different hypotheses by design. Greedy agrees.
 
 Why our defaults differ: a model trained with ``[blank] * context`` start (ours) decodes worse from
 ``-1``; a cap of 1 symbol per frame drops tokens whenever the encoder is more subsampled than the
