@@ -1,7 +1,7 @@
 """ONNX transducers in sherpa-onnx's layout (asrdecode.models.onnx_transducer) and ``export-onnx``.
 
-demo-rnnt and demo-tdt are exported once per session (tests/onramp_models.py) and loaded back
-through ``load_bundle``; greedy and beam outputs must equal the torch models' (same tokens and
+demo-rnnt and demo-tdt are exported once per session (tests/onramp_models.py; NeMo's layout, the
+default) and loaded back through ``load_bundle``; the metadata checks use the stateful layout; greedy and beam outputs must equal the torch models' (same tokens and
 timestamps, scores within float tolerance), through the pipeline, ``transcribe``, ``eval`` and
 ``serve``.
 """
@@ -22,7 +22,8 @@ pytest.importorskip("onnx")
 
 from asrdecode.errors import DecodingInputError, FileFormatError  # noqa: E402
 from asrdecode.models import ModelBundle, load_bundle  # noqa: E402
-from asrdecode.models.onnx_transducer import OnnxTransducer, OnnxTransducerBundle  # noqa: E402
+from asrdecode.models.nemo_onnx import NemoOnnxBundle  # noqa: E402
+from asrdecode.models.onnx_transducer import OnnxTransducer  # noqa: E402
 from asrdecode.models.vocabulary import read_tokens_txt  # noqa: E402
 from asrdecode.pipeline import DecodeOptions, make_pipeline  # noqa: E402
 from asrdecode.transducer import check_model  # noqa: E402
@@ -42,13 +43,13 @@ def waves() -> list[torch.Tensor]:
 
 
 @pytest.fixture(scope="module", params=["demo-rnnt", "demo-tdt"])
-def pair(request) -> tuple[object, OnnxTransducerBundle]:
+def pair(request) -> tuple[object, NemoOnnxBundle]:
     return load_bundle(request.param), load_bundle(str(cached_onnx(request.param)))
 
 
 def test_loads_as_a_transducer_bundle(pair) -> None:
     torch_b, onnx_b = pair
-    assert isinstance(onnx_b, OnnxTransducerBundle) and isinstance(onnx_b, ModelBundle)
+    assert isinstance(onnx_b, NemoOnnxBundle) and isinstance(onnx_b, ModelBundle) and onnx_b.frontend == "logmel"
     assert onnx_b.kind == torch_b.kind and onnx_b.blank_id == torch_b.blank_id
     assert onnx_b.model.vocab_size == torch_b.model.vocab_size and onnx_b.model.durations == torch_b.model.durations
     assert onnx_b.frame_seconds == pytest.approx(torch_b.frame_seconds)
@@ -79,16 +80,18 @@ def test_the_networks_equal_the_torch_ones(pair, waves) -> None:
     assert oelen.tolist() == elen.tolist()
     t, o = torch_b.model, onnx_b.model
     with torch.no_grad():
-        for i, n in enumerate(elen.tolist()):
-            torch.testing.assert_close(oenc[i, :n], t.project_encoder(enc[i, :n]), atol=1e-4, rtol=1e-4)
+        for i, n in enumerate(elen.tolist()):  # NeMo's layout: the joiner projects, the encoder does not
+            torch.testing.assert_close(oenc[i, :n], enc[i, :n], atol=1e-4, rtol=1e-4)
         labels = torch.tensor([t.blank_id, 5, 17])
         out_t, st_t = t.predict(labels, t.initial_state(3))
         out_o, st_o = o.predict(labels, o.initial_state(3))
-        torch.testing.assert_close(out_o, t.project_decoder(out_t), atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(st_o[1], st_t[0], atol=1e-5, rtol=1e-5)
-        # joint broadcasts like the torch one: [B, T, 1, H] x [B, 1, U, H]
+        torch.testing.assert_close(out_o, out_t, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(st_o[0], st_t[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(st_o[1], st_t[1], atol=1e-5, rtol=1e-5)
+        # joint broadcasts like the torch one: [B, T, 1, D] x [B, 1, U, P]
         a, b = oenc[:2, :4].unsqueeze(2), out_o[:2].view(2, 1, 1, -1).expand(2, 1, 3, -1)
-        torch.testing.assert_close(o.joint(a, b), t.joint(a, b), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(o.joint(a, b), t.joint(t.project_encoder(a), t.project_decoder(b)), atol=1e-4,
+                                   rtol=1e-4)
         assert o.joint(a[:0], b[:0]).shape == (0, 4, 3, o._out_width)
 
 
@@ -105,14 +108,27 @@ def test_state_helpers(pair) -> None:
     s0 = o.initial_state(3)
     out, s1 = o.predict(torch.tensor([4, 5, 6]), s0)
     picked = o.select_state(s1, torch.tensor([2, 0]))
-    assert picked[0].tolist() == [[6], [4]] and picked[1].shape[1] == 2
+    assert picked[0].shape[1] == 2
     torch.testing.assert_close(picked[1][:, 0], s1[1][:, 2])
     mixed = o.replace_state(s0, s1, torch.tensor([True, False, True]))
-    assert mixed[0].view(-1).tolist() == [4, o.blank_id, 6]
-    torch.testing.assert_close(mixed[2][:, 1], s0[2][:, 1])
-    torch.testing.assert_close(mixed[2][:, 0], s1[2][:, 0])
+    torch.testing.assert_close(mixed[1][:, 1], s0[1][:, 1])
+    torch.testing.assert_close(mixed[0][:, 0], s1[0][:, 0])
     empty, _ = o.predict(torch.zeros(0, dtype=torch.long), o.initial_state(0))
     assert empty.shape[0] == 0
+
+
+def test_stateful_layout_decodes_the_same(waves, tmp_path) -> None:
+    torch_b, onnx_b = load_bundle("demo-tdt"), load_bundle(str(_copy(tmp_path, "s", "demo-tdt")))
+    assert type(onnx_b).__name__ == "OnnxTransducerBundle" and onnx_b.model.durations == [0, 1, 2, 3, 4]
+    for b in (torch_b, onnx_b):
+        encode, decode = make_pipeline(b, DecodeOptions(decoder="beam", beam=4))
+        b.hyps = decode(*encode(waves))
+    for want, got in zip(torch_b.hyps, onnx_b.hyps):
+        assert got.tokens == want.tokens and got.timestamps == want.timestamps and got.durations == want.durations
+    from asrdecode.models.onnx_export import export_onnx
+
+    with pytest.raises(DecodingInputError, match="layout must be one of"):
+        export_onnx(torch_b, tmp_path / "x", layout="icefall")
 
 
 def test_cli_export_transcribe_and_eval(waves, tmp_path, capsys) -> None:
@@ -177,9 +193,19 @@ def test_cli_serves_an_onnx_model(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------------------------ bad input
-def _copy(tmp_path: Path, name: str = "m") -> Path:
+_STATEFUL: dict[str, Path] = {}
+
+
+def _copy(tmp_path: Path, name: str = "m", model: str = "demo-rnnt") -> Path:
+    """A copy of ``model`` exported in the stateful layout (x / x_lens, y + h / c; once per module)."""
+    if model not in _STATEFUL:
+        from asrdecode.models import load
+        from asrdecode.models.onnx_export import export_onnx
+
+        _STATEFUL[model] = tmp_path.parent / f"stateful-{model}"
+        export_onnx(load(model), _STATEFUL[model], layout="stateful")
     out = tmp_path / name
-    shutil.copytree(cached_onnx("demo-rnnt"), out)
+    shutil.copytree(_STATEFUL[model], out)
     return out
 
 
@@ -226,8 +252,17 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
 
 @pytest.mark.parametrize("changes, match", [
     ({"frontend": "mfcc"}, "metadata 'frontend' must be one of"),
-    ({"context_size": "0"}, "metadata 'context_size' must be >= 1"),
-    ({"subsampling_factor": "0"}, "subsampling_factor must be >= 1"),
+    ({"context_size": "0"}, "metadata 'context_size' must be in 1..64, got 0"),
+    ({"subsampling_factor": "0"}, "metadata 'subsampling_factor' must be in 1..64, got 0"),
+    ({"subsampling_factor": "1000000000"}, "metadata 'subsampling_factor' must be in 1..64"),  # issue 30
+    ({"frame_shift_ms": "inf"}, "metadata 'frame_shift_ms' must be finite"),  # issue 30
+    ({"frame_shift_ms": "nan"}, "metadata 'frame_shift_ms' must be finite"),
+    ({"frame_shift_ms": "-10"}, "metadata 'frame_shift_ms' must be in 1..1000"),
+    ({"frame_shift_ms": "ten"}, "metadata 'frame_shift_ms' must be a number"),
+    ({"vocab_size": "0"}, r"metadata 'vocab_size' must be in 1..1e\+06"),
+    ({"feature_dim": "100000"}, "metadata 'feature_dim' must be in 1..4096"),
+    ({"durations": "0,1,-2"}, "metadata 'durations' must be in 0..1000"),
+    ({"durations": "0,1,1"}, "metadata 'durations' must be distinct"),
     ({"feature_dim": "40"}, "the logmel front end has 80 bins but feature_dim is 40"),
     ({"feature_dim": "40", "frontend": "kaldi-fbank", "subsampling_factor": None},
      "the encoder does not run on \\[1, 2000, 40\\] features"),

@@ -790,6 +790,7 @@ def _add_loadtest_command(sub: Any, raw: type) -> None:
 _EXPORT_ONNX_EX = """examples:
   asrdecode export-onnx demo-rnnt onnx-rnnt/       # encoder.onnx decoder.onnx joiner.onnx tokens.txt
   asrdecode transcribe a.wav --model onnx-rnnt/    # decode with onnxruntime
+  (sherpa-onnx loads the default NeMo layout as model_type "nemo_transducer")
 (needs the onnx extra: pip install 'asrdecode[onnx]')
 """
 
@@ -800,7 +801,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
 
     if args.model not in ("demo-rnnt", "demo-tdt"):
         raise CLIError(f"export-onnx: MODEL must be demo-rnnt or demo-tdt, got {args.model!r}")
-    for path in export_onnx(load(args.model), args.out_dir):
+    for path in export_onnx(load(args.model), args.out_dir, layout=args.layout):
         print(path)
     return 0
 
@@ -811,6 +812,8 @@ def _add_export_onnx_command(sub: Any, raw: type) -> None:
                        epilog=_EXPORT_ONNX_EX, formatter_class=raw)
     p.add_argument("model", metavar="MODEL", help="demo-rnnt or demo-tdt")
     p.add_argument("out_dir", metavar="OUT_DIR", help="directory to write (created if needed; files replaced)")
+    p.add_argument("--layout", choices=("nemo", "stateful"), default="nemo",
+                   help="nemo: NeMo's layout, which sherpa-onnx loads (default); stateful: asrdecode's own")
     p.set_defaults(func=cmd_export_onnx)
 
 

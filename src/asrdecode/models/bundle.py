@@ -164,7 +164,7 @@ def load_bundle(spec: str, device: str | torch.device = "cpu") -> Any:
 
 #: the model directories load_bundle reads (named in its error messages)
 _DIRECTORIES = ("a model directory (Hugging Face CTC: config.json + weights + vocab.json; ONNX transducer: "
-                "encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt)")
+                "encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt; NeMo CTC ONNX: model.onnx, tokens.txt)")
 
 
 def _load_directory(spec: str, device: torch.device) -> Any:
@@ -173,6 +173,10 @@ def _load_directory(spec: str, device: torch.device) -> Any:
 
     if is_onnx_transducer_dir(spec):
         return load_onnx_transducer(spec, device)
+    from .nemo_ctc_onnx import is_nemo_ctc_dir, load_nemo_ctc
+
+    if is_nemo_ctc_dir(spec):  # model.onnx + tokens.txt: a NeMo CTC export (sherpa-onnx's from_nemo_ctc)
+        return load_nemo_ctc(spec, device)
     if is_hf_ctc_dir(spec):
         return load_hf_ctc(spec, device)
     raise DecodingInputError(f"model {spec!r}: a directory, but not {_DIRECTORIES}")

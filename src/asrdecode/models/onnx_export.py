@@ -1,9 +1,17 @@
-"""Export a bundled transducer (``demo-rnnt``, ``demo-tdt``) to sherpa-onnx's layout.
+"""Export a bundled transducer (``demo-rnnt``, ``demo-tdt``) to ONNX files sherpa-onnx loads.
 
-Writes ``encoder.onnx`` (log-mel encoder + the joint's encoder projection), ``decoder.onnx``
-(embedding + LSTM + decoder projection, ``h`` / ``c`` states), ``joiner.onnx`` and ``tokens.txt``
-with the metadata :mod:`asrdecode.models.onnx_transducer` reads. Uses torch's TorchScript-based
-ONNX exporter (``dynamo=False``: no onnxscript needed) and the ``onnx`` package for metadata.
+``layout="nemo"`` (the default; what sherpa-onnx reads for LSTM prediction networks, the layout of
+:mod:`asrdecode.models.nemo_onnx`): ``encoder.onnx`` (``audio_signal [N, 80, T]`` + ``length`` ->
+``[N, C, T']``), ``decoder.onnx`` (``targets`` / ``target_length`` / two LSTM states -> ``[N, H, 1]``,
+length, states), ``joiner.onnx`` (both projections + the joint) and ``tokens.txt`` (``<blk>`` last)
+with NeMo's metadata (``vocab_size`` without the blank, ``pred_rnn_layers``, ``pred_hidden``,
+``subsampling_factor``, ``normalize_type`` empty: the encoder normalises itself; ``url`` naming
+``tdt`` for TDT) plus ``frontend=logmel``, which asrdecode reads to compute its own features
+(sherpa-onnx ignores it and computes its Kaldi / librosa-mel fbank: close, not equal).
+
+``layout="stateful"``: asrdecode's earlier layout (``x`` / ``x_lens``, ``y`` + ``h`` / ``c``, projected
+outputs), which only asrdecode reads. Uses torch's TorchScript-based ONNX exporter (``dynamo=False``)
+and the ``onnx`` package for metadata.
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ from ..errors import DecodingInputError
 from ..transducer.model import LSTMTransducer
 from .onnx_transducer import LAYOUT
 
-__all__ = ["export_onnx", "OPSET"]
+__all__ = ["export_onnx", "OPSET", "LAYOUTS"]
 
 OPSET = 17
+#: what ``export_onnx`` can write: NeMo's layout (sherpa-onnx loads it) and asrdecode's own
+LAYOUTS = ("nemo", "stateful")
 
 
 class _Encoder(nn.Module):
@@ -54,6 +64,44 @@ class _Joiner(nn.Module):
 
     def forward(self, encoder_out: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
         return self.t.joint(encoder_out, decoder_out)
+
+
+class _NemoEncoder(nn.Module):
+    """``audio_signal [N, F, T]`` + ``length [N]`` -> encoder output ``[N, C, T']`` + lengths (NeMo's ``[N, C, T]``)."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, audio_signal: torch.Tensor, length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, n = self.encoder(audio_signal.transpose(1, 2), length)
+        return y.transpose(1, 2), n
+
+
+class _NemoDecoder(nn.Module):
+    """``targets [N, 1]`` int32 + ``target_length [N]`` + LSTM states ``[L, N, H]`` -> ``[N, H, 1]``, length, states."""
+
+    def __init__(self, t: LSTMTransducer) -> None:
+        super().__init__()
+        self.t = t
+
+    def forward(self, targets: torch.Tensor, target_length: torch.Tensor, h: torch.Tensor,
+                c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, (h2, c2) = self.t.lstm(self.t.embedding(targets.long()), (h, c))
+        return out.transpose(1, 2), target_length, h2, c2
+
+
+class _NemoJoiner(nn.Module):
+    """``encoder_outputs [N, C, 1]`` + ``decoder_outputs [N, H, 1]`` -> logits ``[N, 1, 1, V (+K)]``."""
+
+    def __init__(self, t: LSTMTransducer) -> None:
+        super().__init__()
+        self.t = t
+
+    def forward(self, encoder_outputs: torch.Tensor, decoder_outputs: torch.Tensor) -> torch.Tensor:
+        f = self.t.enc_proj(encoder_outputs.transpose(1, 2)).unsqueeze(2)
+        g = self.t.dec_proj(decoder_outputs.transpose(1, 2)).unsqueeze(1)
+        return self.t.joint(f, g)
 
 
 @contextlib.contextmanager
@@ -94,13 +142,15 @@ def _add_metadata(path: Path, meta: dict[str, str]) -> None:
     onnx.save(m, str(path))
 
 
-def export_onnx(bundle: Any, out_dir: str | Path) -> list[Path]:
+def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo") -> list[Path]:
     """Write ``bundle`` (a bundled demo transducer: log-mel encoder, :class:`LSTMTransducer`) to
-    ``out_dir`` in the sherpa-onnx layout; returns the files written.
+    ``out_dir`` in ``layout`` (see the module docstring); returns the files written.
 
     Raises:
-        DecodingInputError: ``bundle`` is not a log-mel demo transducer.
+        DecodingInputError: ``bundle`` is not a log-mel demo transducer, or ``layout`` is unknown.
     """
+    if layout not in LAYOUTS:
+        raise DecodingInputError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
     t = getattr(bundle, "model", None)
     if getattr(bundle, "kind", None) not in ("rnnt", "tdt") or not isinstance(t, LSTMTransducer) \
             or getattr(bundle, "frontend", None) != "logmel" or not isinstance(getattr(bundle, "encoder", None), nn.Module):
@@ -116,6 +166,8 @@ def export_onnx(bundle: Any, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     enc, t = bundle.encoder.eval().cpu(), t.eval().cpu()
     files = [out / f for f in LAYOUT]
+    if layout == "nemo":
+        return _export_nemo(bundle, enc, t, files)
     feats = torch.randn(2, 64, bundle.feature_dim)
     _export(_Encoder(enc, t.enc_proj), (feats, torch.tensor([64, 40])), files[0], ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
@@ -136,5 +188,44 @@ def export_onnx(bundle: Any, out_dir: str | Path) -> list[Path]:
         "frame_shift_ms": str(round(bundle.frame_seconds * 1000 / bundle.feature_frames_per_frame, 6)),
     })
     lines = [f"{'<blk>' if i == blank else tok.id_to_piece(i)} {i}" for i in range(t.vocab_size)]
+    files[3].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return files
+
+
+def _export_nemo(bundle: Any, enc: nn.Module, t: LSTMTransducer, files: list[Path]) -> list[Path]:
+    """The NeMo layout (sherpa-onnx's ``nemo_transducer``); the blank must be the last id."""
+    blank, v = int(t.blank_id), int(t.vocab_size)
+    if blank != v - 1:
+        raise DecodingInputError(f"the NeMo layout needs the blank last (id {v - 1}), the model's is {blank}")
+    if t.durations is not None and list(t.durations) != list(range(len(t.durations))):
+        raise DecodingInputError(f"sherpa-onnx reads TDT durations as 0..K-1, the model's are {t.durations}")
+    f = bundle.feature_dim
+    _export(_NemoEncoder(enc), (torch.randn(2, f, 64), torch.tensor([64, 40])), files[0], ["audio_signal", "length"],
+            ["outputs", "encoded_lengths"], {"audio_signal": {0: "N", 2: "T"}, "length": {0: "N"},
+                                             "outputs": {0: "N", 2: "T_out"}, "encoded_lengths": {0: "N"}})
+    h, c = t.initial_state(2)
+    _export(_NemoDecoder(t), (torch.tensor([[1], [blank]], dtype=torch.int32), torch.ones(2, dtype=torch.int32), h, c),
+            files[1], ["targets", "target_length", "states.1", "onnx::Slice_3"],
+            ["outputs", "prednet_lengths", "states", "next_c"],
+            {"targets": {0: "N"}, "target_length": {0: "N"}, "states.1": {1: "N"}, "onnx::Slice_3": {1: "N"},
+             "outputs": {0: "N"}, "prednet_lengths": {0: "N"}, "states": {1: "N"}, "next_c": {1: "N"}})
+    d_enc = t.enc_proj.in_features
+    _export(_NemoJoiner(t), (torch.randn(3, d_enc, 1), torch.randn(3, t.pred_dim, 1)), files[2],
+            ["encoder_outputs", "decoder_outputs"], ["outputs"],
+            {"encoder_outputs": {0: "N"}, "decoder_outputs": {0: "N"}, "outputs": {0: "N"}})
+    name = str(getattr(bundle, "name", ""))
+    _add_metadata(files[0], {
+        "model_type": "EncDecRNNTBPEModel", "version": "1", "model_author": "asrdecode",
+        "url": f"asrdecode/{name}" + ("-tdt" if t.durations and "tdt" not in name else ""),
+        "comment": "exported by asrdecode export-onnx", "vocab_size": str(v - 1),
+        "subsampling_factor": str(bundle.feature_frames_per_frame), "normalize_type": "",
+        "pred_rnn_layers": str(t.pred_layers), "pred_hidden": str(t.pred_dim), "feat_dim": str(f),
+        "frontend": "logmel",
+        "frame_shift_ms": str(round(bundle.frame_seconds * 1000 / bundle.feature_frames_per_frame, 6)),
+    })
+    tok = bundle.tokenizer
+    # specials the tokenizer renders as "" (<unk>) keep a name: sherpa-onnx's tokens.txt has one per id
+    lines = [f"{'<blk>' if i == blank else tok.id_to_piece(i) or ('<unk>' if i == 0 else f'<special{i}>')} {i}"
+             for i in range(v)]
     files[3].write_text("\n".join(lines) + "\n", encoding="utf-8")
     return files

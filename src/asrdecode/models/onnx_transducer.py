@@ -29,6 +29,7 @@ onnxruntime and kaldi-native-fbank are the optional ``onnx`` extra; the bundle r
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,7 +40,8 @@ from ..errors import DecodingInputError, FileFormatError
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
-           "OnnxMissingError", "LAYOUT", "FRONTENDS"]
+           "OnnxMissingError", "LAYOUT", "FRONTENDS", "START_CONTEXTS", "UNK_MODES", "fold_unk", "meta_int",
+           "meta_float"]
 
 #: the files of a sherpa-onnx transducer directory
 LAYOUT = ("encoder.onnx", "decoder.onnx", "joiner.onnx", "tokens.txt")
@@ -50,6 +52,16 @@ KALDI_PAD = -23.025850929940457
 #: feature frames run through the encoder to measure its subsampling when the metadata lacks it
 PROBE_FRAMES = 2000
 BATCH_AXIS = "N"
+#: ``start_context`` values: ours (``[blank] * context``) and sherpa-onnx's (``[-1, ..., -1, blank]``)
+START_CONTEXTS = ("blank", "sherpa")
+#: ``unk_as_blank`` values (see :func:`fold_unk`)
+UNK_MODES = (None, "max", "sum")
+#: sane ranges of the metadata values read (inclusive); anything outside is a FileFormatError
+META_RANGES: dict[str, tuple[float, float]] = {
+    "vocab_size": (1, 1_000_000), "context_size": (1, 64), "feature_dim": (1, 4096), "feat_dim": (1, 4096),
+    "subsampling_factor": (1, 64), "frame_shift_ms": (1.0, 1000.0), "blank_id": (0, 1_000_000),
+    "pred_rnn_layers": (1, 64), "pred_hidden": (1, 65536), "durations": (0, 1000),
+}
 
 
 class OnnxMissingError(DecodingInputError):
@@ -96,13 +108,26 @@ class OnnxTransducer:
     leaves the context as it is (start of sequence), any other label shifts it in. The encoder
     and decoder graphs already project into joint space, so ``project_encoder`` /
     ``project_decoder`` are the identity.
+
+    ``start_context``: the context of an empty hypothesis. ``"blank"`` (ours): ``[blank] * context``;
+    ``"sherpa"`` (sherpa-onnx / icefall): ``[-1] * (context - 1) + [blank]`` (icefall decoders embed
+    ``-1`` as a zero vector). ``unk_as_blank``: ``None`` (ours: ``<unk>`` is a label like any other),
+    ``"max"`` (sherpa-onnx's greedy: an ``<unk>`` argmax counts as blank) or ``"sum"`` (sherpa-onnx's
+    modified beam search: an ``<unk>`` expansion merges with the blank one) -- see :func:`fold_unk`.
     """
 
     def __init__(self, decoder: Any, joiner: Any, blank_id: int, vocab_size: int, context_size: int,
-                 durations: Optional[list[int]] = None, path: str = "decoder.onnx") -> None:
+                 durations: Optional[list[int]] = None, path: str = "decoder.onnx", *,
+                 start_context: str = "blank", unk_id: Optional[int] = None,
+                 unk_as_blank: Optional[str] = None) -> None:
         self.decoder, self.joiner = decoder, joiner
         self.blank_id, self.vocab_size, self.context_size = int(blank_id), int(vocab_size), int(context_size)
         self.durations = durations
+        if start_context not in START_CONTEXTS:
+            raise DecodingInputError(f"start_context must be one of {list(START_CONTEXTS)}, got {start_context!r}")
+        if unk_as_blank not in UNK_MODES:
+            raise DecodingInputError(f"unk_as_blank must be one of {list(UNK_MODES)}, got {unk_as_blank!r}")
+        self.start_context, self.unk_id, self.unk_as_blank = start_context, unk_id, unk_as_blank
         states = decoder.get_inputs()[1:]
         self._state_names = [s.name for s in states]
         self._state_shapes, self._state_axes = [], []
@@ -124,6 +149,8 @@ class OnnxTransducer:
 
     def initial_state(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> Any:
         ctx = torch.full((batch, self.context_size), self.blank_id, dtype=torch.long, device=device)
+        if self.start_context == "sherpa":
+            ctx[:, :-1] = -1
         states = []
         for shape, axis in zip(self._state_shapes, self._state_axes):
             shape = list(shape)
@@ -158,7 +185,8 @@ class OnnxTransducer:
         a2 = a.reshape(rows, a.shape[-1]).detach().cpu().float().numpy()
         b2 = b.reshape(rows, b.shape[-1]).detach().cpu().float().numpy()
         (logit,) = self.joiner.run(None, {"encoder_out": a2, "decoder_out": b2})[:1]
-        return torch.from_numpy(logit).to(device=a.device, dtype=a.dtype).reshape(*lead, logit.shape[-1])
+        out = torch.from_numpy(logit).to(device=a.device, dtype=a.dtype).reshape(*lead, logit.shape[-1])
+        return fold_unk(out, self.blank_id, self.unk_id, self.unk_as_blank, self.vocab_size)
 
     def select_state(self, state: Any, index: torch.Tensor) -> Any:
         return (state[0][index], *(s.index_select(ax, index) for s, ax in zip(state[1:], self._state_axes)))
@@ -170,6 +198,29 @@ class OnnxTransducer:
             shape[ax] = -1
             out.append(torch.where(mask.view(shape), n, s))
         return tuple(out)
+
+
+def fold_unk(logits: torch.Tensor, blank_id: int, unk_id: Optional[int], mode: Optional[str],
+             vocab_size: int) -> torch.Tensor:
+    """Logits ``[..., V (+K)]`` with ``<unk>`` counted as blank, as sherpa-onnx decodes.
+
+    ``"max"``: blank's logit becomes ``max(blank, unk)`` and unk's ``-inf``: argmax picks blank exactly
+    where sherpa-onnx's greedy picks blank or unk (ties go to the lower id, as ``std::max_element``).
+    ``"sum"``: blank's logit becomes ``logaddexp(blank, unk)`` and unk's ``-inf``: the log-softmax gives
+    blank ``p(blank) + p(unk)``, what sherpa-onnx's beam search gets by merging the two expansions.
+    ``None`` or no unk: ``logits`` unchanged. Duration columns (TDT) are never touched.
+    """
+    if mode is None or unk_id is None or unk_id == blank_id or not 0 <= unk_id < vocab_size:
+        return logits
+    out = logits.clone()
+    b, u = logits[..., blank_id], logits[..., unk_id]
+    if mode == "max":
+        # std::max_element keeps the first maximum: unk wins a tie only when its id is lower
+        out[..., blank_id] = torch.maximum(b, u)
+    else:
+        out[..., blank_id] = torch.logaddexp(b, u)
+    out[..., unk_id] = -math.inf
+    return out
 
 
 class KaldiFbankFrontEnd:
@@ -247,20 +298,50 @@ class OnnxTransducerBundle:
         return torch.from_numpy(out), torch.from_numpy(np.asarray(out_len)).long()
 
 
-def _meta_int(path: Path, meta: dict[str, str], key: str, default: Optional[int] = None) -> int:
+def meta_int(path: Path, meta: dict[str, str], key: str, default: Optional[int] = None) -> int:
+    """Metadata ``key`` as an int inside :data:`META_RANGES` (``default`` when absent; None: required)."""
     raw = meta.get(key)
     if raw is None:
         if default is None:
             raise FileFormatError(path, None, f"metadata {key!r} is missing (see asrdecode.models.onnx_transducer)")
         return default
     try:
-        return int(raw)
+        value = int(raw.strip())
     except ValueError:
         raise FileFormatError(path, None, f"metadata {key!r} must be an integer, got {raw!r}") from None
+    _check_range(path, key, value)
+    return value
 
 
-def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxTransducerBundle:
-    """A sherpa-onnx-layout directory -> :class:`OnnxTransducerBundle`.
+def meta_float(path: Path, meta: dict[str, str], key: str, default: float) -> float:
+    """Metadata ``key`` as a finite float inside :data:`META_RANGES` (``default`` when absent)."""
+    raw = meta.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise FileFormatError(path, None, f"metadata {key!r} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise FileFormatError(path, None, f"metadata {key!r} must be finite, got {raw!r}")
+    _check_range(path, key, value)
+    return value
+
+
+def _check_range(path: Path, key: str, value: float) -> None:
+    lo, hi = META_RANGES.get(key, (-math.inf, math.inf))
+    if not lo <= value <= hi:
+        raise FileFormatError(path, None, f"metadata {key!r} must be in {lo:g}..{hi:g}, got {value:g}")
+
+
+def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start_context: str = "blank",
+                         unk_as_blank: Optional[str] = None) -> Any:
+    """A sherpa-onnx-layout directory -> :class:`OnnxTransducerBundle` (icefall layout) or a
+    :class:`~.nemo_onnx.NemoOnnxBundle` (NeMo layout).
+
+    Reads icefall's layout (``x`` / ``x_lens``, stateless or stateful decoder, this module's
+    docstring) and NeMo's (``audio_signal`` / ``length``: :mod:`asrdecode.models.nemo_onnx`).
+    ``start_context`` / ``unk_as_blank``: see :class:`OnnxTransducer` (sherpa-onnx compatibility).
 
     Raises:
         OnnxMissingError: ``onnxruntime`` is not installed.
@@ -276,6 +357,10 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         raise FileFormatError(root, None, f"an ONNX transducer directory needs {list(LAYOUT)}; missing {missing}")
     enc_path = root / "encoder.onnx"
     encoder, decoder, joiner = (_session(root / f) for f in LAYOUT[:3])
+    if _names(encoder.get_inputs())[:1] == ["audio_signal"]:
+        from .nemo_onnx import load_nemo_transducer
+
+        return load_nemo_transducer(root, encoder, decoder, joiner, unk_as_blank=unk_as_blank)
     _expect_io(enc_path, encoder, ["x", "x_lens"], ["encoder_out", "encoder_out_lens"])
     _expect_io(root / "decoder.onnx", decoder, ["y"], ["decoder_out"])
     _expect_io(root / "joiner.onnx", joiner, ["encoder_out", "decoder_out"], ["logit"])
@@ -288,11 +373,12 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         raise FileFormatError(enc_path, None, f"metadata 'frontend' must be one of {list(FRONTENDS)} (the features the "
                               f"encoder was trained on), got {frontend!r}")
     pieces = read_tokens_txt(root / "tokens.txt")
-    vocab = _meta_int(enc_path, meta, "vocab_size", len(pieces))
+    vocab = meta_int(enc_path, meta, "vocab_size", len(pieces))
     if vocab != len(pieces):
         raise FileFormatError(root / "tokens.txt", None, f"{len(pieces)} tokens but metadata vocab_size is {vocab}")
-    blank_default = next((pieces.index(b) for b in BLANK_PIECES if b in pieces), None)
-    blank = _meta_int(enc_path, meta, "blank_id", blank_default)
+    # icefall: blank is 0 (sherpa-onnx hard-codes it) unless tokens.txt names it elsewhere
+    blank_default = next((pieces.index(b) for b in BLANK_PIECES if b in pieces), 0)
+    blank = meta_int(enc_path, meta, "blank_id", blank_default)
     if not 0 <= blank < vocab:
         raise FileFormatError(enc_path, None, f"blank_id {blank} outside 0..{vocab - 1}")
     raw_d = meta.get("durations", "").strip()
@@ -300,33 +386,33 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu") -> OnnxT
         durations = [int(d) for d in raw_d.split(",")] if raw_d else None
     except ValueError:
         raise FileFormatError(enc_path, None, f"metadata 'durations' must be comma-separated ints, got {raw_d!r}") from None
+    if durations is not None:
+        for d in durations:
+            _check_range(enc_path, "durations", d)
+        if len(set(durations)) != len(durations) or max(durations) == 0:
+            raise FileFormatError(enc_path, None, f"metadata 'durations' must be distinct with one > 0, got {raw_d!r}")
     widths = [i.shape[-1] if i.shape else None for i in joiner.get_inputs()[:2]]
     if not all(isinstance(w, int) and w > 0 for w in widths):
         raise FileFormatError(root / "joiner.onnx", None, f"encoder_out and decoder_out need a fixed width, got {widths}")
-    context = _meta_int(enc_path, meta, "context_size", 1)
-    if context < 1:
-        raise FileFormatError(enc_path, None, f"metadata 'context_size' must be >= 1, got {context}")
-    model = OnnxTransducer(decoder, joiner, blank, vocab, context, durations, str(root / "decoder.onnx"))
+    context = meta_int(enc_path, meta, "context_size", 1)
+    unk = pieces.index("<unk>") if "<unk>" in pieces else None
+    model = OnnxTransducer(decoder, joiner, blank, vocab, context, durations, str(root / "decoder.onnx"),
+                           start_context=start_context, unk_id=unk, unk_as_blank=unk_as_blank)
     width = joiner.get_outputs()[0].shape[-1]
     if isinstance(width, int) and width != model._out_width:
         raise FileFormatError(root / "joiner.onnx", None, f"logit has {width} outputs but vocab_size + len(durations) "
                                                           f"is {model._out_width}")
     specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 2]
     tokenizer = PieceTokenizer(pieces, blank, specials=specials)
-    try:
-        shift = float(meta.get("frame_shift_ms", "10"))
-    except ValueError:
-        raise FileFormatError(enc_path, None, f"metadata 'frame_shift_ms' must be a number, got {meta['frame_shift_ms']!r}") from None
+    shift = meta_float(enc_path, meta, "frame_shift_ms", 10.0)
     width = encoder.get_inputs()[0].shape[-1]
-    feature_dim = _meta_int(enc_path, meta, "feature_dim", width if isinstance(width, int) else 80)
+    feature_dim = meta_int(enc_path, meta, "feature_dim", width if isinstance(width, int) else 80)
     if frontend == "logmel" and feature_dim != 80:
         raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feature_dim is {feature_dim}")
     if "subsampling_factor" in meta:
-        subsampling = _meta_int(enc_path, meta, "subsampling_factor")
+        subsampling = meta_int(enc_path, meta, "subsampling_factor")
     else:
         subsampling = _measure_subsampling(enc_path, encoder, feature_dim)
-    if subsampling < 1:
-        raise FileFormatError(enc_path, None, f"subsampling_factor must be >= 1, got {subsampling}")
     return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, feature_dim, subsampling, shift, frontend)
 
 

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h", "transducer_beam.cpp", "transducer_wind.cpp")
-_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp")
+_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h", "transducer_beam.cpp", "transducer_wind.cpp",
+            "transducer_greedy_lstm.cpp")
+_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
+                  "transducer_greedy_lstm.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")

@@ -1,0 +1,135 @@
+"""asrdecode vs sherpa-onnx 2.0.1 on sherpa-onnx's own file layouts: decode-only time, one thread.
+
+Random models at realistic decoder / joiner sizes, built here in the two layouts sherpa-onnx reads
+(tests/sherpa_models.py): icefall stateless (vocab 500, joiner 512, context 2) and NeMo RNN-T
+(vocab 1024 + blank, LSTM 640, joiner 640). Their encoders are one cheap convolution, so the
+decoding dominates. Same 60 clips (data/real + data/synth_test), one thread everywhere
+(torch, onnxruntime, sherpa-onnx ``num_threads=1``), interleaved repeats, medians, in one run.
+
+sherpa-onnx has no decode-only entry point, so its decode time is its whole recognise time minus
+the whole time of a "null" twin of the model, measured in the same run: the same encoder (same
+seed and sizes, so the same front end and encoder work) with a 3-token decoder / joiner whose blank
+always wins (its search is one tiny joiner call per frame). Ours is timed directly on the
+precomputed encoder output. Per utterance: one clip at a time; batched: all clips in one call.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vs_sherpa.py [--repeats 2] [--clips 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))
+from sherpa_models import build_icefall, build_nemo  # noqa: E402
+from timing import markdown_table, single_thread, time_many  # noqa: E402
+
+from asrdecode.audio import read_audio  # noqa: E402
+from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
+from asrdecode.models.sherpa_search import modified_beam_search  # noqa: E402
+from asrdecode.native.transducer_greedy_lstm import (greedy_lstm, greedy_stateless,  # noqa: E402
+                                                      weights_from_icefall_onnx, weights_from_nemo_onnx)
+from asrdecode.transducer import beam_search, greedy  # noqa: E402
+
+
+def _recognizer(sherpa, d: Path, layout: str, method: str):
+    return sherpa.OfflineRecognizer.from_transducer(
+        str(d / "encoder.onnx"), str(d / "decoder.onnx"), str(d / "joiner.onnx"), str(d / "tokens.txt"),
+        num_threads=1, decoding_method=method, max_active_paths=4,
+        model_type="transducer" if layout == "icefall" else "nemo_transducer")
+
+
+def _sherpa_run(rec, waves, batched: bool) -> None:
+    streams = []
+    for w in waves:
+        s = rec.create_stream()
+        s.accept_waveform(16000, w)
+        streams.append(s)
+        if not batched:
+            rec.decode_stream(s)
+    if batched:
+        rec.decode_streams(streams)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--clips", type=int, default=10)
+    args = ap.parse_args()
+    import sherpa_onnx
+
+    single_thread()
+    clips = (sorted((ROOT / "data/real").glob("*.wav")) + sorted((ROOT / "data/synth_test").glob("*.wav")))[: args.clips]
+    waves = [read_audio(c) for c in clips]
+    np_waves = [w.numpy() for w in waves]
+    tmp = Path(tempfile.mkdtemp(prefix="vs-sherpa-"))
+    models = {"icefall": build_icefall(tmp / "icefall", dim=512, emb=512),
+              "nemo-rnnt": build_nemo(tmp / "nemo", vocab=1024, enc_dim=512, hidden=640, joint=640)}
+    nulls = {"icefall": build_icefall(tmp / "icefall-null", dim=512, emb=8, vocab=8, blank_bias=100.0),
+             "nemo-rnnt": build_nemo(tmp / "nemo-null", vocab=3, enc_dim=512, hidden=8, joint=8, blank_bias=100.0)}
+    rows = []
+    for layout, d in models.items():
+        compat = "sherpa" if layout == "icefall" else "blank"
+        b = load_onnx_transducer(str(d), start_context=compat, unk_as_blank="max" if layout == "icefall" else None)
+        ms = 1 if layout == "icefall" else 10
+        feats = [b.features([w]) for w in waves]
+        encs = [b.encode_features(*f) for f in feats]
+        fb, fl = b.features(waves)
+        enc_all, len_all = b.encode_features(fb, fl)
+        null = _recognizer(sherpa_onnx, nulls[layout], layout, "greedy_search")
+        fns = {"front per utt": lambda: _sherpa_run(null, np_waves, False),
+               "front batched": lambda: _sherpa_run(null, np_waves, True)}
+        recs = {m: _recognizer(sherpa_onnx, d, layout, m) for m in ("greedy_search", "modified_beam_search")}
+        for m, rec in recs.items():
+            fns[f"sherpa {m} per utt"] = lambda rec=rec: _sherpa_run(rec, np_waves, False)
+            fns[f"sherpa {m} batched"] = lambda rec=rec: _sherpa_run(rec, np_waves, True)
+        fns["ours greedy per utt"] = lambda: [greedy(b.model, e, n, max_symbols=ms) for e, n in encs]
+        fns["ours greedy batched"] = lambda: greedy(b.model, enc_all, len_all, max_symbols=ms)
+        if layout == "icefall":  # the beam search counts <unk> as blank itself: a model without the fold
+            plain = load_onnx_transducer(str(d), start_context="sherpa").model
+            fns["ours modified beam 4 per utt"] = lambda: [modified_beam_search(
+                plain, e, n, beam=4, unk_id=plain.unk_id, context_size=2) for e, n in encs]
+        # the C++ greedy (prediction network + joint from the ONNX initializers)
+        if layout != "icefall":
+            w = weights_from_nemo_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size)
+            run = lambda e, n, w=w: greedy_lstm(w, e, n, max_symbols=ms)  # noqa: E731
+        else:
+            w = weights_from_icefall_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size, 2)
+            run = lambda e, n, w=w: greedy_stateless(w, e, n, max_symbols=ms, start_context="sherpa",  # noqa: E731
+                                                     unk_id=b.model.unk_id)
+        assert w is not None
+        nat, ref = run(enc_all, len_all), greedy(b.model, enc_all, len_all, max_symbols=ms)
+        print(f"{layout}: native greedy equal to the onnxruntime path on "
+              f"{sum(x.tokens == y.tokens and x.timestamps == y.timestamps for x, y in zip(nat, ref))}/{len(ref)}")
+        fns["ours native greedy per utt"] = lambda run=run: [run(e, n) for e, n in encs]
+        fns["ours native greedy batched"] = lambda run=run: run(enc_all, len_all)
+        fns["ours ALSD++ beam 4 per utt"] = lambda: [beam_search(b.model, e, n, beam=4, max_symbols=ms) for e, n in encs]
+        fns["ours ALSD++ beam 4 batched"] = lambda: beam_search(b.model, enc_all, len_all, beam=4, max_symbols=ms)
+        t = time_many(fns, repeats=args.repeats)
+        for mode in ("per utt", "batched"):
+            fr = t[f"front {mode}"]
+            for ours_name, theirs in (("greedy", "greedy_search"), ("native greedy", "greedy_search"),
+                                      ("ALSD++ beam 4", "modified_beam_search"),
+                                      ("modified beam 4", "modified_beam_search")):
+                key = f"ours {ours_name} {mode}"
+                if key not in t:
+                    continue
+                sh = t[f"sherpa {theirs} {mode}"]
+                sh_dec = max(sh - fr, 1e-9)
+                rows.append([layout, mode, f"{ours_name} vs {theirs}", t[key], sh_dec, sh_dec / t[key], sh, fr])
+    print(f"{len(waves)} clips, {sum(w.numel() for w in waves) / 16000:.1f} s of audio, one thread, median of "
+          f"{args.repeats}")
+    print(markdown_table(["layout", "mode", "search (ours vs sherpa-onnx)", "ours decode s",
+                          "sherpa decode s", "sherpa / ours", "sherpa whole s", "sherpa null-model s"], rows))
+
+
+if __name__ == "__main__":
+    main()

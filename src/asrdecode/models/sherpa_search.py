@@ -1,0 +1,99 @@
+"""sherpa-onnx's offline ``modified_beam_search`` (icefall transducers) over any RNN-T ``TransducerModel``.
+
+One symbol per frame: on every frame each of the ``beam`` hypotheses is extended by blank or by one
+label, the ``beam`` best of all (hypothesis, token) pairs survive, and pairs that spell the same
+label sequence merge (log-add of their probabilities). ``<unk>`` (``unk_id``) extends like blank.
+Scores add float32 log-softmax values as sherpa-onnx does. The final choice is the best
+``score / (len(tokens) + context_size)`` (``length_norm=True``, sherpa-onnx's) or the best score.
+
+This is not ALSD++ / AES++ (:func:`asrdecode.transducer.beam_search`): those let a hypothesis emit
+several labels per frame and rank label-synchronously, so on flat (random) models their best
+hypothesis differs from this one; use this search to reproduce sherpa-onnx's results exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from ..transducer import check_model
+from .sherpa_compat import length_normalised
+
+__all__ = ["modified_beam_search"]
+
+
+@torch.no_grad()
+def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
+                         *, beam: int = 4, unk_id: Optional[int] = None, context_size: int = 0,
+                         length_norm: bool = True) -> list[list[Hypothesis]]:
+    """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses, best first.
+
+    Raises:
+        DecodingInputError: a TDT model, ``beam < 1``, a bad shape or lengths outside ``0..T``.
+    """
+    model = check_model(model)
+    if model.durations is not None:
+        raise DecodingInputError("modified_beam_search is sherpa-onnx's RNN-T search; TDT models are not supported")
+    if not isinstance(beam, int) or beam < 1:
+        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3:
+        raise DecodingInputError("encoder_output must be a tensor [B, T, D]")
+    b, t_max = encoder_output.shape[:2]
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    enc = model.project_encoder(encoder_output)
+    out = []
+    for i in range(b):
+        out.append(_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size))
+    return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
+
+
+def _one(model: Any, enc: torch.Tensor, beam: int, unk_id: Optional[int], context_size: int) -> list[Hypothesis]:
+    blank, v = model.blank_id, model.vocab_size
+    state = model.initial_state(1, device=enc.device)
+    dec, state = model.predict(torch.tensor([blank], device=enc.device), state)
+    dec = model.project_decoder(dec)
+    ys: list[tuple[int, ...]] = [()]
+    ts: list[tuple[int, ...]] = [()]
+    logp = torch.zeros(1, dtype=torch.float64)
+    for t in range(enc.shape[0]):
+        h = len(ys)
+        logits = model.joint(enc[t].expand(h, -1), dec)[:, :v].float()
+        scores = (logits.log_softmax(-1) + logp.float().unsqueeze(1)).flatten()
+        top = scores.topk(min(beam, scores.numel()))
+        merged: dict[tuple[int, ...], list] = {}
+        for s, k in zip(top.values.tolist(), top.indices.tolist()):
+            parent, tok = divmod(k, v)
+            emits = tok != blank and tok != unk_id
+            key = ys[parent] + (tok,) if emits else ys[parent]
+            if key in merged:
+                prev = merged[key]
+                prev[2] = float(torch.logaddexp(torch.tensor(prev[2], dtype=torch.float64),
+                                                torch.tensor(s, dtype=torch.float64)))
+            else:
+                merged[key] = [parent, tok if emits else None, s, ts[parent] + ((t,) if emits else ())]
+        entries = list(merged.items())
+        parents = torch.tensor([e[1][0] for e in entries], device=enc.device)
+        emit_rows = [j for j, e in enumerate(entries) if e[1][1] is not None]
+        state_sel = model.select_state(state, parents)
+        dec_sel = dec.index_select(0, parents)
+        if emit_rows:
+            rows = torch.tensor(emit_rows, device=enc.device)
+            labels = torch.tensor([entries[j][1][1] for j in emit_rows], device=enc.device)
+            new_dec, new_state = model.predict(labels, model.select_state(state_sel, rows))
+            dec_sel = dec_sel.clone()
+            dec_sel[rows] = model.project_decoder(new_dec).to(dec_sel.dtype)
+            where = torch.zeros(len(entries), dtype=torch.long, device=enc.device)
+            where[rows] = torch.arange(len(emit_rows), device=enc.device)
+            mask = torch.zeros(len(entries), dtype=torch.bool, device=enc.device)
+            mask[rows] = True
+            state_sel = model.replace_state(state_sel, model.select_state(new_state, where), mask)
+        ys = [e[0] for e in entries]
+        ts = [e[1][3] for e in entries]
+        logp = torch.tensor([e[1][2] for e in entries], dtype=torch.float64)
+        dec, state = dec_sel, state_sel
+    return [Hypothesis(list(y), list(s), float(p)) for y, s, p in zip(ys, ts, logp.tolist())]

@@ -1,0 +1,382 @@
+"""Greedy RNN-T / TDT decoding with the LSTM prediction network and the joint run in C++
+(transducer_greedy_lstm.cpp): no Python, torch or onnxruntime call per step.
+
+Fits the common shapes: an L-layer LSTM prediction network over an embedding, a joint
+``W_out act(W_enc e + b_enc + W_dec h + b_dec) + b_out`` with ``act`` tanh or relu. Weights come from
+an :class:`~asrdecode.transducer.LSTMTransducer` (:func:`weights_from_lstm_transducer`) or from the
+initializers of a NeMo-layout ``decoder.onnx`` / ``joiner.onnx`` (:func:`weights_from_nemo_onnx`; ``None``
+when the graphs do not have that shape). The encoder projection is one matrix product in torch
+before the loop. Decisions equal :func:`asrdecode.transducer.greedy`'s (same tokens, frames,
+durations; scores to float rounding). CPU, one utterance per C++ call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from ._lib import load
+
+__all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm",
+           "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless"]
+
+ACTS = ("tanh", "relu")
+
+
+@dataclass
+class LstmJointWeights:
+    """float32 contiguous arrays (``V`` labels incl. blank, ``P`` LSTM width, ``L`` layers, ``D`` encoder
+    width, ``H`` joint width, ``O = V (+K)`` outputs): ``table [V, 4P]`` (first layer's input projection +
+    both biases per label), ``whh0 [4P, P]``, ``wup [L-1, 4P, 2P]``, ``bup [L-1, 4P]``, ``wenc [H, D]``,
+    ``benc [H]``, ``wdec [H, P]``, ``bdec [H]``, ``wout [O, H]``, ``bout [O]``; gates in torch's order i, f, g, o."""
+
+    table: np.ndarray
+    whh0: np.ndarray
+    wup: np.ndarray
+    bup: np.ndarray
+    wenc: np.ndarray
+    benc: np.ndarray
+    wdec: np.ndarray
+    bdec: np.ndarray
+    wout: np.ndarray
+    bout: np.ndarray
+    act: str
+    blank_id: int
+    vocab_size: int
+    durations: Optional[list[int]] = None
+
+    def __post_init__(self) -> None:
+        for name in ("table", "whh0", "wup", "bup", "wenc", "benc", "wdec", "bdec", "wout", "bout"):
+            setattr(self, name, np.array(getattr(self, name), dtype=np.float32, order="C"))
+        v, g = self.table.shape
+        p = g // 4
+        o = self.vocab_size + (len(self.durations) if self.durations else 0)
+        ok = (v == self.vocab_size and g == 4 * p and self.whh0.shape == (g, p) and self.wup.shape[1:] == (g, 2 * p)
+              and self.bup.shape == (self.wup.shape[0], g) and self.wdec.shape[1] == p
+              and self.wenc.shape[0] == self.wdec.shape[0] == self.wout.shape[1] and self.wout.shape[0] == o
+              and self.bout.shape == (o,) and self.act in ACTS and 0 <= self.blank_id < v)
+        if not ok:
+            raise DecodingInputError("LstmJointWeights: inconsistent shapes (see the class docstring)")
+
+
+def weights_from_lstm_transducer(t: Any) -> LstmJointWeights:
+    """An :class:`~asrdecode.transducer.LSTMTransducer`'s weights (tanh joint)."""
+    with torch.no_grad():
+        table, whh0, upper = t._step_weights()
+        p = t.pred_dim
+        wup = torch.stack([w.t() for w, _ in upper]) if upper else torch.zeros(0, 4 * p, 2 * p)
+        bup = torch.stack([b for _, b in upper]) if upper else torch.zeros(0, 4 * p)
+        return LstmJointWeights(table.numpy(), whh0.t().numpy(), wup.numpy(), bup.numpy(),
+                                t.enc_proj.weight.numpy(), t.enc_proj.bias.numpy(), t.dec_proj.weight.numpy(),
+                                t.dec_proj.bias.numpy(), t.joint_out.weight.numpy(), t.joint_out.bias.numpy(),
+                                "tanh", t.blank_id, t.vocab_size, t.durations)
+
+
+def _ancestors(graph: Any, name: str, producers: dict[str, Any]) -> set[str]:
+    seen, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        node = producers.get(n)
+        if node is not None:
+            stack.extend(node.input)
+    return seen
+
+
+def weights_from_nemo_onnx(decoder: str | Path, joiner: str | Path, blank_id: int, vocab_size: int,
+                           durations: Optional[Sequence[int]] = None) -> Optional[LstmJointWeights]:
+    """Weights read from NeMo-layout ONNX graphs (embedding ``Gather`` + ``LSTM`` nodes; joiner
+    ``MatMul`` / ``Gemm`` + bias ``Add`` with one ``Tanh`` or ``Relu``); ``None`` when they have another shape."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        dec, joi = onnx.load(str(decoder)), onnx.load(str(joiner))
+    except Exception:  # unreadable graphs: the onnxruntime path reports them
+        return None
+    init = {i.name: numpy_helper.to_array(i) for i in dec.graph.initializer}
+    emb = [init[n.input[0]] for n in dec.graph.node if n.op_type == "Gather" and n.input[0] in init
+           and init[n.input[0]].ndim == 2]
+    lstms = [n for n in dec.graph.node if n.op_type == "LSTM"]
+    if len(emb) != 1 or not lstms or any(len(n.input) < 4 or n.input[1] not in init or n.input[2] not in init
+                                         or n.input[3] not in init for n in lstms):
+        return None
+    def order(a: np.ndarray) -> np.ndarray:  # gate blocks iofc -> ifgo
+        return np.concatenate([a[0:1], a[2:3], a[3:4], a[1:2]]).reshape(-1, *a.shape[2:])
+
+    layers = []
+    for n in lstms:
+        w, r, b = init[n.input[1]][0], init[n.input[2]][0], init[n.input[3]][0]
+        p = r.shape[1]
+        w4, r4 = order(w.reshape(4, p, -1)), order(r.reshape(4, p, p))
+        bias = order(b[: 4 * p].reshape(4, p, 1)).reshape(-1) + order(b[4 * p:].reshape(4, p, 1)).reshape(-1)
+        layers.append((w4, r4, bias))
+    e = emb[0]
+    if e.shape[0] != vocab_size or layers[0][0].shape[1] != e.shape[1]:
+        return None
+    table = e @ layers[0][0].T + layers[0][2]
+    p = layers[0][1].shape[1]
+    wup = np.stack([np.concatenate([w, r], axis=1) for w, r, _ in layers[1:]]) if len(layers) > 1 \
+        else np.zeros((0, 4 * p, 2 * p), np.float32)
+    bup = np.stack([b for _, _, b in layers[1:]]) if len(layers) > 1 else np.zeros((0, 4 * p), np.float32)
+    # the joiner: classify each matrix by which graph input it reads
+    g = joi.graph
+    jinit = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    producers = {o: n for n in g.node for o in n.output}
+    enc_in, dec_in = g.input[0].name, g.input[1].name
+    acts = [n.op_type for n in g.node if n.op_type in ("Tanh", "Relu")]
+    if len(acts) != 1:
+        return None
+    mats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for n in g.node:
+        if n.op_type not in ("MatMul", "Gemm") or n.input[1] not in jinit:
+            continue
+        w = jinit[n.input[1]]
+        if n.op_type == "Gemm":
+            attrs = {a.name: a.i for a in n.attribute}
+            w = w.T if attrs.get("transB", 0) else w
+            bias = jinit.get(n.input[2]) if len(n.input) > 2 else None
+        else:
+            adds = [m for m in g.node if m.op_type == "Add" and n.output[0] in m.input]
+            bias = next((jinit[x] for m in adds for x in m.input if x in jinit), None)
+        if bias is None:
+            bias = np.zeros(w.shape[1], np.float32)
+        up = _ancestors(g, n.input[0], producers)
+        role = "out" if enc_in in up and dec_in in up else "enc" if enc_in in up else "dec" if dec_in in up else None
+        if role is None or role in mats:
+            return None
+        mats[role] = (w.T, bias.reshape(-1))
+    if set(mats) != {"enc", "dec", "out"}:
+        return None
+    try:
+        return LstmJointWeights(table, layers[0][1], wup, bup, *mats["enc"], *mats["dec"], *mats["out"],
+                                acts[0].lower(), blank_id, vocab_size, list(durations) if durations else None)
+    except DecodingInputError:
+        return None
+
+
+_F = ctypes.POINTER(ctypes.c_float)
+_IP = ctypes.POINTER(ctypes.c_int)
+
+
+def _f(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(_F)
+
+
+@torch.no_grad()
+def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
+                max_symbols: Optional[int] = 10) -> list[Hypothesis]:
+    """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> one greedy hypothesis per utterance.
+
+    Raises:
+        DecodingInputError: bad shapes / lengths or ``max_symbols`` < 1.
+        NativeEngineUnavailable: no C++ compiler.
+    """
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 \
+            or encoder_output.shape[2] != w.wenc.shape[1]:
+        raise DecodingInputError(f"encoder_output must be a tensor [B, T, {w.wenc.shape[1]}]")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    b, t_max, _ = encoder_output.shape
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    proj = torch.addmm(torch.from_numpy(w.benc), encoder_output.detach().cpu().float().reshape(-1, w.wenc.shape[1]),
+                       torch.from_numpy(w.wenc).t()).reshape(b, t_max, w.wenc.shape[0]).contiguous().numpy()
+    fn = _lib_batch()
+    dur = np.asarray(w.durations or [0], dtype=np.int32)
+    k = len(w.durations) if w.durations else 0
+    p, layers = w.whh0.shape[1], w.wup.shape[0] + 1
+    h, o = w.wdec.shape[0], w.wout.shape[0]
+    lens32 = lens.numpy().astype(np.int32)
+    cap = max(16, t_max * (max_symbols or 64))
+    while True:  # one C++ call decodes the batch (joint and prediction network batched per step)
+        tok, fr, du = (np.zeros((b, cap), np.int32) for _ in range(3))
+        counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
+        got = fn(_f(proj), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup),
+                 _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id,
+                 w.vocab_size, dur.ctypes.data_as(_IP), k, max_symbols or 0, tok.ctypes.data_as(_IP),
+                 fr.ctypes.data_as(_IP), du.ctypes.data_as(_IP), cap, counts.ctypes.data_as(_IP),
+                 scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        if got >= 0:
+            break
+        cap *= 4
+    return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i]), du[i, :n].tolist() if k else None)
+            for i, n in enumerate(counts.tolist())]
+
+
+def _lib_batch() -> Any:
+    fn = load().asr_lstm_greedy_batch
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
+                        _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
+                        ctypes.c_int, _IP, _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
+    return fn
+
+
+# ------------------------------------------------------------------------------ stateless (icefall) decoders
+@dataclass
+class StatelessJointWeights:
+    """icefall's stateless decoder + tanh joint, float32: ``emb [V, E]``, ``convw [E, E/G, C]`` (grouped
+    conv over the ``C`` context labels, ``groups`` G), ``convb [E]`` or None, ``wp [H, E]``, ``bp [H]``
+    (decoder projection), ``wout [V, H]``, ``bout [V]``. The encoder output is already projected."""
+
+    emb: np.ndarray
+    convw: np.ndarray
+    convb: Optional[np.ndarray]
+    groups: int
+    wp: np.ndarray
+    bp: np.ndarray
+    wout: np.ndarray
+    bout: np.ndarray
+    blank_id: int
+    vocab_size: int
+
+    def __post_init__(self) -> None:
+        for name in ("emb", "convw", "wp", "bp", "wout", "bout"):
+            setattr(self, name, np.array(getattr(self, name), dtype=np.float32, order="C"))
+        if self.convb is not None:
+            self.convb = np.array(self.convb, dtype=np.float32, order="C")
+        v, e = self.emb.shape
+        ok = (v == self.vocab_size and self.groups >= 1 and e % self.groups == 0
+              and self.convw.shape[:2] == (e, e // self.groups) and self.wp.shape[1] == e
+              and self.wout.shape == (v, self.wp.shape[0]) and self.bout.shape == (v,) and 0 <= self.blank_id < v
+              and (self.convb is None or self.convb.shape == (e,)))
+        if not ok:
+            raise DecodingInputError("StatelessJointWeights: inconsistent shapes (see the class docstring)")
+
+    @property
+    def context_size(self) -> int:
+        return int(self.convw.shape[2])
+
+    def decoder_out(self, ctx: np.ndarray) -> np.ndarray:
+        """numpy reference of the decoder: ``ctx [N, C]`` int -> ``[N, H]`` (``-1`` embeds as zeros)."""
+        x = np.where((ctx >= 0)[..., None], self.emb[np.clip(ctx, 0, None)], 0.0).astype(np.float32)  # [N, C, E]
+        e, per = self.emb.shape[1], self.emb.shape[1] // self.groups
+        xg = x.transpose(0, 2, 1).reshape(len(ctx), self.groups, per, -1)  # [N, G, per, C]
+        w = self.convw.reshape(self.groups, per, per, -1)  # [G, out, in, C]
+        mid = np.einsum("ngic,goic->ngo", xg, w).reshape(len(ctx), e)
+        if self.convb is not None:
+            mid = mid + self.convb
+        return np.maximum(mid, 0) @ self.wp.T + self.bp
+
+
+def weights_from_icefall_onnx(decoder: str | Path, joiner: str | Path, blank_id: int, vocab_size: int,
+                              context_size: int) -> Optional[StatelessJointWeights]:
+    """Weights of an icefall stateless ``decoder.onnx`` (``Gather`` embedding, grouped ``Conv``, ``Relu``,
+    ``MatMul``/``Gemm`` projection) and ``joiner.onnx`` (``Tanh``, one ``MatMul``/``Gemm``); checked
+    against onnxruntime on a few contexts (``-1`` included). ``None`` when the graphs are another shape."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        dec, joi = onnx.load(str(decoder)), onnx.load(str(joiner))
+    except Exception:
+        return None
+    init = {i.name: numpy_helper.to_array(i) for i in dec.graph.initializer}
+    ops = [n.op_type for n in dec.graph.node]
+    emb = [init[n.input[0]] for n in dec.graph.node if n.op_type == "Gather" and n.input[0] in init
+           and init[n.input[0]].ndim == 2]
+    convs = [n for n in dec.graph.node if n.op_type == "Conv" and n.input[1] in init]
+    lin = [n for n in dec.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in init]
+    if len(emb) != 1 or len(convs) != 1 or len(lin) != 1 or "Relu" not in ops or "LSTM" in ops:
+        return None
+    conv = convs[0]
+    groups = next((a.i for a in conv.attribute if a.name == "group"), 1)
+    convw = init[conv.input[1]]
+    convb = init.get(conv.input[2]) if len(conv.input) > 2 else None
+    wp, bp = _linear(dec.graph, lin[0], init)
+    jinit = {i.name: numpy_helper.to_array(i) for i in joi.graph.initializer}
+    jlin = [n for n in joi.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in jinit]
+    if len(jlin) != 1 or [n.op_type for n in joi.graph.node if n.op_type in ("Tanh", "Relu")] != ["Tanh"]:
+        return None
+    wout, bout = _linear(joi.graph, jlin[0], jinit)
+    try:
+        w = StatelessJointWeights(emb[0], convw, convb, groups, wp, bp, wout, bout, blank_id, vocab_size)
+    except DecodingInputError:
+        return None
+    if w.context_size != context_size or not _matches_onnxruntime(w, decoder):
+        return None
+    return w
+
+
+def _linear(graph: Any, node: Any, init: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(W [out, in], b [out]) of a MatMul (+ Add) or Gemm node."""
+    w = init[node.input[1]]
+    if node.op_type == "Gemm":
+        trans = {a.name: a.i for a in node.attribute}.get("transB", 0)
+        w = w if trans else w.T
+        b = init.get(node.input[2]) if len(node.input) > 2 else None
+        return w, (b if b is not None else np.zeros(w.shape[0], np.float32)).reshape(-1)
+    adds = [m for m in graph.node if m.op_type == "Add" and node.output[0] in m.input]
+    b = next((init[x] for m in adds for x in m.input if x in init), None)
+    return w.T, (b if b is not None else np.zeros(w.shape[1], np.float32)).reshape(-1)
+
+
+def _matches_onnxruntime(w: StatelessJointWeights, decoder: str | Path) -> bool:
+    try:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(str(decoder), providers=["CPUExecutionProvider"])
+        c, v = w.context_size, w.vocab_size
+        ctx = np.array([[-1] * (c - 1) + [w.blank_id], [w.blank_id] * c, [(3 * k + 1) % v for k in range(c)],
+                        [v - 1 - k for k in range(c)]], dtype=np.int64)
+        want = sess.run(None, {sess.get_inputs()[0].name: ctx})[0]
+        return want.shape == (4, w.wp.shape[0]) and bool(np.allclose(w.decoder_out(ctx), want, atol=1e-4, rtol=1e-4))
+    except Exception:  # any failure to check means: keep onnxruntime
+        return False
+
+
+@torch.no_grad()
+def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
+                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = 10,
+                     start_context: str = "blank", unk_id: Optional[int] = None) -> list[Hypothesis]:
+    """Projected encoder output ``[B, T, H]`` (icefall's ``encoder_out``) -> one greedy hypothesis per
+    utterance; ``start_context`` / ``unk_id`` (``<unk>`` counted as blank, max fold) as in
+    :class:`~asrdecode.models.onnx_transducer.OnnxTransducer`."""
+    h = w.wp.shape[0]
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 or encoder_output.shape[2] != h:
+        raise DecodingInputError(f"encoder_output must be a tensor [B, T, {h}]")
+    if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
+        raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
+    if start_context not in ("blank", "sherpa"):
+        raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
+    b, t_max, _ = encoder_output.shape
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    fn = load().asr_stateless_greedy_batch
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
+                        ctypes.c_int, _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
+                        _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
+    c = w.context_size
+    start = np.full(c, w.blank_id, dtype=np.int32)
+    if start_context == "sherpa":
+        start[:-1] = -1
+    enc = encoder_output.detach().cpu().float().contiguous().numpy()
+    lens32 = lens.numpy().astype(np.int32)
+    cap = max(16, t_max * (max_symbols or 64))
+    while True:  # one C++ call decodes the batch (the joint batched per step)
+        tok, fr = np.zeros((b, cap), np.int32), np.zeros((b, cap), np.int32)
+        counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
+        got = fn(_f(enc), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
+                 _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout),
+                 _f(w.bout), w.vocab_size, w.blank_id, -1 if unk_id is None else int(unk_id),
+                 start.ctypes.data_as(_IP), max_symbols or 0, tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP), cap,
+                 counts.ctypes.data_as(_IP), scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        if got >= 0:
+            break
+        cap *= 4
+    return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i])) for i, n in enumerate(counts.tolist())]
