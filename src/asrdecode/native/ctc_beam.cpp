@@ -19,45 +19,13 @@
 namespace {
 
 using asrd::Automaton;
+using asrd::CollapseArgs;
+using asrd::CtcBeamArgs;
+using asrd::CtcDecodeArgs;
+using asrd::CtcFinalArgs;
+using asrd::FusionDesc;
 
-// One fusion model: an automaton or a word LM read natively, or rows computed by the driver for this frame.
-struct FusionModelDesc {
-  int64_t kind;          // 0: automaton, 1: rows, 2: word LM
-  double weight;
-  int64_t nonpositive;   // every score <= 0 (lets a candidate be rejected before its LM look-up)
-  Automaton automaton;
-  const void* rows_scores;  // kind 1: [B*K, V] in the emissions' dtype
-  const int64_t* rows_next; // kind 1: [B*K, V]
-  const asrd::WordLM* word;  // kind 2
-};
 
-struct CtcBeamArgs {
-  int64_t batch, beam, vocab, frames;  // B, K, V, T (frames of x)
-  int64_t x_stride;                    // elements between utterances of x (frames contiguous)
-  int64_t blank;
-  int64_t is_double;                   // emissions / state dtype: 0 float32, 1 float64
-  int64_t num_tokens;                  // M candidate tokens per frame; 0: the whole vocabulary
-  int64_t merge_all;                   // merge children into stays even when their token is not a candidate
-  int64_t num_models;
-  int64_t t_begin, t_end;              // frames to run
-  double beta, threshold;
-  const void* x;                       // [B, T, V]
-  const int64_t* lengths;              // [B] frames of each utterance in x
-  void* p_b;                           // [B, K] dtype
-  void* p_nb;
-  void* fscore;
-  void* length;
-  void* peak;
-  int64_t* last;                       // [B, K]
-  int64_t* hash;
-  int64_t* parent_hash;
-  int64_t* fstates;                    // [B, K, num_models]
-  int64_t* tok_out;                    // [t_end - t_begin, B, K] tree records: token (-1: none),
-  int64_t* par_out;                    //   parent slot,
-  int64_t* dat_out;                    //   time (frame_index of the frame)
-  const int64_t* frame_index;          // [B, frames] original frame of each frame of x
-  const FusionModelDesc* models;
-};
 
 constexpr int64_t kInlineModels = 4;  // fusion scores kept with a candidate (more: looked up again)
 
@@ -120,7 +88,7 @@ class CtcBeam {
  private:
   // Score of token `tok` for slot `j` of utterance `b` for model i; false on an invalid state.
   bool model_score(int64_t i, int64_t b, int64_t j, int64_t state, int64_t tok, T* score, int64_t* next) {
-    const FusionModelDesc& m = a_.models[i];
+    const FusionDesc& m = a_.models[i];
     if (m.kind == 0 || m.kind == 2) {
       float s;
       const bool ok = m.kind == 0 ? asrd::automaton_score(m.automaton, state, tok, &s, next)
@@ -472,20 +440,6 @@ class CtcBeam {
 // first) is a blank frame, or when no non-blank frame follows it in the chunk; the first blank
 // frame after a non-blank one with no non-blank after it in the chunk waits as `pending` and is
 // kept (first) once a later chunk has a non-blank frame.
-struct CollapseArgs {
-  int64_t batch, frames, vocab, blank, is_double, weak;
-  double threshold;
-  const void* x;             // [B, T, V]
-  const int64_t* lengths;    // [B]
-  const int64_t* offsets;    // [B] original index of the chunk's first frame
-  uint8_t* prev_blank;       // [B] state, updated in place
-  void* pending;             // [B, V]
-  int64_t* pending_index;    // [B]
-  uint8_t* pending_valid;    // [B]
-  void* out_x;               // [B, T + 1, V] kept frames first
-  int64_t* out_len;          // [B]
-  int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
-};
 
 // Whether frame f [V] is a blank frame: its blank probability above th, or (weak) its argmax (first
 // maximum) is the blank (asrdecode.ctc.collapse.blank_frames).
@@ -552,23 +506,6 @@ void ctc_collapse(const CollapseArgs& a) {
 // The n-best of a CTCBeamState (asrdecode.ctc.beam._finalize): per utterance, the `nbest` best
 // valid slots by score = logaddexp(p_b, p_nb) + fscore [+ beta * length] [+ sum_i w_i * final_i],
 // higher first (ties to the lower slot), with their token sequences and times from the tree.
-struct CtcFinalArgs {
-  int64_t batch, beam, is_double, num_models, with_final, nbest, steps;
-  double beta;
-  const void* p_b;
-  const void* p_nb;
-  const void* fscore;
-  const void* length;
-  const int64_t* fstates;   // [B, K, num_models]
-  const FusionModelDesc* models;  // kind 0: automaton final weights; kind 1: rows_scores = final [B*K] (dtype)
-  const int64_t* tok;       // tree [steps, B, K]
-  const int64_t* par;
-  const int64_t* dat;
-  double* out_score;        // [B, nbest] (-inf: none)
-  int64_t* out_len;         // [B, nbest] tokens (-1: no hypothesis)
-  int64_t* out_tok;         // [B, nbest, steps]
-  int64_t* out_dat;
-};
 
 template <typename T>
 std::string ctc_finalize(const CtcFinalArgs& a) {
@@ -590,7 +527,7 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
       if (a.with_final && NM) {
         T total = T(0);
         for (int64_t m = 0; m < NM; ++m) {
-          const FusionModelDesc& d = a.models[m];
+          const FusionDesc& d = a.models[m];
           T f;
           if (d.kind == 0) {
             const int64_t state = a.fstates[at * NM + m];
@@ -638,21 +575,6 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
 // A whole decode in one call (asrdecode.ctc.beam_search with no state and final=True, every fusion
 // model read natively): a fresh state, blank collapse done in the frame loop (the kept frames of
 // Definition 3 are searched in place, no copy), the frames, then the n-best as ctc_finalize gives it.
-struct CtcDecodeArgs {
-  int64_t batch, beam, vocab, frames, x_stride, blank, is_double, num_tokens, merge_all, num_models;
-  double beta, threshold;
-  int64_t collapse;              // 0: off, 1: P(blank) > collapse_threshold, 2: weak (argmax is blank)
-  double collapse_threshold;
-  int64_t nbest;
-  const void* x;                 // [B, T, V] (frames contiguous)
-  const int64_t* lengths;        // [B]
-  const int64_t* const* init_fstates;  // [num_models] pointers to [B * K]: the fresh hypotheses' fusion states
-  const FusionModelDesc* models;  // kinds 0 and 2 only
-  double* out_score;             // [B, nbest] as CtcFinalArgs, with steps = frames
-  int64_t* out_len;
-  int64_t* out_tok;
-  int64_t* out_dat;
-};
 
 template <typename T>
 std::string ctc_decode(const CtcDecodeArgs& d) {
@@ -730,7 +652,7 @@ int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
 }
 
 // Version of the C ABI below (the Python side checks it).
-int asrd_abi_version() { return 1; }
+int asrd_abi_version() { return 2; }
 
 // Runs frames [t_begin, t_end) of the CTC prefix beam search in place on the state arrays.
 // Returns 0, or 1 with a message in `err` (at most err_len bytes, NUL-terminated).

@@ -26,6 +26,8 @@
 #include <functional>
 #include <limits>
 #include <vector>
+
+#include "abi.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -128,22 +130,6 @@ inline int report(const std::string& msg, char* err, int64_t err_len) {
 }
 
 // ------------------------------------------------------------------------------ fusion automata
-// A BackoffAutomaton's arrays (asrdecode/lm/_automaton.py), borrowed from its tensors.
-struct Automaton {
-  const int64_t* arc_offsets;    // [S + 1]
-  const int64_t* arc_label;      // [A] sorted within each state
-  const float* arc_weight;       // [A]
-  const int64_t* arc_dest;       // [A]
-  const int64_t* backoff_state;  // [S]
-  const float* backoff_weight;   // [S]
-  const int64_t* dense_index;    // [S] row of a state's resolved scores, -1: none
-  const float* dense_scores;     // [H, V]
-  const int64_t* dense_next;     // [H, V]
-  const float* final_weight;     // [S] end-of-sentence scores
-  int64_t num_states;
-  int64_t vocab;
-  int64_t blank;  // -1: none
-};
 
 // Score and next state of `label` from `state`: walk the backoff chain to the first state with
 // an arc for it or a dense row (terminals always have one), adding backoff weights in float32 in
@@ -180,20 +166,6 @@ inline bool automaton_score(const Automaton& a, int64_t state, int64_t label, fl
 }
 
 // ------------------------------------------------------------------------------- word n-gram LM
-// A WordNGramLM (asrdecode/lm/word.py) read from its arrays: states are (word-LM state << node_bits)
-// | trie node; a word-starting token ends the open word (its back-off score over word labels plus a
-// per-node constant) and opens the token's node; any other token walks the trie automaton.
-struct WordLM {
-  Automaton lm;               // the word n-gram over word labels (arcs and back-off only are read)
-  Automaton trie;             // the token trie (dense rows, arcs, back-off to the OOV node)
-  const int64_t* end_label;   // [nodes] word label ending at each node
-  const float* end_const;     // [nodes] constant added to the word's LM score at its end
-  const uint8_t* is_start;    // [V] the token ends the open word and starts a new one
-  const int64_t* start_node;  // [V] node a word-starting token opens
-  const float* start_score;   // [V] score it adds there
-  int64_t node_bits;
-  float lm_root_fill;         // score of a label without an arc anywhere on the chain
-};
 
 // ln p(label | lm state) and the next word-LM state: the back-off chain walked on arcs only, as
 // WordNGramLM._word_score (float32, backoff weights added in chain order).

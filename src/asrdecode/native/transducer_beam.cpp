@@ -18,42 +18,8 @@
 
 namespace {
 
-struct TransducerBeamArgs {
-  int64_t batch, beam, vocab;      // B, K, V
-  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
-  int64_t logit_stride;            // elements per logits row (V, or V + D for TDT)
-  int64_t frames;                  // T of the projected encoder buffer (frame rows: b * T + frame)
-  int64_t blank, tdt, aes, early, lm_weighted;
-  int64_t max_symbols;             // < 0: no cap
-  int64_t num_models, is_double, pack;
-  double lam, beta;
-  const int64_t* durations;        // [D] duration values
-  const void* logits;              // [n, logit_stride] joint output of the expanding slots (state dtype)
-  const int64_t* lengths;          // [B] frames of each utterance in the buffer
-  const int64_t* offset;           // [B] global frame of buffer frame 0
-  const uint8_t* final_chunk;      // [B] this chunk ends the utterance
-  void* score;                     // [B, K] state dtype
-  int64_t* time;                   // [B, K] frame (buffer-relative)
-  int64_t* symbols;                // [B, K] labels on the current frame
-  int64_t* hash;                   // [B, K] prefix hash
-  int64_t* nlabels;                // [B, K] transcript length
-  int64_t* last;                   // [B, K] last label (blank: none)
-  int64_t* lm_states;              // [B*K, M]
-  uint8_t* active;                 // [B, K] in: expanding this step; out: expanding the next step
-  int64_t* parent_flat;            // [B*K] out: row of each new hypothesis's parent
-  uint8_t* emitted;                // [B*K] out: the new hypothesis emitted a label
-  int64_t* labels;                 // [B*K] out: that label, else blank
-  int64_t* emit_rows;              // [B*K] out: the emitting rows, in order
-  int64_t* frame_rows;             // [B*K] out: [:n] encoder buffer row (b * T + frame) of each joint row
-  int64_t* joint_rows;             // [B*K] out: [:n] the slots the next step expands (its joint rows)
-  int64_t* logit_pos;              // [B*K] in: each expanding slot's row of `logits`; out: for the next step
-  int64_t* tok_out;                // [B, K] tree records of this step: token (-1: none),
-  int64_t* par_out;                //   parent slot,
-  int64_t* dat_out;                //   frame * pack + duration
-  uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
-  int64_t* counts;                 // out: [0] n, hypotheses expanding next, [1] emitting rows
-  const asrd::FusionDesc* models;
-};
+using asrd::TransducerBeamArgs;
+
 
 struct Pick {
   int64_t k;     // parent slot
@@ -100,6 +66,9 @@ class TransducerBeamStep {
   }
 
   std::string run() {
+    if (a_.logit_cols != a_.logit_stride)
+      return "joint output has " + std::to_string(a_.logit_cols) + " columns, expected " +
+             std::to_string(a_.logit_stride) + " (vocab_size" + (a_.tdt ? " + durations)" : ")");
     int64_t n_emit = 0;
     for (int64_t b = 0; b < a_.batch; ++b) {
       std::string err = step(b);
@@ -139,7 +108,10 @@ class TransducerBeamStep {
       }
       T* lp = lp_.data() + k * V;
       T* lpd = lpd_.data() + k * D;
-      const T* x = logits + a_.logit_pos[row] * a_.logit_stride;
+      const int64_t pos = a_.logit_pos[row];
+      if (pos < 0 || pos >= a_.logit_rows)
+        return "joint output has " + std::to_string(a_.logit_rows) + " rows, the step reads row " + std::to_string(pos);
+      const T* x = logits + pos * a_.logit_stride;
       asrd::log_softmax(x, V, lp);
       if (a_.tdt) asrd::log_softmax(x + V, D, lpd);
       const T lpb = lp[a_.blank];

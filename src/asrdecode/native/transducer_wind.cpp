@@ -18,41 +18,8 @@
 
 namespace {
 
-struct WindArgs {
-  int64_t batch, beam, vocab, window;  // B, K, V, W
-  int64_t frames;                      // T of the projected encoder buffer
-  int64_t blank, early, lm_weighted;
-  int64_t max_symbols;                 // < 0: no cap
-  int64_t num_models, is_double;
-  double lam, beta;
-  const void* logits;                  // [m, V] joint output of the rows asrd_wind_pop listed
-  const int64_t* lengths;              // [B]
-  const int64_t* offset;               // [B] global frame of buffer frame 0
-  const uint8_t* final_chunk;          // [B]
-  void* score;                         // [B, S] state dtype
-  int64_t* time;                       // [B, S]
-  int64_t* symbols;
-  int64_t* hash;
-  int64_t* nlabels;
-  int64_t* last;
-  int64_t* lm_states;                  // [B*S, M]
-  uint8_t* active;                     // [B] in: the utterance steps; out: for the next step
-  int64_t* tmin;                       // [B] the popped frame (asrd_wind_pop)
-  int64_t* row_of;                     // [B*K*W] joint row of (popped slot k, window frame j), -1: none
-  int64_t* enc_rows;                   // [B*K*W] out (pop): [:m] encoder buffer row of each joint row
-  int64_t* dec_rows;                   // [B*K*W] out (pop): [:m] hypothesis row of each joint row
-  int64_t* parent_flat;                // [B*S] out: each new hypothesis's parent row
-  uint8_t* emitted;                    // [B*S] out
-  int64_t* labels;                     // [B*S] out
-  int64_t* emit_rows;                  // [B*S] out: [:n] the emitting rows
-  int64_t* tok_out;                    // [B, S] tree records: token (-1: none),
-  int64_t* par_out;                    //   parent slot,
-  int64_t* dat_out;                    //   frame * pack (pack = 1 for RNN-T)
-  int64_t* counts;                     // out: pop: [0] joint rows; step: [0] utterances stepping next, [1] emitting rows
-  const asrd::FusionDesc* models;
-  int64_t has_gamma;                   // 1: keep a hypothesis's expansions within gamma of its best one
-  double gamma;                        //    (mAES's expansion threshold, by the ranking score)
-};
+using asrd::WindArgs;
+
 
 constexpr int64_t kBig = std::numeric_limits<int64_t>::max();
 
@@ -125,6 +92,8 @@ class WindStep {
   }
 
   std::string run() {
+    if (a_.logit_cols != V_)
+      return "joint output has " + std::to_string(a_.logit_cols) + " columns, expected vocab_size " + std::to_string(V_);
     int64_t n_emit = 0, stepping = 0;
     for (int64_t b = 0; b < a_.batch; ++b) {
       const int64_t base = b * S_;
@@ -184,7 +153,10 @@ class WindStep {
       T cum = T(0), cum_ac = T(0);
       for (int64_t j = 0; j < n; ++j) {
         T* lp = lp_.data() + (k * W + j) * V;
-        asrd::log_softmax(logits + row_of[k * W + j] * V, V, lp);
+        const int64_t at = row_of[k * W + j];
+        if (at < 0 || at >= a_.logit_rows)
+          return "joint output has " + std::to_string(a_.logit_rows) + " rows, the step reads row " + std::to_string(at);
+        asrd::log_softmax(logits + at * V, V, lp);
         const T lpb = lp[a_.blank];
         const T blank_fr = a_.lm_weighted ? (T(1) + lam_) * lpb : lpb;
         const T nonblank = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);

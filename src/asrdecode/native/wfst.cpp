@@ -23,31 +23,14 @@
 #include <new>
 #include <vector>
 
+#include "abi.h"
+
 namespace {
+
+using asrd::WfstArgs;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct WfstArgs {
-  int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;
-  int64_t hist_base, node_base, step_base, min_active;
-  float beam, lattice_beam;
-  const int64_t* e_ptr;     // [S + 1]
-  const int32_t* e_rows;    // [A, 4]: 2 * token + starts, dst, word, score bits
-  const float* e_max;       // [S] best emitting arc score of each state (-inf: none)
-  const int64_t* p_ptr;     // [S + 1]
-  const int64_t* p_dst;     // [P]
-  const int64_t* p_olabel;  // [P]
-  const float* p_score;     // [P]
-  const float* am;          // [B, T, vocab] acoustic_scale * log_probs, contiguous
-  const int64_t* lengths;   // [B]
-  const int64_t* offset;    // [B] frames consumed before this chunk
-  const float* boost;       // [B, boost_width] or null
-  const int64_t* tok_ptr;   // [B + 1] tokens grouped by utterance
-  const int64_t* tok_s;
-  const float* tok_score;
-  const int64_t* tok_hid;
-  const int64_t* tok_nid;   // lattice node ids (lattice only)
-};
 
 struct Tok {
   int32_t s;
