@@ -309,24 +309,7 @@ class WindStep {
     const int64_t base = b * S;
     const int64_t P = static_cast<int64_t>(pool_.size());
     merged_.assign(pool_score_.begin(), pool_score_.end());
-    for (int64_t i = 0; i < P; ++i) {
-      if (!(pool_score_[i] > ninf)) continue;
-      const Entry& e = pool_[i];
-      bool leader = true;
-      T mx = pool_score_[i];
-      for (int64_t j = 0; j < P && leader; ++j) {
-        if (j == i || !(pool_score_[j] > ninf) || !same(e, pool_[j])) continue;
-        if (pool_score_[j] > pool_score_[i] || (pool_score_[j] == pool_score_[i] && j < i)) leader = false;
-      }
-      if (!leader) {
-        merged_[i] = ninf;
-        continue;
-      }
-      T sum = T(0);
-      for (int64_t j = 0; j < P; ++j)
-        if (pool_score_[j] > ninf && same(e, pool_[j])) sum += std::exp(pool_score_[j] - mx);
-      merged_[i] = mx + std::log(sum);
-    }
+    merge_groups(P);
     T* score = static_cast<T*>(a_.score) + base;
     int64_t* fst = a_.lm_states + base * NM;
     out_score_.assign(static_cast<size_t>(S), ninf);
@@ -396,6 +379,39 @@ class WindStep {
     return x.hash == y.hash && x.time == y.time && x.nl == y.nl && x.last == y.last;
   }
 
+  // merged_[i] for the valid pool entries: equal transcripts (same()) form a group; its leader (best score,
+  // the lower index on ties) gets mx + log(sum_j exp(s_j - mx)) summed in pool order, the others -inf.
+  // The groups come from one sort by (transcript key, index): O(P log P) (a pairwise scan was O(P^2), with
+  // P = (window + 1) * beam + beam^2 entries: O(beam^4) per step).
+  void merge_groups(int64_t P) {
+    const T ninf = asrd::neg_inf<T>();
+    group_.clear();
+    for (int64_t i = 0; i < P; ++i)
+      if (pool_score_[i] > ninf) group_.push_back(i);
+    std::sort(group_.begin(), group_.end(), [this](int64_t a, int64_t c) {
+      const Entry& x = pool_[a];
+      const Entry& y = pool_[c];
+      if (x.hash != y.hash) return x.hash < y.hash;
+      if (x.time != y.time) return x.time < y.time;
+      if (x.nl != y.nl) return x.nl < y.nl;
+      if (x.last != y.last) return x.last < y.last;
+      return a < c;
+    });
+    const size_t n = group_.size();
+    for (size_t g0 = 0, g1 = 0; g0 < n; g0 = g1) {
+      int64_t leader = group_[g0];
+      for (g1 = g0 + 1; g1 < n && same(pool_[group_[g0]], pool_[group_[g1]]); ++g1)
+        if (pool_score_[group_[g1]] > pool_score_[leader]) leader = group_[g1];
+      const T mx = pool_score_[leader];
+      T sum = T(0);
+      for (size_t q = g0; q < g1; ++q) {
+        sum += std::exp(pool_score_[group_[q]] - mx);
+        merged_[group_[q]] = ninf;
+      }
+      merged_[leader] = mx + std::log(sum);
+    }
+  }
+
   const WindArgs& a_;
   const int64_t K_, V_, W_, R_, S_, NM_;
   const asrd::Fusion<T> fusion_;
@@ -406,7 +422,7 @@ class WindStep {
   std::vector<uint8_t> live_, removed_;
   std::vector<Entry> pool_;
   std::vector<T> pool_score_, merged_, out_score_;
-  std::vector<int64_t> pool_lm_, out_pick_, new_lm_;
+  std::vector<int64_t> pool_lm_, out_pick_, new_lm_, group_;
   std::vector<int64_t> new_time_ = std::vector<int64_t>(static_cast<size_t>(S_)),
                        new_sym_ = std::vector<int64_t>(static_cast<size_t>(S_)),
                        new_hash_ = std::vector<int64_t>(static_cast<size_t>(S_)),
