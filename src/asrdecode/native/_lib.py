@@ -34,6 +34,18 @@ _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
 _ABI_VERSION = 2
+# ASRDECODE_NATIVE_SANITIZE=1 (``make test-asan``): an AddressSanitizer + UBSan build in its own directory
+# (``_build_asan``); the Python process then needs libasan preloaded (LD_PRELOAD, see the Makefile).
+_SANITIZE_FLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                   "-fno-sanitize-recover=undefined")
+
+
+def _sanitize() -> bool:
+    return os.environ.get("ASRDECODE_NATIVE_SANITIZE", "0") == "1"
+
+
+def _flags() -> tuple[str, ...]:
+    return _FLAGS + _SANITIZE_FLAGS if _sanitize() else _FLAGS
 
 
 class NativeEngineUnavailable(AsrDecodeError, RuntimeError):
@@ -57,13 +69,14 @@ def _digest(compiler: str) -> str:
     for name in _SOURCES:
         h.update(name.encode())
         h.update((_HERE / name).read_bytes())
-    h.update(" ".join((compiler, *_FLAGS)).encode())
+    h.update(" ".join((compiler, *_flags())).encode())
     return h.hexdigest()[:16]
 
 
 def _build_dirs() -> list[Path]:
+    sub = "_build_asan" if _sanitize() else "_build"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asrdecode"
-    return [_HERE / "_build", cache]
+    return [_HERE / sub, cache / sub.lstrip("_") if _sanitize() else cache]
 
 
 def library_path(compiler: Optional[str] = None) -> Optional[Path]:
@@ -114,7 +127,7 @@ def _compile_units(compiler: str, out_dir: Path) -> list[str]:
             reap(block=False)
             if len(running) >= width:
                 time.sleep(0.01)
-        cmd = [compiler, *(f for f in _FLAGS if f != "-shared"), "-c", str(_HERE / unit), "-o", obj]
+        cmd = [compiler, *(f for f in _flags() if f != "-shared"), "-c", str(_HERE / unit), "-o", obj]
         running.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     reap(block=True)
     if failures:
@@ -139,7 +152,7 @@ def build(verbose: bool = True) -> Path:
     objects = tempfile.mkdtemp(prefix=path.stem + ".", suffix=".objs", dir=path.parent)
     try:
         objs = _compile_units(compiler, Path(objects))
-        _run([compiler, *_FLAGS, *objs, "-o", tmp])
+        _run([compiler, *_flags(), *objs, "-o", tmp])
         os.replace(tmp, path)
     finally:
         shutil.rmtree(objects, ignore_errors=True)

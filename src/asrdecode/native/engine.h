@@ -62,9 +62,10 @@ inline T log_add_exp(T a, T b) {
 }
 
 // exp(x) in float32 for x clamped to [-87, 88] (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
-// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here.
+// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here. A NaN counts as
+// -87 (callers flag NaNs themselves; converting it to an int would be undefined).
 inline float exp_poly(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  x = x >= -87.0f ? (x > 88.0f ? 88.0f : x) : -87.0f;
   const float fx = x * 1.44269504088896341f;
   const int32_t n = static_cast<int32_t>(fx < 0.0f ? fx - 0.5f : fx + 0.5f);
   const float nf = static_cast<float>(n);

@@ -121,26 +121,37 @@ class WindStep {
   }
 
  private:
-  std::string step(int64_t b) {
-    const T ninf = asrd::neg_inf<T>();
-    const int64_t K = K_, V = V_, W = W_, S = S_, NM = NM_;
-    const int64_t base = b * S;
-    T* score = static_cast<T*>(a_.score) + base;
-    int64_t* time = a_.time + base;
-    int64_t* sym = a_.symbols + base;
-    int64_t* hsh = a_.hash + base;
-    int64_t* nl = a_.nlabels + base;
-    int64_t* last = a_.last + base;
-    int64_t* fst = a_.lm_states + base * NM;
-    const int64_t tmin = a_.tmin[b];
-    const int64_t r0 = (a_.offset[b] + tmin) % R_;
-    const int64_t n = std::min(W, a_.lengths[b] - tmin);  // window frames inside the utterance
-    const int64_t* row_of = a_.row_of + b * K * W;
-    const T* logits = static_cast<const T*>(a_.logits);
-    const bool fused = NM > 0;
-    ++stamp_;
+  // Where one step of utterance b works: its popped frame and list, its [S] state rows.
+  struct Ctx {
+    int64_t b, base, tmin, r0, n;  // n: window frames inside the utterance
+    T* score;
+    int64_t *time, *sym, *hsh, *nl, *last, *fst;
+    const int64_t* row_of;
+  };
 
-    // Step 2: Equation 1 over the window for each popped live hypothesis k (slot r0 * K + k)
+  std::string step(int64_t b) {
+    const int64_t base = b * S_, tmin = a_.tmin[b];
+    const Ctx c{b, base, tmin, (a_.offset[b] + tmin) % R_, std::min(W_, a_.lengths[b] - tmin),
+                static_cast<T*>(a_.score) + base, a_.time + base, a_.symbols + base, a_.hash + base,
+                a_.nlabels + base, a_.last + base, a_.lm_states + base * NM_, a_.row_of + b * K_ * W_};
+    ++stamp_;
+    std::string err = window_scores(c);
+    if (err.empty()) err = prefix_search(c);
+    if (!err.empty()) return err;
+    seed_pool(c);
+    for (int64_t k = 0; k < K_; ++k) {
+      err = expand(c, k);
+      if (!err.empty()) return err;
+    }
+    return merge(b);
+  }
+
+  // Step 2: Equation 1 over the window for each popped live hypothesis k (slot r0 * K + k).
+  std::string window_scores(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const T* logits = static_cast<const T*>(a_.logits);
     p_score_.assign(static_cast<size_t>(K), ninf);
     live_.assign(static_cast<size_t>(K), 0);
     whole_ac_.assign(static_cast<size_t>(K), T(0));
@@ -174,7 +185,15 @@ class WindStep {
       no_lm_[(k * W + (n - 1)) * V + a_.blank] = cum;  // blank on the whole window
     }
 
-    // Step 3: prefix search. B = A + (v,) on this frame gets A's paths "then v here"; A is removed
+    return "";
+  }
+
+  // Step 3: prefix search. B = A + (v,) on this frame gets A's paths "then v here"; A is removed.
+  std::string prefix_search(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const bool fused = NM > 0;
     new_score_.assign(p_score_.begin(), p_score_.end());
     removed_.assign(static_cast<size_t>(K), 0);
     for (int64_t bi = 0; bi < K; ++bi) {
@@ -204,11 +223,17 @@ class WindStep {
       }
     }
 
-    // Step 4: each expanding hypothesis's K best continuations
+    return "";
+  }
+
+  // Step 4 begins: the pool holds the lists as they are (the popped list is consumed).
+  void seed_pool(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, S = S_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
     pool_.clear();
     pool_score_.clear();
     pool_lm_.clear();
-    const int64_t C = W * V;
     for (int64_t s = 0; s < S; ++s) {  // the lists as they are; the popped list is consumed
       const bool popped = s / K == r0;
       pool_score_.push_back(popped ? ninf : score[s]);
@@ -216,78 +241,84 @@ class WindStep {
                             static_cast<int64_t>(pool_lm_.size())});
       pool_lm_.insert(pool_lm_.end(), fst + s * NM, fst + (s + 1) * NM);
     }
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t src = r0 * K + k;
-      const bool expand = live_[k] && !removed_[k];
-      top_.reset(K);
-      if (expand) {
-        const int64_t* st = fst + src * NM;
-        if (!a_.early) {
-          const bool bounded = !fused || fusion_.bounded();
-          for (int64_t j = 0; j < n; ++j) {
-            const T* row = no_lm_.data() + (k * W + j) * V;
-            for (int64_t v = 0; v < V; ++v) {
-              const int64_t col = j * V + v;
-              T val = row[v];
-              if (!(val > ninf)) continue;
-              if (v != a_.blank && fused) {
-                if (bounded && !top_.admits(val, col)) continue;  // fusion only lowers it
-                T lm;
-                if (!lm_of(k, base + src, st, v, &lm)) return asrd::invalid_fusion_state(b, src);
-                val = val + lm;
-              }
-              top_.push(val, col, 0);
+  }
+
+  // Step 4: popped hypothesis k's K best continuations into the pool.
+  std::string expand(const Ctx& c, int64_t k) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const bool fused = NM > 0;
+    const int64_t src = r0 * K + k;
+    const bool expand = live_[k] && !removed_[k];
+    top_.reset(K);
+    if (expand) {
+      const int64_t* st = fst + src * NM;
+      if (!a_.early) {
+        const bool bounded = !fused || fusion_.bounded();
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = no_lm_.data() + (k * W + j) * V;
+          for (int64_t v = 0; v < V; ++v) {
+            const int64_t col = j * V + v;
+            T val = row[v];
+            if (!(val > ninf)) continue;
+            if (v != a_.blank && fused) {
+              if (bounded && !top_.admits(val, col)) continue;  // fusion only lowers it
+              T lm;
+              if (!lm_of(k, base + src, st, v, &lm)) return asrd::invalid_fusion_state(b, src);
+              val = val + lm;
             }
-          }
-        } else {
-          for (int64_t j = 0; j < n; ++j) {
-            const T* lp = lp_.data() + (k * W + j) * V;
-            const T bac = before_ac_[k * W + j];
-            for (int64_t v = 0; v < V; ++v) {
-              const T ac = v == a_.blank ? (j == n - 1 ? whole_ac_[k] : ninf) : bac + lp[v];
-              if (ac > ninf) top_.push(ac, j * V + v, 0);
-            }
+            top_.push(val, col, 0);
           }
         }
-      }
-      auto& best = top_.sorted();
-      for (int64_t q = 0; q < K; ++q) {
-        if (!expand || q >= static_cast<int64_t>(best.size()) ||
-            (a_.has_gamma && best[q].value < best[0].value - static_cast<T>(a_.gamma))) {
-          pool_score_.push_back(ninf);
-          pool_.push_back(Entry{0, 0, 0, 0, a_.blank, src, -1, 0, 0});
-          continue;
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          const T* lp = lp_.data() + (k * W + j) * V;
+          const T bac = before_ac_[k * W + j];
+          for (int64_t v = 0; v < V; ++v) {
+            const T ac = v == a_.blank ? (j == n - 1 ? whole_ac_[k] : ninf) : bac + lp[v];
+            if (ac > ninf) top_.push(ac, j * V + v, 0);
+          }
         }
-        const int64_t col = best[q].index;
-        const int64_t tok = col % V, j = col / V;
-        const bool lab = tok != a_.blank;
-        T val = no_lm_[(k * W + j) * V + tok];
-        if (a_.early && lab && fused) {
-          T lm;
-          if (!lm_of(k, base + src, fst + src * NM, tok, &lm)) return asrd::invalid_fusion_state(b, src);
-          val = val + lm;
-        } else if (!a_.early) {
-          val = best[q].value;
-        }
-        int64_t s_new = lab ? (j == 0 ? sym[src] + 1 : 1) : 0;
-        int64_t t_new = tmin + j + (lab ? 0 : 1);
-        if (a_.max_symbols >= 0 && lab && s_new >= a_.max_symbols) {
-          t_new += 1;
-          s_new = 0;
-        }
-        pool_score_.push_back(new_score_[k] + val);
-        const int64_t at = static_cast<int64_t>(pool_lm_.size());
-        pool_lm_.resize(pool_lm_.size() + static_cast<size_t>(NM));
-        if (lab) {
-          if (!fusion_.next(base + src, fst + src * NM, tok, pool_lm_.data() + at)) return asrd::invalid_fusion_state(b, src);
-        } else {
-          std::copy(fst + src * NM, fst + (src + 1) * NM, pool_lm_.begin() + at);
-        }
-        pool_.push_back(Entry{t_new, s_new, lab ? asrd::extend_hash(hsh[src], tok) : hsh[src], nl[src] + (lab ? 1 : 0),
-                              lab ? tok : last[src], src, lab ? tok : -1, tmin + j, at});
       }
     }
-    return merge(b);
+    auto& best = top_.sorted();
+    for (int64_t q = 0; q < K; ++q) {
+      if (!expand || q >= static_cast<int64_t>(best.size()) ||
+          (a_.has_gamma && best[q].value < best[0].value - static_cast<T>(a_.gamma))) {
+        pool_score_.push_back(ninf);
+        pool_.push_back(Entry{0, 0, 0, 0, a_.blank, src, -1, 0, 0});
+        continue;
+      }
+      const int64_t col = best[q].index;
+      const int64_t tok = col % V, j = col / V;
+      const bool lab = tok != a_.blank;
+      T val = no_lm_[(k * W + j) * V + tok];
+      if (a_.early && lab && fused) {
+        T lm;
+        if (!lm_of(k, base + src, fst + src * NM, tok, &lm)) return asrd::invalid_fusion_state(b, src);
+        val = val + lm;
+      } else if (!a_.early) {
+        val = best[q].value;
+      }
+      int64_t s_new = lab ? (j == 0 ? sym[src] + 1 : 1) : 0;
+      int64_t t_new = tmin + j + (lab ? 0 : 1);
+      if (a_.max_symbols >= 0 && lab && s_new >= a_.max_symbols) {
+        t_new += 1;
+        s_new = 0;
+      }
+      pool_score_.push_back(new_score_[k] + val);
+      const int64_t at = static_cast<int64_t>(pool_lm_.size());
+      pool_lm_.resize(pool_lm_.size() + static_cast<size_t>(NM));
+      if (lab) {
+        if (!fusion_.next(base + src, fst + src * NM, tok, pool_lm_.data() + at)) return asrd::invalid_fusion_state(b, src);
+      } else {
+        std::copy(fst + src * NM, fst + (src + 1) * NM, pool_lm_.begin() + at);
+      }
+      pool_.push_back(Entry{t_new, s_new, lab ? asrd::extend_hash(hsh[src], tok) : hsh[src], nl[src] + (lab ? 1 : 0),
+                            lab ? tok : last[src], src, lab ? tok : -1, tmin + j, at});
+    }
+    return "";
   }
 
   // Weighted fusion score of `tok` for popped hypothesis k (memoised per step).
