@@ -89,11 +89,6 @@ class TransducerBeamStep {
     const int64_t K = K_, V = V_, D = D_, C = V * D;
     const int64_t base = b * K;
     T* score = static_cast<T*>(a_.score) + base;
-    int64_t* time = a_.time + base;
-    int64_t* sym = a_.symbols + base;
-    int64_t* hsh = a_.hash + base;
-    int64_t* nl = a_.nlabels + base;
-    int64_t* last = a_.last + base;
     uint8_t* act = a_.active + base;
     const T* logits = static_cast<const T*>(a_.logits);
     const bool fused = NM_ > 0;
@@ -146,33 +141,46 @@ class TransducerBeamStep {
           }
         }
       } else {
-        // each hypothesis's K best acoustic candidates, then fusion, then the K best overall
-        top_.reset(K);
-        for (int64_t v = 0; v < V; ++v)
-          for (int64_t d = 0; d < D; ++d) {
-            const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
-            top_.push(ac, v * D + d, 0);
-          }
-        auto& best = top_.sorted();
-        const int64_t width = K + 1;
-        for (int64_t j = 0; j < static_cast<int64_t>(best.size()); ++j) {
-          const int64_t c = best[j].index;
-          const int64_t tok = c / D;
-          T add;
-          if (tok == a_.blank) {
-            add = blank_add;
-          } else {
-            T lm = T(0);
-            if (fused && !fusion_.score(row, st, tok, &lm)) return asrd::invalid_fusion_state(b, k);
-            add = lm + nonblank_add;
-          }
-          const T val = (s + best[j].value) + add;
-          if (!(val > ninf)) continue;
-          heap_.push(val, k * width + j, Pick{k, c});
-        }
+        std::string err = early_candidates(b, k, row, s, lp, lpd, blank_add, nonblank_add);
+        if (!err.empty()) return err;
       }
     }
     return select_and_update(b);
+  }
+
+  // Early pruning: hypothesis k's K best acoustic candidates (lp [V], lpd [D]), then their fusion scores,
+  // into the heap of the K best overall.
+  std::string early_candidates(int64_t b, int64_t k, int64_t row, T s, const T* lp, const T* lpd, T blank_add,
+                               T nonblank_add) {
+    const int64_t K = K_, V = V_, D = D_;
+    const T ninf = asrd::neg_inf<T>();
+    const bool fused = NM_ > 0;
+    const int64_t* st = a_.lm_states + row * NM_;
+    // each hypothesis's K best acoustic candidates, then fusion, then the K best overall
+    top_.reset(K);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t d = 0; d < D; ++d) {
+        const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
+        top_.push(ac, v * D + d, 0);
+      }
+    auto& best = top_.sorted();
+    const int64_t width = K + 1;
+    for (int64_t j = 0; j < static_cast<int64_t>(best.size()); ++j) {
+      const int64_t c = best[j].index;
+      const int64_t tok = c / D;
+      T add;
+      if (tok == a_.blank) {
+        add = blank_add;
+      } else {
+        T lm = T(0);
+        if (fused && !fusion_.score(row, st, tok, &lm)) return asrd::invalid_fusion_state(b, k);
+        add = lm + nonblank_add;
+      }
+      const T val = (s + best[j].value) + add;
+      if (!(val > ninf)) continue;
+      heap_.push(val, k * width + j, Pick{k, c});
+    }
+    return "";
   }
 
   // The selected candidates (best first) become the new hypotheses of utterance b.
@@ -236,7 +244,22 @@ class TransducerBeamStep {
       a_.labels[r] = emit ? tok : a_.blank;
       if (a_.selected_ok) a_.selected_ok[r] = ok;
     }
-    // merge equal transcripts on the same frame: the best (first) one keeps the group's log-sum-exp
+    merge_equal(score);
+    for (int64_t j = 0; j < K; ++j) {
+      time[j] = n_time_[j];
+      sym[j] = n_sym_[j];
+      hsh[j] = n_hash_[j];
+      nl[j] = n_nl_[j];
+      last[j] = n_last_[j];
+    }
+    std::copy(n_lm_.begin(), n_lm_.begin() + K * NM_, fst);
+    return "";
+  }
+
+  // Equal transcripts on the same frame: the best (first) one keeps the group's log-sum-exp into score [K].
+  void merge_equal(T* score) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_;
     for (int64_t i = 0; i < K; ++i) {
       if (!n_ok_[i]) {
         score[i] = ninf;
@@ -258,15 +281,6 @@ class TransducerBeamStep {
         if (n_ok_[j] && same(i, j)) sum += std::exp(sel_val_[j] - mx);
       score[i] = mx + std::log(sum);
     }
-    for (int64_t j = 0; j < K; ++j) {
-      time[j] = n_time_[j];
-      sym[j] = n_sym_[j];
-      hsh[j] = n_hash_[j];
-      nl[j] = n_nl_[j];
-      last[j] = n_last_[j];
-    }
-    std::copy(n_lm_.begin(), n_lm_.begin() + K * NM_, fst);
-    return "";
   }
 
   bool same(int64_t i, int64_t j) const {
