@@ -234,7 +234,8 @@ class CtcBeam {
   // One candidate: parent j extended by `tok` (candidate index `index`) into the heap. Returns 1, 0 when
   // the scan of a sorted token list may stop (this and every later token fails to enter), or -1 - i for
   // an invalid state of fusion model i.
-  int consider(int64_t b, const Rows& r, const T* e, int64_t j, int64_t tok, int64_t index) {
+  __attribute__((always_inline)) int consider(int64_t b, const Rows& r, const T* e, int64_t j, int64_t tok,
+                                             int64_t index) {
     const T ninf = asrd::neg_inf<T>();
     if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) return 1;
     const bool own = tok == r.last[j];
