@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..errors import AsrDecodeError
+from ..errors import AsrDecodeError, DecodingInputError
 
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 
@@ -226,7 +226,7 @@ def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
     out_len = torch.empty((batch, n), dtype=torch.int64)
     if lib.asrd_backtrack(tok.data_ptr(), par.data_ptr(), dat.data_ptr(), steps, batch, k, slots.data_ptr(), n,
                           out[0].data_ptr(), out[1].data_ptr(), out_len.data_ptr()) != 0:
-        raise ValueError("backpointer tree holds a parent slot out of range")
+        raise DecodingInputError("backpointer tree holds a parent slot out of range")
     lens = out_len.tolist()
     seqs = out.tolist()
     return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]
