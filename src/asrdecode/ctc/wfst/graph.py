@@ -302,13 +302,19 @@ def _parse_fst_text(text: str, chunk: int = 1 << 20, block: int = 1 << 24):
 
 
 def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
-    """Longest chain of epsilon arcs; raises on an epsilon cycle."""
+    """Longest chain of epsilon arcs; raises on an epsilon cycle. One vectorised pass per chain link
+    (per-state maxima by ``np.maximum.reduceat`` over the arcs grouped by source)."""
     if src.size == 0:
         return 0
+    if np.any(src[1:] < src[:-1]):
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+    starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    heads = src[starts]
     depth = np.zeros(S, dtype=np.int64)
     for it in range(S + 1):
         new = depth.copy()
-        np.maximum.at(new, src, depth[dst] + 1)
+        new[heads] = np.maximum(depth[heads], np.maximum.reduceat(depth[dst] + 1, starts))
         if np.array_equal(new, depth):
             return int(depth.max())
         depth = new
