@@ -262,3 +262,27 @@ def test_joint_returning_fewer_columns_later_is_a_named_error(method):
     enc = random_encoder(3, 2, 6)
     with pytest.raises(DecodingInputError, match="joint"):
         beam_search(m, enc, torch.tensor([6, 5]), beam=3, method=method, engine=engine)
+
+
+def test_eps_depth_equals_a_plain_relaxation():
+    import numpy as np
+
+    from asrdecode.ctc.wfst.graph import _eps_depth
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        S, P = int(rng.integers(1, 30)), int(rng.integers(0, 60))
+        src = rng.integers(0, S, P)
+        dst = np.minimum(src + rng.integers(1, 4, P), S - 1)
+        src, dst = src[dst > src], dst[dst > src]
+        depth = np.zeros(S, dtype=np.int64)
+        for _ in range(S + 1):
+            new = depth.copy()
+            np.maximum.at(new, src, depth[dst] + 1)
+            if np.array_equal(new, depth):
+                break
+            depth = new
+        order = rng.permutation(src.size)  # any arc order
+        assert _eps_depth(S, src[order], dst[order]) == (int(depth.max()) if src.size else 0)
+    with pytest.raises(DecodingInputError, match="cycle"):
+        _eps_depth(3, np.array([0, 1]), np.array([1, 0]))
