@@ -168,7 +168,10 @@ class BackoffAutomaton:
 
     def ensure_valid(self) -> None:
         """Cheap when nothing changed since the last validation; else check the arrays again and
-        rebuild the dense rows from them (raises :class:`DecodingInputError` when they no longer pass)."""
+        rebuild the dense rows from them (raises :class:`DecodingInputError` when they no longer pass).
+        Skipped while torch.compile traces (the check is host-side bookkeeping)."""
+        if torch.compiler.is_compiling():
+            return
         mark = self.__dict__.get("_mark")
         if mark is not None and mark.matches(self._validation_parts()):
             return

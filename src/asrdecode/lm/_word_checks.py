@@ -44,7 +44,10 @@ def validate_word_lm(w: Any) -> None:
 
 
 def ensure_word_lm_valid(w: Any) -> None:
-    """Cheap when nothing changed since :func:`validate_word_lm`; else validate again."""
+    """Cheap when nothing changed since :func:`validate_word_lm`; else validate again (skipped while
+    torch.compile traces)."""
+    if torch.compiler.is_compiling():
+        return
     mark = w.__dict__.get("_valid_mark")
     if mark is None or not mark.matches(_parts(w)):
         validate_word_lm(w)
