@@ -12,7 +12,7 @@ DEMO_STAMP := .demo.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo lint test bench kenlm nemo clean
+.PHONY: install demo lint test test-asan bench kenlm nemo clean
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV) || { echo "venv failed: installing Debian's python3-venv"; \
@@ -52,6 +52,15 @@ lint: $(TEST_STAMP)
 
 test: $(TEST_STAMP) lint
 	$(VPY) -m pytest
+
+# The native engine built with AddressSanitizer + UBSan (its own build directory) under a fuzz run of every
+# entry point (benchmarks/fuzz_native.py); ASAN_CASES=100000 for the full run (results_fuzz.md).
+ASAN_CASES ?= 20000
+test-asan: $(TEST_STAMP)
+	ASRDECODE_NATIVE_SANITIZE=1 $(VPY) -m asrdecode.native
+	ASRDECODE_NATIVE_SANITIZE=1 LD_PRELOAD="$$($${CXX:-c++} -print-file-name=libasan.so) $$($${CXX:-c++} -print-file-name=libstdc++.so)" \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_native.py --cases $(ASAN_CASES)
 
 # KenLM's lmplz/build_binary (for estimate_arpa and its tests); needs Debian's boost packages.
 kenlm:

@@ -30,6 +30,9 @@ import math
 
 import torch
 
+from .._validation import Checker, ValidationMark
+from ..errors import DecodingInputError
+
 __all__ = ["BackoffAutomaton"]
 
 _FIELDS = (
@@ -90,7 +93,10 @@ class BackoffAutomaton:
         self.backoff_weight = backoff_weight.to(torch.float32).contiguous()
         self.final_weight = final_weight.to(torch.float32).contiguous()
         self.terminal = terminal.to(torch.bool).contiguous()
+        self._n_arcs = int(self.arc_label.shape[0])
+        self._check_arrays()
         self._prepare()
+        self._mark = ValidationMark(self._validation_parts())
 
     # ------------------------------------------------------------------ construction
     @property
@@ -101,17 +107,87 @@ class BackoffAutomaton:
     def num_arcs(self) -> int:
         return int(self.arc_label.shape[0])
 
+    # ------------------------------------------------------------------ validation
+    def _validation_parts(self) -> tuple:
+        """Everything the engines read (the mark compares these)."""
+        return (self.vocab_size, self.blank_id, self.root_fill, self._n_arcs, *(getattr(self, f) for f in _FIELDS),
+                self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree)
+
+    def _check_arrays(self) -> None:
+        """Check the structure's own arrays (not the derived dense rows); raise :class:`DecodingInputError`."""
+        c = Checker("automaton")
+        V = c.integer("vocab_size", self.vocab_size, 1)
+        if self.blank_id is not None:
+            c.integer("blank_id", self.blank_id, 0, V)
+        S = int(c.tensor("backoff_state", self.backoff_state, ndim=1, kind="int").shape[0])
+        if S < 1:
+            c.fail("needs at least one state")
+        n = self._n_arcs
+        c.tensor("arc_offsets", self.arc_offsets, ndim=1, length=S + 1, kind="int")
+        for name in ("arc_label", "arc_weight", "arc_dest"):
+            t = c.tensor(name, getattr(self, name), ndim=1, kind="float" if name == "arc_weight" else "int")
+            if t.shape[0] < n or (n == 0 and t.shape[0] > 1) or (n > 0 and t.shape[0] != n):
+                c.fail(f"{name} has {t.shape[0]} entries, the arc count is {n}")
+        c.offsets("arc_offsets", self.arc_offsets, n)
+        label, dest = self.arc_label[:n], self.arc_dest[:n]
+        c.in_range("arc_label", label, 0, V)
+        c.in_range("arc_dest", dest, 0, S)
+        if n > 1:
+            state = torch.repeat_interleave(torch.arange(S, device=label.device), self.arc_offsets[1:] - self.arc_offsets[:-1])
+            key = state * V + label
+            if not bool((key[1:] > key[:-1]).all()):
+                c.fail("arc labels must be strictly increasing within each state")
+        c.no_nan("arc_weight", self.arc_weight[:n])
+        c.in_range("backoff_state", self.backoff_state, 0, S)
+        for name in ("backoff_weight", "final_weight"):
+            c.no_nan(name, c.tensor(name, getattr(self, name), ndim=1, length=S, kind="float"))
+        c.tensor("terminal", self.terminal, ndim=1, length=S, kind="bool")
+        if not bool(self.terminal.any()):
+            c.fail("needs at least one terminal state")
+        if math.isnan(self.root_fill) or self.root_fill == math.inf:
+            c.fail(f"root_fill must not be NaN or +inf, got {self.root_fill}")
+
+    def _check_derived(self) -> None:
+        """Check the dense rows built by :meth:`_prepare` against the structure."""
+        c = Checker("automaton")
+        S, V = self.num_states, self.vocab_size
+        H = int(c.tensor("dense_scores", self.dense_scores, ndim=2, kind="float").shape[0])
+        if tuple(self.dense_scores.shape) != (H, V) or tuple(self.dense_next.shape) != (H, V):
+            c.fail(f"dense rows must be [{H}, {V}]")
+        c.in_range("dense_index", c.tensor("dense_index", self.dense_index, ndim=1, length=S, kind="int"), -1, H)
+        c.in_range("dense_next", self.dense_next, 0, S)
+        if bool((self.dense_index[self.terminal] < 0).any()):
+            c.fail("every terminal state needs a dense row")
+
+    def validate(self) -> None:
+        """Check every array the engines read (see :mod:`asrdecode._validation`) and mark the automaton
+        validated; raises :class:`DecodingInputError`."""
+        self._check_arrays()
+        self._check_derived()
+        self._mark = ValidationMark(self._validation_parts())
+
+    def ensure_valid(self) -> None:
+        """Cheap when nothing changed since the last validation; else check the arrays again and
+        rebuild the dense rows from them (raises :class:`DecodingInputError` when they no longer pass).
+        Skipped while torch.compile traces (the check is host-side bookkeeping)."""
+        if torch.compiler.is_compiling():
+            return
+        mark = self.__dict__.get("_mark")
+        if mark is not None and mark.matches(self._validation_parts()):
+            return
+        self._check_arrays()
+        self._prepare()
+        self.validate()
+
     def _prepare(self) -> None:
         S, V = self.num_states, self.vocab_size
         dev = self.arc_offsets.device
         self.degree = self.arc_offsets[1:] - self.arc_offsets[:-1]
-        if self.num_arcs == 0:  # keep gathers in range
+        self._n_arcs = int(self.arc_offsets[-1])
+        if self._n_arcs == 0:  # keep gathers in range
             self.arc_label = torch.zeros(1, dtype=torch.int64, device=dev)
             self.arc_weight = torch.zeros(1, dtype=torch.float32, device=dev)
             self.arc_dest = torch.zeros(1, dtype=torch.int64, device=dev)
-            self._n_arcs = 0
-        else:
-            self._n_arcs = self.num_arcs
         arc_state = torch.repeat_interleave(torch.arange(S, device=dev), self.degree)
         self.arc_key = arc_state * V + self.arc_label[: self._n_arcs]
         if self._n_arcs == 0:
@@ -124,9 +200,9 @@ class BackoffAutomaton:
                 break
             depth = new
             if int(depth.max()) > S:
-                raise ValueError("backoff links form a cycle that reaches no terminal state")
+                raise DecodingInputError("automaton: backoff links form a cycle that reaches no terminal state")
         else:  # pragma: no cover - guarded above
-            raise ValueError("backoff links form a cycle")
+            raise DecodingInputError("automaton: backoff links form a cycle")
         self.depth = depth
         self.max_depth = int(depth.max()) if S else 0
 
@@ -247,10 +323,12 @@ class BackoffAutomaton:
 
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
+        self.ensure_valid()
         return self._advance(states, self.max_chain, self.light_degree)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (binary search per level)."""
+        self.ensure_valid()
         V = self.vocab_size
         cur = states[:, None].expand_as(tokens).contiguous()
         acc = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
@@ -282,6 +360,7 @@ class BackoffAutomaton:
 
     def final(self, states: torch.Tensor) -> torch.Tensor:
         """End-of-sentence scores ``[N]``."""
+        self.ensure_valid()
         return self.final_weight[states]
 
     # ------------------------------------------------------------------ storage
@@ -315,9 +394,11 @@ class BackoffAutomaton:
 
     def to(self, device: torch.device | str) -> "BackoffAutomaton":
         """A copy with every tensor on ``device`` (dense rows moved, not rebuilt)."""
+        self.ensure_valid()
         new = object.__new__(type(self))
         for k, v in self.__dict__.items():
             new.__dict__[k] = v.to(device) if isinstance(v, torch.Tensor) else v
+        new._mark = ValidationMark(new._validation_parts())  # an exact copy of a validated automaton
         return new
 
     def memory_bytes(self) -> int:

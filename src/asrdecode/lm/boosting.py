@@ -59,6 +59,18 @@ class BoostingTree:
         self.num_trees = int(roots.numel())
         self.phrases = phrases  # per tree: [(token ids, per-token weight)]
         self.skipped: list[str] = []  # phrases from_phrases(on_unknown="skip") left out
+        self.validate()
+
+    def validate(self) -> None:
+        """Check the automaton's arrays and the roots (raises :class:`DecodingInputError`); the engines
+        require this mark (:meth:`BackoffAutomaton.ensure_valid`)."""
+        self.automaton.ensure_valid()
+        if self.roots.dim() != 1 or self.roots.numel() < 1:
+            raise DecodingInputError(f"BoostingTree: roots must be a 1-D tensor of >= 1 states, got "
+                                     f"shape {tuple(self.roots.shape)}")
+        S = self.automaton.num_states
+        if self.roots.device.type != "meta" and int(self.roots.min()) < 0 or int(self.roots.max()) >= S:
+            raise DecodingInputError(f"BoostingTree: roots must be states in [0, {S})")
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -69,6 +69,15 @@ class NGramLM:
         self.bos_state = int(bos_state)
         self.token_map = token_map
         self.num_ngrams = [int(c) for c in num_ngrams]
+        self.validate()
+
+    def validate(self) -> None:
+        """Check the automaton's arrays and the start state (raises :class:`DecodingInputError`); the
+        engines require this mark (:meth:`BackoffAutomaton.ensure_valid`)."""
+        self.automaton.ensure_valid()
+        if not 0 <= self.bos_state < self.automaton.num_states:
+            raise DecodingInputError(f"NGramLM: bos_state must be in [0, {self.automaton.num_states}), "
+                                     f"got {self.bos_state}")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -295,11 +304,15 @@ class NGramLM:
             over["dense_memory_mb"] = dense_memory_mb
         if min_dense_degree is not None:
             over["min_dense_degree"] = min_dense_degree
-        automaton = BackoffAutomaton.from_state_dict(d["automaton"], device=device, **over)
-        words = [w or None for w in d["token_words"]]
-        off = int(d["token_offset"])
-        tmap = TokenMap(automaton.vocab_size, automaton.blank_id, words, offset=None if off < 0 else off)
-        return cls(automaton, order=d["order"], bos_state=d["bos_state"], token_map=tmap, num_ngrams=d["num_ngrams"])
+        try:
+            automaton = BackoffAutomaton.from_state_dict(d["automaton"], device=device, **over)
+            words = [w or None for w in d["token_words"]]
+            off = int(d["token_offset"])
+            tmap = TokenMap(automaton.vocab_size, automaton.blank_id, words, offset=None if off < 0 else off)
+            return cls(automaton, order=d["order"], bos_state=d["bos_state"], token_map=tmap,
+                       num_ngrams=d["num_ngrams"])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
+            raise FileFormatError(path, None, f"bad n-gram LM file ({type(err).__name__}: {err})") from None
 
     def to(self, device: torch.device | str) -> "NGramLM":
         """A copy on ``device``."""

@@ -64,6 +64,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from ._automaton import BackoffAutomaton
+from ._word_checks import ensure_word_lm_valid, validate_word_lm
 from .arpa import BOS, EOS, UNK, ArpaModel, read_arpa
 from .ngram import NGramLM
 from .tokens import TokenMap
@@ -256,6 +257,15 @@ class WordNGramLM:
         self.unk_char_offset = float(unk_char_offset)
         self.unweighted_word_bonus = float(unweighted_word_bonus)
         self.num_nodes = int(num_nodes)
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every array the engines read and mark the LM validated (:mod:`asrdecode._validation`)."""
+        validate_word_lm(self)
+
+    def ensure_valid(self) -> None:
+        """Validate again when an array changed since :meth:`validate` (cheap otherwise)."""
+        ensure_word_lm_valid(self)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -510,6 +520,7 @@ class WordNGramLM:
 
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32, natural log) and next states ``[N, V]`` (int64) from ``states [N]``."""
+        self.ensure_valid()
         lm, node = self._split(states)
         tsc, tnx = self.trie.advance(node)
         end, lm_after = self._word_end(lm, node)
@@ -521,6 +532,7 @@ class WordNGramLM:
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (early pruning)."""
+        self.ensure_valid()
         lm, node = self._split(states)
         tsc, tnx = self.trie.score_tokens(node, tokens)
         end, lm_after = self._word_end(lm, node)
@@ -532,6 +544,7 @@ class WordNGramLM:
 
     def final(self, states: torch.Tensor) -> torch.Tensor:
         """End-of-sentence scores ``[N]``: the last word's score (if one is open) plus ``ln p(</s> | history)``."""
+        self.ensure_valid()
         lm, node = self._split(states)
         end, lm_after = self._word_end(lm, node)
         return end + self.word_lm.final(lm_after)

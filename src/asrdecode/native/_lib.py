@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import AsrDecodeError
+from ..errors import AsrDecodeError, DecodingInputError
 
 if TYPE_CHECKING:
     import torch
@@ -31,14 +31,26 @@ if TYPE_CHECKING:
 __all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h", "transducer_beam.cpp", "transducer_wind.cpp",
-            "transducer_greedy_lstm.cpp")
-_COMPILE_UNITS = ("ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
+_SOURCES = ("abi.h", "abi.cpp", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h",
+            "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp")
+_COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
                   "transducer_greedy_lstm.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
-_ABI_VERSION = 1
+_ABI_VERSION = 2
+# ASRDECODE_NATIVE_SANITIZE=1 (``make test-asan``): an AddressSanitizer + UBSan build in its own directory
+# (``_build_asan``); the Python process then needs libasan preloaded (LD_PRELOAD, see the Makefile).
+_SANITIZE_FLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                   "-fno-sanitize-recover=undefined")
+
+
+def _sanitize() -> bool:
+    return os.environ.get("ASRDECODE_NATIVE_SANITIZE", "0") == "1"
+
+
+def _flags() -> tuple[str, ...]:
+    return _FLAGS + _SANITIZE_FLAGS if _sanitize() else _FLAGS
 
 
 class NativeEngineUnavailable(AsrDecodeError, RuntimeError):
@@ -62,13 +74,14 @@ def _digest(compiler: str) -> str:
     for name in _SOURCES:
         h.update(name.encode())
         h.update((_HERE / name).read_bytes())
-    h.update(" ".join((compiler, *_FLAGS)).encode())
+    h.update(" ".join((compiler, *_flags())).encode())
     return h.hexdigest()[:16]
 
 
 def _build_dirs() -> list[Path]:
+    sub = "_build_asan" if _sanitize() else "_build"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asrdecode"
-    return [_HERE / "_build", cache]
+    return [_HERE / sub, cache / sub.lstrip("_") if _sanitize() else cache]
 
 
 def library_path(compiler: Optional[str] = None) -> Optional[Path]:
@@ -119,7 +132,7 @@ def _compile_units(compiler: str, out_dir: Path) -> list[str]:
             reap(block=False)
             if len(running) >= width:
                 time.sleep(0.01)
-        cmd = [compiler, *(f for f in _FLAGS if f != "-shared"), "-c", str(_HERE / unit), "-o", obj]
+        cmd = [compiler, *(f for f in _flags() if f != "-shared"), "-c", str(_HERE / unit), "-o", obj]
         running.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     reap(block=True)
     if failures:
@@ -144,7 +157,7 @@ def build(verbose: bool = True) -> Path:
     objects = tempfile.mkdtemp(prefix=path.stem + ".", suffix=".objs", dir=path.parent)
     try:
         objs = _compile_units(compiler, Path(objects))
-        _run([compiler, *_FLAGS, *objs, "-o", tmp])
+        _run([compiler, *_flags(), *objs, "-o", tmp])
         os.replace(tmp, path)
     finally:
         shutil.rmtree(objects, ignore_errors=True)
@@ -218,7 +231,7 @@ def backtrack(tok: "torch.Tensor", par: "torch.Tensor", dat: "torch.Tensor",
     out_len = torch.empty((batch, n), dtype=torch.int64)
     if lib.asrd_backtrack(tok.data_ptr(), par.data_ptr(), dat.data_ptr(), steps, batch, k, slots.data_ptr(), n,
                           out[0].data_ptr(), out[1].data_ptr(), out_len.data_ptr()) != 0:
-        raise ValueError("backpointer tree holds a parent slot out of range")
+        raise DecodingInputError("backpointer tree holds a parent slot out of range")
     lens = out_len.tolist()
     seqs = out.tolist()
     return [[(seqs[0][b][j][: lens[b][j]], seqs[1][b][j][: lens[b][j]]) for j in range(n)] for b in range(batch)]

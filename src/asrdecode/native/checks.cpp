@@ -106,7 +106,7 @@ void check_log_probs(const T* x, int64_t B, int64_t Tn, int64_t V, int64_t strid
   double worst = 0.0, lowest = std::numeric_limits<double>::infinity();
   bool nan = false, any = false;
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t len = lengths ? lengths[b] : Tn;
+    const int64_t len = lengths ? std::min(std::max<int64_t>(lengths[b], 0), Tn) : Tn;  // never past x
     for (int64_t t = 0; t < len; ++t) {
       any = true;
       double lse, low;

@@ -19,45 +19,13 @@
 namespace {
 
 using asrd::Automaton;
+using asrd::CollapseArgs;
+using asrd::CtcBeamArgs;
+using asrd::CtcDecodeArgs;
+using asrd::CtcFinalArgs;
+using asrd::FusionDesc;
 
-// One fusion model: an automaton or a word LM read natively, or rows computed by the driver for this frame.
-struct FusionModelDesc {
-  int64_t kind;          // 0: automaton, 1: rows, 2: word LM
-  double weight;
-  int64_t nonpositive;   // every score <= 0 (lets a candidate be rejected before its LM look-up)
-  Automaton automaton;
-  const void* rows_scores;  // kind 1: [B*K, V] in the emissions' dtype
-  const int64_t* rows_next; // kind 1: [B*K, V]
-  const asrd::WordLM* word;  // kind 2
-};
 
-struct CtcBeamArgs {
-  int64_t batch, beam, vocab, frames;  // B, K, V, T (frames of x)
-  int64_t x_stride;                    // elements between utterances of x (frames contiguous)
-  int64_t blank;
-  int64_t is_double;                   // emissions / state dtype: 0 float32, 1 float64
-  int64_t num_tokens;                  // M candidate tokens per frame; 0: the whole vocabulary
-  int64_t merge_all;                   // merge children into stays even when their token is not a candidate
-  int64_t num_models;
-  int64_t t_begin, t_end;              // frames to run
-  double beta, threshold;
-  const void* x;                       // [B, T, V]
-  const int64_t* lengths;              // [B] frames of each utterance in x
-  void* p_b;                           // [B, K] dtype
-  void* p_nb;
-  void* fscore;
-  void* length;
-  void* peak;
-  int64_t* last;                       // [B, K]
-  int64_t* hash;
-  int64_t* parent_hash;
-  int64_t* fstates;                    // [B, K, num_models]
-  int64_t* tok_out;                    // [t_end - t_begin, B, K] tree records: token (-1: none),
-  int64_t* par_out;                    //   parent slot,
-  int64_t* dat_out;                    //   time (frame_index of the frame)
-  const int64_t* frame_index;          // [B, frames] original frame of each frame of x
-  const FusionModelDesc* models;
-};
 
 constexpr int64_t kInlineModels = 4;  // fusion scores kept with a candidate (more: looked up again)
 
@@ -120,7 +88,7 @@ class CtcBeam {
  private:
   // Score of token `tok` for slot `j` of utterance `b` for model i; false on an invalid state.
   bool model_score(int64_t i, int64_t b, int64_t j, int64_t state, int64_t tok, T* score, int64_t* next) {
-    const FusionModelDesc& m = a_.models[i];
+    const FusionDesc& m = a_.models[i];
     if (m.kind == 0 || m.kind == 2) {
       float s;
       const bool ok = m.kind == 0 ? asrd::automaton_score(m.automaton, state, tok, &s, next)
@@ -135,76 +103,95 @@ class CtcBeam {
     return true;
   }
 
-  std::string step(int64_t b, const T* e, int64_t* tok_rec, int64_t* par_rec) {
-    const T ninf = asrd::neg_inf<T>();
-    T* p_b = static_cast<T*>(a_.p_b) + b * K_;
-    T* p_nb = static_cast<T*>(a_.p_nb) + b * K_;
-    T* fscore = static_cast<T*>(a_.fscore) + b * K_;
-    T* length = static_cast<T*>(a_.length) + b * K_;
-    T* peak = static_cast<T*>(a_.peak) + b * K_;
-    int64_t* last = a_.last + b * K_;
-    int64_t* hsh = a_.hash + b * K_;
-    int64_t* phash = a_.parent_hash + b * K_;
-    int64_t* fst = a_.fstates + b * K_ * NM_;
-    ++stamp_;
+  // The [K] rows of utterance b's state arrays.
+  struct Rows {
+    T *p_b, *p_nb, *fscore, *length, *peak;
+    int64_t *last, *hsh, *phash, *fst;
+  };
 
-    // Candidate tokens of this frame.
-    // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
-    // skipped as soon as one fails to enter the top K. Over the whole vocabulary the sorted order is
-    // built lazily: the likely tokens, then 16 more at a time, as far as some parent's scan goes.)
-    const bool all_tokens = a_.num_tokens <= 0;
-    const bool sorted_scan = bound_ok_;
-    int64_t M;
+  Rows rows_of(int64_t b) const {
+    const int64_t o = b * K_;
+    return Rows{static_cast<T*>(a_.p_b) + o, static_cast<T*>(a_.p_nb) + o, static_cast<T*>(a_.fscore) + o,
+                static_cast<T*>(a_.length) + o, static_cast<T*>(a_.peak) + o, a_.last + o, a_.hash + o,
+                a_.parent_hash + o, a_.fstates + o * NM_};
+  }
+
+  // One frame e [V] of utterance b: candidate tokens, per-slot totals and parents, stays, extensions,
+  // then the K best written over the state (tree records into tok_rec / par_rec [K]).
+  std::string step(int64_t b, const T* e, int64_t* tok_rec, int64_t* par_rec) {
+    const Rows r = rows_of(b);
+    ++stamp_;
     e_ = e;
-    if (all_tokens) {
-      M = V_;
-      if (sorted_scan) {
+    const int64_t M = candidate_tokens(e);
+    slot_totals(r, e);
+    stays(r, e);
+    std::string err = extensions(b, r, e, M);
+    if (!err.empty()) return err;
+    return write_beam(b, r, e, tok_rec, par_rec);
+  }
+
+  // Candidate tokens of this frame into toks_; returns M, the width of a parent's candidate block.
+  // (Scored best first when fusion can only lower a score: a parent's remaining tokens are then
+  // skipped as soon as one fails to enter the top K. Over the whole vocabulary the sorted order is
+  // built lazily: the likely tokens, then 16 more at a time, as far as some parent's scan goes.)
+  int64_t candidate_tokens(const T* e) {
+    if (a_.num_tokens <= 0) {
+      if (bound_ok_) {
         likely_tokens(e);
       } else {
         toks_.clear();
         for (int64_t v = 0; v < V_; ++v)
           if (v != a_.blank) toks_.push_back(v);
       }
-    } else {
-      best_tokens(e, a_.num_tokens);
-      M = static_cast<int64_t>(toks_.size());
-      for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
+      return V_;
     }
-    const bool lazy = all_tokens && sorted_scan;
-    // Per-slot quantities.
+    best_tokens(e, a_.num_tokens);
+    const int64_t M = static_cast<int64_t>(toks_.size());
+    for (int64_t m = 0; m < M; ++m) cand_mark_[static_cast<size_t>(toks_[m])] = stamp_;
+    return M;
+  }
+
+  // Per-slot totals, the emission of each slot's last token, the length bonuses, and the parent of each
+  // hypothesis in the beam (the first slot whose hash is its parent hash).
+  void slot_totals(const Rows& r, const T* e) {
     for (int64_t j = 0; j < K_; ++j) {
-      p_tot_[j] = asrd::log_add_exp(p_b[j], p_nb[j]);
-      e_last_[j] = e[last[j] < 0 ? 0 : last[j]];
+      p_tot_[j] = asrd::log_add_exp(r.p_b[j], r.p_nb[j]);
+      e_last_[j] = e[r.last[j] < 0 ? 0 : r.last[j]];
       if (beta_ != T(0)) {
-        bonus_[j] = fscore[j] + beta_ * length[j];
+        bonus_[j] = r.fscore[j] + beta_ * r.length[j];
         bonus1_[j] = bonus_[j] + beta_;
       } else {
-        bonus_[j] = fscore[j];
-        bonus1_[j] = fscore[j];
+        bonus_[j] = r.fscore[j];
+        bonus1_[j] = r.fscore[j];
       }
     }
-    // Parent of each hypothesis in the beam (first slot whose hash is its parent hash).
     for (int64_t i = 0; i < K_; ++i) {
       parent_[i] = 0;
       has_parent_[i] = 0;
       for (int64_t j = 0; j < K_; ++j) {
-        if (hsh[j] == phash[i]) { parent_[i] = j; has_parent_[i] = 1; break; }
+        if (r.hsh[j] == r.phash[i]) { parent_[i] = j; has_parent_[i] = 1; break; }
       }
     }
-    // Stays (with merged arrivals of children already in the beam).
+  }
+
+  // The stays (with merged arrivals of children already in the beam) into the heap.
+  void stays(const Rows& r, const T* e) {
+    const T ninf = asrd::neg_inf<T>();
+    const bool all_tokens = a_.num_tokens <= 0;
     heap_.reset(K_);
     const T e_blank = e[a_.blank];
     for (int64_t i = 0; i < K_; ++i) {
-      const bool last_in = all_tokens ? last[i] >= 0 : (last[i] >= 0 && cand_mark_[static_cast<size_t>(last[i])] == stamp_);
+      const int64_t li = r.last[i];
+      const bool last_in = all_tokens ? li >= 0 : (li >= 0 && cand_mark_[static_cast<size_t>(li)] == stamp_);
       const bool child_in = has_parent_[i] && last_in;
       const bool merge = a_.merge_all ? bool(has_parent_[i]) : child_in;
       T sb = p_tot_[i] + e_blank;
-      T snb = p_nb[i] + e_last_[i];
-      T pk = peak[i];
+      T snb = r.p_nb[i] + e_last_[i];
+      T pk = r.peak[i];
       later_peak_[i] = 0;
       if (merge) {
         const int64_t j = parent_[i];
-        const T par_from = last[j] == last[i] ? p_b[j] : p_tot_[j];
+        const T par_from = r.last[j] == li ? r.p_b[j] : p_tot_[j];
         const T arrival = par_from + e_last_[i];
         snb = asrd::log_add_exp(snb, arrival);
         if (arrival > pk) { pk = arrival; later_peak_[i] = 1; }
@@ -215,10 +202,15 @@ class CtcBeam {
       const T v = asrd::log_add_exp(sb, snb) + bonus_[i];
       if (v > ninf) heap_.push(v, i, Cand{i, -1, {}, {}});
     }
-    // Extensions, best parents first.
+  }
+
+  // The extensions into the heap, best parents first, each parent's tokens in toks_ order.
+  std::string extensions(int64_t b, const Rows& r, const T* e, int64_t M) {
+    const bool all_tokens = a_.num_tokens <= 0;
+    const bool lazy = all_tokens && bound_ok_;
     order_.clear();
     for (int64_t j = 0; j < K_; ++j)
-      if (p_tot_[j] > ninf) order_.push_back(j);
+      if (p_tot_[j] > asrd::neg_inf<T>()) order_.push_back(j);
     std::sort(order_.begin(), order_.end(), [this](int64_t a, int64_t c) {
       const T va = p_tot_[a] + bonus1_[a], vc = p_tot_[c] + bonus1_[c];
       return va > vc || (va == vc && a < c);
@@ -226,54 +218,62 @@ class CtcBeam {
     for (const int64_t j : order_) {
       ++stamp_child_;
       for (int64_t i = 0; i < K_; ++i)
-        if (has_parent_[i] && parent_[i] == j && last[i] >= 0) child_mark_[static_cast<size_t>(last[i])] = stamp_child_;
-      const T base = p_tot_[j] + bonus1_[j];
-      const int64_t* fs_j = fst + j * NM_;
-      // One candidate (parent j, token tok at position m of the candidate layout); false: the
-      // scan of a sorted list may stop (this and every later token fails to enter).
-      auto consider = [&](int64_t tok, int64_t m, bool sorted) -> int {
-        if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) return 1;
-        const bool own = tok == last[j];
-        const T ac = own ? (p_b[j] + e_last_[j]) + bonus1_[j] : base + e[tok];
-        const int64_t index = K_ + j * M + m;
-        if (!(ac > ninf) || (bound_ok_ && !heap_.admits(ac, index)))  // fusion only lowers it
-          return (sorted && !own) ? 0 : 1;  // later tokens have lower log-probs
-        T v = ac;
-        Cand c{j, tok, {}, {}};
-        if (NM_) {
-          T lm = T(0);
-          for (int64_t k = 0; k < NM_; ++k) {
-            T sc;
-            int64_t nx;
-            if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return -1 - k;
-            if (own)
-              lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
-            else
-              v = std::fma(w_[k], sc, v);
-            if (k < kInlineModels) {
-              c.score[k] = static_cast<double>(sc);
-              c.next[k] = nx;
-            }
-          }
-          if (own) v = ac + lm;
-        }
-        if (v > ninf) heap_.push(v, index, c);
-        return 1;
-      };
+        if (has_parent_[i] && parent_[i] == j && r.last[i] >= 0)
+          child_mark_[static_cast<size_t>(r.last[i])] = stamp_child_;
       for (size_t q = 0;; ++q) {
         if (q >= toks_.size() && !(lazy && next_sorted())) break;
         const int64_t tok = toks_[q];
-        const int r = consider(tok, all_tokens ? tok : static_cast<int64_t>(q), sorted_scan);
-        if (r < 0) return bad_state(-1 - r, fs_j[-1 - r]);
-        if (r == 0) break;
+        const int res = consider(b, r, e, j, tok, K_ + j * M + (all_tokens ? tok : static_cast<int64_t>(q)));
+        if (res < 0) return bad_state(-1 - res, r.fst[j * NM_ + (-1 - res)]);
+        if (res == 0) break;
       }
     }
-    // Keep copies of the old state: the new one is written over it.
-    for (int64_t j = 0; j < K_; ++j) {
-      o_pb_[j] = p_b[j]; o_pnb_[j] = p_nb[j]; o_fs_[j] = fscore[j]; o_len_[j] = length[j];
-      o_last_[j] = last[j]; o_hash_[j] = hsh[j]; o_phash_[j] = phash[j];
+    return "";
+  }
+
+  // One candidate: parent j extended by `tok` (candidate index `index`) into the heap. Returns 1, 0 when
+  // the scan of a sorted token list may stop (this and every later token fails to enter), or -1 - i for
+  // an invalid state of fusion model i.
+  __attribute__((always_inline)) int consider(int64_t b, const Rows& r, const T* e, int64_t j, int64_t tok,
+                                             int64_t index) {
+    const T ninf = asrd::neg_inf<T>();
+    if (tok == a_.blank || child_mark_[static_cast<size_t>(tok)] == stamp_child_) return 1;
+    const bool own = tok == r.last[j];
+    const T ac = own ? (r.p_b[j] + e_last_[j]) + bonus1_[j] : (p_tot_[j] + bonus1_[j]) + e[tok];
+    if (!(ac > ninf) || (bound_ok_ && !heap_.admits(ac, index)))  // fusion only lowers it
+      return (bound_ok_ && !own) ? 0 : 1;  // later tokens have lower log-probs
+    T v = ac;
+    Cand c{j, tok, {}, {}};
+    if (NM_) {
+      const int64_t* fs_j = r.fst + j * NM_;
+      T lm = T(0);
+      for (int64_t k = 0; k < NM_; ++k) {
+        T sc;
+        int64_t nx;
+        if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return static_cast<int>(-1 - k);
+        if (own)
+          lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
+        else
+          v = std::fma(w_[k], sc, v);
+        if (k < kInlineModels) {
+          c.score[k] = static_cast<double>(sc);
+          c.next[k] = nx;
+        }
+      }
+      if (own) v = ac + lm;
     }
-    for (int64_t q = 0; q < K_ * NM_; ++q) o_fst_[q] = fst[q];
+    if (v > ninf) heap_.push(v, index, c);
+    return 1;
+  }
+
+  // The K best candidates written over the state (copies of the old state first), with the tree records.
+  std::string write_beam(int64_t b, const Rows& r, const T* e, int64_t* tok_rec, int64_t* par_rec) {
+    const T ninf = asrd::neg_inf<T>();
+    for (int64_t j = 0; j < K_; ++j) {
+      o_pb_[j] = r.p_b[j]; o_pnb_[j] = r.p_nb[j]; o_fs_[j] = r.fscore[j]; o_len_[j] = r.length[j];
+      o_last_[j] = r.last[j]; o_hash_[j] = r.hsh[j]; o_phash_[j] = r.phash[j];
+    }
+    for (int64_t q = 0; q < K_ * NM_; ++q) o_fst_[q] = r.fst[q];
     auto& best = heap_.sorted();
     const int64_t n_best = static_cast<int64_t>(best.size());
     T floor = n_best ? best[0].value - thr_ : ninf;
@@ -284,52 +284,62 @@ class CtcBeam {
       const int64_t src = filled ? best[k].payload.src : k;
       const int64_t tok = filled ? best[k].payload.tok : -1;
       const bool drop = !filled || best[k].value < floor;
-      int64_t* fs_k = fst + k * NM_;
-      const int64_t* fs_src = o_fst_.data() + src * NM_;
-      if (tok >= 0) {  // extension
-        const T ext_ac = (o_last_[src] == tok ? o_pb_[src] : p_tot_[src]) + e[tok];
-        T lm = T(0);
-        const Cand& c = best[k].payload;
-        for (int64_t m = 0; m < NM_; ++m) {
-          T s;
-          int64_t nx;
-          if (m < kInlineModels) {
-            s = static_cast<T>(c.score[m]);
-            nx = c.next[m];
-          } else if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) {
-            return bad_state(m, fs_src[m]);
-          }
-          lm = m == 0 ? s * w_[m] : lm + s * w_[m];
-          nx_[static_cast<size_t>(m)] = nx;
-        }
-        p_b[k] = ninf;
-        p_nb[k] = drop ? ninf : ext_ac;
-        fscore[k] = NM_ ? o_fs_[src] + lm : o_fs_[src];
-        length[k] = o_len_[src] + T(1);
-        last[k] = tok;
-        hsh[k] = drop ? -1 : asrd::extend_hash(o_hash_[src], tok);
-        phash[k] = drop ? -2 : o_hash_[src];
-        peak[k] = ext_ac;
-        for (int64_t m = 0; m < NM_; ++m) fs_k[m] = nx_[static_cast<size_t>(m)];
-        tok_rec[k] = tok;
-        par_rec[k] = src;
-      } else {  // stay
-        const bool relink = later_peak_[src] != 0;
-        p_b[k] = drop ? ninf : stay_b_[src];
-        p_nb[k] = drop ? ninf : stay_nb_[src];
-        fscore[k] = o_fs_[src];
-        length[k] = o_len_[src];
-        last[k] = o_last_[src];
-        hsh[k] = drop ? -1 : o_hash_[src];
-        phash[k] = drop ? -2 : o_phash_[src];
-        peak[k] = stay_peak_[src];
-        if (fs_k != fs_src)
-          for (int64_t m = 0; m < NM_; ++m) fs_k[m] = fs_src[m];
-        tok_rec[k] = relink ? o_last_[src] : -1;
-        par_rec[k] = relink ? parent_[src] : src;
+      if (tok >= 0) {
+        std::string err = write_extension(b, r, e, k, best[k].payload, drop);
+        if (!err.empty()) return err;
+      } else {
+        write_stay(r, k, src, drop);
       }
+      tok_rec[k] = tok >= 0 ? tok : (later_peak_[src] ? o_last_[src] : -1);
+      par_rec[k] = tok < 0 && later_peak_[src] ? parent_[src] : src;
     }
     return "";
+  }
+
+  // Slot k := the extension c (of old slot c.src by c.tok); `drop`: below the beam threshold.
+  std::string write_extension(int64_t b, const Rows& r, const T* e, int64_t k, const Cand& c, bool drop) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t src = c.src, tok = c.tok;
+    const int64_t* fs_src = o_fst_.data() + src * NM_;
+    const T ext_ac = (o_last_[src] == tok ? o_pb_[src] : p_tot_[src]) + e[tok];
+    T lm = T(0);
+    for (int64_t m = 0; m < NM_; ++m) {
+      T s;
+      int64_t nx;
+      if (m < kInlineModels) {
+        s = static_cast<T>(c.score[m]);
+        nx = c.next[m];
+      } else if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) {
+        return bad_state(m, fs_src[m]);
+      }
+      lm = m == 0 ? s * w_[m] : lm + s * w_[m];
+      nx_[static_cast<size_t>(m)] = nx;
+    }
+    r.p_b[k] = ninf;
+    r.p_nb[k] = drop ? ninf : ext_ac;
+    r.fscore[k] = NM_ ? o_fs_[src] + lm : o_fs_[src];
+    r.length[k] = o_len_[src] + T(1);
+    r.last[k] = tok;
+    r.hsh[k] = drop ? -1 : asrd::extend_hash(o_hash_[src], tok);
+    r.phash[k] = drop ? -2 : o_hash_[src];
+    r.peak[k] = ext_ac;
+    for (int64_t m = 0; m < NM_; ++m) r.fst[k * NM_ + m] = nx_[static_cast<size_t>(m)];
+    return "";
+  }
+
+  // Slot k := the stay of old slot src.
+  void write_stay(const Rows& r, int64_t k, int64_t src, bool drop) {
+    const T ninf = asrd::neg_inf<T>();
+    r.p_b[k] = drop ? ninf : stay_b_[src];
+    r.p_nb[k] = drop ? ninf : stay_nb_[src];
+    r.fscore[k] = o_fs_[src];
+    r.length[k] = o_len_[src];
+    r.last[k] = o_last_[src];
+    r.hsh[k] = drop ? -1 : o_hash_[src];
+    r.phash[k] = drop ? -2 : o_phash_[src];
+    r.peak[k] = stay_peak_[src];
+    if (k != src)
+      for (int64_t m = 0; m < NM_; ++m) r.fst[k * NM_ + m] = o_fst_[src * NM_ + m];
   }
 
   // toks_ = the n best non-blank tokens of the frame e_, best first (higher log-prob, ties to the lower
@@ -472,20 +482,6 @@ class CtcBeam {
 // first) is a blank frame, or when no non-blank frame follows it in the chunk; the first blank
 // frame after a non-blank one with no non-blank after it in the chunk waits as `pending` and is
 // kept (first) once a later chunk has a non-blank frame.
-struct CollapseArgs {
-  int64_t batch, frames, vocab, blank, is_double, weak;
-  double threshold;
-  const void* x;             // [B, T, V]
-  const int64_t* lengths;    // [B]
-  const int64_t* offsets;    // [B] original index of the chunk's first frame
-  uint8_t* prev_blank;       // [B] state, updated in place
-  void* pending;             // [B, V]
-  int64_t* pending_index;    // [B]
-  uint8_t* pending_valid;    // [B]
-  void* out_x;               // [B, T + 1, V] kept frames first
-  int64_t* out_len;          // [B]
-  int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
-};
 
 // Whether frame f [V] is a blank frame: its blank probability above th, or (weak) its argmax (first
 // maximum) is the blank (asrdecode.ctc.collapse.blank_frames).
@@ -552,23 +548,6 @@ void ctc_collapse(const CollapseArgs& a) {
 // The n-best of a CTCBeamState (asrdecode.ctc.beam._finalize): per utterance, the `nbest` best
 // valid slots by score = logaddexp(p_b, p_nb) + fscore [+ beta * length] [+ sum_i w_i * final_i],
 // higher first (ties to the lower slot), with their token sequences and times from the tree.
-struct CtcFinalArgs {
-  int64_t batch, beam, is_double, num_models, with_final, nbest, steps;
-  double beta;
-  const void* p_b;
-  const void* p_nb;
-  const void* fscore;
-  const void* length;
-  const int64_t* fstates;   // [B, K, num_models]
-  const FusionModelDesc* models;  // kind 0: automaton final weights; kind 1: rows_scores = final [B*K] (dtype)
-  const int64_t* tok;       // tree [steps, B, K]
-  const int64_t* par;
-  const int64_t* dat;
-  double* out_score;        // [B, nbest] (-inf: none)
-  int64_t* out_len;         // [B, nbest] tokens (-1: no hypothesis)
-  int64_t* out_tok;         // [B, nbest, steps]
-  int64_t* out_dat;
-};
 
 template <typename T>
 std::string ctc_finalize(const CtcFinalArgs& a) {
@@ -590,7 +569,7 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
       if (a.with_final && NM) {
         T total = T(0);
         for (int64_t m = 0; m < NM; ++m) {
-          const FusionModelDesc& d = a.models[m];
+          const FusionDesc& d = a.models[m];
           T f;
           if (d.kind == 0) {
             const int64_t state = a.fstates[at * NM + m];
@@ -638,21 +617,6 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
 // A whole decode in one call (asrdecode.ctc.beam_search with no state and final=True, every fusion
 // model read natively): a fresh state, blank collapse done in the frame loop (the kept frames of
 // Definition 3 are searched in place, no copy), the frames, then the n-best as ctc_finalize gives it.
-struct CtcDecodeArgs {
-  int64_t batch, beam, vocab, frames, x_stride, blank, is_double, num_tokens, merge_all, num_models;
-  double beta, threshold;
-  int64_t collapse;              // 0: off, 1: P(blank) > collapse_threshold, 2: weak (argmax is blank)
-  double collapse_threshold;
-  int64_t nbest;
-  const void* x;                 // [B, T, V] (frames contiguous)
-  const int64_t* lengths;        // [B]
-  const int64_t* const* init_fstates;  // [num_models] pointers to [B * K]: the fresh hypotheses' fusion states
-  const FusionModelDesc* models;  // kinds 0 and 2 only
-  double* out_score;             // [B, nbest] as CtcFinalArgs, with steps = frames
-  int64_t* out_len;
-  int64_t* out_tok;
-  int64_t* out_dat;
-};
 
 template <typename T>
 std::string ctc_decode(const CtcDecodeArgs& d) {
@@ -730,7 +694,7 @@ int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
 }
 
 // Version of the C ABI below (the Python side checks it).
-int asrd_abi_version() { return 1; }
+int asrd_abi_version() { return 2; }
 
 // Runs frames [t_begin, t_end) of the CTC prefix beam search in place on the state arrays.
 // Returns 0, or 1 with a message in `err` (at most err_len bytes, NUL-terminated).

@@ -27,6 +27,13 @@ from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..lm._automaton import BackoffAutomaton
 from ._lib import load
+from .abi import Automaton as _Automaton
+from .abi import CollapseArgs as _CollapseArgs
+from .abi import CtcBeamArgs as _Args
+from .abi import CtcDecodeArgs as _DecodeArgs
+from .abi import CtcFinalArgs as _FinalArgs
+from .abi import FusionDesc as _Model
+from .abi import WordLM as _WordLM
 
 # The engine sits below ctc/: it takes the ``CTCBeamState`` / ``CollapseState`` objects of
 # asrdecode.ctc.beam / .collapse by their fields, without importing them (no import circle).
@@ -34,37 +41,6 @@ BeamStateFields = Any
 CollapseFields = Any
 
 __all__ = ["run_frames", "finalize", "collapse", "decode", "native_automaton", "native_word_lm"]
-
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_D = ctypes.c_double
-
-
-class _Automaton(ctypes.Structure):
-    _fields_ = [("arc_offsets", _P), ("arc_label", _P), ("arc_weight", _P), ("arc_dest", _P),
-                ("backoff_state", _P), ("backoff_weight", _P), ("dense_index", _P), ("dense_scores", _P),
-                ("dense_next", _P), ("final_weight", _P), ("num_states", _I), ("vocab", _I), ("blank", _I)]
-
-
-class _WordLM(ctypes.Structure):
-    _fields_ = [("lm", _Automaton), ("trie", _Automaton), ("end_label", _P), ("end_const", _P), ("is_start", _P),
-                ("start_node", _P), ("start_score", _P), ("node_bits", _I), ("lm_root_fill", ctypes.c_float)]
-
-
-class _Model(ctypes.Structure):
-    _fields_ = [("kind", _I), ("weight", _D), ("nonpositive", _I), ("automaton", _Automaton),
-                ("rows_scores", _P), ("rows_next", _P), ("word", ctypes.POINTER(_WordLM))]
-
-
-class _Args(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
-                ("is_double", _I),
-                ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("t_begin", _I), ("t_end", _I),
-                ("beta", _D), ("threshold", _D), ("x", _P), ("lengths", _P),
-                ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P), ("peak", _P),
-                ("last", _P), ("hash", _P), ("parent_hash", _P), ("fstates", _P),
-                ("tok_out", _P), ("par_out", _P), ("dat_out", _P), ("frame_index", _P), ("models", _P)]
-
 
 def native_automaton(model: FusionModel) -> Optional[BackoffAutomaton]:
     """The CPU :class:`BackoffAutomaton` behind ``model`` (NGramLM, BoostingTree), or ``None``."""
@@ -92,22 +68,24 @@ _ADVANCE_OF: dict = {}
 
 
 def _nonpositive(a: BackoffAutomaton) -> bool:
-    """Whether every score of ``a`` is <= 0 (cached on the automaton)."""
-    flag = a.__dict__.get("_native_nonpositive")
-    if flag is None:
+    """Whether every score of ``a`` is <= 0 (cached on the automaton with its validation mark)."""
+    a.ensure_valid()
+    hit = a.__dict__.get("_native_nonpositive")
+    if hit is None or hit[0] is not a._mark:
         flag = bool((a.arc_weight <= 0).all()) and bool((a.backoff_weight <= 0).all()) and (
             a.dense_scores.numel() == 0 or bool((a.dense_scores <= 0).all()))
-        a.__dict__["_native_nonpositive"] = flag
-    return flag
+        hit = a.__dict__["_native_nonpositive"] = (a._mark, flag)
+    return hit[1]
 
 
-_STRUCTS: "weakref.WeakKeyDictionary[BackoffAutomaton, tuple[tuple[int, ...], _Automaton]]" = weakref.WeakKeyDictionary()
+_STRUCTS: "weakref.WeakKeyDictionary[BackoffAutomaton, tuple[tuple[Any, ...], _Automaton]]" = weakref.WeakKeyDictionary()
 
 
 def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
-    """The engine's view of ``a``'s arrays (cached while they stay where they are)."""
+    """The engine's view of ``a``'s arrays (validated; cached while they stay where they are)."""
+    a.ensure_valid()
     key = (a.arc_offsets.data_ptr(), a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.arc_label.data_ptr(),
-           a.final_weight.data_ptr())
+           a.final_weight.data_ptr(), a._mark)
     hit = _STRUCTS.get(a)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -142,13 +120,14 @@ _WORD_STRUCTS: "weakref.WeakKeyDictionary[Any, tuple[tuple[int, ...], _WordLM, b
 
 
 def _word_lm_struct(w: Any) -> tuple[_WordLM, bool]:
-    """The engine's view of a WordNGramLM's arrays and whether every score it gives is <= 0 (cached)."""
+    """The engine's view of a WordNGramLM's arrays and whether every score it gives is <= 0 (validated; cached)."""
+    w.ensure_valid()
     parts = (w.end_label, w.end_const, w.is_start, w.start_node, w.start_score)
     for name, t in zip(("end_label", "end_const", "is_start", "start_node", "start_score"), parts):
         if not t.is_contiguous():
             setattr(w, name, t.contiguous())
     parts = (w.end_label, w.end_const, w.is_start, w.start_node, w.start_score)
-    key = tuple(t.data_ptr() for t in parts) + (id(w.word_lm.automaton), id(w.trie))
+    key = tuple(t.data_ptr() for t in parts) + (w.word_lm.automaton._mark, w.trie._mark)
     hit = _WORD_STRUCTS.get(w)
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
@@ -274,12 +253,6 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
         st.tree.record_steps(*out)
 
 
-class _CollapseArgs(ctypes.Structure):
-    _fields_ = [("batch", _I), ("frames", _I), ("vocab", _I), ("blank", _I), ("is_double", _I), ("weak", _I),
-                ("threshold", _D), ("x", _P), ("lengths", _P), ("offsets", _P), ("prev_blank", _P), ("pending", _P),
-                ("pending_index", _P), ("pending_valid", _P), ("out_x", _P), ("out_len", _P), ("out_index", _P)]
-
-
 def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blank: int, threshold: Optional[float],
              state: CollapseFields) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, CollapseFields]:
     """:func:`asrdecode.ctc.collapse.stream_collapse` on the engine (CPU; same result; the state is
@@ -308,13 +281,6 @@ def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blan
     lib.asrd_ctc_collapse(ctypes.byref(args))
     n = int(out_len.max()) if B else 0
     return out_x[:, :n], out_len, out_index[:, :n], state
-
-
-class _FinalArgs(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("is_double", _I), ("num_models", _I), ("with_final", _I), ("nbest", _I),
-                ("steps", _I), ("beta", _D), ("p_b", _P), ("p_nb", _P), ("fscore", _P), ("length", _P),
-                ("fstates", _P), ("models", _P), ("tok", _P), ("par", _P), ("dat", _P),
-                ("out_score", _P), ("out_len", _P), ("out_tok", _P), ("out_dat", _P)]
 
 
 def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
@@ -379,14 +345,6 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
 def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
     if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
         raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
-
-
-class _DecodeArgs(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("frames", _I), ("x_stride", _I), ("blank", _I),
-                ("is_double", _I), ("num_tokens", _I), ("merge_all", _I), ("num_models", _I), ("beta", _D),
-                ("threshold", _D), ("collapse", _I), ("collapse_threshold", _D), ("nbest", _I), ("x", _P),
-                ("lengths", _P), ("init_fstates", _P), ("models", _P), ("out_score", _P), ("out_len", _P),
-                ("out_tok", _P), ("out_dat", _P)]
 
 
 _decode_fn = None

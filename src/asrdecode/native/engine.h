@@ -26,6 +26,8 @@
 #include <functional>
 #include <limits>
 #include <vector>
+
+#include "abi.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -60,9 +62,10 @@ inline T log_add_exp(T a, T b) {
 }
 
 // exp(x) in float32 for x clamped to [-87, 88] (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
-// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here.
+// degree-7 polynomial, times 2^n); below -87 the true value (< 2e-38) is immaterial here. A NaN counts as
+// -87 (callers flag NaNs themselves; converting it to an int would be undefined).
 inline float exp_poly(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  x = x >= -87.0f ? (x > 88.0f ? 88.0f : x) : -87.0f;
   const float fx = x * 1.44269504088896341f;
   const int32_t n = static_cast<int32_t>(fx < 0.0f ? fx - 0.5f : fx + 0.5f);
   const float nf = static_cast<float>(n);
@@ -128,22 +131,6 @@ inline int report(const std::string& msg, char* err, int64_t err_len) {
 }
 
 // ------------------------------------------------------------------------------ fusion automata
-// A BackoffAutomaton's arrays (asrdecode/lm/_automaton.py), borrowed from its tensors.
-struct Automaton {
-  const int64_t* arc_offsets;    // [S + 1]
-  const int64_t* arc_label;      // [A] sorted within each state
-  const float* arc_weight;       // [A]
-  const int64_t* arc_dest;       // [A]
-  const int64_t* backoff_state;  // [S]
-  const float* backoff_weight;   // [S]
-  const int64_t* dense_index;    // [S] row of a state's resolved scores, -1: none
-  const float* dense_scores;     // [H, V]
-  const int64_t* dense_next;     // [H, V]
-  const float* final_weight;     // [S] end-of-sentence scores
-  int64_t num_states;
-  int64_t vocab;
-  int64_t blank;  // -1: none
-};
 
 // Score and next state of `label` from `state`: walk the backoff chain to the first state with
 // an arc for it or a dense row (terminals always have one), adding backoff weights in float32 in
@@ -180,20 +167,6 @@ inline bool automaton_score(const Automaton& a, int64_t state, int64_t label, fl
 }
 
 // ------------------------------------------------------------------------------- word n-gram LM
-// A WordNGramLM (asrdecode/lm/word.py) read from its arrays: states are (word-LM state << node_bits)
-// | trie node; a word-starting token ends the open word (its back-off score over word labels plus a
-// per-node constant) and opens the token's node; any other token walks the trie automaton.
-struct WordLM {
-  Automaton lm;               // the word n-gram over word labels (arcs and back-off only are read)
-  Automaton trie;             // the token trie (dense rows, arcs, back-off to the OOV node)
-  const int64_t* end_label;   // [nodes] word label ending at each node
-  const float* end_const;     // [nodes] constant added to the word's LM score at its end
-  const uint8_t* is_start;    // [V] the token ends the open word and starts a new one
-  const int64_t* start_node;  // [V] node a word-starting token opens
-  const float* start_score;   // [V] score it adds there
-  int64_t node_bits;
-  float lm_root_fill;         // score of a label without an arc anywhere on the chain
-};
 
 // ln p(label | lm state) and the next word-LM state: the back-off chain walked on arcs only, as
 // WordNGramLM._word_score (float32, backoff weights added in chain order).

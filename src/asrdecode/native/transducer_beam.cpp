@@ -18,42 +18,8 @@
 
 namespace {
 
-struct TransducerBeamArgs {
-  int64_t batch, beam, vocab;      // B, K, V
-  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
-  int64_t logit_stride;            // elements per logits row (V, or V + D for TDT)
-  int64_t frames;                  // T of the projected encoder buffer (frame rows: b * T + frame)
-  int64_t blank, tdt, aes, early, lm_weighted;
-  int64_t max_symbols;             // < 0: no cap
-  int64_t num_models, is_double, pack;
-  double lam, beta;
-  const int64_t* durations;        // [D] duration values
-  const void* logits;              // [n, logit_stride] joint output of the expanding slots (state dtype)
-  const int64_t* lengths;          // [B] frames of each utterance in the buffer
-  const int64_t* offset;           // [B] global frame of buffer frame 0
-  const uint8_t* final_chunk;      // [B] this chunk ends the utterance
-  void* score;                     // [B, K] state dtype
-  int64_t* time;                   // [B, K] frame (buffer-relative)
-  int64_t* symbols;                // [B, K] labels on the current frame
-  int64_t* hash;                   // [B, K] prefix hash
-  int64_t* nlabels;                // [B, K] transcript length
-  int64_t* last;                   // [B, K] last label (blank: none)
-  int64_t* lm_states;              // [B*K, M]
-  uint8_t* active;                 // [B, K] in: expanding this step; out: expanding the next step
-  int64_t* parent_flat;            // [B*K] out: row of each new hypothesis's parent
-  uint8_t* emitted;                // [B*K] out: the new hypothesis emitted a label
-  int64_t* labels;                 // [B*K] out: that label, else blank
-  int64_t* emit_rows;              // [B*K] out: the emitting rows, in order
-  int64_t* frame_rows;             // [B*K] out: [:n] encoder buffer row (b * T + frame) of each joint row
-  int64_t* joint_rows;             // [B*K] out: [:n] the slots the next step expands (its joint rows)
-  int64_t* logit_pos;              // [B*K] in: each expanding slot's row of `logits`; out: for the next step
-  int64_t* tok_out;                // [B, K] tree records of this step: token (-1: none),
-  int64_t* par_out;                //   parent slot,
-  int64_t* dat_out;                //   frame * pack + duration
-  uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
-  int64_t* counts;                 // out: [0] n, hypotheses expanding next, [1] emitting rows
-  const asrd::FusionDesc* models;
-};
+using asrd::TransducerBeamArgs;
+
 
 struct Pick {
   int64_t k;     // parent slot
@@ -100,6 +66,9 @@ class TransducerBeamStep {
   }
 
   std::string run() {
+    if (a_.logit_cols != a_.logit_stride)
+      return "joint output has " + std::to_string(a_.logit_cols) + " columns, expected " +
+             std::to_string(a_.logit_stride) + " (vocab_size" + (a_.tdt ? " + durations)" : ")");
     int64_t n_emit = 0;
     for (int64_t b = 0; b < a_.batch; ++b) {
       std::string err = step(b);
@@ -120,11 +89,6 @@ class TransducerBeamStep {
     const int64_t K = K_, V = V_, D = D_, C = V * D;
     const int64_t base = b * K;
     T* score = static_cast<T*>(a_.score) + base;
-    int64_t* time = a_.time + base;
-    int64_t* sym = a_.symbols + base;
-    int64_t* hsh = a_.hash + base;
-    int64_t* nl = a_.nlabels + base;
-    int64_t* last = a_.last + base;
     uint8_t* act = a_.active + base;
     const T* logits = static_cast<const T*>(a_.logits);
     const bool fused = NM_ > 0;
@@ -139,7 +103,10 @@ class TransducerBeamStep {
       }
       T* lp = lp_.data() + k * V;
       T* lpd = lpd_.data() + k * D;
-      const T* x = logits + a_.logit_pos[row] * a_.logit_stride;
+      const int64_t pos = a_.logit_pos[row];
+      if (pos < 0 || pos >= a_.logit_rows)
+        return "joint output has " + std::to_string(a_.logit_rows) + " rows, the step reads row " + std::to_string(pos);
+      const T* x = logits + pos * a_.logit_stride;
       asrd::log_softmax(x, V, lp);
       if (a_.tdt) asrd::log_softmax(x + V, D, lpd);
       const T lpb = lp[a_.blank];
@@ -174,33 +141,46 @@ class TransducerBeamStep {
           }
         }
       } else {
-        // each hypothesis's K best acoustic candidates, then fusion, then the K best overall
-        top_.reset(K);
-        for (int64_t v = 0; v < V; ++v)
-          for (int64_t d = 0; d < D; ++d) {
-            const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
-            top_.push(ac, v * D + d, 0);
-          }
-        auto& best = top_.sorted();
-        const int64_t width = K + 1;
-        for (int64_t j = 0; j < static_cast<int64_t>(best.size()); ++j) {
-          const int64_t c = best[j].index;
-          const int64_t tok = c / D;
-          T add;
-          if (tok == a_.blank) {
-            add = blank_add;
-          } else {
-            T lm = T(0);
-            if (fused && !fusion_.score(row, st, tok, &lm)) return asrd::invalid_fusion_state(b, k);
-            add = lm + nonblank_add;
-          }
-          const T val = (s + best[j].value) + add;
-          if (!(val > ninf)) continue;
-          heap_.push(val, k * width + j, Pick{k, c});
-        }
+        std::string err = early_candidates(b, k, row, s, lp, lpd, blank_add, nonblank_add);
+        if (!err.empty()) return err;
       }
     }
     return select_and_update(b);
+  }
+
+  // Early pruning: hypothesis k's K best acoustic candidates (lp [V], lpd [D]), then their fusion scores,
+  // into the heap of the K best overall.
+  std::string early_candidates(int64_t b, int64_t k, int64_t row, T s, const T* lp, const T* lpd, T blank_add,
+                               T nonblank_add) {
+    const int64_t K = K_, V = V_, D = D_;
+    const T ninf = asrd::neg_inf<T>();
+    const bool fused = NM_ > 0;
+    const int64_t* st = a_.lm_states + row * NM_;
+    // each hypothesis's K best acoustic candidates, then fusion, then the K best overall
+    top_.reset(K);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t d = 0; d < D; ++d) {
+        const T ac = a_.tdt ? lp[v] + lpd[d] : lp[v];
+        top_.push(ac, v * D + d, 0);
+      }
+    auto& best = top_.sorted();
+    const int64_t width = K + 1;
+    for (int64_t j = 0; j < static_cast<int64_t>(best.size()); ++j) {
+      const int64_t c = best[j].index;
+      const int64_t tok = c / D;
+      T add;
+      if (tok == a_.blank) {
+        add = blank_add;
+      } else {
+        T lm = T(0);
+        if (fused && !fusion_.score(row, st, tok, &lm)) return asrd::invalid_fusion_state(b, k);
+        add = lm + nonblank_add;
+      }
+      const T val = (s + best[j].value) + add;
+      if (!(val > ninf)) continue;
+      heap_.push(val, k * width + j, Pick{k, c});
+    }
+    return "";
   }
 
   // The selected candidates (best first) become the new hypotheses of utterance b.
@@ -264,7 +244,22 @@ class TransducerBeamStep {
       a_.labels[r] = emit ? tok : a_.blank;
       if (a_.selected_ok) a_.selected_ok[r] = ok;
     }
-    // merge equal transcripts on the same frame: the best (first) one keeps the group's log-sum-exp
+    merge_equal(score);
+    for (int64_t j = 0; j < K; ++j) {
+      time[j] = n_time_[j];
+      sym[j] = n_sym_[j];
+      hsh[j] = n_hash_[j];
+      nl[j] = n_nl_[j];
+      last[j] = n_last_[j];
+    }
+    std::copy(n_lm_.begin(), n_lm_.begin() + K * NM_, fst);
+    return "";
+  }
+
+  // Equal transcripts on the same frame: the best (first) one keeps the group's log-sum-exp into score [K].
+  void merge_equal(T* score) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_;
     for (int64_t i = 0; i < K; ++i) {
       if (!n_ok_[i]) {
         score[i] = ninf;
@@ -286,15 +281,6 @@ class TransducerBeamStep {
         if (n_ok_[j] && same(i, j)) sum += std::exp(sel_val_[j] - mx);
       score[i] = mx + std::log(sum);
     }
-    for (int64_t j = 0; j < K; ++j) {
-      time[j] = n_time_[j];
-      sym[j] = n_sym_[j];
-      hsh[j] = n_hash_[j];
-      nl[j] = n_nl_[j];
-      last[j] = n_last_[j];
-    }
-    std::copy(n_lm_.begin(), n_lm_.begin() + K * NM_, fst);
-    return "";
   }
 
   bool same(int64_t i, int64_t j) const {

@@ -23,24 +23,14 @@ import torch
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ._lib import load
+from .abi import TransducerBeamArgs as _Args
 from .ctc_beam import _Model, _describe
 
-__all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows"]
+__all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows", "check_logits"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _D = ctypes.c_double
-
-
-class _Args(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("num_durations", _I), ("logit_stride", _I),
-                ("frames", _I), ("blank", _I), ("tdt", _I), ("aes", _I), ("early", _I), ("lm_weighted", _I),
-                ("max_symbols", _I), ("num_models", _I), ("is_double", _I), ("pack", _I), ("lam", _D), ("beta", _D),
-                ("durations", _P), ("logits", _P), ("lengths", _P), ("offset", _P), ("final_chunk", _P),
-                ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
-                ("lm_states", _P), ("active", _P), ("parent_flat", _P), ("emitted", _P), ("labels", _P),
-                ("emit_rows", _P), ("frame_rows", _P), ("joint_rows", _P), ("logit_pos", _P), ("tok_out", _P), ("par_out", _P), ("dat_out", _P),
-                ("selected_ok", _P), ("counts", _P), ("models", _P)]
 
 
 _LIB: Any = None
@@ -63,6 +53,16 @@ _TREE_CHUNK = 64
 
 #: the loop's state tensors the engine reads and writes in place
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
+
+
+def check_logits(logits: object, dtype: torch.dtype) -> None:
+    """The joint's output must be a contiguous 2-D CPU tensor of the search's dtype (the engine checks its
+    width and row count against what it reads)."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.dtype != dtype \
+            or logits.device.type != "cpu" or not logits.is_contiguous():
+        got = (f"{logits.dtype} {tuple(logits.shape)} on {logits.device}" if isinstance(logits, torch.Tensor)
+               else type(logits).__name__)
+        raise DecodingInputError(f"joint output must be a contiguous 2-D {dtype} CPU tensor, got {got}")
 
 
 def user_model_rows(scorer: FusionScorer, models: Any, rows: list[int], lm_states: torch.Tensor, vocab: int,
@@ -189,7 +189,9 @@ class NativeBeamStep:
         """One step from the joint's ``logits [num_active, V (+ D)]`` (the loop's dtype, contiguous) of the
         expanding slots ``joint_rows[:num_active]``."""
         lp, a = self.loop, self.args
+        check_logits(logits, lp.dtype)
         a.logits = logits.data_ptr()
+        a.logit_rows, a.logit_cols = logits.shape
         self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
         a.tok_out, a.par_out, a.dat_out = self.records.next_step()
         if self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err)) != 0:

@@ -11,16 +11,6 @@
 
 namespace asrd {
 
-// One fusion model: an automaton or a word LM read natively, or rows [rows, V] the driver computed.
-struct FusionDesc {
-  int64_t kind;  // 0: automaton, 1: rows, 2: word LM
-  double weight;
-  int64_t nonpositive;       // every score <= 0
-  Automaton automaton;
-  const void* rows_scores;   // kind 1: [rows, V] in the state dtype
-  const int64_t* rows_next;  // kind 1: [rows, V]
-  const WordLM* word;        // kind 2
-};
 
 // The fusion models of a search, scored as FusionScorer does: sum_i score_i * weight_i in the state dtype.
 template <typename T>

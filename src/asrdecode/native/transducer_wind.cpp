@@ -18,41 +18,8 @@
 
 namespace {
 
-struct WindArgs {
-  int64_t batch, beam, vocab, window;  // B, K, V, W
-  int64_t frames;                      // T of the projected encoder buffer
-  int64_t blank, early, lm_weighted;
-  int64_t max_symbols;                 // < 0: no cap
-  int64_t num_models, is_double;
-  double lam, beta;
-  const void* logits;                  // [m, V] joint output of the rows asrd_wind_pop listed
-  const int64_t* lengths;              // [B]
-  const int64_t* offset;               // [B] global frame of buffer frame 0
-  const uint8_t* final_chunk;          // [B]
-  void* score;                         // [B, S] state dtype
-  int64_t* time;                       // [B, S]
-  int64_t* symbols;
-  int64_t* hash;
-  int64_t* nlabels;
-  int64_t* last;
-  int64_t* lm_states;                  // [B*S, M]
-  uint8_t* active;                     // [B] in: the utterance steps; out: for the next step
-  int64_t* tmin;                       // [B] the popped frame (asrd_wind_pop)
-  int64_t* row_of;                     // [B*K*W] joint row of (popped slot k, window frame j), -1: none
-  int64_t* enc_rows;                   // [B*K*W] out (pop): [:m] encoder buffer row of each joint row
-  int64_t* dec_rows;                   // [B*K*W] out (pop): [:m] hypothesis row of each joint row
-  int64_t* parent_flat;                // [B*S] out: each new hypothesis's parent row
-  uint8_t* emitted;                    // [B*S] out
-  int64_t* labels;                     // [B*S] out
-  int64_t* emit_rows;                  // [B*S] out: [:n] the emitting rows
-  int64_t* tok_out;                    // [B, S] tree records: token (-1: none),
-  int64_t* par_out;                    //   parent slot,
-  int64_t* dat_out;                    //   frame * pack (pack = 1 for RNN-T)
-  int64_t* counts;                     // out: pop: [0] joint rows; step: [0] utterances stepping next, [1] emitting rows
-  const asrd::FusionDesc* models;
-  int64_t has_gamma;                   // 1: keep a hypothesis's expansions within gamma of its best one
-  double gamma;                        //    (mAES's expansion threshold, by the ranking score)
-};
+using asrd::WindArgs;
+
 
 constexpr int64_t kBig = std::numeric_limits<int64_t>::max();
 
@@ -125,6 +92,8 @@ class WindStep {
   }
 
   std::string run() {
+    if (a_.logit_cols != V_)
+      return "joint output has " + std::to_string(a_.logit_cols) + " columns, expected vocab_size " + std::to_string(V_);
     int64_t n_emit = 0, stepping = 0;
     for (int64_t b = 0; b < a_.batch; ++b) {
       const int64_t base = b * S_;
@@ -152,26 +121,37 @@ class WindStep {
   }
 
  private:
-  std::string step(int64_t b) {
-    const T ninf = asrd::neg_inf<T>();
-    const int64_t K = K_, V = V_, W = W_, S = S_, NM = NM_;
-    const int64_t base = b * S;
-    T* score = static_cast<T*>(a_.score) + base;
-    int64_t* time = a_.time + base;
-    int64_t* sym = a_.symbols + base;
-    int64_t* hsh = a_.hash + base;
-    int64_t* nl = a_.nlabels + base;
-    int64_t* last = a_.last + base;
-    int64_t* fst = a_.lm_states + base * NM;
-    const int64_t tmin = a_.tmin[b];
-    const int64_t r0 = (a_.offset[b] + tmin) % R_;
-    const int64_t n = std::min(W, a_.lengths[b] - tmin);  // window frames inside the utterance
-    const int64_t* row_of = a_.row_of + b * K * W;
-    const T* logits = static_cast<const T*>(a_.logits);
-    const bool fused = NM > 0;
-    ++stamp_;
+  // Where one step of utterance b works: its popped frame and list, its [S] state rows.
+  struct Ctx {
+    int64_t b, base, tmin, r0, n;  // n: window frames inside the utterance
+    T* score;
+    int64_t *time, *sym, *hsh, *nl, *last, *fst;
+    const int64_t* row_of;
+  };
 
-    // Step 2: Equation 1 over the window for each popped live hypothesis k (slot r0 * K + k)
+  std::string step(int64_t b) {
+    const int64_t base = b * S_, tmin = a_.tmin[b];
+    const Ctx c{b, base, tmin, (a_.offset[b] + tmin) % R_, std::min(W_, a_.lengths[b] - tmin),
+                static_cast<T*>(a_.score) + base, a_.time + base, a_.symbols + base, a_.hash + base,
+                a_.nlabels + base, a_.last + base, a_.lm_states + base * NM_, a_.row_of + b * K_ * W_};
+    ++stamp_;
+    std::string err = window_scores(c);
+    if (err.empty()) err = prefix_search(c);
+    if (!err.empty()) return err;
+    seed_pool(c);
+    for (int64_t k = 0; k < K_; ++k) {
+      err = expand(c, k);
+      if (!err.empty()) return err;
+    }
+    return merge(b);
+  }
+
+  // Step 2: Equation 1 over the window for each popped live hypothesis k (slot r0 * K + k).
+  std::string window_scores(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const T* logits = static_cast<const T*>(a_.logits);
     p_score_.assign(static_cast<size_t>(K), ninf);
     live_.assign(static_cast<size_t>(K), 0);
     whole_ac_.assign(static_cast<size_t>(K), T(0));
@@ -184,7 +164,10 @@ class WindStep {
       T cum = T(0), cum_ac = T(0);
       for (int64_t j = 0; j < n; ++j) {
         T* lp = lp_.data() + (k * W + j) * V;
-        asrd::log_softmax(logits + row_of[k * W + j] * V, V, lp);
+        const int64_t at = row_of[k * W + j];
+        if (at < 0 || at >= a_.logit_rows)
+          return "joint output has " + std::to_string(a_.logit_rows) + " rows, the step reads row " + std::to_string(at);
+        asrd::log_softmax(logits + at * V, V, lp);
         const T lpb = lp[a_.blank];
         const T blank_fr = a_.lm_weighted ? (T(1) + lam_) * lpb : lpb;
         const T nonblank = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);
@@ -202,7 +185,15 @@ class WindStep {
       no_lm_[(k * W + (n - 1)) * V + a_.blank] = cum;  // blank on the whole window
     }
 
-    // Step 3: prefix search. B = A + (v,) on this frame gets A's paths "then v here"; A is removed
+    return "";
+  }
+
+  // Step 3: prefix search. B = A + (v,) on this frame gets A's paths "then v here"; A is removed.
+  std::string prefix_search(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const bool fused = NM > 0;
     new_score_.assign(p_score_.begin(), p_score_.end());
     removed_.assign(static_cast<size_t>(K), 0);
     for (int64_t bi = 0; bi < K; ++bi) {
@@ -232,11 +223,17 @@ class WindStep {
       }
     }
 
-    // Step 4: each expanding hypothesis's K best continuations
+    return "";
+  }
+
+  // Step 4 begins: the pool holds the lists as they are (the popped list is consumed).
+  void seed_pool(const Ctx& c) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, S = S_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
     pool_.clear();
     pool_score_.clear();
     pool_lm_.clear();
-    const int64_t C = W * V;
     for (int64_t s = 0; s < S; ++s) {  // the lists as they are; the popped list is consumed
       const bool popped = s / K == r0;
       pool_score_.push_back(popped ? ninf : score[s]);
@@ -244,78 +241,84 @@ class WindStep {
                             static_cast<int64_t>(pool_lm_.size())});
       pool_lm_.insert(pool_lm_.end(), fst + s * NM, fst + (s + 1) * NM);
     }
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t src = r0 * K + k;
-      const bool expand = live_[k] && !removed_[k];
-      top_.reset(K);
-      if (expand) {
-        const int64_t* st = fst + src * NM;
-        if (!a_.early) {
-          const bool bounded = !fused || fusion_.bounded();
-          for (int64_t j = 0; j < n; ++j) {
-            const T* row = no_lm_.data() + (k * W + j) * V;
-            for (int64_t v = 0; v < V; ++v) {
-              const int64_t col = j * V + v;
-              T val = row[v];
-              if (!(val > ninf)) continue;
-              if (v != a_.blank && fused) {
-                if (bounded && !top_.admits(val, col)) continue;  // fusion only lowers it
-                T lm;
-                if (!lm_of(k, base + src, st, v, &lm)) return asrd::invalid_fusion_state(b, src);
-                val = val + lm;
-              }
-              top_.push(val, col, 0);
+  }
+
+  // Step 4: popped hypothesis k's K best continuations into the pool.
+  std::string expand(const Ctx& c, int64_t k) {
+    const T ninf = asrd::neg_inf<T>();
+    const int64_t K = K_, V = V_, W = W_, NM = NM_;
+    const auto& [b, base, tmin, r0, n, score, time, sym, hsh, nl, last, fst, row_of] = c;
+    const bool fused = NM > 0;
+    const int64_t src = r0 * K + k;
+    const bool expand = live_[k] && !removed_[k];
+    top_.reset(K);
+    if (expand) {
+      const int64_t* st = fst + src * NM;
+      if (!a_.early) {
+        const bool bounded = !fused || fusion_.bounded();
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = no_lm_.data() + (k * W + j) * V;
+          for (int64_t v = 0; v < V; ++v) {
+            const int64_t col = j * V + v;
+            T val = row[v];
+            if (!(val > ninf)) continue;
+            if (v != a_.blank && fused) {
+              if (bounded && !top_.admits(val, col)) continue;  // fusion only lowers it
+              T lm;
+              if (!lm_of(k, base + src, st, v, &lm)) return asrd::invalid_fusion_state(b, src);
+              val = val + lm;
             }
-          }
-        } else {
-          for (int64_t j = 0; j < n; ++j) {
-            const T* lp = lp_.data() + (k * W + j) * V;
-            const T bac = before_ac_[k * W + j];
-            for (int64_t v = 0; v < V; ++v) {
-              const T ac = v == a_.blank ? (j == n - 1 ? whole_ac_[k] : ninf) : bac + lp[v];
-              if (ac > ninf) top_.push(ac, j * V + v, 0);
-            }
+            top_.push(val, col, 0);
           }
         }
-      }
-      auto& best = top_.sorted();
-      for (int64_t q = 0; q < K; ++q) {
-        if (!expand || q >= static_cast<int64_t>(best.size()) ||
-            (a_.has_gamma && best[q].value < best[0].value - static_cast<T>(a_.gamma))) {
-          pool_score_.push_back(ninf);
-          pool_.push_back(Entry{0, 0, 0, 0, a_.blank, src, -1, 0, 0});
-          continue;
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          const T* lp = lp_.data() + (k * W + j) * V;
+          const T bac = before_ac_[k * W + j];
+          for (int64_t v = 0; v < V; ++v) {
+            const T ac = v == a_.blank ? (j == n - 1 ? whole_ac_[k] : ninf) : bac + lp[v];
+            if (ac > ninf) top_.push(ac, j * V + v, 0);
+          }
         }
-        const int64_t col = best[q].index;
-        const int64_t tok = col % V, j = col / V;
-        const bool lab = tok != a_.blank;
-        T val = no_lm_[(k * W + j) * V + tok];
-        if (a_.early && lab && fused) {
-          T lm;
-          if (!lm_of(k, base + src, fst + src * NM, tok, &lm)) return asrd::invalid_fusion_state(b, src);
-          val = val + lm;
-        } else if (!a_.early) {
-          val = best[q].value;
-        }
-        int64_t s_new = lab ? (j == 0 ? sym[src] + 1 : 1) : 0;
-        int64_t t_new = tmin + j + (lab ? 0 : 1);
-        if (a_.max_symbols >= 0 && lab && s_new >= a_.max_symbols) {
-          t_new += 1;
-          s_new = 0;
-        }
-        pool_score_.push_back(new_score_[k] + val);
-        const int64_t at = static_cast<int64_t>(pool_lm_.size());
-        pool_lm_.resize(pool_lm_.size() + static_cast<size_t>(NM));
-        if (lab) {
-          if (!fusion_.next(base + src, fst + src * NM, tok, pool_lm_.data() + at)) return asrd::invalid_fusion_state(b, src);
-        } else {
-          std::copy(fst + src * NM, fst + (src + 1) * NM, pool_lm_.begin() + at);
-        }
-        pool_.push_back(Entry{t_new, s_new, lab ? asrd::extend_hash(hsh[src], tok) : hsh[src], nl[src] + (lab ? 1 : 0),
-                              lab ? tok : last[src], src, lab ? tok : -1, tmin + j, at});
       }
     }
-    return merge(b);
+    auto& best = top_.sorted();
+    for (int64_t q = 0; q < K; ++q) {
+      if (!expand || q >= static_cast<int64_t>(best.size()) ||
+          (a_.has_gamma && best[q].value < best[0].value - static_cast<T>(a_.gamma))) {
+        pool_score_.push_back(ninf);
+        pool_.push_back(Entry{0, 0, 0, 0, a_.blank, src, -1, 0, 0});
+        continue;
+      }
+      const int64_t col = best[q].index;
+      const int64_t tok = col % V, j = col / V;
+      const bool lab = tok != a_.blank;
+      T val = no_lm_[(k * W + j) * V + tok];
+      if (a_.early && lab && fused) {
+        T lm;
+        if (!lm_of(k, base + src, fst + src * NM, tok, &lm)) return asrd::invalid_fusion_state(b, src);
+        val = val + lm;
+      } else if (!a_.early) {
+        val = best[q].value;
+      }
+      int64_t s_new = lab ? (j == 0 ? sym[src] + 1 : 1) : 0;
+      int64_t t_new = tmin + j + (lab ? 0 : 1);
+      if (a_.max_symbols >= 0 && lab && s_new >= a_.max_symbols) {
+        t_new += 1;
+        s_new = 0;
+      }
+      pool_score_.push_back(new_score_[k] + val);
+      const int64_t at = static_cast<int64_t>(pool_lm_.size());
+      pool_lm_.resize(pool_lm_.size() + static_cast<size_t>(NM));
+      if (lab) {
+        if (!fusion_.next(base + src, fst + src * NM, tok, pool_lm_.data() + at)) return asrd::invalid_fusion_state(b, src);
+      } else {
+        std::copy(fst + src * NM, fst + (src + 1) * NM, pool_lm_.begin() + at);
+      }
+      pool_.push_back(Entry{t_new, s_new, lab ? asrd::extend_hash(hsh[src], tok) : hsh[src], nl[src] + (lab ? 1 : 0),
+                            lab ? tok : last[src], src, lab ? tok : -1, tmin + j, at});
+    }
+    return "";
   }
 
   // Weighted fusion score of `tok` for popped hypothesis k (memoised per step).
@@ -337,24 +340,7 @@ class WindStep {
     const int64_t base = b * S;
     const int64_t P = static_cast<int64_t>(pool_.size());
     merged_.assign(pool_score_.begin(), pool_score_.end());
-    for (int64_t i = 0; i < P; ++i) {
-      if (!(pool_score_[i] > ninf)) continue;
-      const Entry& e = pool_[i];
-      bool leader = true;
-      T mx = pool_score_[i];
-      for (int64_t j = 0; j < P && leader; ++j) {
-        if (j == i || !(pool_score_[j] > ninf) || !same(e, pool_[j])) continue;
-        if (pool_score_[j] > pool_score_[i] || (pool_score_[j] == pool_score_[i] && j < i)) leader = false;
-      }
-      if (!leader) {
-        merged_[i] = ninf;
-        continue;
-      }
-      T sum = T(0);
-      for (int64_t j = 0; j < P; ++j)
-        if (pool_score_[j] > ninf && same(e, pool_[j])) sum += std::exp(pool_score_[j] - mx);
-      merged_[i] = mx + std::log(sum);
-    }
+    merge_groups(P);
     T* score = static_cast<T*>(a_.score) + base;
     int64_t* fst = a_.lm_states + base * NM;
     out_score_.assign(static_cast<size_t>(S), ninf);
@@ -424,6 +410,39 @@ class WindStep {
     return x.hash == y.hash && x.time == y.time && x.nl == y.nl && x.last == y.last;
   }
 
+  // merged_[i] for the valid pool entries: equal transcripts (same()) form a group; its leader (best score,
+  // the lower index on ties) gets mx + log(sum_j exp(s_j - mx)) summed in pool order, the others -inf.
+  // The groups come from one sort by (transcript key, index): O(P log P) (a pairwise scan was O(P^2), with
+  // P = (window + 1) * beam + beam^2 entries: O(beam^4) per step).
+  void merge_groups(int64_t P) {
+    const T ninf = asrd::neg_inf<T>();
+    group_.clear();
+    for (int64_t i = 0; i < P; ++i)
+      if (pool_score_[i] > ninf) group_.push_back(i);
+    std::sort(group_.begin(), group_.end(), [this](int64_t a, int64_t c) {
+      const Entry& x = pool_[a];
+      const Entry& y = pool_[c];
+      if (x.hash != y.hash) return x.hash < y.hash;
+      if (x.time != y.time) return x.time < y.time;
+      if (x.nl != y.nl) return x.nl < y.nl;
+      if (x.last != y.last) return x.last < y.last;
+      return a < c;
+    });
+    const size_t n = group_.size();
+    for (size_t g0 = 0, g1 = 0; g0 < n; g0 = g1) {
+      int64_t leader = group_[g0];
+      for (g1 = g0 + 1; g1 < n && same(pool_[group_[g0]], pool_[group_[g1]]); ++g1)
+        if (pool_score_[group_[g1]] > pool_score_[leader]) leader = group_[g1];
+      const T mx = pool_score_[leader];
+      T sum = T(0);
+      for (size_t q = g0; q < g1; ++q) {
+        sum += std::exp(pool_score_[group_[q]] - mx);
+        merged_[group_[q]] = ninf;
+      }
+      merged_[leader] = mx + std::log(sum);
+    }
+  }
+
   const WindArgs& a_;
   const int64_t K_, V_, W_, R_, S_, NM_;
   const asrd::Fusion<T> fusion_;
@@ -434,7 +453,7 @@ class WindStep {
   std::vector<uint8_t> live_, removed_;
   std::vector<Entry> pool_;
   std::vector<T> pool_score_, merged_, out_score_;
-  std::vector<int64_t> pool_lm_, out_pick_, new_lm_;
+  std::vector<int64_t> pool_lm_, out_pick_, new_lm_, group_;
   std::vector<int64_t> new_time_ = std::vector<int64_t>(static_cast<size_t>(S_)),
                        new_sym_ = std::vector<int64_t>(static_cast<size_t>(S_)),
                        new_hash_ = std::vector<int64_t>(static_cast<size_t>(S_)),

@@ -18,25 +18,15 @@ import torch
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ._lib import load
+from .abi import WindArgs as _Args
 from .ctc_beam import _Model, _describe
-from .transducer_beam import TreeRecords, user_model_rows
+from .transducer_beam import TreeRecords, check_logits, user_model_rows
 
 __all__ = ["NativeWindStep"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _D = ctypes.c_double
-
-
-class _Args(ctypes.Structure):
-    _fields_ = [("batch", _I), ("beam", _I), ("vocab", _I), ("window", _I), ("frames", _I), ("blank", _I),
-                ("early", _I), ("lm_weighted", _I), ("max_symbols", _I), ("num_models", _I), ("is_double", _I),
-                ("lam", _D), ("beta", _D), ("logits", _P), ("lengths", _P), ("offset", _P), ("final_chunk", _P),
-                ("score", _P), ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P),
-                ("lm_states", _P), ("active", _P), ("tmin", _P), ("row_of", _P), ("enc_rows", _P), ("dec_rows", _P),
-                ("parent_flat", _P), ("emitted", _P), ("labels", _P), ("emit_rows", _P), ("tok_out", _P),
-                ("par_out", _P), ("dat_out", _P), ("counts", _P), ("models", _P), ("has_gamma", _I),
-                ("gamma", _D)]
 
 
 _LIB: Any = None
@@ -118,7 +108,9 @@ class NativeWindStep:
     def run(self, logits: torch.Tensor) -> None:
         """The rest of the step from the joint's ``logits [m, V]`` (the loop's dtype, contiguous)."""
         lp, a = self.loop, self.args
+        check_logits(logits, lp.dtype)
         a.logits = logits.data_ptr()
+        a.logit_rows, a.logit_cols = logits.shape
         self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
         a.tok_out, a.par_out, a.dat_out = self.records.next_step()
         if self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err)) != 0:

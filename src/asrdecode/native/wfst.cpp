@@ -23,31 +23,14 @@
 #include <new>
 #include <vector>
 
+#include "abi.h"
+
 namespace {
+
+using asrd::WfstArgs;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct WfstArgs {
-  int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;
-  int64_t hist_base, node_base, step_base, min_active;
-  float beam, lattice_beam;
-  const int64_t* e_ptr;     // [S + 1]
-  const int32_t* e_rows;    // [A, 4]: 2 * token + starts, dst, word, score bits
-  const float* e_max;       // [S] best emitting arc score of each state (-inf: none)
-  const int64_t* p_ptr;     // [S + 1]
-  const int64_t* p_dst;     // [P]
-  const int64_t* p_olabel;  // [P]
-  const float* p_score;     // [P]
-  const float* am;          // [B, T, vocab] acoustic_scale * log_probs, contiguous
-  const int64_t* lengths;   // [B]
-  const int64_t* offset;    // [B] frames consumed before this chunk
-  const float* boost;       // [B, boost_width] or null
-  const int64_t* tok_ptr;   // [B + 1] tokens grouped by utterance
-  const int64_t* tok_s;
-  const float* tok_score;
-  const int64_t* tok_hid;
-  const int64_t* tok_nid;   // lattice node ids (lattice only)
-};
 
 struct Tok {
   int32_t s;
@@ -187,13 +170,23 @@ class Search {
     }
   }
 
+  // One frame of utterance b: emitting expansion, recombination and max-active, the epsilon passes, the
+  // lattice's nodes and arcs; cur_ becomes the frame's surviving tokens.
   void frame(int64_t b, int64_t t, const float* am, const float* boost, float bmax) {
+    const int64_t fr = a_.offset[b] + t;
+    emitting(am, boost, bmax);
+    recombine(fr);
+    epsilon_passes(fr, boost);
+    if (a_.lattice) lattice_frame(b, t, fr, am, boost);
+    cur_.swap(next_);
+  }
+
+  // 1. emitting expansion into ec_; the best token first gives a running lower bound of the best score.
+  void emitting(const float* am, const float* boost, float bmax) {
     const float beam = a_.beam;
     const bool relax = a_.min_active > 0;
-    const int64_t fr = a_.offset[b] + t;
     float am_max = kNegInf;
     for (int64_t k = 0; k < a_.vocab; ++k) am_max = std::max(am_max, am[k]);
-    // 1. emitting expansion; the best token first gives a running lower bound of the best score
     auto score_of = [&](const Tok& k, const int32_t* row, float* arc) {
       float as;
       std::memcpy(&as, &row[3], sizeof(float));
@@ -242,7 +235,11 @@ class Search {
       pc_lat_.clear();
       pc_src_lat_.clear();
     }
-    // 2. beam (a no-op now), recombination, max-active
+  }
+
+  // 2. beam (a no-op now), recombination, max-active: next_ = the kept emitting candidates.
+  void recombine(int64_t fr) {
+    const size_t m = ec_.size();
     mstate_.resize(m);
     mscore_.resize(m);
     for (size_t i = 0; i < m; ++i) {
@@ -256,88 +253,97 @@ class Search {
       const int64_t hid = hist_add(cur_[size_t(c.tok)].hid, c.word, fr, c.lab2 >> 1, (c.lab2 & 1) != 0);
       next_.push_back(Tok{c.dst, c.score, hid, -1});
     }
-    // 3. epsilon passes
+  }
+
+  // 3. epsilon passes over next_ (at most eps_depth; each from the tokens the last pass added).
+  void epsilon_passes(int64_t fr, const float* boost) {
     std::vector<int32_t>& front = front_;  // the frontier: indices into next_ (all of them at first)
-    std::vector<int32_t>& front_now = front_now_;
     front.clear();
     for (size_t i = 0; i < next_.size(); ++i) front.push_back(int32_t(i));
-    for (int64_t pass = 0; pass < a_.eps_depth && !front.empty(); ++pass) {
-      pc_.clear();
-      for (int32_t f : front) {
-        const Tok& k = next_[size_t(f)];
-        for (int64_t e = a_.p_ptr[k.s]; e < a_.p_ptr[k.s + 1]; ++e) {
-          const int64_t w = a_.p_olabel[e];
-          float arc = a_.p_score[e];
-          float sc = k.score + arc;
-          if (boost) {
-            sc = sc + boost[w];
-            arc = arc + boost[w];
-          }
-          pc_.push_back(PCand{f, int32_t(a_.p_dst[e]), int32_t(w), sc, arc});
+    for (int64_t pass = 0; pass < a_.eps_depth && !front_.empty(); ++pass)
+      if (!epsilon_pass(fr, boost)) break;
+  }
+
+  // One epsilon pass from the frontier front_; false when it adds no candidate.
+  bool epsilon_pass(int64_t fr, const float* boost) {
+    std::vector<int32_t>& front = front_;
+    std::vector<int32_t>& front_now = front_now_;
+    pc_.clear();
+    for (int32_t f : front) {
+      const Tok& k = next_[size_t(f)];
+      for (int64_t e = a_.p_ptr[k.s]; e < a_.p_ptr[k.s + 1]; ++e) {
+        const int64_t w = a_.p_olabel[e];
+        float arc = a_.p_score[e];
+        float sc = k.score + arc;
+        if (boost) {
+          sc = sc + boost[w];
+          arc = arc + boost[w];
         }
+        pc_.push_back(PCand{f, int32_t(a_.p_dst[e]), int32_t(w), sc, arc});
       }
-      if (pc_.empty()) break;
-      if (a_.lattice) {
-        for (const PCand& c : pc_) {
-          pc_lat_.push_back(c);
-          pc_src_lat_.push_back(next_[size_t(c.from)].s);
-        }
-      }
-      const size_t n_old = next_.size(), n = n_old + pc_.size();
-      mstate_.resize(n);
-      mscore_.resize(n);
-      for (size_t i = 0; i < n_old; ++i) {
-        mstate_[i] = next_[i].s;
-        mscore_[i] = next_[i].score;
-      }
-      for (size_t i = 0; i < pc_.size(); ++i) {
-        mstate_[n_old + i] = pc_[i].dst;
-        mscore_[n_old + i] = pc_[i].score;
-      }
-      prune(mstate_.data(), mscore_.data(), int32_t(n));
-      std::vector<Tok>& merged = merged_;
-      merged.clear();
-      front_now.clear();
-      for (int32_t i : kept_) {
-        if (size_t(i) < n_old) {
-          merged.push_back(next_[size_t(i)]);
-        } else {
-          const PCand& c = pc_[size_t(i) - n_old];
-          const int64_t hid = hist_add(next_[size_t(c.from)].hid, c.word, fr, -1, false);
-          front_now.push_back(int32_t(merged.size()));
-          merged.push_back(Tok{c.dst, c.score, hid, -1});
-        }
-      }
-      next_.swap(merged);
-      front.swap(front_now);
     }
-    // 4. lattice: node ids of the survivors, the candidate arcs between survivors
+    if (pc_.empty()) return false;
     if (a_.lattice) {
-      for (size_t i = 0; i < next_.size(); ++i) {
-        next_[i].nid = a_.node_base + int64_t(r_.node_b.size());
-        r_.node_b.push_back(b);
-        at_[size_t(next_[i].s)] = int32_t(i);
+      for (const PCand& c : pc_) {
+        pc_lat_.push_back(c);
+        pc_src_lat_.push_back(next_[size_t(c.from)].s);
       }
-      const int64_t step = a_.step_base + t;
-      const float lb = a_.lattice_beam;
-      for (const ECand& c : ec_lat_) {
-        const int32_t j = at_[size_t(c.dst)];
-        if (j < 0 || !(c.score >= next_[size_t(j)].score - lb)) continue;
-        float graph = c.arc;
-        if (boost) graph = graph + boost[c.word];
-        const int64_t lab = c.lab2 >> 1;
-        lattice_arc(cur_[size_t(c.tok)].nid, next_[size_t(j)].nid, b, c.word, lab, (c.lab2 & 1) != 0, fr, graph,
-                    am[lab], step, false);
-      }
-      for (size_t q = 0; q < pc_lat_.size(); ++q) {
-        const PCand& c = pc_lat_[q];
-        const int32_t i = at_[size_t(pc_src_lat_[q])], j = at_[size_t(c.dst)];
-        if (i < 0 || j < 0 || !(c.score >= next_[size_t(j)].score - lb)) continue;
-        lattice_arc(next_[size_t(i)].nid, next_[size_t(j)].nid, b, c.word, -1, false, fr, c.arc, 0.0f, step, true);
-      }
-      for (const Tok& k : next_) at_[size_t(k.s)] = -1;
     }
-    cur_.swap(next_);
+    const size_t n_old = next_.size(), n = n_old + pc_.size();
+    mstate_.resize(n);
+    mscore_.resize(n);
+    for (size_t i = 0; i < n_old; ++i) {
+      mstate_[i] = next_[i].s;
+      mscore_[i] = next_[i].score;
+    }
+    for (size_t i = 0; i < pc_.size(); ++i) {
+      mstate_[n_old + i] = pc_[i].dst;
+      mscore_[n_old + i] = pc_[i].score;
+    }
+    prune(mstate_.data(), mscore_.data(), int32_t(n));
+    std::vector<Tok>& merged = merged_;
+    merged.clear();
+    front_now.clear();
+    for (int32_t i : kept_) {
+      if (size_t(i) < n_old) {
+        merged.push_back(next_[size_t(i)]);
+      } else {
+        const PCand& c = pc_[size_t(i) - n_old];
+        const int64_t hid = hist_add(next_[size_t(c.from)].hid, c.word, fr, -1, false);
+        front_now.push_back(int32_t(merged.size()));
+        merged.push_back(Tok{c.dst, c.score, hid, -1});
+      }
+    }
+    next_.swap(merged);
+    front.swap(front_now);
+    return true;
+  }
+
+  // 4. lattice: node ids of the survivors, the candidate arcs between survivors.
+  void lattice_frame(int64_t b, int64_t t, int64_t fr, const float* am, const float* boost) {
+    for (size_t i = 0; i < next_.size(); ++i) {
+      next_[i].nid = a_.node_base + int64_t(r_.node_b.size());
+      r_.node_b.push_back(b);
+      at_[size_t(next_[i].s)] = int32_t(i);
+    }
+    const int64_t step = a_.step_base + t;
+    const float lb = a_.lattice_beam;
+    for (const ECand& c : ec_lat_) {
+      const int32_t j = at_[size_t(c.dst)];
+      if (j < 0 || !(c.score >= next_[size_t(j)].score - lb)) continue;
+      float graph = c.arc;
+      if (boost) graph = graph + boost[c.word];
+      const int64_t lab = c.lab2 >> 1;
+      lattice_arc(cur_[size_t(c.tok)].nid, next_[size_t(j)].nid, b, c.word, lab, (c.lab2 & 1) != 0, fr, graph,
+                  am[lab], step, false);
+    }
+    for (size_t q = 0; q < pc_lat_.size(); ++q) {
+      const PCand& c = pc_lat_[q];
+      const int32_t i = at_[size_t(pc_src_lat_[q])], j = at_[size_t(c.dst)];
+      if (i < 0 || j < 0 || !(c.score >= next_[size_t(j)].score - lb)) continue;
+      lattice_arc(next_[size_t(i)].nid, next_[size_t(j)].nid, b, c.word, -1, false, fr, c.arc, 0.0f, step, true);
+    }
+    for (const Tok& k : next_) at_[size_t(k.s)] = -1;
   }
 
   void lattice_arc(int64_t src, int64_t dst, int64_t b, int64_t word, int64_t token, bool start, int64_t frame,

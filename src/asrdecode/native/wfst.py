@@ -16,22 +16,15 @@ from typing import Any
 
 import torch
 
+from ..errors import DecodingInputError
 from ._lib import load
+from .abi import WfstArgs as _Args
 
 __all__ = ["run_frames"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _F = ctypes.c_float
-
-
-class _Args(ctypes.Structure):
-    _fields_ = [("batch", _I), ("frames", _I), ("vocab", _I), ("num_states", _I), ("eps_depth", _I),
-                ("max_active", _I), ("boost_width", _I), ("lattice", _I), ("hist_base", _I), ("node_base", _I),
-                ("step_base", _I), ("min_active", _I), ("beam", _F), ("lattice_beam", _F),
-                ("e_ptr", _P), ("e_rows", _P), ("e_max", _P), ("p_ptr", _P), ("p_dst", _P), ("p_olabel", _P),
-                ("p_score", _P), ("am", _P), ("lengths", _P), ("offset", _P), ("boost", _P),
-                ("tok_ptr", _P), ("tok_s", _P), ("tok_score", _P), ("tok_hid", _P), ("tok_nid", _P)]
 
 
 _bound = False
@@ -65,7 +58,16 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
     (tokens, history, lattice; not the offset)."""
     lib = _lib()
     g = decoder.graph
+    g.ensure_valid()
     B, T, V = am.shape
+    A, S = g.e_src.shape[0], g.num_states
+    if rows.dtype != torch.int32 or tuple(rows.shape) != (A, 4) or not rows.is_contiguous():
+        raise DecodingInputError(f"graph arc rows must be a contiguous int32 tensor [{A}, 4], got {rows.dtype} "
+                                 f"{tuple(rows.shape)}")
+    if e_max.dtype != torch.float32 or tuple(e_max.shape) != (S,) or not e_max.is_contiguous():
+        raise DecodingInputError(f"e_max must be a contiguous float32 tensor [{S}]")
+    if V < g.vocab_size:
+        raise DecodingInputError(f"am has {V} classes, the graph reads tokens up to {g.vocab_size - 1}")
     am = am.contiguous()
     toks, rec = state.toks, state.lattice
     order = torch.argsort(toks.b, stable=True)

@@ -153,6 +153,7 @@ class WFSTDecoder:
                     self._dense = None
                     self._packed = None
                     self._state_max = None
+        self.graph.ensure_valid()  # both engines read only a validated graph
         return self.graph
 
     def _saved_index(self, g: DecodingGraph) -> dict | None:

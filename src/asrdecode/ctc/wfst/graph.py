@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from ..._validation import Checker, ValidationMark
 from ...errors import DecodingInputError, FileFormatError
 from ...lm.arpa import ArpaModel, read_arpa
 from .lexicon import add_disambig, check_lexicon, pronunciations, read_lexicon
@@ -182,39 +183,39 @@ class DecodingGraph:
             g = cls(**d)
         except (TypeError, KeyError, ValueError) as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
-        g.validate()
-        if index is not None:
-            problem = _index_problem(g, index)
-            if problem:
-                raise FileFormatError(path, None, f"bad decoding graph file (search_index: {problem})")
-            g._search_index = index
+        try:
+            if index is not None:
+                problem = _index_problem(g, index)
+                if problem:
+                    raise FileFormatError(path, None, f"bad decoding graph file (search_index: {problem})")
+                g._search_index = index
+            g.validate()
+        except DecodingInputError as e:
+            raise FileFormatError(path, None, f"bad decoding graph file ({e})") from None
         return g
 
+    def _validation_parts(self) -> tuple:
+        index = self._search_index
+        saved = () if index is None else (index, *index.values(), *(index.get("dense") or ()))
+        return (*self._fields().values(), len(self.words), *saved)
+
     def validate(self) -> None:
-        """Check internal consistency (shapes, ranges); raise :class:`DecodingInputError`."""
-        S = self.num_states
-        for pre in ("e", "p"):
-            ptr = getattr(self, f"{pre}_ptr")
-            src = getattr(self, f"{pre}_src")
-            dst = getattr(self, f"{pre}_dst")
-            if ptr.shape != (S + 1,) or int(ptr[-1]) != src.shape[0]:
-                raise DecodingInputError(f"graph: {pre}_ptr must have {S + 1} entries ending at the arc count")
-            if src.numel() and (int(dst.min()) < 0 or int(dst.max()) >= S):
-                raise DecodingInputError("graph: arc destination out of range")
-        if self.e_ilabel.numel() and int(self.e_ilabel.max()) >= self.vocab_size:
-            raise DecodingInputError("graph: input label beyond vocab_size")
-        if not 0 <= self.start < S:
-            raise DecodingInputError("graph: start state out of range")
-        if (self.pron_ptr is None) != (self.pron_tokens is None):
-            raise DecodingInputError("graph: pron_ptr and pron_tokens come together")
-        if self.pron_ptr is not None:
-            ptr, toks = self.pron_ptr, self.pron_tokens
-            assert toks is not None  # they come together (checked above)
-            if ptr.dim() != 1 or ptr.shape[0] != len(self.words) + 1 or int(ptr[0]) != 0 \
-                    or int(ptr[-1]) != toks.shape[0] or bool((ptr[1:] < ptr[:-1]).any()):
-                raise DecodingInputError(f"graph: pron_ptr must rise from 0 to the pron_tokens count in {len(self.words) + 1} entries")
-            if toks.numel() and (int(toks.min()) < -1 or int(toks.max()) >= self.vocab_size):
-                raise DecodingInputError("graph: pron_tokens must be token ids or -1")
+        """Check every array the search engines read (shapes, dtypes, monotone offsets, states, labels and
+        words in range, finite scores, the lexicon's pronunciations, the epsilon depth, the attached search index) and mark the graph
+        validated; raise :class:`DecodingInputError`."""
+        _check_graph(self)
+        _check_pronunciations(self)
+        if self._search_index is not None:
+            problem = _index_problem(self, self._search_index)
+            if problem:
+                raise DecodingInputError(f"graph: search index: {problem}")
+        self._valid_mark = ValidationMark(self._validation_parts())
+
+    def ensure_valid(self) -> None:
+        """Cheap when nothing changed since :meth:`validate`; else validate again (the engines call this)."""
+        mark = self.__dict__.get("_valid_mark")
+        if mark is None or not mark.matches(self._validation_parts()):
+            self.validate()
 
     @classmethod
     def from_fst_text(
@@ -326,13 +327,19 @@ def _parse_fst_text(text: str, chunk: int = 1 << 20, block: int = 1 << 24):
 
 
 def _eps_depth(S: int, src: np.ndarray, dst: np.ndarray) -> int:
-    """Longest chain of epsilon arcs; raises on an epsilon cycle."""
+    """Longest chain of epsilon arcs; raises on an epsilon cycle. One vectorised pass per chain link
+    (per-state maxima by ``np.maximum.reduceat`` over the arcs grouped by source)."""
     if src.size == 0:
         return 0
+    if np.any(src[1:] < src[:-1]):
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+    starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    heads = src[starts]
     depth = np.zeros(S, dtype=np.int64)
     for _ in range(S + 1):
         new = depth.copy()
-        np.maximum.at(new, src, depth[dst] + 1)
+        new[heads] = np.maximum(depth[heads], np.maximum.reduceat(depth[dst] + 1, starts))
         if np.array_equal(new, depth):
             return int(depth.max())
         depth = new
@@ -532,6 +539,21 @@ def build_tlg(
     return g
 
 
+def _check_pronunciations(g: DecodingGraph) -> None:
+    """The optional ``pron_ptr`` / ``pron_tokens`` (word times): both or neither, offsets rising from 0 to
+    the token count, one entry per word plus one, token ids or -1 (a pronunciation's end)."""
+    if (g.pron_ptr is None) != (g.pron_tokens is None):
+        raise DecodingInputError("graph: pron_ptr and pron_tokens come together")
+    if g.pron_ptr is None or g.pron_tokens is None:
+        return
+    ptr, toks = g.pron_ptr, g.pron_tokens
+    if ptr.dim() != 1 or ptr.shape[0] != len(g.words) + 1 or int(ptr[0]) != 0 \
+            or int(ptr[-1]) != toks.shape[0] or bool((ptr[1:] < ptr[:-1]).any()):
+        raise DecodingInputError(f"graph: pron_ptr must rise from 0 to the pron_tokens count in {len(g.words) + 1} entries")
+    if toks.numel() and (int(toks.min()) < -1 or int(toks.max()) >= g.vocab_size):
+        raise DecodingInputError("graph: pron_tokens must be token ids or -1")
+
+
 def _pron_arrays(prons: Sequence[Sequence[Sequence[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
     """(pron_ptr, pron_tokens) of :class:`DecodingGraph` for words ``1..W`` (word 0, ``<eps>``, has none)."""
     flat: list[int] = []
@@ -545,27 +567,91 @@ def _pron_arrays(prons: Sequence[Sequence[Sequence[int]]]) -> tuple[torch.Tensor
 
 
 def _index_problem(g: DecodingGraph, index: object) -> str | None:
-    """What is wrong with a loaded search index's layout (shapes, dtypes, pointer ends), else None."""
+    """What is wrong with a search index (a loaded one: anything) for graph ``g``, else None: the packed
+    arc rows must be ``g``'s emitting arcs, the dense rows a (state row, token) index of them."""
     if not isinstance(index, dict) or not isinstance(index.get("dense_min_degree"), int) \
             or not isinstance(index.get("dense_memory_mb"), float):
         return "not a mapping with dense_min_degree (int) and dense_memory_mb (float)"
-    A, S, V = g.e_src.shape[0], g.num_states, g.vocab_size
+    A = g.e_src.shape[0]
     rows = index.get("arc_rows")
-    if rows is not None and (not isinstance(rows, torch.Tensor) or rows.dtype != torch.int32 or rows.shape != (A, 4)):
-        return f"arc_rows must be an int32 tensor [{A}, 4]"
+    if rows is not None:
+        if not isinstance(rows, torch.Tensor) or rows.dtype != torch.int32 or rows.shape != (A, 4):
+            return f"arc_rows must be an int32 tensor [{A}, 4]"
+        if not torch.equal(rows, _pack_arc_rows(g)):
+            return "arc_rows differ from the graph's emitting arcs"
     dense = index.get("dense")
     if dense is None:
         return None
     if not (isinstance(dense, tuple) and len(dense) == 4 and all(isinstance(t, torch.Tensor) for t in dense[:3])
             and isinstance(dense[3], float)):
         return "dense must be (row, ptr, arcs, e_max)"
-    row, ptr, arcs, _ = dense
-    n_rows = int(row.max()) + 1 if row.numel() else 0
+    return _dense_problem(g, *dense)
+
+
+def _pack_arc_rows(g: DecodingGraph) -> torch.Tensor:
+    """``[A, 4]`` int32 rows ``(2 * token + starts, dst, word, score bits)`` of the emitting arcs."""
+    return torch.stack([(g.e_ilabel * 2 + g.e_start.long()).int(), g.e_dst.int(), g.e_olabel.int(),
+                        g.e_score.float().view(torch.int32)], 1).contiguous()
+
+
+def _dense_problem(g: DecodingGraph, row: torch.Tensor, ptr: torch.Tensor, arcs: torch.Tensor,
+                   e_max: float) -> str | None:
+    """What is wrong with the dense (state row, token) index of the emitting arcs, else None."""
+    A, S, V = g.e_src.shape[0], g.num_states, g.vocab_size
     if row.shape != (S,) or row.dtype != torch.int64 or arcs.dim() != 1 or arcs.dtype != torch.int64 \
-            or ptr.shape != (n_rows * V + 1,) or int(ptr[-1]) != arcs.shape[0] \
+            or ptr.dim() != 1 or ptr.is_floating_point() or ptr.dtype == torch.bool:
+        return "dense rows do not fit the graph"
+    if row.numel() and int(row.min()) < -1:
+        return "dense rows do not fit the graph (row below -1)"
+    n_rows = int(row.max()) + 1 if row.numel() else 0
+    if ptr.shape != (n_rows * V + 1,) or int(ptr[0]) != 0 or int(ptr[-1]) != arcs.shape[0] \
+            or (ptr.numel() > 1 and not bool((ptr[1:] >= ptr[:-1]).all())) \
             or (arcs.numel() and not 0 <= int(arcs.min()) <= int(arcs.max()) < A):
         return "dense rows do not fit the graph"
+    if arcs.numel():
+        key = torch.repeat_interleave(torch.arange(n_rows * V, device=ptr.device), (ptr[1:] - ptr[:-1]).long())
+        if not torch.equal(row[g.e_src[arcs]] * V + g.e_ilabel[arcs], key):
+            return "dense rows do not index the graph's arcs"
+    if A and not (math.isfinite(e_max) and e_max >= float(g.e_score.max())):
+        return "dense e_max is not the best emitting arc score"
     return None
+
+
+def _check_graph(g: DecodingGraph) -> None:
+    """The checks of :meth:`DecodingGraph.validate` on the graph's own arrays."""
+    c = Checker("graph")
+    S = int(c.tensor("final_score", g.final_score, ndim=1, kind="float").shape[0])
+    if S < 1 or S >= 2**31:
+        c.fail(f"needs 1 to 2**31 - 1 states, got {S}")
+    c.no_nan("final_score", g.final_score)
+    c.integer("start", g.start, 0, S)
+    V = c.integer("vocab_size", g.vocab_size, 1, 2**30)
+    c.integer("blank_id", g.blank_id, 0, V)
+    if not isinstance(g.words, list) or not all(isinstance(w, str) for w in g.words):
+        c.fail("words must be a list of str")
+    W = len(g.words)
+    for pre in ("e", "p"):
+        ptr = c.tensor(f"{pre}_ptr", getattr(g, f"{pre}_ptr"), ndim=1, length=S + 1, kind="int")
+        A = int(c.tensor(f"{pre}_src", getattr(g, f"{pre}_src"), ndim=1, kind="int").shape[0])
+        for name, kind in (("dst", "int"), ("olabel", "int"), ("score", "float")):
+            c.tensor(f"{pre}_{name}", getattr(g, f"{pre}_{name}"), ndim=1, length=A, kind=kind)
+        c.offsets(f"{pre}_ptr", ptr, A)
+        src = torch.repeat_interleave(torch.arange(S, device=ptr.device), (ptr[1:] - ptr[:-1]).long())
+        if not torch.equal(getattr(g, f"{pre}_src").long(), src):
+            c.fail(f"{pre}_src must list each arc's source state as {pre}_ptr orders them")
+        c.in_range(f"{pre}_dst", getattr(g, f"{pre}_dst"), 0, S)
+        c.in_range(f"{pre}_olabel", getattr(g, f"{pre}_olabel"), 0, max(W, 1))
+        c.no_nan(f"{pre}_score", getattr(g, f"{pre}_score"), finite=True)
+    A = g.e_src.shape[0]
+    c.in_range("e_ilabel", c.tensor("e_ilabel", g.e_ilabel, ndim=1, length=A, kind="int"), 0, V)
+    c.tensor("e_start", g.e_start, ndim=1, length=A, kind="bool")
+    depth = c.integer("eps_depth", g.eps_depth, 0)
+    true_depth = _eps_depth(S, g.p_src.cpu().numpy().astype(np.int64), g.p_dst.cpu().numpy().astype(np.int64))
+    if depth != true_depth:
+        c.fail(f"eps_depth must be the longest chain of epsilon arcs, {true_depth}; got {depth}")
+    if g.word_lengths is not None and (not isinstance(g.word_lengths, list) or len(g.word_lengths) != W
+                                       or not all(isinstance(n, int) and n >= 0 for n in g.word_lengths)):
+        c.fail(f"word_lengths must be None or {W} ints >= 0")
 
 
 def _words_from_bytes(data: torch.Tensor, n: int) -> list[str]:

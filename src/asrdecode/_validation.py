@@ -1,0 +1,110 @@
+"""The "validated" mark of the structures the search engines read (graphs, LMs, boosting trees).
+
+A structure is checked once when it is loaded or built (its ``validate()``: offsets monotone and in
+range, labels and states in range, lengths consistent, scores finite where required) and keeps a
+:class:`ValidationMark`: the tensor objects it was checked with and their in-place version counters.
+Before an engine reads the arrays, ``ensure_valid()`` compares the structure's current arrays with the
+mark (a few microseconds): a structure changed since (an array replaced, or changed in place, e.g.
+``arc_offsets *= 1000``) is validated again and refused with a named error if it no longer passes.
+
+Not seen: writes through another view of the memory (``tensor.numpy()[...] = x``) and in-place writes
+to inference-mode tensors (they keep no version counter).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn, Sequence
+
+import torch
+
+from .errors import DecodingInputError
+
+__all__ = ["ValidationMark", "Checker", "version_of"]
+
+
+def version_of(t: torch.Tensor) -> int:
+    """The in-place version counter of ``t`` (-1 for an inference tensor, which keeps none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
+
+
+class ValidationMark:
+    """What a structure was validated with: ``parts`` (tensors, compared by identity and version;
+    anything else by equality)."""
+
+    __slots__ = ("parts", "versions")
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        self.parts = tuple(parts)
+        self.versions = tuple(version_of(p) if isinstance(p, torch.Tensor) else 0 for p in self.parts)
+
+    def matches(self, parts: Sequence[Any]) -> bool:
+        """Whether ``parts`` are the same objects, unchanged since the mark was made."""
+        if len(parts) != len(self.parts):
+            return False
+        for now, then, version in zip(parts, self.parts, self.versions):
+            if isinstance(then, torch.Tensor):
+                if now is not then or version_of(now) != version:
+                    return False
+            elif now is not then and now != then:
+                return False
+        return True
+
+
+class Checker:
+    """Named checks of one structure's arrays; every failure raises :class:`DecodingInputError`
+    prefixed with the structure's name (``what``)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def fail(self, message: str) -> NoReturn:
+        raise DecodingInputError(f"{self.what}: {message}")
+
+    def tensor(self, name: str, t: object, *, ndim: int | None = None, length: int | None = None,
+               kind: str | None = None) -> torch.Tensor:
+        """``t`` must be a tensor (of rank ``ndim``, ``length`` rows, ``kind`` "int" / "float" / "bool")."""
+        if not isinstance(t, torch.Tensor):
+            self.fail(f"{name} must be a tensor, got {type(t).__name__}")
+        if ndim is not None and t.dim() != ndim:
+            self.fail(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+        if length is not None and (t.dim() == 0 or t.shape[0] != length):
+            self.fail(f"{name} must have {length} entries, got shape {tuple(t.shape)}")
+        if kind == "int" and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+            self.fail(f"{name} must be an integer tensor, got {t.dtype}")
+        if kind == "float" and not t.is_floating_point():
+            self.fail(f"{name} must be a floating-point tensor, got {t.dtype}")
+        if kind == "bool" and t.dtype != torch.bool:
+            self.fail(f"{name} must be a bool tensor, got {t.dtype}")
+        return t
+
+    def in_range(self, name: str, t: torch.Tensor, low: int, high: int) -> None:
+        """Every entry of ``t`` in ``[low, high)``."""
+        if t.numel() and (int(t.min()) < low or int(t.max()) >= high):
+            self.fail(f"{name} must be in [{low}, {high}), found values in [{int(t.min())}, {int(t.max())}]")
+
+    def offsets(self, name: str, ptr: torch.Tensor, count: int) -> None:
+        """CSR offsets: start at 0, never decrease, end at ``count``."""
+        if ptr.numel() == 0 or int(ptr[0]) != 0 or int(ptr[-1]) != count:
+            self.fail(f"{name} must start at 0 and end at the arc count {count}")
+        if ptr.numel() > 1 and not bool((ptr[1:] >= ptr[:-1]).all()):
+            self.fail(f"{name} must be non-decreasing")
+
+    def no_nan(self, name: str, t: torch.Tensor, *, finite: bool = False) -> None:
+        """No NaN and no +inf in ``t`` (``finite``: no -inf either)."""
+        if t.numel() == 0:
+            return
+        if finite:
+            if not bool(torch.isfinite(t).all()):
+                self.fail(f"{name} must be finite (found NaN or inf)")
+        elif bool(torch.isnan(t).any()) or bool((t == float("inf")).any()):
+            self.fail(f"{name} must not hold NaN or +inf")
+
+    def integer(self, name: str, v: object, low: int, high: int | None = None) -> int:
+        """A plain int in ``[low, high)`` (``high`` None: no upper bound)."""
+        if not isinstance(v, int) or isinstance(v, bool) or v < low or (high is not None and v >= high):
+            bound = f"[{low}, {high})" if high is not None else f">= {low}"
+            self.fail(f"{name} must be an int {bound}, got {v!r}")
+        return int(v)

@@ -1,0 +1,231 @@
+// The native engine's C ABI: every struct the Python drivers fill, declared once. The ctypes mirrors
+// live in asrdecode/native/abi.py; abi.cpp exports each struct's size and each field's offset and size
+// (asrd_abi_field), and tests/test_native_abi.py checks every mirror against them.
+#pragma once
+
+#include <cstdint>
+
+namespace asrd {
+
+// A BackoffAutomaton's arrays (asrdecode/lm/_automaton.py), borrowed from its tensors.
+struct Automaton {
+  const int64_t* arc_offsets;    // [S + 1]
+  const int64_t* arc_label;      // [A] sorted within each state
+  const float* arc_weight;       // [A]
+  const int64_t* arc_dest;       // [A]
+  const int64_t* backoff_state;  // [S]
+  const float* backoff_weight;   // [S]
+  const int64_t* dense_index;    // [S] row of a state's resolved scores, -1: none
+  const float* dense_scores;     // [H, V]
+  const int64_t* dense_next;     // [H, V]
+  const float* final_weight;     // [S] end-of-sentence scores
+  int64_t num_states;
+  int64_t vocab;
+  int64_t blank;  // -1: none
+};
+
+// A WordNGramLM (asrdecode/lm/word.py) read from its arrays: states are (word-LM state << node_bits)
+// | trie node; a word-starting token ends the open word (its back-off score over word labels plus a
+// per-node constant) and opens the token's node; any other token walks the trie automaton.
+struct WordLM {
+  Automaton lm;               // the word n-gram over word labels (arcs and back-off only are read)
+  Automaton trie;             // the token trie (dense rows, arcs, back-off to the OOV node)
+  const int64_t* end_label;   // [nodes] word label ending at each node
+  const float* end_const;     // [nodes] constant added to the word's LM score at its end
+  const uint8_t* is_start;    // [V] the token ends the open word and starts a new one
+  const int64_t* start_node;  // [V] node a word-starting token opens
+  const float* start_score;   // [V] score it adds there
+  int64_t node_bits;
+  float lm_root_fill;         // score of a label without an arc anywhere on the chain
+};
+
+// One fusion model of a search (CTC, transducer): an automaton or a word LM read natively, or rows the
+// driver computed ([rows, V] per step; CTC finalize: the final scores [B*K]).
+struct FusionDesc {
+  int64_t kind;  // 0: automaton, 1: rows, 2: word LM
+  double weight;
+  int64_t nonpositive;       // every score <= 0 (a candidate may be rejected before its look-up)
+  Automaton automaton;
+  const void* rows_scores;   // kind 1: [rows, V] in the state dtype
+  const int64_t* rows_next;  // kind 1: [rows, V]
+  const WordLM* word;        // kind 2
+};
+
+// ------------------------------------------------------------------------------- CTC (ctc_beam.cpp)
+struct CtcBeamArgs {
+  int64_t batch, beam, vocab, frames;  // B, K, V, T (frames of x)
+  int64_t x_stride;                    // elements between utterances of x (frames contiguous)
+  int64_t blank;
+  int64_t is_double;                   // emissions / state dtype: 0 float32, 1 float64
+  int64_t num_tokens;                  // M candidate tokens per frame; 0: the whole vocabulary
+  int64_t merge_all;                   // merge children into stays even when their token is not a candidate
+  int64_t num_models;
+  int64_t t_begin, t_end;              // frames to run
+  double beta, threshold;
+  const void* x;                       // [B, T, V]
+  const int64_t* lengths;              // [B] frames of each utterance in x
+  void* p_b;                           // [B, K] dtype
+  void* p_nb;
+  void* fscore;
+  void* length;
+  void* peak;
+  int64_t* last;                       // [B, K]
+  int64_t* hash;
+  int64_t* parent_hash;
+  int64_t* fstates;                    // [B, K, num_models]
+  int64_t* tok_out;                    // [t_end - t_begin, B, K] tree records: token (-1: none),
+  int64_t* par_out;                    //   parent slot,
+  int64_t* dat_out;                    //   time (frame_index of the frame)
+  const int64_t* frame_index;          // [B, frames] original frame of each frame of x
+  const FusionDesc* models;
+};
+
+struct CollapseArgs {
+  int64_t batch, frames, vocab, blank, is_double, weak;
+  double threshold;
+  const void* x;             // [B, T, V]
+  const int64_t* lengths;    // [B]
+  const int64_t* offsets;    // [B] original index of the chunk's first frame
+  uint8_t* prev_blank;       // [B] state, updated in place
+  void* pending;             // [B, V]
+  int64_t* pending_index;    // [B]
+  uint8_t* pending_valid;    // [B]
+  void* out_x;               // [B, T + 1, V] kept frames first
+  int64_t* out_len;          // [B]
+  int64_t* out_index;        // [B, T + 1] their original frames (-1: padding)
+};
+
+struct CtcFinalArgs {
+  int64_t batch, beam, is_double, num_models, with_final, nbest, steps;
+  double beta;
+  const void* p_b;
+  const void* p_nb;
+  const void* fscore;
+  const void* length;
+  const int64_t* fstates;   // [B, K, num_models]
+  const FusionDesc* models;  // kind 0: automaton final weights; kind 1: rows_scores = final [B*K] (dtype)
+  const int64_t* tok;       // tree [steps, B, K]
+  const int64_t* par;
+  const int64_t* dat;
+  double* out_score;        // [B, nbest] (-inf: none)
+  int64_t* out_len;         // [B, nbest] tokens (-1: no hypothesis)
+  int64_t* out_tok;         // [B, nbest, steps]
+  int64_t* out_dat;
+};
+
+struct CtcDecodeArgs {
+  int64_t batch, beam, vocab, frames, x_stride, blank, is_double, num_tokens, merge_all, num_models;
+  double beta, threshold;
+  int64_t collapse;              // 0: off, 1: P(blank) > collapse_threshold, 2: weak (argmax is blank)
+  double collapse_threshold;
+  int64_t nbest;
+  const void* x;                 // [B, T, V] (frames contiguous)
+  const int64_t* lengths;        // [B]
+  const int64_t* const* init_fstates;  // [num_models] pointers to [B * K]: the fresh hypotheses' fusion states
+  const FusionDesc* models;  // kinds 0 and 2 only
+  double* out_score;             // [B, nbest] as CtcFinalArgs, with steps = frames
+  int64_t* out_len;
+  int64_t* out_tok;
+  int64_t* out_dat;
+};
+
+// ------------------------------------------------------------- transducer (transducer_*.cpp)
+struct TransducerBeamArgs {
+  int64_t batch, beam, vocab;      // B, K, V
+  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
+  int64_t logit_stride;            // elements per logits row (V, or V + D for TDT)
+  int64_t frames;                  // T of the projected encoder buffer (frame rows: b * T + frame)
+  int64_t blank, tdt, aes, early, lm_weighted;
+  int64_t max_symbols;             // < 0: no cap
+  int64_t num_models, is_double, pack;
+  double lam, beta;
+  const int64_t* durations;        // [D] duration values
+  const void* logits;              // [n, logit_stride] joint output of the expanding slots (state dtype)
+  int64_t logit_rows, logit_cols;  // the logits' shape as the joint returned it (checked at every call)
+  const int64_t* lengths;          // [B] frames of each utterance in the buffer
+  const int64_t* offset;           // [B] global frame of buffer frame 0
+  const uint8_t* final_chunk;      // [B] this chunk ends the utterance
+  void* score;                     // [B, K] state dtype
+  int64_t* time;                   // [B, K] frame (buffer-relative)
+  int64_t* symbols;                // [B, K] labels on the current frame
+  int64_t* hash;                   // [B, K] prefix hash
+  int64_t* nlabels;                // [B, K] transcript length
+  int64_t* last;                   // [B, K] last label (blank: none)
+  int64_t* lm_states;              // [B*K, M]
+  uint8_t* active;                 // [B, K] in: expanding this step; out: expanding the next step
+  int64_t* parent_flat;            // [B*K] out: row of each new hypothesis's parent
+  uint8_t* emitted;                // [B*K] out: the new hypothesis emitted a label
+  int64_t* labels;                 // [B*K] out: that label, else blank
+  int64_t* emit_rows;              // [B*K] out: the emitting rows, in order
+  int64_t* frame_rows;             // [B*K] out: [:n] encoder buffer row (b * T + frame) of each joint row
+  int64_t* joint_rows;             // [B*K] out: [:n] the slots the next step expands (its joint rows)
+  int64_t* logit_pos;              // [B*K] in: each expanding slot's row of `logits`; out: for the next step
+  int64_t* tok_out;                // [B, K] tree records of this step: token (-1: none),
+  int64_t* par_out;                //   parent slot,
+  int64_t* dat_out;                //   frame * pack + duration
+  uint8_t* selected_ok;            // [B, K] out: selected before merging (tests)
+  int64_t* counts;                 // out: [0] n, hypotheses expanding next, [1] emitting rows
+  const FusionDesc* models;
+};
+
+struct WindArgs {
+  int64_t batch, beam, vocab, window;  // B, K, V, W
+  int64_t frames;                      // T of the projected encoder buffer
+  int64_t blank, early, lm_weighted;
+  int64_t max_symbols;                 // < 0: no cap
+  int64_t num_models, is_double;
+  double lam, beta;
+  const void* logits;                  // [m, V] joint output of the rows asrd_wind_pop listed
+  int64_t logit_rows, logit_cols;      // the logits' shape as the joint returned it (checked at every call)
+  const int64_t* lengths;              // [B]
+  const int64_t* offset;               // [B] global frame of buffer frame 0
+  const uint8_t* final_chunk;          // [B]
+  void* score;                         // [B, S] state dtype
+  int64_t* time;                       // [B, S]
+  int64_t* symbols;
+  int64_t* hash;
+  int64_t* nlabels;
+  int64_t* last;
+  int64_t* lm_states;                  // [B*S, M]
+  uint8_t* active;                     // [B] in: the utterance steps; out: for the next step
+  int64_t* tmin;                       // [B] the popped frame (asrd_wind_pop)
+  int64_t* row_of;                     // [B*K*W] joint row of (popped slot k, window frame j), -1: none
+  int64_t* enc_rows;                   // [B*K*W] out (pop): [:m] encoder buffer row of each joint row
+  int64_t* dec_rows;                   // [B*K*W] out (pop): [:m] hypothesis row of each joint row
+  int64_t* parent_flat;                // [B*S] out: each new hypothesis's parent row
+  uint8_t* emitted;                    // [B*S] out
+  int64_t* labels;                     // [B*S] out
+  int64_t* emit_rows;                  // [B*S] out: [:n] the emitting rows
+  int64_t* tok_out;                    // [B, S] tree records: token (-1: none),
+  int64_t* par_out;                    //   parent slot,
+  int64_t* dat_out;                    //   frame * pack (pack = 1 for RNN-T)
+  int64_t* counts;                     // out: pop: [0] joint rows; step: [0] utterances stepping next, [1] emitting rows
+  const FusionDesc* models;
+  int64_t has_gamma;                   // 1: keep a hypothesis's expansions within gamma of its best one
+  double gamma;                        //    (mAES's expansion threshold, by the ranking score)
+};
+
+// ------------------------------------------------------------------------------- WFST (wfst.cpp)
+struct WfstArgs {
+  int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;
+  int64_t hist_base, node_base, step_base, min_active;
+  float beam, lattice_beam;
+  const int64_t* e_ptr;     // [S + 1]
+  const int32_t* e_rows;    // [A, 4]: 2 * token + starts, dst, word, score bits
+  const float* e_max;       // [S] best emitting arc score of each state (-inf: none)
+  const int64_t* p_ptr;     // [S + 1]
+  const int64_t* p_dst;     // [P]
+  const int64_t* p_olabel;  // [P]
+  const float* p_score;     // [P]
+  const float* am;          // [B, T, vocab] acoustic_scale * log_probs, contiguous
+  const int64_t* lengths;   // [B]
+  const int64_t* offset;    // [B] frames consumed before this chunk
+  const float* boost;       // [B, boost_width] or null
+  const int64_t* tok_ptr;   // [B + 1] tokens grouped by utterance
+  const int64_t* tok_s;
+  const float* tok_score;
+  const int64_t* tok_hid;
+  const int64_t* tok_nid;   // lattice node ids (lattice only)
+};
+
+}  // namespace asrd
