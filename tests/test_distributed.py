@@ -296,7 +296,7 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
     with pytest.raises(dist.DistributedRunError, match="injected failure") as info:
         dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1,
                                 _faults={"fail_when_committed": 1})
-    assert "rerun with resume=True" in str(info.value)
+    assert "rerun the same command" in str(info.value) and "(Python: resume=True)" in str(info.value)
     assert not (out / dist.RESULT_FILE).exists()
     parts = sorted((out / "parts").glob("part-*.jsonl"))
     committed = {r["id"] for p in parts for r in _read_jsonl(p)}

@@ -663,8 +663,8 @@ def transcribe_dataset(
 
 @contextlib.contextmanager
 def _quiet_ray(quiet: bool) -> Iterator[None]:
-    """While active (``quiet``): Ray's Python loggers at ERROR, and Ray Data without its progress bars,
-    its progress log lines and its execution-start lines; restored afterwards."""
+    """While active (``quiet``): Ray's Python loggers at ERROR (Ray Data's at CRITICAL), and Ray Data
+    without its progress bars, its progress log lines and its execution-start lines; restored afterwards."""
     if not quiet:
         yield
         return
@@ -672,19 +672,21 @@ def _quiet_ray(quiet: bool) -> Iterator[None]:
 
     ctx = ray.data.DataContext.get_current()
     saved = {k: getattr(ctx, k) for k in ("enable_progress_bars", "print_on_execution_start", "enable_auto_log_stats")}
-    loggers = [logging.getLogger(n) for n in ("ray", "ray.data", "ray.train", "ray.tune")]
-    levels = [lg.level for lg in loggers]
+    # Ray Data logs an actor's exception at ERROR with its stack trace; the run's DistributedRunError
+    # names its cause in one line, so Ray Data is at CRITICAL
+    loggers = {logging.getLogger("ray"): logging.ERROR, logging.getLogger("ray.data"): logging.CRITICAL}
+    levels = {lg: lg.level for lg in loggers}
     try:
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
         ctx.enable_auto_log_stats = False
-        for lg in loggers:
-            lg.setLevel(logging.ERROR)
+        for lg, level in loggers.items():
+            lg.setLevel(level)
         yield
     finally:
         for k, v in saved.items():
             setattr(ctx, k, v)
-        for lg, level in zip(loggers, levels):
+        for lg, level in levels.items():
             lg.setLevel(level)
 
 
