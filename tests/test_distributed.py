@@ -7,6 +7,7 @@ The manifest is 8 bundled utterances in shards of 3 (3 + 3 + 2).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -245,6 +246,32 @@ def test_resolved_options_are_recorded_but_not_compared_on_resume(manifest, tmp_
     dist._prepare(tmp_path, {k: v for k, v in cfg.items() if not k.startswith("resolved")}, resume=True)
 
 
+class _TTY(io.StringIO):
+    """A stderr that says it is a terminal (progress bars are drawn only on one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_quiet_ray_sets_and_restores_rays_logging() -> None:
+    import logging
+
+    pytest.importorskip("ray")
+    data = pytest.importorskip("ray.data")
+    ctx = data.DataContext.get_current()
+    before = (ctx.enable_progress_bars, ctx.print_on_execution_start, logging.getLogger("ray").level,
+              logging.getLogger("ray.data").level)
+    with dist._quiet_ray(True):
+        assert not ctx.enable_progress_bars and not ctx.print_on_execution_start
+        assert logging.getLogger("ray").level == logging.ERROR
+        assert logging.getLogger("ray.data").level == logging.CRITICAL
+    after = (ctx.enable_progress_bars, ctx.print_on_execution_start, logging.getLogger("ray").level,
+             logging.getLogger("ray.data").level)
+    assert after == before
+    with dist._quiet_ray(False):  # --verbose: Ray's own settings
+        assert (ctx.enable_progress_bars, logging.getLogger("ray.data").level) == (before[0], before[3])
+
+
 def test_scores_use_references_and_skip_failed_utterances() -> None:
     recs = [{"text": "a b c d", "pred_text": "a b x d"}, {"text": "e f", "pred_text": "e f"},
             {"text": "g h", "pred_text": None, "error": "unreadable"}]
@@ -464,10 +491,15 @@ def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> Non
     from asrdecode.cli import main
 
     manifest, _ = _bad_audio_manifest(tmp_path)
-    assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--model", "demo-rnnt",
-                 "--batch-size", "3", "--actors", "1"]) == 1
+    tty = _TTY()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stderr", tty)
+        assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--model", "demo-rnnt",
+                     "--batch-size", "3", "--actors", "1", "--quiet"]) == 1
     cap = capsys.readouterr()
-    assert "failed            1" in cap.out and "1 utterances failed" in cap.err and "Traceback" not in cap.err
+    assert "failed            1" in cap.out
+    lines = tty.getvalue().splitlines()  # --quiet: no bar, but the failure still prints
+    assert len(lines) == 1 and "1 utterances failed" in lines[0]
 
 
 def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt, tmp_path) -> None:
@@ -508,7 +540,11 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     out = tmp_path / "cli"
     args = ["transcribe-dataset", str(manifest), str(out), "--model", "demo-rnnt", "--batch-size", str(BATCH),
             "--actors", "1"]
-    assert main(args) == 0
+    tty = _TTY()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stderr", tty)
+        assert main(args) == 0
+    assert "shards" in tty.getvalue() and "3/3" in tty.getvalue()  # the bar of shards, on a terminal
     first = capsys.readouterr().out
     assert "decoded           8" in first and "skipped (resumed) 0" in first
     assert first.splitlines()[0] == "model demo-rnnt, decoder greedy (defaults)"
