@@ -620,10 +620,10 @@ def transcribe_dataset(
     opts = _check_options(model, decoder, decoder_options)
     if num_gpus_per_actor is not None:
         _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
-    bundle, _, _ = build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
-    resolved = resolved_options(bundle, decoder, opts)
+    checked = build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
     out = Path(output_dir).resolve()
     check_output_dir(out, "output_dir")  # created and probed before any decoding
+    resolved = resolved_options(checked[0], decoder, opts)
     parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size, resolved), resume,
                      entries)
 
