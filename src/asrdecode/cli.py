@@ -300,7 +300,7 @@ def run_description(model: str, opts: DecodeOptions) -> dict[str, Any]:
 
 def run_header(model: str, opts: DecodeOptions) -> str:
     """The line ``eval`` and ``transcribe-dataset`` print first, e.g.
-    ``model demo-ctc, decoder beam (beam=8, lm=token-4gram.arpa.gz)`` (``(defaults)`` when no option differs)."""
+    ``model demo-ctc, decoder beam (beam=8, lm=PATH, beta=2)`` (``(defaults)`` when no option differs)."""
     desc = run_description(model, opts)
     return header_line(desc["model"], desc["decoder"], desc["options"])
 
