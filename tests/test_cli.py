@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import sys
 import wave
 from pathlib import Path
 
@@ -173,15 +175,26 @@ def _manifest(tmp_path: Path, rows: list[dict]) -> Path:
     return m
 
 
-def test_eval_prints_metrics_and_predictions(capsys, tmp_path: Path) -> None:
+class TTY(io.StringIO):
+    """A stderr that says it is a terminal (progress bars are drawn only on one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_eval_prints_metrics_and_predictions(capsys, tmp_path: Path, monkeypatch) -> None:
     m = _manifest(tmp_path, [
         {"audio_filepath": str(CLIP), "duration": 1.7, "text": "tend of cards"},
         {"audio_filepath": str(CLIP2), "duration": 2.99, "text": "he was not an ill disposed young man"},
     ])
     pred = tmp_path / "pred.jsonl"
-    code, out, err = run(capsys, "eval", m, "--model", "demo-ctc", "--batch-size", "1", "-o", pred)
+    tty = TTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code, out, _ = run(capsys, "eval", m, "--model", "demo-ctc", "--batch-size", "1", "-o", pred)
     assert code == 0
-    vals = {ln[:18].strip(): ln[18:].split()[0] for ln in out.splitlines()}
+    header, *rows = out.splitlines()
+    assert header == "model demo-ctc, decoder greedy (defaults)"
+    vals = {ln[:18].strip(): ln[18:].split()[0] for ln in rows}
     assert int(vals["utterances"]) == 2
     seconds = (read_audio(CLIP).numel() + read_audio(CLIP2).numel()) / 16000
     assert float(vals["audio seconds"]) == pytest.approx(seconds, abs=0.06)
@@ -190,7 +203,30 @@ def test_eval_prints_metrics_and_predictions(capsys, tmp_path: Path) -> None:
     assert float(vals["WER"]) == pytest.approx(100 * expect, abs=0.01)
     assert 0 <= float(vals["CER"]) <= 100
     assert 0 < float(vals["RTFx total"]) < float(vals["RTFx decoder-only"])
-    assert "2/2" in err  # the progress bar
+    assert "2/2" in tty.getvalue()  # the progress bar, on a terminal
+    run_info = json.loads((tmp_path / "pred.run.json").read_text())  # the sidecar: model, decoder, options
+    assert run_info["model"] == "demo-ctc" and run_info["decoder"] == "greedy" and run_info["options"] == {}
+    assert 100 * run_info["wer"] == pytest.approx(float(vals["WER"]), abs=0.01)
+    assert run_info["utterances"] == 2 and run_info["predictions"] == str(pred)
+
+
+def test_eval_header_names_resolved_options_and_quiet_hides_the_bar(capsys, tmp_path: Path, monkeypatch) -> None:
+    lm = ASSETS / "token-4gram.arpa.gz"
+    m = _manifest(tmp_path, [{"audio_filepath": str(CLIP), "duration": 1.7, "text": "tend of cards"}])
+    tty = TTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code, out, _ = run(capsys, "eval", m, "--model", "demo-ctc", "--decoder", "beam", "--beam", "3", "--lm", lm,
+                       "--quiet", "-o", tmp_path / "p")
+    assert code == 0 and tty.getvalue() == ""
+    header = out.splitlines()[0]
+    assert header.startswith("model demo-ctc, decoder beam (beam=3, ") and f"lm={lm}" in header
+    info = json.loads((tmp_path / "p.run.json").read_text())
+    assert info["decoder"] == "beam" and info["options"]["beam"] == 3 and info["options"]["lm"] == str(lm)
+    from asrdecode.models import load
+
+    tuned_beta = load("demo-ctc").decode_defaults["beta"]  # not given: the model's tuned value, resolved
+    assert info["options"]["beta"] == pytest.approx(tuned_beta) and f"beta={tuned_beta:g}" in header
+    assert cli.eval_sidecar(Path("a/pred.jsonl")) == Path("a/pred.run.json")
 
 
 def test_eval_bad_manifests(capsys, tmp_path: Path) -> None:
@@ -282,8 +318,9 @@ def test_build_lm_word_and_token(capsys, tmp_path: Path) -> None:
 
 def test_transcribe_empty_audio(capsys, tmp_path: Path) -> None:
     empty = write_wav(tmp_path / "empty.wav", torch.zeros(0), 16000)
-    code, out, _ = run(capsys, "transcribe", empty, CLIP, "--model", "demo-ctc", "--format", "json")
+    code, out, err = run(capsys, "transcribe", empty, CLIP, "--model", "demo-ctc", "--format", "json")
     assert code == 0
+    assert err.splitlines() == [f"asrdecode: warning: {empty} holds no audio samples; its transcript is empty"]
     recs = json.loads(out)
     assert recs[0]["text"] == "" and recs[0]["tokens"] == [] and recs[0]["words"] == []
     assert recs[1]["text"]
@@ -372,3 +409,16 @@ def test_transcribe_long_audio_goes_through_the_streaming_path(capsys, model, de
                        "--format", "json")
     assert json.loads(out)["text"] == recs[1]["text"]  # the short file: the whole-file pipeline
     assert "--long-audio-seconds" in bad(capsys, "transcribe", CLIP, "--long-audio-seconds", "0")
+
+
+def test_long_audio_shows_a_bar_in_audio_seconds_on_a_terminal(capsys, monkeypatch) -> None:
+    seconds = read_audio(CLIP2).numel() / 16000
+    tty = TTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--long-audio-seconds", "2")
+    assert code == 0 and out.strip()
+    assert "decoding long audio" in tty.getvalue() and f"{seconds:.1f}/{seconds:.1f} s" in tty.getvalue()
+    quiet = TTY()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    code, out2, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--long-audio-seconds", "2", "--quiet")
+    assert code == 0 and out2 == out and quiet.getvalue() == ""

@@ -36,7 +36,12 @@ def test_build_graph_from_tokenizer_spellings(tmp_path, capsys):
     lm.write_text(ARPA)
     out = tmp_path / "tlg.pt"
     assert main(["build-graph", "--lm", str(lm), "--out", str(out), "--topology", "normal"]) == 0
-    assert "3 words" in capsys.readouterr().out
+    cap = capsys.readouterr()
+    assert "3 words" in cap.out
+    assert "asrdecode: building the normal TLG of 3 words" in cap.err and "build-graph:" in cap.err  # the stages
+    assert main(["build-graph", "--lm", str(lm), "--out", str(out), "--topology", "normal", "--quiet"]) == 0
+    cap = capsys.readouterr()
+    assert "3 words" in cap.out and cap.err == ""
     graph = load_graph(out)
     demo = load("demo-ctc")
     # Peaky emissions spelling "hello world" decode to exactly those words through the graph.

@@ -7,6 +7,7 @@ The manifest is 8 bundled utterances in shards of 3 (3 + 3 + 2).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 from asrdecode.errors import AsrDecodeError, DecodingInputError, FileFormatError
-from asrdecode.evaluate import read_manifest
+from asrdecode.evaluate import cer, read_manifest, wer
 
 from asrdecode import distributed as dist
 
@@ -203,8 +204,9 @@ def test_merge_keeps_each_utterance_once_first_part_wins(manifest, tmp_path) -> 
 
     os.unlink(parts / dist._part_name(5, 8))
     with pytest.raises(dist.DistributedRunError,
-                       match="3 utterances have no committed result .first: id 5, manifest line 6."):
+                       match="3 utterances have no committed result .first: id 5, manifest line 6.") as err:
         dist._merge(tmp_path, parts, entries)
+    assert "rerun the same command" in str(err.value)  # the CLI's way first (resume is its default)
     bad = dict(recs[6], audio_filepath="/elsewhere.wav")
     dist._commit(parts / dist._part_name(6, 7), dist._dumps([bad]))
     with pytest.raises(FileFormatError, match=r"part-000000006-000000007.jsonl:1: record 6 is for"):
@@ -227,6 +229,56 @@ def test_run_config_mismatch_is_an_error(manifest, tmp_path) -> None:
     os.unlink(tmp_path / "run.json")
     with pytest.raises(DecodingInputError, match="run.json is missing"):
         dist._prepare(tmp_path, cfg, resume=True)
+
+
+def test_resolved_options_are_recorded_but_not_compared_on_resume(manifest, tmp_path) -> None:
+    from asrdecode.models import load
+
+    entries = read_manifest(manifest)
+    bundle = load("demo-ctc")
+    resolved = dist.resolved_options(bundle, "beam", {"beam": 3})
+    cfg = dist._config(manifest.resolve(), len(entries), "demo-ctc", "beam", {"beam": 3}, BATCH, resolved)
+    assert cfg["resolved_decoder"] == "beam" and cfg["resolved_options"] == resolved.changed()
+    assert cfg["resolved_options"]["beam"] == 3
+    dist._prepare(tmp_path, cfg, resume=True)
+    assert json.loads((tmp_path / "run.json").read_text())["resolved_options"] == resolved.changed()
+    # a run.json written before resolved options were recorded still resumes
+    dist._prepare(tmp_path, {k: v for k, v in cfg.items() if not k.startswith("resolved")}, resume=True)
+
+
+class _TTY(io.StringIO):
+    """A stderr that says it is a terminal (progress bars are drawn only on one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_quiet_ray_sets_and_restores_rays_logging() -> None:
+    import logging
+
+    pytest.importorskip("ray")
+    data = pytest.importorskip("ray.data")
+    ctx = data.DataContext.get_current()
+    before = (ctx.enable_progress_bars, ctx.print_on_execution_start, logging.getLogger("ray").level,
+              logging.getLogger("ray.data").level)
+    with dist._quiet_ray(True):
+        assert not ctx.enable_progress_bars and not ctx.print_on_execution_start
+        assert logging.getLogger("ray").level == logging.ERROR
+        assert logging.getLogger("ray.data").level == logging.CRITICAL
+    after = (ctx.enable_progress_bars, ctx.print_on_execution_start, logging.getLogger("ray").level,
+             logging.getLogger("ray.data").level)
+    assert after == before
+    with dist._quiet_ray(False):  # --verbose: Ray's own settings
+        assert (ctx.enable_progress_bars, logging.getLogger("ray.data").level) == (before[0], before[3])
+
+
+def test_scores_use_references_and_skip_failed_utterances() -> None:
+    recs = [{"text": "a b c d", "pred_text": "a b x d"}, {"text": "e f", "pred_text": "e f"},
+            {"text": "g h", "pred_text": None, "error": "unreadable"}]
+    wer, cer = dist._scores(recs)
+    assert wer == pytest.approx(1 / 6) and cer == pytest.approx(1 / 10)
+    assert dist._scores([{"text": "", "pred_text": "x"}, {"text": " ", "pred_text": ""}]) == (None, None)
+    assert dist._scores([]) == (None, None)
 
 
 def test_without_ray_the_error_says_what_to_install(monkeypatch, manifest, tmp_path) -> None:
@@ -271,7 +323,7 @@ def test_ray_crash_then_resume_decodes_only_the_rest(ray_session, manifest, loca
     with pytest.raises(dist.DistributedRunError, match="injected failure") as info:
         dist.transcribe_dataset(manifest, out, model="demo-rnnt", batch_size=BATCH, num_actors=1,
                                 _faults={"fail_when_committed": 1})
-    assert "rerun with resume=True" in str(info.value)
+    assert "rerun the same command" in str(info.value) and "(Python: resume=True)" in str(info.value)
     assert not (out / dist.RESULT_FILE).exists()
     parts = sorted((out / "parts").glob("part-*.jsonl"))
     committed = {r["id"] for p in parts for r in _read_jsonl(p)}
@@ -439,10 +491,15 @@ def test_ray_cli_reports_failed_utterances(ray_session, tmp_path, capsys) -> Non
     from asrdecode.cli import main
 
     manifest, _ = _bad_audio_manifest(tmp_path)
-    assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--model", "demo-rnnt",
-                 "--batch-size", "3", "--actors", "1"]) == 1
+    tty = _TTY()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stderr", tty)
+        assert main(["transcribe-dataset", str(manifest), str(tmp_path / "out"), "--model", "demo-rnnt",
+                     "--batch-size", "3", "--actors", "1", "--quiet"]) == 1
     cap = capsys.readouterr()
-    assert "failed            1" in cap.out and "1 utterances failed" in cap.err and "Traceback" not in cap.err
+    assert "failed            1" in cap.out
+    lines = tty.getvalue().splitlines()  # --quiet: no bar, but the failure still prints
+    assert len(lines) == 1 and "1 utterances failed" in lines[0]
 
 
 def test_ray_ctrl_c_exits_cleanly_then_resumes(ray_session, manifest, local_rnnt, tmp_path) -> None:
@@ -483,9 +540,20 @@ def test_ray_cli_transcribe_dataset_then_rerun_skips_everything(ray_session, man
     out = tmp_path / "cli"
     args = ["transcribe-dataset", str(manifest), str(out), "--model", "demo-rnnt", "--batch-size", str(BATCH),
             "--actors", "1"]
-    assert main(args) == 0
+    tty = _TTY()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stderr", tty)
+        assert main(args) == 0
+    assert "shards" in tty.getvalue() and "3/3" in tty.getvalue()  # the bar of shards, on a terminal
     first = capsys.readouterr().out
     assert "decoded           8" in first and "skipped (resumed) 0" in first
+    assert first.splitlines()[0] == "model demo-rnnt, decoder greedy (defaults)"
+    vals = {ln[:18].strip(): ln[18:].split()[0] for ln in first.splitlines()[1:]}
+    refs, hyps = [r["text"] for r in local_rnnt], [r["pred_text"] for r in local_rnnt]
+    assert float(vals["WER"]) == pytest.approx(100 * wer(refs, hyps), abs=0.01)
+    assert float(vals["CER"]) == pytest.approx(100 * cer(refs, hyps), abs=0.01)
+    cfg = json.loads((out / "run.json").read_text())
+    assert cfg["resolved_decoder"] == "greedy" and cfg["resolved_options"] == {}
     assert _same_records(_read_jsonl(out / dist.RESULT_FILE), local_rnnt)
     assert main(args) == 0
     second = capsys.readouterr().out
@@ -521,3 +589,22 @@ def test_ray_cli_transcribe_dataset_of_a_model_directory(ray_session, manifest, 
     assert "decoded           8" in capsys.readouterr().out
     assert _same_records(_read_jsonl(out / dist.RESULT_FILE),
                          dist.transcribe_local(manifest, model=spec, batch_size=BATCH))
+
+
+def test_cli_run_keeps_rays_logging_out_of_the_way(manifest, tmp_path) -> None:
+    # a driver that starts its own Ray, as a user's `asrdecode transcribe-dataset` does: without
+    # --verbose, stderr holds a few lines at most (Ray printed ~15-40 INFO lines before)
+    pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join(manifest.read_text(encoding="utf-8").splitlines()[:2]) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "asrdecode.cli", "transcribe-dataset", str(small),
+                           str(tmp_path / "out"), "--model", "demo-ctc", "--batch-size", "1", "--actors", "1",
+                           "--cpus-per-actor", "0.5"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) < 5, proc.stderr
+    assert not any(" INFO " in ln for ln in lines), proc.stderr
+    assert "decoded           2" in proc.stdout and "WER" in proc.stdout

@@ -25,6 +25,7 @@ import torch
 
 from .errors import AsrDecodeError, FileFormatError
 from .paths import check_output_path
+from .progress import progress, set_quiet, status
 from .pipeline import DecodeOptions, make_pipeline, parse_boost
 from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
@@ -44,6 +45,11 @@ class CLIError(AsrDecodeError):
 
 
 # ------------------------------------------------------------------------------------------ helpers
+def warn(message: str) -> None:
+    """One line ``asrdecode: warning: MESSAGE`` on stderr (never silenced by ``--quiet``)."""
+    print(f"asrdecode: warning: {message}", file=sys.stderr, flush=True)
+
+
 def _emit(text: str, output: Optional[Path]) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -84,6 +90,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
         raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
+    for a, w in zip(args.audio, waves):
+        if w.numel() == 0:  # decodes to an empty hypothesis (exit 0), but the user should know why
+            warn(f"{a} holds no audio samples; its transcript is empty")
     demo = _load_model(args.model)
     opts = decode_options(args, demo)
     if opts.nbest > 1 and args.format != "json":
@@ -145,13 +154,16 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
         kw, boosts = stream_options(bundle, opts)
         dec = StreamDecoder(bundle, **kw)
         step = int(_LONG_AUDIO_CHUNK_SECONDS * SAMPLE_RATE)
-        with torch.inference_mode():
+        total = sum(waves[i].numel() for i in long) / SAMPLE_RATE
+        with torch.inference_mode(), progress(total, "decoding long audio", "s") as bar:
             for i in long:
                 dec.open(i, boosts=boosts)
                 w = waves[i]
                 for start in range(0, max(w.numel(), 1), step):
                     last = start + step >= w.numel()
-                    res = dec.step({i: w[start:start + step]}, final={i} if last else ())[i]
+                    chunk = w[start:start + step]
+                    res = dec.step({i: chunk}, final={i} if last else ())[i]
+                    bar.update(chunk.numel() / SAMPLE_RATE)
                 hyps[i] = [res.hypothesis]
     return hyps
 
@@ -247,20 +259,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if opts.nbest > 1 and not args.output:
         raise CLIError(f"--nbest {opts.nbest} needs -o PATH (the n-best lists go into the predictions)")
     encode, decode, lists = _recording_nbest(make_pipeline(demo, opts))
-    bar = None
-    if not args.no_progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(entries), desc="decoding", unit="utt", file=sys.stderr)
-        except ImportError:
-            bar = None
-    try:
+    print(run_header(args.model, opts), flush=True)
+    if args.no_progress:
+        set_quiet(True)
+    with progress(len(entries), "decoding", "utt") as bar:
         res = run_evaluation(entries, encode, decode, read=read_audio, batch_size=args.batch_size,
-                             progress=bar.update if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.close()
+                             progress=bar.update)
     t = res.timing
     print(f"utterances        {len(entries)}")
     print(f"audio seconds     {t.audio_seconds:.1f}")
@@ -274,7 +278,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                 if opts.nbest > 1 else {})}, ensure_ascii=False)
                  for e, h, hs in zip(entries, res.hypotheses, lists)]
         write_atomic(args.output, "\n".join(lines) + "\n")
+        run = {"manifest": str(Path(args.manifest).resolve()), "utterances": len(entries),
+               **run_description(args.model, opts), "wer": res.wer, "cer": res.cer,
+               "audio_seconds": t.audio_seconds, "predictions": str(args.output)}
+        write_atomic(eval_sidecar(args.output), json.dumps(run, indent=1, ensure_ascii=False) + "\n")
     return 0
+
+
+def eval_sidecar(output: Path) -> Path:
+    """Where ``eval -o OUTPUT`` records its run (model, decoder, resolved options, WER, CER):
+    ``OUTPUT`` with its last suffix replaced by ``.run.json`` (``pred.jsonl`` -> ``pred.run.json``)."""
+    return output.with_name(output.stem + ".run.json") if output.suffix else output.with_name(output.name + ".run.json")
+
+
+def run_description(model: str, opts: DecodeOptions) -> dict[str, Any]:
+    """``{"model", "decoder", "options"}`` of a run: ``options`` are the resolved options that differ
+    from the registry's defaults (:meth:`DecodeOptions.changed`: the user's flags and the model's
+    tuned values), JSON-ready."""
+    return {"model": str(model), "decoder": opts.decoder, "options": opts.changed()}
+
+
+def run_header(model: str, opts: DecodeOptions) -> str:
+    """The line ``eval`` and ``transcribe-dataset`` print first, e.g.
+    ``model demo-ctc, decoder beam (beam=8, lm=PATH, beta=2)`` (``(defaults)`` when no option differs)."""
+    desc = run_description(model, opts)
+    return header_line(desc["model"], desc["decoder"], desc["options"])
+
+
+def header_line(model: str, decoder: str, options: dict[str, Any]) -> str:
+    """``model MODEL, decoder DECODER (key=value, ...)`` of a run's description."""
+    opts_text = ", ".join(f"{k}={_option_text(v)}" for k, v in options.items()) or "defaults"
+    return f"model {model}, decoder {decoder} ({opts_text})"
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def _recording_nbest(pipe: Any) -> tuple[Callable, Callable, list[list[Any]]]:
@@ -347,9 +389,9 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         words = [w for w in arpa.vocab if w not in ("<s>", "</s>", "<unk>")]
         lexicon = lexicon_from_tokenizer(words, tok, "skip" if args.skip_unknown_words else "error")
         arpa = drop_words(arpa, [w for w in words if w not in lexicon])  # the skipped words leave the LM too
-    print(f"asrdecode: building the {args.topology} TLG of {len(lexicon)} words ...", file=sys.stderr, flush=True)
+    status(f"asrdecode: building the {args.topology} TLG of {len(lexicon)} words ...")
     graph = build_tlg(symbols, lexicon, arpa, topology=args.topology, blank_id=blank,
-                      log=lambda line: print(f"asrdecode: build-graph: {line}", file=sys.stderr, flush=True))
+                      log=lambda line: status(f"asrdecode: build-graph: {line}"))
     with tempfile.TemporaryDirectory(prefix=".build_graph_", dir=str(out.parent)) as tmp:
         tmp_path = Path(tmp) / "graph.pt"
         graph.save(tmp_path)
@@ -461,8 +503,9 @@ def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     run = transcribe_dataset(args.manifest, args.output_dir, model=args.model, decoder=args.decoder,
                              decoder_options=dataset_options(args), batch_size=args.batch_size, num_actors=args.actors,
                              num_gpus_per_actor=args.gpus_per_actor, cpus_per_actor=args.cpus_per_actor,
-                             resume=not args.restart, ray_address=args.address)
+                             resume=not args.restart, ray_address=args.address, verbose=args.verbose)
     audio = run.timing.audio_seconds
+    print(header_line(args.model, run.decoder, run.options))
     print(f"utterances        {run.utterances}")
     print(f"decoded           {len(run.decoded)}")
     print(f"skipped (resumed) {run.skipped}")
@@ -472,6 +515,9 @@ def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     print(f"wall seconds      {run.wall_seconds:.1f}")
     if run.wall_seconds > 0 and audio > 0:
         print(f"RTFx              {audio / run.wall_seconds:.1f}")
+    if run.wer is not None and run.cer is not None:
+        print(f"WER               {100 * run.wer:.2f} %")
+        print(f"CER               {100 * run.cer:.2f} %")
     print(f"output            {run.output}")
     if run.failed:
         print(f"asrdecode: {len(run.failed)} utterances failed (their records hold 'error'; first: id {run.failed[0]}); "
@@ -643,6 +689,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (bars are shown only when stderr is a terminal; errors and "
+                        "warnings always print)")
+
+
 def _add_transcribe_command(sub: Any, raw: type) -> None:
     """The ``transcribe`` subcommand."""
     p = sub.add_parser("transcribe", help="transcribe audio files (a bundled model or any --model)", epilog=_TRANSCRIBE_EX,
@@ -654,6 +706,7 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
                         "bounded memory (default: %(default)s)")
     p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
+    _add_quiet(p)
     p.set_defaults(func=cmd_transcribe)
 
 
@@ -676,8 +729,10 @@ def _add_eval_command(sub: Any, raw: type) -> None:
     p.add_argument("manifest", help="JSON lines with audio_filepath, duration, text")
     _add_decoding(p)
     p.add_argument("--batch-size", type=int, default=16, help="default: %(default)s")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("-o", "--output", type=Path, help="write predictions as JSON lines (atomically)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (the same as --quiet)")
+    _add_quiet(p)
+    p.add_argument("-o", "--output", type=Path, help="write predictions as JSON lines (atomically), and the "
+                   "model, decoder, resolved options, WER and CER into OUTPUT's name with .run.json as its suffix")
     p.set_defaults(func=cmd_eval)
 
 
@@ -695,6 +750,8 @@ def _add_transcribe_dataset_command(sub: Any, raw: type) -> None:
     p.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--restart", action="store_true",
                    help="discard the results already in output_dir and decode everything again")
+    _add_quiet(p)
+    p.add_argument("--verbose", action="store_true", help="let Ray print its own logs and progress bars")
     p.set_defaults(func=cmd_transcribe_dataset)
 
 
@@ -721,6 +778,7 @@ def _add_build_graph_command(sub: Any, raw: type) -> None:
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
     p.add_argument("--skip-unknown-words", action="store_true",
                    help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
+    _add_quiet(p)
     p.set_defaults(func=cmd_build_graph)
 
 
@@ -841,12 +899,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``asrdecode``; returns the exit status (0, or 2 on bad input)."""
     args = build_parser().parse_args(None if argv is None else list(argv))
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
+    set_quiet(bool(getattr(args, "quiet", False)))
     try:
         return int(args.func(args))
     except (AsrDecodeError, OSError) as err:
         msg = " ".join(str(err).split()) or type(err).__name__
         print(f"asrdecode: error: {msg}", file=sys.stderr)
         return 2
+    finally:
+        set_quiet(False)
 
 
 if __name__ == "__main__":

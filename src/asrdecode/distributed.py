@@ -49,15 +49,17 @@ fresh run and on a resumed one. See ``docs/distributed.md`` for cluster use and 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -66,6 +68,7 @@ from .errors import AsrDecodeError, DecodingInputError, FileFormatError
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
 from .paths import check_output_dir
 from .pipeline import DecodeOptions, make_pipeline, resolve_options
+from .progress import progress as show_progress
 from .results import Hypothesis
 
 __all__ = [
@@ -88,7 +91,7 @@ _FORMAT = 1
 
 
 class DistributedRunError(AsrDecodeError):
-    """A Ray run failed part-way; what was committed stays, a rerun with ``resume=True`` goes on."""
+    """A Ray run failed part-way; what was committed stays, rerunning the same command (``resume=True``) goes on."""
 
 
 class RunInterrupted(DistributedRunError):
@@ -395,6 +398,11 @@ class DatasetRun:
         actor_pids: process ids of the actors that committed shards in this run.
         failed: manifest positions whose audio could not be read (their records hold ``error``;
             a rerun tries them again).
+        decoder: the decoder the run used (the model's default when none was given).
+        options: the resolved decoding options that differ from the registry's defaults
+            (:meth:`~asrdecode.pipeline.DecodeOptions.changed`: given flags and the model's tuned values).
+        wer, cer: corpus WER and CER of the decoded utterances against the manifest's texts (over
+            every record without ``error``); ``None`` when no manifest entry has a reference text.
     """
 
     output: Path
@@ -408,13 +416,34 @@ class DatasetRun:
     devices: list[str] = field(default_factory=list)
     actor_pids: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    decoder: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    wer: Optional[float] = None
+    cer: Optional[float] = None
+
+
+def _scores(records: Sequence[Mapping[str, Any]]) -> tuple[Optional[float], Optional[float]]:
+    """Corpus WER and CER of the records without ``error`` (``None, None`` when no record has a reference)."""
+    from .evaluate import cer, wer
+
+    done = [r for r in records if r.get("error") is None and r.get("pred_text") is not None]
+    if not any(str(r.get("text") or "").strip() for r in done):
+        return None, None
+    refs, hyps = [str(r.get("text") or "") for r in done], [str(r["pred_text"]) for r in done]
+    return wer(refs, hyps), cer(refs, hyps)
 
 
 def _config(manifest: Path, n: int, model: str, decoder: Optional[str], opts: dict[str, Any],
-            batch_size: int) -> dict[str, Any]:
+            batch_size: int, resolved: Optional[DecodeOptions] = None) -> dict[str, Any]:
+    """``run.json``: what was decoded and how; ``resolved`` (the options the actors decode with) is
+    recorded as ``resolved_decoder`` / ``resolved_options`` (not compared on resume: the given
+    ``decoder`` and ``decoder_options`` are)."""
     digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    return {"format": _FORMAT, "manifest": str(manifest), "manifest_sha256": digest, "utterances": n,
-            "model": model, "decoder": decoder, "decoder_options": opts, "batch_size": batch_size}
+    cfg = {"format": _FORMAT, "manifest": str(manifest), "manifest_sha256": digest, "utterances": n,
+           "model": model, "decoder": decoder, "decoder_options": opts, "batch_size": batch_size}
+    if resolved is not None:
+        cfg.update(resolved_decoder=resolved.decoder, resolved_options=resolved.changed())
+    return cfg
 
 
 def _stale_parts(parts: Path, entries: Sequence[ManifestEntry], batch_size: int) -> list[Path]:
@@ -492,7 +521,8 @@ def _merge(out: Path, parts: Path, entries: Sequence[ManifestEntry]) -> tuple[Pa
     missing = [i for i in range(len(entries)) if i not in found]
     if missing:
         raise DistributedRunError(f"{len(missing)} utterances have no committed result (first: id {missing[0]}, "
-                                  f"manifest line {entries[missing[0]].line}); rerun with resume=True")
+                                  f"manifest line {entries[missing[0]].line}); rerun the same command to decode them "
+                                  "(Python: resume=True)")
     path = out / RESULT_FILE
     _commit(path, _dumps([found[i] for i in range(len(entries))]))
     return path, dropped
@@ -538,6 +568,7 @@ def transcribe_dataset(
     cpus_per_actor: float = 1.0,
     resume: bool = True,
     ray_address: Optional[str] = None,
+    verbose: bool = False,
     _faults: Optional[Mapping[str, Any]] = None,
 ) -> DatasetRun:
     """Decode every utterance of a manifest with a Ray actor pool; results once each, resumable.
@@ -560,6 +591,9 @@ def transcribe_dataset(
             the rest; ``False`` deletes them first.
         ray_address: passed to ``ray.init(address=...)`` when Ray is not initialised yet
             (``"auto"`` joins a running cluster; ``None``: a cluster from ``RAY_ADDRESS`` or a local one).
+        verbose: let Ray print its own logs and progress bars; ``False`` (default) keeps them out of
+            the way (see :func:`_quiet_ray`) and shows one bar of shards done instead
+            (:func:`asrdecode.progress.progress`: on a terminal only).
         _faults: for tests only: ``{"fail_when_committed": k}`` makes an actor raise
             :class:`InjectedFailure` before decoding a shard once ``k`` part files exist;
             ``{"exit_after_commit": marker_path}`` kills the first actor process that commits a
@@ -582,10 +616,12 @@ def transcribe_dataset(
 
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
-    model, opts = _resolve_decoding(model, decoder, decoder_options, num_gpus_per_actor, num_actors)
+    model, opts, checked = _resolve_decoding(model, decoder, decoder_options, num_gpus_per_actor, num_actors)
     out = Path(output_dir).resolve()
     check_output_dir(out, "output_dir")  # created and probed before any decoding
-    parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size), resume, entries)
+    resolved = resolved_options(checked[0], decoder, opts)
+    parts = _prepare(out, _config(manifest, len(entries), model, decoder, opts, batch_size, resolved), resume,
+                     entries)
 
     todo, skipped = _pending_shards(parts, entries, batch_size)
     gpus = 0.0
@@ -593,29 +629,67 @@ def transcribe_dataset(
     progress = _Progress()
     if todo:  # else everything is committed: only the merge is left, Ray is not needed
         if not ray.is_initialized():
-            ray.init(**({"address": ray_address} if ray_address else {"include_dashboard": False}))
+            kw: dict[str, Any] = {"address": ray_address} if ray_address else {"include_dashboard": False}
+            if not verbose:
+                kw.update(logging_level=logging.ERROR, log_to_driver=False)
+            with _quiet_ray(not verbose):
+                ray.init(**kw)
         gpus = _gpus_per_actor(num_gpus_per_actor, num_actors, opts)
         actor_kwargs = {"model": model, "decoder": decoder, "decoder_options": opts, "parts_dir": str(parts),
-                        "manifest": str(manifest), "threads": max(1, int(cpus_per_actor)), "faults": dict(_faults or {})}
-        _decode_shards(ray, todo, entries, parts, progress, actor_kwargs, num_actors, cpus_per_actor, gpus)
+                        "manifest": str(manifest), "threads": max(1, int(cpus_per_actor)),
+                        "faults": dict(_faults or {})}
+        _decode_shards(ray, todo, entries, parts, progress, actor_kwargs, num_actors, cpus_per_actor, gpus,
+                       quiet=not verbose)
     wall = time.perf_counter() - t0
     path, dropped = _merge(out, parts, entries)
-    failed = [r["id"] for r in _read_jsonl_records(path) if r.get("error") is not None]
+    records = _read_jsonl_records(path)
+    failed = [r["id"] for r in records if r.get("error") is not None]
+    wer, cer = _scores(records)
     return DatasetRun(output=path, utterances=len(entries), decoded=sorted(set(progress.decoded)), skipped=skipped,
                       duplicates=dropped, timing=progress.timing, wall_seconds=wall, num_gpus_per_actor=gpus,
-                      devices=sorted(progress.devices), actor_pids=sorted(progress.pids), failed=failed)
+                      devices=sorted(progress.devices), actor_pids=sorted(progress.pids), failed=failed,
+                      decoder=resolved.decoder, options=resolved.changed(), wer=wer, cer=cer)
+
+
+@contextlib.contextmanager
+def _quiet_ray(quiet: bool) -> Iterator[None]:
+    """While active (``quiet``): Ray's Python loggers at ERROR (Ray Data's at CRITICAL), and Ray Data
+    without its progress bars, its progress log lines and its execution-start lines; restored afterwards."""
+    if not quiet:
+        yield
+        return
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    saved = {k: getattr(ctx, k) for k in ("enable_progress_bars", "print_on_execution_start", "enable_auto_log_stats")}
+    # Ray Data logs an actor's exception at ERROR with its stack trace; the run's DistributedRunError
+    # names its cause in one line, so Ray Data is at CRITICAL
+    loggers = {logging.getLogger("ray"): logging.ERROR, logging.getLogger("ray.data"): logging.CRITICAL}
+    levels = {lg: lg.level for lg in loggers}
+    try:
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        ctx.enable_auto_log_stats = False
+        for lg, level in loggers.items():
+            lg.setLevel(level)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(ctx, k, v)
+        for lg, level in levels.items():
+            lg.setLevel(level)
 
 
 def _resolve_decoding(model: Optional[str], decoder: Optional[str], decoder_options: Optional[Mapping[str, Any]],
-                      num_gpus_per_actor: Optional[float], num_actors: int) -> tuple[str, dict[str, Any]]:
-    """The model's name (``None``: the CLI's default) and the checked decoder options; bad options or a bad
-    ``num_gpus_per_actor`` fail here, before any actor starts."""
+                      num_gpus_per_actor: Optional[float], num_actors: int) -> tuple[str, dict[str, Any], Any]:
+    """The model's name (``None``: the CLI's default), the checked decoder options and the pipeline built
+    with them (:func:`build_pipeline`); bad options or a bad ``num_gpus_per_actor`` fail here, before any
+    actor starts."""
     model = _model_or_default(model)
     opts = _check_options(model, decoder, decoder_options)
     if num_gpus_per_actor is not None:
         _gpus_per_actor(num_gpus_per_actor, num_actors, opts)  # a bad value fails before anything runs
-    build_pipeline(model, decoder, opts)  # bad options fail here, before any actor starts
-    return model, opts
+    return model, opts, build_pipeline(model, decoder, opts)
 
 
 def _pending_shards(parts: Path, entries: Sequence[ManifestEntry], batch_size: int) -> tuple[list[tuple[int, int]], int]:
@@ -627,14 +701,17 @@ def _pending_shards(parts: Path, entries: Sequence[ManifestEntry], batch_size: i
     return todo, len(entries) - sum(e - s for s, e in todo)
 
 
-def _decode_shards(ray: Any, todo: list[tuple[int, int]], entries: Sequence[ManifestEntry], parts: Path, progress: _Progress,
-                   actor_kwargs: dict[str, Any], num_actors: int, cpus_per_actor: float, gpus: float) -> None:
+def _decode_shards(ray: Any, todo: list[tuple[int, int]], entries: Sequence[ManifestEntry], parts: Path,
+                   progress: _Progress, actor_kwargs: dict[str, Any], num_actors: int, cpus_per_actor: float,
+                   gpus: float, *, quiet: bool) -> None:
     """Decode the ``todo`` shards on a Ray Data actor pool of :class:`_ShardDecoder` (each commits its
-    part files), following the commits in ``progress``."""
+    part files), following the commits in ``progress`` and a shards bar (Ray's own logging quiet when
+    ``quiet``)."""
     ds = ray.data.from_items(_shard_rows(entries, todo), override_num_blocks=min(len(todo), 1000)).map_batches(
         _ShardDecoder, batch_size=1, compute=ray.data.ActorPoolStrategy(size=num_actors),
         num_cpus=cpus_per_actor, num_gpus=gpus, fn_constructor_kwargs=actor_kwargs)
-    _collect(ds, progress, parts, entries)
+    with _quiet_ray(quiet), show_progress(len(todo), "shards", "shard") as bar:
+        _collect(ds, progress, parts, entries, bar.update)
 
 
 def _check_run_args(batch_size: object, num_actors: object, cpus_per_actor: object) -> None:
@@ -674,11 +751,13 @@ class _Progress:
     pids: set[int] = field(default_factory=set)
 
 
-def _collect(ds: Any, progress: _Progress, parts: Path, entries: Sequence[ManifestEntry]) -> None:
-    """Run the Ray pipeline ``ds`` to the end, adding each committed shard's row to ``progress``;
-    an interruption or failure says how much is committed and how to go on."""
+def _collect(ds: Any, progress: _Progress, parts: Path, entries: Sequence[ManifestEntry],
+             shard_done: Callable[[int], None] = lambda n: None) -> None:
+    """Run the Ray pipeline ``ds`` to the end, adding each committed shard's row to ``progress`` (and
+    calling ``shard_done(1)``); an interruption or failure says how much is committed and how to go on."""
     try:
         for row in ds.iter_rows():
+            shard_done(1)
             progress.decoded.extend(range(int(row["start"]), int(row["stop"])))
             progress.timing += Timing(float(row["audio_seconds"]), float(row["frontend_seconds"]),
                                       float(row["decoder_seconds"]))
@@ -688,10 +767,10 @@ def _collect(ds: Any, progress: _Progress, parts: Path, entries: Sequence[Manife
         committed_now, _ = _read_parts(parts, entries)
         raise RunInterrupted(
             f"interrupted: {len(committed_now)} of {len(entries)} utterances are committed in {parts}; "
-            "rerun the same command (resume=True) to decode the rest") from None
+            "rerun the same command to decode the rest (Python: resume=True)") from None
     except Exception as err:
         committed_now, _ = _read_parts(parts, entries)
         raise DistributedRunError(
             f"the Ray run failed after {len(committed_now)} of {len(entries)} utterances were committed in "
-            f"{parts}; rerun with resume=True to decode the rest (after fixing the cause if it is in the "
-            f"input). Cause: {_root_cause(err)}") from err
+            f"{parts}; rerun the same command to decode the rest (Python: resume=True), after fixing the cause "
+            f"if it is in the input. Cause: {_root_cause(err)}") from err

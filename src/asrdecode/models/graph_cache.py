@@ -124,9 +124,12 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     """The cached artefact ``name`` for ``inputs``, built by ``build(tmp_path)`` when missing or invalid.
 
     ``build`` writes the artefact to the path it is given (a temp file, renamed into place when it
-    returns). Progress and rebuild messages go to ``log`` (default: stderr).
+    returns). Progress and rebuild messages go to ``log`` (default: :func:`asrdecode.progress.status`:
+    stderr, silenced by the CLI's ``--quiet``).
     """
-    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    from ..progress import status
+
+    say = log or status
     key = input_key(inputs)
     folder = cache_dir() / "graphs"
     path, record = folder / f"{name}-{key}.pt", folder / f"{name}-{key}.json"

@@ -16,7 +16,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AsrDecodeError, DecodingInputError
+from ..progress import status
 
 if TYPE_CHECKING:
     import torch
@@ -151,7 +151,7 @@ def build(verbose: bool = True) -> Path:
     if path.exists():
         return path
     if verbose:
-        print(f"asrdecode: compiling the native search engine ({path.name}), once ...", file=sys.stderr, flush=True)
+        status(f"asrdecode: compiling the native search engine ({path.name}), once ...")
     fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp.so", dir=path.parent)
     os.close(fd)
     objects = tempfile.mkdtemp(prefix=path.stem + ".", suffix=".objs", dir=path.parent)
