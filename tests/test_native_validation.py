@@ -241,11 +241,17 @@ def test_word_lm_changed_in_place_is_refused(word_lm, edit):
 
 
 # ------------------------------------------------------------------------------------------------ joints
-@pytest.mark.skipif(not _lib.available(), reason="native engine unavailable")
-@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
-def test_joint_returning_fewer_columns_later_is_a_named_error(method):
-    engine = "native"
+@pytest.mark.parametrize("engine", ["native", "torch"])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind", "greedy"])
+def test_joint_returning_fewer_columns_later_is_a_named_error(method, engine):
+    """Both engines (and greedy) refuse a joint that changes its output width after its first call."""
+    if engine == "native" and not _lib.available():
+        pytest.skip("native engine unavailable")
+    if method == "greedy" and engine == "native":
+        pytest.skip("greedy has one engine")
     from transducer_models import random_encoder, random_model
+
+    from asrdecode.transducer import greedy
 
     from asrdecode.transducer.beam import beam_search
 
@@ -261,7 +267,10 @@ def test_joint_returning_fewer_columns_later_is_a_named_error(method):
     m.joint = narrow_joint
     enc = random_encoder(3, 2, 6)
     with pytest.raises(DecodingInputError, match="joint"):
-        beam_search(m, enc, torch.tensor([6, 5]), beam=3, method=method, engine=engine)
+        if method == "greedy":
+            greedy(m, enc, torch.tensor([6, 5]))
+        else:
+            beam_search(m, enc, torch.tensor([6, 5]), beam=3, method=method, engine=engine)
 
 
 def test_eps_depth_equals_a_plain_relaxation():

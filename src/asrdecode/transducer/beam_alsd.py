@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..beam_hyps import extend_hash
+from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
 _BeamLoop = Any
@@ -103,7 +104,7 @@ def _select(
     N = B * K
     C = V * D
     frames = loop.time.clamp(max=max(loop.T - 1, 0))
-    logits = loop.model.joint(loop.enc_proj[loop.b_idx, frames], loop.dec_proj.view(B, K, -1))
+    logits = checked_joint(loop.model, loop.enc_proj[loop.b_idx, frames], loop.dec_proj.view(B, K, -1))
     logits = logits.to(loop.dtype)
     lp_tok = torch.log_softmax(logits[..., :V], dim=-1)  # [B, K, V]
     if loop.tdt:

@@ -36,7 +36,7 @@ from ..errors import DecodingInputError, check_emissions, check_finite, check_in
 from ..hyps import BatchedHyps
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
-from .model import TransducerModel, check_joint_width, check_model
+from .model import TransducerModel, check_joint_width, check_model, checked_joint
 from . import _checks
 from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
 
@@ -141,7 +141,7 @@ class _Loop:
         if not self.precompute:
             enc = self.model.project_encoder(enc)
             dec = self.model.project_decoder(dec)
-        return self.model.joint(enc, dec)
+        return checked_joint(self.model, enc, dec)
 
     def decisions(
         self, frames: torch.Tensor, rows: torch.Tensor | None

@@ -81,9 +81,25 @@ def check_model(model: object) -> TransducerModel:
     return model
 
 
+def joint_width(model: TransducerModel) -> int:
+    """The joint's output width: ``vocab_size`` (+ ``len(durations)`` for TDT)."""
+    return model.vocab_size + (len(model.durations) if model.durations is not None else 0)
+
+
+def checked_joint(model: TransducerModel, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+    """``model.joint(enc_proj, dec_proj)`` (``[..., joint_width]``), refused by name when the joint returns
+    another width (a joint that changes its output between calls; the native engine checks the same at
+    every call). The check reads the output's shape only: no device sync, static under compile / CUDA graphs."""
+    out = model.joint(enc_proj, dec_proj)
+    if out.shape[-1] != joint_width(model):
+        raise DecodingInputError(f"model.joint returned {out.shape[-1]} outputs, expected {joint_width(model)} "
+                                 "(vocab_size + len(durations)); a joint must keep its output width")
+    return out
+
+
 def check_joint_width(model: TransducerModel, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> None:
     """One joint evaluation (``[1, H]`` rows) to catch a vocabulary / joint-width mismatch before decoding."""
-    expected = model.vocab_size + (len(model.durations) if model.durations is not None else 0)
+    expected = joint_width(model)
     width = model.joint(enc_proj, dec_proj).shape[-1]
     if width != expected:
         raise DecodingInputError(f"model.joint returns {width} outputs but vocab_size + len(durations) is {expected}")
