@@ -30,6 +30,7 @@ import gzip
 import io
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import zlib
@@ -187,12 +188,16 @@ _WS[[9, 10, 11, 12, 13, 32]] = True  # bytes.split()'s whitespace
 
 
 def _bounded_bytes(path: Path, max_bytes: int | None) -> bytes | None:
-    """The whole (decompressed) text of ``path`` when it is within :func:`read_arpa`'s limits and
-    :data:`FAST_PARSE_MAX_BYTES`, else ``None`` (then the line reader runs and names the problem)."""
+    """The whole (decompressed) text of ``path`` when it is a regular file within :func:`read_arpa`'s
+    limits and :data:`FAST_PARSE_MAX_BYTES`, else ``None`` (then the line reader runs and names the
+    problem: a device or pipe such as ``/dev/zero`` has no size to bound a whole read by)."""
     limit = FAST_PARSE_MAX_BYTES if max_bytes is None else min(max_bytes, FAST_PARSE_MAX_BYTES)
     try:
         with open(path, "rb") as raw:
-            size = os.fstat(raw.fileno()).st_size
+            st = os.fstat(raw.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = st.st_size
             gz = raw.read(2) == _GZIP_MAGIC
             raw.seek(0)
             if gz:

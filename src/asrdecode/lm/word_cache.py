@@ -3,7 +3,7 @@
 :func:`cached_word_lm` builds the word LM of an ARPA file once per (file contents, vocabulary,
 options) and keeps it in the cache of :mod:`asrdecode.models.graph_cache` (``$ASRDECODE_CACHE`` or
 ``~/.cache/asrdecode``; keyed by the file's SHA-256; a stale or corrupt entry is rebuilt, never
-used). A later load memory-maps the arrays (``torch.load(mmap=True)``): no ARPA parsing, no trie
+used). A later load memory-maps the arrays (torch's mmap loading): no ARPA parsing, no trie
 building. :func:`save_word_lm` / :func:`load_word_lm` are the file format (``torch.save``, loadable
 with ``weights_only=True``): every tensor of the model and its parts, the scalars as they are, the
 word list as one UTF-8 tensor.
@@ -22,6 +22,7 @@ from ..errors import DecodingInputError, FileFormatError
 from ._automaton import BackoffAutomaton
 from .arpa import BOS, EOS, KENLM_BINARY_MAGIC, KENLM_BINARY_MESSAGE, UNK, drop_words, read_arpa
 from .ngram import NGramLM
+from .._validation import ValidationMark
 from .tokens import TokenMap
 from .word import WordBoundaries, WordNGramLM, token_pieces
 
@@ -46,6 +47,8 @@ def _flatten(obj: Any, prefix: str, tensors: dict[str, torch.Tensor]) -> dict:
     fields: dict[str, Any] = {}
     for k, v in vars(obj).items():
         name = prefix + k
+        if isinstance(v, ValidationMark):
+            continue  # transient: a loaded model is validated again before an engine reads it
         if isinstance(v, torch.Tensor):
             tensors[name] = v.detach().cpu()
             fields[k] = ("tensor", name)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError, FileFormatError
-from .onnx_transducer import (OnnxMissingError, fold_unk, meta_float, meta_int)
+from .onnx_common import OnnxMissingError, fold_unk, meta_float, meta_int
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",

@@ -1,0 +1,85 @@
+"""What the sherpa-onnx ONNX layouts share (the icefall reader :mod:`.onnx_transducer` and the NeMo
+reader :mod:`.nemo_onnx`): metadata read as range-checked numbers, the missing-onnxruntime error and
+``<unk>`` folded into blank as sherpa-onnx decodes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..errors import DecodingInputError, FileFormatError
+
+__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float"]
+
+#: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
+META_RANGES: dict[str, tuple[float, float]] = {
+    "vocab_size": (1, 1_000_000), "context_size": (1, 64), "feature_dim": (1, 4096), "feat_dim": (1, 4096),
+    "subsampling_factor": (1, 64), "frame_shift_ms": (1.0, 1000.0), "blank_id": (0, 1_000_000),
+    "pred_rnn_layers": (1, 64), "pred_hidden": (1, 65536), "durations": (0, 1000),
+}
+
+
+class OnnxMissingError(DecodingInputError):
+    """``onnxruntime`` is not installed."""
+
+
+def fold_unk(logits: torch.Tensor, blank_id: int, unk_id: Optional[int], mode: Optional[str],
+             vocab_size: int) -> torch.Tensor:
+    """Logits ``[..., V (+K)]`` with ``<unk>`` counted as blank, as sherpa-onnx decodes.
+
+    ``"max"``: blank's logit becomes ``max(blank, unk)`` and unk's ``-inf``: argmax picks blank exactly
+    where sherpa-onnx's greedy picks blank or unk (ties go to the lower id, as ``std::max_element``).
+    ``"sum"``: blank's logit becomes ``logaddexp(blank, unk)`` and unk's ``-inf``: the log-softmax gives
+    blank ``p(blank) + p(unk)``, what sherpa-onnx's beam search gets by merging the two expansions.
+    ``None`` or no unk: ``logits`` unchanged. Duration columns (TDT) are never touched.
+    """
+    if mode is None or unk_id is None or unk_id == blank_id or not 0 <= unk_id < vocab_size:
+        return logits
+    out = logits.clone()
+    b, u = logits[..., blank_id], logits[..., unk_id]
+    if mode == "max":
+        # std::max_element keeps the first maximum: unk wins a tie only when its id is lower
+        out[..., blank_id] = torch.maximum(b, u)
+    else:
+        out[..., blank_id] = torch.logaddexp(b, u)
+    out[..., unk_id] = -math.inf
+    return out
+
+
+def meta_int(path: Path, meta: dict[str, str], key: str, default: Optional[int] = None) -> int:
+    """Metadata ``key`` as an int inside :data:`META_RANGES` (``default`` when absent; None: required)."""
+    raw = meta.get(key)
+    if raw is None:
+        if default is None:
+            raise FileFormatError(path, None, f"metadata {key!r} is missing (see asrdecode.models.onnx_transducer)")
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise FileFormatError(path, None, f"metadata {key!r} must be an integer, got {raw!r}") from None
+    _check_range(path, key, value)
+    return value
+
+
+def meta_float(path: Path, meta: dict[str, str], key: str, default: float) -> float:
+    """Metadata ``key`` as a finite float inside :data:`META_RANGES` (``default`` when absent)."""
+    raw = meta.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise FileFormatError(path, None, f"metadata {key!r} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise FileFormatError(path, None, f"metadata {key!r} must be finite, got {raw!r}")
+    _check_range(path, key, value)
+    return value
+
+
+def _check_range(path: Path, key: str, value: float) -> None:
+    lo, hi = META_RANGES.get(key, (-math.inf, math.inf))
+    if not lo <= value <= hi:
+        raise FileFormatError(path, None, f"metadata {key!r} must be in {lo:g}..{hi:g}, got {value:g}")
