@@ -141,3 +141,19 @@ def test_registry_beam_decoder_gives_phone_ctc_words(tiny, monkeypatch, tmp_path
     from asrdecode.decoders import bundle_word_search
 
     assert bundle_word_search(bundle, own) is None  # the user's LM replaces the bundle's word search
+
+
+@needs_hama
+def test_greedy_on_phone_ctc_is_refused_naming_the_word_decoders(tiny, monkeypatch, tmp_path):
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.models.phone import PhoneCTCBundle
+    from asrdecode.pipeline import make_pipeline, resolve_options, stream_options
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    arpa, lex = tiny
+    bundle = PhoneCTCBundle(words=4, lm=arpa, lexicon=lex)
+    opts = resolve_options(bundle, {"decoder": "greedy"})
+    for door in (make_pipeline, stream_options):  # offline commands and the server alike
+        with pytest.raises(DecodingInputError, match=r"--decoder greedy gives phone-ctc's phones, not words; "
+                                                     r"the decoders that give words: wfst, beam"):
+            door(bundle, opts)

@@ -67,6 +67,10 @@ def check_fit(bundle: Any, options: Any) -> Any:
 
     check_bundle(bundle, getattr(bundle, "name", "model"))
     dec = check_options(bundle.kind, options)
+    words = getattr(bundle, "word_decoders", None)  # a model whose tokens are not spelled words (phones)
+    if words is not None and options.decoder not in words:
+        raise DecodingInputError(f"--decoder {options.decoder} gives {getattr(bundle, 'name', 'the model')}'s phones, "
+                                 f"not words; the decoders that give words: {', '.join(words)}")
     for name, what in (("lm", "LM"), ("word_lm", "word LM"), ("graph", "graph")):
         path = getattr(options, name)
         if path and not Path(path).is_file():

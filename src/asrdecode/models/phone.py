@@ -126,6 +126,8 @@ class PhoneCTCBundle:
     """
 
     kind = "ctc"
+    #: the decoders that give words (the pipeline refuses the others: greedy would give phones)
+    word_decoders = ("wfst", "beam")
     frame_seconds = 0.02
     feature_frames_per_frame = 1
 
