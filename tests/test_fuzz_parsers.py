@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz_inputs import PARSERS, FuzzStats, Workdir, arpa_inputs, manifest_inputs, run_one, wav_inputs
 
-CI = settings(max_examples=200, deadline=None, database=None,
+# derandomize: the same 200 inputs on every run and machine (a random draw of 200 sometimes held no
+# mutation that stays a valid manifest, failing `stats.parsed`); benchmarks/fuzz_parsers.py draws anew
+CI = settings(max_examples=200, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOWEST_S = 5.0  # a generous bound per input on a loaded shared machine; typical inputs take ~1 ms
 GROWTH_MB = 64  # the most one input may raise the process's peak memory (inputs are < 1 KB)
