@@ -62,6 +62,8 @@ def _cases(kind: str, graph: Path) -> list[dict]:
                                                              "max_symbols": 4}]
         if d == "greedy" and kind != "ctc":
             cases.append({"decoder": d, "window": 8, "max_symbols": 2})
+        if kind != "ctc":  # resolved alike everywhere (building it needs a sherpa-onnx layout: test_sherpa_onnx)
+            cases.append({"decoder": d, "compat": "sherpa"})
         if d == "wfst":
             cases += [{"decoder": d, "graph": str(graph)}, {"decoder": d, "graph": str(graph), "wfst_beam": 7.0}]
     return cases
@@ -114,6 +116,12 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
     for model, bundle in found.items():
         for given in _cases(bundle.kind, graph):
             if "lm" in given or "nbest" in given:  # (the LM cases: the first test; not rebuilt per case here)
+                continue
+            if "compat" in given:  # whole utterances only: serve and stream_options refuse it alike
+                for call in (lambda: server.bundle_decoding(bundle, given["decoder"], {"compat": "sherpa"}),
+                             lambda: stream_options(bundle, resolve_options(bundle, given))):
+                    with pytest.raises(DecodingInputError, match="--compat sherpa decodes whole utterances only"):
+                        call()
                 continue
             opts = resolve_options(bundle, given)
             if opts.decoder == "wfst" and not opts.graph:  # both refuse it (needs --graph)
@@ -309,7 +317,8 @@ _VALUES = {"beam": st.integers(1, 16), "method": st.sampled_from(registry.METHOD
            "word_lm_weight": st.floats(0, 2), "word_bonus": st.floats(-1, 3), "boost": st.just(("a b:2",)),
            "graph": st.just("g.pt"), "acoustic_scale": st.floats(0.1, 4), "wfst_beam": st.floats(0.5, 30),
            "max_active": st.integers(1, 5000), "min_active": st.integers(0, 50),
-           "engine": st.sampled_from(registry.ENGINES), "nbest": st.integers(1, 5)}
+           "engine": st.sampled_from(registry.ENGINES), "nbest": st.integers(1, 5),
+           "compat": st.sampled_from(registry.COMPATS)}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

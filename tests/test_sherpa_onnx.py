@@ -397,3 +397,47 @@ def test_nemo_ctc_through_load_bundle_and_the_pipeline(tmp_path, waves) -> None:
         encode, decode = make_pipeline(b, opts)
         hyps = decode(*encode(waves[:3] + [torch.zeros(0)]))
         assert len(hyps) == 4 and hyps[3].tokens == [] and any(h.tokens for h in hyps[:3])
+
+
+# ------------------------------------------------------------------------- the registry's --compat sherpa
+@pytest.mark.parametrize("decoder, method", [("greedy", "greedy_search"), ("beam", "modified_beam_search")])
+def test_registry_compat_sherpa_equals_sherpa_onnx(sherpa, models, waves, decoder, method) -> None:
+    from asrdecode.pipeline import make_pipeline, resolve_options
+
+    d = models["icefall"]
+    b = load_onnx_transducer(str(d))  # loaded with our defaults: the option alone makes it sherpa-onnx's
+    given = {"decoder": decoder, "compat": "sherpa"} | ({"beam": 4} if decoder == "beam" else {})
+    pipe = make_pipeline(b, resolve_options(b, given))
+    assert b.model.start_context == "blank" and b.model.unk_as_blank is None  # the bundle's model is untouched
+    want = _sherpa_decode(sherpa, d, "icefall", waves, method)
+    same, emitted = 0, 0
+    for w, r in zip(waves, want):
+        h = pipe.decode(*pipe.encode([w]))[0]
+        tokens, frames, _ = _as_sherpa(b, h)
+        emitted += len(tokens)
+        same += tokens == list(r.tokens) and frames == _frames(b, r.timestamps)
+    assert emitted > 500 and same == len(waves)
+    # without the option our own defaults decode differently on these flat random models
+    ours = make_pipeline(b, resolve_options(b, {k: v for k, v in given.items() if k != "compat"}))
+    assert any(_as_sherpa(b, ours.decode(*ours.encode([w]))[0])[0] != list(r.tokens) for w, r in zip(waves, want))
+
+
+def test_registry_compat_sherpa_errors(models) -> None:
+    from asrdecode.models import load_bundle
+    from asrdecode.pipeline import make_pipeline, resolve_options, stream_options
+
+    demo = load_bundle("demo-rnnt")
+    with pytest.raises(DecodingInputError, match="needs a sherpa-onnx ONNX transducer .* LSTMTransducer"):
+        make_pipeline(demo, resolve_options(demo, {"compat": "sherpa"}))
+    b = load_onnx_transducer(str(models["icefall"]))
+    with pytest.raises(DecodingInputError, match="--max-symbols does not combine with --compat sherpa"):
+        make_pipeline(b, resolve_options(b, {"compat": "sherpa", "max_symbols": 3}))
+    with pytest.raises(DecodingInputError, match="modified beam search, which has no --method"):
+        make_pipeline(b, resolve_options(b, {"decoder": "beam", "compat": "sherpa", "method": "aes"}))
+    with pytest.raises(DecodingInputError, match="decodes whole utterances only"):
+        stream_options(b, resolve_options(b, {"compat": "sherpa"}))
+    with pytest.raises(DecodingInputError, match="--compat must be one of"):
+        resolve_options(b, {"compat": "kaldi"})
+    nemo = load_onnx_transducer(str(models["nemo-rnnt"]))  # NeMo layout: our searches with its preset
+    pipe = make_pipeline(nemo, resolve_options(nemo, {"decoder": "beam", "beam": 2, "compat": "sherpa"}))
+    assert len(pipe.decode(torch.randn(1, 5, 48), torch.tensor([5]))) == 1

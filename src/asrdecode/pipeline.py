@@ -96,5 +96,8 @@ def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[
     Raises what :func:`make_pipeline` raises for options that do not fit the model.
     """
     dec = check_fit(bundle, options)
+    if getattr(options, "compat", "none") != "none":
+        raise DecodingInputError(f"--compat {options.compat} decodes whole utterances only (transcribe, eval, "
+                                 "transcribe-dataset, make_pipeline); streaming and serve decode the model as loaded")
     kw = {"decoder": options.decoder, **dec.search_kwargs(bundle, options)}
     return kw, word_boosts(options) if options.decoder == "wfst" else None
