@@ -149,7 +149,8 @@ def test_one_default_per_option_everywhere(bundles) -> None:
     # --method wind without --window: the WIND window 8 (the CLI used 1), the same in every door
     assert server.bundle_decoding(rnnt, "beam", {"method": "wind"})[1]["window"] == 8
     assert stream_options(rnnt, resolve_options(rnnt, {"decoder": "beam", "method": "wind"}))[0]["window"] == 8
-    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1, "max_symbols": 10}
+    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1, "max_symbols": 10,
+                                                           "engine": "auto"}
 
 
 def test_tuned_beta_needs_an_lm(bundles) -> None:

@@ -91,8 +91,8 @@ def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.greedy``: WIND window (1: off) and the symbols-per-frame cap (``compat``'s with a preset)."""
-    kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols}
+    """``transducer.greedy``: WIND window (1: off), the symbols-per-frame cap (``compat``'s with a preset), engine."""
+    kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols, "engine": opts.engine}
     if opts.compat == "sherpa":
         kw["max_symbols"] = sherpa_preset(bundle, opts)["max_symbols"]
     return kw
@@ -109,19 +109,21 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
     from .models.nemo_onnx import NemoOnnxTransducer
     from .models.onnx_transducer import OnnxTransducer
     from .models.sherpa_compat import sherpa_options
-    from .registry import OPTION
+    from .transducer._checks import DEFAULT_MAX_SYMBOLS
 
     model = bundle.model
     if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
         raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer (icefall or NeMo layout) "
                                  f"whose start context and <unk> handling can be set; "
                                  f"{getattr(bundle, 'name', 'the model')} is a {type(model).__name__}")
-    if opts.max_symbols != OPTION["max_symbols"].default:
+    if opts.max_symbols != DEFAULT_MAX_SYMBOLS:
         raise DecodingInputError("--max-symbols does not combine with --compat sherpa (the preset sets it)")
     preset = sherpa_options(model, opts.decoder)
     if preset.get("search") == "modified":
-        extra = [OPTION[n].flag for n in ("method", "window", "expansion_gamma", "lm", "word_lm", "boost")
-                 if getattr(opts, n) not in (OPTION[n].default, ())]
+        extra = [flag for flag, set_ in (("--method", opts.method != "alsd"), ("--window", opts.window is not None),
+                                         ("--expansion-gamma", opts.expansion_gamma is not None),
+                                         ("--lm", bool(opts.lm)), ("--word-lm", bool(opts.word_lm)),
+                                         ("--boost", bool(opts.boost))) if set_]
         if extra:
             raise DecodingInputError(f"--compat sherpa --decoder beam on an icefall model is sherpa-onnx's modified "
                                      f"beam search, which has no {', '.join(extra)}")

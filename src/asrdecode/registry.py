@@ -195,7 +195,7 @@ class Decoder:
 #: every decoder; a (name, kind) pair is declared once
 DECODERS: tuple[Decoder, ...] = (
     Decoder("greedy", ("ctc",), (), impl.no_kwargs, impl.ctc_greedy, "CTCGreedy", "argmax + collapse"),
-    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols", "compat"), impl.transducer_greedy_kwargs,
+    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols", "engine", "compat"), impl.transducer_greedy_kwargs,
             impl.transducer_greedy, "TransducerGreedy", "label-looping greedy (WIND with --window)"),
     Decoder("beam", ("ctc",), ("beam", *_FUSION, "engine", "nbest"), impl.ctc_beam_kwargs, impl.ctc_beam,
             "CTCBeam", "batched prefix beam search, LM fusion and boosting"),
