@@ -187,3 +187,30 @@ def test_engine_auto_falls_back_and_native_names_why() -> None:
     assert greedy(other, enc, engine="auto") == greedy(other, enc, engine="torch")
     with pytest.raises(DecodingInputError, match="the C\\+\\+ greedy reads LSTMTransducer .* not StatelessTransducer"):
         greedy(other, enc, engine="native")
+
+
+def test_engines_agree_on_onnx_layouts(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    from sherpa_models import build_icefall, build_nemo
+
+    from asrdecode.audio import read_audio
+    from asrdecode.models.onnx_transducer import load_onnx_transducer
+
+    root = Path(__file__).resolve().parents[1]
+    waves = [read_audio(p) for p in sorted((root / "data/real").glob("*.wav"))[:3]] + [torch.zeros(100)]
+    dirs = {"icefall": build_icefall(tmp_path / "ice"), "rnnt": build_nemo(tmp_path / "rnnt"),
+            "tdt": build_nemo(tmp_path / "tdt", tdt=True)}
+    emitted = 0
+    for name, d in dirs.items():
+        for start, unk in (("blank", None), ("sherpa", "max")) if name == "icefall" else (("blank", None),):
+            b = load_onnx_transducer(str(d), start_context=start, unk_as_blank=unk)
+            enc, elen = b.encode_features(*b.features(waves))
+            got = greedy(b.model, enc, elen, max_symbols=3, engine="native")
+            _same(got, greedy(b.model, enc, elen, max_symbols=3, engine="torch"))
+            emitted += sum(len(h.tokens) for h in got)
+    assert emitted > 20
+    b = load_onnx_transducer(str(dirs["icefall"]), unk_as_blank="sum")  # the beam search's fold: tensors only
+    enc, elen = b.encode_features(*b.features(waves[:1]))
+    with pytest.raises(DecodingInputError, match="unk_as_blank='sum' is folded by the tensor engine only"):
+        greedy(b.model, enc, elen, engine="native")
+    assert greedy(b.model, enc, elen, engine="auto") == greedy(b.model, enc, elen, engine="torch")
