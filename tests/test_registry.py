@@ -117,10 +117,10 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
         for given in _cases(bundle.kind, graph):
             if "lm" in given or "nbest" in given:  # (the LM cases: the first test; not rebuilt per case here)
                 continue
-            if "compat" in given:  # whole utterances only: serve and stream_options refuse it alike
+            if "compat" in given:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
                 for call in (lambda: server.bundle_decoding(bundle, given["decoder"], {"compat": "sherpa"}),
                              lambda: stream_options(bundle, resolve_options(bundle, given))):
-                    with pytest.raises(DecodingInputError, match="--compat sherpa decodes whole utterances only"):
+                    with pytest.raises(DecodingInputError, match="--compat sherpa needs a sherpa-onnx ONNX transducer"):
                         call()
                 continue
             opts = resolve_options(bundle, given)

@@ -434,10 +434,50 @@ def test_registry_compat_sherpa_errors(models) -> None:
         make_pipeline(b, resolve_options(b, {"compat": "sherpa", "max_symbols": 3}))
     with pytest.raises(DecodingInputError, match="modified beam search, which has no --method"):
         make_pipeline(b, resolve_options(b, {"decoder": "beam", "compat": "sherpa", "method": "aes"}))
-    with pytest.raises(DecodingInputError, match="decodes whole utterances only"):
-        stream_options(b, resolve_options(b, {"compat": "sherpa"}))
+    with pytest.raises(DecodingInputError, match="modified beam search\\) decodes whole utterances only"):
+        stream_options(b, resolve_options(b, {"decoder": "beam", "compat": "sherpa"}))
     with pytest.raises(DecodingInputError, match="--compat must be one of"):
         resolve_options(b, {"compat": "kaldi"})
+    from asrdecode.streaming import StreamDecoder  # the streaming family's own checks (direct callers)
+
+    for bundle, decoder, compat, match in ((demo, "greedy", "sherpa", "needs a sherpa-onnx ONNX transducer, got "
+                                            "LSTMTransducer"), (b, "beam", "sherpa", "decodes whole utterances only"),
+                                           (b, "greedy", "kaldi", "compat must be 'none' or 'sherpa'")):
+        with pytest.raises(DecodingInputError, match=match):
+            StreamDecoder(bundle, decoder=decoder, compat=compat)
     nemo = load_onnx_transducer(str(models["nemo-rnnt"]))  # NeMo layout: our searches with its preset
     pipe = make_pipeline(nemo, resolve_options(nemo, {"decoder": "beam", "beam": 2, "compat": "sherpa"}))
     assert len(pipe.decode(torch.randn(1, 5, 48), torch.tensor([5]))) == 1
+
+
+@pytest.mark.parametrize("layout", ["icefall", "nemo-rnnt", "nemo-tdt"])
+def test_streaming_compat_sherpa_is_the_sherpa_loaded_model(models, waves, layout) -> None:
+    """Serve / StreamDecoder with the registry's --compat sherpa decode as a model loaded with sherpa-onnx's
+    settings does (greedy; NeMo beam too), and streamed chunks equal the whole utterance."""
+    from asrdecode.pipeline import resolve_options, stream_options
+    from asrdecode.serving import server
+    from asrdecode.streaming import StreamDecoder
+
+    d = models[layout]
+    plain = load_onnx_transducer(str(d))
+    decoders = ["greedy"] + ([] if layout == "icefall" else ["beam"])
+    differs = 0
+    for decoder in decoders:
+        kw, _ = stream_options(plain, resolve_options(plain, {"decoder": decoder, "compat": "sherpa"}))
+        served = server.bundle_decoding(plain, decoder, {"compat": "sherpa"})
+        assert kw["compat"] == "sherpa" and served == (decoder, {k: v for k, v in kw.items() if k != "decoder"})
+        ref, opts = _load(d, layout, decoder)  # loaded with sherpa-onnx's settings, no compat option
+        stream = StreamDecoder(plain, **kw)
+        want = StreamDecoder(ref, decoder=decoder, max_symbols=opts["max_symbols"],
+                             **({"beam": 8} if decoder == "beam" else {}))
+        ours = StreamDecoder(plain, decoder=decoder, **({"beam": 8} if decoder == "beam" else {}))
+        for w in waves[:6]:
+            got = stream.offline(w)
+            assert got.tokens == want.offline(w).tokens and got.timestamps == want.offline(w).timestamps
+            differs += got.tokens != ours.offline(w).tokens
+            stream.open(0)
+            half = w.numel() // 2
+            stream.step({0: w[:half]})
+            assert stream.step({0: w[half:]}, final={0})[0].hypothesis.tokens == got.tokens
+    if layout == "icefall":
+        assert differs > 0  # the preset changed the decoding

@@ -93,8 +93,8 @@ def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     """``transducer.greedy``: WIND window (1: off), the symbols-per-frame cap (``compat``'s with a preset), engine."""
     kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols, "engine": opts.engine}
-    if opts.compat == "sherpa":
-        kw["max_symbols"] = sherpa_preset(bundle, opts)["max_symbols"]
+    if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
+        kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
     return kw
 
 
@@ -131,12 +131,20 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def compat_model(bundle: Any, opts: Any) -> Any:
-    """``bundle.model``, or with ``opts.compat == "sherpa"`` a shallow copy (the ONNX sessions shared) with
-    sherpa-onnx's start context and ``<unk>`` handling (:func:`sherpa_preset`)."""
+    """``bundle.model``, or with ``opts.compat == "sherpa"`` its :func:`sherpa_model` (checked by :func:`sherpa_preset`)."""
     if opts.compat != "sherpa":
         return bundle.model
-    preset = sherpa_preset(bundle, opts)
-    model = copy.copy(bundle.model)
+    sherpa_preset(bundle, opts)
+    return sherpa_model(bundle.model, opts.decoder)
+
+
+def sherpa_model(model: Any, decoder: str) -> Any:
+    """A shallow copy of an ONNX transducer ``model`` (the sessions shared) with sherpa-onnx's start context
+    and ``<unk>`` handling for ``decoder`` (``"greedy"`` / ``"beam"``)."""
+    from .models.sherpa_compat import sherpa_options
+
+    preset = sherpa_options(model, decoder)
+    model = copy.copy(model)
     if "start_context" in preset:
         model.start_context = preset["start_context"]
     model.unk_as_blank = preset["unk_as_blank"]
@@ -172,6 +180,8 @@ def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": cap,
           "engine": opts.engine,
           "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
+    if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
+        kw["compat"] = "sherpa"
     if opts.method == "wind":
         kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)
     return kw
@@ -207,6 +217,7 @@ def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_greedy_kwargs(bundle, opts)
+    kw.pop("compat", None)
     return lambda x, n: [[h] for h in cast(Hyps, tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw))]
 
 
@@ -233,6 +244,7 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_beam_kwargs(bundle, opts)
+    kw.pop("compat", None)
     if opts.compat == "sherpa" and sherpa_preset(bundle, opts).get("search") == "modified":
         from .models.sherpa_search import modified_beam_search
         from .results import attach_text
