@@ -214,3 +214,16 @@ def test_engines_agree_on_onnx_layouts(tmp_path) -> None:
     with pytest.raises(DecodingInputError, match="unk_as_blank='sum' is folded by the tensor engine only"):
         greedy(b.model, enc, elen, engine="native")
     assert greedy(b.model, enc, elen, engine="auto") == greedy(b.model, enc, elen, engine="torch")
+
+
+def test_engine_native_needs_eager_cpu() -> None:
+    torch.manual_seed(2)
+    t = LSTMTransducer(7, 4, 6, 8, 0).eval()
+    enc = torch.randn(1, 6, 4)
+    with pytest.raises(DecodingInputError, match="engine='native' needs CPU tensors and eager execution"):
+        greedy(t, enc, engine="native", acceleration="compile")
+    if torch.cuda.is_available():  # a GPU tensor: auto keeps the tensor engine
+        import copy
+
+        g = copy.deepcopy(t).cuda()
+        assert [h.tokens for h in greedy(g, enc.cuda())] == [h.tokens for h in greedy(t, enc, engine="torch")]

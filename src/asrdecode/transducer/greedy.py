@@ -431,6 +431,9 @@ class GreedyDecoder:
         (``engine="native"`` where it cannot: a named error saying why)."""
         from ..native.transducer_greedy_lstm import native_greedy_weights
 
+        eager = resolve_mode(self.acceleration, enc.device) == "eager"
+        if not use_native(self.engine, enc.device, "encoder_output", eager=eager):  # device, mode, build first
+            return None
         why = None
         if self.max_symbols is None:
             why = "max_symbols=None (the tensor engine guards a frame that never ends)"
@@ -443,8 +446,7 @@ class GreedyDecoder:
             if self.engine == "native":
                 raise DecodingInputError(f"engine='native' cannot decode this call: {why}; use engine='torch' or 'auto'")
             return None
-        eager = resolve_mode(self.acceleration, enc.device) == "eager"
-        return weights if use_native(self.engine, enc.device, "encoder_output", eager=eager) else None
+        return weights
 
     def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any,
                  whole: bool = False) -> GreedyState:
