@@ -7,6 +7,9 @@ encoder projection, prediction-network steps and longest chain of joint evaluati
 RNN-T, the decisions actually taken for TDT -- done as bare batched matrix products).
 
     OMP_NUM_THREADS=1 python benchmarks/greedy_speed.py [--frames 150] [--tdt] [--repeats 5]
+
+The tensor engine throughout (engine="torch"): the loops compared are its own; benchmarks/greedy_engines.py
+compares it with the native engine.
 """
 
 from __future__ import annotations
@@ -74,20 +77,20 @@ def run(frames: int, batches: list[int], tdt: bool, repeats: int) -> str:
     rows = []
     for B in batches:
         enc, lengths = make_encoder_output(B, frames, seed=B)
-        hyps = greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS)
+        hyps = greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS)
         U = [len(h.tokens) for h in hyps]
         lpf = sum(U) / float(lengths.sum())
         joints = max(count_decisions(model, enc, lengths))
         fns = {
-            "frames": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="frames"),
-            "labels": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="labels"),
-            "labels_noproj": lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, precompute_projections=False),
+            "frames": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="frames"),
+            "labels": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="labels"),
+            "labels_noproj": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, precompute_projections=False),
             "bound": lambda: network_bound(model, enc, max(U), joints),
         }
         if not tdt:
-            fns["wind8"] = lambda: greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, window=8)
-            assert [h.tokens for h in greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, window=8)] == [h.tokens for h in hyps]
-        assert [h.tokens for h in greedy(model, enc, lengths, max_symbols=MAX_SYMBOLS, loop="frames")] == [h.tokens for h in hyps]
+            fns["wind8"] = lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, window=8)
+            assert [h.tokens for h in greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, window=8)] == [h.tokens for h in hyps]
+        assert [h.tokens for h in greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="frames")] == [h.tokens for h in hyps]
         t = time_many(fns, repeats=repeats)
         row = [
             B,

@@ -124,7 +124,7 @@ def test_wind_jumps_match_the_decoder_steps(monkeypatch, demo_rnnt_encoded, wind
     (recorded by wrapping the window step from the outside)."""
     model, enc, lengths = demo_rnnt_encoded
     with torch.inference_mode():
-        hyps = greedy_mod.greedy(model, enc, lengths, window=window, acceleration="eager")
+        hyps = greedy_mod.greedy(model, enc, lengths, window=window, acceleration="eager", engine="torch")
         assert sum(len(h.tokens) for h in hyps) > 10
         seen = _observed_steps(model, enc, lengths, window, monkeypatch)
     assert wind_jumps(hyps, lengths.tolist(), window) == seen
@@ -143,5 +143,5 @@ def _observed_steps(model, enc: torch.Tensor, lengths: torch.Tensor, window: int
             seen[int(adv)] += 1
 
     monkeypatch.setattr(greedy_mod, "_find_label_window_step", recording)
-    greedy_mod.greedy(model, enc, lengths, window=window, acceleration="eager")
+    greedy_mod.greedy(model, enc, lengths, window=window, acceleration="eager", engine="torch")
     return seen

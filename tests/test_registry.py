@@ -62,6 +62,8 @@ def _cases(kind: str, graph: Path) -> list[dict]:
                                                              "max_symbols": 4}]
         if d == "greedy" and kind != "ctc":
             cases.append({"decoder": d, "window": 8, "max_symbols": 2})
+        if kind != "ctc":  # resolved alike everywhere (building it needs a sherpa-onnx layout: test_sherpa_onnx)
+            cases.append({"decoder": d, "compat": "sherpa"})
         if d == "wfst":
             cases += [{"decoder": d, "graph": str(graph)}, {"decoder": d, "graph": str(graph), "wfst_beam": 7.0}]
     return cases
@@ -115,6 +117,12 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
         for given in _cases(bundle.kind, graph):
             if "lm" in given or "nbest" in given:  # (the LM cases: the first test; not rebuilt per case here)
                 continue
+            if "compat" in given:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
+                for call in (lambda: server.bundle_decoding(bundle, given["decoder"], {"compat": "sherpa"}),
+                             lambda: stream_options(bundle, resolve_options(bundle, given))):
+                    with pytest.raises(DecodingInputError, match="--compat sherpa needs a sherpa-onnx ONNX transducer"):
+                        call()
+                continue
             opts = resolve_options(bundle, given)
             if opts.decoder == "wfst" and not opts.graph:  # both refuse it (needs --graph)
                 continue
@@ -141,7 +149,8 @@ def test_one_default_per_option_everywhere(bundles) -> None:
     # --method wind without --window: the WIND window 8 (the CLI used 1), the same in every door
     assert server.bundle_decoding(rnnt, "beam", {"method": "wind"})[1]["window"] == 8
     assert stream_options(rnnt, resolve_options(rnnt, {"decoder": "beam", "method": "wind"}))[0]["window"] == 8
-    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1, "max_symbols": 10}
+    assert stream_options(rnnt, resolve_options(rnnt, {}))[0] == {"decoder": "greedy", "window": 1, "max_symbols": 10,
+                                                           "engine": "auto"}
 
 
 def test_tuned_beta_needs_an_lm(bundles) -> None:
@@ -309,7 +318,8 @@ _VALUES = {"beam": st.integers(1, 16), "method": st.sampled_from(registry.METHOD
            "word_lm_weight": st.floats(0, 2), "word_bonus": st.floats(-1, 3), "boost": st.just(("a b:2",)),
            "graph": st.just("g.pt"), "acoustic_scale": st.floats(0.1, 4), "wfst_beam": st.floats(0.5, 30),
            "max_active": st.integers(1, 5000), "min_active": st.integers(0, 50),
-           "engine": st.sampled_from(registry.ENGINES), "nbest": st.integers(1, 5)}
+           "engine": st.sampled_from(registry.ENGINES), "nbest": st.integers(1, 5),
+           "compat": st.sampled_from(registry.COMPATS)}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

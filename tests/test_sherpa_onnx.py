@@ -397,3 +397,87 @@ def test_nemo_ctc_through_load_bundle_and_the_pipeline(tmp_path, waves) -> None:
         encode, decode = make_pipeline(b, opts)
         hyps = decode(*encode(waves[:3] + [torch.zeros(0)]))
         assert len(hyps) == 4 and hyps[3].tokens == [] and any(h.tokens for h in hyps[:3])
+
+
+# ------------------------------------------------------------------------- the registry's --compat sherpa
+@pytest.mark.parametrize("decoder, method", [("greedy", "greedy_search"), ("beam", "modified_beam_search")])
+def test_registry_compat_sherpa_equals_sherpa_onnx(sherpa, models, waves, decoder, method) -> None:
+    from asrdecode.pipeline import make_pipeline, resolve_options
+
+    d = models["icefall"]
+    b = load_onnx_transducer(str(d))  # loaded with our defaults: the option alone makes it sherpa-onnx's
+    given = {"decoder": decoder, "compat": "sherpa"} | ({"beam": 4} if decoder == "beam" else {})
+    pipe = make_pipeline(b, resolve_options(b, given))
+    assert b.model.start_context == "blank" and b.model.unk_as_blank is None  # the bundle's model is untouched
+    want = _sherpa_decode(sherpa, d, "icefall", waves, method)
+    same, emitted = 0, 0
+    for w, r in zip(waves, want):
+        h = pipe.decode(*pipe.encode([w]))[0]
+        tokens, frames, _ = _as_sherpa(b, h)
+        emitted += len(tokens)
+        same += tokens == list(r.tokens) and frames == _frames(b, r.timestamps)
+    assert emitted > 500 and same == len(waves)
+    # without the option our own defaults decode differently on these flat random models
+    ours = make_pipeline(b, resolve_options(b, {k: v for k, v in given.items() if k != "compat"}))
+    assert any(_as_sherpa(b, ours.decode(*ours.encode([w]))[0])[0] != list(r.tokens) for w, r in zip(waves, want))
+
+
+def test_registry_compat_sherpa_errors(models) -> None:
+    from asrdecode.models import load_bundle
+    from asrdecode.pipeline import make_pipeline, resolve_options, stream_options
+
+    demo = load_bundle("demo-rnnt")
+    with pytest.raises(DecodingInputError, match="needs a sherpa-onnx ONNX transducer .* LSTMTransducer"):
+        make_pipeline(demo, resolve_options(demo, {"compat": "sherpa"}))
+    b = load_onnx_transducer(str(models["icefall"]))
+    with pytest.raises(DecodingInputError, match="--max-symbols does not combine with --compat sherpa"):
+        make_pipeline(b, resolve_options(b, {"compat": "sherpa", "max_symbols": 3}))
+    with pytest.raises(DecodingInputError, match="modified beam search, which has no --method"):
+        make_pipeline(b, resolve_options(b, {"decoder": "beam", "compat": "sherpa", "method": "aes"}))
+    with pytest.raises(DecodingInputError, match="modified beam search\\) decodes whole utterances only"):
+        stream_options(b, resolve_options(b, {"decoder": "beam", "compat": "sherpa"}))
+    with pytest.raises(DecodingInputError, match="--compat must be one of"):
+        resolve_options(b, {"compat": "kaldi"})
+    from asrdecode.streaming import StreamDecoder  # the streaming family's own checks (direct callers)
+
+    for bundle, decoder, compat, match in ((demo, "greedy", "sherpa", "needs a sherpa-onnx ONNX transducer, got "
+                                            "LSTMTransducer"), (b, "beam", "sherpa", "decodes whole utterances only"),
+                                           (b, "greedy", "kaldi", "compat must be 'none' or 'sherpa'")):
+        with pytest.raises(DecodingInputError, match=match):
+            StreamDecoder(bundle, decoder=decoder, compat=compat)
+    nemo = load_onnx_transducer(str(models["nemo-rnnt"]))  # NeMo layout: our searches with its preset
+    pipe = make_pipeline(nemo, resolve_options(nemo, {"decoder": "beam", "beam": 2, "compat": "sherpa"}))
+    assert len(pipe.decode(torch.randn(1, 5, 48), torch.tensor([5]))) == 1
+
+
+@pytest.mark.parametrize("layout", ["icefall", "nemo-rnnt", "nemo-tdt"])
+def test_streaming_compat_sherpa_is_the_sherpa_loaded_model(models, waves, layout) -> None:
+    """Serve / StreamDecoder with the registry's --compat sherpa decode as a model loaded with sherpa-onnx's
+    settings does (greedy; NeMo beam too), and streamed chunks equal the whole utterance."""
+    from asrdecode.pipeline import resolve_options, stream_options
+    from asrdecode.serving import server
+    from asrdecode.streaming import StreamDecoder
+
+    d = models[layout]
+    plain = load_onnx_transducer(str(d))
+    decoders = ["greedy"] + ([] if layout == "icefall" else ["beam"])
+    differs = 0
+    for decoder in decoders:
+        kw, _ = stream_options(plain, resolve_options(plain, {"decoder": decoder, "compat": "sherpa"}))
+        served = server.bundle_decoding(plain, decoder, {"compat": "sherpa"})
+        assert kw["compat"] == "sherpa" and served == (decoder, {k: v for k, v in kw.items() if k != "decoder"})
+        ref, opts = _load(d, layout, decoder)  # loaded with sherpa-onnx's settings, no compat option
+        stream = StreamDecoder(plain, **kw)
+        want = StreamDecoder(ref, decoder=decoder, max_symbols=opts["max_symbols"],
+                             **({"beam": 8} if decoder == "beam" else {}))
+        ours = StreamDecoder(plain, decoder=decoder, **({"beam": 8} if decoder == "beam" else {}))
+        for w in waves[:6]:
+            got = stream.offline(w)
+            assert got.tokens == want.offline(w).tokens and got.timestamps == want.offline(w).timestamps
+            differs += got.tokens != ours.offline(w).tokens
+            stream.open(0)
+            half = w.numel() // 2
+            stream.step({0: w[:half]})
+            assert stream.step({0: w[half:]}, final={0})[0].hypothesis.tokens == got.tokens
+    if layout == "icefall":
+        assert differs > 0  # the preset changed the decoding

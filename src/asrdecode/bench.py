@@ -191,7 +191,7 @@ def _speed(model_name: str, decoders: dict[str, tuple[str, Callable]], inputs: d
 def _transducer_decoders(model) -> dict[str, tuple[str, Callable]]:
     # At most MAX_SYMBOLS labels per frame, as beam search's default cap (random-weight models
     # can otherwise emit without end on one frame).
-    kw: dict[str, Any] = dict(max_symbols=MAX_SYMBOLS, acceleration="eager")
+    kw: dict[str, Any] = dict(max_symbols=MAX_SYMBOLS, acceleration="eager", engine="torch")  # the tensor loops
     return {
         "greedy frame-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="frames", **kw)),
         "greedy label-looping": ("enc", lambda x, n: tr.greedy(model, x, n, loop="labels", **kw)),
@@ -280,7 +280,8 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
         log("paper-sized model speed done")
 
     with torch.inference_mode():
-        hyps = cast(list[Hypothesis], tr.greedy(rnnt.model, enc, elen, window=WIND, acceleration="eager"))
+        hyps = cast(list[Hypothesis], tr.greedy(rnnt.model, enc, elen, window=WIND, acceleration="eager",
+                                                  engine="torch"))
     res.wind_window = WIND
     res.wind_jumps = wind_jumps(hyps, elen.tolist(), WIND)
 

@@ -12,6 +12,7 @@ Nothing here checks whether options fit: :func:`asrdecode.registry.check_options
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
@@ -90,8 +91,64 @@ def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.greedy``: WIND window (1: off) and the symbols-per-frame cap."""
-    return {"window": opts.window or 1, "max_symbols": opts.max_symbols}
+    """``transducer.greedy``: WIND window (1: off), the symbols-per-frame cap (``compat``'s with a preset), engine."""
+    kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols, "engine": opts.engine}
+    if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
+        kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
+    return kw
+
+
+def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
+    """:func:`~asrdecode.models.sherpa_compat.sherpa_options` of ``bundle.model`` for ``opts.decoder``.
+
+    Raises:
+        DecodingInputError: the model is not a sherpa-onnx ONNX transducer (icefall or NeMo layout), or
+            ``opts`` set what the preset sets (``max_symbols``) or what sherpa-onnx's modified beam
+            search has no counterpart for (another method, fusion).
+    """
+    from .models.nemo_onnx import NemoOnnxTransducer
+    from .models.onnx_transducer import OnnxTransducer
+    from .models.sherpa_compat import sherpa_options
+    from .transducer._checks import DEFAULT_MAX_SYMBOLS
+
+    model = bundle.model
+    if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
+        raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer (icefall or NeMo layout) "
+                                 f"whose start context and <unk> handling can be set; "
+                                 f"{getattr(bundle, 'name', 'the model')} is a {type(model).__name__}")
+    if opts.max_symbols != DEFAULT_MAX_SYMBOLS:
+        raise DecodingInputError("--max-symbols does not combine with --compat sherpa (the preset sets it)")
+    preset = sherpa_options(model, opts.decoder)
+    if preset.get("search") == "modified":
+        extra = [flag for flag, set_ in (("--method", opts.method != "alsd"), ("--window", opts.window is not None),
+                                         ("--expansion-gamma", opts.expansion_gamma is not None),
+                                         ("--lm", bool(opts.lm)), ("--word-lm", bool(opts.word_lm)),
+                                         ("--boost", bool(opts.boost))) if set_]
+        if extra:
+            raise DecodingInputError(f"--compat sherpa --decoder beam on an icefall model is sherpa-onnx's modified "
+                                     f"beam search, which has no {', '.join(extra)}")
+    return preset
+
+
+def compat_model(bundle: Any, opts: Any) -> Any:
+    """``bundle.model``, or with ``opts.compat == "sherpa"`` its :func:`sherpa_model` (checked by :func:`sherpa_preset`)."""
+    if opts.compat != "sherpa":
+        return bundle.model
+    sherpa_preset(bundle, opts)
+    return sherpa_model(bundle.model, opts.decoder)
+
+
+def sherpa_model(model: Any, decoder: str) -> Any:
+    """A shallow copy of an ONNX transducer ``model`` (the sessions shared) with sherpa-onnx's start context
+    and ``<unk>`` handling for ``decoder`` (``"greedy"`` / ``"beam"``)."""
+    from .models.sherpa_compat import sherpa_options
+
+    preset = sherpa_options(model, decoder)
+    model = copy.copy(model)
+    if "start_context" in preset:
+        model.start_context = preset["start_context"]
+    model.unk_as_blank = preset["unk_as_blank"]
+    return model
 
 
 def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
@@ -117,10 +174,14 @@ def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
 
 
 def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine."""
-    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": opts.max_symbols,
+    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine
+    (``compat``: the preset's cap)."""
+    cap = sherpa_preset(bundle, opts)["max_symbols"] if opts.compat == "sherpa" else opts.max_symbols
+    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": cap,
           "engine": opts.engine,
           "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
+    if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
+        kw["compat"] = "sherpa"
     if opts.method == "wind":
         kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)
     return kw
@@ -155,7 +216,8 @@ def ctc_greedy(bundle: Any, opts: Any) -> DecodeNBest:
 def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
-    tok, model, kw = bundle.tokenizer, bundle.model, transducer_greedy_kwargs(bundle, opts)
+    tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_greedy_kwargs(bundle, opts)
+    kw.pop("compat", None)
     return lambda x, n: [[h] for h in cast(Hyps, tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw))]
 
 
@@ -181,7 +243,18 @@ def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
 def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import transducer as tr
 
-    tok, model, kw = bundle.tokenizer, bundle.model, transducer_beam_kwargs(bundle, opts)
+    tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_beam_kwargs(bundle, opts)
+    kw.pop("compat", None)
+    if opts.compat == "sherpa" and sherpa_preset(bundle, opts).get("search") == "modified":
+        from .models.sherpa_search import modified_beam_search
+        from .results import attach_text
+
+        def modified(x: torch.Tensor, n: torch.Tensor) -> NBest:
+            lists = modified_beam_search(model, x, n, beam=opts.beam, unk_id=model.unk_id,
+                                         context_size=model.context_size)
+            return [attach_text(hs[:opts.nbest], tok) for hs in lists]
+
+        return modified
     return lambda x, n: cast(NBest, tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, word_boosts
+from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, sherpa_preset, word_boosts
 from .errors import DecodingInputError, FileFormatError
 from .registry import KINDS, METHODS, DecodeOptions, check_options, decoder_names, resolve_options
 from .results import Hypothesis
@@ -101,4 +101,7 @@ def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[
     """
     dec = check_fit(bundle, options)
     kw = {"decoder": options.decoder, **dec.search_kwargs(bundle, options)}
+    if kw.get("compat") == "sherpa" and sherpa_preset(bundle, options).get("search") == "modified":
+        raise DecodingInputError("--compat sherpa --decoder beam on an icefall model (sherpa-onnx's modified beam "
+                                 "search) decodes whole utterances only; streaming and serve take --decoder greedy")
     return kw, word_boosts(options) if options.decoder == "wfst" else None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 from . import decoders as impl
 from .errors import DecodingInputError, check_int, check_number
 
-__all__ = ["Option", "Decoder", "OPTIONS", "DECODERS", "KINDS", "METHODS", "ENGINES", "DecodeOptions",
+__all__ = ["Option", "Decoder", "OPTIONS", "DECODERS", "KINDS", "METHODS", "ENGINES", "COMPATS", "DecodeOptions",
            "decoder_names", "decoder_for", "options_for", "resolve_options", "check_options", "check_types"]
 
 KINDS = ("ctc", "rnnt", "tdt")
@@ -37,6 +37,8 @@ TRANSDUCERS = ("rnnt", "tdt")
 METHODS = ("alsd", "aes", "wind")
 #: the search engines (``native/choice.py``)
 ENGINES = ("auto", "native", "torch")
+#: ``compat`` presets: our own decoding, or sherpa-onnx's (``models/sherpa_compat.py``)
+COMPATS = ("none", "sherpa")
 
 #: value kinds of an option: their Python types as :meth:`DecodeOptions.from_mapping` accepts them
 _PY_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,),
@@ -155,6 +157,9 @@ OPTIONS: tuple[Option, ...] = (
            "(kaldi's rule; 0: off)", low=0),
     Option("engine", "str", "auto", "search engine: native (C++, CPU), torch (tensors), auto (native on CPU "
            "when built)", choices=ENGINES),
+    Option("compat", "str", "none", "transducers: sherpa = decode as sherpa-onnx does on its ONNX layouts (start "
+           "context, symbols per frame, <unk> as blank; beam: its modified beam search, length-normalised choice)",
+           choices=COMPATS),
     Option("nbest", "int", 1, "hypotheses per utterance in the output (transcribe --format json, eval -o)",
            low=1),
 )
@@ -190,12 +195,12 @@ class Decoder:
 #: every decoder; a (name, kind) pair is declared once
 DECODERS: tuple[Decoder, ...] = (
     Decoder("greedy", ("ctc",), (), impl.no_kwargs, impl.ctc_greedy, "CTCGreedy", "argmax + collapse"),
-    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols"), impl.transducer_greedy_kwargs,
+    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols", "engine", "compat"), impl.transducer_greedy_kwargs,
             impl.transducer_greedy, "TransducerGreedy", "label-looping greedy (WIND with --window)"),
     Decoder("beam", ("ctc",), ("beam", *_FUSION, "engine", "nbest"), impl.ctc_beam_kwargs, impl.ctc_beam,
             "CTCBeam", "batched prefix beam search, LM fusion and boosting"),
     Decoder("beam", TRANSDUCERS, ("beam", "method", "window", "expansion_gamma", "max_symbols", *_FUSION, "engine",
-                                  "nbest"),
+                                  "compat", "nbest"),
             impl.transducer_beam_kwargs, impl.transducer_beam, "TransducerBeam", "ALSD++ / AES++ / WIND beam search"),
     Decoder("wfst", ("ctc",), ("graph", "acoustic_scale", "wfst_beam", "max_active", "min_active", "boost", "engine",
                                "nbest"),

@@ -105,6 +105,8 @@ class NemoOnnxTransducer:
         self.durations = durations
         self.layers, self.hidden, self.enc_dim = int(layers), int(hidden), int(enc_dim)
         self.unk_id, self.unk_as_blank = unk_id, unk_as_blank
+        #: (decoder.onnx, joiner.onnx) when loaded from files: the native greedy reads their weights
+        self.onnx_files: Optional[tuple[Path, Path]] = None
         self._in = [i.name for i in decoder.get_inputs()]
         self._jin = [i.name for i in joiner.get_inputs()]
         self._out_width = self.vocab_size + (len(durations) if durations else 0)
@@ -272,6 +274,7 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
                                                           f"names 'tdt' in metadata 'url')")
     unk = pieces.index("<unk>") if "<unk>" in pieces else None
     model = NemoOnnxTransducer(decoder, joiner, vocab, layers, hidden, enc_dim, durations, unk, unk_as_blank)
+    model.onnx_files = (root / "decoder.onnx", root / "joiner.onnx")
     specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 2]
     tokenizer = PieceTokenizer(pieces, model.blank_id, specials=specials)
     return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend)

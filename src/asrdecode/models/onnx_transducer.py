@@ -119,6 +119,8 @@ class OnnxTransducer:
         if unk_as_blank not in UNK_MODES:
             raise DecodingInputError(f"unk_as_blank must be one of {list(UNK_MODES)}, got {unk_as_blank!r}")
         self.start_context, self.unk_id, self.unk_as_blank = start_context, unk_id, unk_as_blank
+        #: (decoder.onnx, joiner.onnx) when loaded from files: the native greedy reads their weights
+        self.onnx_files: Optional[tuple[Path, Path]] = None
         states = decoder.get_inputs()[1:]
         self._state_names = [s.name for s in states]
         self._state_shapes, self._state_axes = [], []
@@ -330,6 +332,7 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     unk = pieces.index("<unk>") if "<unk>" in pieces else None
     model = OnnxTransducer(decoder, joiner, blank, vocab, context, durations, str(root / "decoder.onnx"),
                            start_context=start_context, unk_id=unk, unk_as_blank=unk_as_blank)
+    model.onnx_files = (root / "decoder.onnx", root / "joiner.onnx")
     width = joiner.get_outputs()[0].shape[-1]
     if isinstance(width, int) and width != model._out_width:
         raise FileFormatError(root / "joiner.onnx", None, f"logit has {width} outputs but vocab_size + len(durations) "

@@ -13,6 +13,7 @@ durations; scores to float rounding). CPU, one utterance per C++ call.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -25,7 +26,8 @@ from ..results import Hypothesis
 from ._lib import load
 
 __all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm",
-           "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless"]
+           "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless", "native_greedy_weights",
+           "native_greedy"]
 
 ACTS = ("tanh", "relu")
 
@@ -380,3 +382,61 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
             break
         cap *= 4
     return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i])) for i, n in enumerate(counts.tolist())]
+
+
+# ------------------------------------------------------------------------- the engine choice of transducer.greedy
+#: weights read per model: ONNX models (files fixed once loaded) keep theirs; an LSTMTransducer's are
+#: re-read whenever its step weights change (``_step_weights`` returns new tensors after an update)
+_WEIGHTS: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]" = weakref.WeakKeyDictionary()
+
+
+def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | StatelessJointWeights], str]:
+    """``(weights, "")`` when the C++ greedy can decode ``model`` exactly as the tensor greedy does, else
+    ``(None, why not)``: an :class:`~asrdecode.transducer.LSTMTransducer` (float32), a NeMo-layout
+    ONNX transducer (``<unk>`` not folded), an icefall-layout stateless one (RNN-T; ``<unk>`` folded by
+    max or not at all), loaded from files whose graphs have the shapes the readers know."""
+    from ..models.nemo_onnx import NemoOnnxTransducer
+    from ..models.onnx_transducer import OnnxTransducer
+    from ..transducer.model import LSTMTransducer
+
+    if isinstance(model, LSTMTransducer):
+        if model.joint_out.weight.dtype != torch.float32:
+            return None, f"the model's parameters are {model.joint_out.weight.dtype}, the C++ greedy float32"
+        table = model._step_weights()[0]
+        got = _WEIGHTS.get(model)
+        if got is None or got[0] is not table:
+            got = (table, weights_from_lstm_transducer(model))
+            _WEIGHTS[model] = got
+        return got[1], ""
+    if not isinstance(model, (NemoOnnxTransducer, OnnxTransducer)):
+        return None, f"the C++ greedy reads LSTMTransducer and sherpa-onnx ONNX weights, not {type(model).__name__}"
+    if model.onnx_files is None:
+        return None, "the ONNX model was not loaded from files (load_onnx_transducer)"
+    if model.unk_as_blank not in (None, "max") or (isinstance(model, NemoOnnxTransducer)
+                                                      and model.unk_as_blank is not None and model.unk_id is not None):
+        return None, f"unk_as_blank={model.unk_as_blank!r} is folded by the tensor engine only"
+    if isinstance(model, OnnxTransducer) and model.durations is not None:
+        return None, "icefall-layout TDT joints are decoded by the tensor engine only"
+    key = _WEIGHTS.get(model)
+    if key is None:
+        dec, joi = model.onnx_files
+        if isinstance(model, NemoOnnxTransducer):
+            w: Any = weights_from_nemo_onnx(dec, joi, model.blank_id, model.vocab_size, model.durations)
+        else:
+            w = weights_from_icefall_onnx(dec, joi, model.blank_id, model.vocab_size, model.context_size)
+        key = (None, w)
+        _WEIGHTS[model] = key
+    if key[1] is None:
+        return None, "its decoder / joiner graphs are not a shape the C++ greedy reads"
+    return key[1], ""
+
+
+def native_greedy(model: Any, w: LstmJointWeights | StatelessJointWeights, encoder_output: torch.Tensor,
+                  lengths: torch.Tensor, max_symbols: int) -> list[Hypothesis]:
+    """:func:`greedy_lstm` / :func:`greedy_stateless` of ``model``'s weights ``w`` (from
+    :func:`native_greedy_weights`), with the model's start context and ``<unk>`` fold: encoder output
+    ``[B, T, D]`` (as the model's ``project_encoder`` takes it) + ``lengths [B]`` -> one hypothesis each."""
+    if isinstance(w, StatelessJointWeights):
+        unk = model.unk_id if model.unk_as_blank == "max" else None
+        return greedy_stateless(w, encoder_output, lengths, max_symbols, start_context=model.start_context, unk_id=unk)
+    return greedy_lstm(w, encoder_output, lengths, max_symbols)

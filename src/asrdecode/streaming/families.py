@@ -65,6 +65,25 @@ def _check_options(decoder: str, options: dict[str, Any], call: Callable, reserv
         raise DecodingInputError(f"decoder {decoder!r} has no option(s) {unknown}; options: {allowed}")
 
 
+def _compat_model(bundle: Any, decoder: str, compat: object) -> Any:
+    """``bundle.model`` (``compat="none"``), or its copy that decodes as sherpa-onnx (``"sherpa"``: the
+    registry's ``--compat``; ``max_symbols`` is the caller's)."""
+    if compat == "none":
+        return bundle.model
+    if compat != "sherpa":
+        raise DecodingInputError(f"decoder {decoder!r}: compat must be 'none' or 'sherpa', got {compat!r}")
+    from ..decoders import sherpa_model
+    from ..models.nemo_onnx import NemoOnnxTransducer
+    from ..models.onnx_transducer import OnnxTransducer
+
+    if not isinstance(bundle.model, (OnnxTransducer, NemoOnnxTransducer)):
+        raise DecodingInputError(f"compat='sherpa' needs a sherpa-onnx ONNX transducer, got {type(bundle.model).__name__}")
+    if decoder == "beam" and isinstance(bundle.model, OnnxTransducer):
+        raise DecodingInputError("compat='sherpa' beam on an icefall model is sherpa-onnx's modified beam search, "
+                                 "which decodes whole utterances only")
+    return sherpa_model(bundle.model, decoder)
+
+
 def _no_boosts(decoder: str) -> Callable[[Boosts | None], None]:
     def check(boosts: Boosts | None) -> None:
         if boosts:
@@ -126,8 +145,9 @@ class TransducerGreedy(_Family):
     name = "greedy"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        options = dict(options)
+        self.model = _compat_model(bundle, "greedy", options.pop("compat", "none"))
         _check_options("greedy", options, GreedyDecoder.__init__, ("tokenizer", "state", "return_state"))
-        self.model = bundle.model
         self.options = options
         self.decoder = GreedyDecoder(self.model, **options)
         self.width = bundle.encoder_dim
@@ -240,9 +260,9 @@ class TransducerBeam(_PhraseBoosts, _Family):
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
+        self.model = _compat_model(bundle, "beam", options.pop("compat", "none"))
         _check_options("beam", options, BeamSearchDecoder.__init__,
                        ("tokenizer", "state", "return_state", "final", "nbest"))
-        self.model = bundle.model
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
                           bundle.tokenizer)
         self.options = options

@@ -21,6 +21,10 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
 Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
 checks one flag between steps. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
 chunk) / ``finalize``; the final hypotheses equal whole-utterance decoding.
+
+``engine="native"`` runs whole-utterance decoding in C++ (:mod:`asrdecode.native.transducer_greedy_lstm`:
+LSTMTransducer and sherpa-onnx ONNX weights), with the same decisions; ``"auto"`` picks it on CPU
+where it applies (streaming ``advance`` stays on the tensor engine).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch
 from ..accel import StepRunner, resolve_mode
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
+from ..native.choice import ENGINES, use_native
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model, checked_joint
@@ -348,6 +353,11 @@ class GreedyDecoder:
             False projects inside every joint call (the baseline of the paper's Table 4).
         tokenizer: fills ``Hypothesis.text`` when given.
         acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
+        engine: "torch" (these tensor loops), "native" (:meth:`decode` in C++: CPU float32 encoder output,
+            eager, ``max_symbols`` set, a model whose weights the C++ greedy reads -- an
+            :class:`LSTMTransducer` or a sherpa-onnx ONNX transducer of either layout; otherwise a named
+            error, as is :meth:`advance`), or "auto" (native where it applies and is built, else torch).
+            Both engines return the same tokens, frames and durations; scores agree to float32 rounding.
 
     Results: one :class:`Hypothesis` per utterance (tokens, timestamps in global frames, TDT durations,
     score). Threads: the decoder holds only its settings; each stream's state lives in its
@@ -356,8 +366,11 @@ class GreedyDecoder:
 
     def __init__(self, model: TransducerModel, *, loop: str = "labels", window: int = 1,
                  max_symbols: int | None = DEFAULT_MAX_SYMBOLS, precompute_projections: bool = True,
-                 tokenizer: Tokenizer | None = None, acceleration: str | None = None) -> None:
+                 tokenizer: Tokenizer | None = None, acceleration: str | None = None, engine: str = "auto") -> None:
         _check_settings(model, loop, window, max_symbols, tokenizer)
+        if not isinstance(engine, str) or engine not in ENGINES:
+            raise DecodingInputError(f"engine must be one of {', '.join(repr(e) for e in ENGINES)}, got {engine!r}")
+        self.engine = engine
         self.model = model
         self.loop = loop
         self.window = window
@@ -398,12 +411,50 @@ class GreedyDecoder:
     def decode(self, encoder_output: torch.Tensor,
                lengths: torch.Tensor | Sequence[int] | None = None) -> list[Hypothesis]:
         """Whole utterances ``encoder_output [B, T, D]`` (``lengths [B]``): one hypothesis each."""
-        return self.partial(self._advance(None, encoder_output, lengths))
+        if self.engine != "torch":
+            enc = check_emissions("encoder_output", encoder_output, ndim=3)
+            check_encoder_output(self.model, enc)
+            check_finite("encoder_output", enc)
+            n = check_lengths(lengths, enc.shape[0], enc.shape[1], device=enc.device)
+            weights = self._native_weights(enc)
+            if weights is not None:
+                from ..native.transducer_greedy_lstm import native_greedy
+
+                assert self.max_symbols is not None  # _native_weights: checked
+                return attach_text(native_greedy(self.model, weights, enc, n, self.max_symbols), self.tokenizer)
+        return self.partial(self._advance(None, encoder_output, lengths, whole=True))
 
     __call__ = decode
 
-    def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any) -> GreedyState:
-        """One chunk from ``state`` (None: fresh streams, hypotheses sized for the chunk)."""
+    def _native_weights(self, enc: torch.Tensor) -> Any:
+        """The C++ greedy's weights of the model when :meth:`decode` runs on the native engine, else None
+        (``engine="native"`` where it cannot: a named error saying why)."""
+        from ..native.transducer_greedy_lstm import native_greedy_weights
+
+        eager = resolve_mode(self.acceleration, enc.device) == "eager"
+        if not use_native(self.engine, enc.device, "encoder_output", eager=eager):  # device, mode, build first
+            return None
+        why = None
+        if self.max_symbols is None:
+            why = "max_symbols=None (the tensor engine guards a frame that never ends)"
+        elif enc.dtype != torch.float32:
+            why = f"the encoder output is {enc.dtype}; the C++ greedy is float32"
+        weights = None
+        if why is None:
+            weights, why = native_greedy_weights(self.model)
+        if weights is None:
+            if self.engine == "native":
+                raise DecodingInputError(f"engine='native' cannot decode this call: {why}; use engine='torch' or 'auto'")
+            return None
+        return weights
+
+    def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any,
+                 whole: bool = False) -> GreedyState:
+        """One chunk from ``state`` (None: fresh streams, hypotheses sized for the chunk; ``whole``: a
+        :meth:`decode` call, which reaches here on the tensor engine only)."""
+        if self.engine == "native" and not whole:
+            raise DecodingInputError("engine='native' decodes whole utterances (decode); streaming (advance) runs on "
+                                     "engine='torch' or 'auto'")
         model = self.model
         enc = check_emissions("encoder_output", encoder_output, ndim=3)
         check_encoder_output(model, enc)
@@ -441,6 +492,7 @@ def greedy(
     state: GreedyState | None = None,
     return_state: bool = False,
     acceleration: str | None = None,
+    engine: str = "auto",
 ) -> list[Hypothesis] | tuple[list[Hypothesis], GreedyState]:
     """``GreedyDecoder(model, ...).decode(encoder_output, lengths)``: one hypothesis per utterance of
     ``encoder_output [B, T, D]`` (``lengths [B]``, default all ``T``); arguments as :class:`GreedyDecoder`.
@@ -450,7 +502,8 @@ def greedy(
     ``dec.init_state`` / ``dec.advance`` / ``dec.finalize`` instead.
     """
     dec = GreedyDecoder(model, loop=loop, window=window, max_symbols=max_symbols,
-                        precompute_projections=precompute_projections, tokenizer=tokenizer, acceleration=acceleration)
+                        precompute_projections=precompute_projections, tokenizer=tokenizer, acceleration=acceleration,
+                        engine=engine)
     if state is None and not return_state:
         return dec.decode(encoder_output, lengths)
     warnings.warn("transducer.greedy(state=, return_state=) is deprecated: use GreedyDecoder(model, ...) with "
