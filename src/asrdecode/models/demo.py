@@ -24,7 +24,7 @@ from ..audio import pad_batch
 from ..errors import DecodingInputError, FileFormatError
 from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
-from .frontend import HamaFrontEnd, LogMelFrontEnd, MelEncoder, PhoneEncoder
+from .frontend import HamaFrontEnd, LogMelFrontEnd, MelEncoder, PhoneEncoder, pad_features
 
 __all__ = ["DemoModel", "DemoCTCHead", "DemoNet", "load", "available", "build_model", "save_checkpoint",
            "load_encoder_state", "read_encoder", "ASSETS"]
@@ -206,11 +206,7 @@ class DemoModel:
             feats = [self._front.log_mel(w) for w in waves]
         else:
             feats = [self._front.phone_log_probs(w) for w in waves]
-        flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
-        for i, f in enumerate(feats):
-            x[i, : f.shape[0]] = f
-        return x, flen
+        return pad_features(feats, self.feature_dim)
 
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

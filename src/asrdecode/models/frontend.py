@@ -14,7 +14,8 @@ from torch import nn
 
 from ..errors import DecodingInputError
 
-__all__ = ["HamaFrontEnd", "PhoneEncoder", "PHONE_DIM", "STACK", "LogMelFrontEnd", "MelEncoder", "MEL_DIM"]
+__all__ = ["HamaFrontEnd", "PhoneEncoder", "PHONE_DIM", "STACK", "LogMelFrontEnd", "MelEncoder", "MEL_DIM",
+           "pad_features"]
 
 PHONE_DIM = 191
 STACK = 4
@@ -41,6 +42,16 @@ class HamaFrontEnd:
         wav = audio.detach().to(torch.float32).clamp(-1, 1).cpu().numpy().reshape(1, -1)
         lp, n = self._session.run(["log_probs", "out_lengths"], {"waveform": wav, "waveform_lengths": None})
         return torch.from_numpy(lp[0, : int(n[0])].copy())
+
+
+def pad_features(feats: list[torch.Tensor], feature_dim: int, value: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-utterance features ``[Tf_i, F]`` -> one batch ``[B, max(1, max Tf_i), F]`` padded with ``value``
+    and the lengths ``[B]`` (every bundle's ``features``)."""
+    flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
+    x = torch.full((len(feats), max(1, int(flen.max()) if len(feats) else 1), feature_dim), float(value))
+    for i, f in enumerate(feats):
+        x[i, : f.shape[0]] = f
+    return x, flen
 
 
 def _bilstm(inp: int, hidden: int, layers: int, dropout: float) -> nn.LSTM:

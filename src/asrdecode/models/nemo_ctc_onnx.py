@@ -19,6 +19,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .nemo_onnx import NORMALIZE_TYPES, NemoFbankFrontEnd
 from .onnx_transducer import _session, meta_float, meta_int
+from .frontend import pad_features
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoCtcOnnxBundle", "is_nemo_ctc_dir", "load_nemo_ctc"]
@@ -61,11 +62,7 @@ class NemoCtcOnnxBundle:
         from .demo import _as_wave_list
 
         feats = [self._front.fbank(w) for w in _as_wave_list(audio, lengths)]
-        flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
-        for i, f in enumerate(feats):
-            x[i, : f.shape[0]] = f
-        return x, flen
+        return pad_features(feats, self.feature_dim)
 
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError, FileFormatError
+from .frontend import pad_features
 from .onnx_common import OnnxMissingError, fold_unk, meta_float, meta_int
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
@@ -193,11 +194,7 @@ class NemoOnnxBundle:
         from .demo import _as_wave_list
 
         feats = [self._fbank(w) for w in _as_wave_list(audio, lengths)]
-        flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.zeros(len(feats), max(1, int(flen.max())), self.feature_dim)
-        for i, f in enumerate(feats):
-            x[i, : f.shape[0]] = f
-        return x, flen
+        return pad_features(feats, self.feature_dim)
 
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError, FileFormatError
+from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
 from .onnx_common import _check_range
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
@@ -251,11 +252,7 @@ class OnnxTransducerBundle:
         from .demo import _as_wave_list
 
         feats = [self._features(w) for w in _as_wave_list(audio, lengths)]
-        flen = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
-        x = torch.full((len(feats), max(1, int(flen.max())), self.feature_dim), self._pad)
-        for i, f in enumerate(feats):
-            x[i, : f.shape[0]] = f
-        return x, flen
+        return pad_features(feats, self.feature_dim, self._pad)
 
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
