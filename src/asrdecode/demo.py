@@ -124,13 +124,16 @@ def _decoders(demo, lm) -> list[tuple[str, Callable[[torch.Tensor, torch.Tensor]
                 demo, decoder="wfst", graph=str(graph), wfst_beam=12.0, max_active=2000, acoustic_scale=2.0)))
         return out
     m = demo.model
+    # the paper's loops on the tensor engine (engine="auto" would run the C++ greedy for all of them),
+    # then the native engine's greedy: every row gives the same hypotheses
     out = [
         ("greedy frame-looping", lambda x, n: cast(list[Hypothesis], tr.greedy(m, x, n, loop="frames", tokenizer=tok,
-                                                                              acceleration="eager"))),
-        ("greedy label-looping", _registry(demo, decoder="greedy")),
+                                                                              acceleration="eager", engine="torch"))),
+        ("greedy label-looping", _registry(demo, decoder="greedy", engine="torch")),
     ]
     if demo.kind == "rnnt":
-        out.append(("label-looping + WIND 8", _registry(demo, decoder="greedy", window=8)))
+        out.append(("label-looping + WIND 8", _registry(demo, decoder="greedy", window=8, engine="torch")))
+    out.append(("greedy, native C++ engine", _registry(demo, decoder="greedy", engine="native")))
     out.append((f"beam {BEAM}", _registry(demo, decoder="beam", beam=BEAM)))
     if lm is not None:
         out.append((f"beam {BEAM} + token LM", _registry(demo, decoder="beam", beam=BEAM, lm=str(lm))))
