@@ -64,7 +64,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import AsrDecodeError, DecodingInputError, FileFormatError
+from .errors import AsrDecodeError, DecodingInputError, FileFormatError, check_int, check_number
 from .evaluate import ManifestEntry, Timing, read_manifest, run_evaluation
 from .paths import check_output_dir
 from .pipeline import DecodeOptions, make_pipeline, resolve_options
@@ -242,8 +242,7 @@ def transcribe_local(manifest: str | Path, *, model: Optional[str] = None, decod
         module docstring; ``audio_filepath`` is absolute, resolved from the manifest's folder;
         an unreadable file gives a record with ``error``).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise DecodingInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    check_int("batch_size", batch_size, low=1)
     manifest = Path(manifest).resolve()
     entries = read_manifest(manifest)
     _, encode, decode = build_pipeline(model, decoder, decoder_options)
@@ -716,11 +715,8 @@ def _decode_shards(ray: Any, todo: list[tuple[int, int]], entries: Sequence[Mani
 
 def _check_run_args(batch_size: object, num_actors: object, cpus_per_actor: object) -> None:
     for name, value in (("batch_size", batch_size), ("num_actors", num_actors)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DecodingInputError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(cpus_per_actor, bool) or not isinstance(cpus_per_actor, (int, float)) \
-            or not math.isfinite(cpus_per_actor) or cpus_per_actor <= 0:
-        raise DecodingInputError(f"cpus_per_actor must be a number > 0, got {cpus_per_actor!r}")
+        check_int(name, value, low=1)
+    check_number("cpus_per_actor", cpus_per_actor, low=0, low_open=True)
 
 
 def _import_ray() -> Any:
