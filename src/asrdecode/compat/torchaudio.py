@@ -215,6 +215,27 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
         if t not in toks:
             raise DecodingInputError(f"{name} {t!r} is not in tokens")
     lm_words = None if lm_dict is None else read_lm_dict(lm_dict)
+    lm_weight, word_score, sil_score, thr, unk = _check_options(nbest, beam_size, lm_weight, word_score, sil_score,
+                                                               beam_threshold, unk_score, unk_word, log_add)
+    blank, sil = toks.index(blank_token), toks.index(sil_token)
+    pieces, bounds = _pieces_and_boundaries(toks, blank, sil_token)
+    fusion = _lm_fusion(lm, lexicon, toks, lm_words, pieces, bounds, blank, sil_token, lm_weight, word_score, unk)
+    if sil_score != 0.0:
+        fusion.append((BoostingTree.from_token_sequences([([sil], sil_score)], vocab_size=len(toks), blank_id=blank),
+                       1.0))
+    if beam_size_token is not None and (isinstance(beam_size_token, bool) or not isinstance(beam_size_token, int)
+                                        or beam_size_token < 1):
+        raise DecodingInputError(f"beam_size_token must be a positive int or None, got {beam_size_token!r}")
+    token_beam = None if beam_size_token is None or beam_size_token >= len(toks) - 1 else beam_size_token
+    if not thr > 0:
+        raise DecodingInputError(f"beam_threshold must be > 0, got {beam_threshold!r}")
+    return CTCDecoder(toks, blank, sil, bounds, fusion, nbest, beam_size, token_beam, thr)
+
+
+def _check_options(nbest: int, beam_size: int, lm_weight: float, word_score: float, sil_score: float,
+                   beam_threshold: float, unk_score: float, unk_word: str,
+                   log_add: bool) -> tuple[float, float, float, float, float]:
+    """:func:`ctc_decoder`'s option checks: (lm_weight, word_score, sil_score, beam_threshold, unk_score) as floats."""
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise DecodingInputError(f"nbest must be a positive int, got {nbest!r}")
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
@@ -230,48 +251,32 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
         raise DecodingInputError(f"unk_word must be a str, got {unk_word!r}")
     if not isinstance(log_add, bool):
         raise DecodingInputError(f"log_add must be a bool, got {log_add!r}")
-    blank, sil = toks.index(blank_token), toks.index(sil_token)
+    return lm_weight, word_score, sil_score, thr, unk
+
+
+def _pieces_and_boundaries(toks: list[str], blank: int, sil_token: str) -> tuple[list[str | None], WordBoundaries]:
+    """The tokens as word pieces (blank -> None) and their word boundaries (``\u2581`` prefixes, else ``sil_token``)."""
     pieces: list[str | None] = [None if i == blank else t for i, t in enumerate(toks)]
     if any(p and p.startswith(SP) and len(p) > 1 for p in pieces):
         bounds = detect_boundaries(pieces, "prefix")
     else:
         bounds = detect_boundaries(pieces, "delimiter", [sil_token])
+    return pieces, bounds
+
+
+def _lm_fusion(lm: Union[str, os.PathLike, FusionModel, None], lexicon: Optional[Union[str, os.PathLike]],
+               toks: list[str], lm_words: Optional[list[str]], pieces: list[str | None], bounds: WordBoundaries,
+               blank: int, sil_token: str, lm_weight: float, word_score: float,
+               unk: float) -> list[tuple[Any, float]]:
+    """The (model, weight) pairs that ``lm`` / ``lexicon`` / ``lm_dict`` give :func:`ctc_decoder`."""
     fusion: list[tuple[Any, float]] = []
     if isinstance(lm, (str, os.PathLike)) or lm is None:
         path = None if lm is None else os.fspath(lm)
         if path is not None and not os.path.isfile(path):
             raise FileFormatError(path, None, "lm: no such file")
         if lexicon is not None:
-            words = read_lexicon(lexicon, toks)
-            if lm_words is not None:
-                outside = [w for w in lm_words if w not in words]
-                if outside:
-                    raise DecodingInputError(f"lm_dict has words that are not in the lexicon: {outside[:5]}")
-            for w, spellings in words.items():
-                for sp in spellings:
-                    text = "".join(bounds.text[toks.index(t)] for t in sp)
-                    if text != w:
-                        raise DecodingInputError(
-                            f"lexicon spells {w!r} as {' '.join(sp)!r} ({text!r}): asrdecode.compat decodes lexicons "
-                            "whose spellings are the words' own text; a pronunciation lexicon needs asrdecode.ctc.wfst")
-            lexicon_only = not math.isfinite(unk)
-            if path is None or lm_weight == 0.0:
-                model, weight = flat_arpa(list(words)), 1.0
-                unk_offset = 0.0 if lexicon_only else unk
-                bonus = word_score
-            else:
-                model = read_arpa(path)
-                known = words if lm_words is None else set(lm_words)
-                model = drop_words(model, [w for w in model.vocab if w not in known and w not in (BOS, EOS, UNK)])
-                model = with_unigrams(model, list(words))
-                weight = lm_weight
-                unk_offset = 0.0 if lexicon_only else unk / lm_weight
-                bonus = word_score / lm_weight
-            word_lm = WordNGramLM.from_arpa_model(model, pieces, blank_id=blank, boundary=bounds.style,
-                                                  delimiters=[sil_token] if bounds.style == "delimiter" else None,
-                                                  lexicon=lexicon_only, unk_offset=unk_offset, unk_char_offset=0.0,
-                                                  unweighted_word_bonus=bonus)
-            fusion.append((word_lm, weight))
+            fusion.append(_lexicon_word_lm(lexicon, toks, lm_words, pieces, bounds, blank, sil_token, path,
+                                           lm_weight, word_score, unk))
         elif path is not None and lm_weight != 0.0:
             tmap = TokenMap.from_words(pieces, blank)
             if lm_words is None:
@@ -293,13 +298,42 @@ def ctc_decoder(lexicon: Optional[Union[str, os.PathLike]], tokens: Union[str, o
     else:
         raise DecodingInputError(f"lm must be an ARPA file path, an asrdecode FusionModel or None, "
                                  f"got {type(lm).__name__}")
-    if sil_score != 0.0:
-        fusion.append((BoostingTree.from_token_sequences([([sil], sil_score)], vocab_size=len(toks), blank_id=blank),
-                       1.0))
-    if beam_size_token is not None and (isinstance(beam_size_token, bool) or not isinstance(beam_size_token, int)
-                                        or beam_size_token < 1):
-        raise DecodingInputError(f"beam_size_token must be a positive int or None, got {beam_size_token!r}")
-    token_beam = None if beam_size_token is None or beam_size_token >= len(toks) - 1 else beam_size_token
-    if not thr > 0:
-        raise DecodingInputError(f"beam_threshold must be > 0, got {beam_threshold!r}")
-    return CTCDecoder(toks, blank, sil, bounds, fusion, nbest, beam_size, token_beam, thr)
+    return fusion
+
+
+def _lexicon_word_lm(lexicon: Union[str, os.PathLike], toks: list[str], lm_words: Optional[list[str]],
+                     pieces: list[str | None], bounds: WordBoundaries, blank: int, sil_token: str,
+                     path: Optional[str], lm_weight: float, word_score: float,
+                     unk: float) -> tuple[WordNGramLM, float]:
+    """The word LM (and its weight) of a lexicon decoder: the ARPA ``path`` (or a flat LM over the lexicon's
+    words) restricted to the lexicon / ``lm_dict`` words."""
+    words = read_lexicon(lexicon, toks)
+    if lm_words is not None:
+        outside = [w for w in lm_words if w not in words]
+        if outside:
+            raise DecodingInputError(f"lm_dict has words that are not in the lexicon: {outside[:5]}")
+    for w, spellings in words.items():
+        for sp in spellings:
+            text = "".join(bounds.text[toks.index(t)] for t in sp)
+            if text != w:
+                raise DecodingInputError(
+                    f"lexicon spells {w!r} as {' '.join(sp)!r} ({text!r}): asrdecode.compat decodes lexicons "
+                    "whose spellings are the words' own text; a pronunciation lexicon needs asrdecode.ctc.wfst")
+    lexicon_only = not math.isfinite(unk)
+    if path is None or lm_weight == 0.0:
+        model, weight = flat_arpa(list(words)), 1.0
+        unk_offset = 0.0 if lexicon_only else unk
+        bonus = word_score
+    else:
+        model = read_arpa(path)
+        known = words if lm_words is None else set(lm_words)
+        model = drop_words(model, [w for w in model.vocab if w not in known and w not in (BOS, EOS, UNK)])
+        model = with_unigrams(model, list(words))
+        weight = lm_weight
+        unk_offset = 0.0 if lexicon_only else unk / lm_weight
+        bonus = word_score / lm_weight
+    word_lm = WordNGramLM.from_arpa_model(model, pieces, blank_id=blank, boundary=bounds.style,
+                                          delimiters=[sil_token] if bounds.style == "delimiter" else None,
+                                          lexicon=lexicon_only, unk_offset=unk_offset, unk_char_offset=0.0,
+                                          unweighted_word_bonus=bonus)
+    return word_lm, weight

@@ -192,6 +192,17 @@ class BackoffAutomaton:
         self.arc_key = arc_state * V + self.arc_label[: self._n_arcs]
         if self._n_arcs == 0:
             self.arc_key = torch.full((1,), -1, dtype=torch.int64, device=dev)
+        depth = self._chain_depth()
+        self.depth = depth
+        self.max_depth = int(depth.max()) if S else 0
+        cand_idx, is_dense = self._choose_dense()
+        self._count_chain_steps(is_dense)
+        self._build_dense_rows(cand_idx, depth)
+
+    def _chain_depth(self) -> torch.Tensor:
+        """Steps from each state to a terminal along its backoff chain (raises on a cycle)."""
+        S = self.num_states
+        dev = self.arc_offsets.device
         # chain depth (steps to a terminal)
         depth = torch.zeros(S, dtype=torch.int64, device=dev)
         for _ in range(S + 1):
@@ -203,9 +214,11 @@ class BackoffAutomaton:
                 raise DecodingInputError("automaton: backoff links form a cycle that reaches no terminal state")
         else:  # pragma: no cover - guarded above
             raise DecodingInputError("automaton: backoff links form a cycle")
-        self.depth = depth
-        self.max_depth = int(depth.max()) if S else 0
+        return depth
 
+    def _choose_dense(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The non-terminal states that get dense rows, and the mask of all dense states."""
+        V = self.vocab_size
         # choose the dense states: terminals, then the highest-degree states within the budget
         row_bytes = V * 12
         budget_rows = int(self.dense_memory_mb * 2**20 // max(row_bytes, 1))
@@ -218,7 +231,12 @@ class BackoffAutomaton:
         is_dense[cand_idx] = True
         light_deg = self.degree[~is_dense]
         self.light_degree = int(light_deg.max()) if light_deg.numel() else 0
+        return cand_idx, is_dense
 
+    def _count_chain_steps(self, is_dense: torch.Tensor) -> None:
+        """Set ``max_chain``: the most steps from a state to the nearest dense state on its chain."""
+        S = self.num_states
+        dev = self.arc_offsets.device
         # steps to the nearest dense state along the chain
         steps = torch.zeros(S, dtype=torch.int64, device=dev)
         for _ in range(self.max_depth + 1):
@@ -228,6 +246,10 @@ class BackoffAutomaton:
             steps = new
         self.max_chain = int(steps.max()) if S else 0
 
+    def _build_dense_rows(self, cand_idx: torch.Tensor, depth: torch.Tensor) -> None:
+        """Fill ``dense_index`` / ``dense_scores`` / ``dense_next`` / ``dense_states``."""
+        S, V = self.num_states, self.vocab_size
+        dev = self.arc_offsets.device
         # dense rows: terminals first, then the others by increasing depth (chunked)
         term_idx = torch.nonzero(self.terminal).flatten()
         order = torch.cat([term_idx, cand_idx[torch.argsort(depth[cand_idx], stable=True)]])

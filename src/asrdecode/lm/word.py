@@ -333,142 +333,29 @@ class WordNGramLM:
             blank_id = getattr(tokenizer, "blank_id", None)
         V = len(pieces)
         bounds = detect_boundaries(pieces, boundary, delimiters)
-
-        # ---- word LM over labels: LM words, then <unk> (every word outside the LM)
-        index = model.word_index()
-        for marker in (BOS, EOS):
-            if marker not in index:
-                raise FileFormatError(model.path, None, f"the 1-grams have no {marker}")
-        words = [w for w in model.vocab if w not in (BOS, EOS, UNK)]
+        words = _lm_words(model)
         _warn_case_mismatch(words, [t for t, p in zip(bounds.text, pieces) if p is not None])
-        Wn = len(words)
-        wmap = TokenMap(Wn + 1, None, words + [None])
-        # only the root gets a dense row: word ends are looked up on arcs (_word_score)
-        word_lm = NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
-
-        # ---- character trie of the LM's words (node 0 = the empty word)
-        # every prefix of every word, numbered in order of first appearance
-        node_text = [""] + list(dict.fromkeys(w[:i] for w in words for i in range(1, len(w) + 1)))
-        node_of: dict[str, int] = {t: i for i, t in enumerate(node_text)}
-        parent = [0] + [node_of[t[:-1]] for t in node_text[1:]]
-        T = len(node_text)
-        oov = T  # the out-of-vocabulary node: every partial word that no LM word starts with
-        word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
-        uni = np.full(T, -np.inf, dtype=np.float64)  # unigram ln p of the word at each node
-        uni_lp = _unigram_logprobs(model) * LN10
-        vocab_pos = {w: i for i, w in enumerate(model.vocab)}
-        for label, w in enumerate(words):
-            n = node_of[w]
-            word_label[n] = label
-            uni[n] = uni_lp[vocab_pos[w]]
-        look = np.zeros(T, dtype=np.float64)
-        if lookahead and T > 1:
-            best = uni.copy()
-            depth = np.array([len(s) for s in node_text], dtype=np.int64)
-            par = np.asarray(parent, dtype=np.int64)
-            for d in range(int(depth.max()), 0, -1):
-                nodes = np.flatnonzero(depth == d)
-                np.maximum.at(best, par[nodes], best[nodes])
-            look = np.where(np.isfinite(best), best, 0.0)
-            look[0] = 0.0
+        word_lm = _word_label_lm(model, words, device)
+        node_text, node_of, parent, word_label, look = _char_trie(model, words, lookahead)
+        oov = len(node_text)  # the out-of-vocabulary node: every partial word that no LM word starts with
         partial_oov = -math.inf if lexicon else float(unk_offset)
         per_char = 0.0 if lexicon else float(unk_char_offset)
         depth = np.array([len(t) for t in node_text], dtype=np.float64)
-
-        # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
-        cont: dict[str, list[int]] = {}
-        for t, (starts, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
-            if pieces[t] is not None and not starts and txt:
-                cont.setdefault(txt, []).append(t)
-        max_len = max((len(k) for k in cont), default=0)
-        src_l: list[int] = []
-        lab_l: list[int] = []
-        dst_l: list[int] = []
-        # one-character tokens, all nodes at once: node n is reached from its parent by its last character
-        src_a, lab_a, dst_a = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-        if T > 1:
-            last = np.array([t[-1] for t in node_text[1:]])
-            par_a = np.asarray(parent, dtype=np.int64)
-            for txt, toks in cont.items():
-                if len(txt) != 1:
-                    continue
-                nodes = np.flatnonzero(last == txt) + 1
-                for t in toks:
-                    src_a.append(par_a[nodes])
-                    lab_a.append(np.full(len(nodes), t, dtype=np.int64))
-                    dst_a.append(nodes)
-        if max_len > 1:  # longer tokens: the node's suffixes of 2..max_len characters
-            for n in range(1, T):
-                s = node_text[n]
-                for ln in range(2, min(max_len, len(s)) + 1):
-                    piece_toks = cont.get(s[-ln:])
-                    if piece_toks:
-                        a = node_of[s[:-ln]]
-                        for t in piece_toks:
-                            src_l.append(a)
-                            lab_l.append(t)
-                            dst_l.append(n)
-        for toks in cont.values():  # the OOV node's self-loops: the per-character offset
-            for t in toks:
-                src_l.append(oov)
-                lab_l.append(t)
-                dst_l.append(oov)
-        src = np.concatenate(src_a + [np.asarray(src_l, dtype=np.int64)])
-        lab = np.concatenate(lab_a + [np.asarray(lab_l, dtype=np.int64)])
-        dst = np.concatenate(dst_a + [np.asarray(dst_l, dtype=np.int64)])
-        perm = np.argsort(src * V + lab, kind="stable")
-        src, lab, dst = src[perm], lab[perm], dst[perm]
-        look_oov = np.concatenate([look, [0.0]])
-        wts = look_oov[dst] - look_oov[src]
-        wts[src == oov] = per_char * np.array([len(bounds.text[t]) for t in lab[src == oov]], dtype=np.float64)
-        S = T + 1
-        offsets = np.zeros(S + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
-        backoff_w = np.zeros(S, dtype=np.float64)
-        backoff_w[:T] = partial_oov - look + per_char * depth  # + the OOV node's arc: per_char * len(token)
-        tt = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
-        terminal = np.zeros(S, dtype=bool)
-        terminal[oov] = True
-        trie = BackoffAutomaton(
-            vocab_size=V, blank_id=blank_id,
-            arc_offsets=tt(offsets, torch.int64), arc_label=tt(lab, torch.int64),
-            arc_weight=tt(wts, torch.float32), arc_dest=tt(dst, torch.int64),
-            backoff_state=tt(np.full(S, oov), torch.int64), backoff_weight=tt(backoff_w, torch.float32),
-            final_weight=tt(np.zeros(S), torch.float32), terminal=tt(terminal, torch.bool),
-            root_fill=0.0, dense_memory_mb=dense_memory_mb,
-        )
-
-        # ---- word ends: the label that ends at each node and the constant added to its LM score
-        end_label = np.concatenate([word_label, [Wn]])
-        is_word = np.concatenate([word_label < Wn, [False]])
-        applied = np.concatenate([look, [partial_oov]])  # what the partial word has already received
-        if lexicon:
-            end_const = np.where(is_word, word_bonus - applied, -np.inf)
-            end_const[oov] = 0.0  # already -inf since it left the trie
-        else:
-            unk = np.where(is_word, 0.0, float(unk_offset) + per_char * np.concatenate([depth, [0.0]]))
-            end_const = word_bonus + unk - applied
-            end_const[oov] = word_bonus  # its offsets were all applied on the way
-        end_const[0] = 0.0  # the empty word: no score (masked in _word_end as well)
-
-        # ---- word-starting tokens: the node they open and the score they add there
-        is_start = np.array(bounds.starts_word, dtype=bool)
-        start_node = np.zeros(V, dtype=np.int64)
-        start_score = np.zeros(V, dtype=np.float64)
-        for t in np.flatnonzero(is_start).tolist():
-            node = node_of.get(bounds.text[t], oov)
-            start_node[t] = node
-            start_score[t] = applied[node] + (per_char * len(bounds.text[t]) if node == oov else 0.0)
+        trie = _trie_automaton(node_text, node_of, parent, look, depth, bounds, pieces, blank_id, partial_oov,
+                               per_char, dense_memory_mb, device)
+        S = oov + 1
+        end_label, end_const, applied = _word_ends(word_label, look, depth, len(words), oov, partial_oov, per_char, lexicon,
+                                                   word_bonus, unk_offset)
+        is_start, start_node, start_score = _word_starts(bounds, node_of, oov, applied, per_char, V)
         node_bits = max(1, int(S - 1).bit_length())
         if word_lm.num_states.bit_length() + node_bits > 62:
-            raise DecodingInputError(
-                f"the word LM ({word_lm.num_states} states) and trie ({S} nodes) do not fit one int64 state"
-            )
+            raise DecodingInputError(f"the word LM ({word_lm.num_states} states) and trie ({S} nodes) "
+                                     "do not fit one int64 state")
         return cls(
             word_lm=word_lm, trie=trie, words=words, boundaries=bounds, node_bits=node_bits,
-            end_label=tt(end_label, torch.int64), end_const=tt(end_const, torch.float32),
-            is_start=tt(is_start, torch.bool), start_node=tt(start_node, torch.int64),
-            start_score=tt(start_score, torch.float32), lookahead=lookahead, lexicon=lexicon,
+            end_label=_tensor(end_label, torch.int64, device), end_const=_tensor(end_const, torch.float32, device),
+            is_start=_tensor(is_start, torch.bool, device), start_node=_tensor(start_node, torch.int64, device),
+            start_score=_tensor(start_score, torch.float32, device), lookahead=lookahead, lexicon=lexicon,
             unk_offset=float(unk_offset), unk_char_offset=per_char, unweighted_word_bonus=float(word_bonus), num_nodes=S,
         )
 
@@ -612,6 +499,178 @@ class WordNGramLM:
         return (f"WordNGramLM(order={self.order}, words={len(self.words)}, vocab_size={self.vocab_size}, "
                 f"boundary={self.boundaries.style!r}, trie_nodes={self.num_nodes}, lookahead={self.lookahead}, "
                 f"lexicon={self.lexicon})")
+
+
+def _tensor(a: Any, dt: torch.dtype, device: torch.device | str | None) -> torch.Tensor:
+    """A contiguous copy of the array ``a`` as a tensor of ``dt`` on ``device``."""
+    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)
+
+
+def _lm_words(model: ArpaModel) -> list[str]:
+    """:meth:`WordNGramLM.from_arpa_model`'s step 1: the LM's words (all but ``<s>``, ``</s>``, ``<unk>``;
+    the 1-grams must have ``<s>`` and ``</s>``)."""
+    index = model.word_index()
+    for marker in (BOS, EOS):
+        if marker not in index:
+            raise FileFormatError(model.path, None, f"the 1-grams have no {marker}")
+    return [w for w in model.vocab if w not in (BOS, EOS, UNK)]
+
+
+def _word_label_lm(model: ArpaModel, words: list[str], device: torch.device | str | None) -> NGramLM:
+    """Step 1b: the word LM over labels: the LM words, then ``<unk>`` (every word outside the LM)."""
+    Wn = len(words)
+    wmap = TokenMap(Wn + 1, None, words + [None])
+    # only the root gets a dense row: word ends are looked up on arcs (_word_score)
+    return NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
+
+
+def _char_trie(model: ArpaModel, words: list[str],
+               lookahead: bool) -> tuple[list[str], dict[str, int], list[int], np.ndarray, np.ndarray]:
+    """Step 2: the character trie of the LM's words (node 0 = the empty word): each node's text, the node
+    of each text, each node's parent, the label of the word ending at each node (``<unk>``'s: none) and
+    each node's lookahead (best unigram completion, ln)."""
+    Wn = len(words)
+    # ---- character trie of the LM's words (node 0 = the empty word)
+    # every prefix of every word, numbered in order of first appearance
+    node_text = [""] + list(dict.fromkeys(w[:i] for w in words for i in range(1, len(w) + 1)))
+    node_of: dict[str, int] = {t: i for i, t in enumerate(node_text)}
+    parent = [0] + [node_of[t[:-1]] for t in node_text[1:]]
+    T = len(node_text)
+    word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
+    uni = np.full(T, -np.inf, dtype=np.float64)  # unigram ln p of the word at each node
+    uni_lp = _unigram_logprobs(model) * LN10
+    vocab_pos = {w: i for i, w in enumerate(model.vocab)}
+    for label, w in enumerate(words):
+        n = node_of[w]
+        word_label[n] = label
+        uni[n] = uni_lp[vocab_pos[w]]
+    look = np.zeros(T, dtype=np.float64)
+    if lookahead and T > 1:
+        best = uni.copy()
+        depth = np.array([len(s) for s in node_text], dtype=np.int64)
+        par = np.asarray(parent, dtype=np.int64)
+        for d in range(int(depth.max()), 0, -1):
+            nodes = np.flatnonzero(depth == d)
+            np.maximum.at(best, par[nodes], best[nodes])
+        look = np.where(np.isfinite(best), best, 0.0)
+        look[0] = 0.0
+    return node_text, node_of, parent, word_label, look
+
+
+def _trie_arcs(node_text: list[str], node_of: dict[str, int], parent: list[int], bounds: WordBoundaries,
+               pieces: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 3a: the trie automaton's arcs (source node, continuation token, destination node), unsorted;
+    the OOV node (``len(node_text)``) loops on every continuation token."""
+    T = len(node_text)
+    oov = T
+    cont: dict[str, list[int]] = {}
+    for t, (starts, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
+        if pieces[t] is not None and not starts and txt:
+            cont.setdefault(txt, []).append(t)
+    max_len = max((len(k) for k in cont), default=0)
+    src_l: list[int] = []
+    lab_l: list[int] = []
+    dst_l: list[int] = []
+    # one-character tokens, all nodes at once: node n is reached from its parent by its last character
+    src_a, lab_a, dst_a = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    if T > 1:
+        last = np.array([t[-1] for t in node_text[1:]])
+        par_a = np.asarray(parent, dtype=np.int64)
+        for txt, toks in cont.items():
+            if len(txt) != 1:
+                continue
+            nodes = np.flatnonzero(last == txt) + 1
+            for t in toks:
+                src_a.append(par_a[nodes])
+                lab_a.append(np.full(len(nodes), t, dtype=np.int64))
+                dst_a.append(nodes)
+    if max_len > 1:  # longer tokens: the node's suffixes of 2..max_len characters
+        for n in range(1, T):
+            s = node_text[n]
+            for ln in range(2, min(max_len, len(s)) + 1):
+                piece_toks = cont.get(s[-ln:])
+                if piece_toks:
+                    a = node_of[s[:-ln]]
+                    for t in piece_toks:
+                        src_l.append(a)
+                        lab_l.append(t)
+                        dst_l.append(n)
+    for toks in cont.values():  # the OOV node's self-loops: the per-character offset
+        for t in toks:
+            src_l.append(oov)
+            lab_l.append(t)
+            dst_l.append(oov)
+    src = np.concatenate(src_a + [np.asarray(src_l, dtype=np.int64)])
+    lab = np.concatenate(lab_a + [np.asarray(lab_l, dtype=np.int64)])
+    dst = np.concatenate(dst_a + [np.asarray(dst_l, dtype=np.int64)])
+    return src, lab, dst
+
+
+def _trie_automaton(node_text: list[str], node_of: dict[str, int], parent: list[int], look: np.ndarray,
+                    depth: np.ndarray, bounds: WordBoundaries, pieces: Sequence[str | None], blank_id: int | None,
+                    partial_oov: float, per_char: float, dense_memory_mb: float,
+                    device: torch.device | str | None) -> BackoffAutomaton:
+    """Step 3: the trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node."""
+    # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
+    T = len(node_text)
+    oov = T
+    V = len(pieces)
+    src, lab, dst = _trie_arcs(node_text, node_of, parent, bounds, pieces)
+    perm = np.argsort(src * V + lab, kind="stable")
+    src, lab, dst = src[perm], lab[perm], dst[perm]
+    look_oov = np.concatenate([look, [0.0]])
+    wts = look_oov[dst] - look_oov[src]
+    wts[src == oov] = per_char * np.array([len(bounds.text[t]) for t in lab[src == oov]], dtype=np.float64)
+    S = T + 1
+    offsets = np.zeros(S + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
+    backoff_w = np.zeros(S, dtype=np.float64)
+    backoff_w[:T] = partial_oov - look + per_char * depth  # + the OOV node's arc: per_char * len(token)
+    terminal = np.zeros(S, dtype=bool)
+    terminal[oov] = True
+    return BackoffAutomaton(
+        vocab_size=V, blank_id=blank_id,
+        arc_offsets=_tensor(offsets, torch.int64, device), arc_label=_tensor(lab, torch.int64, device),
+        arc_weight=_tensor(wts, torch.float32, device), arc_dest=_tensor(dst, torch.int64, device),
+        backoff_state=_tensor(np.full(S, oov), torch.int64, device),
+        backoff_weight=_tensor(backoff_w, torch.float32, device),
+        final_weight=_tensor(np.zeros(S), torch.float32, device), terminal=_tensor(terminal, torch.bool, device),
+        root_fill=0.0, dense_memory_mb=dense_memory_mb,
+    )
+
+
+def _word_ends(word_label: np.ndarray, look: np.ndarray, depth: np.ndarray, Wn: int, oov: int, partial_oov: float,
+               per_char: float, lexicon: bool, word_bonus: float,
+               unk_offset: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 4: the label that ends at each node, the constant added to its LM score, and what a partial
+    word at each node has already received."""
+    # ---- word ends: the label that ends at each node and the constant added to its LM score
+    end_label = np.concatenate([word_label, [Wn]])
+    is_word = np.concatenate([word_label < Wn, [False]])
+    applied = np.concatenate([look, [partial_oov]])  # what the partial word has already received
+    if lexicon:
+        end_const = np.where(is_word, word_bonus - applied, -np.inf)
+        end_const[oov] = 0.0  # already -inf since it left the trie
+    else:
+        unk = np.where(is_word, 0.0, float(unk_offset) + per_char * np.concatenate([depth, [0.0]]))
+        end_const = word_bonus + unk - applied
+        end_const[oov] = word_bonus  # its offsets were all applied on the way
+    end_const[0] = 0.0  # the empty word: no score (masked in _word_end as well)
+    return end_label, end_const, applied
+
+
+def _word_starts(bounds: WordBoundaries, node_of: dict[str, int], oov: int, applied: np.ndarray, per_char: float,
+                 V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 5: the word-starting tokens, the node each opens and the score each adds there."""
+    # ---- word-starting tokens: the node they open and the score they add there
+    is_start = np.array(bounds.starts_word, dtype=bool)
+    start_node = np.zeros(V, dtype=np.int64)
+    start_score = np.zeros(V, dtype=np.float64)
+    for t in np.flatnonzero(is_start).tolist():
+        node = node_of.get(bounds.text[t], oov)
+        start_node[t] = node
+        start_score[t] = applied[node] + (per_char * len(bounds.text[t]) if node == oov else 0.0)
+    return is_start, start_node, start_score
 
 
 def _warn_case_mismatch(words: Sequence[str], texts: Sequence[str]) -> None:

@@ -462,6 +462,44 @@ def build_tlg(
     progress = _Progress(log)
     if topology not in TOPOLOGIES:
         raise DecodingInputError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
+    V, blank_id, lexicon = _tlg_vocab_and_lexicon(tokens, lexicon, blank_id)
+    model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa)
+    lm_words = _tlg_lm_words(model, lexicon)
+    words = ["<eps>"] + lm_words
+    word_ids = {w: i for i, w in enumerate(words) if i > 0}
+    W = len(words) - 1
+    g_text, _ = build_g_text(model, word_ids, W + 1)
+    l_text, _ = build_l_text(lexicon, word_ids, V, W + 1)
+    progress("G and L as text")
+    G = kf.compile(g_text)
+    L = kf.compile(l_text)
+    del g_text, l_text
+    LG = _compose_lg(kf, L, G, V, progress)
+    T = kf.compile(ctc_topology_text(V, blank_id, topology))
+    kf.arcsort(T, sort_type="olabel")
+    TLG = kf.compose(T, LG)
+    kf.connect(TLG)
+    del T, LG
+    progress("TLG composed")
+    text = TLG.to_str(show_weight_one=True)
+    del TLG
+    g = DecodingGraph.from_fst_text(text, words, V, blank_id, topology)
+    del text
+    progress(f"graph arrays ({g.num_states} states, {g.num_arcs} arcs)")
+    # tokens per word (gives word times); 0 when a word's pronunciations differ in length
+    lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
+    g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]
+    g.pron_ptr, g.pron_tokens = _pron_arrays([pronunciations(lexicon[w]) for w in lm_words])
+    return g
+
+
+def _tlg_vocab_and_lexicon(
+    tokens: Sequence[str] | int,
+    lexicon: Mapping[str, Sequence[int] | Sequence[Sequence[int]]] | str | os.PathLike,
+    blank_id: int | None,
+) -> tuple[int, int, Mapping[str, Sequence[int] | Sequence[Sequence[int]]]]:
+    """:func:`build_tlg`'s step 1: the vocabulary size, the blank's id and the checked lexicon
+    (read from its file when given as a path)."""
     if isinstance(tokens, int):
         V, syms = tokens, None
     else:
@@ -485,7 +523,11 @@ def build_tlg(
             if any(blank_id in ids for ids in prons):
                 raise FileFormatError(lex_path, None, f"word {w!r} is spelled with the blank token")
     check_lexicon(lexicon, V, blank_id)
-    model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa)
+    return V, blank_id, lexicon
+
+
+def _tlg_lm_words(model: ArpaModel, lexicon: Mapping[str, Any]) -> list[str]:
+    """:func:`build_tlg`'s step 2: the LM's words (all in the lexicon), in LM order."""
     lm_words = []
     for i, w in enumerate(model.vocab):
         if w in _SPECIAL or (w == "<unk>" and w not in lexicon):
@@ -495,15 +537,12 @@ def build_tlg(
         lm_words.append(w)
     if not lm_words:
         raise FileFormatError(model.path or "<arpa>", None, "the LM has no word")
-    words = ["<eps>"] + lm_words
-    word_ids = {w: i for i, w in enumerate(words) if i > 0}
-    W = len(words) - 1
-    g_text, _ = build_g_text(model, word_ids, W + 1)
-    l_text, _ = build_l_text(lexicon, word_ids, V, W + 1)
-    progress("G and L as text")
-    G = kf.compile(g_text)
-    L = kf.compile(l_text)
-    del g_text, l_text
+    return lm_words
+
+
+def _compose_lg(kf: Any, L: Any, G: Any, V: int, progress: Callable[[str], None]) -> Any:
+    """:func:`build_tlg`'s step 3: L o G, determinised and minimised, without the disambiguation
+    symbols and the epsilons they leave, sorted on its input labels."""
     kf.arcsort(L, sort_type="olabel")
     kf.arcsort(G, sort_type="ilabel")
     LG = kf.compose(L, G)
@@ -521,22 +560,7 @@ def build_tlg(
     del lg_lines
     kf.rmepsilon(LG)
     kf.arcsort(LG, sort_type="ilabel")
-    T = kf.compile(ctc_topology_text(V, blank_id, topology))
-    kf.arcsort(T, sort_type="olabel")
-    TLG = kf.compose(T, LG)
-    kf.connect(TLG)
-    del T, LG
-    progress("TLG composed")
-    text = TLG.to_str(show_weight_one=True)
-    del TLG
-    g = DecodingGraph.from_fst_text(text, words, V, blank_id, topology)
-    del text
-    progress(f"graph arrays ({g.num_states} states, {g.num_arcs} arcs)")
-    # tokens per word (gives word times); 0 when a word's pronunciations differ in length
-    lens = [{len(p) for p in pronunciations(lexicon[w])} for w in lm_words]
-    g.word_lengths = [0] + [n.pop() if len(n) == 1 else 0 for n in lens]
-    g.pron_ptr, g.pron_tokens = _pron_arrays([pronunciations(lexicon[w]) for w in lm_words])
-    return g
+    return LG
 
 
 def _check_pronunciations(g: DecodingGraph) -> None:
