@@ -27,7 +27,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import OnnxMissingError, fold_unk, meta_float, meta_int
+from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -79,14 +79,9 @@ class NemoFbankFrontEnd:
         self.opts, self.num_bins, self.normalize_type = opts, int(num_bins), normalize_type
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
-        f = self._knf.OnlineFbank(self.opts)
-        if audio.numel():
-            f.accept_waveform(16000, audio.detach().cpu().float().numpy())
-        f.input_finished()
-        n = f.num_frames_ready
-        if n == 0:
-            return torch.zeros(0, self.num_bins)
-        x = torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
+        x = kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
+        if not x.shape[0]:
+            return x
         return per_feature_normalise(x) if self.normalize_type == "per_feature" else x
 
 

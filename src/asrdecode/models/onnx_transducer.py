@@ -38,7 +38,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range
+from .onnx_common import _check_range, kaldi_fbank
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
@@ -215,14 +215,8 @@ class KaldiFbankFrontEnd:
         self.num_bins = int(num_bins)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
-        f = self._knf.OnlineFbank(self.opts)
-        if audio.numel():
-            f.accept_waveform(16000, audio.detach().cpu().float().numpy())
-        f.input_finished()
-        n = f.num_frames_ready
-        if n == 0:
-            return torch.zeros(0, self.num_bins)
-        return torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
+        """Kaldi fbank features ``[T, num_bins]`` of 16 kHz ``audio [N]``, as sherpa-onnx computes them."""
+        return kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
 
 
 class OnnxTransducerBundle:
