@@ -154,8 +154,11 @@ def sherpa_model(model: Any, decoder: str) -> Any:
 def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     """``ctc.beam_search``: beam, fusion models, bonus, engine; plus the bundle's own word search
     (:func:`bundle_word_search`) when it has one and no LM was given."""
+    return _ctc_beam_kwargs(bundle, opts, bundle_word_search(bundle, opts))
+
+
+def _ctc_beam_kwargs(bundle: Any, opts: Any, words: tuple[list, Any] | None) -> dict[str, Any]:
     fusion = build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)
-    words = bundle_word_search(bundle, opts)
     if words is not None:
         fusion = [*fusion, *words[0]]
     return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine, "fusion": fusion}
@@ -224,8 +227,8 @@ def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
 def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
     from . import ctc
 
-    tok, blank, kw = bundle.tokenizer, bundle.blank_id, ctc_beam_kwargs(bundle, opts)
-    words = bundle_word_search(bundle, opts)
+    words = bundle_word_search(bundle, opts)  # once: its fusion and tokenizer serve the search and the text
+    tok, blank, kw = bundle.tokenizer, bundle.blank_id, _ctc_beam_kwargs(bundle, opts, words)
     if words is None:
         return lambda x, n: cast(NBest, ctc.beam_search(x, n, blank, tokenizer=tok, nbest=opts.nbest, **kw))
     word_tok = words[1]
