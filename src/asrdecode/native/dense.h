@@ -1,0 +1,36 @@
+// Dense pieces of the transducer networks that the native searches run themselves (greedy in
+// transducer_greedy_lstm.cpp): the matrix product every step is made of, an LSTM prediction network
+// step over chosen rows, and icefall's stateless decoder before its projection. Row-major float32
+// throughout; shapes in each comment.
+#pragma once
+
+#include <vector>
+
+namespace asrd {
+
+// An L-layer LSTM prediction network (first layer's input projection as a per-label table
+// [V, 4P], whh0 [4P, P], upper layers wup [L-1, 4P, 2P] / bup [L-1, 4P]) followed by the joint's
+// decoder projection wdec [H, P] / bdec [H] and its output layer wout [O, H] / bout [O]
+// (act 0 tanh, 1 relu).
+struct Net {
+    const float* table; const float* whh0; int P; int L;
+    const float* wup; const float* bup;
+    const float* wdec; const float* bdec; int H;
+    const float* wout; const float* bout; int O; int act;
+};
+
+// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (W [N, K], X [A, K], Y [A, N]).
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y);
+
+// One LSTM step for the rows `rows` of a batch fed the labels `labels`: h, c [B, L, P] updated in
+// place for those rows, g [B, H] their projected decoder output. X, Gt, Hg: scratch.
+void predict_rows(const Net& n, const std::vector<int>& rows, const std::vector<int>& labels, float* h, float* c,
+                  float* g, std::vector<float>& X, std::vector<float>& Gt, std::vector<float>& Hg);
+
+// icefall's stateless decoder before its projection: x_k = emb[y_k] (zeros for y_k < 0) for the C
+// context labels ctx, a grouped convolution (convw [E, E/G, C], convb [E] or null) over them, relu
+// -> mid [E]. x: scratch.
+void stateless_mid(const int* ctx, int C, const float* emb, int E, const float* convw, const float* convb, int G,
+                   std::vector<float>& x, float* mid);
+
+}  // namespace asrd
