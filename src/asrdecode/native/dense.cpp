@@ -1,19 +1,289 @@
-// Dense kernels of dense.h. Built without -march=native (runs on any x86-64); the product picks an
-// AVX2 clone at load time where the CPU has it. No FMA contraction (-ffp-contract=off): the same
-// float operations for a row whatever the batch, so batched and one-utterance calls agree.
+// Dense kernels of dense.h. Built without -march=native (runs on any x86-64): each kernel has a
+// portable version and an AVX2 + FMA one (explicit intrinsics, compiled with a per-function target
+// attribute), picked once at run time by what the CPU has. Within one machine a row's result never
+// depends on the batch: every output element is one fixed chain of operations over its own inputs
+// (the product: one 8-lane FMA accumulator per dot product, the K tail as zero-filled lanes, one fixed
+// horizontal sum), so batched and one-utterance calls agree bit for bit.
 #include "dense.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ASRD_X86 1
+#else
+#define ASRD_X86 0
+#endif
+
 namespace asrd {
 
 namespace {
 
+// ------------------------------------------------------------------------------------------ portable
 inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
+void matmat_portable(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    for (int n = 0; n < N; ++n) {
+        const float* w = W + static_cast<int64_t>(n) * K;
+        for (int a = 0; a < A; ++a) {
+            const float* x = X + static_cast<int64_t>(a) * K;
+            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            int k = 0;
+            for (; k + 8 <= K; k += 8)
+                for (int j = 0; j < 8; ++j) acc[j] += w[k + j] * x[k + j];
+            float tail = 0.f;
+            for (; k < K; ++k) tail += w[k] * x[k];
+            Y[static_cast<int64_t>(a) * N + n] = (b ? b[n] : 0.f) +
+                ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail);
+        }
+    }
+}
+
+void joint_hidden_portable(const float* e, const float* g, int H, int act, float* z) {
+    for (int k = 0; k < H; ++k) {
+        const float s = e[k] + g[k];
+        z[k] = act == 0 ? std::tanh(s) : (s > 0.f ? s : 0.f);
+    }
+}
+
+void lstm_cell_portable(const float* gates, int P, float* c, float* h) {
+    for (int p = 0; p < P; ++p) {
+        const float i = sigmoid(gates[p]), f = sigmoid(gates[P + p]);
+        const float gg = std::tanh(gates[2 * P + p]), o = sigmoid(gates[3 * P + p]);
+        c[p] = f * c[p] + i * gg;
+        h[p] = o * std::tanh(c[p]);
+    }
+}
+
+int argmax_portable(const float* x, int n) {
+    int y = 0;
+    for (int v = 1; v < n; ++v) if (x[v] > x[y]) y = v;
+    return y;
+}
+
+double log_sum_exp_portable(const float* x, int n, float mx) {
+    double s = 0.0;
+    for (int v = 0; v < n; ++v) s += std::exp(static_cast<double>(x[v] - mx));
+    return std::log(s);
+}
+
+#if ASRD_X86
+// ------------------------------------------------------------------------------------------ AVX2 + FMA
+#define ASRD_AVX2 __attribute__((target("avx2,fma")))
+
+// lanes [0, r) set (r in 1..8): the loads of a tail
+ASRD_AVX2 inline __m256i tail_mask(int r) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
+ASRD_AVX2 inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+// The dot products of RW rows of W with RX rows of X (row strides K), one accumulator each:
+// out[i * ldy + j] = bias[i] + W_i . X_j.
+template <int RW, int RX>
+ASRD_AVX2 inline void tile(const float* w, const float* x, int K, const float* bias, float* out, int64_t ldy) {
+    __m256 acc[RW][RX];
+    for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < RX; ++j) acc[i][j] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[RX];
+        for (int j = 0; j < RX; ++j) xv[j] = _mm256_loadu_ps(x + static_cast<int64_t>(j) * K + k);
+        for (int i = 0; i < RW; ++i) {
+            __m256 wv = _mm256_loadu_ps(w + static_cast<int64_t>(i) * K + k);
+            __asm__("" : "+x"(wv));  // one load per W vector (not one per FMA: the loads would bound the loop)
+            for (int j = 0; j < RX; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    if (k < K) {  // the tail as zero-filled lanes: the same chain as a K padded to a multiple of 8
+        const __m256i m = tail_mask(K - k);
+        __m256 xv[RX];
+        for (int j = 0; j < RX; ++j) xv[j] = _mm256_maskload_ps(x + static_cast<int64_t>(j) * K + k, m);
+        for (int i = 0; i < RW; ++i) {
+            const __m256 wv = _mm256_maskload_ps(w + static_cast<int64_t>(i) * K + k, m);
+            for (int j = 0; j < RX; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < RX; ++j) out[j * ldy + i] = (bias ? bias[i] : 0.f) + hsum(acc[i][j]);
+}
+
+// Rows [n0, n1) of W against RX rows of X: RW W rows at a time (RW x RX accumulators, at most 12:
+// enough independent chains to hide the FMA latency, few enough for the 16 registers), then one at a time.
+template <int RX>
+ASRD_AVX2 void tile_cols(const float* W, const float* b, const float* x, int n0, int n1, int K, float* y, int64_t ldy) {
+    constexpr int RW = RX == 1 ? 8 : RX == 2 ? 6 : 4;
+    int n = n0;
+    for (; n + RW <= n1; n += RW)
+        tile<RW, RX>(W + static_cast<int64_t>(n) * K, x, K, b ? b + n : nullptr, y + n, ldy);
+    for (; n < n1; ++n) tile<1, RX>(W + static_cast<int64_t>(n) * K, x, K, b ? b + n : nullptr, y + n, ldy);
+}
+
+ASRD_AVX2 void matmat_avx2(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    constexpr int kChunk = 12;  // X rows per pass over W (24 KB at K = 512: stays in L1 with a W tile)
+    constexpr int kWBlock = 48;  // W rows per pass over a chunk's X rows
+    for (int a0 = 0; a0 < A; a0 += kChunk) {
+        const int a1 = a0 + kChunk < A ? a0 + kChunk : A;
+        for (int n0 = 0; n0 < N; n0 += kWBlock) {
+            const int n1 = n0 + kWBlock < N ? n0 + kWBlock : N;
+            for (int a = a0; a < a1;) {  // X rows 3 at a time; a rest of 4 as 2 + 2, not 3 + 1
+                const int left = a1 - a, rx = left == 4 || left == 2 ? 2 : left == 1 ? 1 : 3;
+                const float* x = X + static_cast<int64_t>(a) * K;
+                float* y = Y + static_cast<int64_t>(a) * N;
+                if (rx == 3) tile_cols<3>(W, b, x, n0, n1, K, y, N);
+                else if (rx == 2) tile_cols<2>(W, b, x, n0, n1, K, y, N);
+                else tile_cols<1>(W, b, x, n0, n1, K, y, N);
+                a += rx;
+            }
+        }
+    }
+}
+
+// exp(x), Cephes' single-precision polynomial (about 1 ulp) for x in [-87.3, 88] (2^n stays a normal
+// float), x clamped to 88 above; 0 below -87.3 (where exp(x) < FLT_MIN).
+ASRD_AVX2 inline __m256 exp8(__m256 x0) {
+    __m256 x = _mm256_min_ps(_mm256_max_ps(x0, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.f));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    const __m256 under = _mm256_cmp_ps(x0, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+// tanh(x): a 13/6 rational approximation on [-7.9, 7.9] (Eigen's float tanh; a few ulp), x itself
+// where |x| < 4e-4, +-1 beyond.
+ASRD_AVX2 inline __m256 tanh8(__m256 a) {
+    const __m256 x = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(-7.90531110763549805f)),
+                                   _mm256_set1_ps(7.90531110763549805f));
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-2.76076847742355e-16f);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.00018790482477e-13f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-8.60467152213735e-11f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(5.12229709037114e-08f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.48572235717979e-05f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(6.37261928875436e-04f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(4.89352455891786e-03f));
+    p = _mm256_mul_ps(p, x);
+    __m256 q = _mm256_set1_ps(1.19825839466702e-06f);
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(1.18534705686654e-04f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(2.26843463243900e-03f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(4.89352518554385e-03f));
+    const __m256 r = _mm256_div_ps(p, q);
+    const __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), a), _mm256_set1_ps(4e-4f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(r, a, tiny);
+}
+
+ASRD_AVX2 inline __m256 sigmoid8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// Elementwise kernels go 8 lanes at a time; the last m < 8 through masked loads / stores (the same
+// lanes' math).
+ASRD_AVX2 inline __m256 load(const float* p, int m) {
+    return m == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(m));
+}
+
+ASRD_AVX2 inline void store(float* p, __m256 v, int m) {
+    if (m == 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, tail_mask(m), v);
+}
+
+inline int lanes(int n, int k) { return n - k < 8 ? n - k : 8; }
+
+ASRD_AVX2 void joint_hidden_avx2(const float* e, const float* g, int H, int act, float* z) {
+    for (int k = 0; k < H; k += 8) {
+        const int m = lanes(H, k);
+        const __m256 s = _mm256_add_ps(load(e + k, m), load(g + k, m));
+        store(z + k, act == 0 ? tanh8(s) : _mm256_max_ps(s, _mm256_setzero_ps()), m);
+    }
+}
+
+ASRD_AVX2 void lstm_cell_avx2(const float* gates, int P, float* c, float* h) {
+    for (int p = 0; p < P; p += 8) {
+        const int m = lanes(P, p);
+        const __m256 i = sigmoid8(load(gates + p, m)), f = sigmoid8(load(gates + P + p, m));
+        const __m256 gg = tanh8(load(gates + 2 * P + p, m)), o = sigmoid8(load(gates + 3 * P + p, m));
+        const __m256 cn = _mm256_fmadd_ps(f, load(c + p, m), _mm256_mul_ps(i, gg));
+        store(c + p, cn, m);
+        store(h + p, _mm256_mul_ps(o, tanh8(cn)), m);
+    }
+}
+
+// first index of the maximum, NaNs skipped as the scalar rule skips them (none can be greater)
+ASRD_AVX2 int argmax_avx2(const float* x, int n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 mv = ninf;
+    for (int k = 0; k < n; k += 8) {
+        const int m = lanes(n, k);
+        const __m256 v = m == 8 ? _mm256_loadu_ps(x + k)
+                                : _mm256_blendv_ps(ninf, load(x + k, m), _mm256_castsi256_ps(tail_mask(m)));
+        mv = _mm256_max_ps(v, mv);  // a NaN v keeps mv
+    }
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    const float mx = _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps(s, s, 1)));
+    if (std::isnan(x[0])) return 0;  // the scalar rule: nothing compares greater than a NaN
+    for (int v = 0; v < n; ++v) if (x[v] == mx) return v;
+    return 0;
+}
+
+// log(sum_v exp(x[v] - mx)): the terms and their sum in float lanes, the log in double
+ASRD_AVX2 double log_sum_exp_avx2(const float* x, int n, float mx) {
+    const __m256 m8 = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8) {
+        const int m = lanes(n, k);
+        const __m256 e = exp8(_mm256_sub_ps(load(x + k, m), m8));
+        acc = _mm256_add_ps(acc, m == 8 ? e : _mm256_and_ps(e, _mm256_castsi256_ps(tail_mask(m))));
+    }
+    return std::log(static_cast<double>(hsum(acc)));
+}
+
+bool use_avx2() {
+    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return yes;
+}
+#else
+bool use_avx2() { return false; }
+#endif
+
 }  // namespace
+
+// ------------------------------------------------------------------------------------------ dispatch
+#if ASRD_X86
+#define ASRD_PICK(name, ...) (use_avx2() ? name##_avx2(__VA_ARGS__) : name##_portable(__VA_ARGS__))
+#else
+#define ASRD_PICK(name, ...) name##_portable(__VA_ARGS__)
+#endif
+
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    ASRD_PICK(matmat, W, b, X, A, N, K, Y);
+}
+
+void joint_hidden(const float* e, const float* g, int H, int act, float* z) { ASRD_PICK(joint_hidden, e, g, H, act, z); }
+
+void lstm_cell(const float* gates, int P, float* c, float* h) { ASRD_PICK(lstm_cell, gates, P, c, h); }
+
+int argmax_first(const float* x, int n) { return ASRD_PICK(argmax, x, n); }
+
+double log_sum_exp(const float* x, int n, float mx) { return ASRD_PICK(log_sum_exp, x, n, mx); }
 
 // icefall's stateless decoder before its projection: x_k = emb[y_k] (zeros for y_k < 0), grouped conv
 // over the C context positions, relu -> mid [E].
@@ -32,27 +302,6 @@ void stateless_mid(const int* ctx, int C, const float* emb, int E, const float* 
         for (int i = 0; i < per; ++i)
             for (int k = 0; k < C; ++k) s += w[i * C + k] * x[static_cast<int64_t>(k) * E + base + i];
         mid[c] = s > 0.f ? s : 0.f;
-    }
-}
-
-// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (X [A, K], Y [A, N]); eight partial sums
-// per dot product (one AVX register where the CPU has AVX2: target_clones picks at load time; no FMA
-// contraction, -ffp-contract=off).
-__attribute__((target_clones("avx2", "default")))
-void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
-    for (int n = 0; n < N; ++n) {
-        const float* w = W + static_cast<int64_t>(n) * K;
-        for (int a = 0; a < A; ++a) {
-            const float* x = X + static_cast<int64_t>(a) * K;
-            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            int k = 0;
-            for (; k + 8 <= K; k += 8)
-                for (int j = 0; j < 8; ++j) acc[j] += w[k + j] * x[k + j];
-            float tail = 0.f;
-            for (; k < K; ++k) tail += w[k] * x[k];
-            Y[static_cast<int64_t>(a) * N + n] = (b ? b[n] : 0.f) +
-                ((((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail);
-        }
     }
 }
 
@@ -83,17 +332,9 @@ void predict_rows(const Net& n, const std::vector<int>& rows, const std::vector<
             matmat(n.wup + static_cast<int64_t>(l - 1) * G4 * 2 * P, n.bup + static_cast<int64_t>(l - 1) * G4, X.data(),
                    A, G4, 2 * P, Gt.data());
         }
-        for (int a = 0; a < A; ++a) {
-            float* hl = h + (static_cast<int64_t>(rows[a]) * L + l) * P;
-            float* cl = c + (static_cast<int64_t>(rows[a]) * L + l) * P;
-            const float* gates = &Gt[static_cast<size_t>(a) * G4];
-            for (int p = 0; p < P; ++p) {
-                float i = sigmoid(gates[p]), f = sigmoid(gates[P + p]);
-                float gg = std::tanh(gates[2 * P + p]), o = sigmoid(gates[3 * P + p]);
-                cl[p] = f * cl[p] + i * gg;
-                hl[p] = o * std::tanh(cl[p]);
-            }
-        }
+        for (int a = 0; a < A; ++a)
+            lstm_cell(&Gt[static_cast<size_t>(a) * G4], P, c + (static_cast<int64_t>(rows[a]) * L + l) * P,
+                      h + (static_cast<int64_t>(rows[a]) * L + l) * P);
     }
     X.resize(static_cast<size_t>(A) * P);
     for (int a = 0; a < A; ++a)

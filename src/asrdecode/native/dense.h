@@ -1,7 +1,8 @@
 // Dense pieces of the transducer networks that the native searches run themselves (greedy in
 // transducer_greedy_lstm.cpp): the matrix product every step is made of, an LSTM prediction network
-// step over chosen rows, and icefall's stateless decoder before its projection. Row-major float32
-// throughout; shapes in each comment.
+// step over chosen rows, and icefall's stateless decoder before its projection, with the elementwise
+// pieces of the joint (activation, argmax, log-sum-exp). Row-major float32 throughout; shapes in each
+// comment. Vectorised (AVX2 + FMA) where the CPU has it, portable code otherwise (dense.cpp).
 #pragma once
 
 #include <vector>
@@ -19,8 +20,21 @@ struct Net {
     const float* wout; const float* bout; int O; int act;
 };
 
-// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (W [N, K], X [A, K], Y [A, N]).
+// Y[a, n] = (b ? b[n] : 0) + W[n, :] . X[a, :]   for a < A   (W [N, K], X [A, K], Y [A, N]). Each
+// Y[a, n] is computed the same way whatever A and a are (row results never depend on the batch).
 void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y);
+
+// The joint's hidden row z [H] = act(e [H] + g [H]) (act 0 tanh, 1 relu).
+void joint_hidden(const float* e, const float* g, int H, int act, float* z);
+
+// One LSTM cell update from the pre-activations gates [4P] (blocks i, f, g, o): c [P], h [P] in place.
+void lstm_cell(const float* gates, int P, float* c, float* h);
+
+// The first index of the largest of x [n] (n >= 1).
+int argmax_first(const float* x, int n);
+
+// log(sum_v exp(x[v] - mx)) over x [n] (mx: its maximum); the log-softmax of the argmax is -this.
+double log_sum_exp(const float* x, int n, float mx);
 
 // One LSTM step for the rows `rows` of a batch fed the labels `labels`: h, c [B, L, P] updated in
 // place for those rows, g [B, H] their projected decoder output. X, Gt, Hg: scratch.
