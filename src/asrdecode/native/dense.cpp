@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -256,8 +258,14 @@ ASRD_AVX2 double log_sum_exp_avx2(const float* x, int n, float mx) {
     return std::log(static_cast<double>(hsum(acc)));
 }
 
+// AVX2 + FMA where the CPU has both, unless ASRDECODE_NATIVE_PORTABLE=1 (how the tests run the portable
+// kernels on any machine)
 bool use_avx2() {
-    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    static const bool yes = [] {
+        const char* forced = std::getenv("ASRDECODE_NATIVE_PORTABLE");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               !(forced != nullptr && std::string(forced) == "1");
+    }();
     return yes;
 }
 #else
@@ -346,3 +354,13 @@ void predict_rows(const Net& n, const std::vector<int>& rows, const std::vector<
 }
 
 }  // namespace asrd
+
+extern "C" {
+
+// asrd::matmat for the Python bindings (the joint's encoder projection of the greedy's frames):
+// Y [A, N] = b [N] + X [A, K] W [N, K]^T, each row computed as in the searches.
+void asr_dense_matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    asrd::matmat(W, b, X, A, N, K, Y);
+}
+
+}  // extern "C"

@@ -192,8 +192,7 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
     if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    proj = torch.addmm(torch.from_numpy(w.benc), encoder_output.detach().cpu().float().reshape(-1, w.wenc.shape[1]),
-                       torch.from_numpy(w.wenc).t()).reshape(b, t_max, w.wenc.shape[0]).contiguous().numpy()
+    proj = _project(w, encoder_output.detach().cpu().float(), lens)
     fn = _lib_batch()
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
@@ -214,6 +213,25 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
         cap *= 4
     return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i]), du[i, :n].tolist() if k else None)
             for i, n in enumerate(counts.tolist())]
+
+
+def _project(w: LstmJointWeights, enc: torch.Tensor, lens: torch.Tensor) -> np.ndarray:
+    """The joint's encoder projection ``[B, T, H]`` of ``enc [B, T, D]`` by the engine's matrix product
+    (each frame's row the same whatever the batch), over the frames within ``lens`` only (padding rows
+    stay zero, never read)."""
+    b, t_max, d = enc.shape
+    h = w.wenc.shape[0]
+    valid = (torch.arange(t_max).unsqueeze(0) < lens.unsqueeze(1)).reshape(-1).numpy()
+    rows = np.ascontiguousarray(enc.reshape(-1, d).numpy()[valid])
+    got = np.empty((len(rows), h), np.float32)
+    fn = load().asr_dense_matmat
+    if fn.argtypes is None:
+        fn.restype = None
+        fn.argtypes = [_F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
+    fn(_f(w.wenc), _f(w.benc), _f(rows), len(rows), h, d, _f(got))
+    out = np.zeros((b * t_max, h), np.float32)
+    out[valid] = got
+    return out.reshape(b, t_max, h)
 
 
 def _lib_batch() -> Any:
