@@ -4,7 +4,7 @@ frames per product while the decoder output is unchanged) decide exactly as the 
 engine: same tokens, frames and durations on random models whose widths are and are not multiples of 8,
 mostly-blank and mostly-label models, at batch sizes 1, 3 and 8 (a row's result never depends on the
 batch: batched and one-utterance calls give identical hypotheses, scores included), tails shorter than
-a block, empty utterances; the same with the portable kernels (ASRDECODE_NATIVE_PORTABLE=1)."""
+a block, empty utterances; the same with every kernel path (ASRDECODE_NATIVE_KERNELS=portable / avx2)."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def test_stateless_kernels_and_blocks_equal_a_numpy_greedy_at_any_batch(seed, vo
     assert _regime_holds(regime, sum(len(x.tokens) for x in per_size[8]), sum(LENGTHS))
 
 
-_PORTABLE_SCRIPT = """
+_DECODE_SCRIPT = """
 import json, sys, torch
 sys.path.insert(0, {tests!r})
 from test_native_greedy_kernels import CASES, LENGTHS, _lstm_model
@@ -157,13 +157,16 @@ print(json.dumps(out))
 """
 
 
-def test_portable_kernels_decide_as_the_vectorised_ones() -> None:
+@pytest.mark.parametrize("kernels", ["portable", "avx2"])
+def test_every_kernel_path_decides_as_the_default_one(kernels) -> None:
+    """ASRDECODE_NATIVE_KERNELS caps the kernels (portable; AVX2 + FMA without the AVX-512 product): the
+    same decisions as the best path this CPU has (scores to float rounding)."""
     tests = str(Path(__file__).resolve().parent)
-    env = dict(os.environ, ASRDECODE_NATIVE_PORTABLE="1")
-    proc = subprocess.run([sys.executable, "-c", _PORTABLE_SCRIPT.format(tests=tests)], env=env, capture_output=True,
+    env = dict(os.environ, ASRDECODE_NATIVE_KERNELS=kernels)
+    proc = subprocess.run([sys.executable, "-c", _DECODE_SCRIPT.format(tests=tests)], env=env, capture_output=True,
                           text=True, check=True)
-    portable = json.loads(proc.stdout.strip().splitlines()[-1])
-    for (seed, d, p, h, v, shift, tdt, _), got in zip(CASES, portable):
+    capped = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (seed, d, p, h, v, shift, tdt, _), got in zip(CASES, capped):
         w = weights_from_lstm_transducer(_lstm_model(seed, d, p, h, v, shift, tdt))
         enc = torch.randn(len(LENGTHS), max(LENGTHS), d, generator=torch.Generator().manual_seed(seed)) * 2
         for (toks, frames, durs, score), x in zip(got, greedy_lstm(w, enc, LENGTHS, max_symbols=4)):

@@ -148,6 +148,80 @@ ASRD_AVX2 void matmat_avx2(const float* W, const float* b, const float* X, int A
     }
 }
 
+// ------------------------------------------------------------------------------------------ AVX-512
+// The product only (the elementwise kernels stay AVX2): 16-lane accumulators, up to 24 of the 32 registers.
+#define ASRD_AVX512 __attribute__((target("avx512f")))
+
+// hsum of the 8 lane pairs (v_i + v_{i+8})
+ASRD_AVX512 inline float hsum16(__m512 v) {
+    const __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    __m128 s = _mm_add_ps(_mm512_castps512_ps128(t), _mm512_extractf32x4_ps(t, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+// acc[i][j] += W_i[k : k + 16] * X_j[k : k + 16], the lanes outside m zero
+template <int RW, int RX, bool kTail>
+ASRD_AVX512 inline void step16(const float* w, const float* x, int K, int k, __mmask16 m, __m512 (&acc)[RW][RX]) {
+    __m512 xv[RX];
+    for (int j = 0; j < RX; ++j)
+        xv[j] = kTail ? _mm512_maskz_loadu_ps(m, x + static_cast<int64_t>(j) * K + k)
+                      : _mm512_loadu_ps(x + static_cast<int64_t>(j) * K + k);
+    for (int i = 0; i < RW; ++i) {
+        __m512 wv = kTail ? _mm512_maskz_loadu_ps(m, w + static_cast<int64_t>(i) * K + k)
+                          : _mm512_loadu_ps(w + static_cast<int64_t>(i) * K + k);
+        __asm__("" : "+v"(wv));  // one load per W vector
+        for (int j = 0; j < RX; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+}
+
+// tile() with 16 lanes: out[i * ldy + j] = bias[i] + W_i . X_j, the K tail as zero-filled lanes
+template <int RW, int RX>
+ASRD_AVX512 inline void tile16(const float* w, const float* x, int K, const float* bias, float* out, int64_t ldy) {
+    __m512 acc[RW][RX];
+    for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < RX; ++j) acc[i][j] = _mm512_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16) step16<RW, RX, false>(w, x, K, k, __mmask16(0xFFFF), acc);
+    if (k < K) step16<RW, RX, true>(w, x, K, k, __mmask16((1u << (K - k)) - 1u), acc);
+    for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < RX; ++j) out[j * ldy + i] = (bias ? bias[i] : 0.f) + hsum16(acc[i][j]);
+}
+
+template <int RX>
+ASRD_AVX512 void tile16_cols(const float* W, const float* b, const float* x, int n0, int n1, int K, float* y, int64_t ldy) {
+    constexpr int RW = RX == 1 ? 16 : RX == 2 ? 8 : RX == 3 ? 8 : RX == 4 ? 6 : 4;
+    int n = n0;
+    for (; n + RW <= n1; n += RW)
+        tile16<RW, RX>(W + static_cast<int64_t>(n) * K, x, K, b ? b + n : nullptr, y + n, ldy);
+    for (; n < n1; ++n) tile16<1, RX>(W + static_cast<int64_t>(n) * K, x, K, b ? b + n : nullptr, y + n, ldy);
+}
+
+ASRD_AVX512 void matmat_avx512(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    constexpr int kChunk = 12;
+    constexpr int kWBlock = 48;
+    for (int a0 = 0; a0 < A; a0 += kChunk) {
+        const int a1 = a0 + kChunk < A ? a0 + kChunk : A;
+        for (int n0 = 0; n0 < N; n0 += kWBlock) {
+            const int n1 = n0 + kWBlock < N ? n0 + kWBlock : N;
+            for (int a = a0; a < a1;) {  // X rows 6 at a time; a rest of 7..11 as two near halves
+                const int left = a1 - a, rx = left <= 6 ? left : left >= 12 ? 6 : (left + 1) / 2;
+                const float* x = X + static_cast<int64_t>(a) * K;
+                float* y = Y + static_cast<int64_t>(a) * N;
+                switch (rx) {
+                    case 1: tile16_cols<1>(W, b, x, n0, n1, K, y, N); break;
+                    case 2: tile16_cols<2>(W, b, x, n0, n1, K, y, N); break;
+                    case 3: tile16_cols<3>(W, b, x, n0, n1, K, y, N); break;
+                    case 4: tile16_cols<4>(W, b, x, n0, n1, K, y, N); break;
+                    case 5: tile16_cols<5>(W, b, x, n0, n1, K, y, N); break;
+                    default: tile16_cols<6>(W, b, x, n0, n1, K, y, N); break;
+                }
+                a += rx;
+            }
+        }
+    }
+}
+
 // exp(x), Cephes' single-precision polynomial (about 1 ulp) for x in [-87.3, 88] (2^n stays a normal
 // float), x clamped to 88 above; 0 below -87.3 (where exp(x) < FLT_MIN).
 ASRD_AVX2 inline __m256 exp8(__m256 x0) {
@@ -258,31 +332,47 @@ ASRD_AVX2 double log_sum_exp_avx2(const float* x, int n, float mx) {
     return std::log(static_cast<double>(hsum(acc)));
 }
 
-// AVX2 + FMA where the CPU has both, unless ASRDECODE_NATIVE_PORTABLE=1 (how the tests run the portable
-// kernels on any machine)
-bool use_avx2() {
-    static const bool yes = [] {
-        const char* forced = std::getenv("ASRDECODE_NATIVE_PORTABLE");
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               !(forced != nullptr && std::string(forced) == "1");
+// The kernels in use: 2 AVX-512 product + AVX2 elementwise, 1 AVX2 + FMA, 0 portable; the best the CPU
+// has, at most what ASRDECODE_NATIVE_KERNELS names (portable, avx2: how the tests run every path).
+int level() {
+    static const int got = [] {
+        const char* cap = std::getenv("ASRDECODE_NATIVE_KERNELS");
+        const std::string c = cap ? cap : "";
+        const int most = c == "portable" ? 0 : c == "avx2" ? 1 : 2;
+        const int have = !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 0
+                         : __builtin_cpu_supports("avx512f") ? 2 : 1;
+        return have < most ? have : most;
     }();
-    return yes;
+    return got;
 }
 #else
-bool use_avx2() { return false; }
+int level() { return 0; }
 #endif
 
 }  // namespace
 
 // ------------------------------------------------------------------------------------------ dispatch
 #if ASRD_X86
-#define ASRD_PICK(name, ...) (use_avx2() ? name##_avx2(__VA_ARGS__) : name##_portable(__VA_ARGS__))
+#define ASRD_PICK(name, ...) (level() >= 1 ? name##_avx2(__VA_ARGS__) : name##_portable(__VA_ARGS__))
 #else
 #define ASRD_PICK(name, ...) name##_portable(__VA_ARGS__)
 #endif
 
 void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+#if ASRD_X86
+    if (level() == 2) return matmat_avx512(W, b, X, A, N, K, Y);
+#endif
     ASRD_PICK(matmat, W, b, X, A, N, K, Y);
+}
+
+double product_cost(int rows) {
+    // measured at N x K 500 x 512 to 2560 x 640 (AMD EPYC, Zen 5): 1..12 rows, in units of one row at the
+    // product's peak rate (the portable product has no such gain: linear)
+    static const double kAvx512[] = {4.0, 4.0, 4.3, 4.8, 5.5, 6.0, 8.5, 9.2, 9.8, 10.9, 11.4, 12.0};
+    static const double kAvx2[] = {2.2, 2.5, 3.0, 5.0, 5.5, 6.1, 7.8, 8.4, 9.0, 10.6, 11.3, 12.0};
+    if (rows < 1) return 0.0;
+    if (rows > 12 || level() == 0) return rows;
+    return level() == 2 ? kAvx512[rows - 1] : kAvx2[rows - 1];
 }
 
 void joint_hidden(const float* e, const float* g, int H, int act, float* z) { ASRD_PICK(joint_hidden, e, g, H, act, z); }

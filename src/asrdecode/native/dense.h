@@ -24,6 +24,10 @@ struct Net {
 // Y[a, n] is computed the same way whatever A and a are (row results never depend on the batch).
 void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y);
 
+// The time of a product of `rows` rows relative to one row at the product's peak rate (a lone row is
+// bound by reading the weights: up to 4 units; 12 rows: 12), for the kernels this CPU runs.
+double product_cost(int rows);
+
 // The joint's hidden row z [H] = act(e [H] + g [H]) (act 0 tanh, 1 relu).
 void joint_hidden(const float* e, const float* g, int H, int act, float* z);
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dense.h"
@@ -18,6 +20,7 @@ using asrd::log_sum_exp;
 using asrd::matmat;
 using asrd::Net;
 using asrd::predict_rows;
+using asrd::product_cost;
 using asrd::stateless_mid;
 
 namespace {
@@ -27,25 +30,15 @@ namespace {
 // search scans them in order and drops the frames after the first label (their joint used the old
 // decoder output). Exact: the rows it scans are the rows the frame-by-frame loop would compute.
 //
-// F is chosen per utterance from its blank rate p (a running average of its decisions): the F that
-// maximises the frames expected to be scanned, (1 - p^F) / (1 - p), per unit of the product's cost
-// (kCost: time of F rows relative to one row at the compute-bound rate; one row alone is bound by
-// reading the weights). With 3 or more utterances in the step the product is compute-bound already:
-// F = 1.
-constexpr int kSizes[] = {1, 2, 3, 6, 9, 12};
-constexpr double kCost[] = {2.1, 2.4, 3.0, 6.1, 9.1, 12.2};
+// F (one for the step, at most each utterance's frames left) maximises the frames expected to be
+// scanned, sum_b (1 - p_b^F) / (1 - p_b) (p_b: the utterance's blank rate, a running average of its
+// decisions), per unit of the product's cost (asrd::product_cost of all the step's rows).
+constexpr int kMaxBlock = 12;
 
-int block_frames(double p_blank, int left, int active) {
-    if (active >= 3 || left <= 1) return 1;
-    int best = 1;
-    double best_rate = 0.0, pf = 1.0;
-    for (int i = 0, f = 0; i < static_cast<int>(sizeof(kSizes) / sizeof(kSizes[0])); ++i) {
-        for (; f < kSizes[i]; ++f) pf *= p_blank;  // p^F
-        const double used = p_blank >= 1.0 ? kSizes[i] : (1.0 - pf) / (1.0 - p_blank);
-        if (used / kCost[i] > best_rate) { best_rate = used / kCost[i]; best = kSizes[i]; }
-        if (kSizes[i] >= left) break;
-    }
-    return best < left ? best : left;
+double expected_scanned(double p_blank, int f) {
+    double used = 0.0, pj = 1.0;
+    for (int j = 0; j < f; ++j, pj *= p_blank) used += pj;
+    return used;
 }
 
 // The joint rows of a step: block i covers frames t0[i] .. t0[i] + n[i] - 1 of utterance utt[i], rows
@@ -61,15 +54,27 @@ struct Blocks {
     // blocks for the utterances with frames left (t [B] < lens [B]); false when there are none
     bool plan(int B, const std::vector<int>& t, const int* lens) {
         utt.clear(); t0.clear(); n.clear(); row.clear();
-        int active = 0, rows = 0;
-        for (int b = 0; b < B; ++b) active += t[b] < lens[b];
-        for (int b = 0; b < B; ++b) {
-            if (t[b] >= lens[b]) continue;
-            const int f = block_frames(p_blank[b], lens[b] - t[b], active);
-            utt.push_back(b); t0.push_back(t[b]); n.push_back(f); row.push_back(rows);
-            rows += f;
+        for (int b = 0; b < B; ++b) if (t[b] < lens[b]) utt.push_back(b);
+        const int A = static_cast<int>(utt.size());
+        int best = 1;
+        double best_rate = 0.0;
+        for (int f = 1; f <= kMaxBlock; ++f) {
+            double used = 0.0;
+            int rows = 0;
+            for (int b : utt) {
+                const int fb = f < lens[b] - t[b] ? f : lens[b] - t[b];
+                used += expected_scanned(p_blank[b], fb);
+                rows += fb;
+            }
+            if (used / product_cost(rows) > best_rate * 1.0001) { best_rate = used / product_cost(rows); best = f; }
         }
-        return active > 0;
+        int rows = 0;
+        for (int b : utt) {
+            const int fb = best < lens[b] - t[b] ? best : lens[b] - t[b];
+            t0.push_back(t[b]); n.push_back(fb); row.push_back(rows);
+            rows += fb;
+        }
+        return A > 0;
     }
 
     // logits of every planned row: act(enc [B, Tmax, H] at the frame + g [B, H] of the utterance) -> wout, bout
@@ -92,6 +97,32 @@ struct Blocks {
     }
 
     void seen(int b, bool blank) { p_blank[b] += ((blank ? 1.0 : 0.0) - p_blank[b]) / 16.0; }
+};
+
+// icefall's stateless decoder output depends on the last C labels only: the outputs [H] of the
+// contexts seen in one call, up to kFloats floats in all (then no more are added).
+class ContextCache {
+ public:
+    ContextCache(int C, int H) : C_(C), H_(H) {}
+
+    const float* find(const int* ctx) const {
+        const auto it = index_.find(key(ctx));
+        return it == index_.end() ? nullptr : &out_[it->second];
+    }
+
+    void add(const int* ctx, const float* g) {
+        if (out_.size() + static_cast<size_t>(H_) > kFloats) return;
+        if (!index_.emplace(key(ctx), out_.size()).second) return;
+        out_.insert(out_.end(), g, g + H_);
+    }
+
+ private:
+    static constexpr size_t kFloats = size_t(1) << 22;  // 16 MB
+    std::string key(const int* ctx) const { return std::string(reinterpret_cast<const char*>(ctx), sizeof(int) * C_); }
+
+    int C_, H_;
+    std::unordered_map<std::string, size_t> index_;
+    std::vector<float> out_;
 };
 
 }  // namespace
@@ -167,17 +198,28 @@ int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tma
                                double* scores) {
     std::vector<int> ctx(static_cast<size_t>(B) * C), t(B, 0), sym(B, 0), rows;
     std::vector<float> x(static_cast<size_t>(C) * E), M, Hg, g(static_cast<size_t>(B) * H);
-    // the projection of the rows whose context changed, as one matrix product
+    ContextCache cache(C, H);
+    std::vector<int> miss;
+    // the decoder output of the rows whose context changed: seen contexts from the cache, the others by
+    // one matrix product (the same rows as without the cache: a row's product never depends on the batch)
     auto project = [&](const std::vector<int>& rs) {
-        const int R = static_cast<int>(rs.size());
+        miss.clear();
+        for (int b : rs) {
+            const float* seen = cache.find(&ctx[static_cast<size_t>(b) * C]);
+            if (seen) std::memcpy(&g[static_cast<size_t>(b) * H], seen, sizeof(float) * H);
+            else miss.push_back(b);
+        }
+        const int R = static_cast<int>(miss.size());
         if (R == 0) return;
         M.resize(static_cast<size_t>(R) * E);
         Hg.resize(static_cast<size_t>(R) * H);
         for (int r = 0; r < R; ++r)
-            stateless_mid(&ctx[static_cast<size_t>(rs[r]) * C], C, emb, E, convw, convb, G, x, &M[static_cast<size_t>(r) * E]);
+            stateless_mid(&ctx[static_cast<size_t>(miss[r]) * C], C, emb, E, convw, convb, G, x, &M[static_cast<size_t>(r) * E]);
         matmat(wp, bp, M.data(), R, H, E, Hg.data());
-        for (int r = 0; r < R; ++r)
-            std::memcpy(&g[static_cast<size_t>(rs[r]) * H], &Hg[static_cast<size_t>(r) * H], sizeof(float) * H);
+        for (int r = 0; r < R; ++r) {
+            std::memcpy(&g[static_cast<size_t>(miss[r]) * H], &Hg[static_cast<size_t>(r) * H], sizeof(float) * H);
+            cache.add(&ctx[static_cast<size_t>(miss[r]) * C], &Hg[static_cast<size_t>(r) * H]);
+        }
     };
     for (int b = 0; b < B; ++b) {
         counts[b] = 0;
