@@ -166,12 +166,13 @@ def weights_from_nemo_onnx(decoder: str | Path, joiner: str | Path, blank_id: in
         return None
 
 
-_F = ctypes.POINTER(ctypes.c_float)
-_IP = ctypes.POINTER(ctypes.c_int)
+# array arguments go as addresses (c_void_p): a cast per argument would cost about a microsecond each,
+# per call; the arrays are float32 / int32 / float64 C-contiguous as each function's comment says
+_F = _IP = _DP = ctypes.c_void_p
 
 
-def _f(a: np.ndarray) -> Any:
-    return a.ctypes.data_as(_F)
+def _f(a: np.ndarray) -> int:
+    return a.ctypes.data
 
 
 @torch.no_grad()
@@ -203,11 +204,11 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     while True:  # one C++ call decodes the batch (joint and prediction network batched per step)
         tok, fr, du = (np.zeros((b, cap), np.int32) for _ in range(3))
         counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
-        got = fn(_f(proj), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup),
+        got = fn(_f(proj), lens32.ctypes.data, b, t_max, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup),
                  _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id,
-                 w.vocab_size, dur.ctypes.data_as(_IP), k, max_symbols or 0, tok.ctypes.data_as(_IP),
-                 fr.ctypes.data_as(_IP), du.ctypes.data_as(_IP), cap, counts.ctypes.data_as(_IP),
-                 scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+                 w.vocab_size, dur.ctypes.data, k, max_symbols or 0, tok.ctypes.data,
+                 fr.ctypes.data, du.ctypes.data, cap, counts.ctypes.data,
+                 scores.ctypes.data)
         if got >= 0:
             break
         cap *= 4
@@ -240,7 +241,7 @@ def _lib_batch() -> Any:
         fn.restype = ctypes.c_int
         fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
                         _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
-                        ctypes.c_int, _IP, _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
+                        ctypes.c_int, _IP, _IP, _IP, ctypes.c_int, _IP, _DP])
     return fn
 
 
@@ -380,7 +381,7 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
         fn.restype = ctypes.c_int
         fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
                         ctypes.c_int, _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
-                        _IP, _IP, ctypes.c_int, _IP, ctypes.POINTER(ctypes.c_double)])
+                        _IP, _IP, ctypes.c_int, _IP, _DP])
     c = w.context_size
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":
@@ -391,11 +392,11 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     while True:  # one C++ call decodes the batch (the joint batched per step)
         tok, fr = np.zeros((b, cap), np.int32), np.zeros((b, cap), np.int32)
         counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
-        got = fn(_f(enc), lens32.ctypes.data_as(_IP), b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
+        got = fn(_f(enc), lens32.ctypes.data, b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
                  _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout),
                  _f(w.bout), w.vocab_size, w.blank_id, -1 if unk_id is None else int(unk_id),
-                 start.ctypes.data_as(_IP), max_symbols or 0, tok.ctypes.data_as(_IP), fr.ctypes.data_as(_IP), cap,
-                 counts.ctypes.data_as(_IP), scores.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+                 start.ctypes.data, max_symbols or 0, tok.ctypes.data, fr.ctypes.data, cap,
+                 counts.ctypes.data, scores.ctypes.data)
         if got >= 0:
             break
         cap *= 4
