@@ -77,7 +77,7 @@ def test_lstm_kernels_and_blocks_equal_the_tensor_engine_at_any_batch(case) -> N
     for ms in (1, 4):
         with torch.no_grad():
             want = greedy(t, enc, LENGTHS, max_symbols=ms, engine="torch")
-        per_size = {n: _batches(lambda e, lens: greedy_lstm(w, e, lens, max_symbols=ms), enc, LENGTHS, n)
+        per_size = {n: _batches(lambda e, lens, ms=ms: greedy_lstm(w, e, lens, max_symbols=ms), enc, LENGTHS, n)
                     for n in (1, 3, 8)}
         _same(per_size[8], want)
         for n in (1, 3):  # bit for bit the same hypotheses whatever the batch
@@ -133,7 +133,8 @@ def test_stateless_kernels_and_blocks_equal_a_numpy_greedy_at_any_batch(seed, vo
     enc = np.random.default_rng(seed + 10).normal(size=(len(LENGTHS), max(LENGTHS), h)).astype(np.float32)
     for ms, unk in ((1, 2), (3, None)):
         want = _stateless_reference(w, enc, LENGTHS, ms, unk)
-        per_size = {n: _batches(lambda x, lens: greedy_stateless(w, x, lens, max_symbols=ms, unk_id=unk),
+        per_size = {n: _batches(lambda x, lens, ms=ms, unk=unk: greedy_stateless(w, x, lens, max_symbols=ms,
+                                                                                  unk_id=unk),
                                 torch.from_numpy(enc), LENGTHS, n) for n in (1, 3, 8)}
         for got, (toks, frames, score) in zip(per_size[8], want):
             assert (got.tokens, got.timestamps) == (toks, frames)
