@@ -5,9 +5,11 @@ Fits the common shapes: an L-layer LSTM prediction network over an embedding, a 
 ``W_out act(W_enc e + b_enc + W_dec h + b_dec) + b_out`` with ``act`` tanh or relu. Weights come from
 an :class:`~asrdecode.transducer.LSTMTransducer` (:func:`weights_from_lstm_transducer`) or from the
 initializers of a NeMo-layout ``decoder.onnx`` / ``joiner.onnx`` (:func:`weights_from_nemo_onnx`; ``None``
-when the graphs do not have that shape). The encoder projection is one matrix product in torch
-before the loop. Decisions equal :func:`asrdecode.transducer.greedy`'s (same tokens, frames,
-durations; scores to float rounding). CPU, one utterance per C++ call.
+when the graphs do not have that shape). The encoder projection is one matrix product (the engine's,
+over the valid frames) before the loop. Decisions equal :func:`asrdecode.transducer.greedy`'s (same
+tokens, frames, durations; scores to float rounding). CPU, one C++ call per batch; a hypothesis never
+depends on the batch it was decoded in (scores included). The kernels and the frame blocking:
+``native/dense.cpp``, ``native/transducer_greedy_lstm.cpp``.
 """
 
 from __future__ import annotations
