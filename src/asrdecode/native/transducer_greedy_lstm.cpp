@@ -1,10 +1,11 @@
 // Greedy RNN-T / TDT search with the prediction and joint networks computed here: an L-layer LSTM
 // prediction network (first layer's input projection as a per-label table) and a joint
-// act(enc_proj + W_dec h + b_dec) -> W_out z + b_out, act tanh or relu. One utterance per call; the
+// act(enc_proj + W_dec h + b_dec) -> W_out z + b_out, act tanh or relu. One call per batch; the
 // per-step work never returns to Python. Same decisions as asrdecode.transducer.greedy (label
 // looping, max_symbols, TDT duration rules, first index on ties). Also icefall's stateless decoder
-// (embedding, grouped conv, relu, projection). Shapes in the Python binding
-// (asrdecode/native/transducer_greedy_lstm.py); the dense kernels in dense.cpp.
+// (embedding, grouped conv, relu, projection; outputs cached per context). The joint runs on blocks
+// of frames (Blocks below); shapes in the Python binding (asrdecode/native/transducer_greedy_lstm.py);
+// the dense kernels in dense.cpp.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
