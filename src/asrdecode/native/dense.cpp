@@ -1,9 +1,10 @@
 // Dense kernels of dense.h. Built without -march=native (runs on any x86-64): each kernel has a
 // portable version and an AVX2 + FMA one (explicit intrinsics, compiled with a per-function target
-// attribute), picked once at run time by what the CPU has. Within one machine a row's result never
-// depends on the batch: every output element is one fixed chain of operations over its own inputs
-// (the product: one 8-lane FMA accumulator per dot product, the K tail as zero-filled lanes, one fixed
-// horizontal sum), so batched and one-utterance calls agree bit for bit.
+// attribute), the product also an AVX-512 one, picked once at run time by what the CPU has (level()).
+// Within one machine a row's result never depends on the batch: every output element is one fixed
+// chain of operations over its own inputs (the product: one 8- or 16-lane FMA accumulator per dot
+// product, the K tail as zero-filled lanes, one fixed horizontal sum; the tiles only choose which
+// chains run side by side), so batched and one-utterance calls agree bit for bit.
 #include "dense.h"
 
 #include <cmath>
@@ -88,7 +89,7 @@ ASRD_AVX2 inline float hsum(__m256 v) {
 }
 
 // The dot products of RW rows of W with RX rows of X (row strides K), one accumulator each:
-// out[i * ldy + j] = bias[i] + W_i . X_j.
+// out[j * ldy + i] = bias[i] + W_i . X_j (i < RW, j < RX).
 template <int RW, int RX>
 ASRD_AVX2 inline void tile(const float* w, const float* x, int K, const float* bias, float* out, int64_t ldy) {
     __m256 acc[RW][RX];
@@ -175,7 +176,7 @@ ASRD_AVX512 inline void step16(const float* w, const float* x, int K, int k, __m
     }
 }
 
-// tile() with 16 lanes: out[i * ldy + j] = bias[i] + W_i . X_j, the K tail as zero-filled lanes
+// tile() with 16 lanes: out[j * ldy + i] = bias[i] + W_i . X_j, the K tail as zero-filled lanes
 template <int RW, int RX>
 ASRD_AVX512 inline void tile16(const float* w, const float* x, int K, const float* bias, float* out, int64_t ldy) {
     __m512 acc[RW][RX];
@@ -225,7 +226,8 @@ ASRD_AVX512 void matmat_avx512(const float* W, const float* b, const float* X, i
 // exp(x), Cephes' single-precision polynomial (about 1 ulp) for x in [-87.3, 88] (2^n stays a normal
 // float), x clamped to 88 above; 0 below -87.3 (where exp(x) < FLT_MIN).
 ASRD_AVX2 inline __m256 exp8(__m256 x0) {
-    __m256 x = _mm256_min_ps(_mm256_max_ps(x0, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.f));
+    // clamps with x second: min / max return their second operand on NaN, so a NaN stays NaN
+    __m256 x = _mm256_min_ps(_mm256_set1_ps(88.f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x0));
     const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
@@ -245,8 +247,8 @@ ASRD_AVX2 inline __m256 exp8(__m256 x0) {
 // tanh(x): a 13/6 rational approximation on [-7.9, 7.9] (Eigen's float tanh; a few ulp), x itself
 // where |x| < 4e-4, +-1 beyond.
 ASRD_AVX2 inline __m256 tanh8(__m256 a) {
-    const __m256 x = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(-7.90531110763549805f)),
-                                   _mm256_set1_ps(7.90531110763549805f));
+    const __m256 x = _mm256_min_ps(_mm256_set1_ps(7.90531110763549805f),  // a NaN stays NaN (see exp8)
+                                   _mm256_max_ps(_mm256_set1_ps(-7.90531110763549805f), a));
     const __m256 x2 = _mm256_mul_ps(x, x);
     __m256 p = _mm256_set1_ps(-2.76076847742355e-16f);
     p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.00018790482477e-13f));
