@@ -192,16 +192,13 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
         raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
     b, t_max, _ = encoder_output.shape
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    proj = _project(w, encoder_output.detach().cpu().float(), lens)
+    lens32 = _lengths(lengths, b, t_max)
+    proj = _project(w, encoder_output.detach().cpu().float(), lens32)
     fn = _lib_batch()
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
     p, layers = w.whh0.shape[1], w.wup.shape[0] + 1
     h, o = w.wdec.shape[0], w.wout.shape[0]
-    lens32 = lens.numpy().astype(np.int32)
     cap = max(16, t_max * (max_symbols or 64))
     while True:  # one C++ call decodes the batch (joint and prediction network batched per step)
         tok, fr, du = (np.zeros((b, cap), np.int32) for _ in range(3))
@@ -218,13 +215,24 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
             for i, n in enumerate(counts.tolist())]
 
 
-def _project(w: LstmJointWeights, enc: torch.Tensor, lens: torch.Tensor) -> np.ndarray:
+def _lengths(lengths: Optional[torch.Tensor | Sequence[int]], b: int, t_max: int) -> np.ndarray:
+    """``lengths`` (``None``: all ``t_max``) as int32 ``[b]``, checked in ``0..t_max`` (numpy: a few
+    microseconds a call, where the tensor checks took tens)."""
+    if lengths is None:
+        return np.full(b, t_max, np.int32)
+    got = np.asarray(lengths.detach().cpu() if isinstance(lengths, torch.Tensor) else lengths).reshape(-1)
+    if got.size != b or (got.size and (got.min() < 0 or got.max() > t_max)):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    return got.astype(np.int32)
+
+
+def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.ndarray:
     """The joint's encoder projection ``[B, T, H]`` of ``enc [B, T, D]`` by the engine's matrix product
     (each frame's row the same whatever the batch), over the frames within ``lens`` only (padding rows
     stay zero, never read)."""
     b, t_max, d = enc.shape
     h = w.wenc.shape[0]
-    valid = (torch.arange(t_max).unsqueeze(0) < lens.unsqueeze(1)).reshape(-1).numpy()
+    valid = (np.arange(t_max)[None, :] < lens[:, None]).reshape(-1)
     rows = np.ascontiguousarray(enc.reshape(-1, d).numpy()[valid])
     got = np.empty((len(rows), h), np.float32)
     fn = load().asr_dense_matmat
@@ -375,9 +383,7 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     if start_context not in ("blank", "sherpa"):
         raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
     b, t_max, _ = encoder_output.shape
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    lens32 = _lengths(lengths, b, t_max)
     fn = load().asr_stateless_greedy_batch
     if fn.argtypes is None:
         fn.restype = ctypes.c_int
@@ -389,7 +395,6 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     if start_context == "sherpa":
         start[:-1] = -1
     enc = encoder_output.detach().cpu().float().contiguous().numpy()
-    lens32 = lens.numpy().astype(np.int32)
     cap = max(16, t_max * (max_symbols or 64))
     while True:  # one C++ call decodes the batch (the joint batched per step)
         tok, fr = np.zeros((b, cap), np.int32), np.zeros((b, cap), np.int32)
