@@ -1,0 +1,405 @@
+// sherpa-onnx's modified beam search (asrdecode.models.sherpa_search.modified_beam_search) with the
+// prediction and joint networks computed here: one symbol per frame; every hypothesis is extended by
+// blank (or <unk>, which extends like blank) or by one label; the `beam` best (hypothesis, token)
+// pairs of an utterance survive; pairs spelling the same label sequence merge (log-add, double).
+// Scores add float32 log-softmax values as sherpa-onnx does; ties in the top-k go to the lower flat
+// index (hypothesis * V + token). One call decodes a batch: per frame, the hypotheses of all active
+// utterances go through the joint as one matrix product; the prediction network runs only for the
+// hypotheses that emitted (LSTM: the parent's state copied, then one step; icefall's stateless
+// decoder: its output depends only on the last C labels, cached per context). Shapes in the Python
+// binding (asrdecode/native/modified_beam.py); dense kernels in dense.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "dense.h"
+
+namespace {
+
+using asrd::matmat;
+using asrd::Net;
+
+// One emitted label of a hypothesis: the labels of a hypothesis are its node's chain to the start (-1).
+struct Node {
+    int parent;
+    int token;
+    int frame;
+};
+
+// A live hypothesis: last node (-1: none emitted), label count, log-probability, a hash of its labels,
+// its row in the prediction network's state.
+struct Hyp {
+    int node;
+    int len;
+    double score;
+    uint64_t key;
+    int row;
+};
+
+// A (hypothesis, token) pair of the top-k: float32 score, flat index parent * V + token.
+struct Cand {
+    float s;
+    int idx;
+};
+
+inline bool better(const Cand& a, const Cand& b) { return a.s > b.s || (a.s == b.s && a.idx < b.idx); }
+
+inline uint64_t extend_key(uint64_t key, int token) {
+    uint64_t x = (key ^ (static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 31);
+}
+
+// logaddexp in double as torch computes it
+inline double log_add(double a, double b) {
+    if (std::isinf(a) && a == b) return a;
+    const double m = a > b ? a : b;
+    return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+// Whether node chains a and b spell the same labels (equal lengths assumed).
+bool same_nodes(const std::vector<Node>& nodes, int a, int b) {
+    while (a != b) {
+        if (a < 0 || b < 0 || nodes[a].token != nodes[b].token) return false;
+        a = nodes[a].parent;
+        b = nodes[b].parent;
+    }
+    return true;
+}
+
+// Whether labels(na) + [ta] equal labels(nb) + [tb] (t < 0: nothing appended; equal lengths assumed).
+bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
+    if (ta >= 0 && tb >= 0) return ta == tb && same_nodes(nodes, na, nb);
+    if (ta < 0 && tb < 0) return same_nodes(nodes, na, nb);
+    if (ta < 0) return same_seq(nodes, nb, tb, na, ta);
+    return nb >= 0 && nodes[nb].token == ta && same_nodes(nodes, na, nodes[nb].parent);
+}
+
+// Log-softmax of one logits row lg [V] in float32 (max shift, sum of exponentials in double): out [V].
+// `fold` >= 0: that <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
+void log_softmax(float* lg, int V, int blank, int fold, float* out) {
+    if (fold >= 0 && fold != blank) {
+        lg[blank] = lg[fold] > lg[blank] ? lg[fold] : lg[blank];
+        lg[fold] = -INFINITY;
+    }
+    float m = lg[0];
+    for (int v = 1; v < V; ++v) m = lg[v] > m ? lg[v] : m;
+    double sum = 0.0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
+    const float lse = static_cast<float>(std::log(sum));
+    for (int v = 0; v < V; ++v) out[v] = (lg[v] - m) - lse;
+}
+
+// The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
+class LstmPred {
+public:
+    LstmPred(const Net& n, int blank) : n_(n), blank_(blank) {}
+
+    // `rows` rows fed the start label (blank) from the zero state.
+    void start(int rows) {
+        h_.assign(static_cast<size_t>(rows) * n_.L * n_.P, 0.f);
+        c_.assign(h_.size(), 0.f);
+        g_.resize(static_cast<size_t>(rows) * n_.H);
+        std::vector<int> all(rows), labels(rows, blank_);
+        for (int r = 0; r < rows; ++r) all[r] = r;
+        asrd::predict_rows(n_, all, labels, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
+    }
+
+    const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
+
+    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0.
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+        const int R = static_cast<int>(parents.size());
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        nh_.resize(R * S);
+        nc_.resize(R * S);
+        ng_.resize(R * H);
+        rows_.clear();
+        emit_.clear();
+        for (int j = 0; j < R; ++j) {
+            const size_t p = parents[j];
+            std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
+            std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
+            std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
+            if (labels[j] >= 0) {
+                rows_.push_back(j);
+                emit_.push_back(labels[j]);
+            }
+        }
+        asrd::predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
+        h_.swap(nh_);
+        c_.swap(nc_);
+        g_.swap(ng_);
+    }
+
+private:
+    Net n_;
+    int blank_;
+    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_;
+    std::vector<int> rows_, emit_;
+};
+
+// icefall's stateless decoder: per row its context of C labels; outputs cached per context.
+struct StatelessNet {
+    const float* emb; int E; const float* convw; const float* convb; int G; int C;
+    const float* wp; const float* bp; int H;
+};
+
+class StatelessPred {
+public:
+    StatelessPred(const StatelessNet& n, const int* start_ctx)
+        : n_(n), start_(start_ctx), x_(static_cast<size_t>(n.C) * n.E) {}
+
+    // `rows` rows with the start context.
+    void start(int rows) {
+        ctx_.resize(static_cast<size_t>(rows) * n_.C);
+        for (int r = 0; r < rows; ++r) std::memcpy(&ctx_[static_cast<size_t>(r) * n_.C], start_, sizeof(int) * n_.C);
+        resolve(rows);
+    }
+
+    const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
+
+    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context.
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+        const int R = static_cast<int>(parents.size()), C = n_.C;
+        next_.resize(static_cast<size_t>(R) * C);
+        for (int j = 0; j < R; ++j) {
+            const int* src = &ctx_[static_cast<size_t>(parents[j]) * C];
+            int* dst = &next_[static_cast<size_t>(j) * C];
+            if (labels[j] < 0) {
+                std::memcpy(dst, src, sizeof(int) * C);
+                continue;
+            }
+            for (int k = 0; k + 1 < C; ++k) dst[k] = src[k + 1];
+            dst[C - 1] = labels[j];
+        }
+        ctx_.swap(next_);
+        resolve(R);
+    }
+
+private:
+    static uint64_t hash(const int* ctx, int C) {
+        uint64_t k = 0x84222325cbf29ce4ULL;
+        for (int i = 0; i < C; ++i) k = extend_key(k, ctx[i] + 1);
+        return k;
+    }
+
+    // at_[r]: the cache entry of row r's context; the missing contexts computed as one projection.
+    void resolve(int R) {
+        const int C = n_.C, E = n_.E, H = n_.H;
+        at_.resize(R);
+        missing_.clear();
+        for (int r = 0; r < R; ++r) {
+            const int* ctx = &ctx_[static_cast<size_t>(r) * C];
+            auto& bucket = index_[hash(ctx, C)];
+            int found = -1;
+            for (int e : bucket)
+                if (std::memcmp(&keys_[static_cast<size_t>(e) * C], ctx, sizeof(int) * C) == 0) { found = e; break; }
+            if (found < 0) {
+                found = static_cast<int>(keys_.size() / C);
+                keys_.insert(keys_.end(), ctx, ctx + C);
+                bucket.push_back(found);
+                missing_.push_back(found);
+            }
+            at_[r] = found;
+        }
+        const int M = static_cast<int>(missing_.size());
+        if (M == 0) return;
+        mid_.resize(static_cast<size_t>(M) * E);
+        for (int m = 0; m < M; ++m)
+            asrd::stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
+                                &mid_[static_cast<size_t>(m) * E]);
+        out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
+        matmat(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
+    }
+
+    StatelessNet n_;
+    const int* start_;  // [C]
+    std::vector<float> x_, mid_, out_;  // out_ [entries, H]
+    std::vector<int> ctx_, next_, at_, keys_, missing_;  // keys_ [entries, C]
+    std::unordered_map<uint64_t, std::vector<int>> index_;
+};
+
+// The joint (act(enc + g) -> W_out z + b_out over the first V outputs), the search's settings, outputs.
+struct Search {
+    const float* enc; const int* lens; int B; int Tmax; int H;
+    const float* wout; const float* bout; int act; int V; int blank; int unk; int fold; int beam;
+    int* out_n; int* out_len; double* out_score; int* out_tokens; int* out_frames;
+};
+
+// One surviving entry of an utterance's frame: its parent hypothesis (index in the utterance), the
+// label it emits (-1: none), its score and label hash.
+struct Entry {
+    int parent;
+    int token;
+    double score;
+    uint64_t key;
+    int len;
+};
+
+void write_output(const Search& s, int b, const std::vector<Hyp>& hyps, const std::vector<Node>& nodes) {
+    s.out_n[b] = static_cast<int>(hyps.size());
+    for (size_t j = 0; j < hyps.size(); ++j) {
+        const int64_t slot = static_cast<int64_t>(b) * s.beam + static_cast<int64_t>(j);
+        s.out_len[slot] = hyps[j].len;
+        s.out_score[slot] = hyps[j].score;
+        int pos = hyps[j].len, node = hyps[j].node;
+        while (node >= 0) {  // labels back to front
+            --pos;
+            s.out_tokens[slot * s.Tmax + pos] = nodes[node].token;
+            s.out_frames[slot * s.Tmax + pos] = nodes[node].frame;
+            node = nodes[node].parent;
+        }
+    }
+}
+
+// The top `beam` (hypothesis, token) pairs of one utterance, best first: lsm [n, V] + scores.
+void top_k(const float* lsm, const std::vector<Hyp>& hyps, int V, int beam, std::vector<Cand>& top) {
+    top.clear();
+    const int n = static_cast<int>(hyps.size());
+    for (int j = 0; j < n; ++j) {
+        const float base = static_cast<float>(hyps[j].score);
+        const float* row = lsm + static_cast<size_t>(j) * V;
+        for (int v = 0; v < V; ++v) {
+            const Cand c{row[v] + base, j * V + v};
+            if (static_cast<int>(top.size()) == beam && !better(c, top.back())) continue;
+            auto it = std::upper_bound(top.begin(), top.end(), c, better);
+            top.insert(it, c);
+            if (static_cast<int>(top.size()) > beam) top.pop_back();
+        }
+    }
+}
+
+// Merge the top pairs by label sequence (first occurrence keeps its place and alignment).
+void merge(const Search& s, const std::vector<Cand>& top, const std::vector<Hyp>& hyps,
+           const std::vector<Node>& nodes, std::vector<Entry>& out) {
+    out.clear();
+    for (const Cand& c : top) {
+        const int parent = c.idx / s.V, tok = c.idx % s.V;
+        const Hyp& p = hyps[parent];
+        const bool emits = tok != s.blank && tok != s.unk;
+        Entry e{parent, emits ? tok : -1, static_cast<double>(c.s), emits ? extend_key(p.key, tok) : p.key,
+                p.len + (emits ? 1 : 0)};
+        bool merged = false;
+        for (Entry& o : out) {
+            if (o.len != e.len || o.key != e.key) continue;
+            if (!same_seq(nodes, hyps[o.parent].node, o.token, p.node, e.token)) continue;
+            o.score = log_add(o.score, e.score);
+            merged = true;
+            break;
+        }
+        if (!merged) out.push_back(e);
+    }
+}
+
+template <class Pred>
+void run(const Search& s, Pred& pred) {
+    std::vector<std::vector<Hyp>> hyps(s.B);
+    std::vector<Node> nodes;
+    std::vector<int> active, parents, labels;
+    std::vector<float> Z, logits, lsm;
+    std::vector<Cand> top;
+    std::vector<Entry> entries;
+    int rows = 0;
+    for (int b = 0; b < s.B; ++b) {
+        if (s.lens[b] > 0) hyps[b].push_back(Hyp{-1, 0, 0.0, 0, rows++});
+        else write_output(s, b, {Hyp{-1, 0, 0.0, 0, 0}}, nodes);
+    }
+    if (rows == 0) return;
+    pred.start(rows);
+    for (int t = 0; rows > 0; ++t) {
+        active.clear();
+        for (int b = 0; b < s.B; ++b) if (t < s.lens[b]) active.push_back(b);
+        // the joint over every hypothesis of every active utterance: Z [rows, H] -> logits [rows, V]
+        Z.resize(static_cast<size_t>(rows) * s.H);
+        int r = 0;
+        for (int b : active) {
+            const float* e = s.enc + (static_cast<int64_t>(b) * s.Tmax + t) * s.H;
+            for (const Hyp& h : hyps[b]) {
+                const float* g = pred.g(h.row);
+                float* z = &Z[static_cast<size_t>(r++) * s.H];
+                for (int k = 0; k < s.H; ++k) {
+                    const float x = e[k] + g[k];
+                    z[k] = s.act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+                }
+            }
+        }
+        logits.resize(static_cast<size_t>(rows) * s.V);
+        lsm.resize(logits.size());
+        matmat(s.wout, s.bout, Z.data(), rows, s.V, s.H, logits.data());
+        for (int q = 0; q < rows; ++q)
+            log_softmax(&logits[static_cast<size_t>(q) * s.V], s.V, s.blank, s.fold, &lsm[static_cast<size_t>(q) * s.V]);
+        // per utterance: top-k, merge, new hypotheses; the next frame's rows for those that go on
+        parents.clear();
+        labels.clear();
+        r = 0;
+        for (int b : active) {
+            std::vector<Hyp>& hs = hyps[b];
+            top_k(&lsm[static_cast<size_t>(r) * s.V], hs, s.V, s.beam, top);
+            merge(s, top, hs, nodes, entries);
+            const bool last = t + 1 == s.lens[b];
+            std::vector<Hyp> next;
+            for (const Entry& e : entries) {
+                const Hyp& p = hs[e.parent];
+                int node = p.node;
+                if (e.token >= 0) {
+                    nodes.push_back(Node{p.node, e.token, t});
+                    node = static_cast<int>(nodes.size()) - 1;
+                }
+                next.push_back(Hyp{node, e.len, e.score, e.key, last ? -1 : static_cast<int>(parents.size())});
+                if (!last) {
+                    parents.push_back(p.row);
+                    labels.push_back(e.token);
+                }
+            }
+            r += static_cast<int>(hs.size());
+            hs.swap(next);
+            if (last) write_output(s, b, hs, nodes);
+        }
+        rows = static_cast<int>(parents.size());
+        if (rows > 0) pred.advance(parents, labels);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// LSTM prediction network (NeMo / LSTMTransducer): enc [B, Tmax, H] projected by the joint's encoder
+// matrix, lens [B]; weights as in dense.h's Net (O >= V outputs, the first V read). unk: id that
+// extends like blank (-1: none); fold: id folded into blank by max (-1: none). Outputs: out_n [B]
+// hypotheses per utterance, out_len / out_score [B, beam], out_tokens / out_frames [B, beam, Tmax].
+int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                           const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                           const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
+                           int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
+                           int* out_tokens, int* out_frames) {
+    if (B < 0 || Tmax < 0 || H < 1 || V < 1 || O < V || beam < 1 || blank < 0 || blank >= V) return -1;
+    Net n{table, whh0, P, L, wup, bup, wdec, bdec, H, wout, bout, O, act};
+    Search s{enc, lens, B, Tmax, H, wout, bout, act, V, blank, unk, fold, beam,
+             out_n, out_len, out_score, out_tokens, out_frames};
+    LstmPred pred(n, blank);
+    run(s, pred);
+    return 0;
+}
+
+// icefall's stateless decoder (embedding, grouped conv over C labels, relu, projection wp / bp) and a
+// tanh joint: enc [B, Tmax, H] (icefall's projected encoder_out); start_ctx [C]. Outputs as above.
+int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                                const float* convw, const float* convb, int G, int C, const float* wp,
+                                const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
+                                int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
+                                double* out_score, int* out_tokens, int* out_frames) {
+    if (B < 0 || Tmax < 0 || H < 1 || V < 1 || C < 1 || G < 1 || E % G != 0 || beam < 1 || blank < 0 || blank >= V)
+        return -1;
+    StatelessNet n{emb, E, convw, convb, G, C, wp, bp, H};
+    Search s{enc, lens, B, Tmax, H, wout, bout, 0, V, blank, unk, fold, beam,
+             out_n, out_len, out_score, out_tokens, out_frames};
+    StatelessPred pred(n, start_ctx);
+    run(s, pred);
+    return 0;
+}
+
+}  // extern "C"
