@@ -17,6 +17,10 @@
 
 #include "dense.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 using asrd::matmat;
@@ -77,7 +81,180 @@ bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
     return nb >= 0 && nodes[nb].token == ta && same_nodes(nodes, na, nodes[nb].parent);
 }
 
-// Log-softmax of one logits row lg [V] in float32 (max shift, sum of exponentials in double): out [V].
+// ------------------------------------------------------------------ the joint's output product
+// Y[a, n] = b[n] + (W[n, :] . X[a, :]) for a < A (W [N, K], X [A, K], Y [A, N]). Where the CPU has
+// AVX2 + FMA: blocks of 4 rows x 2 outputs (8 accumulators, W's rows reused from L1 by every row
+// block); each dot product is the same FMA sequence (8 lanes over k, a fixed horizontal sum, then
+// the k % 8 tail) whatever block computes it, so a row's logits do not depend on the batch. Else
+// dense.h's matmat.
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) inline float finish(__m256 acc, const float* w, const float* x, int k0, int K,
+                                                        float bias) {
+    float tail = 0.f;
+    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
+    return bias + (hsum8(acc) + tail);
+}
+
+// rows [a0, a0 + 4) x outputs n, n + 1
+__attribute__((target("avx2,fma"))) void block4x2(const float* W, const float* b, const float* X, int a0, int n,
+                                                  int N, int K, float* Y) {
+    const float* w0 = W + static_cast<int64_t>(n) * K;
+    const float* w1 = w0 + K;
+    const float* x[4];
+    for (int r = 0; r < 4; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    const int K8 = K & ~7;
+    for (int k = 0; k < K8; k += 8) {
+        const __m256 v0 = _mm256_loadu_ps(w0 + k), v1 = _mm256_loadu_ps(w1 + k);
+        __m256 xv = _mm256_loadu_ps(x[0] + k);
+        c00 = _mm256_fmadd_ps(v0, xv, c00);
+        c01 = _mm256_fmadd_ps(v1, xv, c01);
+        xv = _mm256_loadu_ps(x[1] + k);
+        c10 = _mm256_fmadd_ps(v0, xv, c10);
+        c11 = _mm256_fmadd_ps(v1, xv, c11);
+        xv = _mm256_loadu_ps(x[2] + k);
+        c20 = _mm256_fmadd_ps(v0, xv, c20);
+        c21 = _mm256_fmadd_ps(v1, xv, c21);
+        xv = _mm256_loadu_ps(x[3] + k);
+        c30 = _mm256_fmadd_ps(v0, xv, c30);
+        c31 = _mm256_fmadd_ps(v1, xv, c31);
+    }
+    const float b0 = b ? b[n] : 0.f, b1 = b ? b[n + 1] : 0.f;
+    const __m256 acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    for (int r = 0; r < 4; ++r) {
+        float* y = Y + static_cast<int64_t>(a0 + r) * N + n;
+        y[0] = finish(acc[r][0], w0, x[r], K8, K, b0);
+        y[1] = finish(acc[r][1], w1, x[r], K8, K, b1);
+    }
+}
+
+// one row a x one output n
+__attribute__((target("avx2,fma"))) void block1x1(const float* W, const float* b, const float* X, int a, int n,
+                                                  int N, int K, float* Y) {
+    const float* w = W + static_cast<int64_t>(n) * K;
+    const float* x = X + static_cast<int64_t>(a) * K;
+    __m256 c = _mm256_setzero_ps();
+    const int K8 = K & ~7;
+    for (int k = 0; k < K8; k += 8) c = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), c);
+    Y[static_cast<int64_t>(a) * N + n] = finish(c, w, x, K8, K, b ? b[n] : 0.f);
+}
+
+__attribute__((target("avx2,fma"))) void rows_product_avx2(const float* W, const float* b, const float* X, int A,
+                                                           int N, int K, float* Y) {
+    const int A4 = A & ~3, N2 = N & ~1;
+    for (int n = 0; n < N2; n += 2) {
+        for (int a = 0; a < A4; a += 4) block4x2(W, b, X, a, n, N, K, Y);
+        for (int a = A4; a < A; ++a) {
+            block1x1(W, b, X, a, n, N, K, Y);
+            block1x1(W, b, X, a, n + 1, N, K, Y);
+        }
+    }
+    if (N2 < N)
+        for (int a = 0; a < A; ++a) block1x1(W, b, X, a, N2, N, K, Y);
+}
+
+const bool kFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+
+void rows_product(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+#if defined(__x86_64__)
+    if (kFma) {
+        rows_product_avx2(W, b, X, A, N, K, Y);
+        return;
+    }
+#endif
+    matmat(W, b, X, A, N, K, Y);
+}
+
+// ------------------------------------------------ the joint's activation and the log-softmax sums
+#if defined(__x86_64__)
+// exp of 8 floats (range reduction by ln 2, degree-6 polynomial: within 2 ulp of expf), inputs clamped
+// to [-88, 88]
+__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.f)), _mm256_set1_ps(88.f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// tanh of 8 floats: sign(x) (1 - 2 / (exp(2|x|) + 1)), |x| clamped to 9 (tanh 9 rounds to 1)
+__attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
+    const __m256 a = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), _mm256_set1_ps(9.f));
+    const __m256 e = exp8(_mm256_add_ps(a, a));
+    const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.f), _mm256_div_ps(_mm256_set1_ps(2.f),
+                                                                      _mm256_add_ps(e, _mm256_set1_ps(1.f))));
+    return _mm256_or_ps(t, sign);
+}
+
+__attribute__((target("avx2,fma"))) void activate_avx2(const float* e, const float* g, int H, int act, float* z) {
+    int k = 0;
+    for (; k + 8 <= H; k += 8) {
+        const __m256 x = _mm256_add_ps(_mm256_loadu_ps(e + k), _mm256_loadu_ps(g + k));
+        _mm256_storeu_ps(z + k, act == 0 ? tanh8(x) : _mm256_max_ps(x, _mm256_setzero_ps()));
+    }
+    for (; k < H; ++k) {
+        const float x = e[k] + g[k];
+        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+    }
+}
+
+// sum of exp(lg[v] - m) over v < V: 8 float lanes, then the lanes and the tail in double
+__attribute__((target("avx2,fma"))) double sum_exp_avx2(const float* lg, int V, float m) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256 mv = _mm256_set1_ps(m);
+    int v = 0;
+    for (; v + 8 <= V; v += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(lg + v), mv)));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    double sum = 0.0;
+    for (int j = 0; j < 8; ++j) sum += lanes[j];
+    for (; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
+    return sum;
+}
+#endif
+
+// z [H] = act(e + g): tanh (act 0) or relu
+void activate(const float* e, const float* g, int H, int act, float* z) {
+#if defined(__x86_64__)
+    if (kFma) {
+        activate_avx2(e, g, H, act, z);
+        return;
+    }
+#endif
+    for (int k = 0; k < H; ++k) {
+        const float x = e[k] + g[k];
+        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+    }
+}
+
+double sum_exp(const float* lg, int V, float m) {
+#if defined(__x86_64__)
+    if (kFma) return sum_exp_avx2(lg, V, m);
+#endif
+    double sum = 0.0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
+    return sum;
+}
+
+// Log-softmax of one logits row lg [V] in float32 (max shift, sum of exponentials: sum_exp): out [V].
 // `fold` >= 0: that <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
 void log_softmax(float* lg, int V, int blank, int fold, float* out) {
     if (fold >= 0 && fold != blank) {
@@ -86,9 +263,7 @@ void log_softmax(float* lg, int V, int blank, int fold, float* out) {
     }
     float m = lg[0];
     for (int v = 1; v < V; ++v) m = lg[v] > m ? lg[v] : m;
-    double sum = 0.0;
-    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
-    const float lse = static_cast<float>(std::log(sum));
+    const float lse = static_cast<float>(std::log(sum_exp(lg, V, m)));
     for (int v = 0; v < V; ++v) out[v] = (lg[v] - m) - lse;
 }
 
@@ -212,7 +387,7 @@ private:
             asrd::stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
                                 &mid_[static_cast<size_t>(m) * E]);
         out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
-        matmat(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
+        rows_product(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
     }
 
     StatelessNet n_;
@@ -255,13 +430,14 @@ void write_output(const Search& s, int b, const std::vector<Hyp>& hyps, const st
     }
 }
 
-// The top `beam` (hypothesis, token) pairs of one utterance, best first: lsm [n, V] + scores.
-void top_k(const float* lsm, const std::vector<Hyp>& hyps, int V, int beam, std::vector<Cand>& top) {
+// The top `beam` (hypothesis, token) pairs of one utterance, best first: hypothesis j's log-softmax
+// row is lsm [at[j], V], added to its score in float32.
+void top_k(const float* lsm, const int* at, const std::vector<Hyp>& hyps, int V, int beam, std::vector<Cand>& top) {
     top.clear();
     const int n = static_cast<int>(hyps.size());
     for (int j = 0; j < n; ++j) {
         const float base = static_cast<float>(hyps[j].score);
-        const float* row = lsm + static_cast<size_t>(j) * V;
+        const float* row = lsm + static_cast<size_t>(at[j]) * V;
         for (int v = 0; v < V; ++v) {
             const Cand c{row[v] + base, j * V + v};
             if (static_cast<int>(top.size()) == beam && !better(c, top.back())) continue;
@@ -298,7 +474,8 @@ template <class Pred>
 void run(const Search& s, Pred& pred) {
     std::vector<std::vector<Hyp>> hyps(s.B);
     std::vector<Node> nodes;
-    std::vector<int> active, parents, labels;
+    std::vector<int> active, parents, labels, at;  // at: each hypothesis's joint row
+    std::vector<const float*> gs;                   // an utterance's distinct decoder outputs
     std::vector<float> Z, logits, lsm;
     std::vector<Cand> top;
     std::vector<Entry> entries;
@@ -312,32 +489,38 @@ void run(const Search& s, Pred& pred) {
     for (int t = 0; rows > 0; ++t) {
         active.clear();
         for (int b = 0; b < s.B; ++b) if (t < s.lens[b]) active.push_back(b);
-        // the joint over every hypothesis of every active utterance: Z [rows, H] -> logits [rows, V]
+        // the joint over the distinct decoder outputs of each active utterance's hypotheses (stateless
+        // decoders: hypotheses ending in the same context share one): Z [U, H] -> logits [U, V]
         Z.resize(static_cast<size_t>(rows) * s.H);
-        int r = 0;
+        at.clear();
+        int U = 0;
         for (int b : active) {
             const float* e = s.enc + (static_cast<int64_t>(b) * s.Tmax + t) * s.H;
+            const int first = U;
             for (const Hyp& h : hyps[b]) {
                 const float* g = pred.g(h.row);
-                float* z = &Z[static_cast<size_t>(r++) * s.H];
-                for (int k = 0; k < s.H; ++k) {
-                    const float x = e[k] + g[k];
-                    z[k] = s.act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+                int q = first;
+                while (q < U && gs[q - first] != g) ++q;
+                if (q == U) {
+                    gs.resize(U - first + 1);
+                    gs[U - first] = g;
+                    activate(e, g, s.H, s.act, &Z[static_cast<size_t>(U++) * s.H]);
                 }
+                at.push_back(q);
             }
         }
-        logits.resize(static_cast<size_t>(rows) * s.V);
+        logits.resize(static_cast<size_t>(U) * s.V);
         lsm.resize(logits.size());
-        matmat(s.wout, s.bout, Z.data(), rows, s.V, s.H, logits.data());
-        for (int q = 0; q < rows; ++q)
+        rows_product(s.wout, s.bout, Z.data(), U, s.V, s.H, logits.data());
+        for (int q = 0; q < U; ++q)
             log_softmax(&logits[static_cast<size_t>(q) * s.V], s.V, s.blank, s.fold, &lsm[static_cast<size_t>(q) * s.V]);
         // per utterance: top-k, merge, new hypotheses; the next frame's rows for those that go on
         parents.clear();
         labels.clear();
-        r = 0;
+        int r = 0;
         for (int b : active) {
             std::vector<Hyp>& hs = hyps[b];
-            top_k(&lsm[static_cast<size_t>(r) * s.V], hs, s.V, s.beam, top);
+            top_k(lsm.data(), &at[r], hs, s.V, s.beam, top);
             merge(s, top, hs, nodes, entries);
             const bool last = t + 1 == s.lens[b];
             std::vector<Hyp> next;
