@@ -200,3 +200,31 @@ def test_best_equals_sherpa_onnx_modified_beam_search_on_60_clips(sherpa, waves,
     enc, elen = nb.encode_features(*nb.features(waves))
     got = modified_beam_search(nb.model, enc, elen, beam=4, unk_id=nb.model.unk_id, length_norm=False, engine="native")
     assert len(got) == len(waves) and all(1 <= len(row) <= 4 for row in got)
+
+
+# ------------------------------------------------------------------------------- the joint's product
+@pytest.mark.parametrize("path", [0, 1, 2])
+def test_each_product_path_equals_numpy_and_does_not_depend_on_the_batch(path) -> None:
+    """The joint's product on each CPU path (dense.h's matmat, AVX2 + FMA, AVX-512; the search uses the
+    widest this CPU has): numpy's values, and a row's values bit for bit the same in any batch."""
+    import ctypes
+
+    import numpy as np
+
+    from asrdecode.native._lib import load
+
+    fn = load().asr_modified_beam_product
+    fp = ctypes.POINTER(ctypes.c_float)
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int, fp, fp, fp, ctypes.c_int, ctypes.c_int, ctypes.c_int, fp]
+    rng = np.random.default_rng(path)
+    for a, n, k in ((1, 1, 1), (3, 5, 7), (4, 8, 16), (9, 13, 37), (13, 31, 64), (6, 500, 130)):
+        w, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (n,), (a, k)))
+        y = np.zeros((a, n), np.float32)
+        if fn(path, w.ctypes.data_as(fp), b.ctypes.data_as(fp), x.ctypes.data_as(fp), a, n, k, y.ctypes.data_as(fp)):
+            pytest.skip(f"this CPU lacks path {path}")
+        np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=1e-4, atol=1e-4)
+        for r in range(a):
+            one = np.zeros((1, n), np.float32)
+            xr = np.ascontiguousarray(x[r:r + 1])
+            fn(path, w.ctypes.data_as(fp), b.ctypes.data_as(fp), xr.ctypes.data_as(fp), 1, n, k, one.ctypes.data_as(fp))
+            assert np.array_equal(one[0], y[r])

@@ -83,10 +83,10 @@ bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
 
 // ------------------------------------------------------------------ the joint's output product
 // Y[a, n] = b[n] + (W[n, :] . X[a, :]) for a < A (W [N, K], X [A, K], Y [A, N]). Where the CPU has
-// AVX2 + FMA: blocks of 4 rows x 2 outputs (8 accumulators, W's rows reused from L1 by every row
-// block); each dot product is the same FMA sequence (8 lanes over k, a fixed horizontal sum, then
-// the k % 8 tail) whatever block computes it, so a row's logits do not depend on the batch. Else
-// dense.h's matmat.
+// AVX2 + FMA: blocks of up to 4 rows x 2-4 outputs (independent accumulators; W's rows reused from L1
+// by every row block); each dot product is the same FMA sequence (8 lanes over k, a fixed horizontal sum, then
+// the k % 8 tail) whatever block computes it, so a row's logits do not depend on the batch. With
+// AVX-512 the same with 16 lanes (the path depends on the CPU only). Else dense.h's matmat.
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -102,70 +102,123 @@ __attribute__((target("avx2,fma"))) inline float finish(__m256 acc, const float*
     return bias + (hsum8(acc) + tail);
 }
 
-// rows [a0, a0 + 4) x outputs n, n + 1
-__attribute__((target("avx2,fma"))) void block4x2(const float* W, const float* b, const float* X, int a0, int n,
-                                                  int N, int K, float* Y) {
-    const float* w0 = W + static_cast<int64_t>(n) * K;
-    const float* w1 = w0 + K;
-    const float* x[4];
-    for (int r = 0; r < 4; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+// rows [a0, a0 + R) x outputs [n0, n0 + C): R * C accumulators, W's C rows loaded once per k step
+template <int R, int C>
+__attribute__((target("avx2,fma"))) void block(const float* W, const float* b, const float* X, int a0, int n0, int N,
+                                               int K, float* Y) {
+    const float* w[C];
+    const float* x[R];
+    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
+    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
     const int K8 = K & ~7;
     for (int k = 0; k < K8; k += 8) {
-        const __m256 v0 = _mm256_loadu_ps(w0 + k), v1 = _mm256_loadu_ps(w1 + k);
-        __m256 xv = _mm256_loadu_ps(x[0] + k);
-        c00 = _mm256_fmadd_ps(v0, xv, c00);
-        c01 = _mm256_fmadd_ps(v1, xv, c01);
-        xv = _mm256_loadu_ps(x[1] + k);
-        c10 = _mm256_fmadd_ps(v0, xv, c10);
-        c11 = _mm256_fmadd_ps(v1, xv, c11);
-        xv = _mm256_loadu_ps(x[2] + k);
-        c20 = _mm256_fmadd_ps(v0, xv, c20);
-        c21 = _mm256_fmadd_ps(v1, xv, c21);
-        xv = _mm256_loadu_ps(x[3] + k);
-        c30 = _mm256_fmadd_ps(v0, xv, c30);
-        c31 = _mm256_fmadd_ps(v1, xv, c31);
+        __m256 wv[C];
+        for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w[c] + k);
+        for (int r = 0; r < R; ++r) {
+            const __m256 xv = _mm256_loadu_ps(x[r] + k);
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+        }
     }
-    const float b0 = b ? b[n] : 0.f, b1 = b ? b[n + 1] : 0.f;
-    const __m256 acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-    for (int r = 0; r < 4; ++r) {
-        float* y = Y + static_cast<int64_t>(a0 + r) * N + n;
-        y[0] = finish(acc[r][0], w0, x[r], K8, K, b0);
-        y[1] = finish(acc[r][1], w1, x[r], K8, K, b1);
-    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish(acc[r][c], w[c], x[r], K8, K, b ? b[n0 + c] : 0.f);
 }
 
-// one row a x one output n
-__attribute__((target("avx2,fma"))) void block1x1(const float* W, const float* b, const float* X, int a, int n,
-                                                  int N, int K, float* Y) {
-    const float* w = W + static_cast<int64_t>(n) * K;
-    const float* x = X + static_cast<int64_t>(a) * K;
-    __m256 c = _mm256_setzero_ps();
-    const int K8 = K & ~7;
-    for (int k = 0; k < K8; k += 8) c = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), c);
-    Y[static_cast<int64_t>(a) * N + n] = finish(c, w, x, K8, K, b ? b[n] : 0.f);
+// outputs [n0, n0 + 4) for every row: 4-row blocks, then the 1-3 rows left
+__attribute__((target("avx2,fma"))) void outputs4(const float* W, const float* b, const float* X, int A, int n0, int N,
+                                                  int K, float* Y) {
+    int a = 0;
+    for (; a + 4 <= A; a += 4) {
+        block<4, 2>(W, b, X, a, n0, N, K, Y);
+        block<4, 2>(W, b, X, a, n0 + 2, N, K, Y);
+    }
+    if (A - a == 3) {
+        block<3, 2>(W, b, X, a, n0, N, K, Y);
+        block<3, 2>(W, b, X, a, n0 + 2, N, K, Y);
+    } else if (A - a == 2) {
+        block<2, 4>(W, b, X, a, n0, N, K, Y);
+    } else if (A - a == 1) {
+        block<1, 4>(W, b, X, a, n0, N, K, Y);
+    }
 }
 
 __attribute__((target("avx2,fma"))) void rows_product_avx2(const float* W, const float* b, const float* X, int A,
                                                            int N, int K, float* Y) {
-    const int A4 = A & ~3, N2 = N & ~1;
-    for (int n = 0; n < N2; n += 2) {
-        for (int a = 0; a < A4; a += 4) block4x2(W, b, X, a, n, N, K, Y);
-        for (int a = A4; a < A; ++a) {
-            block1x1(W, b, X, a, n, N, K, Y);
-            block1x1(W, b, X, a, n + 1, N, K, Y);
-        }
-    }
-    if (N2 < N)
-        for (int a = 0; a < A; ++a) block1x1(W, b, X, a, N2, N, K, Y);
+    const int N4 = N & ~3;
+    for (int n = 0; n < N4; n += 4) outputs4(W, b, X, A, n, N, K, Y);
+    for (int n = N4; n < N; ++n)
+        for (int a = 0; a < A; ++a) block<1, 1>(W, b, X, a, n, N, K, Y);
 }
 
-const bool kFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+// The same blocks with 16-lane AVX-512 registers (32 of them: 4 rows x 4 outputs at once).
+__attribute__((target("avx512f"))) inline float finish16(__m512 acc, const float* w, const float* x, int k0, int K,
+                                                         float bias) {
+    float tail = 0.f;
+    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
+    return bias + (_mm512_reduce_add_ps(acc) + tail);
+}
+
+template <int R, int C>
+__attribute__((target("avx512f"))) void block16(const float* W, const float* b, const float* X, int a0, int n0, int N,
+                                                int K, float* Y) {
+    const float* w[C];
+    const float* x[R];
+    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
+    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    const int K16 = K & ~15;
+    for (int k = 0; k < K16; k += 16) {
+        __m512 wv[C];
+        for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_ps(w[c] + k);
+        for (int r = 0; r < R; ++r) {
+            const __m512 xv = _mm512_loadu_ps(x[r] + k);
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish16(acc[r][c], w[c], x[r], K16, K, b ? b[n0 + c] : 0.f);
+}
+
+__attribute__((target("avx512f"))) void rows_product_avx512(const float* W, const float* b, const float* X, int A,
+                                                            int N, int K, float* Y) {
+    const int N4 = N & ~3;
+    for (int n = 0; n < N4; n += 4) {
+        int a = 0;
+        for (; a + 4 <= A; a += 4) block16<4, 4>(W, b, X, a, n, N, K, Y);
+        if (A - a == 3) block16<3, 4>(W, b, X, a, n, N, K, Y);
+        else if (A - a == 2) block16<2, 4>(W, b, X, a, n, N, K, Y);
+        else if (A - a == 1) block16<1, 4>(W, b, X, a, n, N, K, Y);
+    }
+    for (int n = N4; n < N; ++n)
+        for (int a = 0; a < A; ++a) block16<1, 1>(W, b, X, a, n, N, K, Y);
+}
+
+// the CPU's vector extensions, asked once (__builtin_cpu_init first: this may run before libgcc's own
+// initialiser does)
+bool has_avx512() {
+    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+    return yes;
+}
+
+bool has_fma() {
+    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+    return yes;
+}
 #endif
 
 void rows_product(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
 #if defined(__x86_64__)
-    if (kFma) {
+    if (has_avx512()) {
+        rows_product_avx512(W, b, X, A, N, K, Y);
+        return;
+    }
+    if (has_fma()) {
         rows_product_avx2(W, b, X, A, N, K, Y);
         return;
     }
@@ -234,7 +287,7 @@ __attribute__((target("avx2,fma"))) double sum_exp_avx2(const float* lg, int V, 
 // z [H] = act(e + g): tanh (act 0) or relu
 void activate(const float* e, const float* g, int H, int act, float* z) {
 #if defined(__x86_64__)
-    if (kFma) {
+    if (has_fma()) {
         activate_avx2(e, g, H, act, z);
         return;
     }
@@ -247,7 +300,7 @@ void activate(const float* e, const float* g, int H, int act, float* z) {
 
 double sum_exp(const float* lg, int V, float m) {
 #if defined(__x86_64__)
-    if (kFma) return sum_exp_avx2(lg, V, m);
+    if (has_fma()) return sum_exp_avx2(lg, V, m);
 #endif
     double sum = 0.0;
     for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
@@ -583,6 +636,26 @@ int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tm
     StatelessPred pred(n, start_ctx);
     run(s, pred);
     return 0;
+}
+
+// The joint's product on one path (0: dense.h's matmat, 1: AVX2 + FMA, 2: AVX-512), for the tests:
+// Y [A, N] = X [A, K] W^T [K, N] + b [N]. Returns -1 where this CPU lacks the path.
+int asr_modified_beam_product(int path, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    if (path == 0) {
+        matmat(W, b, X, A, N, K, Y);
+        return 0;
+    }
+#if defined(__x86_64__)
+    if (path == 1 && has_fma()) {
+        rows_product_avx2(W, b, X, A, N, K, Y);
+        return 0;
+    }
+    if (path == 2 && has_avx512()) {
+        rows_product_avx512(W, b, X, A, N, K, Y);
+        return 0;
+    }
+#endif
+    return -1;
 }
 
 }  // extern "C"
