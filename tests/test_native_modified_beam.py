@@ -122,6 +122,8 @@ def test_bad_inputs_raise_named_errors(icefall_models) -> None:
         modified_beam_lstm(w, enc, [5, -1], beam=2)
     with pytest.raises(DecodingInputError, match="lengths must be 2 values"):
         modified_beam_lstm(w, enc, [5], beam=2)
+    with pytest.raises(DecodingInputError, match="encoder_output contains NaN or inf"):
+        modified_beam_lstm(w, enc.clone().index_fill_(1, torch.tensor([2]), float("nan")), beam=2)
     with pytest.raises(DecodingInputError, match="unk_id must be None or in 0..5"):
         modified_beam_lstm(w, enc, beam=2, unk_id=6)
     with pytest.raises(DecodingInputError, match="TDT joints are not supported"):

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_finite
 from ..results import Hypothesis
 from ._lib import load
 from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights
@@ -41,7 +41,7 @@ def _i(a: np.ndarray) -> Any:
 
 def _checked(encoder_output: object, width: int, lengths: Any, beam: object, vocab: int,
              ids: dict[str, Optional[int]]) -> tuple[torch.Tensor, np.ndarray]:
-    """(encoder output ``[B, T, width]`` float32 CPU contiguous, lengths ``[B]`` int32) or a named error."""
+    """(encoder output ``[B, T, width]`` float32 CPU contiguous, finite; lengths ``[B]`` int32) or a named error."""
     if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 or encoder_output.shape[2] != width:
         raise DecodingInputError(f"encoder_output must be a tensor [B, T, {width}]")
     if encoder_output.device.type != "cpu":
@@ -51,6 +51,7 @@ def _checked(encoder_output: object, width: int, lengths: Any, beam: object, voc
     for name, v in ids.items():
         if v is not None and not 0 <= v < vocab:
             raise DecodingInputError(f"{name} must be None or in 0..{vocab - 1}, got {v!r}")
+    check_finite("encoder_output", encoder_output)
     b, t_max, _ = encoder_output.shape
     lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
     if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
