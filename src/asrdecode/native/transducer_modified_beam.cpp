@@ -7,7 +7,8 @@
 // utterances go through the joint as one matrix product; the prediction network runs only for the
 // hypotheses that emitted (LSTM: the parent's state copied, then one step; icefall's stateless
 // decoder: its output depends only on the last C labels, cached per context). Shapes in the Python
-// binding (asrdecode/native/modified_beam.py); dense kernels in dense.cpp.
+// binding (asrdecode/native/modified_beam.py); the prediction networks' kernels in dense.cpp, the
+// joint's product here (AVX-512 / AVX2 + FMA blocks where the CPU has them, else dense.h's matmat).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -523,81 +524,103 @@ void merge(const Search& s, const std::vector<Cand>& top, const std::vector<Hyp>
     }
 }
 
+// The search over one batch: per utterance its hypotheses, all labels in one node arena.
 template <class Pred>
-void run(const Search& s, Pred& pred) {
-    std::vector<std::vector<Hyp>> hyps(s.B);
-    std::vector<Node> nodes;
-    std::vector<int> active, parents, labels, at;  // at: each hypothesis's joint row
-    std::vector<const float*> gs;                   // an utterance's distinct decoder outputs
-    std::vector<float> Z, logits, lsm;
-    std::vector<Cand> top;
-    std::vector<Entry> entries;
-    int rows = 0;
-    for (int b = 0; b < s.B; ++b) {
-        if (s.lens[b] > 0) hyps[b].push_back(Hyp{-1, 0, 0.0, 0, rows++});
-        else write_output(s, b, {Hyp{-1, 0, 0.0, 0, 0}}, nodes);
+class Beams {
+public:
+    Beams(const Search& s, Pred& pred) : s_(s), pred_(pred), hyps_(s.B) {}
+
+    void run() {
+        int rows = 0;
+        for (int b = 0; b < s_.B; ++b) {
+            if (s_.lens[b] > 0) hyps_[b].push_back(Hyp{-1, 0, 0.0, 0, rows++});
+            else write_output(s_, b, {Hyp{-1, 0, 0.0, 0, 0}}, nodes_);
+        }
+        if (rows > 0) pred_.start(rows);
+        for (int t = 0; rows > 0; ++t) {
+            active_.clear();
+            for (int b = 0; b < s_.B; ++b) if (t < s_.lens[b]) active_.push_back(b);
+            joint(t, rows);
+            parents_.clear();
+            labels_.clear();
+            int r = 0;
+            for (int b : active_) {
+                const int n = static_cast<int>(hyps_[b].size());
+                extend(b, t, &at_[r]);
+                r += n;
+            }
+            rows = static_cast<int>(parents_.size());
+            if (rows > 0) pred_.advance(parents_, labels_);
+        }
     }
-    if (rows == 0) return;
-    pred.start(rows);
-    for (int t = 0; rows > 0; ++t) {
-        active.clear();
-        for (int b = 0; b < s.B; ++b) if (t < s.lens[b]) active.push_back(b);
-        // the joint over the distinct decoder outputs of each active utterance's hypotheses (stateless
-        // decoders: hypotheses ending in the same context share one): Z [U, H] -> logits [U, V]
-        Z.resize(static_cast<size_t>(rows) * s.H);
-        at.clear();
+
+private:
+    // Log-softmax rows lsm_ [U, V] over the distinct decoder outputs of each active utterance's
+    // hypotheses (stateless decoders: hypotheses ending in the same context share one); at_: each
+    // hypothesis's row. Z [U, H] -> logits [U, V] is one product.
+    void joint(int t, int rows) {
+        Z_.resize(static_cast<size_t>(rows) * s_.H);
+        at_.clear();
         int U = 0;
-        for (int b : active) {
-            const float* e = s.enc + (static_cast<int64_t>(b) * s.Tmax + t) * s.H;
+        for (int b : active_) {
+            const float* e = s_.enc + (static_cast<int64_t>(b) * s_.Tmax + t) * s_.H;
             const int first = U;
-            for (const Hyp& h : hyps[b]) {
-                const float* g = pred.g(h.row);
+            for (const Hyp& h : hyps_[b]) {
+                const float* g = pred_.g(h.row);
                 int q = first;
-                while (q < U && gs[q - first] != g) ++q;
+                while (q < U && gs_[q - first] != g) ++q;
                 if (q == U) {
-                    gs.resize(U - first + 1);
-                    gs[U - first] = g;
-                    activate(e, g, s.H, s.act, &Z[static_cast<size_t>(U++) * s.H]);
+                    gs_.resize(U - first + 1);
+                    gs_[U - first] = g;
+                    activate(e, g, s_.H, s_.act, &Z_[static_cast<size_t>(U++) * s_.H]);
                 }
-                at.push_back(q);
+                at_.push_back(q);
             }
         }
-        logits.resize(static_cast<size_t>(U) * s.V);
-        lsm.resize(logits.size());
-        rows_product(s.wout, s.bout, Z.data(), U, s.V, s.H, logits.data());
+        logits_.resize(static_cast<size_t>(U) * s_.V);
+        lsm_.resize(logits_.size());
+        rows_product(s_.wout, s_.bout, Z_.data(), U, s_.V, s_.H, logits_.data());
         for (int q = 0; q < U; ++q)
-            log_softmax(&logits[static_cast<size_t>(q) * s.V], s.V, s.blank, s.fold, &lsm[static_cast<size_t>(q) * s.V]);
-        // per utterance: top-k, merge, new hypotheses; the next frame's rows for those that go on
-        parents.clear();
-        labels.clear();
-        int r = 0;
-        for (int b : active) {
-            std::vector<Hyp>& hs = hyps[b];
-            top_k(lsm.data(), &at[r], hs, s.V, s.beam, top);
-            merge(s, top, hs, nodes, entries);
-            const bool last = t + 1 == s.lens[b];
-            std::vector<Hyp> next;
-            for (const Entry& e : entries) {
-                const Hyp& p = hs[e.parent];
-                int node = p.node;
-                if (e.token >= 0) {
-                    nodes.push_back(Node{p.node, e.token, t});
-                    node = static_cast<int>(nodes.size()) - 1;
-                }
-                next.push_back(Hyp{node, e.len, e.score, e.key, last ? -1 : static_cast<int>(parents.size())});
-                if (!last) {
-                    parents.push_back(p.row);
-                    labels.push_back(e.token);
-                }
-            }
-            r += static_cast<int>(hs.size());
-            hs.swap(next);
-            if (last) write_output(s, b, hs, nodes);
-        }
-        rows = static_cast<int>(parents.size());
-        if (rows > 0) pred.advance(parents, labels);
+            log_softmax(&logits_[static_cast<size_t>(q) * s_.V], s_.V, s_.blank, s_.fold,
+                        &lsm_[static_cast<size_t>(q) * s_.V]);
     }
-}
+
+    // Utterance b's frame t: top-k, merge, its new hypotheses (written out after its last frame, else
+    // queued as the next frame's prediction rows: parent row, label or -1).
+    void extend(int b, int t, const int* at) {
+        std::vector<Hyp>& hs = hyps_[b];
+        top_k(lsm_.data(), at, hs, s_.V, s_.beam, top_);
+        merge(s_, top_, hs, nodes_, entries_);
+        const bool last = t + 1 == s_.lens[b];
+        next_.clear();
+        for (const Entry& e : entries_) {
+            const Hyp& p = hs[e.parent];
+            int node = p.node;
+            if (e.token >= 0) {
+                nodes_.push_back(Node{p.node, e.token, t});
+                node = static_cast<int>(nodes_.size()) - 1;
+            }
+            next_.push_back(Hyp{node, e.len, e.score, e.key, last ? -1 : static_cast<int>(parents_.size())});
+            if (!last) {
+                parents_.push_back(p.row);
+                labels_.push_back(e.token);
+            }
+        }
+        hs.swap(next_);
+        if (last) write_output(s_, b, hs, nodes_);
+    }
+
+    const Search& s_;
+    Pred& pred_;
+    std::vector<std::vector<Hyp>> hyps_;
+    std::vector<Hyp> next_;
+    std::vector<Node> nodes_;
+    std::vector<int> active_, parents_, labels_, at_;
+    std::vector<const float*> gs_;  // an utterance's distinct decoder outputs
+    std::vector<float> Z_, logits_, lsm_;
+    std::vector<Cand> top_;
+    std::vector<Entry> entries_;
+};
 
 }  // namespace
 
@@ -617,7 +640,7 @@ int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, i
     Search s{enc, lens, B, Tmax, H, wout, bout, act, V, blank, unk, fold, beam,
              out_n, out_len, out_score, out_tokens, out_frames};
     LstmPred pred(n, blank);
-    run(s, pred);
+    Beams<LstmPred>(s, pred).run();
     return 0;
 }
 
@@ -634,7 +657,7 @@ int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tm
     Search s{enc, lens, B, Tmax, H, wout, bout, 0, V, blank, unk, fold, beam,
              out_n, out_len, out_score, out_tokens, out_frames};
     StatelessPred pred(n, start_ctx);
-    run(s, pred);
+    Beams<StatelessPred>(s, pred).run();
     return 0;
 }
 
