@@ -1,7 +1,8 @@
 """sherpa-onnx's modified beam search with the prediction and joint networks run in C++
 (transducer_modified_beam.cpp): the same search as :func:`asrdecode.models.sherpa_search.modified_beam_search`
 (one symbol per frame, the ``beam`` best (hypothesis, token) pairs, equal label sequences merged by
-log-add, ``<unk>`` extending like blank, float32 log-softmax scores), one C++ call per batch.
+log-add, ``<unk>`` extending like blank, float32 log-softmax scores), one C++ call per batch. Equal
+scores in the top-k go to the lower ``hypothesis * V + token`` (torch.topk leaves their order open).
 
 Weights: :class:`~asrdecode.native.transducer_greedy_lstm.LstmJointWeights` (NeMo layout,
 :class:`~asrdecode.transducer.LSTMTransducer`) or
