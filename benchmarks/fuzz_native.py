@@ -5,7 +5,8 @@ $(c++ -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREAD
 benchmarks/fuzz_native.py --cases 100000`` (libstdc++ preloaded too: ASan's C++ exception interceptor needs it).
 
 Each case draws an entry point (CTC prefix beam search with and without blank collapse, streamed or whole;
-WFST token passing; transducer ALSD++ / AES++ / WIND steps; the backpointer and emission-check helpers)
+WFST token passing; transducer ALSD++ / AES++ / WIND steps; the C++ modified beam search over LSTM and
+stateless weights; the backpointer and emission-check helpers)
 and random or mutated inputs: fusion set-ups of n-gram LMs, boosting trees, word LMs and user models
 (rows), each valid or with one array mutated in place (an element set to an extreme value, a
 reversal, a truncation), random graphs and mutated graphs with their search index, tensors of random
@@ -254,6 +255,39 @@ def case_transducer(rng, P, method: str):
             del m.joint
 
 
+def case_modified_beam(rng, P, stateless: bool):
+    """The C++ modified beam search: random LSTM / stateless weights (vocab 1-9, sometimes a blank or
+    <unk> id out of range), random beams (0 included), lengths (out of range too) and encoder values."""
+    import numpy as np
+
+    from asrdecode.native.modified_beam import modified_beam_lstm, modified_beam_stateless
+    from asrdecode.native.transducer_greedy_lstm import StatelessJointWeights, weights_from_lstm_transducer
+
+    V = rng.randint(1, 9)
+    B, T = rng.randint(1, 3), rng.randint(0, 7)
+    lengths = [rng.randint(-1 if rng.random() < 0.05 else 0, T + (1 if rng.random() < 0.05 else 0)) for _ in range(B)]
+    beam = rng.choice((0, 1, 2, 3, 5, 9))
+    unk = rng.choice((None, None, 0, V - 1, V, -3))
+    if stateless:
+        C, E, H = rng.randint(1, 3), 4 * rng.randint(1, 2), rng.randint(1, 9)
+        g = np.random.default_rng(rng.randrange(1 << 30))
+        w = StatelessJointWeights(g.standard_normal((V, E)), g.standard_normal((E, E // 2, C)),
+                                  g.standard_normal(E) if rng.random() < 0.5 else None, 2, g.standard_normal((H, E)),
+                                  g.standard_normal(H), g.standard_normal((V, H)) * 3, g.standard_normal(V), 0, V)
+        enc = torch.randn(B, T, H) * rng.choice((1.0, 10.0, 1e30))
+        return modified_beam_stateless(w, enc, lengths, beam=beam, unk_id=unk,
+                                       start_context=rng.choice(("blank", "sherpa")))
+    from transducer_models import random_model
+
+    key = ("lstm", max(V, 2), rng.randrange(3))
+    if key not in _MODELS:
+        _MODELS[key] = weights_from_lstm_transducer(random_model(key[2], key[1], 0, None).float())
+    enc = torch.randn(B, T, 5) * rng.choice((1.0, 10.0, 1e30))
+    if rng.random() < 0.05:
+        enc[..., 0] = rng.choice(FLOATS)
+    return modified_beam_lstm(_MODELS[key], enc, lengths, beam=beam, unk_id=unk, fold_unk_id=rng.choice((None, 1)))
+
+
 def case_backtrack(rng, P):
     S, B, K = rng.randint(0, 6), rng.randint(1, 3), rng.randint(1, 4)
     tok = torch.randint(-1, 5, (S, B, K))
@@ -277,6 +311,8 @@ ENTRIES = {
     "transducer alsd": lambda rng, P: case_transducer(rng, P, "alsd"),
     "transducer aes": lambda rng, P: case_transducer(rng, P, "aes"),
     "transducer wind": lambda rng, P: case_transducer(rng, P, "wind"),
+    "modified beam (LSTM)": lambda rng, P: case_modified_beam(rng, P, False),
+    "modified beam (stateless)": lambda rng, P: case_modified_beam(rng, P, True),
     "backtrack": case_backtrack,
     "check_log_probs": case_check,
 }

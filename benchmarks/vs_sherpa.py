@@ -100,10 +100,24 @@ def main() -> None:
             fns[f"sherpa {m} batched"] = lambda rec=rec: _sherpa_run(rec, np_waves, True)
         fns["ours greedy per utt"] = lambda: [greedy(b.model, e, n, max_symbols=ms) for e, n in encs]
         fns["ours greedy batched"] = lambda: greedy(b.model, enc_all, len_all, max_symbols=ms)
-        if layout == "icefall":  # the beam search counts <unk> as blank itself: a model without the fold
-            plain = load_onnx_transducer(str(d), start_context="sherpa").model
+        # the modified beam search counts <unk> as blank itself: a model without the fold
+        plain = load_onnx_transducer(str(d), start_context="sherpa").model if layout == "icefall" else b.model
+        if layout == "icefall":
             fns["ours modified beam 4 per utt"] = lambda: [modified_beam_search(
-                plain, e, n, beam=4, unk_id=plain.unk_id, context_size=2) for e, n in encs]
+                plain, e, n, beam=4, unk_id=plain.unk_id, context_size=2, engine="torch") for e, n in encs]
+        # the C++ modified beam search (networks from the ONNX initializers, one call per batch); icefall:
+        # length-normalised choice as sherpa-onnx's; NeMo: raw score (sherpa-onnx's NeMo search picks so)
+        beam_kw = dict(beam=4, unk_id=plain.unk_id, context_size=2 if layout == "icefall" else 0,
+                       length_norm=layout == "icefall")
+        nat_b = modified_beam_search(plain, enc_all, len_all, engine="native", **beam_kw)
+        ref_b = modified_beam_search(plain, enc_all, len_all, engine="torch", **beam_kw)
+        print(f"{layout}: native modified beam 4 best equal to the Python search on "
+              f"{sum(x[0].tokens == y[0].tokens and x[0].timestamps == y[0].timestamps for x, y in zip(nat_b, ref_b))}"
+              f"/{len(ref_b)}")
+        fns["ours native modified beam 4 per utt"] = lambda kw=beam_kw: [
+            modified_beam_search(plain, e, n, engine="native", **kw) for e, n in encs]
+        fns["ours native modified beam 4 batched"] = lambda kw=beam_kw: modified_beam_search(
+            plain, enc_all, len_all, engine="native", **kw)
         # the C++ greedy (prediction network + joint from the ONNX initializers)
         if layout != "icefall":
             w = weights_from_nemo_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size)
@@ -130,7 +144,8 @@ def main() -> None:
             fr = t[f"front {mode}"]
             for ours_name, theirs in (("greedy", "greedy_search"), ("native greedy", "greedy_search"),
                                       ("ALSD++ beam 4", "modified_beam_search"),
-                                      ("modified beam 4", "modified_beam_search")):
+                                      ("modified beam 4", "modified_beam_search"),
+                                      ("native modified beam 4", "modified_beam_search")):
                 key = f"ours {ours_name} {mode}"
                 if key not in t:
                     continue

@@ -254,7 +254,7 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
 
         def modified(x: torch.Tensor, n: torch.Tensor) -> NBest:
             lists = modified_beam_search(model, x, n, beam=opts.beam, unk_id=model.unk_id,
-                                         context_size=model.context_size)
+                                         context_size=model.context_size, engine=opts.engine)
             return [attach_text(hs[:opts.nbest], tok) for hs in lists]
 
         return modified

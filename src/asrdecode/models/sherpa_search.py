@@ -9,6 +9,12 @@ Scores add float32 log-softmax values as sherpa-onnx does. The final choice is t
 This is not ALSD++ / AES++ (:func:`asrdecode.transducer.beam_search`): those let a hypothesis emit
 several labels per frame and rank label-synchronously, so on flat (random) models their best
 hypothesis differs from this one; use this search to reproduce sherpa-onnx's results exactly.
+
+``engine``: ``"native"`` runs the whole search in C++ (:mod:`asrdecode.native.modified_beam`: the
+prediction and joint networks from the model's weights, one call per batch) for the models the C++
+greedy reads (:func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`: icefall /
+NeMo-layout ONNX files, ``LSTMTransducer``); ``"torch"`` this module's loop (any model);
+``"auto"`` native where it can, else torch.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ __all__ = ["modified_beam_search"]
 @torch.no_grad()
 def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
                          *, beam: int = 4, unk_id: Optional[int] = None, context_size: int = 0,
-                         length_norm: bool = True) -> list[list[Hypothesis]]:
+                         length_norm: bool = True, engine: str = "auto") -> list[list[Hypothesis]]:
     """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses, best first.
 
     Raises:
-        DecodingInputError: a TDT model, ``beam < 1``, a bad shape or lengths outside ``0..T``.
+        DecodingInputError: a TDT model, ``beam < 1``, a bad shape or lengths outside ``0..T``, an unknown
+            ``engine`` or ``engine="native"`` where the C++ search cannot run (the message says why).
+        NativeEngineUnavailable: ``engine="native"`` without a C++ compiler.
     """
     model = check_model(model)
     if model.durations is not None:
@@ -45,11 +53,34 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
     lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
     if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    weights = _native_weights(model, encoder_output, engine)
+    if weights is not None:
+        from ..native.modified_beam import native_modified_beam
+
+        out = native_modified_beam(model, weights, encoder_output, lens, beam, unk_id)
+        return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
     enc = model.project_encoder(encoder_output)
     out = []
     for i in range(b):
         out.append(_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size))
     return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
+
+
+def _native_weights(model: Any, encoder_output: torch.Tensor, engine: str) -> Any:
+    """The C++ search's weights of ``model`` when ``engine`` picks it, else None (``engine="native"``
+    where it cannot: a named error saying why)."""
+    from ..native.choice import use_native
+    from ..native.transducer_greedy_lstm import native_greedy_weights
+
+    if not use_native(engine, encoder_output.device, "encoder_output"):
+        return None
+    weights, why = native_greedy_weights(model)
+    if weights is not None and encoder_output.dtype != torch.float32:
+        weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
+    if weights is None and engine == "native":
+        raise DecodingInputError(f"engine='native' cannot run this modified beam search: {why}; use engine='torch' "
+                                 "or 'auto'")
+    return weights
 
 
 def _one(model: Any, enc: torch.Tensor, beam: int, unk_id: Optional[int], context_size: int) -> list[Hypothesis]:

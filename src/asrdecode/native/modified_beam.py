@@ -1,0 +1,167 @@
+"""sherpa-onnx's modified beam search with the prediction and joint networks run in C++
+(transducer_modified_beam.cpp): the same search as :func:`asrdecode.models.sherpa_search.modified_beam_search`
+(one symbol per frame, the ``beam`` best (hypothesis, token) pairs, equal label sequences merged by
+log-add, ``<unk>`` extending like blank, float32 log-softmax scores), one C++ call per batch. Equal
+scores in the top-k go to the lower ``hypothesis * V + token`` (torch.topk leaves their order open).
+
+Weights: :class:`~asrdecode.native.transducer_greedy_lstm.LstmJointWeights` (NeMo layout,
+:class:`~asrdecode.transducer.LSTMTransducer`) or
+:class:`~asrdecode.native.transducer_greedy_lstm.StatelessJointWeights` (icefall layout), from
+:func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`. Per frame the hypotheses of
+all active utterances go through the joint as one matrix product; the prediction network runs only
+for the hypotheses that emitted (the stateless decoder's outputs are cached per context).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError, check_finite
+from ..results import Hypothesis
+from ._lib import load
+from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights
+
+__all__ = ["modified_beam_lstm", "modified_beam_stateless", "native_modified_beam"]
+
+_F = ctypes.POINTER(ctypes.c_float)
+_IP = ctypes.POINTER(ctypes.c_int)
+_DP = ctypes.POINTER(ctypes.c_double)
+
+
+def _f(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(_F)
+
+
+def _i(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(_IP)
+
+
+def _checked(encoder_output: object, width: int, lengths: Any, beam: object, vocab: int,
+             ids: dict[str, Optional[int]]) -> tuple[torch.Tensor, np.ndarray]:
+    """(encoder output ``[B, T, width]`` float32 CPU contiguous, finite; lengths ``[B]`` int32) or a named error."""
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 or encoder_output.shape[2] != width:
+        raise DecodingInputError(f"encoder_output must be a tensor [B, T, {width}]")
+    if encoder_output.device.type != "cpu":
+        raise DecodingInputError(f"encoder_output must be on the CPU for the native search, got {encoder_output.device}")
+    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1 or beam * vocab >= 2 ** 31:
+        raise DecodingInputError(f"beam must be an int >= 1 (beam * vocab < 2^31), got {beam!r}")
+    for name, v in ids.items():
+        if v is not None and not 0 <= v < vocab:
+            raise DecodingInputError(f"{name} must be None or in 0..{vocab - 1}, got {v!r}")
+    check_finite("encoder_output", encoder_output)
+    b, t_max, _ = encoder_output.shape
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    return encoder_output.detach().float().contiguous(), lens.numpy().astype(np.int32)
+
+
+def _outputs(b: int, beam: int, t_max: int) -> list[np.ndarray]:
+    """out_n [B], out_len [B, beam], out_score [B, beam], out_tokens / out_frames [B, beam, T] (>= 1 element)."""
+    cells = max(1, b * beam * t_max)
+    return [np.zeros(max(1, b), np.int32), np.zeros(max(1, b * beam), np.int32), np.zeros(max(1, b * beam), np.float64),
+            np.zeros(cells, np.int32), np.zeros(cells, np.int32)]
+
+
+def _hypotheses(out: list[np.ndarray], b: int, beam: int, t_max: int) -> list[list[Hypothesis]]:
+    n, lens, scores, tok, fr = out
+    tok, fr = tok[: b * beam * t_max].reshape(b, beam, t_max), fr[: b * beam * t_max].reshape(b, beam, t_max)
+    res = []
+    for i in range(b):
+        res.append([Hypothesis(tok[i, j, : lens[i * beam + j]].tolist(), fr[i, j, : lens[i * beam + j]].tolist(),
+                               float(scores[i * beam + j])) for j in range(int(n[i]))])
+    return res
+
+
+def _fn(name: str, argtypes: list[Any]) -> Any:
+    fn = getattr(load(), name)
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = argtypes
+    return fn
+
+
+_OUT_TYPES = [_IP, _IP, _DP, _IP, _IP]
+_LSTM_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F,
+                _F, _F] + [ctypes.c_int] * 7 + _OUT_TYPES)
+_STATELESS_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
+                     ctypes.c_int, _F, _F, _F, _F] + [ctypes.c_int] * 4 + [_IP, ctypes.c_int] + _OUT_TYPES)
+
+
+def _ptrs(out: list[np.ndarray]) -> list[Any]:
+    return [_i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4])]
+
+
+@torch.no_grad()
+def modified_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
+                       lengths: Optional[torch.Tensor | Sequence[int]] = None, *, beam: int = 4,
+                       unk_id: Optional[int] = None, fold_unk_id: Optional[int] = None) -> list[list[Hypothesis]]:
+    """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> per utterance its final hypotheses
+    (at most ``beam``, in the search's order; raw scores). ``unk_id`` extends like blank; ``fold_unk_id``
+    is folded into blank's logit by max first (``unk_as_blank="max"``).
+
+    Raises:
+        DecodingInputError: bad shapes / lengths / ids, ``beam < 1``, a TDT joint.
+        NativeEngineUnavailable: no C++ compiler.
+    """
+    if w.durations:
+        raise DecodingInputError("modified beam search is sherpa-onnx's RNN-T search; TDT joints are not supported")
+    d, v = w.wenc.shape[1], w.vocab_size
+    enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
+    b, t_max, _ = enc.shape
+    h = w.wenc.shape[0]
+    proj = torch.addmm(torch.from_numpy(w.benc), enc.reshape(-1, d), torch.from_numpy(w.wenc).t())
+    proj_np = proj.reshape(b, t_max, h).contiguous().numpy()
+    out = _outputs(b, beam, t_max)
+    fn = _fn("asr_lstm_modified_beam", _LSTM_TYPES)
+    rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,
+            _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), w.wout.shape[0], ACTS.index(w.act),
+            w.blank_id, v, -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, beam,
+            *_ptrs(out))
+    if rc != 0:
+        raise DecodingInputError("the native modified beam search refused its arguments")
+    return _hypotheses(out, b, beam, t_max)
+
+
+@torch.no_grad()
+def modified_beam_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
+                            lengths: Optional[torch.Tensor | Sequence[int]] = None, *, beam: int = 4,
+                            unk_id: Optional[int] = None, fold_unk_id: Optional[int] = None,
+                            start_context: str = "blank") -> list[list[Hypothesis]]:
+    """Projected encoder output ``[B, T, H]`` (icefall's ``encoder_out``) + ``lengths [B]`` -> per utterance
+    its final hypotheses (raw scores, search order); ``start_context`` ``"blank"`` (``[blank] * C``) or
+    ``"sherpa"`` (``[-1, ..., -1, blank]``); ``unk_id`` / ``fold_unk_id`` as in :func:`modified_beam_lstm`."""
+    if start_context not in ("blank", "sherpa"):
+        raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
+    h, v, c = w.wp.shape[0], w.vocab_size, w.context_size
+    enc, lens = _checked(encoder_output, h, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
+    b, t_max, _ = enc.shape
+    start = np.full(c, w.blank_id, dtype=np.int32)
+    if start_context == "sherpa":
+        start[:-1] = -1
+    out = _outputs(b, beam, t_max)
+    fn = _fn("asr_stateless_modified_beam", _STATELESS_TYPES)
+    rc = fn(_f(enc.numpy()), _i(lens), b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
+            _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout), _f(w.bout), v,
+            w.blank_id, -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, _i(start), beam,
+            *_ptrs(out))
+    if rc != 0:
+        raise DecodingInputError("the native modified beam search refused its arguments")
+    return _hypotheses(out, b, beam, t_max)
+
+
+def native_modified_beam(model: Any, w: LstmJointWeights | StatelessJointWeights, encoder_output: torch.Tensor,
+                         lengths: Optional[torch.Tensor | Sequence[int]], beam: int,
+                         unk_id: Optional[int]) -> list[list[Hypothesis]]:
+    """:func:`modified_beam_lstm` / :func:`modified_beam_stateless` of ``model``'s weights ``w`` (from
+    :func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`) with the model's start
+    context and ``<unk>`` fold: encoder output ``[B, T, D]`` as the model's ``project_encoder`` takes it."""
+    fold = getattr(model, "unk_id", None) if getattr(model, "unk_as_blank", None) == "max" else None
+    if isinstance(w, StatelessJointWeights):
+        return modified_beam_stateless(w, encoder_output, lengths, beam=beam, unk_id=unk_id, fold_unk_id=fold,
+                                       start_context=model.start_context)
+    return modified_beam_lstm(w, encoder_output, lengths, beam=beam, unk_id=unk_id, fold_unk_id=fold)

@@ -1,0 +1,684 @@
+// sherpa-onnx's modified beam search (asrdecode.models.sherpa_search.modified_beam_search) with the
+// prediction and joint networks computed here: one symbol per frame; every hypothesis is extended by
+// blank (or <unk>, which extends like blank) or by one label; the `beam` best (hypothesis, token)
+// pairs of an utterance survive; pairs spelling the same label sequence merge (log-add, double).
+// Scores add float32 log-softmax values as sherpa-onnx does; ties in the top-k go to the lower flat
+// index (hypothesis * V + token). One call decodes a batch: per frame, the hypotheses of all active
+// utterances go through the joint as one matrix product; the prediction network runs only for the
+// hypotheses that emitted (LSTM: the parent's state copied, then one step; icefall's stateless
+// decoder: its output depends only on the last C labels, cached per context). Shapes in the Python
+// binding (asrdecode/native/modified_beam.py); the prediction networks' kernels in dense.cpp, the
+// joint's product here (AVX-512 / AVX2 + FMA blocks where the CPU has them, else dense.h's matmat).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "dense.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using asrd::matmat;
+using asrd::Net;
+
+// One emitted label of a hypothesis: the labels of a hypothesis are its node's chain to the start (-1).
+struct Node {
+    int parent;
+    int token;
+    int frame;
+};
+
+// A live hypothesis: last node (-1: none emitted), label count, log-probability, a hash of its labels,
+// its row in the prediction network's state.
+struct Hyp {
+    int node;
+    int len;
+    double score;
+    uint64_t key;
+    int row;
+};
+
+// A (hypothesis, token) pair of the top-k: float32 score, flat index parent * V + token.
+struct Cand {
+    float s;
+    int idx;
+};
+
+inline bool better(const Cand& a, const Cand& b) { return a.s > b.s || (a.s == b.s && a.idx < b.idx); }
+
+inline uint64_t extend_key(uint64_t key, int token) {
+    uint64_t x = (key ^ (static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 31);
+}
+
+// logaddexp in double as torch computes it
+inline double log_add(double a, double b) {
+    if (std::isinf(a) && a == b) return a;
+    const double m = a > b ? a : b;
+    return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+// Whether node chains a and b spell the same labels (equal lengths assumed).
+bool same_nodes(const std::vector<Node>& nodes, int a, int b) {
+    while (a != b) {
+        if (a < 0 || b < 0 || nodes[a].token != nodes[b].token) return false;
+        a = nodes[a].parent;
+        b = nodes[b].parent;
+    }
+    return true;
+}
+
+// Whether labels(na) + [ta] equal labels(nb) + [tb] (t < 0: nothing appended; equal lengths assumed).
+bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
+    if (ta >= 0 && tb >= 0) return ta == tb && same_nodes(nodes, na, nb);
+    if (ta < 0 && tb < 0) return same_nodes(nodes, na, nb);
+    if (ta < 0) return same_seq(nodes, nb, tb, na, ta);
+    return nb >= 0 && nodes[nb].token == ta && same_nodes(nodes, na, nodes[nb].parent);
+}
+
+// ------------------------------------------------------------------ the joint's output product
+// Y[a, n] = b[n] + (W[n, :] . X[a, :]) for a < A (W [N, K], X [A, K], Y [A, N]). Where the CPU has
+// AVX2 + FMA: blocks of up to 4 rows x 2-4 outputs (independent accumulators; W's rows reused from L1
+// by every row block); each dot product is the same FMA sequence (8 lanes over k, a fixed horizontal sum, then
+// the k % 8 tail) whatever block computes it, so a row's logits do not depend on the batch. With
+// AVX-512 the same with 16 lanes (the path depends on the CPU only). Else dense.h's matmat.
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) inline float finish(__m256 acc, const float* w, const float* x, int k0, int K,
+                                                        float bias) {
+    float tail = 0.f;
+    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
+    return bias + (hsum8(acc) + tail);
+}
+
+// rows [a0, a0 + R) x outputs [n0, n0 + C): R * C accumulators, W's C rows loaded once per k step
+template <int R, int C>
+__attribute__((target("avx2,fma"))) void block(const float* W, const float* b, const float* X, int a0, int n0, int N,
+                                               int K, float* Y) {
+    const float* w[C];
+    const float* x[R];
+    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
+    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const int K8 = K & ~7;
+    for (int k = 0; k < K8; k += 8) {
+        __m256 wv[C];
+        for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w[c] + k);
+        for (int r = 0; r < R; ++r) {
+            const __m256 xv = _mm256_loadu_ps(x[r] + k);
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish(acc[r][c], w[c], x[r], K8, K, b ? b[n0 + c] : 0.f);
+}
+
+// outputs [n0, n0 + 4) for every row: 4-row blocks, then the 1-3 rows left
+__attribute__((target("avx2,fma"))) void outputs4(const float* W, const float* b, const float* X, int A, int n0, int N,
+                                                  int K, float* Y) {
+    int a = 0;
+    for (; a + 4 <= A; a += 4) {
+        block<4, 2>(W, b, X, a, n0, N, K, Y);
+        block<4, 2>(W, b, X, a, n0 + 2, N, K, Y);
+    }
+    if (A - a == 3) {
+        block<3, 2>(W, b, X, a, n0, N, K, Y);
+        block<3, 2>(W, b, X, a, n0 + 2, N, K, Y);
+    } else if (A - a == 2) {
+        block<2, 4>(W, b, X, a, n0, N, K, Y);
+    } else if (A - a == 1) {
+        block<1, 4>(W, b, X, a, n0, N, K, Y);
+    }
+}
+
+__attribute__((target("avx2,fma"))) void rows_product_avx2(const float* W, const float* b, const float* X, int A,
+                                                           int N, int K, float* Y) {
+    const int N4 = N & ~3;
+    for (int n = 0; n < N4; n += 4) outputs4(W, b, X, A, n, N, K, Y);
+    for (int n = N4; n < N; ++n)
+        for (int a = 0; a < A; ++a) block<1, 1>(W, b, X, a, n, N, K, Y);
+}
+
+// The same blocks with 16-lane AVX-512 registers (32 of them: 4 rows x 4 outputs at once).
+__attribute__((target("avx512f"))) inline float finish16(__m512 acc, const float* w, const float* x, int k0, int K,
+                                                         float bias) {
+    float tail = 0.f;
+    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
+    return bias + (_mm512_reduce_add_ps(acc) + tail);
+}
+
+template <int R, int C>
+__attribute__((target("avx512f"))) void block16(const float* W, const float* b, const float* X, int a0, int n0, int N,
+                                                int K, float* Y) {
+    const float* w[C];
+    const float* x[R];
+    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
+    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    const int K16 = K & ~15;
+    for (int k = 0; k < K16; k += 16) {
+        __m512 wv[C];
+        for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_ps(w[c] + k);
+        for (int r = 0; r < R; ++r) {
+            const __m512 xv = _mm512_loadu_ps(x[r] + k);
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish16(acc[r][c], w[c], x[r], K16, K, b ? b[n0 + c] : 0.f);
+}
+
+__attribute__((target("avx512f"))) void rows_product_avx512(const float* W, const float* b, const float* X, int A,
+                                                            int N, int K, float* Y) {
+    const int N4 = N & ~3;
+    for (int n = 0; n < N4; n += 4) {
+        int a = 0;
+        for (; a + 4 <= A; a += 4) block16<4, 4>(W, b, X, a, n, N, K, Y);
+        if (A - a == 3) block16<3, 4>(W, b, X, a, n, N, K, Y);
+        else if (A - a == 2) block16<2, 4>(W, b, X, a, n, N, K, Y);
+        else if (A - a == 1) block16<1, 4>(W, b, X, a, n, N, K, Y);
+    }
+    for (int n = N4; n < N; ++n)
+        for (int a = 0; a < A; ++a) block16<1, 1>(W, b, X, a, n, N, K, Y);
+}
+
+// the CPU's vector extensions, asked once (__builtin_cpu_init first: this may run before libgcc's own
+// initialiser does)
+bool has_avx512() {
+    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+    return yes;
+}
+
+bool has_fma() {
+    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+    return yes;
+}
+#endif
+
+void rows_product(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+#if defined(__x86_64__)
+    if (has_avx512()) {
+        rows_product_avx512(W, b, X, A, N, K, Y);
+        return;
+    }
+    if (has_fma()) {
+        rows_product_avx2(W, b, X, A, N, K, Y);
+        return;
+    }
+#endif
+    matmat(W, b, X, A, N, K, Y);
+}
+
+// ------------------------------------------------ the joint's activation and the log-softmax sums
+#if defined(__x86_64__)
+// exp of 8 floats (range reduction by ln 2, degree-6 polynomial: within 2 ulp of expf), inputs clamped
+// to [-88, 88]
+__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.f)), _mm256_set1_ps(88.f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// tanh of 8 floats: sign(x) (1 - 2 / (exp(2|x|) + 1)), |x| clamped to 9 (tanh 9 rounds to 1)
+__attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
+    const __m256 a = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), _mm256_set1_ps(9.f));
+    const __m256 e = exp8(_mm256_add_ps(a, a));
+    const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.f), _mm256_div_ps(_mm256_set1_ps(2.f),
+                                                                      _mm256_add_ps(e, _mm256_set1_ps(1.f))));
+    return _mm256_or_ps(t, sign);
+}
+
+__attribute__((target("avx2,fma"))) void activate_avx2(const float* e, const float* g, int H, int act, float* z) {
+    int k = 0;
+    for (; k + 8 <= H; k += 8) {
+        const __m256 x = _mm256_add_ps(_mm256_loadu_ps(e + k), _mm256_loadu_ps(g + k));
+        _mm256_storeu_ps(z + k, act == 0 ? tanh8(x) : _mm256_max_ps(x, _mm256_setzero_ps()));
+    }
+    for (; k < H; ++k) {
+        const float x = e[k] + g[k];
+        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+    }
+}
+
+// sum of exp(lg[v] - m) over v < V: 8 float lanes, then the lanes and the tail in double
+__attribute__((target("avx2,fma"))) double sum_exp_avx2(const float* lg, int V, float m) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256 mv = _mm256_set1_ps(m);
+    int v = 0;
+    for (; v + 8 <= V; v += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(lg + v), mv)));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    double sum = 0.0;
+    for (int j = 0; j < 8; ++j) sum += lanes[j];
+    for (; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
+    return sum;
+}
+#endif
+
+// z [H] = act(e + g): tanh (act 0) or relu
+void activate(const float* e, const float* g, int H, int act, float* z) {
+#if defined(__x86_64__)
+    if (has_fma()) {
+        activate_avx2(e, g, H, act, z);
+        return;
+    }
+#endif
+    for (int k = 0; k < H; ++k) {
+        const float x = e[k] + g[k];
+        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
+    }
+}
+
+double sum_exp(const float* lg, int V, float m) {
+#if defined(__x86_64__)
+    if (has_fma()) return sum_exp_avx2(lg, V, m);
+#endif
+    double sum = 0.0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
+    return sum;
+}
+
+// Log-softmax of one logits row lg [V] in float32 (max shift, sum of exponentials: sum_exp): out [V].
+// `fold` >= 0: that <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
+void log_softmax(float* lg, int V, int blank, int fold, float* out) {
+    if (fold >= 0 && fold != blank) {
+        lg[blank] = lg[fold] > lg[blank] ? lg[fold] : lg[blank];
+        lg[fold] = -INFINITY;
+    }
+    float m = lg[0];
+    for (int v = 1; v < V; ++v) m = lg[v] > m ? lg[v] : m;
+    const float lse = static_cast<float>(std::log(sum_exp(lg, V, m)));
+    for (int v = 0; v < V; ++v) out[v] = (lg[v] - m) - lse;
+}
+
+// The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
+class LstmPred {
+public:
+    LstmPred(const Net& n, int blank) : n_(n), blank_(blank) {}
+
+    // `rows` rows fed the start label (blank) from the zero state.
+    void start(int rows) {
+        h_.assign(static_cast<size_t>(rows) * n_.L * n_.P, 0.f);
+        c_.assign(h_.size(), 0.f);
+        g_.resize(static_cast<size_t>(rows) * n_.H);
+        std::vector<int> all(rows), labels(rows, blank_);
+        for (int r = 0; r < rows; ++r) all[r] = r;
+        asrd::predict_rows(n_, all, labels, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
+    }
+
+    const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
+
+    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0.
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+        const int R = static_cast<int>(parents.size());
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        nh_.resize(R * S);
+        nc_.resize(R * S);
+        ng_.resize(R * H);
+        rows_.clear();
+        emit_.clear();
+        for (int j = 0; j < R; ++j) {
+            const size_t p = parents[j];
+            std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
+            std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
+            std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
+            if (labels[j] >= 0) {
+                rows_.push_back(j);
+                emit_.push_back(labels[j]);
+            }
+        }
+        asrd::predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
+        h_.swap(nh_);
+        c_.swap(nc_);
+        g_.swap(ng_);
+    }
+
+private:
+    Net n_;
+    int blank_;
+    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_;
+    std::vector<int> rows_, emit_;
+};
+
+// icefall's stateless decoder: per row its context of C labels; outputs cached per context.
+struct StatelessNet {
+    const float* emb; int E; const float* convw; const float* convb; int G; int C;
+    const float* wp; const float* bp; int H;
+};
+
+class StatelessPred {
+public:
+    StatelessPred(const StatelessNet& n, const int* start_ctx)
+        : n_(n), start_(start_ctx), x_(static_cast<size_t>(n.C) * n.E) {}
+
+    // `rows` rows with the start context.
+    void start(int rows) {
+        ctx_.resize(static_cast<size_t>(rows) * n_.C);
+        for (int r = 0; r < rows; ++r) std::memcpy(&ctx_[static_cast<size_t>(r) * n_.C], start_, sizeof(int) * n_.C);
+        resolve(rows);
+    }
+
+    const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
+
+    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context.
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+        const int R = static_cast<int>(parents.size()), C = n_.C;
+        next_.resize(static_cast<size_t>(R) * C);
+        for (int j = 0; j < R; ++j) {
+            const int* src = &ctx_[static_cast<size_t>(parents[j]) * C];
+            int* dst = &next_[static_cast<size_t>(j) * C];
+            if (labels[j] < 0) {
+                std::memcpy(dst, src, sizeof(int) * C);
+                continue;
+            }
+            for (int k = 0; k + 1 < C; ++k) dst[k] = src[k + 1];
+            dst[C - 1] = labels[j];
+        }
+        ctx_.swap(next_);
+        resolve(R);
+    }
+
+private:
+    static uint64_t hash(const int* ctx, int C) {
+        uint64_t k = 0x84222325cbf29ce4ULL;
+        for (int i = 0; i < C; ++i) k = extend_key(k, ctx[i] + 1);
+        return k;
+    }
+
+    // at_[r]: the cache entry of row r's context; the missing contexts computed as one projection.
+    void resolve(int R) {
+        const int C = n_.C, E = n_.E, H = n_.H;
+        at_.resize(R);
+        missing_.clear();
+        for (int r = 0; r < R; ++r) {
+            const int* ctx = &ctx_[static_cast<size_t>(r) * C];
+            auto& bucket = index_[hash(ctx, C)];
+            int found = -1;
+            for (int e : bucket)
+                if (std::memcmp(&keys_[static_cast<size_t>(e) * C], ctx, sizeof(int) * C) == 0) { found = e; break; }
+            if (found < 0) {
+                found = static_cast<int>(keys_.size() / C);
+                keys_.insert(keys_.end(), ctx, ctx + C);
+                bucket.push_back(found);
+                missing_.push_back(found);
+            }
+            at_[r] = found;
+        }
+        const int M = static_cast<int>(missing_.size());
+        if (M == 0) return;
+        mid_.resize(static_cast<size_t>(M) * E);
+        for (int m = 0; m < M; ++m)
+            asrd::stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
+                                &mid_[static_cast<size_t>(m) * E]);
+        out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
+        rows_product(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
+    }
+
+    StatelessNet n_;
+    const int* start_;  // [C]
+    std::vector<float> x_, mid_, out_;  // out_ [entries, H]
+    std::vector<int> ctx_, next_, at_, keys_, missing_;  // keys_ [entries, C]
+    std::unordered_map<uint64_t, std::vector<int>> index_;
+};
+
+// The joint (act(enc + g) -> W_out z + b_out over the first V outputs), the search's settings, outputs.
+struct Search {
+    const float* enc; const int* lens; int B; int Tmax; int H;
+    const float* wout; const float* bout; int act; int V; int blank; int unk; int fold; int beam;
+    int* out_n; int* out_len; double* out_score; int* out_tokens; int* out_frames;
+};
+
+// One surviving entry of an utterance's frame: its parent hypothesis (index in the utterance), the
+// label it emits (-1: none), its score and label hash.
+struct Entry {
+    int parent;
+    int token;
+    double score;
+    uint64_t key;
+    int len;
+};
+
+void write_output(const Search& s, int b, const std::vector<Hyp>& hyps, const std::vector<Node>& nodes) {
+    s.out_n[b] = static_cast<int>(hyps.size());
+    for (size_t j = 0; j < hyps.size(); ++j) {
+        const int64_t slot = static_cast<int64_t>(b) * s.beam + static_cast<int64_t>(j);
+        s.out_len[slot] = hyps[j].len;
+        s.out_score[slot] = hyps[j].score;
+        int pos = hyps[j].len, node = hyps[j].node;
+        while (node >= 0) {  // labels back to front
+            --pos;
+            s.out_tokens[slot * s.Tmax + pos] = nodes[node].token;
+            s.out_frames[slot * s.Tmax + pos] = nodes[node].frame;
+            node = nodes[node].parent;
+        }
+    }
+}
+
+// The top `beam` (hypothesis, token) pairs of one utterance, best first: hypothesis j's log-softmax
+// row is lsm [at[j], V], added to its score in float32.
+void top_k(const float* lsm, const int* at, const std::vector<Hyp>& hyps, int V, int beam, std::vector<Cand>& top) {
+    top.clear();
+    const int n = static_cast<int>(hyps.size());
+    for (int j = 0; j < n; ++j) {
+        const float base = static_cast<float>(hyps[j].score);
+        const float* row = lsm + static_cast<size_t>(at[j]) * V;
+        for (int v = 0; v < V; ++v) {
+            const Cand c{row[v] + base, j * V + v};
+            if (static_cast<int>(top.size()) == beam && !better(c, top.back())) continue;
+            auto it = std::upper_bound(top.begin(), top.end(), c, better);
+            top.insert(it, c);
+            if (static_cast<int>(top.size()) > beam) top.pop_back();
+        }
+    }
+}
+
+// Merge the top pairs by label sequence (first occurrence keeps its place and alignment).
+void merge(const Search& s, const std::vector<Cand>& top, const std::vector<Hyp>& hyps,
+           const std::vector<Node>& nodes, std::vector<Entry>& out) {
+    out.clear();
+    for (const Cand& c : top) {
+        const int parent = c.idx / s.V, tok = c.idx % s.V;
+        const Hyp& p = hyps[parent];
+        const bool emits = tok != s.blank && tok != s.unk;
+        Entry e{parent, emits ? tok : -1, static_cast<double>(c.s), emits ? extend_key(p.key, tok) : p.key,
+                p.len + (emits ? 1 : 0)};
+        bool merged = false;
+        for (Entry& o : out) {
+            if (o.len != e.len || o.key != e.key) continue;
+            if (!same_seq(nodes, hyps[o.parent].node, o.token, p.node, e.token)) continue;
+            o.score = log_add(o.score, e.score);
+            merged = true;
+            break;
+        }
+        if (!merged) out.push_back(e);
+    }
+}
+
+// The search over one batch: per utterance its hypotheses, all labels in one node arena.
+template <class Pred>
+class Beams {
+public:
+    Beams(const Search& s, Pred& pred) : s_(s), pred_(pred), hyps_(s.B) {}
+
+    void run() {
+        int rows = 0;
+        for (int b = 0; b < s_.B; ++b) {
+            if (s_.lens[b] > 0) hyps_[b].push_back(Hyp{-1, 0, 0.0, 0, rows++});
+            else write_output(s_, b, {Hyp{-1, 0, 0.0, 0, 0}}, nodes_);
+        }
+        if (rows > 0) pred_.start(rows);
+        for (int t = 0; rows > 0; ++t) {
+            active_.clear();
+            for (int b = 0; b < s_.B; ++b) if (t < s_.lens[b]) active_.push_back(b);
+            joint(t, rows);
+            parents_.clear();
+            labels_.clear();
+            int r = 0;
+            for (int b : active_) {
+                const int n = static_cast<int>(hyps_[b].size());
+                extend(b, t, &at_[r]);
+                r += n;
+            }
+            rows = static_cast<int>(parents_.size());
+            if (rows > 0) pred_.advance(parents_, labels_);
+        }
+    }
+
+private:
+    // Log-softmax rows lsm_ [U, V] over the distinct decoder outputs of each active utterance's
+    // hypotheses (stateless decoders: hypotheses ending in the same context share one); at_: each
+    // hypothesis's row. Z [U, H] -> logits [U, V] is one product.
+    void joint(int t, int rows) {
+        Z_.resize(static_cast<size_t>(rows) * s_.H);
+        at_.clear();
+        int U = 0;
+        for (int b : active_) {
+            const float* e = s_.enc + (static_cast<int64_t>(b) * s_.Tmax + t) * s_.H;
+            const int first = U;
+            for (const Hyp& h : hyps_[b]) {
+                const float* g = pred_.g(h.row);
+                int q = first;
+                while (q < U && gs_[q - first] != g) ++q;
+                if (q == U) {
+                    gs_.resize(U - first + 1);
+                    gs_[U - first] = g;
+                    activate(e, g, s_.H, s_.act, &Z_[static_cast<size_t>(U++) * s_.H]);
+                }
+                at_.push_back(q);
+            }
+        }
+        logits_.resize(static_cast<size_t>(U) * s_.V);
+        lsm_.resize(logits_.size());
+        rows_product(s_.wout, s_.bout, Z_.data(), U, s_.V, s_.H, logits_.data());
+        for (int q = 0; q < U; ++q)
+            log_softmax(&logits_[static_cast<size_t>(q) * s_.V], s_.V, s_.blank, s_.fold,
+                        &lsm_[static_cast<size_t>(q) * s_.V]);
+    }
+
+    // Utterance b's frame t: top-k, merge, its new hypotheses (written out after its last frame, else
+    // queued as the next frame's prediction rows: parent row, label or -1).
+    void extend(int b, int t, const int* at) {
+        std::vector<Hyp>& hs = hyps_[b];
+        top_k(lsm_.data(), at, hs, s_.V, s_.beam, top_);
+        merge(s_, top_, hs, nodes_, entries_);
+        const bool last = t + 1 == s_.lens[b];
+        next_.clear();
+        for (const Entry& e : entries_) {
+            const Hyp& p = hs[e.parent];
+            int node = p.node;
+            if (e.token >= 0) {
+                nodes_.push_back(Node{p.node, e.token, t});
+                node = static_cast<int>(nodes_.size()) - 1;
+            }
+            next_.push_back(Hyp{node, e.len, e.score, e.key, last ? -1 : static_cast<int>(parents_.size())});
+            if (!last) {
+                parents_.push_back(p.row);
+                labels_.push_back(e.token);
+            }
+        }
+        hs.swap(next_);
+        if (last) write_output(s_, b, hs, nodes_);
+    }
+
+    const Search& s_;
+    Pred& pred_;
+    std::vector<std::vector<Hyp>> hyps_;
+    std::vector<Hyp> next_;
+    std::vector<Node> nodes_;
+    std::vector<int> active_, parents_, labels_, at_;
+    std::vector<const float*> gs_;  // an utterance's distinct decoder outputs
+    std::vector<float> Z_, logits_, lsm_;
+    std::vector<Cand> top_;
+    std::vector<Entry> entries_;
+};
+
+}  // namespace
+
+extern "C" {
+
+// LSTM prediction network (NeMo / LSTMTransducer): enc [B, Tmax, H] projected by the joint's encoder
+// matrix, lens [B]; weights as in dense.h's Net (O >= V outputs, the first V read). unk: id that
+// extends like blank (-1: none); fold: id folded into blank by max (-1: none). Outputs: out_n [B]
+// hypotheses per utterance, out_len / out_score [B, beam], out_tokens / out_frames [B, beam, Tmax].
+int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                           const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                           const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
+                           int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
+                           int* out_tokens, int* out_frames) {
+    if (B < 0 || Tmax < 0 || H < 1 || V < 1 || O < V || beam < 1 || blank < 0 || blank >= V) return -1;
+    Net n{table, whh0, P, L, wup, bup, wdec, bdec, H, wout, bout, O, act};
+    Search s{enc, lens, B, Tmax, H, wout, bout, act, V, blank, unk, fold, beam,
+             out_n, out_len, out_score, out_tokens, out_frames};
+    LstmPred pred(n, blank);
+    Beams<LstmPred>(s, pred).run();
+    return 0;
+}
+
+// icefall's stateless decoder (embedding, grouped conv over C labels, relu, projection wp / bp) and a
+// tanh joint: enc [B, Tmax, H] (icefall's projected encoder_out); start_ctx [C]. Outputs as above.
+int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                                const float* convw, const float* convb, int G, int C, const float* wp,
+                                const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
+                                int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
+                                double* out_score, int* out_tokens, int* out_frames) {
+    if (B < 0 || Tmax < 0 || H < 1 || V < 1 || C < 1 || G < 1 || E % G != 0 || beam < 1 || blank < 0 || blank >= V)
+        return -1;
+    StatelessNet n{emb, E, convw, convb, G, C, wp, bp, H};
+    Search s{enc, lens, B, Tmax, H, wout, bout, 0, V, blank, unk, fold, beam,
+             out_n, out_len, out_score, out_tokens, out_frames};
+    StatelessPred pred(n, start_ctx);
+    Beams<StatelessPred>(s, pred).run();
+    return 0;
+}
+
+// The joint's product on one path (0: dense.h's matmat, 1: AVX2 + FMA, 2: AVX-512), for the tests:
+// Y [A, N] = X [A, K] W^T [K, N] + b [N]. Returns -1 where this CPU lacks the path.
+int asr_modified_beam_product(int path, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    if (path == 0) {
+        matmat(W, b, X, A, N, K, Y);
+        return 0;
+    }
+#if defined(__x86_64__)
+    if (path == 1 && has_fma()) {
+        rows_product_avx2(W, b, X, A, N, K, Y);
+        return 0;
+    }
+    if (path == 2 && has_avx512()) {
+        rows_product_avx512(W, b, X, A, N, K, Y);
+        return 0;
+    }
+#endif
+    return -1;
+}
+
+}  // extern "C"
