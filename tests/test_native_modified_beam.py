@@ -7,6 +7,10 @@ lengths (0 included); named errors for bad inputs; and sherpa-onnx's own modifie
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,29 +208,94 @@ def test_best_equals_sherpa_onnx_modified_beam_search_on_60_clips(sherpa, waves,
     assert len(got) == len(waves) and all(1 <= len(row) <= 4 for row in got)
 
 
-# ------------------------------------------------------------------------------- the joint's product
-@pytest.mark.parametrize("path", [0, 1, 2])
-def test_each_product_path_equals_numpy_and_does_not_depend_on_the_batch(path) -> None:
-    """The joint's product on each CPU path (dense.h's matmat, AVX2 + FMA, AVX-512; the search uses the
-    widest this CPU has): numpy's values, and a row's values bit for bit the same in any batch."""
+# ------------------------------------------------------------------------------- dense.h's kernels
+def _dense(name: str):
     import ctypes
-
-    import numpy as np
 
     from asrdecode.native._lib import load
 
-    fn = load().asr_modified_beam_product
+    fn = getattr(load(), name)
     fp = ctypes.POINTER(ctypes.c_float)
-    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int, fp, fp, fp, ctypes.c_int, ctypes.c_int, ctypes.c_int, fp]
-    rng = np.random.default_rng(path)
-    for a, n, k in ((1, 1, 1), (3, 5, 7), (4, 8, 16), (9, 13, 37), (13, 31, 64), (6, 500, 130)):
+    if name == "asr_dense_matmat_on":
+        fn.argtypes = [ctypes.c_int, fp, fp, fp, ctypes.c_int, ctypes.c_int, ctypes.c_int, fp]
+    else:
+        fn.argtypes = [ctypes.c_int, fp, ctypes.c_int, fp]
+    fn.restype = ctypes.c_int
+    return fn, fp
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_each_product_level_equals_numpy_and_does_not_depend_on_the_batch(level) -> None:
+    """The search's products (dense.h's matmat) on each kernel level (portable, AVX2 + FMA, AVX-512; the
+    search uses the widest this CPU has, capped by ASRDECODE_NATIVE_KERNELS): numpy's values, and a
+    row's values bit for bit the same in any batch."""
+    import numpy as np
+
+    fn, fp = _dense("asr_dense_matmat_on")
+    rng = np.random.default_rng(level)
+    for a, n, k in ((1, 1, 1), (3, 5, 7), (4, 8, 16), (9, 13, 37), (13, 31, 64), (6, 500, 130), (17, 50, 512)):
         w, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (n,), (a, k)))
         y = np.zeros((a, n), np.float32)
-        if fn(path, w.ctypes.data_as(fp), b.ctypes.data_as(fp), x.ctypes.data_as(fp), a, n, k, y.ctypes.data_as(fp)):
-            pytest.skip(f"this CPU lacks path {path}")
+        if fn(level, w.ctypes.data_as(fp), b.ctypes.data_as(fp), x.ctypes.data_as(fp), a, n, k, y.ctypes.data_as(fp)):
+            pytest.skip(f"this CPU lacks kernel level {level}")
         np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=1e-4, atol=1e-4)
         for r in range(a):
             one = np.zeros((1, n), np.float32)
             xr = np.ascontiguousarray(x[r:r + 1])
-            fn(path, w.ctypes.data_as(fp), b.ctypes.data_as(fp), xr.ctypes.data_as(fp), 1, n, k, one.ctypes.data_as(fp))
+            fn(level, w.ctypes.data_as(fp), b.ctypes.data_as(fp), xr.ctypes.data_as(fp), 1, n, k, one.ctypes.data_as(fp))
             assert np.array_equal(one[0], y[r])
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_each_log_softmax_level_equals_torch(level) -> None:
+    """dense.h's log_softmax (portable; AVX2 + FMA: vectorised exp, float lanes) is torch's within float
+    rounding, tails of every length and rows with -inf (a folded <unk>) included."""
+    import numpy as np
+
+    fn, fp = _dense("asr_dense_log_softmax_on")
+    rng = np.random.default_rng(level)
+    for n in (1, 2, 7, 8, 9, 16, 31, 500, 1025):
+        x = (rng.standard_normal(n) * 8).astype(np.float32)
+        if n > 2:
+            x[n // 2] = -np.inf
+        out = np.zeros(n, np.float32)
+        if fn(level, x.ctypes.data_as(fp), n, out.ctypes.data_as(fp)):
+            pytest.skip(f"this CPU lacks kernel level {level}")
+        want = torch.log_softmax(torch.from_numpy(x.astype(np.float64)), 0).numpy()
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def _beam_cases() -> list:
+    """Tokens, frames and scores of beam 4 over three random LSTM transducers (the kernels' test)."""
+    out = []
+    for seed, vocab, layers in ((1, 9, 1), (2, 30, 2), (3, 17, 2)):
+        w = weights_from_lstm_transducer(_lstm_model(seed, vocab, layers, 0))
+        enc = torch.randn(3, 25, 10, generator=torch.Generator().manual_seed(seed)) * 2
+        rows = modified_beam_lstm(w, enc, [25, 9, 17], beam=4)
+        out.append([[[h.tokens, h.timestamps, h.score] for h in row] for row in rows])
+    return out
+
+
+_BEAM_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from test_native_modified_beam import _beam_cases
+print(json.dumps(_beam_cases()))
+"""
+
+
+@pytest.mark.parametrize("kernels", ["portable", "avx2"])
+def test_every_kernel_level_decides_as_the_default_one(kernels) -> None:
+    """ASRDECODE_NATIVE_KERNELS caps dense.h's kernels the search runs on (portable; AVX2 + FMA without the
+    AVX-512 product): the same hypotheses as on the best level this CPU has (scores to float rounding)."""
+    tests = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, ASRDECODE_NATIVE_KERNELS=kernels)
+    proc = subprocess.run([sys.executable, "-c", _BEAM_SCRIPT.format(tests=tests)], env=env, capture_output=True,
+                          text=True, check=True)
+    capped = json.loads(proc.stdout.strip().splitlines()[-1])
+    here = _beam_cases()
+    assert sum(len(h[0]) for case in here for row in case for h in row) > 0
+    for case_c, case_h in zip(capped, here, strict=True):
+        for row_c, row_h in zip(case_c, case_h, strict=True):
+            assert [h[:2] for h in row_c] == [h[:2] for h in row_h]
+            assert [h[2] for h in row_c] == pytest.approx([h[2] for h in row_h], abs=1e-3)

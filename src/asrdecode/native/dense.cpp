@@ -72,6 +72,13 @@ double log_sum_exp_portable(const float* x, int n, float mx) {
     return std::log(s);
 }
 
+void log_softmax_portable(const float* x, int n, float* out) {
+    float mx = x[0];
+    for (int v = 1; v < n; ++v) mx = x[v] > mx ? x[v] : mx;
+    const float lse = static_cast<float>(log_sum_exp_portable(x, n, mx));
+    for (int v = 0; v < n; ++v) out[v] = (x[v] - mx) - lse;
+}
+
 #if ASRD_X86
 // ------------------------------------------------------------------------------------------ AVX2 + FMA
 #define ASRD_AVX2 __attribute__((target("avx2,fma")))
@@ -304,8 +311,8 @@ ASRD_AVX2 void lstm_cell_avx2(const float* gates, int P, float* c, float* h) {
     }
 }
 
-// first index of the maximum, NaNs skipped as the scalar rule skips them (none can be greater)
-ASRD_AVX2 int argmax_avx2(const float* x, int n) {
+// the largest of x [n], NaNs skipped (-inf where all are NaN)
+ASRD_AVX2 float max_avx2(const float* x, int n) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 mv = ninf;
     for (int k = 0; k < n; k += 8) {
@@ -316,7 +323,12 @@ ASRD_AVX2 int argmax_avx2(const float* x, int n) {
     }
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    const float mx = _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps(s, s, 1)));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+// first index of the maximum, NaNs skipped as the scalar rule skips them (none can be greater)
+ASRD_AVX2 int argmax_avx2(const float* x, int n) {
+    const float mx = max_avx2(x, n);
     if (std::isnan(x[0])) return 0;  // the scalar rule: nothing compares greater than a NaN
     for (int v = 0; v < n; ++v) if (x[v] == mx) return v;
     return 0;
@@ -334,20 +346,37 @@ ASRD_AVX2 double log_sum_exp_avx2(const float* x, int n, float mx) {
     return std::log(static_cast<double>(hsum(acc)));
 }
 
-// The kernels in use: 2 AVX-512 product + AVX2 elementwise, 1 AVX2 + FMA, 0 portable; the best the CPU
-// has, at most what ASRDECODE_NATIVE_KERNELS names (portable, avx2: how the tests run every path).
+// (x - max) - log(sum exp(x - max)) in float lanes
+ASRD_AVX2 void log_softmax_avx2(const float* x, int n, float* out) {
+    const float mx = max_avx2(x, n);
+    const __m256 shift = _mm256_set1_ps(mx), lse = _mm256_set1_ps(static_cast<float>(log_sum_exp_avx2(x, n, mx)));
+    for (int k = 0; k < n; k += 8) {
+        const int m = lanes(n, k);
+        store(out + k, _mm256_sub_ps(_mm256_sub_ps(load(x + k, m), shift), lse), m);
+    }
+}
+
+// The kernels this CPU has: 2 AVX-512 product + AVX2 elementwise, 1 AVX2 + FMA, 0 portable.
+int cpu_level() {
+    // __builtin_cpu_init first: this may run before libgcc's own initialiser does
+    static const int have = (__builtin_cpu_init(), !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+                                ? 0 : __builtin_cpu_supports("avx512f") ? 2 : 1;
+    return have;
+}
+
+// The kernels in use: the best the CPU has, at most what ASRDECODE_NATIVE_KERNELS names (portable,
+// avx2: how the tests run every path in a search).
 int level() {
     static const int got = [] {
         const char* cap = std::getenv("ASRDECODE_NATIVE_KERNELS");
         const std::string c = cap ? cap : "";
         const int most = c == "portable" ? 0 : c == "avx2" ? 1 : 2;
-        const int have = !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 0
-                         : __builtin_cpu_supports("avx512f") ? 2 : 1;
-        return have < most ? have : most;
+        return cpu_level() < most ? cpu_level() : most;
     }();
     return got;
 }
 #else
+int cpu_level() { return 0; }
 int level() { return 0; }
 #endif
 
@@ -360,11 +389,30 @@ int level() { return 0; }
 #define ASRD_PICK(name, ...) name##_portable(__VA_ARGS__)
 #endif
 
-void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+namespace {
+
+// matmat on the kernels of level `at` (at most cpu_level())
+void matmat_at(int at, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
 #if ASRD_X86
-    if (level() == 2) return matmat_avx512(W, b, X, A, N, K, Y);
+    if (at == 2) return matmat_avx512(W, b, X, A, N, K, Y);
+    if (at == 1) return matmat_avx2(W, b, X, A, N, K, Y);
 #endif
-    ASRD_PICK(matmat, W, b, X, A, N, K, Y);
+    (void)at;
+    matmat_portable(W, b, X, A, N, K, Y);
+}
+
+void log_softmax_at(int at, const float* x, int n, float* out) {
+#if ASRD_X86
+    if (at >= 1) return log_softmax_avx2(x, n, out);
+#endif
+    (void)at;
+    log_softmax_portable(x, n, out);
+}
+
+}  // namespace
+
+void matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    matmat_at(level(), W, b, X, A, N, K, Y);
 }
 
 double product_cost(int rows) {
@@ -384,6 +432,8 @@ void lstm_cell(const float* gates, int P, float* c, float* h) { ASRD_PICK(lstm_c
 int argmax_first(const float* x, int n) { return ASRD_PICK(argmax, x, n); }
 
 double log_sum_exp(const float* x, int n, float mx) { return ASRD_PICK(log_sum_exp, x, n, mx); }
+
+void log_softmax(const float* x, int n, float* out) { log_softmax_at(level(), x, n, out); }
 
 // icefall's stateless decoder before its projection: x_k = emb[y_k] (zeros for y_k < 0), grouped conv
 // over the C context positions, relu -> mid [E].
@@ -460,6 +510,20 @@ extern "C" {
 // Y [A, N] = b [N] + X [A, K] W [N, K]^T, each row computed as in the searches.
 void asr_dense_matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
     asrd::matmat(W, b, X, A, N, K, Y);
+}
+
+// The kernels of one level (0 portable, 1 AVX2 + FMA, 2 AVX-512 product), whatever the cap, for the
+// tests: asrd::matmat (Y as above) and asrd::log_softmax (out [n] of x [n]). -1 where this CPU lacks it.
+int asr_dense_matmat_on(int level, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
+    if (level < 0 || level > asrd::cpu_level()) return -1;
+    asrd::matmat_at(level, W, b, X, A, N, K, Y);
+    return 0;
+}
+
+int asr_dense_log_softmax_on(int level, const float* x, int n, float* out) {
+    if (level < 0 || level > asrd::cpu_level() || n < 1) return -1;
+    asrd::log_softmax_at(level, x, n, out);
+    return 0;
 }
 
 }  // extern "C"

@@ -1,8 +1,9 @@
 // Dense pieces of the transducer networks that the native searches run themselves (greedy in
-// transducer_greedy_lstm.cpp): the matrix product every step is made of, an LSTM prediction network
-// step over chosen rows, and icefall's stateless decoder before its projection, with the elementwise
-// pieces of the joint (activation, argmax, log-sum-exp). Row-major float32 throughout; shapes in each
-// comment. Vectorised (AVX2 + FMA) where the CPU has it, portable code otherwise (dense.cpp).
+// transducer_greedy_lstm.cpp, modified beam in transducer_modified_beam.cpp): the matrix product every
+// step is made of, an LSTM prediction network step over chosen rows, and icefall's stateless decoder
+// before its projection, with the elementwise pieces of the joint (activation, argmax, log-sum-exp,
+// log-softmax). Row-major float32 throughout; shapes in each comment. Vectorised (AVX2 + FMA, the
+// product also AVX-512) where the CPU has it, portable code otherwise (dense.cpp).
 #pragma once
 
 #include <vector>
@@ -39,6 +40,9 @@ int argmax_first(const float* x, int n);
 
 // log(sum_v exp(x[v] - mx)) over x [n] (mx: its maximum); the log-softmax of the argmax is -this.
 double log_sum_exp(const float* x, int n, float mx);
+
+// The log-softmax of x [n] (n >= 1) in float32: out[v] = (x[v] - max) - log(sum exp(x - max)).
+void log_softmax(const float* x, int n, float* out);
 
 // One LSTM step for the rows `rows` of a batch fed the labels `labels`: h, c [B, L, P] updated in
 // place for those rows, g [B, H] their projected decoder output. X, Gt, Hg: scratch.

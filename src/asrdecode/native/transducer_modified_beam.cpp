@@ -7,8 +7,8 @@
 // utterances go through the joint as one matrix product; the prediction network runs only for the
 // hypotheses that emitted (LSTM: the parent's state copied, then one step; icefall's stateless
 // decoder: its output depends only on the last C labels, cached per context). Shapes in the Python
-// binding (asrdecode/native/modified_beam.py); the prediction networks' kernels in dense.cpp, the
-// joint's product here (AVX-512 / AVX2 + FMA blocks where the CPU has them, else dense.h's matmat).
+// binding (asrdecode/native/modified_beam.py); the networks' kernels (products, LSTM step, activation,
+// log-softmax) are dense.h's, as in the greedy search.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,10 +17,6 @@
 #include <vector>
 
 #include "dense.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace {
 
@@ -82,243 +78,14 @@ bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
     return nb >= 0 && nodes[nb].token == ta && same_nodes(nodes, na, nodes[nb].parent);
 }
 
-// ------------------------------------------------------------------ the joint's output product
-// Y[a, n] = b[n] + (W[n, :] . X[a, :]) for a < A (W [N, K], X [A, K], Y [A, N]). Where the CPU has
-// AVX2 + FMA: blocks of up to 4 rows x 2-4 outputs (independent accumulators; W's rows reused from L1
-// by every row block); each dot product is the same FMA sequence (8 lanes over k, a fixed horizontal sum, then
-// the k % 8 tail) whatever block computes it, so a row's logits do not depend on the batch. With
-// AVX-512 the same with 16 lanes (the path depends on the CPU only). Else dense.h's matmat.
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
-    return _mm_cvtss_f32(s);
-}
-
-__attribute__((target("avx2,fma"))) inline float finish(__m256 acc, const float* w, const float* x, int k0, int K,
-                                                        float bias) {
-    float tail = 0.f;
-    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
-    return bias + (hsum8(acc) + tail);
-}
-
-// rows [a0, a0 + R) x outputs [n0, n0 + C): R * C accumulators, W's C rows loaded once per k step
-template <int R, int C>
-__attribute__((target("avx2,fma"))) void block(const float* W, const float* b, const float* X, int a0, int n0, int N,
-                                               int K, float* Y) {
-    const float* w[C];
-    const float* x[R];
-    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
-    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
-    __m256 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const int K8 = K & ~7;
-    for (int k = 0; k < K8; k += 8) {
-        __m256 wv[C];
-        for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w[c] + k);
-        for (int r = 0; r < R; ++r) {
-            const __m256 xv = _mm256_loadu_ps(x[r] + k);
-            for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish(acc[r][c], w[c], x[r], K8, K, b ? b[n0 + c] : 0.f);
-}
-
-// outputs [n0, n0 + 4) for every row: 4-row blocks, then the 1-3 rows left
-__attribute__((target("avx2,fma"))) void outputs4(const float* W, const float* b, const float* X, int A, int n0, int N,
-                                                  int K, float* Y) {
-    int a = 0;
-    for (; a + 4 <= A; a += 4) {
-        block<4, 2>(W, b, X, a, n0, N, K, Y);
-        block<4, 2>(W, b, X, a, n0 + 2, N, K, Y);
-    }
-    if (A - a == 3) {
-        block<3, 2>(W, b, X, a, n0, N, K, Y);
-        block<3, 2>(W, b, X, a, n0 + 2, N, K, Y);
-    } else if (A - a == 2) {
-        block<2, 4>(W, b, X, a, n0, N, K, Y);
-    } else if (A - a == 1) {
-        block<1, 4>(W, b, X, a, n0, N, K, Y);
-    }
-}
-
-__attribute__((target("avx2,fma"))) void rows_product_avx2(const float* W, const float* b, const float* X, int A,
-                                                           int N, int K, float* Y) {
-    const int N4 = N & ~3;
-    for (int n = 0; n < N4; n += 4) outputs4(W, b, X, A, n, N, K, Y);
-    for (int n = N4; n < N; ++n)
-        for (int a = 0; a < A; ++a) block<1, 1>(W, b, X, a, n, N, K, Y);
-}
-
-// The same blocks with 16-lane AVX-512 registers (32 of them: 4 rows x 4 outputs at once).
-__attribute__((target("avx512f"))) inline float finish16(__m512 acc, const float* w, const float* x, int k0, int K,
-                                                         float bias) {
-    float tail = 0.f;
-    for (int k = k0; k < K; ++k) tail += w[k] * x[k];
-    return bias + (_mm512_reduce_add_ps(acc) + tail);
-}
-
-template <int R, int C>
-__attribute__((target("avx512f"))) void block16(const float* W, const float* b, const float* X, int a0, int n0, int N,
-                                                int K, float* Y) {
-    const float* w[C];
-    const float* x[R];
-    for (int c = 0; c < C; ++c) w[c] = W + static_cast<int64_t>(n0 + c) * K;
-    for (int r = 0; r < R; ++r) x[r] = X + static_cast<int64_t>(a0 + r) * K;
-    __m512 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    const int K16 = K & ~15;
-    for (int k = 0; k < K16; k += 16) {
-        __m512 wv[C];
-        for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_ps(w[c] + k);
-        for (int r = 0; r < R; ++r) {
-            const __m512 xv = _mm512_loadu_ps(x[r] + k);
-            for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-            Y[static_cast<int64_t>(a0 + r) * N + n0 + c] = finish16(acc[r][c], w[c], x[r], K16, K, b ? b[n0 + c] : 0.f);
-}
-
-__attribute__((target("avx512f"))) void rows_product_avx512(const float* W, const float* b, const float* X, int A,
-                                                            int N, int K, float* Y) {
-    const int N4 = N & ~3;
-    for (int n = 0; n < N4; n += 4) {
-        int a = 0;
-        for (; a + 4 <= A; a += 4) block16<4, 4>(W, b, X, a, n, N, K, Y);
-        if (A - a == 3) block16<3, 4>(W, b, X, a, n, N, K, Y);
-        else if (A - a == 2) block16<2, 4>(W, b, X, a, n, N, K, Y);
-        else if (A - a == 1) block16<1, 4>(W, b, X, a, n, N, K, Y);
-    }
-    for (int n = N4; n < N; ++n)
-        for (int a = 0; a < A; ++a) block16<1, 1>(W, b, X, a, n, N, K, Y);
-}
-
-// the CPU's vector extensions, asked once (__builtin_cpu_init first: this may run before libgcc's own
-// initialiser does)
-bool has_avx512() {
-    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
-    return yes;
-}
-
-bool has_fma() {
-    static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
-    return yes;
-}
-#endif
-
-void rows_product(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
-#if defined(__x86_64__)
-    if (has_avx512()) {
-        rows_product_avx512(W, b, X, A, N, K, Y);
-        return;
-    }
-    if (has_fma()) {
-        rows_product_avx2(W, b, X, A, N, K, Y);
-        return;
-    }
-#endif
-    matmat(W, b, X, A, N, K, Y);
-}
-
-// ------------------------------------------------ the joint's activation and the log-softmax sums
-#if defined(__x86_64__)
-// exp of 8 floats (range reduction by ln 2, degree-6 polynomial: within 2 ulp of expf), inputs clamped
-// to [-88, 88]
-__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.f)), _mm256_set1_ps(88.f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// tanh of 8 floats: sign(x) (1 - 2 / (exp(2|x|) + 1)), |x| clamped to 9 (tanh 9 rounds to 1)
-__attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
-    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
-    const __m256 a = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), _mm256_set1_ps(9.f));
-    const __m256 e = exp8(_mm256_add_ps(a, a));
-    const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.f), _mm256_div_ps(_mm256_set1_ps(2.f),
-                                                                      _mm256_add_ps(e, _mm256_set1_ps(1.f))));
-    return _mm256_or_ps(t, sign);
-}
-
-__attribute__((target("avx2,fma"))) void activate_avx2(const float* e, const float* g, int H, int act, float* z) {
-    int k = 0;
-    for (; k + 8 <= H; k += 8) {
-        const __m256 x = _mm256_add_ps(_mm256_loadu_ps(e + k), _mm256_loadu_ps(g + k));
-        _mm256_storeu_ps(z + k, act == 0 ? tanh8(x) : _mm256_max_ps(x, _mm256_setzero_ps()));
-    }
-    for (; k < H; ++k) {
-        const float x = e[k] + g[k];
-        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
-    }
-}
-
-// sum of exp(lg[v] - m) over v < V: 8 float lanes, then the lanes and the tail in double
-__attribute__((target("avx2,fma"))) double sum_exp_avx2(const float* lg, int V, float m) {
-    __m256 acc = _mm256_setzero_ps();
-    const __m256 mv = _mm256_set1_ps(m);
-    int v = 0;
-    for (; v + 8 <= V; v += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(lg + v), mv)));
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
-    double sum = 0.0;
-    for (int j = 0; j < 8; ++j) sum += lanes[j];
-    for (; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
-    return sum;
-}
-#endif
-
-// z [H] = act(e + g): tanh (act 0) or relu
-void activate(const float* e, const float* g, int H, int act, float* z) {
-#if defined(__x86_64__)
-    if (has_fma()) {
-        activate_avx2(e, g, H, act, z);
-        return;
-    }
-#endif
-    for (int k = 0; k < H; ++k) {
-        const float x = e[k] + g[k];
-        z[k] = act == 0 ? std::tanh(x) : (x > 0.f ? x : 0.f);
-    }
-}
-
-double sum_exp(const float* lg, int V, float m) {
-#if defined(__x86_64__)
-    if (has_fma()) return sum_exp_avx2(lg, V, m);
-#endif
-    double sum = 0.0;
-    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - m));
-    return sum;
-}
-
-// Log-softmax of one logits row lg [V] in float32 (max shift, sum of exponentials: sum_exp): out [V].
-// `fold` >= 0: that <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
+// Log-softmax of one logits row lg [V] in float32 (dense.h's log_softmax): out [V]. `fold` >= 0: that
+// <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
 void log_softmax(float* lg, int V, int blank, int fold, float* out) {
     if (fold >= 0 && fold != blank) {
         lg[blank] = lg[fold] > lg[blank] ? lg[fold] : lg[blank];
         lg[fold] = -INFINITY;
     }
-    float m = lg[0];
-    for (int v = 1; v < V; ++v) m = lg[v] > m ? lg[v] : m;
-    const float lse = static_cast<float>(std::log(sum_exp(lg, V, m)));
-    for (int v = 0; v < V; ++v) out[v] = (lg[v] - m) - lse;
+    asrd::log_softmax(lg, V, out);
 }
 
 // The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
@@ -441,7 +208,7 @@ private:
             asrd::stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
                                 &mid_[static_cast<size_t>(m) * E]);
         out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
-        rows_product(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
+        matmat(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
     }
 
     StatelessNet n_;
@@ -572,14 +339,14 @@ private:
                 if (q == U) {
                     gs_.resize(U - first + 1);
                     gs_[U - first] = g;
-                    activate(e, g, s_.H, s_.act, &Z_[static_cast<size_t>(U++) * s_.H]);
+                    asrd::joint_hidden(e, g, s_.H, s_.act, &Z_[static_cast<size_t>(U++) * s_.H]);
                 }
                 at_.push_back(q);
             }
         }
         logits_.resize(static_cast<size_t>(U) * s_.V);
         lsm_.resize(logits_.size());
-        rows_product(s_.wout, s_.bout, Z_.data(), U, s_.V, s_.H, logits_.data());
+        matmat(s_.wout, s_.bout, Z_.data(), U, s_.V, s_.H, logits_.data());
         for (int q = 0; q < U; ++q)
             log_softmax(&logits_[static_cast<size_t>(q) * s_.V], s_.V, s_.blank, s_.fold,
                         &lsm_[static_cast<size_t>(q) * s_.V]);
@@ -659,26 +426,6 @@ int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tm
     StatelessPred pred(n, start_ctx);
     Beams<StatelessPred>(s, pred).run();
     return 0;
-}
-
-// The joint's product on one path (0: dense.h's matmat, 1: AVX2 + FMA, 2: AVX-512), for the tests:
-// Y [A, N] = X [A, K] W^T [K, N] + b [N]. Returns -1 where this CPU lacks the path.
-int asr_modified_beam_product(int path, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
-    if (path == 0) {
-        matmat(W, b, X, A, N, K, Y);
-        return 0;
-    }
-#if defined(__x86_64__)
-    if (path == 1 && has_fma()) {
-        rows_product_avx2(W, b, X, A, N, K, Y);
-        return 0;
-    }
-    if (path == 2 && has_avx512()) {
-        rows_product_avx512(W, b, X, A, N, K, Y);
-        return 0;
-    }
-#endif
-    return -1;
 }
 
 }  // extern "C"
