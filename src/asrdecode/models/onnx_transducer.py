@@ -66,7 +66,8 @@ def is_onnx_transducer_dir(spec: str) -> bool:
     return p.is_dir() and (p / "encoder.onnx").is_file()
 
 
-def _session(path: Path) -> Any:
+def _session(path: Path, model: Optional[bytes] = None) -> Any:
+    """An onnxruntime CPU session of ``path`` (or of ``model``, a serialised graph read from ``path``)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -76,7 +77,8 @@ def _session(path: Path) -> Any:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(path) if model is None else model, sess_options=opts,
+                                    providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types for unreadable graphs
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise FileFormatError(path, None, f"not a loadable ONNX model: {first}") from None

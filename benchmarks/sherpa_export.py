@@ -1,0 +1,74 @@
+"""Issue 28: sherpa-onnx's words on ``asrdecode export-onnx`` output against asrdecode's.
+
+For demo-rnnt and demo-tdt, exported with and without the front-end adapter (``export_onnx(..., adapter=)``):
+sherpa-onnx (``OfflineRecognizer.from_transducer(..., model_type="nemo_transducer")``, greedy, 1 thread)
+decodes the 60 clips of data/real + data/synth_test; ``asrdecode transcribe`` decodes them with the bundled
+model and with the exported directory. Prints the WER of sherpa-onnx's words against the bundled model's
+and how many of the 60 transcripts are identical.
+
+Usage: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/sherpa_export.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from asrdecode import cli  # noqa: E402
+from asrdecode.audio import read_audio  # noqa: E402
+from asrdecode.evaluate import wer  # noqa: E402
+from asrdecode.models import load_bundle  # noqa: E402
+from asrdecode.models.onnx_export import export_onnx  # noqa: E402
+
+CLIPS = sorted(ROOT.glob("data/real/*.wav")) + sorted(ROOT.glob("data/synth_test/*.wav"))
+
+
+def transcribe(model: str) -> list[str]:
+    """``asrdecode transcribe CLIPS --model MODEL --format json`` -> the texts."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["transcribe", *map(str, CLIPS), "--model", model, "--format", "json"]) == 0
+    return [r["text"] for r in json.loads(out.getvalue())]
+
+
+def sherpa_words(d: Path) -> list[str]:
+    """sherpa-onnx's greedy words for CLIPS from the NeMo-layout directory ``d``."""
+    import sherpa_onnx
+
+    rec = sherpa_onnx.OfflineRecognizer.from_transducer(
+        str(d / "encoder.onnx"), str(d / "decoder.onnx"), str(d / "joiner.onnx"), str(d / "tokens.txt"),
+        num_threads=1, decoding_method="greedy_search", model_type="nemo_transducer")
+    streams = []
+    for c in CLIPS:
+        s = rec.create_stream()
+        s.accept_waveform(16000, read_audio(c).numpy())
+        streams.append(s)
+    rec.decode_streams(streams)
+    return [s.result.text.strip() for s in streams]
+
+
+def main() -> int:
+    print("| model | export | sherpa-onnx vs asrdecode WER | identical (of 60) | asrdecode on the export = bundled |")
+    print("|---|---|---|---|---|")
+    for name in ("demo-rnnt", "demo-tdt"):
+        ours = transcribe(name)
+        for adapter in (False, True):
+            with tempfile.TemporaryDirectory() as tmp:
+                export_onnx(load_bundle(name), tmp, adapter=adapter)
+                theirs = sherpa_words(Path(tmp))
+                back = transcribe(tmp)
+            same = sum(a == b for a, b in zip(ours, theirs))
+            print(f"| {name} | {'adapter' if adapter else 'no adapter'} | {wer(ours, theirs):.4f} | {same} | "
+                  f"{sum(a == b for a, b in zip(ours, back))}/60 |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
