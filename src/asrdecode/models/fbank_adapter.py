@@ -83,8 +83,9 @@ def load_fbank_adapter(path: str | Path = ADAPTER_ASSET) -> FbankAdapter:
     p = Path(path)
     try:
         ckpt = torch.load(str(p), map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, ValueError) as err:
-        raise FileFormatError(p, None, f"not a readable adapter: {err}") from None
+    except Exception as err:  # UnpicklingError, RuntimeError, EOFError, struct.error, ... depending on the damage
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FileFormatError(p, None, f"not a readable adapter: {first}") from None
     if not isinstance(ckpt, dict) or ckpt.get("kind") != "fbank-adapter":
         raise FileFormatError(p, None, "not an fbank adapter (kind 'fbank-adapter')")
     adapter = FbankAdapter(int(ckpt["hidden"]))
