@@ -4,7 +4,8 @@ For demo-rnnt and demo-tdt, exported with and without the front-end adapter (``e
 sherpa-onnx (``OfflineRecognizer.from_transducer(..., model_type="nemo_transducer")``, greedy, 1 thread)
 decodes the 60 clips of data/real + data/synth_test; ``asrdecode transcribe`` decodes them with the bundled
 model and with the exported directory. Prints the WER of sherpa-onnx's words against the bundled model's
-and how many of the 60 transcripts are identical.
+and how many of the 60 transcripts are identical; then the same for our own front end with the frames moved
+by a few samples (sherpa-onnx's sit 120 samples before ours), for scale.
 
 Usage: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/sherpa_export.py
 """
@@ -54,6 +55,16 @@ def sherpa_words(d: Path) -> list[str]:
     return [s.result.text.strip() for s in streams]
 
 
+def shifted_words(name: str, skip: int) -> list[str]:
+    """The bundled model's greedy words with the first ``skip`` samples of every clip dropped (frames ``skip``
+    samples later): how much a front end that is slightly off moves these models."""
+    from asrdecode.pipeline import make_pipeline, resolve_options
+
+    b = load_bundle(name)
+    pipe = make_pipeline(b, resolve_options(b, {"decoder": "greedy"}))
+    return [b.tokenizer.decode(pipe.decode(*pipe.encode([read_audio(c)[skip:]]))[0].tokens) for c in CLIPS]
+
+
 def main() -> int:
     print("| model | export | sherpa-onnx vs asrdecode WER | identical (of 60) | asrdecode on the export = bundled |")
     print("|---|---|---|---|---|")
@@ -67,6 +78,12 @@ def main() -> int:
             same = sum(a == b for a, b in zip(ours, theirs))
             print(f"| {name} | {'adapter' if adapter else 'no adapter'} | {wer(ours, theirs):.4f} | {same} | "
                   f"{sum(a == b for a, b in zip(ours, back))}/60 |", flush=True)
+    print("\n| model | our front end, frames k samples later | WER vs unshifted | identical (of 60) |\n|---|---|---|---|")
+    for name in ("demo-rnnt", "demo-tdt"):
+        base = shifted_words(name, 0)
+        for skip in (1, 10, 40):
+            moved = shifted_words(name, skip)
+            print(f"| {name} | {skip} | {wer(base, moved):.4f} | {sum(a == b for a, b in zip(base, moved))} |", flush=True)
     return 0
 
 

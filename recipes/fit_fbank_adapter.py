@@ -13,8 +13,11 @@ the test voices or sentences):
 
 Writes ``src/asrdecode/models/assets/fbank-adapter.pt`` (float16, ~0.3 MB) with a record of the fit.
 
-Usage: python3 recipes/fit_fbank_adapter.py work/synth/train_wide work/synth/train [--num 1000] [--epochs 15]
-Run time: about 6 min on 2 cores for 2,000 utterances (1.7 h) and 15 epochs.
+Usage (the bundled adapter; the venv's python, which has torch and kaldi-native-fbank):
+    python3 recipes/synthesize.py --split train --num 1000 --voices wide --seed 7 --out work/synth/adapter_wide
+    python3 recipes/synthesize.py --split train --num 1000 --voices base --seed 8 --out work/synth/adapter_base
+    python recipes/fit_fbank_adapter.py work/synth/adapter_wide work/synth/adapter_base [--epochs 15]
+Run time: about 8 min on 2 cores for 2,000 utterances (1.7 h) and 15 epochs.
 """
 
 from __future__ import annotations

@@ -138,3 +138,23 @@ def test_logmel_input_must_name_two_tensors(tmp_path) -> None:
         onnx.save(m, str(d / "encoder.onnx"))
         with pytest.raises(FileFormatError, match=match):
             load_bundle(str(d))
+
+
+def test_export_without_the_adapter(waves, tmp_path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    import onnx
+
+    from asrdecode import cli
+    from asrdecode.models import load, load_bundle
+
+    out = tmp_path / "plain"
+    assert cli.main(["export-onnx", "demo-tdt", str(out), "--no-adapter"]) == 0
+    capsys.readouterr()
+    meta = {p.key: p.value for p in onnx.load(str(out / "encoder.onnx")).metadata_props}
+    assert meta["frontend"] == "logmel" and "logmel_input" not in meta
+    back, demo = load_bundle(str(out)), load("demo-tdt")
+    assert [i.name for i in back.encoder.get_inputs()] == ["audio_signal", "length"]
+    enc, n = back.encode_features(*back.features([waves[0]]))
+    ref, ref_n = demo.encode_features(*demo.features([waves[0]]))
+    assert n.tolist() == ref_n.tolist()
+    torch.testing.assert_close(enc, ref, atol=2e-4, rtol=0)
