@@ -31,6 +31,16 @@ from asrdecode.models.onnx_export import export_onnx  # noqa: E402
 CLIPS = sorted(ROOT.glob("data/real/*.wav")) + sorted(ROOT.glob("data/synth_test/*.wav"))
 
 
+def references() -> list[str]:
+    """The reference transcripts of CLIPS (the two manifests)."""
+    texts = {}
+    for d in ("data/real", "data/synth_test"):
+        for line in (ROOT / d / "manifest.jsonl").read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            texts[(ROOT / d / r["audio_filepath"]).resolve()] = r["text"]
+    return [texts[c.resolve()] for c in CLIPS]
+
+
 def transcribe(model: str) -> list[str]:
     """``asrdecode transcribe CLIPS --model MODEL --format json`` -> the texts."""
     out = io.StringIO()
@@ -66,8 +76,11 @@ def shifted_words(name: str, skip: int) -> list[str]:
 
 
 def main() -> int:
-    print("| model | export | sherpa-onnx vs asrdecode WER | identical (of 60) | asrdecode on the export = bundled |")
-    print("|---|---|---|---|---|")
+    print("| model | export | sherpa-onnx vs asrdecode WER: all / real / synth | identical: all (60) / real (10) / "
+          "synth (50) | asrdecode on the export = bundled | WER vs references: asrdecode / sherpa-onnx |")
+    print("|---|---|---|---|---|---|")
+    refs = references()
+    n_real = len(list(ROOT.glob("data/real/*.wav")))
     for name in ("demo-rnnt", "demo-tdt"):
         ours = transcribe(name)
         for adapter in (False, True):
@@ -75,9 +88,12 @@ def main() -> int:
                 export_onnx(load_bundle(name), tmp, adapter=adapter)
                 theirs = sherpa_words(Path(tmp))
                 back = transcribe(tmp)
-            same = sum(a == b for a, b in zip(ours, theirs))
-            print(f"| {name} | {'adapter' if adapter else 'no adapter'} | {wer(ours, theirs):.4f} | {same} | "
-                  f"{sum(a == b for a, b in zip(ours, back))}/60 |", flush=True)
+            parts = [(ours, theirs), (ours[:n_real], theirs[:n_real]), (ours[n_real:], theirs[n_real:])]
+            errs = " / ".join(f"{wer(a, b):.4f}" for a, b in parts)
+            same = " / ".join(str(sum(x == y for x, y in zip(a, b))) for a, b in parts)
+            print(f"| {name} | {'adapter' if adapter else 'no adapter'} | {errs} | {same} | "
+                  f"{sum(a == b for a, b in zip(ours, back))}/60 | {wer(refs, ours):.4f} / {wer(refs, theirs):.4f} |",
+                  flush=True)
     print("\n| model | our front end, frames k samples later | WER vs unshifted | identical (of 60) |\n|---|---|---|---|")
     for name in ("demo-rnnt", "demo-tdt"):
         base = shifted_words(name, 0)

@@ -309,8 +309,9 @@ def test_sherpa_options() -> None:
 # sherpa-onnx feeds the export its own NeMo fbank, which no metadata makes our log-mel (its frames sit 120
 # samples before ours): export-onnx's fitted front-end adapter (asrdecode.models.fbank_adapter) maps it to an
 # approximation. Measured 2026-11-25 on the 60 clips (sherpa-onnx 2.0.1 greedy vs `asrdecode transcribe`):
-# without the adapter 0.563 / 0.573 WER, 4 / 3 identical; with it 0.235 / 0.208 WER, 21 / 24 identical.
-EXPORT_AGREEMENT = {"demo-rnnt": (0.235, 21), "demo-tdt": (0.208, 24)}
+# without the adapter 0.563 / 0.573 WER, 4 / 3 identical; with it 0.240 / 0.208 WER, 22 / 24 identical
+# (benchmarks/sherpa_export.py). The bounds below fail on the export without it.
+EXPORT_AGREEMENT = {"demo-rnnt": (0.240, 22), "demo-tdt": (0.208, 24)}
 
 
 @pytest.mark.parametrize("name", ["demo-rnnt", "demo-tdt"])
