@@ -30,7 +30,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int
+from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int, ort_session
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -220,7 +220,6 @@ def _encoder_from(path: Path, inputs: list[str], outputs: list[str]) -> Any:
     import onnx
     from onnx.utils import Extractor
 
-    from .onnx_transducer import _session
 
     if len(inputs) != 2:
         raise FileFormatError(path, None, f"metadata 'logmel_input' must name two tensors, got {inputs}")
@@ -228,7 +227,7 @@ def _encoder_from(path: Path, inputs: list[str], outputs: list[str]) -> Any:
         core = Extractor(onnx.load(str(path))).extract_model(inputs, outputs)
     except Exception as err:  # onnx raises KeyError / ValueError / its own checker errors for unknown tensors
         raise FileFormatError(path, None, f"metadata 'logmel_input' {inputs}: no such sub-graph ({err})") from None
-    return _session(path, core.SerializeToString())
+    return ort_session(path, core.SerializeToString())
 
 
 def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
