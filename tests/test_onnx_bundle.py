@@ -340,7 +340,7 @@ def test_export_refuses_what_it_cannot_export(tmp_path) -> None:
 def _export_stateless(t, out: Path) -> OnnxTransducer:
     """decoder.onnx (``y [N, context]`` -> ``decoder_out``, no states) + joiner.onnx of a StatelessTransducer."""
     from asrdecode.models.onnx_export import _export, _Joiner
-    from asrdecode.models.onnx_transducer import _session
+    from asrdecode.models.onnx_common import ort_session as _session
 
     class Decoder(torch.nn.Module):
         def __init__(self) -> None:

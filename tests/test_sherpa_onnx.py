@@ -306,6 +306,14 @@ def test_sherpa_options() -> None:
 
 
 # ------------------------------------------------------------------------- writing: export-onnx -> sherpa-onnx
+# sherpa-onnx feeds the export its own NeMo fbank, which no metadata makes our log-mel (its frames sit 120
+# samples before ours): export-onnx's fitted front-end adapter (asrdecode.models.fbank_adapter) maps it to an
+# approximation. Measured 2026-11-25 on the 60 clips (sherpa-onnx 2.0.1 greedy vs `asrdecode transcribe`):
+# without the adapter 0.563 / 0.573 WER, 4 / 3 identical; with it 0.240 / 0.208 WER, 22 / 24 identical
+# (benchmarks/sherpa_export.py). The bounds below fail on the export without it.
+EXPORT_AGREEMENT = {"demo-rnnt": (0.240, 22), "demo-tdt": (0.208, 24)}
+
+
 @pytest.mark.parametrize("name", ["demo-rnnt", "demo-tdt"])
 def test_sherpa_onnx_decodes_the_export(sherpa, waves, tmp_path, capsys, name) -> None:
     import json
@@ -317,14 +325,15 @@ def test_sherpa_onnx_decodes_the_export(sherpa, waves, tmp_path, capsys, name) -
     assert cli.main(["export-onnx", name, str(out)]) == 0
     capsys.readouterr()
     got = _sherpa_decode(sherpa, out, "nemo", waves)  # model_type nemo_transducer, as parakeet exports
-    assert cli.main(["transcribe", *map(str, CLIPS), "--model", str(out), "--format", "json"]) == 0
-    ours = [r["text"] for r in json.loads(capsys.readouterr().out)]
-    theirs = [r.text.strip() for r in got]
-    assert sum(bool(t) for t in theirs) >= 50
-    # sherpa-onnx computes its own fbank (librosa mel, povey window, pre-emphasis) where the model was
-    # trained on asrdecode's log-mel (HTK mel, Hann, none): the words differ. Measured 2026-11-25:
-    # 0.56 (demo-rnnt) / 0.57 (demo-tdt) WER of sherpa-onnx's words against ours, 4 / 3 of 60 equal.
-    assert wer(ours, theirs) < 0.7
+    texts = {}
+    for model in (str(out), name):
+        assert cli.main(["transcribe", *map(str, CLIPS), "--model", model, "--format", "json"]) == 0
+        texts[model] = [r["text"] for r in json.loads(capsys.readouterr().out)]
+    ours, theirs = texts[name], [r.text.strip() for r in got]
+    assert texts[str(out)] == ours  # asrdecode runs the export from its log-mel input: the bundled model's words
+    max_wer, min_same = EXPORT_AGREEMENT[name]
+    same = sum(a == b for a, b in zip(ours, theirs))
+    assert wer(ours, theirs) <= max_wer + 0.02 and same >= min_same - 2, (wer(ours, theirs), same)
 
 
 # ------------------------------------------------------------------------------------------------ NeMo CTC

@@ -848,7 +848,9 @@ def _add_loadtest_command(sub: Any, raw: type) -> None:
 _EXPORT_ONNX_EX = """examples:
   asrdecode export-onnx demo-rnnt onnx-rnnt/       # encoder.onnx decoder.onnx joiner.onnx tokens.txt
   asrdecode transcribe a.wav --model onnx-rnnt/    # decode with onnxruntime
-  (sherpa-onnx loads the default NeMo layout as model_type "nemo_transducer")
+  (sherpa-onnx loads the default NeMo layout as model_type "nemo_transducer"; its words are close to
+   asrdecode's, not equal: it computes its own fbank, which a fitted adapter in encoder.onnx maps to
+   an approximation of the log-mel the model was trained on)
 (needs the onnx extra: pip install 'asrdecode[onnx]')
 """
 
@@ -859,7 +861,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
 
     if args.model not in ("demo-rnnt", "demo-tdt"):
         raise CLIError(f"export-onnx: MODEL must be demo-rnnt or demo-tdt, got {args.model!r}")
-    for path in export_onnx(load(args.model), args.out_dir, layout=args.layout):
+    for path in export_onnx(load(args.model), args.out_dir, layout=args.layout, adapter=not args.no_adapter):
         print(path)
     return 0
 
@@ -872,6 +874,9 @@ def _add_export_onnx_command(sub: Any, raw: type) -> None:
     p.add_argument("out_dir", metavar="OUT_DIR", help="directory to write (created if needed; files replaced)")
     p.add_argument("--layout", choices=("nemo", "stateful"), default="nemo",
                    help="nemo: NeMo's layout, which sherpa-onnx loads (default); stateful: asrdecode's own")
+    p.add_argument("--no-adapter", action="store_true",
+                   help="nemo layout: leave out the front-end adapter that maps sherpa-onnx's fbank to "
+                        "(an approximation of) our log-mel; encoder.onnx then takes our log-mel")
     p.set_defaults(func=cmd_export_onnx)
 
 

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .nemo_onnx import NORMALIZE_TYPES, NemoFbankFrontEnd
-from .onnx_transducer import _session, meta_float, meta_int
+from .onnx_common import meta_float, meta_int, ort_session
 from .frontend import pad_features
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
@@ -91,7 +91,7 @@ def load_nemo_ctc(spec: str, device: torch.device | str = "cpu") -> NemoCtcOnnxB
         raise DecodingInputError(f"ONNX models run on the CPU (onnxruntime), got device {str(device)!r}")
     root = Path(spec)
     path = root / "model.onnx"
-    sess = _session(path)
+    sess = ort_session(path)
     ins = [i.name for i in sess.get_inputs()]
     if ins[:2] != ["audio_signal", "length"]:
         raise FileFormatError(path, None, f"a NeMo CTC model has inputs ['audio_signal', 'length'], got {ins}")

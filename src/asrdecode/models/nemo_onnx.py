@@ -13,8 +13,11 @@ width, ``L`` LSTM layers):
 
 ``encoder.onnx``'s metadata: ``vocab_size`` (NeMo's: without the blank), ``subsampling_factor``,
 ``normalize_type`` (``per_feature`` or empty / ``NA``), ``pred_rnn_layers``, ``pred_hidden``,
-``feat_dim`` (default 80), ``frontend`` (asrdecode's: ``logmel`` = our own features) and ``url`` (TDT when it contains ``tdt``: sherpa-onnx's rule; the
-durations are then ``0..K-1``, K the joiner's extra outputs). Features: :class:`NemoFbankFrontEnd`.
+``feat_dim`` (default 80), ``frontend`` (asrdecode's: ``logmel`` = our own features), ``logmel_input``
+(asrdecode's: the two tensors inside ``encoder.onnx`` where our log-mel and its lengths enter, after
+``export-onnx``'s front-end adapter; asrdecode runs the graph from there) and ``url`` (TDT when it contains
+``tdt``: sherpa-onnx's rule; the durations are then ``0..K-1``, K the joiner's extra outputs). Features:
+:class:`NemoFbankFrontEnd`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int
+from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int, ort_session
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -211,6 +214,22 @@ def _shape_dim(path: Path, item: Any, axis: int, what: str) -> int:
     return d
 
 
+def _encoder_from(path: Path, inputs: list[str], outputs: list[str]) -> Any:
+    """A session of the part of ``path``'s graph from the tensors ``inputs`` (features ``[N, F, T]``, lengths
+    ``[N]``) to ``outputs``: the encoder without ``export-onnx``'s front-end adapter."""
+    import onnx
+    from onnx.utils import Extractor
+
+
+    if len(inputs) != 2:
+        raise FileFormatError(path, None, f"metadata 'logmel_input' must name two tensors, got {inputs}")
+    try:
+        core = Extractor(onnx.load(str(path))).extract_model(inputs, outputs)
+    except Exception as err:  # onnx raises KeyError / ValueError / its own checker errors for unknown tensors
+        raise FileFormatError(path, None, f"metadata 'logmel_input' {inputs}: no such sub-graph ({err})") from None
+    return ort_session(path, core.SerializeToString())
+
+
 def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
                          unk_as_blank: Optional[str] = None) -> NemoOnnxBundle:
     """Sessions of a NeMo-layout directory -> :class:`NemoOnnxBundle` (metadata checked as sherpa-onnx does).
@@ -245,6 +264,10 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
         raise FileFormatError(enc_path, None, f"metadata 'frontend' must be 'nemo-fbank' or 'logmel', got {frontend!r}")
     if frontend == "logmel" and feat_dim != 80:
         raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feat_dim is {feat_dim}")
+    if "logmel_input" in meta:
+        if frontend != "logmel":
+            raise FileFormatError(enc_path, None, "metadata 'logmel_input' needs frontend=logmel")
+        encoder = _encoder_from(enc_path, meta["logmel_input"].split(","), [o.name for o in encoder.get_outputs()[:2]])
     pieces = read_tokens_txt(root / "tokens.txt")
     if len(pieces) != vocab:
         raise FileFormatError(root / "tokens.txt", None, f"{len(pieces)} tokens but metadata vocab_size + 1 is {vocab}")

@@ -1,6 +1,6 @@
 """What the sherpa-onnx ONNX layouts share (the icefall reader :mod:`.onnx_transducer` and the NeMo
-reader :mod:`.nemo_onnx`): metadata read as range-checked numbers, the missing-onnxruntime error and
-``<unk>`` folded into blank as sherpa-onnx decodes."""
+reader :mod:`.nemo_onnx`): metadata read as range-checked numbers, the missing-onnxruntime error, the
+onnxruntime session and ``<unk>`` folded into blank as sherpa-onnx decodes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 
-__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank"]
+__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session"]
 
 #: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
 META_RANGES: dict[str, tuple[float, float]] = {
@@ -97,3 +97,21 @@ def kaldi_fbank(knf: Any, opts: Any, audio: torch.Tensor, num_bins: int) -> torc
     if n == 0:
         return torch.zeros(0, num_bins)
     return torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
+
+
+def ort_session(path: Path, model: Optional[bytes] = None) -> Any:
+    """An onnxruntime CPU session of ``path`` (or of ``model``, a serialised graph read from ``path``)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise OnnxMissingError("ONNX models need `pip install 'asrdecode[onnx]'` (onnxruntime)") from None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, torch.get_num_threads())
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path) if model is None else model, sess_options=opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types for unreadable graphs
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FileFormatError(path, None, f"not a loadable ONNX model: {first}") from None

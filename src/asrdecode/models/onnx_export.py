@@ -6,8 +6,14 @@
 length, states), ``joiner.onnx`` (both projections + the joint) and ``tokens.txt`` (``<blk>`` last)
 with NeMo's metadata (``vocab_size`` without the blank, ``pred_rnn_layers``, ``pred_hidden``,
 ``subsampling_factor``, ``normalize_type`` empty: the encoder normalises itself; ``url`` naming
-``tdt`` for TDT) plus ``frontend=logmel``, which asrdecode reads to compute its own features
-(sherpa-onnx ignores it and computes its Kaldi / librosa-mel fbank: close, not equal).
+``tdt`` for TDT) plus ``frontend=logmel``. sherpa-onnx computes its own NeMo fbank from the audio, which
+no metadata turns into the log-mel the models were trained on (:mod:`asrdecode.models.fbank_adapter`), so
+by default (``adapter=True``) ``encoder.onnx`` starts with the fitted :class:`~.fbank_adapter.FbankAdapter`:
+``audio_signal`` is sherpa-onnx's fbank, mapped to (an approximation of) our log-mel, the tensors
+``logmel`` / ``logmel_length``, which feed the encoder; metadata ``logmel_input=logmel,logmel_length``
+names them, and asrdecode feeds its own log-mel there (exact: the bundled model's words), while
+sherpa-onnx's words are close, not equal (benchmarks/RESULTS.md, issue 28). ``adapter=False``: the
+encoder alone, ``audio_signal`` = our log-mel (sherpa-onnx's words then differ much more).
 
 ``layout="stateful"``: asrdecode's earlier layout (``x`` / ``x_lens``, ``y`` + ``h`` / ``c``, projected
 outputs), which only asrdecode reads. Uses torch's TorchScript-based ONNX exporter (``dynamo=False``)
@@ -78,6 +84,19 @@ class _NemoEncoder(nn.Module):
         return y.transpose(1, 2), n
 
 
+class _NemoAdapter(nn.Module):
+    """sherpa-onnx's fbank ``audio_signal [N, 80, T']`` + ``length [N]`` -> approximate log-mel ``[N, 80, T']``
+    (valid: the first ``length - 2``) + those lengths."""
+
+    def __init__(self, adapter: nn.Module) -> None:
+        super().__init__()
+        self.adapter = adapter
+
+    def forward(self, audio_signal: torch.Tensor, length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, n = self.adapter(audio_signal.transpose(1, 2), length)
+        return y.transpose(1, 2), n
+
+
 class _NemoDecoder(nn.Module):
     """``targets [N, 1]`` int32 + ``target_length [N]`` + LSTM states ``[L, N, H]`` -> ``[N, H, 1]``, length, states."""
 
@@ -142,9 +161,10 @@ def _add_metadata(path: Path, meta: dict[str, str]) -> None:
     onnx.save(m, str(path))
 
 
-def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo") -> list[Path]:
+def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo", adapter: bool = True) -> list[Path]:
     """Write ``bundle`` (a bundled demo transducer: log-mel encoder, :class:`LSTMTransducer`) to
-    ``out_dir`` in ``layout`` (see the module docstring); returns the files written.
+    ``out_dir`` in ``layout`` (see the module docstring); returns the files written. ``adapter``
+    (``layout="nemo"`` only): put the sherpa-onnx front-end adapter in front of the encoder.
 
     Raises:
         DecodingInputError: ``bundle`` is not a log-mel demo transducer, or ``layout`` is unknown.
@@ -167,7 +187,7 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo") -> list[
     enc, t = bundle.encoder.eval().cpu(), t.eval().cpu()
     files = [out / f for f in LAYOUT]
     if layout == "nemo":
-        return _export_nemo(bundle, enc, t, files)
+        return _export_nemo(bundle, enc, t, files, adapter)
     feats = torch.randn(2, 64, bundle.feature_dim)
     _export(_Encoder(enc, t.enc_proj), (feats, torch.tensor([64, 40])), files[0], ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
@@ -192,7 +212,38 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo") -> list[
     return files
 
 
-def _export_nemo(bundle: Any, enc: nn.Module, t: LSTMTransducer, files: list[Path]) -> list[Path]:
+def _export_nemo_encoder(enc: nn.Module, feature_dim: int, path: Path, adapter: bool) -> dict[str, str]:
+    """``encoder.onnx`` (with the front-end adapter in front when ``adapter``); returns the metadata it adds."""
+    import onnx
+
+    axes = {"N": {0: "N", 2: "T"}, "L": {0: "N"}}
+    sample = (torch.randn(2, feature_dim, 64), torch.tensor([64, 40]))
+    if not adapter:
+        _export(_NemoEncoder(enc), sample, path, ["audio_signal", "length"], ["outputs", "encoded_lengths"],
+                {"audio_signal": axes["N"], "length": axes["L"], "outputs": {0: "N", 2: "T_out"},
+                 "encoded_lengths": axes["L"]})
+        return {}
+    from .fbank_adapter import load_fbank_adapter
+
+    front, core = path.with_suffix(".adapter.tmp"), path.with_suffix(".core.tmp")
+    try:
+        _export(_NemoAdapter(load_fbank_adapter()), sample, front, ["audio_signal", "length"],
+                ["logmel", "logmel_length"], {"audio_signal": axes["N"], "length": axes["L"], "logmel": axes["N"],
+                                              "logmel_length": axes["L"]})
+        _export(_NemoEncoder(enc), sample, core, ["logmel", "logmel_length"], ["outputs", "encoded_lengths"],
+                {"logmel": axes["N"], "logmel_length": axes["L"], "outputs": {0: "N", 2: "T_out"},
+                 "encoded_lengths": axes["L"]})
+        merged = onnx.compose.merge_models(onnx.load(str(front)), onnx.load(str(core)),
+                                           io_map=[("logmel", "logmel"), ("logmel_length", "logmel_length")])
+        onnx.save(merged, str(path))
+    finally:
+        front.unlink(missing_ok=True)
+        core.unlink(missing_ok=True)
+    return {"logmel_input": "logmel,logmel_length",
+            "frontend_adapter": "fbank-adapter: sherpa-onnx NeMo fbank -> approximate asrdecode log-mel"}
+
+
+def _export_nemo(bundle: Any, enc: nn.Module, t: LSTMTransducer, files: list[Path], adapter: bool) -> list[Path]:
     """The NeMo layout (sherpa-onnx's ``nemo_transducer``); the blank must be the last id."""
     blank, v = int(t.blank_id), int(t.vocab_size)
     if blank != v - 1:
@@ -200,9 +251,7 @@ def _export_nemo(bundle: Any, enc: nn.Module, t: LSTMTransducer, files: list[Pat
     if t.durations is not None and list(t.durations) != list(range(len(t.durations))):
         raise DecodingInputError(f"sherpa-onnx reads TDT durations as 0..K-1, the model's are {t.durations}")
     f = bundle.feature_dim
-    _export(_NemoEncoder(enc), (torch.randn(2, f, 64), torch.tensor([64, 40])), files[0], ["audio_signal", "length"],
-            ["outputs", "encoded_lengths"], {"audio_signal": {0: "N", 2: "T"}, "length": {0: "N"},
-                                             "outputs": {0: "N", 2: "T_out"}, "encoded_lengths": {0: "N"}})
+    tap = _export_nemo_encoder(enc, f, files[0], adapter)
     h, c = t.initial_state(2)
     _export(_NemoDecoder(t), (torch.tensor([[1], [blank]], dtype=torch.int32), torch.ones(2, dtype=torch.int32), h, c),
             files[1], ["targets", "target_length", "states.1", "onnx::Slice_3"],
@@ -220,7 +269,7 @@ def _export_nemo(bundle: Any, enc: nn.Module, t: LSTMTransducer, files: list[Pat
         "comment": "exported by asrdecode export-onnx", "vocab_size": str(v - 1),
         "subsampling_factor": str(bundle.feature_frames_per_frame), "normalize_type": "",
         "pred_rnn_layers": str(t.pred_layers), "pred_hidden": str(t.pred_dim), "feat_dim": str(f),
-        "frontend": "logmel",
+        "frontend": "logmel", **tap,
         "frame_shift_ms": str(round(bundle.frame_seconds * 1000 / bundle.feature_frames_per_frame, 6)),
     })
     tok = bundle.tokenizer

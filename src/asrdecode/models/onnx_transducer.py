@@ -38,7 +38,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, kaldi_fbank
+from .onnx_common import _check_range, kaldi_fbank, ort_session
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
@@ -64,22 +64,6 @@ def is_onnx_transducer_dir(spec: str) -> bool:
     """Whether ``spec`` is a directory with an ``encoder.onnx`` (the sherpa-onnx transducer layout)."""
     p = Path(spec)
     return p.is_dir() and (p / "encoder.onnx").is_file()
-
-
-def _session(path: Path) -> Any:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise OnnxMissingError("ONNX models need `pip install 'asrdecode[onnx]'` (onnxruntime)") from None
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = max(1, torch.get_num_threads())
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types for unreadable graphs
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise FileFormatError(path, None, f"not a loadable ONNX model: {first}") from None
 
 
 def _names(items: Any) -> list[str]:
@@ -281,7 +265,7 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     if missing:
         raise FileFormatError(root, None, f"an ONNX transducer directory needs {list(LAYOUT)}; missing {missing}")
     enc_path = root / "encoder.onnx"
-    encoder, decoder, joiner = (_session(root / f) for f in LAYOUT[:3])
+    encoder, decoder, joiner = (ort_session(root / f) for f in LAYOUT[:3])
     if _names(encoder.get_inputs())[:1] == ["audio_signal"]:
         from .nemo_onnx import load_nemo_transducer
 
