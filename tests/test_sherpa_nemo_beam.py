@@ -1,8 +1,9 @@
 """sherpa-onnx's NeMo modified beam search (asrdecode.models.sherpa_nemo_search.nemo_beam_search) against
 sherpa-onnx 2.0.1's own ``modified_beam_search`` on NeMo-layout RNN-T and TDT files (the 60 clips of
 data/real + data/synth_test, beam 4): the same best hypothesis (tokens, frames, TDT durations), directly
-and through the registry's ``--compat sherpa --decoder beam``; the search's rules on scripted models;
-named errors for bad inputs.
+and through the registry's ``--compat sherpa --decoder beam``, with the torch engine on every clip and
+the C++ one (tests/test_native_nemo_beam.py) on all but a near-tie or two; the search's rules on
+scripted models; named errors for bad inputs.
 
 The random models (tests/sherpa_models.py build_nemo) include flat ones (blank bias 2-3) that emit
 hundreds of labels per clip: they hit the 10-labels-a-frame cap and produce equal float32 scores, whose
@@ -52,33 +53,49 @@ def _same(bundle, h, r, tdt: bool) -> bool:
     return ok and (not tdt or durations == _frames(bundle, r.durations))
 
 
+#: clips (of 60) whose best hypothesis equals sherpa-onnx's with the C++ engine (measured 2026-11-25): the
+#: C++ networks' float32 arithmetic differs from onnxruntime's in the last bits, which decides a near-tie
+#: on one clip of each flat model; the torch engine (onnxruntime's own values) agrees on all 60
+NATIVE_AGREEMENT = {"rnnt": 60, "rnnt-flat": 59, "tdt": 60, "tdt-flat": 59}
+
+
+@pytest.mark.parametrize("engine", ["torch", "native"])
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_best_equals_sherpa_onnx_on_60_clips(nemo_models, waves, sherpa_results, name) -> None:  # noqa: F811
+def test_best_equals_sherpa_onnx_on_60_clips(nemo_models, waves, sherpa_results, name, engine) -> None:  # noqa: F811
+    if engine == "native":
+        from asrdecode.native import available
+
+        if not available():
+            pytest.skip("no C++ compiler for the native engine")
     b = load_onnx_transducer(str(nemo_models[name]))
     tdt = b.model.durations is not None
     assert tdt == name.startswith("tdt")
     enc, elen = b.encode_features(*b.features(waves))  # the strided-conv encoder: padding never leaks
-    got = nemo_beam_search(b.model, enc, elen, beam=4, unk_id=b.model.unk_id)
+    got = nemo_beam_search(b.model, enc, elen, beam=4, unk_id=b.model.unk_id, engine=engine)
     same = sum(_same(b, row[0], r, tdt) for row, r in zip(got, sherpa_results[name]))
     emitted = sum(len(row[0].tokens) for row in got)
-    # measured 2026-11-25 (sherpa-onnx 2.0.1): 60/60 on each model; emitted labels: rnnt 212, rnnt-flat
-    # 49120, tdt 2274, tdt-flat 35146
-    assert emitted > 200 and same == len(waves), (same, emitted)
+    # measured 2026-11-25 (sherpa-onnx 2.0.1), torch engine: 60/60 on each model; emitted labels: rnnt
+    # 212, rnnt-flat 49120, tdt 2274, tdt-flat 35146
+    assert emitted > 200 and same >= (len(waves) if engine == "torch" else NATIVE_AGREEMENT[name]), (same, emitted)
     for row in got:
         assert 1 <= len(row) <= 4 and [h.score for h in row] == sorted((h.score for h in row), reverse=True)
         assert all((h.durations is not None) == tdt for h in row)
 
 
+@pytest.mark.parametrize("engine", ["torch", "auto"])
 @pytest.mark.parametrize("name", ["rnnt-flat", "tdt-flat"])
-def test_registry_compat_sherpa_beam_equals_sherpa_onnx(nemo_models, waves, sherpa_results, name) -> None:  # noqa: F811
+def test_registry_compat_sherpa_beam_equals_sherpa_onnx(nemo_models, waves, sherpa_results, name,  # noqa: F811
+                                                         engine) -> None:
+    from asrdecode.native import available
     from asrdecode.pipeline import make_pipeline, resolve_options
 
     b = load_onnx_transducer(str(nemo_models[name]))
-    pipe = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4, "compat": "sherpa"}))
+    pipe = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4, "compat": "sherpa", "engine": engine}))
     assert b.model.unk_as_blank is None
     hyps = pipe.decode(*pipe.encode(waves))
     same = sum(_same(b, h, r, name.startswith("tdt")) for h, r in zip(hyps, sherpa_results[name]))
-    assert same == len(waves) and all(h.text is not None for h in hyps)
+    native = engine == "auto" and available()
+    assert same >= (NATIVE_AGREEMENT[name] if native else len(waves)) and all(h.text is not None for h in hyps)
     # our own beam search (ALSD++) decodes otherwise on these flat models
     ours = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4}))
     assert sum(h.tokens != g.tokens for h, g in zip(ours.decode(*ours.encode(waves[:10])), hyps)) > 0

@@ -274,7 +274,8 @@ def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> Deco
     from .results import attach_text
 
     def nemo(x: torch.Tensor, n: torch.Tensor) -> NBest:
-        lists = nemo_beam_search(model, x, n, beam=opts.beam, unk_id=model.unk_id, max_symbols=max_symbols)
+        lists = nemo_beam_search(model, x, n, beam=opts.beam, unk_id=model.unk_id, max_symbols=max_symbols,
+                                 engine=opts.engine)
         return [attach_text(hs[:opts.nbest], tok) for hs in lists]
 
     return nemo

@@ -69,13 +69,19 @@ class _Net:
 @torch.no_grad()
 def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
                      *, beam: int = 4, unk_id: Optional[int] = None,
-                     max_symbols: int = SHERPA_NEMO_MAX_SYMBOLS) -> list[list[Hypothesis]]:
+                     max_symbols: int = SHERPA_NEMO_MAX_SYMBOLS, engine: str = "auto") -> list[list[Hypothesis]]:
     """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses (at most
     ``beam``), best first by raw score; TDT hypotheses carry ``durations``.
 
+    ``engine``: ``"native"`` runs the whole search in C++ (:mod:`asrdecode.native.nemo_beam`) for the
+    LSTM prediction networks the C++ greedy reads (NeMo-layout ONNX files, ``LSTMTransducer``);
+    ``"torch"`` this module's loop (any model); ``"auto"`` native where it can, else torch.
+
     Raises:
         DecodingInputError: ``beam < 1``, ``max_symbols < 1``, ``unk_id`` outside the vocabulary, a bad
-            shape or lengths outside ``0..T``.
+            shape or lengths outside ``0..T``, an unknown ``engine`` or ``engine="native"`` where the C++
+            search cannot run (the message says why).
+        NativeEngineUnavailable: ``engine="native"`` without a C++ compiler.
     """
     model = check_model(model)
     v = int(model.vocab_size)
@@ -86,8 +92,32 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
     lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
     if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    weights = _native_weights(model, encoder_output, engine)
+    if weights is not None:
+        from ..native.nemo_beam import nemo_beam_lstm
+
+        return nemo_beam_lstm(weights, encoder_output, lens, beam=beam, unk_id=unk_id, max_symbols=max_symbols)
     enc = model.project_encoder(encoder_output)
     return [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(b)]
+
+
+def _native_weights(model: Any, encoder_output: torch.Tensor, engine: str) -> Any:
+    """The C++ search's weights of ``model`` (LSTM prediction network) when ``engine`` picks it, else None
+    (``engine="native"`` where it cannot: a named error saying why)."""
+    from ..native.choice import use_native
+    from ..native.transducer_greedy_lstm import LstmJointWeights, native_greedy_weights
+
+    if not use_native(engine, encoder_output.device, "encoder_output"):
+        return None
+    weights, why = native_greedy_weights(model)
+    if weights is not None and not isinstance(weights, LstmJointWeights):
+        weights, why = None, "the C++ NeMo beam search runs LSTM prediction networks, not icefall's stateless one"
+    if weights is not None and encoder_output.dtype != torch.float32:
+        weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
+    if weights is None and engine == "native":
+        raise DecodingInputError(f"engine='native' cannot run this NeMo beam search: {why}; use engine='torch' "
+                                 "or 'auto'")
+    return weights
 
 
 def _check_ints(beam: object, max_symbols: object, unk_id: object, v: int) -> None:
