@@ -14,6 +14,8 @@ the whole time of a "null" twin of the model, measured in the same run: the same
 seed and sizes, so the same front end and encoder work) with a 3-token decoder / joiner whose blank
 always wins (its search is one tiny joiner call per frame). Ours is timed directly on the
 precomputed encoder output. Per utterance: one clip at a time; batched: all clips in one call.
+NeMo layout, "sherpa-nemo beam 4": ``--compat sherpa --decoder beam``, the search sherpa-onnx's NeMo
+``modified_beam_search`` runs (asrdecode.models.sherpa_nemo_search, C++ engine).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vs_sherpa.py [--repeats 3] [--stat min] [--clips 10]
 """
@@ -37,6 +39,7 @@ from timing import markdown_table, single_thread, time_many  # noqa: E402
 
 from asrdecode.audio import read_audio  # noqa: E402
 from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
+from asrdecode.models.sherpa_nemo_search import nemo_beam_search  # noqa: E402
 from asrdecode.models.sherpa_search import modified_beam_search  # noqa: E402
 from asrdecode.native.transducer_greedy_lstm import (greedy_lstm, greedy_stateless,  # noqa: E402
                                                       weights_from_icefall_onnx, weights_from_nemo_onnx)
@@ -60,6 +63,36 @@ def _sherpa_run(rec, waves, batched: bool) -> None:
             rec.decode_stream(s)
     if batched:
         rec.decode_streams(streams)
+
+
+def _sherpa_best(rec, waves) -> list[list[str]]:
+    """sherpa-onnx's best tokens per clip (all clips in one call)."""
+    streams = []
+    for w in waves:
+        s = rec.create_stream()
+        s.accept_waveform(16000, w)
+        streams.append(s)
+    rec.decode_streams(streams)
+    return [list(s.result.tokens) for s in streams]
+
+
+def _nemo_compat_beam(fns: dict, b, encs, enc_all, len_all, rec, np_waves) -> None:
+    """NeMo layout: ``--compat sherpa --decoder beam`` (sherpa-onnx's NeMo modified beam search, the
+    C++ engine); prints how many clips' best tokens equal sherpa-onnx's and the torch engine's. This
+    model's ``per_feature`` features differ from sherpa-onnx's on some clips (tests/test_sherpa_onnx.py
+    test_nemo_per_feature_agreement), so some clips differ before the search; the same model without
+    normalisation agrees on 60/60 with either engine (measured 2026-11-25)."""
+    kw = dict(beam=4, unk_id=b.model.unk_id)
+    nat = nemo_beam_search(b.model, enc_all, len_all, engine="native", **kw)
+    ref = nemo_beam_search(b.model, enc_all, len_all, engine="torch", **kw)
+    pieces = [p.replace("\u2581", " ") for p in b.tokenizer.pieces]
+    theirs = _sherpa_best(rec, np_waves)
+    print(f"nemo compat beam 4 (native) best tokens equal to sherpa-onnx's (per_feature features) on "
+          f"{sum([pieces[i] for i in x[0].tokens] == y for x, y in zip(nat, theirs))}/{len(nat)}, "
+          f"to the torch engine's on {sum(x[0].tokens == y[0].tokens for x, y in zip(nat, ref))}/{len(nat)}")
+    fns["ours sherpa-nemo beam 4 per utt"] = lambda: [nemo_beam_search(b.model, e, n, engine="native", **kw)
+                                                      for e, n in encs]
+    fns["ours sherpa-nemo beam 4 batched"] = lambda: nemo_beam_search(b.model, enc_all, len_all, engine="native", **kw)
 
 
 def main() -> None:
@@ -132,6 +165,8 @@ def main() -> None:
               f"{sum(x.tokens == y.tokens and x.timestamps == y.timestamps for x, y in zip(nat, ref))}/{len(ref)}")
         fns["ours native greedy per utt"] = lambda run=run: [run(e, n) for e, n in encs]
         fns["ours native greedy batched"] = lambda run=run: run(enc_all, len_all)
+        if layout != "icefall":
+            _nemo_compat_beam(fns, b, encs, enc_all, len_all, recs["modified_beam_search"], np_waves)
         fns["ours ALSD++ beam 4 per utt"] = lambda: [beam_search(b.model, e, n, beam=4, max_symbols=ms) for e, n in encs]
         fns["ours ALSD++ beam 4 batched"] = lambda: beam_search(b.model, enc_all, len_all, beam=4, max_symbols=ms)
         t = time_many(fns, repeats=args.repeats, stat=args.stat)
@@ -145,7 +180,8 @@ def main() -> None:
             for ours_name, theirs in (("greedy", "greedy_search"), ("native greedy", "greedy_search"),
                                       ("ALSD++ beam 4", "modified_beam_search"),
                                       ("modified beam 4", "modified_beam_search"),
-                                      ("native modified beam 4", "modified_beam_search")):
+                                      ("native modified beam 4", "modified_beam_search"),
+                                      ("sherpa-nemo beam 4", "modified_beam_search")):
                 key = f"ours {ours_name} {mode}"
                 if key not in t:
                     continue

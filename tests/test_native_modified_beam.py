@@ -180,7 +180,8 @@ def test_best_equals_sherpa_onnx_modified_beam_search_on_60_clips(sherpa, waves,
     """icefall layout: the native search's best (batched and one clip at a time) is sherpa-onnx's on
     all 60 clips. NeMo RNN-T layout: sherpa-onnx's NeMo "modified_beam_search" is another algorithm
     (up to 10 symbols a frame per hypothesis, no merging, raw-score choice): our one-symbol-per-frame
-    search agrees on no clip of these flat random models, so the test only records that it runs."""
+    search agrees on no clip of these flat random models, so the test only records that it runs
+    (asrdecode.models.sherpa_nemo_search reproduces that one: tests/test_sherpa_nemo_beam.py)."""
     from sherpa_models import build_icefall, build_nemo
     from test_sherpa_onnx import _as_sherpa, _frames, _sherpa_decode
 

@@ -32,6 +32,9 @@ DecodeNBest = Callable[[torch.Tensor, torch.Tensor], NBest]
 
 #: the WIND window of ``method="wind"`` when none is given (``transducer.beam_search``'s default)
 WIND_BEAM_WINDOW = 8
+#: the ``search`` of :func:`~asrdecode.models.sherpa_compat.sherpa_options` -> what the preset runs
+SHERPA_SEARCHES = {"modified": "an icefall model is sherpa-onnx's modified beam search",
+                   "nemo": "a NeMo model is sherpa-onnx's NeMo modified beam search"}
 
 
 def parse_boost(spec: str) -> tuple[str, float]:
@@ -119,14 +122,14 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
     if opts.max_symbols != DEFAULT_MAX_SYMBOLS:
         raise DecodingInputError("--max-symbols does not combine with --compat sherpa (the preset sets it)")
     preset = sherpa_options(model, opts.decoder)
-    if preset.get("search") == "modified":
+    if preset.get("search") in SHERPA_SEARCHES:
         extra = [flag for flag, set_ in (("--method", opts.method != "alsd"), ("--window", opts.window is not None),
                                          ("--expansion-gamma", opts.expansion_gamma is not None),
                                          ("--lm", bool(opts.lm)), ("--word-lm", bool(opts.word_lm)),
                                          ("--boost", bool(opts.boost))) if set_]
         if extra:
-            raise DecodingInputError(f"--compat sherpa --decoder beam on an icefall model is sherpa-onnx's modified "
-                                     f"beam search, which has no {', '.join(extra)}")
+            raise DecodingInputError(f"--compat sherpa --decoder beam on {SHERPA_SEARCHES[preset['search']]}, "
+                                     f"which has no {', '.join(extra)}")
     return preset
 
 
@@ -248,7 +251,8 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_beam_kwargs(bundle, opts)
     kw.pop("compat", None)
-    if opts.compat == "sherpa" and sherpa_preset(bundle, opts).get("search") == "modified":
+    search = sherpa_preset(bundle, opts).get("search") if opts.compat == "sherpa" else None
+    if search == "modified":
         from .models.sherpa_search import modified_beam_search
         from .results import attach_text
 
@@ -258,7 +262,23 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
             return [attach_text(hs[:opts.nbest], tok) for hs in lists]
 
         return modified
+    if search == "nemo":
+        return _sherpa_nemo_beam(model, tok, opts, kw["max_symbols"])
     return lambda x, n: cast(NBest, tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw))
+
+
+def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> DecodeNBest:
+    """sherpa-onnx's NeMo modified beam search (:func:`~asrdecode.models.sherpa_nemo_search.nemo_beam_search`)
+    of the NeMo-layout ``model`` (its ``<unk>`` extends like blank)."""
+    from .models.sherpa_nemo_search import nemo_beam_search
+    from .results import attach_text
+
+    def nemo(x: torch.Tensor, n: torch.Tensor) -> NBest:
+        lists = nemo_beam_search(model, x, n, beam=opts.beam, unk_id=model.unk_id, max_symbols=max_symbols,
+                                 engine=opts.engine)
+        return [attach_text(hs[:opts.nbest], tok) for hs in lists]
+
+    return nemo
 
 
 def wfst(bundle: Any, opts: Any) -> DecodeNBest:

@@ -101,7 +101,7 @@ def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[
     """
     dec = check_fit(bundle, options)
     kw = {"decoder": options.decoder, **dec.search_kwargs(bundle, options)}
-    if kw.get("compat") == "sherpa" and sherpa_preset(bundle, options).get("search") == "modified":
-        raise DecodingInputError("--compat sherpa --decoder beam on an icefall model (sherpa-onnx's modified beam "
-                                 "search) decodes whole utterances only; streaming and serve take --decoder greedy")
+    if kw.get("compat") == "sherpa" and sherpa_preset(bundle, options).get("search") in ("modified", "nemo"):
+        raise DecodingInputError("--compat sherpa --decoder beam (icefall or NeMo layout: sherpa-onnx's modified "
+                                 "beam search) decodes whole utterances only; streaming and serve take --decoder greedy")
     return kw, word_boosts(options) if options.decoder == "wfst" else None

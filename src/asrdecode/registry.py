@@ -158,7 +158,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("engine", "str", "auto", "search engine: native (C++, CPU), torch (tensors), auto (native on CPU "
            "when built)", choices=ENGINES),
     Option("compat", "str", "none", "transducers: sherpa = decode as sherpa-onnx does on its ONNX layouts (start "
-           "context, symbols per frame, <unk> as blank; beam: its modified beam search, length-normalised choice)",
+           "context, symbols per frame, <unk> as blank; beam: its modified beam search, icefall or NeMo)",
            choices=COMPATS),
     Option("nbest", "int", 1, "hypotheses per utterance in the output (transcribe --format json, eval -o)",
            low=1),

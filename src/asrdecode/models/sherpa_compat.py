@@ -1,6 +1,6 @@
 """Decode as sherpa-onnx does: the options that make our searches return what sherpa-onnx returns.
 
-sherpa-onnx's offline transducer searches differ from our defaults in four ways:
+sherpa-onnx's offline transducer searches differ from our defaults in these ways:
 
 - **start context** (icefall stateless decoders): sherpa-onnx starts with ``[-1, ..., -1, blank]``,
   we start with ``[blank] * context``. A property of the model's initial state:
@@ -9,19 +9,25 @@ sherpa-onnx's offline transducer searches differ from our defaults in four ways:
   NeMo RNN-T greedy 10, NeMo TDT greedy 5 (then it forces a one-frame step); we allow 10 -- the
   searches' ``max_symbols``.
 - **``<unk>`` is blank** in sherpa-onnx (icefall searches, NeMo beam search): never emitted; greedy
-  takes an ``<unk>`` argmax as blank, beam search merges the ``<unk>`` expansion into the blank one
-  (``unk_as_blank="max"`` / ``"sum"``, :func:`~asrdecode.models.onnx_transducer.fold_unk`).
+  takes an ``<unk>`` argmax as blank (``unk_as_blank="max"``, :func:`~asrdecode.models.onnx_transducer.fold_unk`),
+  the beam searches extend an ``<unk>`` expansion like a blank one (their ``unk_id``).
 - **the beam search itself** (icefall): sherpa-onnx's modified beam search extends each hypothesis by
   one symbol per frame and merges equal label sequences; ALSD++ / AES++ with ``max_symbols=1`` and the
   rerank agree with it on peaked models but not on flat random ones:
   :func:`asrdecode.models.sherpa_search.modified_beam_search` reproduces it exactly.
+- **the beam search itself** (NeMo RNN-T and TDT): sherpa-onnx's NeMo ``modified_beam_search`` is
+  another algorithm, frame-asynchronous: each hypothesis at the earliest frame is extended by its top
+  ``beam`` tokens (TDT: with only its single best duration, whose log-prob every token gets, used as
+  the frame skip), up to 10 labels a frame, the ``beam`` best candidates kept without merging:
+  :func:`asrdecode.models.sherpa_nemo_search.nemo_beam_search` reproduces it exactly (equal scores
+  ordered as sherpa-onnx's ``std::partial_sort`` orders them), where our TDT searches (ALSD++ / AES++)
+  score every (token, duration) pair.
 - **final choice of beam search** (icefall): the hypothesis with the best
   ``score / (len(tokens) + context)`` (the context counts in the length): :func:`length_normalised`.
   sherpa-onnx's NeMo beam search picks by raw score.
-- **NeMo TDT beam search** is not reproduced: sherpa-onnx's extends each hypothesis with the top
-  tokens but only its single best duration (argmax of the duration logits, used as a frame skip:
-  durations must be ``0..K-1``), where our TDT searches (ALSD++ / AES++) score every (token,
-  duration) pair; on TDT models the two return different hypotheses by design. Greedy agrees.
+
+Not reproduced: hotwords (sherpa-onnx's context graph) and ``blank_penalty``; the beam searches of
+this preset refuse fusion.
 
 Why our defaults differ: a model trained with ``[blank] * context`` start (ours) decodes worse from
 ``-1``; a cap of 1 symbol per frame drops tokens whenever the encoder is more subsampled than the
@@ -46,23 +52,25 @@ FINAL_CHOICES = ("score", "length-norm")
 #: ``start_context`` / ``unk_as_blank`` are loader options (``load_onnx_transducer``), ``max_symbols``
 #: the searches', ``final_choice`` the beam search's n-best rerank (:func:`length_normalised`);
 #: for beam search, ``search="modified"`` (:func:`asrdecode.models.sherpa_search.modified_beam_search`).
-#: :func:`sherpa_options` gives the exact values for a loaded model (NeMo layouts differ).
+#: :func:`sherpa_options` gives the exact values for a loaded model (NeMo layouts differ: their beam
+#: search is ``search="nemo"``, :func:`asrdecode.models.sherpa_nemo_search.nemo_beam_search`).
 SHERPA_COMPAT: dict[str, Any] = {"start_context": "sherpa", "max_symbols": 1, "unk_as_blank": "max",
                                  "final_choice": "length-norm"}
 
 
 def sherpa_options(model: Any, decoder: str) -> dict[str, Any]:
     """The options that make ``decoder`` (``"greedy"`` or ``"beam"``) on ``model`` (a loaded ONNX
-    transducer) return what sherpa-onnx's ``greedy_search`` / ``modified_beam_search`` return."""
+    transducer) return what sherpa-onnx's ``greedy_search`` / ``modified_beam_search`` return; for beam,
+    ``search`` names the search that does it (``"modified"``: icefall layout, ``"nemo"``: NeMo layout)."""
     if decoder not in ("greedy", "beam"):
         raise DecodingInputError(f"decoder must be 'greedy' or 'beam', got {decoder!r}")
     nemo = type(model).__name__ == "NemoOnnxTransducer"
     if nemo:
         if decoder == "greedy":
             return {"max_symbols": 5 if model.durations else 10, "unk_as_blank": None}
-        # sherpa-onnx's NeMo beam search is its own algorithm (per-hypothesis top-k, best duration
-        # only for TDT) picked by raw score: these options align what can be aligned, not all
-        return {"max_symbols": 10, "unk_as_blank": "sum", "final_choice": "score"}
+        # sherpa-onnx's NeMo beam search (asrdecode.models.sherpa_nemo_search): its own algorithm, which
+        # treats <unk> as blank itself, picked by raw score
+        return {"max_symbols": 10, "unk_as_blank": None, "final_choice": "score", "search": "nemo"}
     out = dict(SHERPA_COMPAT)
     if decoder == "greedy":
         out.pop("final_choice")

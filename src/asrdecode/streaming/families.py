@@ -78,8 +78,9 @@ def _compat_model(bundle: Any, decoder: str, compat: object) -> Any:
 
     if not isinstance(bundle.model, (OnnxTransducer, NemoOnnxTransducer)):
         raise DecodingInputError(f"compat='sherpa' needs a sherpa-onnx ONNX transducer, got {type(bundle.model).__name__}")
-    if decoder == "beam" and isinstance(bundle.model, OnnxTransducer):
-        raise DecodingInputError("compat='sherpa' beam on an icefall model is sherpa-onnx's modified beam search, "
+    if decoder == "beam":
+        layout = "an icefall" if isinstance(bundle.model, OnnxTransducer) else "a NeMo"
+        raise DecodingInputError(f"compat='sherpa' beam on {layout} model is sherpa-onnx's modified beam search, "
                                  "which decodes whole utterances only")
     return sherpa_model(bundle.model, decoder)
 

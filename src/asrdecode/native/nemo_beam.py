@@ -1,0 +1,88 @@
+"""sherpa-onnx's NeMo modified beam search with the LSTM prediction network and the joint run in C++
+(transducer_nemo_beam.cpp): the same search as :func:`asrdecode.models.sherpa_nemo_search.nemo_beam_search`
+(frame-asynchronous, each hypothesis's top ``beam`` tokens, TDT's best duration only, a cap of
+``max_symbols`` labels a frame, ``std::partial_sort`` of the candidates, sherpa-onnx's float32
+log-softmax), one C++ call per batch, utterance after utterance.
+
+Weights: :class:`~asrdecode.native.transducer_greedy_lstm.LstmJointWeights` (NeMo-layout ONNX files,
+:class:`~asrdecode.transducer.LSTMTransducer`), from
+:func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`. The encoder projection is one
+matrix product (torch) before the call. Hypotheses equal the Python search's; scores to float rounding
+(the networks' arithmetic differs from onnxruntime's / torch's in the last bits).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from .modified_beam import _checked, _f, _fn, _i
+from .transducer_greedy_lstm import ACTS, LstmJointWeights
+
+__all__ = ["nemo_beam_lstm"]
+
+_F = ctypes.POINTER(ctypes.c_float)
+_IP = ctypes.POINTER(ctypes.c_int)
+_DP = ctypes.POINTER(ctypes.c_double)
+_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F, _F,
+           _F] + [ctypes.c_int] * 4 + [_IP] + [ctypes.c_int] * 3 + [_IP, _IP, _DP, _IP, _IP, _IP])
+
+
+def _outputs(b: int, beam: int, maxlen: int) -> list[np.ndarray]:
+    """out_n [B], out_len [B, beam], out_score [B, beam], tokens / frames / durations [B, beam, maxlen] (>= 1 element)."""
+    cells = max(1, b * beam * maxlen)
+    return [np.zeros(max(1, b), np.int32), np.zeros(max(1, b * beam), np.int32), np.zeros(max(1, b * beam), np.float64),
+            np.zeros(cells, np.int32), np.zeros(cells, np.int32), np.zeros(cells, np.int32)]
+
+
+def _hypotheses(out: list[np.ndarray], b: int, beam: int, maxlen: int, tdt: bool) -> list[list[Hypothesis]]:
+    n, lens, scores = out[:3]
+    tok, fr, du = (a[: b * beam * maxlen].reshape(b, beam, maxlen) for a in out[3:])
+    res = []
+    for i in range(b):
+        row = []
+        for j in range(int(n[i])):
+            k = int(lens[i * beam + j])
+            row.append(Hypothesis(tok[i, j, :k].tolist(), fr[i, j, :k].tolist(), float(scores[i * beam + j]),
+                                  du[i, j, :k].tolist() if tdt else None))
+        res.append(row)
+    return res
+
+
+@torch.no_grad()
+def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
+                   lengths: Optional[torch.Tensor | Sequence[int]] = None, *, beam: int = 4,
+                   unk_id: Optional[int] = None, max_symbols: int = 10) -> list[list[Hypothesis]]:
+    """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> per utterance its final hypotheses
+    (at most ``beam``, best first by raw score; TDT: with ``durations``). ``unk_id`` extends like blank.
+
+    Raises:
+        DecodingInputError: bad shapes / lengths / ids, ``beam < 1``, ``max_symbols < 1``, NaN / inf frames.
+        NativeEngineUnavailable: no C++ compiler.
+    """
+    if not isinstance(max_symbols, int) or isinstance(max_symbols, bool) or max_symbols < 1:
+        raise DecodingInputError(f"max_symbols must be an int >= 1, got {max_symbols!r}")
+    d, v = w.wenc.shape[1], w.vocab_size
+    enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id})
+    b, t_max, _ = enc.shape
+    if t_max * max_symbols * beam * max(b, 1) >= 2 ** 31:
+        raise DecodingInputError("T * max_symbols * beam * B must be < 2^31 (the output buffers)")
+    h = w.wenc.shape[0]
+    proj = torch.addmm(torch.from_numpy(w.benc), enc.reshape(-1, d), torch.from_numpy(w.wenc).t())
+    proj_np = proj.reshape(b, t_max, h).contiguous().numpy()
+    durs = np.array(w.durations or [0], dtype=np.int32)
+    maxlen = t_max * max_symbols
+    out = _outputs(b, beam, maxlen)
+    fn = _fn("asr_lstm_nemo_beam", _TYPES)
+    rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,
+            _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), ACTS.index(w.act), w.blank_id, v,
+            len(w.durations or []), _i(durs), -1 if unk_id is None else unk_id, max_symbols, beam,
+            _i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4]), _i(out[5]))
+    if rc != 0:
+        raise DecodingInputError("the native NeMo beam search refused its arguments")
+    return _hypotheses(out, b, beam, maxlen, bool(w.durations))

@@ -1,0 +1,106 @@
+"""The C++ NeMo modified beam search (asrdecode.native.nemo_beam) against the Python one
+(asrdecode.models.sherpa_nemo_search.nemo_beam_search, engine="torch"): the same final hypotheses
+(tokens, frames, TDT durations, order) and scores within float tolerance on random LSTM transducers
+(RNN-T and TDT, 1-2 layers, beam 1 / 2 / 4 / 8, batches with empty utterances, ``<unk>``, symbol caps);
+named errors for bad inputs; the engine choice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asrdecode.errors import DecodingInputError
+from asrdecode.models.sherpa_nemo_search import nemo_beam_search
+from asrdecode.native import available
+from asrdecode.transducer import LSTMTransducer
+
+pytestmark = pytest.mark.skipif(not available(), reason="no C++ compiler for the native engine")
+
+from asrdecode.native.nemo_beam import nemo_beam_lstm  # noqa: E402
+from asrdecode.native.transducer_greedy_lstm import weights_from_lstm_transducer  # noqa: E402
+
+
+def _same_lists(got, want) -> None:
+    """Per utterance: the same hypotheses (tokens, frames, durations) in the same order, scores within 1e-3."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
+        for a, b in zip(g, w):
+            assert a.score == pytest.approx(b.score, abs=1e-3)
+
+
+def _model(seed: int, vocab: int, layers: int, blank: int, durations: list[int] | None) -> LSTMTransducer:
+    torch.manual_seed(seed)
+    t = LSTMTransducer(vocab, 10, 12, 16, blank % vocab, durations=durations, pred_layers=layers).eval()
+    with torch.no_grad():
+        t.joint_out.weight.mul_(2.5)  # peakier than the default init: labels on many frames
+    return t
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 24), layers=st.integers(1, 2), blank=st.integers(0, 23),
+       tdt=st.sampled_from([None, [0, 1, 2, 3, 4], [0, 2, 3], [1, 2]]), beam=st.sampled_from([1, 2, 4, 8]),
+       lens=st.lists(st.integers(0, 20), min_size=1, max_size=4), unk=st.one_of(st.none(), st.integers(0, 23)),
+       cap=st.sampled_from([1, 3, 10]))
+def test_equals_the_python_search(seed, vocab, layers, blank, tdt, beam, lens, unk, cap) -> None:
+    t = _model(seed, vocab, layers, blank, tdt)
+    unk = None if unk is None else unk % vocab
+    enc = torch.randn(len(lens), max(lens), 10, generator=torch.Generator().manual_seed(seed)) * 2
+    kw = dict(beam=beam, unk_id=unk, max_symbols=cap)
+    got = nemo_beam_search(t, enc, lens, engine="native", **kw)
+    _same_lists(got, nemo_beam_search(t, enc, lens, engine="torch", **kw))
+    for row, n in zip(got, lens):
+        assert 1 <= len(row) <= beam and all(len(h.tokens) <= n * cap for h in row)
+        if n == 0:
+            assert [(h.tokens, h.score) for h in row] == [([], 0.0)]
+
+
+def test_batch_equals_one_utterance_at_a_time() -> None:
+    t = _model(3, 9, 2, 8, [0, 1, 2])
+    enc = torch.randn(4, 30, 10, generator=torch.Generator().manual_seed(3)) * 2
+    lens = [30, 0, 12, 29]
+    w = weights_from_lstm_transducer(t)
+    batched = nemo_beam_lstm(w, enc, lens, beam=4)
+    for i, n in enumerate(lens):
+        one = nemo_beam_lstm(w, enc[i:i + 1, :n], [n], beam=4)[0]
+        assert [(h.tokens, h.timestamps, h.durations, h.score) for h in one] == \
+            [(h.tokens, h.timestamps, h.durations, h.score) for h in batched[i]]
+    assert sum(len(h.tokens) for row in batched for h in row) > 0
+
+
+def test_bad_inputs_raise_named_errors() -> None:
+    t = _model(0, 6, 1, 0, None)
+    w = weights_from_lstm_transducer(t)
+    enc = torch.randn(2, 5, 10)
+    for args, kw, match in (((enc[0],), {}, r"encoder_output must be a tensor \[B, T, 10\]"),
+                            ((torch.randn(2, 5, 7),), {}, r"encoder_output must be a tensor \[B, T, 10\]"),
+                            ((enc,), {"beam": 0}, "beam must be an int >= 1"),
+                            ((enc,), {"beam": True}, "beam must be an int >= 1"),
+                            ((enc,), {"max_symbols": 0}, "max_symbols must be an int >= 1"),
+                            ((enc, [5, 6]), {}, "lengths must be 2 values in 0..5"),
+                            ((enc, [5, -1]), {}, "lengths must be 2 values in 0..5"),
+                            ((enc, [5]), {}, "lengths must be 2 values"),
+                            ((enc,), {"unk_id": 6}, "unk_id must be None or in 0..5"),
+                            ((enc.clone().index_fill_(1, torch.tensor([2]), float("nan")),), {},
+                             "encoder_output contains NaN or inf")):
+        with pytest.raises(DecodingInputError, match=match):
+            nemo_beam_lstm(w, *args, **kw)
+    with pytest.raises(DecodingInputError, match="engine must be one of"):
+        nemo_beam_search(t, enc, engine="fast")
+    with pytest.raises(DecodingInputError, match="engine='native' cannot run this NeMo beam search: "
+                                                 "the encoder output is torch.float64"):
+        nemo_beam_search(t, enc.double(), engine="native")
+
+
+def test_auto_falls_back_to_python_for_models_without_native_weights() -> None:
+    from asrdecode.transducer.model import StatelessTransducer
+
+    torch.manual_seed(0)
+    m = StatelessTransducer(7, 10, 8, 12, 0).eval()
+    enc = torch.randn(2, 9, 10)
+    with pytest.raises(DecodingInputError, match="engine='native' cannot run this NeMo beam search: "
+                                                 "the C\\+\\+ greedy reads"):
+        nemo_beam_search(m, enc, beam=3, engine="native")
+    _same_lists(nemo_beam_search(m, enc, beam=3, engine="auto"), nemo_beam_search(m, enc, beam=3, engine="torch"))
