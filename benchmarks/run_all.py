@@ -1,4 +1,4 @@
-"""Run every benchmark (`make bench`), one thread, and write each one's output to benchmarks/latest/.
+"""Run every benchmark and the tests marked slow (`make bench`), one thread, and write each one's output to benchmarks/latest/.
 
 Benchmarks that compare with NeMo run under the NeMo virtual environment (`make nemo`, or
 $ASRDECODE_NEMO_PYTHON) and are skipped with a note when it is missing. The curated tables
@@ -40,6 +40,10 @@ def main() -> int:
         ("serving", [sys.executable, "benchmarks/serving.py", "--quick"]),
         ("distributed", [sys.executable, "benchmarks/distributed.py"]),
         ("cli_bench", [sys.executable, "-m", "asrdecode.cli", "bench", "--out", "benchmarks/latest/plots"]),
+        ("vs_sherpa", [sys.executable, "benchmarks/vs_sherpa.py"]),
+        ("sherpa_export", [sys.executable, "benchmarks/sherpa_export.py"]),
+        # the tests marked slow (peer comparisons, long cases) that `make test` leaves out
+        ("slow_tests", [sys.executable, "-m", "pytest", "-m", "slow", "-q", "tests"]),
     ]
     if nemo:
         jobs += [
