@@ -36,6 +36,7 @@ import torch
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ..transducer import check_model
+from .sherpa_search import checked_lengths, native_search_weights
 
 __all__ = ["nemo_beam_search", "SHERPA_NEMO_MAX_SYMBOLS", "sherpa_log_softmax", "top_k", "partial_sort"]
 
@@ -86,38 +87,14 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
     model = check_model(model)
     v = int(model.vocab_size)
     _check_ints(beam, max_symbols, unk_id, v)
-    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3:
-        raise DecodingInputError("encoder_output must be a tensor [B, T, D]")
-    b, t_max = encoder_output.shape[:2]
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    weights = _native_weights(model, encoder_output, engine)
+    lens = checked_lengths(encoder_output, lengths)
+    weights = native_search_weights(model, encoder_output, engine, "NeMo beam search", lstm_only=True)
     if weights is not None:
         from ..native.nemo_beam import nemo_beam_lstm
 
         return nemo_beam_lstm(weights, encoder_output, lens, beam=beam, unk_id=unk_id, max_symbols=max_symbols)
     enc = model.project_encoder(encoder_output)
-    return [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(b)]
-
-
-def _native_weights(model: Any, encoder_output: torch.Tensor, engine: str) -> Any:
-    """The C++ search's weights of ``model`` (LSTM prediction network) when ``engine`` picks it, else None
-    (``engine="native"`` where it cannot: a named error saying why)."""
-    from ..native.choice import use_native
-    from ..native.transducer_greedy_lstm import LstmJointWeights, native_greedy_weights
-
-    if not use_native(engine, encoder_output.device, "encoder_output"):
-        return None
-    weights, why = native_greedy_weights(model)
-    if weights is not None and not isinstance(weights, LstmJointWeights):
-        weights, why = None, "the C++ NeMo beam search runs LSTM prediction networks, not icefall's stateless one"
-    if weights is not None and encoder_output.dtype != torch.float32:
-        weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
-    if weights is None and engine == "native":
-        raise DecodingInputError(f"engine='native' cannot run this NeMo beam search: {why}; use engine='torch' "
-                                 "or 'auto'")
-    return weights
+    return [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(len(lens))]
 
 
 def _check_ints(beam: object, max_symbols: object, unk_id: object, v: int) -> None:

@@ -47,39 +47,53 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
         raise DecodingInputError("modified_beam_search is sherpa-onnx's RNN-T search; TDT models are not supported")
     if not isinstance(beam, int) or beam < 1:
         raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
-    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3:
-        raise DecodingInputError("encoder_output must be a tensor [B, T, D]")
-    b, t_max = encoder_output.shape[:2]
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    weights = _native_weights(model, encoder_output, engine)
+    lens = checked_lengths(encoder_output, lengths)
+    weights = native_search_weights(model, encoder_output, engine, "modified beam search")
     if weights is not None:
         from ..native.modified_beam import native_modified_beam
 
         out = native_modified_beam(model, weights, encoder_output, lens, beam, unk_id)
         return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
     enc = model.project_encoder(encoder_output)
-    out = []
-    for i in range(b):
-        out.append(_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size))
+    out = [_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size) for i in range(len(lens))]
     return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
 
 
-def _native_weights(model: Any, encoder_output: torch.Tensor, engine: str) -> Any:
-    """The C++ search's weights of ``model`` when ``engine`` picks it, else None (``engine="native"``
-    where it cannot: a named error saying why)."""
+def checked_lengths(encoder_output: object, lengths: Optional[torch.Tensor | Sequence[int]]) -> torch.Tensor:
+    """``lengths`` of an encoder output ``[B, T, D]`` as int64 ``[B]`` (``None``: all ``T``).
+
+    Raises:
+        DecodingInputError: not a 3-D tensor, or not ``B`` lengths in ``0..T``.
+    """
+    if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3:
+        raise DecodingInputError("encoder_output must be a tensor [B, T, D]")
+    b, t_max = encoder_output.shape[:2]
+    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
+    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
+        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
+    return lens
+
+
+def native_search_weights(model: Any, encoder_output: torch.Tensor, engine: str, search: str, *,
+                          lstm_only: bool = False) -> Any:
+    """The weights the C++ ``search`` runs ``model`` with (those of the C++ greedy) when ``engine`` picks
+    it, else None; ``lstm_only``: that search runs LSTM prediction networks only.
+
+    Raises:
+        DecodingInputError: ``engine="native"`` where the C++ search cannot run (the message says why).
+    """
     from ..native.choice import use_native
-    from ..native.transducer_greedy_lstm import native_greedy_weights
+    from ..native.transducer_greedy_lstm import LstmJointWeights, native_greedy_weights
 
     if not use_native(engine, encoder_output.device, "encoder_output"):
         return None
     weights, why = native_greedy_weights(model)
+    if lstm_only and weights is not None and not isinstance(weights, LstmJointWeights):
+        weights, why = None, f"the C++ {search} runs LSTM prediction networks, not icefall's stateless one"
     if weights is not None and encoder_output.dtype != torch.float32:
         weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
     if weights is None and engine == "native":
-        raise DecodingInputError(f"engine='native' cannot run this modified beam search: {why}; use engine='torch' "
-                                 "or 'auto'")
+        raise DecodingInputError(f"engine='native' cannot run this {search}: {why}; use engine='torch' or 'auto'")
     return weights
 
 

@@ -23,7 +23,7 @@ import torch
 from ..errors import DecodingInputError, check_finite
 from ..results import Hypothesis
 from ._lib import load
-from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights
+from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights, _lengths, _project
 
 __all__ = ["modified_beam_lstm", "modified_beam_stateless", "native_modified_beam"]
 
@@ -54,26 +54,30 @@ def _checked(encoder_output: object, width: int, lengths: Any, beam: object, voc
             raise DecodingInputError(f"{name} must be None or in 0..{vocab - 1}, got {v!r}")
     check_finite("encoder_output", encoder_output)
     b, t_max, _ = encoder_output.shape
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    return encoder_output.detach().float().contiguous(), lens.numpy().astype(np.int32)
+    return encoder_output.detach().float().contiguous(), _lengths(lengths, b, t_max)
 
 
-def _outputs(b: int, beam: int, t_max: int) -> list[np.ndarray]:
-    """out_n [B], out_len [B, beam], out_score [B, beam], out_tokens / out_frames [B, beam, T] (>= 1 element)."""
-    cells = max(1, b * beam * t_max)
+def _outputs(b: int, beam: int, maxlen: int, durations: bool = False) -> list[np.ndarray]:
+    """out_n [B], out_len [B, beam], out_score [B, beam], out_tokens / out_frames (/ out_durations with
+    ``durations``) [B, beam, maxlen]; each at least one element."""
+    cells = max(1, b * beam * maxlen)
     return [np.zeros(max(1, b), np.int32), np.zeros(max(1, b * beam), np.int32), np.zeros(max(1, b * beam), np.float64),
-            np.zeros(cells, np.int32), np.zeros(cells, np.int32)]
+            *(np.zeros(cells, np.int32) for _ in range(3 if durations else 2))]
 
 
-def _hypotheses(out: list[np.ndarray], b: int, beam: int, t_max: int) -> list[list[Hypothesis]]:
-    n, lens, scores, tok, fr = out
-    tok, fr = tok[: b * beam * t_max].reshape(b, beam, t_max), fr[: b * beam * t_max].reshape(b, beam, t_max)
+def _hypotheses(out: list[np.ndarray], b: int, beam: int, maxlen: int, durations: bool = False) -> list[list[Hypothesis]]:
+    """The C++ outputs (:func:`_outputs`) as per utterance its hypotheses; ``durations``: read them from
+    the third label array."""
+    n, lens, scores = out[:3]
+    tok, fr, *du = (a[: b * beam * maxlen].reshape(b, beam, maxlen) for a in out[3:])
     res = []
     for i in range(b):
-        res.append([Hypothesis(tok[i, j, : lens[i * beam + j]].tolist(), fr[i, j, : lens[i * beam + j]].tolist(),
-                               float(scores[i * beam + j])) for j in range(int(n[i]))])
+        row = []
+        for j in range(int(n[i])):
+            k = int(lens[i * beam + j])
+            row.append(Hypothesis(tok[i, j, :k].tolist(), fr[i, j, :k].tolist(), float(scores[i * beam + j]),
+                                  du[0][i, j, :k].tolist() if durations else None))
+        res.append(row)
     return res
 
 
@@ -114,8 +118,7 @@ def modified_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
     b, t_max, _ = enc.shape
     h = w.wenc.shape[0]
-    proj = torch.addmm(torch.from_numpy(w.benc), enc.reshape(-1, d), torch.from_numpy(w.wenc).t())
-    proj_np = proj.reshape(b, t_max, h).contiguous().numpy()
+    proj_np = _project(w, enc, lens)
     out = _outputs(b, beam, t_max)
     fn = _fn("asr_lstm_modified_beam", _LSTM_TYPES)
     rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,

@@ -6,8 +6,8 @@ log-softmax), one C++ call per batch, utterance after utterance.
 
 Weights: :class:`~asrdecode.native.transducer_greedy_lstm.LstmJointWeights` (NeMo-layout ONNX files,
 :class:`~asrdecode.transducer.LSTMTransducer`), from
-:func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`. The encoder projection is one
-matrix product (torch) before the call. Hypotheses equal the Python search's; scores to float rounding
+:func:`~asrdecode.native.transducer_greedy_lstm.native_greedy_weights`. The encoder projection is the
+engine's matrix product over the valid frames before the call. Hypotheses equal the Python search's; scores to float rounding
 (the networks' arithmetic differs from onnxruntime's / torch's in the last bits).
 """
 
@@ -21,8 +21,8 @@ import torch
 
 from ..errors import DecodingInputError
 from ..results import Hypothesis
-from .modified_beam import _checked, _f, _fn, _i
-from .transducer_greedy_lstm import ACTS, LstmJointWeights
+from .modified_beam import _checked, _f, _fn, _hypotheses, _i, _outputs
+from .transducer_greedy_lstm import ACTS, LstmJointWeights, _project
 
 __all__ = ["nemo_beam_lstm"]
 
@@ -31,27 +31,6 @@ _IP = ctypes.POINTER(ctypes.c_int)
 _DP = ctypes.POINTER(ctypes.c_double)
 _TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F, _F,
            _F] + [ctypes.c_int] * 4 + [_IP] + [ctypes.c_int] * 3 + [_IP, _IP, _DP, _IP, _IP, _IP])
-
-
-def _outputs(b: int, beam: int, maxlen: int) -> list[np.ndarray]:
-    """out_n [B], out_len [B, beam], out_score [B, beam], tokens / frames / durations [B, beam, maxlen] (>= 1 element)."""
-    cells = max(1, b * beam * maxlen)
-    return [np.zeros(max(1, b), np.int32), np.zeros(max(1, b * beam), np.int32), np.zeros(max(1, b * beam), np.float64),
-            np.zeros(cells, np.int32), np.zeros(cells, np.int32), np.zeros(cells, np.int32)]
-
-
-def _hypotheses(out: list[np.ndarray], b: int, beam: int, maxlen: int, tdt: bool) -> list[list[Hypothesis]]:
-    n, lens, scores = out[:3]
-    tok, fr, du = (a[: b * beam * maxlen].reshape(b, beam, maxlen) for a in out[3:])
-    res = []
-    for i in range(b):
-        row = []
-        for j in range(int(n[i])):
-            k = int(lens[i * beam + j])
-            row.append(Hypothesis(tok[i, j, :k].tolist(), fr[i, j, :k].tolist(), float(scores[i * beam + j]),
-                                  du[i, j, :k].tolist() if tdt else None))
-        res.append(row)
-    return res
 
 
 @torch.no_grad()
@@ -73,11 +52,10 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     if t_max * max_symbols * beam * max(b, 1) >= 2 ** 31:
         raise DecodingInputError("T * max_symbols * beam * B must be < 2^31 (the output buffers)")
     h = w.wenc.shape[0]
-    proj = torch.addmm(torch.from_numpy(w.benc), enc.reshape(-1, d), torch.from_numpy(w.wenc).t())
-    proj_np = proj.reshape(b, t_max, h).contiguous().numpy()
+    proj_np = _project(w, enc, lens)
     durs = np.array(w.durations or [0], dtype=np.int32)
     maxlen = t_max * max_symbols
-    out = _outputs(b, beam, maxlen)
+    out = _outputs(b, beam, maxlen, durations=True)
     fn = _fn("asr_lstm_nemo_beam", _TYPES)
     rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,
             _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), ACTS.index(w.act), w.blank_id, v,
@@ -85,4 +63,4 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
             _i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4]), _i(out[5]))
     if rc != 0:
         raise DecodingInputError("the native NeMo beam search refused its arguments")
-    return _hypotheses(out, b, beam, maxlen, bool(w.durations))
+    return _hypotheses(out, b, beam, maxlen, durations=bool(w.durations))
