@@ -18,7 +18,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .nemo_onnx import NORMALIZE_TYPES, NemoFbankFrontEnd
-from .onnx_common import meta_float, meta_int, ort_session
+from .onnx_common import meta_float, meta_int, nemo_encoder_inputs, ort_session
 from .frontend import pad_features
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
@@ -67,11 +67,9 @@ class NemoCtcOnnxBundle:
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Features ``[B, Tf, F]`` + lengths -> log-probs ``[B, T, V]`` + ``lengths // subsampling_factor``."""
-        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
-            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
-        x = feats.detach().cpu().float().transpose(1, 2).contiguous().numpy()
-        n = lengths.detach().cpu().long()
-        out = self.session.run(None, {self._in[0]: x, self._in[1]: n.numpy()})[0]
+        x, n_np = nemo_encoder_inputs(feats, lengths, self.feature_dim)
+        n = torch.from_numpy(n_np)
+        out = self.session.run(None, {self._in[0]: x, self._in[1]: n_np})[0]
         lp = torch.from_numpy(np.ascontiguousarray(out))
         if lp.dim() != 3 or lp.shape[2] != self.model.vocab_size:
             raise FileFormatError(self.name, None, f"model.onnx returned shape {tuple(lp.shape)}, expected "

@@ -30,7 +30,8 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int, ort_session
+from .onnx_common import (OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int, nemo_encoder_inputs,
+                          ort_session)
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -197,10 +198,7 @@ class NemoOnnxBundle:
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
-        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
-            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
-        x = feats.detach().cpu().float().transpose(1, 2).contiguous().numpy()
-        n = lengths.detach().cpu().long().numpy()
+        x, n = nemo_encoder_inputs(feats, lengths, self.feature_dim)
         out, out_len = self.encoder.run(None, {self._enc_in[0]: x, self._enc_in[1]: n})[:2]
         enc = torch.from_numpy(np.ascontiguousarray(out.transpose(0, 2, 1)))
         return enc, torch.from_numpy(np.asarray(out_len)).long()

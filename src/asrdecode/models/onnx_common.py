@@ -13,7 +13,8 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 
-__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session"]
+__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session",
+           "nemo_encoder_inputs"]
 
 #: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
 META_RANGES: dict[str, tuple[float, float]] = {
@@ -115,3 +116,16 @@ def ort_session(path: Path, model: Optional[bytes] = None) -> Any:
     except Exception as err:  # onnxruntime raises its own exception types for unreadable graphs
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise FileFormatError(path, None, f"not a loadable ONNX model: {first}") from None
+
+
+def nemo_encoder_inputs(feats: object, lengths: torch.Tensor, feature_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features ``[B, Tf, F]`` + lengths ``[B]`` -> a NeMo ONNX encoder's inputs: float32 ``[B, F, Tf]``
+    and int64 ``[B]`` (``audio_signal`` / ``length``).
+
+    Raises:
+        DecodingInputError: ``feats`` is not a tensor ``[B, Tf, feature_dim]``.
+    """
+    if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != feature_dim:
+        raise DecodingInputError(f"feats must be a float tensor [B, Tf, {feature_dim}]")
+    x = feats.detach().cpu().float().transpose(1, 2).contiguous().numpy()
+    return x, lengths.detach().cpu().long().numpy()
