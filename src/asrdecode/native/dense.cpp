@@ -433,7 +433,7 @@ int argmax_first(const float* x, int n) { return ASRD_PICK(argmax, x, n); }
 
 double log_sum_exp(const float* x, int n, float mx) { return ASRD_PICK(log_sum_exp, x, n, mx); }
 
-void log_softmax(const float* x, int n, float* out) { log_softmax_at(level(), x, n, out); }
+void fast_log_softmax(const float* x, int n, float* out) { log_softmax_at(level(), x, n, out); }
 
 // icefall's stateless decoder before its projection: x_k = emb[y_k] (zeros for y_k < 0), grouped conv
 // over the C context positions, relu -> mid [E].
@@ -513,7 +513,7 @@ void asr_dense_matmat(const float* W, const float* b, const float* X, int A, int
 }
 
 // The kernels of one level (0 portable, 1 AVX2 + FMA, 2 AVX-512 product), whatever the cap, for the
-// tests: asrd::matmat (Y as above) and asrd::log_softmax (out [n] of x [n]). -1 where this CPU lacks it.
+// tests: asrd::matmat (Y as above) and asrd::fast_log_softmax (out [n] of x [n]). -1 where this CPU lacks it.
 int asr_dense_matmat_on(int level, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) {
     if (level < 0 || level > asrd::cpu_level()) return -1;
     asrd::matmat_at(level, W, b, X, A, N, K, Y);

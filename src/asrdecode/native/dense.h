@@ -41,8 +41,9 @@ int argmax_first(const float* x, int n);
 // log(sum_v exp(x[v] - mx)) over x [n] (mx: its maximum); the log-softmax of the argmax is -this.
 double log_sum_exp(const float* x, int n, float mx);
 
-// The log-softmax of x [n] (n >= 1) in float32: out[v] = (x[v] - max) - log(sum exp(x - max)).
-void log_softmax(const float* x, int n, float* out);
+// The log-softmax of x [n] (n >= 1) in float32: out[v] = (x[v] - max) - log(sum exp(x - max)), with the
+// polynomial exp (not transducer_common.h's log_softmax, which sums as torch does for the ALSD++ engine).
+void fast_log_softmax(const float* x, int n, float* out);
 
 // One LSTM step for the rows `rows` of a batch fed the labels `labels`: h, c [B, L, P] updated in
 // place for those rows, g [B, H] their projected decoder output. X, Gt, Hg: scratch.

@@ -78,14 +78,14 @@ bool same_seq(const std::vector<Node>& nodes, int na, int ta, int nb, int tb) {
     return nb >= 0 && nodes[nb].token == ta && same_nodes(nodes, na, nodes[nb].parent);
 }
 
-// Log-softmax of one logits row lg [V] in float32 (dense.h's log_softmax): out [V]. `fold` >= 0: that
+// Log-softmax of one logits row lg [V] in float32 (dense.h's fast_log_softmax): out [V]. `fold` >= 0: that
 // <unk> id counts as blank by max (blank's logit max(blank, unk), unk's -inf).
 void log_softmax(float* lg, int V, int blank, int fold, float* out) {
     if (fold >= 0 && fold != blank) {
         lg[blank] = lg[fold] > lg[blank] ? lg[fold] : lg[blank];
         lg[fold] = -INFINITY;
     }
-    asrd::log_softmax(lg, V, out);
+    asrd::fast_log_softmax(lg, V, out);
 }
 
 // The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
