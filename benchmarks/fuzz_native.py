@@ -261,7 +261,7 @@ def case_modified_beam(rng, P, stateless: bool):
     import numpy as np
 
     from asrdecode.native.modified_beam import modified_beam_lstm, modified_beam_stateless
-    from asrdecode.native.transducer_greedy_lstm import StatelessJointWeights, weights_from_lstm_transducer
+    from asrdecode.native.transducer_greedy_lstm import StatelessJointWeights
 
     V = rng.randint(1, 9)
     B, T = rng.randint(1, 3), rng.randint(0, 7)
@@ -277,15 +277,37 @@ def case_modified_beam(rng, P, stateless: bool):
         enc = torch.randn(B, T, H) * rng.choice((1.0, 10.0, 1e30))
         return modified_beam_stateless(w, enc, lengths, beam=beam, unk_id=unk,
                                        start_context=rng.choice(("blank", "sherpa")))
+    w, enc = _lstm_case(rng, V, B, T, tdt=False)
+    return modified_beam_lstm(w, enc, lengths, beam=beam, unk_id=unk, fold_unk_id=rng.choice((None, 1)))
+
+
+def _lstm_case(rng, V, B, T, tdt: bool):
+    """Random LSTM transducer weights (cached per shape; TDT durations 0..2 with ``tdt``) and an encoder
+    output [B, T, 5] of ordinary, huge or (sometimes) non-finite values."""
     from transducer_models import random_model
 
-    key = ("lstm", max(V, 2), rng.randrange(3))
+    from asrdecode.native.transducer_greedy_lstm import weights_from_lstm_transducer
+
+    key = ("lstm", max(V, 2), rng.randrange(3), tdt)
     if key not in _MODELS:
-        _MODELS[key] = weights_from_lstm_transducer(random_model(key[2], key[1], 0, None).float())
+        _MODELS[key] = weights_from_lstm_transducer(random_model(key[2], key[1], 0, [0, 1, 2] if tdt else None).float())
     enc = torch.randn(B, T, 5) * rng.choice((1.0, 10.0, 1e30))
     if rng.random() < 0.05:
         enc[..., 0] = rng.choice(FLOATS)
-    return modified_beam_lstm(_MODELS[key], enc, lengths, beam=beam, unk_id=unk, fold_unk_id=rng.choice((None, 1)))
+    return _MODELS[key], enc
+
+
+def case_nemo_beam(rng, P):
+    """The C++ NeMo beam search: random LSTM RNN-T / TDT weights, beams (0 included), <unk> ids and
+    symbol caps (0 and out of range included), lengths (out of range too) and encoder values."""
+    from asrdecode.native.nemo_beam import nemo_beam_lstm
+
+    V = rng.randint(1, 9)
+    B, T = rng.randint(1, 3), rng.randint(0, 7)
+    lengths = [rng.randint(-1 if rng.random() < 0.05 else 0, T + (1 if rng.random() < 0.05 else 0)) for _ in range(B)]
+    w, enc = _lstm_case(rng, V, B, T, tdt=rng.random() < 0.4)
+    return nemo_beam_lstm(w, enc, lengths, beam=rng.choice((0, 1, 2, 3, 5, 9)),
+                          unk_id=rng.choice((None, None, 0, V - 1, V, -3)), max_symbols=rng.choice((0, 1, 3, 10)))
 
 
 def case_backtrack(rng, P):
@@ -313,6 +335,7 @@ ENTRIES = {
     "transducer wind": lambda rng, P: case_transducer(rng, P, "wind"),
     "modified beam (LSTM)": lambda rng, P: case_modified_beam(rng, P, False),
     "modified beam (stateless)": lambda rng, P: case_modified_beam(rng, P, True),
+    "nemo beam (LSTM, RNN-T / TDT)": case_nemo_beam,
     "backtrack": case_backtrack,
     "check_log_probs": case_check,
 }
