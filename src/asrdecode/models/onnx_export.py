@@ -86,7 +86,8 @@ class _NemoEncoder(nn.Module):
 
 class _NemoAdapter(nn.Module):
     """sherpa-onnx's fbank ``audio_signal [N, 80, T']`` + ``length [N]`` -> approximate log-mel ``[N, 80, T']``
-    (valid: the first ``length - 2``) + those lengths."""
+    (valid: the first ``length - 2``) + those lengths. :class:`_NemoEncoder`'s twin under another attribute
+    name: the two graphs are merged into one encoder.onnx, so their initializers must not share names."""
 
     def __init__(self, adapter: nn.Module) -> None:
         super().__init__()
