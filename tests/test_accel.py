@@ -170,3 +170,22 @@ def test_parameters_key_follows_replaced_parameters():
     assert parameters_key(m) == key
     m.weight = torch.nn.Parameter(torch.zeros(2, 3))  # replaced: new address
     assert parameters_key(m) != key
+
+
+def test_count_device_syncs_names_the_syncing_ops():
+    from asrdecode.accel import count_device_syncs
+
+    x = torch.tensor([1.0, 2.0, 3.0])
+    mask = x > 1
+    with count_device_syncs() as syncs:
+        torch.where(mask, x, 0.0)
+        x[torch.tensor([0, 2])]
+        x.repeat_interleave(torch.tensor([1, 2, 1]), output_size=4)
+    assert syncs.count == 0 and syncs.ops >= 3
+    with count_device_syncs() as syncs:
+        x[mask]
+        mask.nonzero()
+        bool(mask.any())
+        x.repeat_interleave(torch.tensor([1, 2, 1]))
+    assert syncs.by_op == {"aten::index with a boolean mask": 1, "aten::nonzero": 1, "aten::_local_scalar_dense": 1,
+                           "aten::repeat_interleave (no output_size)": 1}

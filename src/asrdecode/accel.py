@@ -27,12 +27,13 @@ from contextlib import contextmanager
 from typing import Any, Callable, Hashable, Iterator
 
 import torch
+import torch.utils._python_dispatch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
-    "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner",
+    "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -320,3 +321,55 @@ class EmulatedGraphRunner(StepRunner):
                                                        lambda: _state_tensors(state, self.state_names))
             self.captures += 1
         return graph
+
+
+# -- ops that synchronise with the device whatever Python does with their result -------------------------
+
+_SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::nonzero", "aten::nonzero_static", "aten::masked_select", "aten::unique_dim",
+    "aten::_unique2", "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount",
+    "aten::equal", "aten::is_nonzero", "aten::histc",
+})  # fmt: skip
+
+
+def _sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
+    name = func._schema.name
+    if name in _SYNC_OPS:
+        return name
+    if name == "aten::repeat_interleave" and kwargs.get("output_size") is None and len(args) < 3:
+        return name + " (no output_size)"
+    if name in ("aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"):
+        indices = args[1] if len(args) > 1 else ()
+        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices or ()):
+            return name + " with a boolean mask"
+    return None
+
+
+class DeviceSyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the ATen ops that make the host wait for the device (``nonzero``, boolean-mask indexing,
+    ``unique``, ``item`` / ``bool`` via ``_local_scalar_dense``, ...): the CPU proxy of
+    ``torch.cuda.set_sync_debug_mode("error")``. ``count`` is the total, ``by_op`` the count per op;
+    ``ops`` counts every op run (kernel launches, roughly)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.ops = 0
+        self.by_op: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        self.ops += 1
+        reason = _sync_reason(func, args, kwargs)
+        if reason is not None:
+            self.count += 1
+            self.by_op[reason] = self.by_op.get(reason, 0) + 1
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def count_device_syncs() -> Iterator[DeviceSyncCounter]:
+    """``with count_device_syncs() as syncs: ...`` then ``syncs.count`` / ``syncs.by_op`` / ``syncs.ops``."""
+    counter = DeviceSyncCounter()
+    with counter:
+        yield counter
