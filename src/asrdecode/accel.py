@@ -34,6 +34,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
+    "strict_syncs",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -229,15 +230,49 @@ def run_until_done(
         if on_check is not None:
             on_check(target - rounds)
         step = run.bound(body, state)
-        while rounds < target:
-            step()
-            rounds += 1
+        with _strict(state_device(done(state))):
+            while rounds < target:
+                step()
+                rounds += 1
         if bool(done(state)):
             return rounds
         if rounds >= limit:
             raise RuntimeError(f"device loop did not finish in {limit} rounds")
         target = min(rounds + interval, limit)
         interval *= 2
+
+
+_STRICT = {"on": False}
+
+
+def state_device(flag: torch.Tensor) -> torch.device:
+    return flag.device
+
+
+@contextmanager
+def strict_syncs() -> Iterator[None]:
+    """Inside this block, the rounds of every :func:`run_until_done` loop on a CUDA device run under
+    ``torch.cuda.set_sync_debug_mode("error")``: any host sync inside a loop (not at its check points)
+    raises. For tests on a GPU."""
+    before = _STRICT["on"]
+    _STRICT["on"] = True
+    try:
+        yield
+    finally:
+        _STRICT["on"] = before
+
+
+@contextmanager
+def _strict(device: torch.device) -> Iterator[None]:
+    if not (_STRICT["on"] and device.type == "cuda"):
+        yield
+        return
+    previous = torch.cuda.get_sync_debug_mode()  # pragma: no cover - needs CUDA
+    torch.cuda.set_sync_debug_mode("error")  # pragma: no cover
+    try:  # pragma: no cover
+        yield
+    finally:  # pragma: no cover
+        torch.cuda.set_sync_debug_mode(previous)
 
 
 # -- graphs and static buffers kept between calls -------------------------------------------------------
