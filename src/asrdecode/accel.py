@@ -230,7 +230,7 @@ def run_until_done(
         if on_check is not None:
             on_check(target - rounds)
         step = run.bound(body, state)
-        with _strict(state_device(done(state))):
+        with _strict(done(state).device):
             while rounds < target:
                 step()
                 rounds += 1
@@ -243,10 +243,6 @@ def run_until_done(
 
 
 _STRICT = {"on": False}
-
-
-def state_device(flag: torch.Tensor) -> torch.device:
-    return flag.device
 
 
 @contextmanager
