@@ -90,7 +90,8 @@ def _frame(loop: FrameLoop) -> None:
     e = loop.x.index_select(0, loop.t)[0]  # [Bb, V]
     times = loop.times.index_select(0, loop.t)[0]  # [Bb]
     active = loop.lens > loop.t
-    out = loop.stepper.core(*(getattr(loop, name) for name in FIELDS), e, active)
+    out = loop.stepper.core(loop.p_b, loop.p_nb, loop.fscore, loop.length, loop.last, loop.hash, loop.parent_hash,
+                            loop.peak, loop.fstates, e, active)
     for name, value in zip(FIELDS, out):
         setattr(loop, name, value)
     tok, par = out[-2], out[-1]
