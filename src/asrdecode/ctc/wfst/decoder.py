@@ -37,6 +37,13 @@ def _check_nbest(nbest) -> None:
         raise DecodingInputError(f"nbest must be a positive int or None, got {nbest!r}")
 
 
+def _any_per_utterance(flag: torch.Tensor, b: torch.Tensor, batch: int) -> torch.Tensor:
+    """``[batch]`` bool: whether any token of each utterance has ``flag [N]`` (tokens' utterances ``b [N]``).
+    The reduction runs on int32 (CUDA has no scatter on bool tensors)."""
+    hits = torch.zeros(batch, dtype=torch.int32, device=flag.device)
+    return hits.scatter_reduce_(0, b, flag.to(torch.int32), "amax") > 0
+
+
 def _expand_ranges(lo: torch.Tensor, cnt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For ranges ``lo[i] : lo[i] + cnt[i]``: (range index, position) of every element, each ``[M]``."""
     tok = torch.repeat_interleave(torch.arange(lo.shape[0], device=lo.device), cnt)
@@ -485,24 +492,26 @@ class WFSTDecoder:
         toks = state.toks
         dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
-        for t in range(T):
-            live = lens[toks.b] > t
-            if not bool(live.any()):
-                break
+        # the frames every utterance has, and the last one any has: two host reads per call instead of
+        # two per frame (an utterance without tokens past its end changes nothing either way)
+        n_all, n_any = (torch.stack([lens.min(), lens.max()]).tolist() if B else (0, 0))
+        for t in range(min(T, n_any)):
+            live = None if t < n_all else lens[toks.b] > t
             toks = self._frame(state, toks, live, am[:, t], t, dense, rows)
         state.toks = toks
         state.offset = state.offset + lens
         return state
 
-    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor, am_t: torch.Tensor, t: int,
+    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor | None, am_t: torch.Tensor, t: int,
                dense: tuple | None, rows: torch.Tensor | None) -> _Tokens:
-        """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``)
+        """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``;
+        ``None``: all have)
         expanded over their emitting arcs scored with ``am_t [B, V]`` (scaled log-probs), pruned, recorded in
         the state's history (and lattice), epsilon-closed. Returns the new tokens."""
         g, B, V, dev = self.graph, state.batch, am_t.shape[1], am_t.device
         hist, boost, offset, rec, S = state.hist, state.boost, state.offset, state.lattice, g.num_states
-        all_live = bool(live.all())
-        if all_live:  # (the usual case: no gathers)
+        all_live = live is None
+        if live is None:  # (the usual case: no gathers)
             cur, kept = toks, None
             live_idx = dead_idx = None
         else:
@@ -586,8 +595,7 @@ class WFSTDecoder:
     def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
         toks, g = state.toks, self.graph
         fin = _g(g.final_score, toks.s)
-        any_final = torch.zeros(state.batch, dtype=torch.bool, device=fin.device).scatter_reduce(
-            0, toks.b, torch.isfinite(fin), "amax")
+        any_final = _any_per_utterance(torch.isfinite(fin), toks.b, state.batch)
         fin = torch.where(_g(any_final, toks.b), fin, torch.zeros_like(fin))
         assert state.lattice is not None and state.lattice.nid is not None  # checked by hypotheses()
         return state.lattice.utterances(state.lattice.nid, toks.b, fin, state.batch)
@@ -672,8 +680,7 @@ class WFSTDecoder:
     def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
         g = self.graph
         fin = toks.score + g.final_score[toks.s]
-        any_final = torch.zeros(B, dtype=torch.bool, device=fin.device).scatter_reduce(
-            0, toks.b, torch.isfinite(fin), "amax")
+        any_final = _any_per_utterance(torch.isfinite(fin), toks.b, B)
         total = torch.where(any_final[toks.b], fin, toks.score)
         best = torch.full((B,), _NEG, device=fin.device).scatter_reduce(0, toks.b, total, "amax")
         cand = torch.where(total == best[toks.b], torch.arange(toks.b.shape[0], device=fin.device), toks.b.shape[0])
