@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from asrdecode import ctc  # noqa: E402
-from asrdecode.accel import count_host_reads  # noqa: E402
+from asrdecode.accel import compiled_graphs, count_host_reads  # noqa: E402
 from asrdecode.transducer import BeamSearchDecoder, GreedyDecoder, LSTMTransducer  # noqa: E402
 
 FRAME_SECONDS = 0.08  # the paper model's and the demo models' encoder frame
@@ -415,11 +415,25 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
                 return dec.decode(lp, lengths)
 
         seconds, nbest = timed(call, device, max(1, args.repeats // 2))
-        for threads, base_s in base.items():
-            report.add(Row(section, f"tensor engine, {device.type}", seconds, audio,
-                           f"native {threads} thread{'s' if threads > 1 else ''}", base_s / seconds,
-                           f"{count_same(nbest, reference, lambda a, b: a[0].tokens == b[0].tokens)}/{B}",
-                           host_reads(call) if threads == 1 else None))
+        _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference, base, audio,
+                     host_reads(call))
+        if args.compiled_graphs and device.type == "cuda" and budget.left() > 60:
+            try:
+                with compiled_graphs():
+                    seconds, nbest = timed(call, device, max(1, args.repeats // 2))
+            except Exception as err:  # an optional row: say why it is missing
+                report.notes.append(f"{section}: compiled graphs failed: {type(err).__name__}: {err}"[:300])
+            else:
+                _tensor_rows(report, section, "tensor engine, torch.compile + CUDA graphs", seconds, nbest, reference,
+                             base, audio, None)
+
+
+def _tensor_rows(report: Report, section: str, name: str, seconds: float, nbest: list, reference: list,
+                 base: dict[int, float], audio: float, reads: int | None) -> None:
+    for threads, base_s in base.items():
+        report.add(Row(section, name, seconds, audio, f"native {threads} thread{'s' if threads > 1 else ''}",
+                       base_s / seconds, f"{count_same(nbest, reference, lambda a, b: a[0].tokens == b[0].tokens)}"
+                       f"/{len(reference)}", reads if threads == 1 else None))
 
 
 def _wfst_graph(demo: Any, words: int) -> Any:
@@ -498,6 +512,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--wfst-words", type=int, default=2000)
     ap.add_argument("--cpu-threads", type=int, default=16, help="threads of the native engine's second baseline")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--compiled-graphs", action="store_true",
+                    help="also time CTC beam with torch.compile'd steps inside the CUDA graphs (compiles: slow start)")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks/latest"))
     args = ap.parse_args(argv)
     if args.quick:
