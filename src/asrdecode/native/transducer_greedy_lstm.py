@@ -411,9 +411,31 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
 
 
 # ------------------------------------------------------------------------- the engine choice of transducer.greedy
-#: weights read per model: ONNX models (files fixed once loaded) keep theirs; an LSTMTransducer's are
-#: re-read whenever its step weights change (``_step_weights`` returns new tensors after an update)
+#: weights read per model, with the key of what they were read from (:func:`_source_key`): an
+#: LSTMTransducer's every parameter and buffer (address, in-place version, dtype, shape), an ONNX model's
+#: files (size, mtime); any change of them re-reads the weights
 _WEIGHTS: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _tensor_key(name: str, t: torch.Tensor) -> tuple[Any, ...]:
+    return (name, t.data_ptr(), t._version, t.dtype, t.device, tuple(t.shape))
+
+
+def _source_key(model: Any) -> tuple[Any, ...]:
+    """What the native weights of ``model`` derive from: every named parameter and buffer of a
+    ``torch.nn.Module`` (``load_state_dict``, an optimizer step or an in-place edit changes the version or
+    the address), else the ONNX files' (path, size, mtime_ns)."""
+    if isinstance(model, torch.nn.Module):
+        return (tuple(_tensor_key(n, p) for n, p in model.named_parameters())
+                + tuple(_tensor_key(n, b) for n, b in model.named_buffers()))
+    out = []
+    for f in model.onnx_files:
+        try:
+            st = Path(f).stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(f), -1, -1))
+    return tuple(out)
 
 
 def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | StatelessJointWeights], str]:
@@ -428,10 +450,10 @@ def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | State
     if isinstance(model, LSTMTransducer):
         if model.joint_out.weight.dtype != torch.float32:
             return None, f"the model's parameters are {model.joint_out.weight.dtype}, the C++ greedy float32"
-        table = model._step_weights()[0]
+        key = _source_key(model)
         got = _WEIGHTS.get(model)
-        if got is None or got[0] is not table:
-            got = (table, weights_from_lstm_transducer(model))
+        if got is None or got[0] != key:
+            got = (key, weights_from_lstm_transducer(model))
             _WEIGHTS[model] = got
         return got[1], ""
     if not isinstance(model, (NemoOnnxTransducer, OnnxTransducer)):
@@ -443,14 +465,15 @@ def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | State
         return None, f"unk_as_blank={model.unk_as_blank!r} is folded by the tensor engine only"
     if isinstance(model, OnnxTransducer) and model.durations is not None:
         return None, "icefall-layout TDT joints are decoded by the tensor engine only"
+    source = _source_key(model)
     key = _WEIGHTS.get(model)
-    if key is None:
+    if key is None or key[0] != source:
         dec, joi = model.onnx_files
         if isinstance(model, NemoOnnxTransducer):
             w: Any = weights_from_nemo_onnx(dec, joi, model.blank_id, model.vocab_size, model.durations)
         else:
             w = weights_from_icefall_onnx(dec, joi, model.blank_id, model.vocab_size, model.context_size)
-        key = (None, w)
+        key = (source, w)
         _WEIGHTS[model] = key
     if key[1] is None:
         return None, "its decoder / joiner graphs are not a shape the C++ greedy reads"
