@@ -113,3 +113,87 @@ def test_paper_model_calibrates_to_its_target() -> None:
         rate = labels_per_frame(m, enc, n)
         assert _tokens(greedy(m, enc, n, engine="native")) == _tokens(greedy(m, enc, n, engine="torch"))
     assert 0.15 < rate < 0.45, rate
+
+
+# ----------------------------------------------------------------- ONNX graphs with ops the reader skips
+def _insert(path, where: str, op: str, value) -> None:
+    """Insert ``op`` (Add / Mul with the constant ``value``) into the ONNX graph at ``path``: after the graph's
+    first output (``where="output"``) or before the input of its activation, Tanh or Relu (``"act"``)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    m = onnx.load(str(path))
+    g = m.graph
+    if where == "output":
+        name = g.output[0].name
+        for n in g.node:
+            n.output[:] = [f"{name}_raw" if o == name else o for o in n.output]
+        src, dst, at = f"{name}_raw", name, len(g.node)
+    else:
+        act = next(n for n in g.node if n.op_type in ("Tanh", "Relu"))
+        src, dst, at = act.input[0], act.input[0] + "_scaled", list(g.node).index(act)
+        act.input[0] = dst
+    g.initializer.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), f"extra_{where}"))
+    g.node.insert(at, helper.make_node(op, [src, f"extra_{where}"], [dst]))
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+
+
+EDITS = {"joiner-output-add": ("joiner.onnx", "output", "Add", "ramp"),
+         "joiner-mul-before-activation": ("joiner.onnx", "act", "Mul", 2.5),
+         "decoder-output-scaled": ("decoder.onnx", "output", "Mul", 1.7)}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+@pytest.mark.parametrize("layout", ["nemo", "icefall"])
+def test_onnx_ops_the_native_reader_skips_keep_onnxruntime(tmp_path, layout, edit) -> None:
+    """An extra op in decoder.onnx / joiner.onnx that the C++ weight reader does not model: found at load by
+    probing against onnxruntime, a warning, and every search decodes with onnxruntime (engine="native" is
+    refused naming why); the unedited model runs natively."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("kaldi_native_fbank")
+    import warnings
+
+    import numpy as np
+    from sherpa_models import build_icefall, build_nemo
+
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.models.onnx_transducer import load_onnx_transducer
+    from asrdecode.models.sherpa_search import modified_beam_search
+    from asrdecode.native.transducer_greedy_lstm import native_greedy_weights
+
+    d = build_nemo(tmp_path / "m", normalize_type="NA", blank_bias=1.0) if layout == "nemo" \
+        else build_icefall(tmp_path / "m", blank_bias=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning for the unedited files
+        assert native_greedy_weights(load_onnx_transducer(str(d)).model)[0] is not None
+    edit_file, where, op, value = EDITS[edit]
+    if value == "ramp":
+        out = load_onnx_transducer(str(d)).model._out_width
+        value = np.linspace(-6.0, 6.0, out)
+    _insert(d / edit_file, where, op, value)
+    b = load_onnx_transducer(str(d))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        weights, why = native_greedy_weights(b.model)
+        assert native_greedy_weights(b.model)[0] is None  # said once: the answer is kept with the files' key
+    assert weights is None
+    if layout == "icefall" and edit_file == "decoder.onnx":  # the reader's own decoder probe refuses it
+        assert "not a shape" in why and not said
+    else:
+        assert "onnxruntime" in why and len(said) == 1 and "differs from what onnxruntime computes" in str(said[0].message)
+    g = torch.Generator().manual_seed(0)
+    width = b.model.enc_dim if layout == "nemo" else b.model._dec_width  # icefall: encoder_out as wide as decoder_out
+    enc = torch.randn(2, 12, width, generator=g) * 2
+    n = torch.tensor([12, 7])
+    with pytest.raises(DecodingInputError, match="engine='native' cannot decode"):
+        greedy(b.model, enc, n, engine="native")
+    with torch.no_grad():
+        assert _tokens(greedy(b.model, enc, n, engine="auto")) == _tokens(greedy(b.model, enc, n, engine="torch"))
+    kw = {"beam": 3, "unk_id": b.model.unk_id}
+    if layout == "icefall":
+        kw["context_size"] = b.model.context_size
+    got = modified_beam_search(b.model, enc, n, engine="auto", **kw)
+    want = modified_beam_search(b.model, enc, n, engine="torch", **kw)
+    assert [_tokens(r) for r in got] == [_tokens(r) for r in want]
