@@ -197,3 +197,24 @@ def test_onnx_ops_the_native_reader_skips_keep_onnxruntime(tmp_path, layout, edi
     got = modified_beam_search(b.model, enc, n, engine="auto", **kw)
     want = modified_beam_search(b.model, enc, n, engine="torch", **kw)
     assert [_tokens(r) for r in got] == [_tokens(r) for r in want]
+
+
+@pytest.mark.parametrize("cap", [2, 10])
+def test_alsd_engines_agree_when_the_cap_ends_every_frame(cap) -> None:
+    """Issue 35: a blank so unlikely that max_symbols ends every frame: ALSD++ beam 4 gives the same n-best
+    (tokens, frames; scores within float tolerance) on both engines."""
+    from asrdecode.transducer.beam import beam_search
+
+    torch.manual_seed(3)
+    m = LSTMTransducer(64, 16, 24, 32, blank_id=63).eval()
+    with torch.no_grad():
+        m.joint_out.bias[63] -= 40.0
+    enc = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(8))
+    n = torch.tensor([9, 5])
+    with torch.no_grad():
+        got = beam_search(m, enc, n, beam=4, max_symbols=cap, nbest=4, engine="native")
+        want = beam_search(m, enc, n, beam=4, max_symbols=cap, nbest=4, engine="torch")
+    for g, w, frames in zip(got, want, n.tolist()):
+        assert all(len(h.tokens) == cap * frames for h in w)  # the cap ends every frame
+        assert [h.tokens for h in g] == [h.tokens for h in w]
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-3)
