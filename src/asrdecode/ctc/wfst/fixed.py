@@ -28,6 +28,7 @@ first). Lattices are not recorded here: a state recording one runs the dynamic e
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -39,8 +40,10 @@ __all__ = ["GraphArrays", "FixedLoop", "run_fixed", "closure_fixed", "LOOPS", "U
 
 #: frames per round (one graph replay)
 UNROLL = 4
-#: loops (static buffers, captured graphs) kept between calls
+#: loops (static buffers, captured graphs) kept between calls, and the start closures' buffers
 LOOPS = LoopCache(4)
+CLOSURES = LoopCache(4)
+_CACHE_LOCK = threading.Lock()
 _NEG = float("-inf")
 _MIN64 = torch.iinfo(torch.int64).min
 _EPS_LAB2 = -2  # an epsilon entry's 2 * token + starts: token -1, starts 0
@@ -108,6 +111,7 @@ class Search:
         self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
         self.ar_C = torch.arange(C, device=dev)
         self.neg = torch.full((), _NEG, device=dev)
+        self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
 
     # -- prune ---------------------------------------------------------------------------------------
     def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
@@ -324,6 +328,8 @@ class FixedLoop(Search):
         self.lens = torch.zeros(self.Bb, dtype=torch.int64, device=dev)
         self.t = torch.zeros(1, dtype=torch.int64, device=dev)
         self.runner = StepRunner(mode, STATE_NAMES)
+        self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
+        self.flags: list[int] = []  # the call's [overflow, most candidates, most winners]
 
     def frame(self) -> None:
         """One frame at the device counter ``t`` (utterances with ``t < lens``; the others unchanged)."""
@@ -378,24 +384,32 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
                              max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
                              device=am.device)
 
-        loop: FixedLoop = LOOPS.get(key, make)
-        loop.over.zero_()
-        loop.need.zero_()
-        loaded = loop.load_tokens(state.toks, B)
-        loop.x[:T, :B].copy_(am.transpose(0, 1))
-        loop.lens.zero_()
-        loop.lens[:B].copy_(lens)
-        loop.t.zero_()
-        if loop.boost is not None:
-            loop.boost[:B].copy_(boost)
-        rounds = -(-T // UNROLL)
-        end = rounds * UNROLL
-        run_until_done(loop.runner, _round, loop, lambda lp: (lp.t >= end)[0], first_check=rounds, limit=rounds)
-        flags = torch.cat([loop.over.long(), loop.need]).tolist()
-        if not flags[0]:
-            break
-        _grow(decoder, ga, Bb, flags[1:], K, C, M)
-    state.toks = loop.unload(B, T * loop.stages_per_frame, loaded, state.hist, state.offset)
+        with _CACHE_LOCK:
+            loop: FixedLoop = LOOPS.get(key, make)
+        with loop.lock:
+            if _run_once(loop, state, am, lens, B, T, boost):
+                state.toks = loop.unload(B, T * loop.stages_per_frame, loop.loaded, state.hist, state.offset)
+                return
+        _grow(decoder, ga, Bb, loop.flags[1:], K, C, M)
+
+
+def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor, B: int, T: int,
+              boost: torch.Tensor | None) -> bool:
+    """Load a call into ``loop`` and run its frames; False when a frame overflowed (``loop.flags``)."""
+    loop.over.zero_()
+    loop.need.zero_()
+    loop.loaded = loop.load_tokens(state.toks, B)
+    loop.x[:T, :B].copy_(am.transpose(0, 1))
+    loop.lens.zero_()
+    loop.lens[:B].copy_(lens)
+    loop.t.zero_()
+    if loop.boost is not None:
+        loop.boost[:B].copy_(boost)
+    rounds = -(-T // UNROLL)
+    end = rounds * UNROLL
+    run_until_done(loop.runner, _round, loop, lambda lp: (lp.t >= end)[0], first_check=rounds, limit=rounds)
+    loop.flags = torch.cat([loop.over.long(), loop.need]).tolist()
+    return not loop.flags[0]
 
 
 def closure_fixed(decoder: Any, ga: GraphArrays, toks: _Tokens, B: int, hist: _History, boost: torch.Tensor | None
@@ -409,15 +423,22 @@ def closure_fixed(decoder: Any, ga: GraphArrays, toks: _Tokens, B: int, hist: _H
         width = min(width * ga.P, ga.S)
         reach = min(reach + width, ga.S)
     K = min(decoder.max_active, reach)
-    s = Search(ga, Bb=B, K=K, C=K, M=1, stages=ga.eps_depth, beam=decoder.beam, max_active=decoder.max_active,
-               min_active=decoder.min_active, boost_width=0 if boost is None else boost.shape[1],
-               device=toks.b.device)
-    s.frame0 = -1
-    s.stages_per_frame = ga.eps_depth
-    if boost is not None and s.boost is not None:
-        s.boost.copy_(boost)
-    loaded = s.load_tokens(toks, B)
-    s.front.copy_(s.tok_s < ga.S)
-    for p in range(ga.eps_depth):
-        s.epsilon(torch.full((1,), p, dtype=torch.int64, device=toks.b.device))
-    return s.unload(B, ga.eps_depth, loaded, hist, torch.zeros(B, dtype=torch.int64, device=toks.b.device))
+    Bb, dev = bucket(B, 8), toks.b.device
+    W = 0 if boost is None else boost.shape[1]
+
+    def make() -> Search:
+        s = Search(ga, Bb=Bb, K=K, C=K, M=1, stages=ga.eps_depth, beam=decoder.beam, max_active=decoder.max_active,
+                   min_active=decoder.min_active, boost_width=W, device=dev)
+        s.frame0, s.stages_per_frame = -1, ga.eps_depth
+        return s
+
+    with _CACHE_LOCK:
+        s: Search = CLOSURES.get((ga.key(), Bb, K, W, decoder.beam, decoder.max_active, decoder.min_active, dev), make)
+    with s.lock:
+        if boost is not None and s.boost is not None:
+            s.boost[:B].copy_(boost)
+        loaded = s.load_tokens(toks, B)
+        s.front.copy_(s.tok_s < ga.S)
+        for p in range(ga.eps_depth):
+            s.epsilon(torch.full((1,), p, dtype=torch.int64, device=dev))
+        return s.unload(B, ga.eps_depth, loaded, hist, torch.zeros(B, dtype=torch.int64, device=dev))
