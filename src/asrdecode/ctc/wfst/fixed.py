@@ -350,8 +350,8 @@ def _round(loop: FixedLoop) -> None:
 def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> tuple[int, int, int]:
     """``(K, C, M)``: slots, winner rows, candidate budget from the decoder's remembered capacities."""
     caps = decoder.__dict__.setdefault("_fixed_caps", {})
-    C = caps.get(("C", ga.S), min(ga.S, 1024))
-    per = caps.get(("M", ga.S), min(min(decoder.max_active, C) * max(ga.D, 1), 4096))
+    C = caps.get(("C", ga.S), min(ga.S, 256))
+    per = caps.get(("M", ga.S), min(min(decoder.max_active, C) * max(ga.D, 1), 2048))
     return min(decoder.max_active, C), C, bucket(Bb * per, 64)
 
 
