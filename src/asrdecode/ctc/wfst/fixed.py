@@ -379,7 +379,7 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
         key = (mode, ga.key(), Bb, Tb, V, K, C, M, W, decoder.beam, decoder.max_active, decoder.min_active,
                am.device)
 
-        def make() -> FixedLoop:
+        def make(K: int = K, C: int = C, M: int = M) -> FixedLoop:
             return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, K=K, C=C, M=M, beam=decoder.beam,
                              max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
                              device=am.device)
@@ -403,7 +403,7 @@ def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor,
     loop.lens.zero_()
     loop.lens[:B].copy_(lens)
     loop.t.zero_()
-    if loop.boost is not None:
+    if loop.boost is not None and boost is not None:
         loop.boost[:B].copy_(boost)
     rounds = -(-T // UNROLL)
     end = rounds * UNROLL
