@@ -49,3 +49,33 @@ def test_wfst_on_cuda_equals_cpu():
     assert [[h.tokens for h in n] for n in got] == [[h.tokens for h in n] for n in want]
     for n, m in zip(got, want):
         assert [h.score for h in n] == pytest.approx([h.score for h in m], rel=1e-4)
+
+
+def test_wfst_fixed_loop_on_cuda_equals_cpu():
+    """The 1-best device loop (CUDA graphs): equal to the CPU's, no sync inside the rounds, a warm call on the
+    same buckets (B 6 -> 8, T 37 -> 48) captures nothing."""
+    pytest.importorskip("kaldifst")
+    from asrdecode.ctc.wfst import WFSTDecoder, build_tlg, fixed
+    from test_ctc_wfst import BLANK, LEXICON, V, _lm
+
+    g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
+    gen = torch.Generator().manual_seed(4)
+    lp = torch.log_softmax(2 * torch.randn(6, 37, V, generator=gen), -1)
+    lens = torch.tensor([37, 23, 0, 31, 5, 37])
+    rows = torch.tensor([5, 0, 1, 2, 3, 3])
+    boosts = [{"ab": 1.0}, None, None, {"b": -0.5}, None, None]
+    for kw in ({"beam": 12.0, "max_active": 4, "acoustic_scale": 2.0}, {"min_active": 2, "beam": 3.0}):
+        cpu = WFSTDecoder(g, engine="torch", **kw)
+        want, want2 = cpu(lp, lens, boosts=boosts), cpu(lp[rows], lens[rows])
+        dec = WFSTDecoder(g, engine="torch", **kw)
+        with strict_syncs():
+            got = dec(lp.cuda(), lens.cuda(), boosts=boosts)
+            dec(lp[rows].cuda(), lens[rows].cuda())
+            captures = sum(loop.runner.captures for loop in fixed.LOOPS._entries.values())
+            got2 = dec(lp[rows].cuda(), lens[rows].cuda())
+            assert sum(loop.runner.captures for loop in fixed.LOOPS._entries.values()) == captures
+        for a, b in ((got, want), (got2, want2)):
+            assert [h.words for h in a] == [h.words for h in b]
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert [h.timestamps for h in a] == [h.timestamps for h in b]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-4)

@@ -22,6 +22,7 @@ from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
 from ...native.choice import ENGINES as _ENGINES
 from ..beam import _use_native
+from . import fixed as _fixed
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
@@ -128,6 +129,7 @@ class WFSTDecoder:
         self._dense: tuple | None = None
         self._packed: tuple | None = None
         self._state_max: tuple | None = None
+        self._fixed_arrays: tuple | None = None
         self._local = threading.local()  # per-thread scratch arrays (a decoder may serve several threads)
         self._move_lock = threading.Lock()
 
@@ -160,6 +162,7 @@ class WFSTDecoder:
                     self._dense = None
                     self._packed = None
                     self._state_max = None
+                    self._fixed_arrays = None
         self.graph.ensure_valid()  # both engines read only a validated graph
         return self.graph
 
@@ -194,6 +197,16 @@ class WFSTDecoder:
                 g.e_score.float().view(torch.int32)], 1).contiguous()
         self._packed = (g, rows)
         return rows
+
+    def _graph_arrays(self, g: DecodingGraph) -> "_fixed.GraphArrays | None":
+        """The arrays of the fixed-shape search (:mod:`.fixed`), or None when it cannot run on ``g``
+        (no emitting arcs, or a graph beyond int32 arc rows)."""
+        if self._fixed_arrays is not None and self._fixed_arrays[0] is g:
+            return self._fixed_arrays[1]
+        rows = self._arc_rows(g)
+        ga = None if rows is None or rows.shape[0] == 0 else _fixed.GraphArrays(g, rows)
+        self._fixed_arrays = (g, ga)
+        return ga
 
     def _dense_rows(self, g: DecodingGraph) -> tuple | None:
         """Arcs of the states with the most emitting arcs (at least ``dense_min_degree``, within
@@ -453,7 +466,11 @@ class WFSTDecoder:
         toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
         boost = self._boost_table(boosts, B, dev)
         rec = LatticeRecorder(self.lattice_beam, g.eps_depth) if lattice else None
-        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost, rec)
+        ga = None if lattice else self._graph_arrays(g)
+        if ga is not None:  # the fixed-shape passes: no host reads
+            toks = _fixed.closure_fixed(self, ga, toks, B, hist, boost)
+        else:
+            toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost, rec)
         if rec is not None:
             rec.nid = rec.close_step(toks.b, toks.s, toks.score, g.num_states)
             at_start = torch.nonzero(toks.s == g.start).squeeze(1)
@@ -489,6 +506,11 @@ class WFSTDecoder:
                 return state
             if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
                 raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
+        ga = self._graph_arrays(g) if state.lattice is None else None
+        if ga is not None:  # 1-best: the fixed-shape device loop (:mod:`.fixed`)
+            _fixed.run_fixed(self, ga, state, am, lens)
+            state.offset = state.offset + lens
+            return state
         toks = state.toks
         dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
