@@ -42,7 +42,7 @@ def test_fixed_path_equals_native_and_dynamic_engine(seed):
     lp, lengths, boosts = _inputs(seed, g, 3, 11)
     kw = _settings(seed)
     want = WFSTDecoder(g, engine="native", **kw)(lp, lengths, boosts=boosts)
-    ten = WFSTDecoder(g, engine="torch", **kw)
+    ten = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     _same(ten(lp, lengths, boosts=boosts), want)
     _same(_dynamic(ten, lp, lengths, boosts), want)
 
@@ -54,7 +54,7 @@ def test_fixed_path_streamed_equals_whole(seed, chunk):
     T = 11
     lp, lengths, boosts = _inputs(seed, g, 3, T)
     kw = _settings(seed)
-    ten, nat = WFSTDecoder(g, engine="torch", **kw), WFSTDecoder(g, engine="native", **kw)
+    ten, nat = WFSTDecoder(g, engine="torch", loop="fixed", **kw), WFSTDecoder(g, engine="native", **kw)
     state = ten.init_state(3, boosts=boosts)
     for i, lo in enumerate(range(0, T, chunk)):
         part = lp[:, lo : lo + chunk]
@@ -70,7 +70,7 @@ def test_overflowing_capacities_grow_with_the_same_result(kw):
     lp = torch.log_softmax(2 * torch.randn(5, 30, V, generator=gen), -1)
     lens = torch.tensor([30, 17, 0, 25, 30])
     want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
-    dec = WFSTDecoder(g, engine="torch", **kw)
+    dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     S = g.num_states
     dec._fixed_caps = {("C", S): 1, ("M", S): 1}
     _same(dec(lp, lens), want)
@@ -103,13 +103,13 @@ def test_graph_path_equals_eager(kw):
     g, lp, lens = _tlg_case(5, 23, 2)  # B=5 -> 8 rows, T=23 -> 32 frames (padding)
     rows = torch.tensor([4, 0, 1, 2, 3, 1])  # a second batch, the same buckets
     boosts = [{"ab": 1.0}, None, None, {"b": -0.5}, None]
-    eager = WFSTDecoder(g, engine="torch", **kw)
+    eager = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     want, want2 = eager(lp, lens, boosts=boosts), eager(lp[rows], lens[rows])
     with pytest.MonkeyPatch.context() as mp:
         fixed.LOOPS.clear()
         mp.setattr(fixed, "resolve_mode", lambda mode, device: "cuda_graphs")
         mp.setattr(fixed, "StepRunner", EmulatedGraphRunner)
-        dec = WFSTDecoder(g, engine="torch", **kw)
+        dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
         _same(dec(lp, lens, boosts=boosts), want)
         dec(lp[rows], lens[rows])  # the first call of this layout captures
         runners = [loop.runner for loop in fixed.LOOPS._entries.values()]
@@ -126,7 +126,7 @@ def test_host_reads_per_call_are_a_small_constant(graphs_on_cpu):
     counts = []
     for T in (150, 40):
         g, lp, lens = _tlg_case(8, T, 3)
-        dec = WFSTDecoder(g, engine="torch", beam=12.0, max_active=20)
+        dec = WFSTDecoder(g, engine="torch", loop="fixed", beam=12.0, max_active=20)
         dec(lp, lens)  # capture (emulated) outside the count
         with count_host_reads() as reads, count_device_syncs() as syncs:
             dec(lp, lens)
@@ -140,7 +140,7 @@ def test_ops_per_frame_are_bounded():
     """The frame's op count (kernels, roughly): a regression shows here."""
     g, lp, lens = _tlg_case(8, 40, 4)
     lens[:] = 40
-    dec = WFSTDecoder(g, engine="torch", max_active=20)
+    dec = WFSTDecoder(g, engine="torch", loop="fixed", max_active=20)
     dec(lp, lens)
     ops = []
     for frames in (40, 20):
@@ -148,3 +148,15 @@ def test_ops_per_frame_are_bounded():
             dec(lp[:, :frames], lens.clamp(max=frames))
         ops.append(syncs.ops)
     assert (ops[0] - ops[1]) / 20 <= 600, ops
+
+
+def test_loop_option_chooses_the_frame_loop_and_is_checked():
+    from asrdecode.errors import DecodingInputError
+
+    g = _tlg_case(1, 1, 0)[0]
+    for loop, expect_fixed in (("fixed", True), ("dynamic", False), ("auto", False)):  # auto: CPU -> dynamic
+        dec = WFSTDecoder(g, engine="torch", loop=loop)
+        assert (dec._graph_arrays(g, torch.device("cpu")) is not None) == expect_fixed
+    assert WFSTDecoder(g, engine="torch", loop="auto")._graph_arrays(g, torch.device("meta")) is not None
+    with pytest.raises(DecodingInputError, match="loop must be one of"):
+        WFSTDecoder(g, loop="fast")
