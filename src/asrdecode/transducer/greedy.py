@@ -444,9 +444,16 @@ class GreedyDecoder:
         self.acceleration = acceleration
         #: compile / CUDA-graph loops (static buffers and captured graphs) kept between calls, per bucket
         self._cache = LoopCache(8)
+        self._runners: "weakref.WeakSet[StepRunner]" = weakref.WeakSet()
         self._lock = threading.Lock()
         #: rounds per frame of earlier calls: where the next call first reads the loop's flag
         self._stats = _loop_stats(model, "wind" if window > 1 else loop)
+
+    @property
+    def captures(self) -> int:
+        """CUDA graphs captured by this decoder's cached loops (``acceleration="cuda_graphs"``): a warm call
+        whose batch and length fall in an earlier call's bucket captures none."""
+        return sum(run.captures for run in self._runners)
 
     def init_state(self, batch: int, *, device: torch.device | str = "cpu",
                    dtype: torch.dtype | None = None) -> GreedyState:
@@ -560,7 +567,10 @@ class GreedyDecoder:
         the settings, dtype and device; made at the bucket's first call."""
         B, T, D = enc.shape
         Bb, Tb = bucket(B), bucket(T)
-        key = (parameters_key(self.model), mode, self.loop, self.window, self.max_symbols, self.precompute,
+        # parameters' versions too: a graph may bake in data derived from them (e.g. a prediction-network
+        # weight table), so an in-place weight update makes a new entry
+        versions = tuple(t._version for t in self.model.parameters()) if isinstance(self.model, torch.nn.Module) else ()
+        key = (parameters_key(self.model), versions, mode, self.loop, self.window, self.max_symbols, self.precompute,
                _checks.MAX_SYMBOLS_GUARD, Bb, Tb, D, enc.dtype, enc.device)
 
         def make() -> tuple[_Loop, StepRunner]:
@@ -574,7 +584,9 @@ class GreedyDecoder:
             start = GreedyState(pred_state=model.select_state(state.pred_state, rows), dec_out=state.dec_out[rows],
                                 skip=zeros, offset=zeros.clone(), hyps=hyps)
             lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute)
-            return lp, StepRunner(mode, _Loop.STATE)
+            run = StepRunner(mode, _Loop.STATE)
+            self._runners.add(run)
+            return lp, run
 
         return self._cache.get(key, make)
 
