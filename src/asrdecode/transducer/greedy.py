@@ -14,12 +14,20 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
   (WIND, RNN-T) the inner loop evaluates the joint on ``w`` frames at once and jumps to the
   first non-blank frame.
 - ``loop="frames"`` (Algorithm 2 of the paper, the baseline): the outer loop walks frames; all
-  utterances on that frame take decisions together; after an iteration in which some utterance
-  emitted a label, the prediction network runs for the whole batch and its results are kept
-  only where a label was emitted.
+  utterances on that frame take decisions together; the labels are emitted with one prediction
+  network step for the whole batch, its results kept only where a label was emitted.
 
-Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
-checks one flag between steps. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
+The loops stay on the device (DESIGN rule 3): a call is rounds of sync-free, masked steps driven by
+:func:`~asrdecode.accel.run_until_done`, which reads the ``done`` flag on the host only at O(log) check
+points (a round run past the end changes nothing). A label-looping round is :data:`FIND_STEPS` find
+steps (the joint only, for the rows still searching; WIND: one window step) and one emit step for the
+rows that found their label (the prediction network runs once for the batch, its output kept where
+emitted); a frame-looping round is one decision of the rows on the earliest active frame plus its emit
+step. Each row's decisions are Algorithm 1's whatever the round shape. Hypothesis storage is reserved
+on the host between round batches; ``max_symbols=None``'s runaway guard is a device flag read after the
+loop. Eager mode runs on the call's tensors; ``"compile"`` / ``"cuda_graphs"`` run a static loop cached
+on the :class:`GreedyDecoder` per (B, T) :func:`~asrdecode.accel.bucket` (padded rows have length 0), so
+a warm call replays its graphs. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
 chunk) / ``finalize``; the final hypotheses equal whole-utterance decoding.
 
 ``engine="native"`` runs whole-utterance decoding in C++ (:mod:`asrdecode.native.transducer_greedy_lstm`:
@@ -416,7 +424,9 @@ class GreedyDecoder:
         precompute_projections: project encoder output once and each label once (paper 3.4);
             False projects inside every joint call (the baseline of the paper's Table 4).
         tokenizer: fills ``Hypothesis.text`` when given.
-        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
+        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU). Compile and
+            graph modes keep their static loops (buffers, graphs) on this object per (B, T) bucket: reuse
+            one decoder across calls for warm graphs (:attr:`captures` counts the captures).
         engine: "torch" (these tensor loops), "native" (:meth:`decode` in C++: CPU float32 encoder output,
             eager, ``max_symbols`` set, a model whose weights the C++ greedy reads -- an
             :class:`LSTMTransducer` or a sherpa-onnx ONNX transducer of either layout; otherwise a named
