@@ -135,10 +135,10 @@ def _observed_steps(model, enc: torch.Tensor, lengths: torch.Tensor, window: int
     seen: Counter = Counter()
     inner = greedy_mod._find_label_window_step
 
-    def recording(lp, rows=None):
-        need = (lp.active & ~lp.found).clone()
+    def recording(lp):
+        need = (lp.active & ~lp.has).clone()  # the rows still searching take the step
         before = lp.t.clone()
-        inner(lp, rows)
+        inner(lp)
         for adv in (lp.t - before)[need].tolist():
             seen[int(adv)] += 1
 

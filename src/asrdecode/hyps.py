@@ -2,8 +2,9 @@
 
 :class:`BatchedHyps` keeps the transcripts of ``B`` utterances in ``[B, L]`` tensors and appends
 with masked in-place writes (no host synchronisation). Capacity doubles when needed; the check
-uses a host-side counter of append calls (each call adds at most one token per utterance), so
-growing never reads a tensor value.
+uses a host-side counter of reserved appends (each append adds at most one token per utterance), so
+growing never reads a tensor value: a device-resident loop reserves ``n`` appends before ``n`` rounds
+(:meth:`BatchedHyps.reserve`) and writes inside them with :meth:`BatchedHyps.write`.
 """
 
 from __future__ import annotations
@@ -51,23 +52,60 @@ class BatchedHyps:
         out = [self.lengths, self.tokens, self.timestamps, self.scores]
         return out + ([self.durations] if self.durations is not None else [])
 
-    def _grow(self) -> None:
-        def doubled(x: torch.Tensor) -> torch.Tensor:
-            return torch.cat([x, torch.zeros_like(x)], dim=1)
+    @property
+    def reserved(self) -> int:
+        """Appends reserved so far: an upper bound of ``max(lengths)`` known on the host."""
+        return self._appends
 
-        self.tokens = doubled(self.tokens)
-        self.timestamps = doubled(self.timestamps)
+    def _grow_to(self, capacity: int) -> None:
+        """Reallocate the ``[B, L]`` storage with ``capacity`` columns (contents kept)."""
+
+        def grown(x: torch.Tensor) -> torch.Tensor:
+            return torch.cat([x, x.new_zeros(x.shape[0], capacity - x.shape[1])], dim=1)
+
+        self.tokens = grown(self.tokens)
+        self.timestamps = grown(self.timestamps)
         if self.durations is not None:
-            self.durations = doubled(self.durations)
+            self.durations = grown(self.durations)
+
+    def reserve(self, n: int) -> bool:
+        """Make room for ``n`` more appends (capacity doubles until it fits); returns True if the tensors
+        were reallocated (a captured CUDA graph over them must be captured again)."""
+        need = self._appends + max(int(n), 0)
+        capacity = self.capacity
+        while capacity < need:
+            capacity *= 2
+        self._appends = need
+        if capacity == self.capacity:
+            return False
+        self._grow_to(capacity)
+        return True
 
     def reserve_append(self) -> bool:
         """Make room for one more append; returns True if the tensors were reallocated."""
-        grown = False
-        while self._appends >= self.capacity:
-            self._grow()
-            grown = True
-        self._appends += 1
-        return grown
+        return self.reserve(1)
+
+    def reset(self) -> None:
+        """Empty every hypothesis in place (storage and capacity kept): a cached loop's reuse."""
+        self.lengths.zero_()
+        self.scores.zero_()
+        self._appends = 0
+
+    def extend(self, other: "BatchedHyps") -> None:
+        """Append ``other``'s hypotheses (first ``self.batch`` rows) after each of ours: tokens, timestamps,
+        durations, scores added. Sync-free: every row scatters ``other.reserved`` columns at its length (the
+        columns past ``other``'s lengths land past ours, unread)."""
+        m = min(other.reserved, other.capacity)
+        self.reserve(m)
+        B = self.batch
+        if m:
+            pos = self.lengths.unsqueeze(1) + torch.arange(m, device=self.lengths.device)
+            self.tokens.scatter_(1, pos, other.tokens[:B, :m])
+            self.timestamps.scatter_(1, pos, other.timestamps[:B, :m])
+            if self.durations is not None and other.durations is not None:
+                self.durations.scatter_(1, pos, other.durations[:B, :m])
+        self.lengths += other.lengths[:B]
+        self.scores += other.scores[:B]
 
     def write(
         self, mask: torch.Tensor, tokens: torch.Tensor, timestamps: torch.Tensor, durations: torch.Tensor | None = None

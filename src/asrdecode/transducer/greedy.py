@@ -14,12 +14,20 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
   (WIND, RNN-T) the inner loop evaluates the joint on ``w`` frames at once and jumps to the
   first non-blank frame.
 - ``loop="frames"`` (Algorithm 2 of the paper, the baseline): the outer loop walks frames; all
-  utterances on that frame take decisions together; after an iteration in which some utterance
-  emitted a label, the prediction network runs for the whole batch and its results are kept
-  only where a label was emitted.
+  utterances on that frame take decisions together; the labels are emitted with one prediction
+  network step for the whole batch, its results kept only where a label was emitted.
 
-Every step is a sync-free function of a loop state (see :mod:`asrdecode.accel`); the driver
-checks one flag between steps. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
+The loops stay on the device (DESIGN rule 3): a call is rounds of sync-free, masked steps driven by
+:func:`~asrdecode.accel.run_until_done`, which reads the ``done`` flag on the host only at O(log) check
+points (a round run past the end changes nothing). A label-looping round is :data:`FIND_STEPS` find
+steps (the joint only, for the rows still searching; WIND: one window step) and one emit step for the
+rows that found their label (the prediction network runs once for the batch, its output kept where
+emitted); a frame-looping round is one decision of the rows on the earliest active frame plus its emit
+step. Each row's decisions are Algorithm 1's whatever the round shape. Hypothesis storage is reserved
+on the host between round batches; ``max_symbols=None``'s runaway guard is a device flag read after the
+loop. Eager mode runs on the call's tensors; ``"compile"`` / ``"cuda_graphs"`` run a static loop cached
+on the :class:`GreedyDecoder` per (B, T) :func:`~asrdecode.accel.bucket` (padded rows have length 0), so
+a warm call replays its graphs. Streaming: :class:`GreedyDecoder`'s ``init_state`` / ``advance`` (per
 chunk) / ``finalize``; the final hypotheses equal whole-utterance decoding.
 
 ``engine="native"`` runs whole-utterance decoding in C++ (:mod:`asrdecode.native.transducer_greedy_lstm`:
@@ -29,13 +37,16 @@ where it applies (streaming ``advance`` stays on the tensor engine).
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
+from torch.utils._pytree import tree_flatten
 
-from ..accel import StepRunner, resolve_mode
+from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
 from ..native.choice import ENGINES, use_native
@@ -76,28 +87,34 @@ class GreedyState:
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
 
 
+#: find steps per label-looping round (joint only) before the round's emit step (prediction network):
+#: a row's next label is usually found within a round, and a round's prediction runs at most once per
+#: ``k`` joints; each row's decisions are Algorithm 1's whatever ``k``
+FIND_STEPS = 2
+#: the same for WIND rounds: one window step (``w`` frames) usually reaches the next label
+WIND_FIND_STEPS = 1
+#: rounds per frame of a first call (the first flag check); later calls use the observed rate
+_FIRST_ROUNDS_PER_FRAME = {"labels": 0.6, "wind": 0.3, "frames": 1.5}
+
+
 class _Loop:
-    """Loop state of one greedy call: tensors only, updated by the step functions."""
+    """Loop state of one greedy call: tensors only, updated by the step functions.
+
+    Shapes: ``B`` rows (a static loop: the padded batch), ``T`` frames, ``H`` joint width. Per row:
+    ``t`` the current frame, ``active`` (``t < lengths``), ``has`` (a label found, emitted at the round's
+    emit step), ``symbols`` labels on the current frame, ``pending_*`` the found label's decision; the
+    0-dim ``done`` (no row active, or a runaway) and ``frame`` (frame-looping's current frame).
+    """
 
     # attributes the steps replace (for the CUDA-graph in-place wrapper)
     STATE = (
-        "t", "active", "found", "symbols", "pending_label", "pending_logp", "pending_dur",
-        "dec_out", "dec_proj", "pred_state", "hyps", "emit",
+        "t", "active", "has", "symbols", "pending_label", "pending_logp", "pending_dur", "frame", "done",
+        "runaway", "live", "dec_out", "dec_proj", "pred_state", "hyps",
     )  # fmt: skip
 
-    def __init__(
-        self,
-        model: TransducerModel,
-        enc: torch.Tensor,
-        lengths: torch.Tensor,
-        state: GreedyState,
-        window: int,
-        max_symbols: int | None,
-        precompute: bool,
-        compact: bool = False,
-    ) -> None:
+    def __init__(self, model: TransducerModel, enc: torch.Tensor, lengths: torch.Tensor, state: GreedyState,
+                 window: int, max_symbols: int | None, precompute: bool) -> None:
         B, T, _ = enc.shape
-        self.compact = compact
         dev = enc.device
         self.model = model
         self.V = model.vocab_size
@@ -106,59 +123,78 @@ class _Loop:
         self.tdt = self.rule.tdt
         self.durations = torch.tensor(self.rule.values, device=dev) if self.tdt else None
         self.max_symbols = max_symbols
+        #: labels on one frame past which a ``max_symbols=None`` search is a runaway (None: capped search)
+        self.guard = _checks.MAX_SYMBOLS_GUARD if max_symbols is None else None
         self.precompute = precompute
         self.T = T
+        self.window = window
+        self.find_steps = WIND_FIND_STEPS if window > 1 else FIND_STEPS
+        self.b_idx = torch.arange(B, device=dev)
+        self.win = torch.arange(window, device=dev)
         self.enc = model.project_encoder(enc) if precompute else enc
         self.lengths = lengths
         self.offset = state.offset
-        self.b_idx = torch.arange(B, device=dev)
-        self.win = torch.arange(window, device=dev)
-        self.window = window
         self.hyps = state.hyps
         self.pred_state = state.pred_state
         self.dec_out = state.dec_out
         self.dec_proj = model.project_decoder(state.dec_out) if precompute else state.dec_out
         self.t = state.skip.clone()
         self.active = self.t < lengths
-        self.found = ~self.active
+        self.has = torch.zeros(B, dtype=torch.bool, device=dev)
         self.symbols = torch.zeros(B, dtype=torch.long, device=dev)
         self.pending_label = torch.full((B,), self.blank, dtype=torch.long, device=dev)
         self.pending_logp = torch.zeros(B, dtype=state.hyps.scores.dtype, device=dev)
         self.pending_dur = torch.zeros(B, dtype=torch.long, device=dev)
-        self.frame = torch.zeros((), dtype=torch.long, device=dev)  # frame-looping's current frame
-        self.emit = torch.zeros(B, dtype=torch.bool, device=dev)  # frame-looping's labels to emit
+        self.runaway = torch.zeros((), dtype=torch.bool, device=dev)
+        self.live = torch.zeros((), dtype=torch.long, device=dev)  # rounds that found work (not done)
+        self.frame = _current_frame(self)
+        self.done = ~self.active.any()
+
+    def load(self, enc: torch.Tensor, lengths: torch.Tensor, state: GreedyState) -> None:
+        """Copy one call's inputs into this (static, padded) loop's buffers and reset the loop in place:
+        ``enc [b, T', D]`` with ``b <= B``, ``T' <= T`` (rows past ``b`` get length 0), its ``lengths [b]``
+        and ``state`` (batch ``b``). No tensor is replaced: captured graphs stay valid."""
+        b, T = enc.shape[:2]
+        model = self.model
+        self.enc[:b, :T].copy_(model.project_encoder(enc) if self.precompute else enc)
+        self.lengths.zero_()
+        self.lengths[:b].copy_(lengths)
+        self.offset.zero_()
+        self.offset[:b].copy_(state.offset)
+        self.t.zero_()
+        self.t[:b].copy_(state.skip)
+        self.dec_out[:b].copy_(state.dec_out)
+        self.dec_proj.copy_(model.project_decoder(self.dec_out) if self.precompute else self.dec_out)
+        rows = self.b_idx.clamp(max=b - 1)  # padded rows: copies of row 0 (length 0, never read)
+        for mine, given in zip(tree_flatten(self.pred_state)[0], tree_flatten(model.select_state(state.pred_state, rows))[0]):
+            mine.copy_(given)
+        self.active.copy_(self.t < self.lengths)
+        self.has.zero_()
+        self.symbols.zero_()
+        self.pending_label.fill_(self.blank)
+        self.pending_logp.zero_()
+        self.pending_dur.zero_()
+        self.runaway.zero_()
+        self.live.zero_()
+        self.frame.copy_(_current_frame(self))
+        self.done.copy_(~self.active.any())
+        self.hyps.reset()
 
     # -- the joint after projection, and one decision per row ----------------------------------
 
-    def joint_at(self, frames: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels.
-
-        With ``rows [n]`` only those utterances are evaluated (``frames`` then has ``n`` rows).
-        """
+    def joint_at(self, frames: torch.Tensor) -> torch.Tensor:
+        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels."""
         frames = frames.clamp(max=self.T - 1)
-        b = self.b_idx if rows is None else rows
-        dec = self.dec_proj if rows is None else self.dec_proj[rows]
+        dec = self.dec_proj
         if frames.dim() == 1:
-            enc = self.enc[b, frames]
+            enc = self.enc[self.b_idx, frames]
         else:
-            enc = self.enc[b.unsqueeze(1), frames]
+            enc = self.enc[self.b_idx.unsqueeze(1), frames]
             dec = dec.unsqueeze(1)
         if not self.precompute:
             enc = self.model.project_encoder(enc)
             dec = self.model.project_decoder(dec)
         return checked_joint(self.model, enc, dec)
-
-    def decisions(
-        self, frames: torch.Tensor, rows: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`decide` at ``frames``; with ``rows`` only for those, the others get (blank, 0, 0)."""
-        if rows is None:
-            return self.decide(self.joint_at(frames))
-        out = self.decide(self.joint_at(frames[rows], rows))
-        fills = (self.blank, 0, 0)
-        return tuple(  # type: ignore[return-value]
-            x.new_full(frames.shape, fill).index_copy_(0, rows, x) for x, fill in zip(out, fills)
-        )
 
     def decide(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Greedy decision per row: (label, log-prob of the decision, duration value; 0 for RNN-T)."""
@@ -175,17 +211,24 @@ class _Loop:
     # -- steps shared by both loops --------------------------------------------------------------
 
     def emit_and_advance(self, emit: torch.Tensor, label: torch.Tensor, logp: torch.Tensor, dur: torch.Tensor) -> None:
-        """Append ``label`` where ``emit``, advance time by the label rule, update the prediction network."""
+        """Append ``label`` where ``emit``, advance time by the label rule, update the prediction network
+        (run for every row, kept where ``emit``: static shapes)."""
         self.hyps.write(emit, label, self.t + self.offset, dur if self.tdt else None)
         self.hyps.scores += torch.where(emit, logp, 0)
-        symbols = self.symbols + emit.long()
-        advance = self.rule.label_advance(dur)
-        if self.max_symbols is not None:
-            forced = emit & (advance == 0) & (symbols >= self.max_symbols)
-            advance = advance + forced.long()
-        self.t = self.t + torch.where(emit, advance, 0)
-        self.symbols = torch.where(emit & (advance > 0), 0, symbols)
-        dec_out, new_state = self.model.predict(torch.where(emit, label, self.blank), self.pred_state)
+        symbols = self.symbols + emit
+        moved: torch.Tensor | None = None  # rows whose label moved time on (their frame's count restarts)
+        if self.tdt:
+            advance = torch.where(emit, dur, 0)
+            if self.max_symbols is not None:
+                advance = advance + (emit & (dur == 0) & (symbols >= self.max_symbols))
+            moved = advance > 0
+            self.t = self.t + advance
+        elif self.max_symbols is not None:  # an RNN-T label stays on its frame unless it is the max_symbols-th
+            moved = emit & (symbols >= self.max_symbols)
+            self.t = self.t + moved
+        self.symbols = symbols if moved is None else torch.where(moved, 0, symbols)
+        # every row's label goes in (found labels are vocabulary ids): the outputs are kept where emitted
+        dec_out, new_state = self.model.predict(label, self.pred_state)
         self.pred_state = self.model.replace_state(self.pred_state, new_state, emit)
         self.dec_out = torch.where(emit.unsqueeze(1), dec_out, self.dec_out)
         if self.precompute:
@@ -194,124 +237,153 @@ class _Loop:
             self.dec_proj = self.dec_out
         self.active = self.t < self.lengths
 
-    def blank_advance(self, dur: torch.Tensor) -> torch.Tensor:
-        """Frames a blank decision advances: 1 for RNN-T, the duration (at least 1) for TDT."""
-        return self.rule.blank_advance(dur)
+
+def _current_frame(lp: _Loop) -> torch.Tensor:
+    """Frame-looping's frame: the earliest frame of an active row (0-dim; ``T`` when none is active)."""
+    return torch.where(lp.active, lp.t, lp.T).amin() if lp.t.numel() else lp.t.new_zeros(())
 
 
-# -- label-looping steps ---------------------------------------------------------------------------
+def _finish_round(lp: _Loop) -> None:
+    """The loop's flag after a round: done when no row is active, or (``max_symbols=None``) a row went
+    past the guard's labels on one frame (the caller raises, as the reference does)."""
+    lp.live = lp.live + ~lp.done
+    lp.done = ~lp.active.any()
+    if lp.guard is not None:
+        lp.runaway = lp.runaway | (lp.symbols > lp.guard).any()
+        lp.done = lp.done | lp.runaway
 
 
-def _find_label_step(lp: _Loop, rows: torch.Tensor | None = None) -> None:
-    """Inner loop body, one frame: consume a blank or record the pending label (RNN-T and TDT).
+# -- label-looping: rounds of find steps (joint only) and one emit step (prediction network) ------------
 
-    ``rows`` (CPU only): the utterances still searching, so the joint runs for those alone.
-    """
-    need = lp.active & ~lp.found
-    label, logp, dur = lp.decisions(lp.t, rows)
+
+def _find_label_step(lp: _Loop) -> None:
+    """One decision for every row still searching (active, no label found): consume a blank (time
+    advances) or keep the label for the round's emit step (RNN-T and TDT). Other rows stay put."""
+    need = lp.active & ~lp.has
+    label, logp, dur = lp.decide(lp.joint_at(lp.t))
     is_blank = label == lp.blank
     consume = need & is_blank
-    has = need & ~is_blank
+    got = need & ~is_blank
     lp.hyps.scores += torch.where(consume, logp, 0)
-    lp.t = lp.t + torch.where(consume, lp.blank_advance(dur), 0)
+    lp.t = lp.t + (torch.where(consume, lp.rule.blank_advance(dur), 0) if lp.tdt else consume)  # RNN-T: 1
     lp.symbols = torch.where(consume, 0, lp.symbols)
-    lp.pending_label = torch.where(has, label, lp.pending_label)
-    lp.pending_logp = torch.where(has, logp, lp.pending_logp)
-    lp.pending_dur = torch.where(has, dur, lp.pending_dur)
+    lp.pending_label = torch.where(got, label, lp.pending_label)
+    lp.pending_logp = torch.where(got, logp, lp.pending_logp)
+    lp.pending_dur = torch.where(got, dur, lp.pending_dur)
     lp.active = lp.t < lp.lengths
-    lp.found = lp.found | has | ~lp.active
+    lp.has = lp.has | got
 
 
-def _find_label_window_step(lp: _Loop, rows: torch.Tensor | None = None) -> None:
-    """Inner loop body with a WIND window (RNN-T): evaluate ``w`` frames, jump to the first label."""
-    need = lp.active & ~lp.found
+def _find_label_window_step(lp: _Loop) -> None:
+    """The find step with a WIND window (RNN-T): evaluate ``w`` frames, jump to the first label."""
+    need = lp.active & ~lp.has
     frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
     valid = (frames < lp.lengths.unsqueeze(1)) & need.unsqueeze(1)
-    label, logp, _ = lp.decisions(frames, rows)  # [B, w]
-    is_blank = label == lp.blank
-    nonblank = valid & ~is_blank
-    has = nonblank.any(dim=1)
+    label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
+    nonblank = valid & (label != lp.blank)
+    got = nonblank.any(dim=1)
     first = nonblank.to(torch.int8).argmax(dim=1)  # first label frame (0 when none)
-    n_blank = torch.where(has, first, valid.sum(dim=1))  # blanks consumed before it
+    n_blank = torch.where(got, first, valid.sum(dim=1))  # blanks consumed before it
     consumed = torch.where(lp.win.unsqueeze(0) < n_blank.unsqueeze(1), logp, 0)
     lp.hyps.scores += consumed.sum(dim=1)
     lp.t = lp.t + n_blank
     lp.symbols = torch.where(n_blank > 0, 0, lp.symbols)
     at = first.unsqueeze(1)
-    lp.pending_label = torch.where(has, label.gather(1, at).squeeze(1), lp.pending_label)
-    lp.pending_logp = torch.where(has, logp.gather(1, at).squeeze(1), lp.pending_logp)
+    lp.pending_label = torch.where(got, label.gather(1, at).squeeze(1), lp.pending_label)
+    lp.pending_logp = torch.where(got, logp.gather(1, at).squeeze(1), lp.pending_logp)
     lp.active = lp.t < lp.lengths
-    lp.found = lp.found | has | ~lp.active
+    lp.has = lp.has | got
 
 
 def _emit_step(lp: _Loop) -> None:
-    """Outer loop body: every active utterance emits its pending label."""
-    lp.emit_and_advance(lp.active, lp.pending_label, lp.pending_logp, lp.pending_dur)
-    lp.found = ~lp.active
+    """Every row that found its label emits it (one prediction-network step for the batch)."""
+    lp.emit_and_advance(lp.has, lp.pending_label, lp.pending_logp, lp.pending_dur)
+    lp.has = torch.zeros_like(lp.has)
 
 
-def _check_runaway(lp: _Loop, steps: int) -> None:
-    """Every 1024 label steps, fail (as the reference does) if a frame holds too many labels."""
-    if steps % 1024 == 0 and lp.max_symbols is None and int(lp.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
-        raise _checks.runaway_error()
-
-
-def _label_loop(lp: _Loop, run: StepRunner) -> None:
+def _label_round(lp: _Loop) -> None:
+    """A label-looping round: ``find_steps`` find steps, then the emit step; a finished loop is unchanged."""
     find = _find_label_window_step if lp.window > 1 else _find_label_step
-    steps = 0
-    batch = lp.b_idx.numel()
-    while bool(lp.active.any()):
-        while not bool(lp.found.all()):
-            rows = None
-            if lp.compact:  # CPU: evaluate the joint only for the utterances still searching
-                rows = (~lp.found).nonzero().squeeze(1)
-                rows = None if rows.numel() == batch else rows
-            run(find, lp, rows)
-        if not bool(lp.active.any()):
-            break
-        lp.hyps.reserve_append()
-        run(_emit_step, lp)
-        steps += 1
-        _check_runaway(lp, steps)
+    for _ in range(lp.find_steps):
+        find(lp)
+    _emit_step(lp)
+    _finish_round(lp)
 
 
-# -- frame-looping step ----------------------------------------------------------------------------
+# -- frame-looping: a round is one decision on the current frame and its emit step ---------------------
 
 
-def _frame_decide_step(lp: _Loop) -> None:
-    """One decision for every utterance on frame ``lp.frame``: blanks are consumed, labels wait in ``emit``."""
+def _frame_round(lp: _Loop) -> None:
+    """Rows on frame ``lp.frame`` decide together (Algorithm 2): blanks advance, labels are emitted with
+    one prediction-network step for the batch (kept where emitted); then the frame moves on as a tensor
+    (the earliest frame of an active row)."""
     on_frame = lp.active & (lp.t == lp.frame)
     label, logp, dur = lp.decide(lp.joint_at(lp.t))
     is_blank = label == lp.blank
     consume = on_frame & is_blank
     lp.hyps.scores += torch.where(consume, logp, 0)
-    lp.t = lp.t + torch.where(consume, lp.blank_advance(dur), 0)
+    lp.t = lp.t + (torch.where(consume, lp.rule.blank_advance(dur), 0) if lp.tdt else consume)  # RNN-T: 1
     lp.symbols = torch.where(consume, 0, lp.symbols)
-    lp.emit = on_frame & ~is_blank
-    lp.pending_label, lp.pending_logp, lp.pending_dur = label, logp, dur
-    lp.active = lp.t < lp.lengths
-    lp.found = ~(lp.active & (lp.t == lp.frame))
+    lp.emit_and_advance(on_frame & ~is_blank, label, logp, dur)
+    lp.frame = _current_frame(lp)
+    _finish_round(lp)
 
 
-def _frame_emit_step(lp: _Loop) -> None:
-    """Emit the waiting labels; the prediction network runs for the whole batch (kept where emitted)."""
-    lp.emit_and_advance(lp.emit, lp.pending_label, lp.pending_logp, lp.pending_dur)
-    lp.found = ~(lp.active & (lp.t == lp.frame))
+# -- the driver: rounds on the device, the flag read at check points ----------------------------------
 
 
-def _frame_loop(lp: _Loop, run: StepRunner) -> None:
-    max_len = int(lp.lengths.max()) if lp.lengths.numel() else 0
-    steps = 0
-    for frame in range(max_len):
-        lp.frame.fill_(frame)
-        lp.found = ~(lp.active & (lp.t == frame))
-        while not bool(lp.found.all()):
-            run(_frame_decide_step, lp)
-            if bool(lp.emit.any()):  # as Algorithm 2: the decoder runs only after a label
-                lp.hyps.reserve_append()
-                run(_frame_emit_step, lp)
-                steps += 1
-                _check_runaway(lp, steps)
+def _round_limit(lp: _Loop) -> int:
+    """Rounds no call can exceed: each round every active row decides once at least (label-looping) or
+    the earliest frame's rows do (frame-looping), and a frame holds at most ``max_symbols`` labels (the
+    runaway guard's without a cap)."""
+    cap = lp.max_symbols if lp.max_symbols is not None else _checks.MAX_SYMBOLS_GUARD + 1
+    return lp.T * (cap + 1) + 2
+
+
+def _run_loop(lp: _Loop, run: StepRunner, loop: str, stats: LoopStats, frames: int, rows: int) -> int:
+    """Run the loop's rounds until no row is active; returns the rounds that found work. Hypothesis storage
+    grows on the host before each batch of rounds (a round appends at most one label per row), bounded by
+    the labels ``frames`` frames can hold. One host read after the loop: the rounds needed (the next call's
+    first check), a runaway (``max_symbols=None``: raises as the reference does) and non-finite scores of
+    the first ``rows`` rows (a NaN / +inf joint: the named error)."""
+    # (+1: a column past the last label, where the masked writes of rows that emit nothing land)
+    budget = frames * lp.max_symbols + 1 if lp.max_symbols is not None else None
+    start = lp.hyps.reserved
+
+    def grow(n: int) -> None:
+        if budget is not None:
+            n = min(n, start + budget - lp.hyps.reserved)
+        lp.hyps.reserve(n)
+
+    body = _label_round if loop == "labels" else _frame_round
+    run_until_done(run, body, lp, _done, first_check=stats.estimate(frames), limit=_round_limit(lp), on_check=grow)
+    scores = lp.hyps.scores[:rows]
+    live, runaway, finite = torch.stack([lp.live, lp.runaway.long(), torch.isfinite(scores).all().long()]).tolist()
+    stats.update(live, frames)
+    if runaway:
+        raise _checks.runaway_error()
+    if not finite:
+        _checks.check_greedy_scores(scores)  # raises the named error
+    return live
+
+
+_STATS: "weakref.WeakKeyDictionary[Any, dict[str, LoopStats]]" = weakref.WeakKeyDictionary()
+
+
+def _loop_stats(model: TransducerModel, kind: str) -> LoopStats:
+    """Rounds per frame that earlier calls on ``model`` needed with loop ``kind`` (shared by its decoders,
+    and the one-shot :func:`greedy`'s); a fresh :class:`LoopStats` when the model takes no weak reference."""
+    try:
+        per_model = _STATS.setdefault(model, {})
+    except TypeError:
+        return LoopStats(_FIRST_ROUNDS_PER_FRAME[kind])
+    if kind not in per_model:
+        per_model[kind] = LoopStats(_FIRST_ROUNDS_PER_FRAME[kind])
+    return per_model[kind]
+
+
+def _done(lp: _Loop) -> torch.Tensor:
+    return lp.done
 
 
 # -- the decoder object and the one-shot function ------------------------------------------------
@@ -352,7 +424,9 @@ class GreedyDecoder:
         precompute_projections: project encoder output once and each label once (paper 3.4);
             False projects inside every joint call (the baseline of the paper's Table 4).
         tokenizer: fills ``Hypothesis.text`` when given.
-        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU).
+        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU). Compile and
+            graph modes keep their static loops (buffers, graphs) on this object per (B, T) bucket: reuse
+            one decoder across calls for warm graphs (:attr:`captures` counts the captures).
         engine: "torch" (these tensor loops), "native" (:meth:`decode` in C++: CPU float32 encoder output,
             eager, ``max_symbols`` set, a model whose weights the C++ greedy reads -- an
             :class:`LSTMTransducer` or a sherpa-onnx ONNX transducer of either layout; otherwise a named
@@ -378,6 +452,18 @@ class GreedyDecoder:
         self.precompute = precompute_projections
         self.tokenizer = tokenizer
         self.acceleration = acceleration
+        #: compile / CUDA-graph loops (static buffers and captured graphs) kept between calls, per bucket
+        self._cache = LoopCache(8)
+        self._runners: "weakref.WeakSet[StepRunner]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        #: rounds per frame of earlier calls: where the next call first reads the loop's flag
+        self._stats = _loop_stats(model, "wind" if window > 1 else loop)
+
+    @property
+    def captures(self) -> int:
+        """CUDA graphs captured by this decoder's cached loops (``acceleration="cuda_graphs"``): a warm call
+        whose batch and length fall in an earlier call's bucket captures none."""
+        return sum(run.captures for run in self._runners)
 
     def init_state(self, batch: int, *, device: torch.device | str = "cpu",
                    dtype: torch.dtype | None = None) -> GreedyState:
@@ -467,17 +553,52 @@ class GreedyDecoder:
             raise DecodingInputError(f"state has batch {state.dec_out.shape[0]} but encoder_output has {B}")
         if B and T:
             check_joint_width(model, model.project_encoder(enc[:1, 0]), model.project_decoder(state.dec_out[:1]))
+        if not (B and T):  # nothing to decode: the streams are where they were
+            return GreedyState(pred_state=state.pred_state, dec_out=state.dec_out, skip=state.skip,
+                               offset=state.offset + lengths, hyps=state.hyps)
         mode = resolve_mode(self.acceleration, enc.device)
-        # Eager mode (CPU) runs the label search only on the utterances still searching; the static
-        # shapes that compile and CUDA graphs need evaluate every row (the same step function).
-        lp = _Loop(model, enc, lengths, state, self.window, self.max_symbols, self.precompute,
-                   compact=mode == "eager")
-        run = StepRunner(mode, _Loop.STATE)
-        (_label_loop if self.loop == "labels" else _frame_loop)(lp, run)
-        _checks.check_greedy_scores(lp.hyps.scores)
-        return GreedyState(pred_state=lp.pred_state, dec_out=lp.dec_out, skip=(lp.t - lengths).clamp(min=0),
-                           offset=lp.offset + lengths, hyps=lp.hyps)
+        if mode == "eager":  # the loop's tensors are this call's (no padding); it writes the state's hypotheses
+            lp = _Loop(model, enc, lengths, state, self.window, self.max_symbols, self.precompute)
+            _run_loop(lp, StepRunner("eager", _Loop.STATE), self.loop, self._stats, T, B)
+            return GreedyState(pred_state=lp.pred_state, dec_out=lp.dec_out, skip=(lp.t - lengths).clamp(min=0),
+                               offset=lp.offset + lengths, hyps=lp.hyps)
+        with self._lock:  # the cached loop's buffers serve one call at a time
+            lp, run = self._static_loop(mode, enc, state)
+            lp.load(enc, lengths, state)
+            _run_loop(lp, run, self.loop, self._stats, T, B)
+            rows = lp.b_idx[:B]
+            state.hyps.extend(lp.hyps)
+            return GreedyState(pred_state=model.select_state(lp.pred_state, rows), dec_out=lp.dec_out[:B].clone(),
+                               skip=(lp.t[:B] - lengths).clamp(min=0), offset=state.offset + lengths, hyps=state.hyps)
 
+    def _static_loop(self, mode: str, enc: torch.Tensor, state: GreedyState) -> tuple[_Loop, StepRunner]:
+        """The cached loop (static buffers) and its runner (captured graphs) for ``enc [B, T, D]``'s
+        bucket: ``B`` and ``T`` padded (:func:`~asrdecode.accel.bucket`), keyed by the model's parameters,
+        the settings, dtype and device; made at the bucket's first call."""
+        B, T, D = enc.shape
+        Bb, Tb = bucket(B), bucket(T)
+        # parameters' versions too: a graph may bake in data derived from them (e.g. a prediction-network
+        # weight table), so an in-place weight update makes a new entry
+        versions = tuple(t._version for t in self.model.parameters()) if isinstance(self.model, torch.nn.Module) else ()
+        key = (parameters_key(self.model), versions, mode, self.loop, self.window, self.max_symbols, self.precompute,
+               _checks.MAX_SYMBOLS_GUARD, Bb, Tb, D, enc.dtype, enc.device)
+
+        def make() -> tuple[_Loop, StepRunner]:
+            model = self.model
+            padded = enc.new_zeros(Bb, Tb, D)
+            rows = torch.arange(Bb, device=enc.device).clamp(max=B - 1)
+            capacity = Tb * min(self.max_symbols or 2, 2) + 8
+            hyps = BatchedHyps(Bb, capacity, enc.device, score_dtype=state.hyps.scores.dtype,
+                               with_durations=model.durations is not None)
+            zeros = torch.zeros(Bb, dtype=torch.long, device=enc.device)
+            start = GreedyState(pred_state=model.select_state(state.pred_state, rows), dec_out=state.dec_out[rows],
+                                skip=zeros, offset=zeros.clone(), hyps=hyps)
+            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute)
+            run = StepRunner(mode, _Loop.STATE)
+            self._runners.add(run)
+            return lp, run
+
+        return self._cache.get(key, make)
 
 def greedy(
     model: TransducerModel,
