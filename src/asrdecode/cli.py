@@ -114,57 +114,48 @@ def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> d
     return rec
 
 
-#: audio per step when a long file is decoded through the streaming path
-_LONG_AUDIO_CHUNK_SECONDS = 30.0
+#: one status line per this many seconds while long files decode with stderr not a terminal
+_STATUS_EVERY_S = 60.0
 
 
 def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
                  long_audio_seconds: Optional[float] = None) -> list[Any]:
     """Hypotheses of ``waves`` (16 kHz): one batched pipeline call, except that a wave longer than
-    ``long_audio_seconds`` is decoded block by block through :class:`~asrdecode.streaming.StreamDecoder`
-    (memory bounded by the block, not the file; the same result as whole-file decoding where the
-    encoder sees no further than a block, as the streaming front end's blocks do)."""
+    ``long_audio_seconds`` is cut into windows at pauses, each decoded whole and the results joined
+    (:mod:`asrdecode.long_audio`: memory bounded by the window, not the file; a wave no longer than a
+    window gives exactly its whole-file result)."""
     from .pipeline import best_of
 
     return best_of(decode_waves_nbest(bundle, opts, waves, long_audio_seconds=long_audio_seconds))
 
 
 def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
-                       long_audio_seconds: Optional[float] = None) -> list[list[Any]]:
+                       long_audio_seconds: Optional[float] = None,
+                       window: Optional[Any] = None) -> list[list[Any]]:
     """:func:`decode_waves` with each wave's n-best list (``opts.nbest`` long at most; a long wave's
-    streamed result is a list of one, so ``nbest > 1`` with a long wave is an error)."""
+    joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
+    :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
+    from .long_audio import WindowConfig, decode_long
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
     short = [i for i in range(len(waves)) if i not in long]
     if long and opts.nbest > 1:
         raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
-                       "by the streaming path, which keeps one hypothesis; raise --long-audio-seconds")
+                       "in windows joined into one hypothesis; raise --long-audio-seconds")
     hyps: list[Any] = [None] * len(waves)
+    pipe = make_pipeline(bundle, opts)
     if short:
-        pipe = make_pipeline(bundle, opts)
         with torch.inference_mode():
             for i, h in zip(short, pipe.decode_nbest(*pipe.encode([waves[i] for i in short]))):
                 hyps[i] = h
     if long:
-        from .pipeline import stream_options
-        from .streaming import StreamDecoder
-
-        kw, boosts = stream_options(bundle, opts)
-        dec = StreamDecoder(bundle, **kw)
-        step = int(_LONG_AUDIO_CHUNK_SECONDS * SAMPLE_RATE)
         total = sum(waves[i].numel() for i in long) / SAMPLE_RATE
-        with torch.inference_mode(), progress(total, "decoding long audio", "s") as bar:
+        with progress(total, "decoding long audio", "s", every_s=_STATUS_EVERY_S) as bar:
             for i in long:
-                dec.open(i, boosts=boosts)
-                w = waves[i]
-                for start in range(0, max(w.numel(), 1), step):
-                    last = start + step >= w.numel()
-                    chunk = w[start:start + step]
-                    res = dec.step({i: chunk}, final={i} if last else ())[i]
-                    bar.update(chunk.numel() / SAMPLE_RATE)
-                hyps[i] = [res.hypothesis]
+                hyps[i] = [decode_long(pipe, waves[i], bundle.frame_seconds, bundle.tokenizer.decode,
+                                       window or WindowConfig(), on_window=bar.update)]
     return hyps
 
 
@@ -702,8 +693,8 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
     p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
     _add_decoding(p)
     p.add_argument("--long-audio-seconds", type=float, default=60.0,
-                   help="files longer than this are decoded block by block through the streaming path, in "
-                        "bounded memory (default: %(default)s)")
+                   help="files longer than this are cut into windows of at most 30 s at pauses, each decoded "
+                        "whole, in bounded memory (default: %(default)s)")
     p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     _add_quiet(p)
