@@ -25,7 +25,7 @@ import torch
 
 from .errors import AsrDecodeError, FileFormatError
 from .paths import check_output_path
-from .progress import progress, set_quiet, status
+from .progress import NoBar, progress, set_quiet, status
 from .pipeline import DecodeOptions, make_pipeline, parse_boost
 from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
@@ -136,27 +136,18 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
     joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
     :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
-    from .long_audio import WindowConfig, decode_long
+    from .long_audio import WindowConfig, decode_files
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
-    long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
-    short = [i for i in range(len(waves)) if i not in long]
-    if long and opts.nbest > 1:
+    long_seconds = sum(w.numel() for w in waves if limit is not None and w.numel() > limit) / SAMPLE_RATE
+    if long_seconds and opts.nbest > 1:
         raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
                        "in windows joined into one hypothesis; raise --long-audio-seconds")
-    hyps: list[Any] = [None] * len(waves)
     pipe = make_pipeline(bundle, opts)
-    if short:
-        with torch.inference_mode():
-            for i, h in zip(short, pipe.decode_nbest(*pipe.encode([waves[i] for i in short]))):
-                hyps[i] = h
-    if long:
-        total = sum(waves[i].numel() for i in long) / SAMPLE_RATE
-        with progress(total, "decoding long audio", "s", every_s=_STATUS_EVERY_S) as bar:
-            for i in long:
-                hyps[i] = [decode_long(pipe, waves[i], bundle.frame_seconds, bundle.tokenizer.decode,
-                                       window or WindowConfig(), on_window=bar.update)]
-    return hyps
+    bar_of = progress(long_seconds, "decoding long audio", "s", every_s=_STATUS_EVERY_S) if long_seconds else NoBar()
+    with bar_of as bar:
+        return decode_files(bundle, pipe, waves, opts.nbest, long_audio_seconds=long_audio_seconds,
+                            config=window or WindowConfig(), on_audio=bar.update)
 
 
 def _load_emissions(path: str) -> torch.Tensor:
@@ -428,7 +419,7 @@ def _serve_modules(command: str):
 
     missing = missing_serve_deps()
     if missing:
-        raise CLIError(f"asrdecode {command} needs {', '.join(missing)}: pip install 'asrdecode[serve]'")
+        raise CLIError(f"asrdecode {command} needs {', '.join(missing)}: pip install -e '.[serve]' in the asrdecode checkout")
     from .serving import loadtest, server
 
     return server, loadtest
@@ -604,7 +595,7 @@ _EVAL_EX = """examples:
 _DATASET_EX = """examples:
   asrdecode transcribe-dataset data/synth_test/manifest.jsonl out/ --actors 2
   asrdecode transcribe-dataset big.jsonl /shared/run1 --address auto --actors 16 --model demo-tdt --decoder beam
-rerun the same command after a crash: committed shards are skipped (needs: pip install 'asrdecode[distributed]')
+rerun the same command after a crash: committed shards are skipped (needs: pip install -e '.[distributed]' in the asrdecode checkout)
 """
 _BUILD_GRAPH_EX = """examples:
   asrdecode build-graph --lm words.arpa --out tlg.pt                      # lexicon from the BPE tokenizer
@@ -628,14 +619,14 @@ _SERVE_EX = """examples:
   asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
   asrdecode serve --max-batch 1                               # batching off
 protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
-(needs the server extra: pip install 'asrdecode[serve]')
+(needs the server extra: pip install -e '.[serve]' in the asrdecode checkout)
 """
 _LOADTEST_EX = """examples:
   asrdecode loadtest --spawn --streams 8                       # start a server, 8 real-time streams
   asrdecode loadtest --spawn --model demo-ctc --decoder beam --max-batch 32 --streams 32 --duration 30
   asrdecode loadtest --url ws://127.0.0.1:8000/v1/stream --streams 16 --audio data/synth_test --json load.json
 reports compute, queue and total latency (mean, p99), response and final latency, RTFx; exit
-status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serve]')
+status 1 if a stream failed (needs the server extra: pip install -e '.[serve]' in the asrdecode checkout)
 """
 
 def _add_decoding(p: argparse.ArgumentParser, kinds: Sequence[str] = KINDS, *, model: bool = True,
@@ -842,7 +833,7 @@ _EXPORT_ONNX_EX = """examples:
   (sherpa-onnx loads the default NeMo layout as model_type "nemo_transducer"; its words are close to
    asrdecode's, not equal: it computes its own fbank, which a fitted adapter in encoder.onnx maps to
    an approximation of the log-mel the model was trained on)
-(needs the onnx extra: pip install 'asrdecode[onnx]')
+(needs the onnx extra: pip install -e '.[onnx]' in the asrdecode checkout)
 """
 
 

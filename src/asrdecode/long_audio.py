@@ -31,7 +31,10 @@ from .errors import DecodingInputError, check_number
 from .results import Hypothesis
 
 __all__ = ["WindowConfig", "Window", "frame_energy_db", "pause_runs", "plan_windows", "join_hypotheses",
-           "decode_long"]
+           "decode_long", "decode_files", "LONG_AUDIO_SECONDS"]
+
+#: files longer than this are decoded in windows (``transcribe --long-audio-seconds``' default)
+LONG_AUDIO_SECONDS = 60.0
 
 #: hop of the energy analysis that finds pauses
 ENERGY_HOP_SECONDS = 0.01
@@ -214,3 +217,28 @@ def decode_long(pipeline: Any, wave: torch.Tensor, frame_seconds: float, text_of
                 if on_window is not None:
                     on_window((w.keep_to - w.keep_from) / SAMPLE_RATE)
     return join_hypotheses(parts, text_of)
+
+
+def decode_files(bundle: Any, pipeline: Any, waves: list[torch.Tensor], nbest: int = 1, *,
+                 long_audio_seconds: Optional[float] = LONG_AUDIO_SECONDS,
+                 config: WindowConfig = WindowConfig(), on_audio: Optional[Callable[[float], None]] = None,
+                 ) -> list[list[Hypothesis]]:
+    """Each wave's n-best list (``nbest`` long at most) as ``asrdecode transcribe`` gives it: the waves no
+    longer than ``long_audio_seconds`` (``None``: all) in one batched ``pipeline`` call, each longer one
+    through :func:`decode_long` (a list of one; ``nbest > 1`` with a long wave is an error).
+    ``on_audio(seconds)`` is told the long audio done."""
+    limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
+    long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
+    short = [i for i in range(len(waves)) if i not in long]
+    if long and nbest > 1:
+        raise DecodingInputError(f"nbest {nbest}: files over {long_audio_seconds:g} s are decoded in windows "
+                                 "joined into one hypothesis; raise the long-audio threshold")
+    hyps: list[list[Hypothesis]] = [[] for _ in waves]
+    if short:
+        with torch.inference_mode():
+            for i, h in zip(short, pipeline.decode_nbest(*pipeline.encode([waves[i] for i in short]))):
+                hyps[i] = h
+    for i in long:
+        hyps[i] = [decode_long(pipeline, waves[i], bundle.frame_seconds, bundle.tokenizer.decode, config,
+                               on_window=on_audio)]
+    return hyps
