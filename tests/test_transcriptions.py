@@ -136,3 +136,22 @@ def test_errors_in_openai_shape(client, server, tmp_path) -> None:
     assert http.value.code == 415
     body = json.loads(http.value.read())
     assert set(body["error"]) == {"message", "type", "param", "code"} and body["error"]["type"] == "invalid_request_error"
+
+
+def test_info_shows_resolved_options_and_latency(server) -> None:
+    """``/v1/info``: the options the decoder runs with (phone-ctc's tuned WFST search; the graph by its
+    file name only), the transcription path and the stream latency in force."""
+    with urllib.request.urlopen(f"http://{server.host}:{server.port}/v1/info", timeout=30) as r:
+        info = json.loads(r.read())
+    opts = info["decoder_options"]
+    assert info["decoder"] == "wfst"
+    assert (opts["acoustic_scale"], opts["wfst_beam"], opts["max_active"]) == (1.2, 12.0, 2000)
+    assert opts["graph"].endswith(".pt") and "/" not in opts["graph"]
+    assert info["transcriptions_path"] == "/v1/audio/transcriptions"
+    front = server.service.decoder.front
+    shape = info["stream_front_end"]
+    lookahead = front.right_context * front.samples_per_frame / 16000
+    assert shape["lookahead_seconds"] == pytest.approx(lookahead)
+    assert shape["block_seconds"] == pytest.approx(front.block_frames * front.samples_per_frame / 16000)
+    want = getattr(server.service.config, "latency", None)
+    assert info["latency_seconds"] == pytest.approx(want if isinstance(want, (int, float)) else lookahead)

@@ -512,8 +512,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server, _ = _serve_modules("serve")
     _check_batching(args)
     config = _server_config(args, server)
+    from .serving.transcriptions import TranscriptionConfig
+
     try:
-        service = server.build_service(config)
+        uploads = TranscriptionConfig(max_upload_mb=args.max_upload_mb, max_audio_seconds=args.max_upload_seconds,
+                                      long_audio_seconds=args.long_audio_seconds)
+    except ValueError as err:
+        raise CLIError(f"--max-upload-mb / --max-upload-seconds / --long-audio-seconds: {err}") from None
+    try:
+        service = server.build_service(config, transcriptions=uploads)
     except (ValueError, TypeError) as err:  # an option the decoder does not take
         named = f" --decoder {args.decoder}" if args.decoder else ""
         raise CLIError(f"--model {args.model}{named}: {err}") from None
@@ -618,6 +625,8 @@ _SERVE_EX = """examples:
   asrdecode serve                                             # the default model (phone-ctc: WFST) on ws://127.0.0.1:8000/v1/stream
   asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
   asrdecode serve --max-batch 1                               # batching off
+  curl -F file=@data/real/cards-001.wav -F model=phone-ctc http://127.0.0.1:8000/v1/audio/transcriptions
+                                                              # a whole file, offline (OpenAI's audio API shape)
 protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
 (needs the server extra: pip install -e '.[serve]' in the asrdecode checkout)
 """
@@ -801,6 +810,13 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     p.add_argument("--max-stream-seconds", type=float, default=600.0, help="longest stream (default: %(default)s)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="on shutdown, seconds open streams may go on (default: %(default)s)")
+    p.add_argument("--max-upload-mb", type=float, default=25.0,
+                   help="POST /v1/audio/transcriptions: largest file, in MB (default: %(default)s)")
+    p.add_argument("--max-upload-seconds", type=float, default=3600.0,
+                   help="POST /v1/audio/transcriptions: longest audio (default: %(default)s)")
+    p.add_argument("--long-audio-seconds", type=float, default=60.0,
+                   help="POST /v1/audio/transcriptions: longer files are cut into windows at pauses, each "
+                        "decoded whole, as `transcribe` does (default: %(default)s)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
                    help="uvicorn log level (default: %(default)s)")
     p.set_defaults(func=cmd_serve)

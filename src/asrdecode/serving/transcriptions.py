@@ -22,7 +22,7 @@ score per token; ``temperature`` and ``no_speech_prob`` 0: greedy-like determini
 segment holds recognised words only).
 
 Errors are OpenAI's error JSON ``{"error": {"message", "type", "param", "code"}}`` with HTTP 400 (a
-bad field, unreadable audio), 404 (another model), 413 (a file over ``max_upload_mb`` or longer than
+bad field, unreadable audio or NaN / infinite samples), 404 (another model), 413 (a file over ``max_upload_mb`` or longer than
 ``max_audio_seconds``), 415 (not multipart), 503 (too many transcriptions waiting, or shutting down)
 and 500 (a decoding failure). Transcriptions run one at a time on their own worker thread (the
 streams' batcher is not held up); the offline pipeline (the model's graph or LM) is built at the
@@ -49,7 +49,7 @@ from starlette.routing import Route
 from ..errors import AsrDecodeError, DecodingInputError, check_int, check_number
 from ..records import hypothesis_record
 
-__all__ = ["TRANSCRIPTIONS_PATH", "TranscriptionConfig", "Transcriber", "ApiError", "transcription_routes",
+__all__ = ["TRANSCRIPTIONS_PATH", "ERROR_CODES", "TranscriptionConfig", "Transcriber", "ApiError", "transcription_routes",
            "segments_of", "SEGMENT_GAP_SECONDS"]
 
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
@@ -58,6 +58,9 @@ SEGMENT_GAP_SECONDS = 1.0
 RESPONSE_FORMATS = ("json", "text", "verbose_json")
 GRANULARITIES = ("segment", "word")
 LANGUAGES = {"en": "english", "english": "english"}
+#: every ``code`` of this endpoint's errors (the page has a line for each: static/errors.js)
+ERROR_CODES = ("model_not_found", "unsupported_value", "unsupported_language", "file_too_large", "audio_too_long",
+               "invalid_file", "server_busy", "shutting_down")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class TranscriptionConfig:
     max_upload_mb: float = 25.0
     max_audio_seconds: float = 3600.0
     long_audio_seconds: float = 60.0
-    max_waiting: int = 4
+    max_waiting: int = 16
 
     def __post_init__(self) -> None:
         for name in ("max_upload_mb", "max_audio_seconds", "long_audio_seconds"):
@@ -241,6 +244,9 @@ def _read_upload(data: bytes, filename: str, max_seconds: float) -> Any:
         except (AsrDecodeError, OSError, ValueError) as err:
             message = str(err).replace(str(path), filename or "file")
             raise ApiError(400, f"could not read the audio: {message}", param="file", code="invalid_file") from None
+    if wave.numel() and not bool(wave.isfinite().all()):
+        raise ApiError(400, f"could not read the audio: {filename or 'file'} holds NaN or infinite samples",
+                       param="file", code="invalid_file")
     if wave.numel() > max_seconds * SAMPLE_RATE:
         raise ApiError(413, f"the audio is {wave.numel() / SAMPLE_RATE:.1f} s long; at most {max_seconds:g} s",
                        param="file", code="audio_too_long")
