@@ -89,6 +89,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
         raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
+    args.audio = audio_inputs(args.audio)
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     for a, w in zip(args.audio, waves):
         if w.numel() == 0:  # decodes to an empty hypothesis (exit 0), but the user should know why
@@ -101,6 +102,29 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     records = [_record_with_nbest(hs, demo, str(a), opts.nbest) for hs, a in zip(lists, args.audio)]
     _emit(format_records(records, args.format), args.output)
     return 0
+
+
+#: the audio files ``transcribe FOLDER`` decodes (by suffix, case-insensitive)
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3")
+
+
+def audio_inputs(paths: Sequence[str]) -> list[str]:
+    """``transcribe``'s inputs with every folder replaced by its audio files (:data:`AUDIO_SUFFIXES`, not
+    recursive, in name order); a folder without any is an error that names ``eval`` for manifests."""
+    out: list[str] = []
+    for a in paths:
+        p = Path(a)
+        if not p.is_dir():
+            out.append(a)
+            continue
+        found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
+        if not found:
+            manifests = sorted(f.name for f in p.glob("*.jsonl"))
+            hint = (f"; to score its manifest: asrdecode eval {p / manifests[0]} (or transcribe-dataset)"
+                    if manifests else "")
+            raise CLIError(f"{a}: a folder without audio files ({', '.join(AUDIO_SUFFIXES)}){hint}")
+        out += found
+    return out
 
 
 def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> dict[str, Any]:
@@ -378,7 +402,8 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         tmp_path = Path(tmp) / "graph.pt"
         graph.save(tmp_path)
         os.replace(tmp_path, out)
-    print(f"wrote {out} ({args.topology} TLG, {len(lexicon)} words)")
+    print(f"wrote {out} ({args.topology} TLG, {len(lexicon)} words, for --model {args.model}: decode with "
+          f"--model {args.model} --decoder wfst --graph {out})")
     return 0
 
 
@@ -690,7 +715,8 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
     """The ``transcribe`` subcommand."""
     p = sub.add_parser("transcribe", help="transcribe audio files (a bundled model or any --model)", epilog=_TRANSCRIBE_EX,
                        formatter_class=raw)
-    p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
+    p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz; "
+                   "a folder: its audio files (for a manifest with references use `eval` or `transcribe-dataset`)")
     _add_decoding(p)
     p.add_argument("--long-audio-seconds", type=float, default=60.0,
                    help="files longer than this are cut into windows of at most 30 s at pauses, each decoded "
@@ -765,7 +791,9 @@ def _add_build_graph_command(sub: Any, raw: type) -> None:
     p.add_argument("--lexicon", help="lexicon file: 'word piece piece ...' lines (default: spell the LM's words "
                    "with the model's tokenizer)")
     p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
-    p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
+    p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads; decode with the same "
+                   "--model (default: %(default)s, not transcribe's default phone-ctc, whose graph is built for it "
+                   "on first use)")
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
     p.add_argument("--skip-unknown-words", action="store_true",
                    help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
