@@ -217,18 +217,18 @@ def _bundled_ctc_models(vocab: int, blank: int) -> list[str]:
     return found
 
 
-def check_graph_fits(graph: Any, bundle: Any, path: Any) -> None:
+def check_graph_fits(graph: Any, bundle: Any, path: Any = None) -> None:
     """A named error when ``graph`` (loaded from ``path``) was built for another model's tokens than
-    ``bundle``'s: it says which bundled model the graph fits and how to build one for ``bundle``."""
-    tok = getattr(bundle, "tokenizer", None)
-    vocab = tok.vocab_size if tok is not None else bundle.model.vocab_size
-    if (graph.vocab_size, graph.blank_id) == (vocab, bundle.blank_id):
+    ``bundle``'s (another blank id, or token ids past the model's): it says which bundled model the
+    graph fits and how to build one for ``bundle``."""
+    vocab = bundle.model.vocab_size
+    if graph.blank_id == bundle.blank_id and graph.vocab_size <= vocab:
         return
     name = getattr(bundle, "name", None) or "the model"
     fits = _bundled_ctc_models(graph.vocab_size, graph.blank_id)
     built = f" (the tokens of {' / '.join(fits)}: pass --model {fits[0]})" if fits else ""
     raise DecodingInputError(
-        f"--graph {path} was built for a model of {graph.vocab_size} tokens with blank id {graph.blank_id}{built}, "
+        f"--graph{'' if path is None else ' ' + str(path)} was built for a model of {graph.vocab_size} tokens with blank id {graph.blank_id}{built}, "
         f"not for {name} ({vocab} tokens, blank id {bundle.blank_id}); build a graph for it with "
         f"`asrdecode build-graph --model {name} --lm LM --out GRAPH` (build-graph's default --model is demo-ctc)")
 
@@ -241,9 +241,7 @@ def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     if not Path(opts.graph).is_file():
         raise FileFormatError(opts.graph, None, "no such graph file")
-    graph = load_graph(opts.graph)
-    check_graph_fits(graph, bundle, opts.graph)
-    return {"graph": graph, "acoustic_scale": float(opts.acoustic_scale),
+    return {"graph": load_graph(opts.graph), "acoustic_scale": float(opts.acoustic_scale),
             "beam": float(opts.wfst_beam), "max_active": int(opts.max_active), "min_active": int(opts.min_active),
             "engine": opts.engine}
 
@@ -328,6 +326,7 @@ def wfst(bundle: Any, opts: Any) -> DecodeNBest:
     from .ctc.wfst import WFSTDecoder
 
     kw = wfst_kwargs(bundle, opts)
+    check_graph_fits(kw["graph"], bundle, opts.graph)
     decoder = WFSTDecoder(kw.pop("graph"), blank_id=bundle.blank_id, **kw)
     boosts = word_boosts(opts)
 
