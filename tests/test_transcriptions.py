@@ -155,3 +155,23 @@ def test_info_shows_resolved_options_and_latency(server) -> None:
     assert shape["block_seconds"] == pytest.approx(front.block_frames * front.samples_per_frame / 16000)
     want = getattr(server.service.config, "latency", None)
     assert info["latency_seconds"] == pytest.approx(want if isinstance(want, (int, float)) else lookahead)
+
+
+def test_long_files_go_through_the_windowed_path_as_in_transcribe(server, client, capsys, monkeypatch) -> None:
+    """With the threshold under the clip's length, both doors take the long-file path: the same text."""
+    from dataclasses import replace
+
+    transcriber = server.service.transcriber
+    monkeypatch.setattr(transcriber, "config", replace(transcriber.config, long_audio_seconds=2.0))
+    path = FAST_CLIPS[1]
+    assert cli.main(["transcribe", str(path), "--model", MODEL, "--long-audio-seconds", "2", "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    with open(path, "rb") as f:
+        got = client.audio.transcriptions.create(model=MODEL, file=f, response_format="verbose_json",
+                                                 timestamp_granularities=["word"])
+    assert got.text == want["text"] and [w.word for w in got.words] == [w["word"] for w in want["words"]]
+
+
+def test_serve_refuses_bad_upload_limits(capsys) -> None:
+    assert cli.main(["serve", "--max-upload-mb", "0"]) == 2
+    assert "max_upload_mb" in capsys.readouterr().err
