@@ -1,11 +1,13 @@
 """The server's browser page (``asrdecode.serving.web``, ``serving/static``) in a real headless
 Chromium driven by Playwright: microphone streaming from Chromium's fake capture device, file
-upload and drag-and-drop, word playback, 20 pages at once, refusals, and the same-origin rule.
+upload (``POST /v1/audio/transcriptions``) and drag-and-drop, word playback, pages at once,
+refusals, and the same-origin rule.
 
-The reference is ``asrdecode transcribe`` with the server's front end: the server encodes audio in
-blocks (``StreamDecoder``), so the CLI runs with ``--long-audio-seconds 0.001``, which sends every
-file through the same block front end (plain ``transcribe`` encodes whole utterances and gives
-other words; docs/serving.md, *The cost of the block front end*).
+References: an uploaded file is decoded offline, whole, so its words equal plain ``asrdecode
+transcribe``'s on the file. The microphone streams, and the server encodes a stream in blocks
+(``StreamDecoder``): its words equal the server's own decoder's :meth:`StreamDecoder.offline
+<asrdecode.streaming.StreamDecoder.offline>` on the audio the page sent (docs/serving.md, *The cost
+of the block front end*).
 
 Chromium comes from Debian (``apt-get install chromium``: ``make test`` and ``.ci/run`` install it;
 Playwright's own browser download is not used). Without it the browser tests skip and say so;
@@ -42,6 +44,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 from asrdecode.serving.protocol import CLOSE_CODES, Limits  # noqa: E402
 from asrdecode.serving.server import ServerConfig, ServerThread, build_service  # noqa: E402
+from asrdecode.serving.transcriptions import ERROR_CODES as API_ERROR_CODES  # noqa: E402
 from asrdecode.serving.web import same_origin, server_info  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -88,15 +91,31 @@ def float_wav(path: Path, samples: np.ndarray, rate: int = RATE) -> Path:
 
 
 def cli_transcribe(paths: list[Path]) -> dict[str, dict]:
-    """``asrdecode transcribe`` (the server's block front end) of ``paths``: {path: record}."""
+    """``asrdecode transcribe`` (whole files, as the upload endpoint decodes them) of ``paths``: {path: record}."""
     cmd = [sys.executable, "-m", "asrdecode.cli", "transcribe", "--model", MODEL, "--decoder", DECODER,
-           "--long-audio-seconds", "0.001", "--format", "json", *map(str, paths)]
+           "--format", "json", *map(str, paths)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr
     records = json.loads(out.stdout)
     records = records if isinstance(records, list) else [records]
     return {r["audio"]: r for r in records}
+
+
+def stream_records(server, paths: list[Path]) -> dict[str, dict]:
+    """The server's stream decoder (its block front end) on the whole of each file: {path: record}."""
+    import torch
+
+    from asrdecode.audio import read_audio
+    from asrdecode.records import hypothesis_record
+
+    svc = server.service
+    out = {}
+    with torch.inference_mode():
+        for p in paths:
+            hyp = svc.decoder.offline(read_audio(p))
+            out[str(p)] = hypothesis_record(hyp, svc.tokenizer, svc.frame_seconds, str(p))
+    return out
 
 
 def words_of(record: dict) -> list[tuple[str, float, float]]:
@@ -188,10 +207,9 @@ def runs_so_far(page) -> int:
     return page.evaluate("window.asrPage.runs.length")
 
 
-def upload(page, path: Path, *, speed: str = "0") -> int:
+def upload(page, path: Path) -> int:
     """Chooses ``path`` in the file input; returns the number of runs before it (for :func:`wait_done`)."""
     before = runs_so_far(page)
-    page.select_option("#speed", speed)
     page.set_input_files("#file", str(path))
     return before
 
@@ -276,25 +294,27 @@ def test_websocket_origin_check(server) -> None:
 
 # --------------------------------------------------------------------------- in the browser
 def test_upload_equals_cli(server, browser, reference) -> None:
+    """An uploaded file goes to POST /v1/audio/transcriptions (no stream is opened): its text and word
+    times are plain ``asrdecode transcribe``'s on the file."""
     page = open_page(browser, server.page_url)
     assert page.inner_text("#info").startswith(f"model {MODEL} · decoder {DECODER}")
+    health = json.loads(http_get(server.health_url)[2])
+    done = server.service.transcriber.done
     for name in UPLOAD_CLIPS:
         run = wait_done(page, upload(page, REAL / name))
         ref = reference[name]
-        assert run["error"] is None and run["encoding"] == "s16le"
+        assert run["error"] is None and run["source"] == "file"
         assert run["final"]["text"] == ref["text"], name
         assert words_of(run["final"]) == words_of(ref), name
-        partials = [e for e in run["events"] if e["type"] == "partial"]
-        assert [e["seq"] for e in run["events"]] == list(range(len(run["events"])))
-        assert len(partials) >= 2 and run["events"][-1]["type"] == "final"
+        assert [e["type"] for e in run["events"]] == ["final"]
         audio_s = read_pcm(REAL / name).size / RATE
         assert run["final"]["audio_seconds"] == pytest.approx(audio_s, abs=1e-3)
-        wall_s = (run["finishedAt"] - run["startedAt"]) / 1000
-        assert wall_s < audio_s, f"{name}: {wall_s:.2f} s for {audio_s:.2f} s of audio"  # faster than real time
         shown = [b.split("\n")[0] for b in page.locator(".word").all_inner_texts()]
         assert shown == [w for w, _, _ in words_of(ref)]
         assert page.is_hidden("#error")
     assert page.page_errors == []
+    assert server.service.transcriber.done - done == len(UPLOAD_CLIPS)
+    assert json.loads(http_get(server.health_url)[2])["completed"] == health["completed"]  # no stream
 
 
 def test_drop_a_file_equals_cli(server, browser, reference) -> None:
@@ -364,7 +384,7 @@ def test_microphone_refused_by_the_browser(server, browser) -> None:
 
 def test_every_server_error_code_has_a_line(server, browser) -> None:
     page = open_page(browser, server.page_url)
-    assert set(page.evaluate("Object.keys(window.asrPage.ERROR_TEXT)")) == set(CLOSE_CODES)
+    assert set(page.evaluate("Object.keys(window.asrPage.ERROR_TEXT)")) == set(CLOSE_CODES) | set(API_ERROR_CODES)
     for code in CLOSE_CODES:
         page.evaluate("(code) => window.asrPage.showError(window.asrPage.describeError(code, 'the details'))", code)
         line = page.inner_text("#error")
@@ -443,7 +463,7 @@ def test_microphone_equals_cli_on_the_audio_it_sent(server, playwright, referenc
     The device plays the WAV at its own rate (44.1 or 48 kHz) and loops it, and the page
     resamples to 16 kHz: the audio the server gets is the clip, resampled twice, with the
     silence around it, not the file's samples. So (a) the page's final transcript must equal the
-    CLI's on the exact audio the page sent (it keeps it); (b) that audio must be the clip (its
+    server's stream decoder's on the exact audio the page sent (it keeps it); (b) that audio must be the clip (its
     normalised cross-correlation with the file, at the best lag, is near 1); (c) partial results
     with words must arrive before the clip's last sample was even sent.
     """
@@ -488,9 +508,9 @@ def test_microphone_equals_cli_on_the_audio_it_sent(server, playwright, referenc
         pcm = np.zeros_like(got)
         pcm[lag:lag + clip.size] = clip[: got.size - lag]
         placed.append(write_pcm(tmp_path / f"placed-{name}", pcm))
-    cli = cli_transcribe(sent + placed)
+    cli = stream_records(server, sent + placed)
     for name, path, run, same in zip(MIC_CLIPS, sent, runs, placed):
-        # (a) exact: the page's words and times are the CLI's on the same samples
+        # (a) exact: the page's words and times are the stream decoder's on the same samples
         assert words_of(run["final"]) == words_of(cli[str(path)]), name
         # (b) the audio sent is the clip
         clip = read_pcm(REAL / name).astype(np.float64)
@@ -556,36 +576,18 @@ def best_alignment(signal: np.ndarray, clip: np.ndarray) -> tuple[int, float]:
 
 @pytest.mark.parametrize("n", [6, pytest.param(20, marks=pytest.mark.slow)])
 def test_pages_at_once_equal_alone(server, browser, reference, n) -> None:
-    """``n`` pages upload at real-time pace together (so their streams overlap): every final
-    transcript equals the CLI's on its file alone. (20 pages take 35 s on the shared 2-core
-    machine: slow; 6 run in the default suite.)"""
+    """``n`` pages upload together (their transcriptions queue on the server's transcription worker):
+    every final transcript equals the CLI's on its file alone."""
     names = [LONG_CLIPS[i % min(n // 2, len(LONG_CLIPS))] for i in range(n)]
     pages = [open_page(browser, server.page_url) for _ in names]
-    before = json.loads(http_get(server.health_url)[2])
-    for page in pages:
-        page.select_option("#speed", "1")
+    done = server.service.transcriber.done
     for page, name in zip(pages, names):
         page.set_input_files("#file", str(REAL / name))
-    most = 0
-    end = time.monotonic() + 90
-    while time.monotonic() < end:
-        health = json.loads(http_get(server.health_url)[2])
-        most = max(most, health["streams"])
-        if health["completed"] - before["completed"] >= len(pages) or sum(health["errors"].values()):
-            break
-        time.sleep(0.1)
-    runs = [wait_done(page, 0) for page in pages]
-    after = json.loads(http_get(server.health_url)[2])
+    runs = [wait_done(page, 0, timeout_s=90) for page in pages]
     for name, run in zip(names, runs):
         assert run["error"] is None, run["error"]
         assert words_of(run["final"]) == words_of(reference[name]), name
-        # at real-time pace, words show before the file's end was sent
-        assert any(e["text"] and e["t"] < run["endSentAt"] for e in run["events"] if e["type"] == "partial"), name
-    assert most >= 0.75 * n, f"only {most} of {n} streams were open at once"
-    batches = after["batches"] - before["batches"]
-    chunks = after["chunks"] - before["chunks"]
-    print(f"{n} pages: at most {most} streams at once, {chunks} chunks in {batches} batches "
-          f"(mean batch {chunks / max(1, batches):.2f})")
+    assert server.service.transcriber.done - done == n
     for page in pages:
         page.context.close()
 
@@ -593,10 +595,11 @@ def test_pages_at_once_equal_alone(server, browser, reference, n) -> None:
 # ------------------------------------------------------------------ refusals, through the CLI
 @pytest.fixture(scope="module")
 def small_server():
-    """``asrdecode serve --max-streams 1 --max-stream-seconds 2`` on a free port (with room for
-    the browser's parallel connections: by default the cap is twice --max-streams)."""
+    """``asrdecode serve --max-streams 1 --max-stream-seconds 2 --max-upload-seconds 2`` on a free port (with
+    room for the browser's parallel connections: by default the cap is twice --max-streams)."""
     cmd = [sys.executable, "-m", "asrdecode.cli", "serve", "--model", MODEL, "--decoder", DECODER, "--port", "0",
-           "--max-streams", "1", "--max-connections", "16", "--max-stream-seconds", "2", "--log-level", "warning"]
+           "--max-streams", "1", "--max-connections", "16", "--max-stream-seconds", "2", "--max-upload-seconds", "2",
+           "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
@@ -627,34 +630,26 @@ def test_the_page_shows_why_the_server_refused(small_server, browser, reference,
     page = open_page(browser, page_url)
     texts = page.evaluate("window.asrPage.ERROR_TEXT")
 
-    # over capacity: another client holds the only stream; the file and the microphone are refused
+    # over capacity: another client holds the only stream; the microphone is refused, while a file
+    # (decoded offline by POST /v1/audio/transcriptions, not a stream) goes through (1.96 s, under 2 s)
     with connect(stream_url, open_timeout=10) as held:
         held.send(json.dumps({"sample_rate": 16000}))
         assert json.loads(held.recv(timeout=10))["type"] == "ready"
-        line, code = error_after(page, lambda: upload(page, REAL / "cards-002.wav"))
-        assert code == "server_busy" and texts["server_busy"] in line and "1 streams are open" in line
-        assert page.locator(".word").count() == 0
         line, code = error_after(page, lambda: page.click("#mic-start"))
-        assert code == "server_busy" and texts["server_busy"] in line
-    # the slot is free again: the same file goes through (1.96 s, under the 2 s limit)
-    page.wait_for_function("!window.asrPage.busy")
-    end = time.monotonic() + 20  # the server forgets the held stream once its client has left
-    while json.loads(http_get(page_url + "health")[2])["streams"] and time.monotonic() < end:
-        time.sleep(0.05)
-    run = wait_done(page, upload(page, REAL / "cards-002.wav"))
-    assert run["error"] is None and words_of(run["final"]) == words_of(reference["cards-002.wav"])
-    assert page.is_hidden("#error")
+        assert code == "server_busy" and texts["server_busy"] in line and "1 streams are open" in line
+        page.wait_for_function("!window.asrPage.busy")
+        run = wait_done(page, upload(page, REAL / "cards-002.wav"))
+        assert run["error"] is None and words_of(run["final"]) == words_of(reference["cards-002.wav"])
+        assert page.is_hidden("#error")
 
-    # bad audio: longer than the server allows, NaN samples, samples far out of range
+    # bad audio: longer than the server allows (3.5 s > --max-upload-seconds 2), NaN samples
     line, code = error_after(page, lambda: upload(page, REAL / "cards-005.wav"))
-    assert code == "stream_too_long" and texts["stream_too_long"] in line
+    assert code == "audio_too_long" and texts["audio_too_long"] in line and "at most 2 s" in line
+    assert page.locator(".word").count() == 0
     nan = np.zeros(8000, np.float32)
     nan[4000] = np.nan
     line, code = error_after(page, lambda: upload(page, float_wav(tmp_path / "nan.wav", nan)))
-    assert code == "bad_chunk" and texts["bad_chunk"] in line and "NaN" in line
-    loud = np.full(8000, 5.0, np.float32)
-    line, code = error_after(page, lambda: upload(page, float_wav(tmp_path / "loud.wav", loud)))
-    assert code == "bad_chunk" and texts["bad_chunk"] in line
+    assert code == "invalid_file" and texts["invalid_file"] in line and "NaN" in line
 
     # files the page cannot read never reach the server
     (tmp_path / "notes.wav").write_text("these are not samples")

@@ -387,30 +387,6 @@ def test_beam_method_and_window_misuse(capsys, argv, message) -> None:
     assert code == 2 and message in err
 
 
-@pytest.mark.parametrize("model, decoder", [("demo-ctc", "beam"), ("demo-rnnt", "greedy")])
-def test_transcribe_long_audio_goes_through_the_streaming_path(capsys, model, decoder) -> None:
-    # files over --long-audio-seconds are decoded block by block (StreamDecoder); shorter ones as before
-    from asrdecode.models import load
-    from asrdecode.streaming import StreamDecoder
-
-    long_wave = read_audio(CLIP2)
-    assert long_wave.numel() > 2 * 16000
-    beam = ["--beam", "4"] if decoder == "beam" else []
-    code, out, _ = run(capsys, "transcribe", CLIP2, CLIP, "--model", model, "--decoder", decoder, *beam,
-                       "--long-audio-seconds", "2", "--format", "json")
-    assert code == 0
-    recs = json.loads(out)
-    bundle = load(model)
-    kw = {"beam": 4} if decoder == "beam" else {}  # no LM: demo-ctc's LM-tuned beta does not apply
-    with torch.inference_mode():
-        want = StreamDecoder(bundle, decoder=decoder, **kw).offline(long_wave)
-    assert recs[0]["text"] == want.text and [t["id"] for t in recs[0]["tokens"]] == want.tokens
-    code, out, _ = run(capsys, "transcribe", CLIP, "--model", model, "--decoder", decoder, *beam,
-                       "--format", "json")
-    assert json.loads(out)["text"] == recs[1]["text"]  # the short file: the whole-file pipeline
-    assert "--long-audio-seconds" in bad(capsys, "transcribe", CLIP, "--long-audio-seconds", "0")
-
-
 def test_long_audio_shows_a_bar_in_audio_seconds_on_a_terminal(capsys, monkeypatch) -> None:
     seconds = read_audio(CLIP2).numel() / 16000
     tty = TTY()

@@ -289,7 +289,7 @@ def test_a_transformers_4_layout_with_an_lm_processor(bundle, hf_dir, tmp_path) 
 
 def test_names_the_extra_when_transformers_is_missing(hf_dir, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(HFMissingError, match=r"asrdecode\[hf\]"):
+    with pytest.raises(HFMissingError, match=r"-e '\.\[hf\]'"):
         load_hf_ctc(str(hf_dir))
 
 

@@ -390,8 +390,8 @@ def test_names_the_extra_when_onnx_packages_are_missing(tmp_path, monkeypatch) -
 
     model = str(cached_onnx("demo-rnnt"))
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(OnnxMissingError, match=r"asrdecode\[onnx\]"):
+    with pytest.raises(OnnxMissingError, match=r"-e '\.\[onnx\]'"):
         load_bundle(model)
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(OnnxMissingError, match=r"asrdecode\[onnx\]"):
+    with pytest.raises(OnnxMissingError, match=r"-e '\.\[onnx\]'"):
         export_onnx(load("demo-rnnt"), tmp_path)

@@ -254,7 +254,7 @@ def test_transcribe_nbest_json(capsys) -> None:
     assert rec["nbest"][0]["text"] == rec["text"] and rec["nbest"][0]["score"] == pytest.approx(rec["score"])
     assert cli.main(["transcribe", CLIP, "--model", "demo-ctc", "--decoder", "beam", "--nbest", "3"]) == 2
     assert "--nbest 3 needs --format json" in capsys.readouterr().err
-    # a long file goes through the streaming path, which keeps one hypothesis: refused, not truncated
+    # a long file is decoded in windows joined into one hypothesis: refused, not truncated
     assert cli.main(["transcribe", CLIP, "--model", "demo-ctc", "--decoder", "beam", "--nbest", "2",
                      "--format", "json", "--long-audio-seconds", "0.5"]) == 2
     assert "--long-audio-seconds" in capsys.readouterr().err

@@ -327,9 +327,9 @@ def test_cli_names_the_extra_when_server_packages_are_missing(monkeypatch, capsy
 
     monkeypatch.setattr(serving, "missing_serve_deps", lambda: ["uvicorn"])
     assert cli.main(["serve"]) == 2
-    assert "asrdecode[serve]" in capsys.readouterr().err
+    assert "pip install -e '.[serve]'" in capsys.readouterr().err
     assert cli.main(["loadtest", "--spawn"]) == 2
-    assert "asrdecode[serve]" in capsys.readouterr().err
+    assert "pip install -e '.[serve]'" in capsys.readouterr().err
 
 
 def test_idle_client_and_vanished_client_leave_nothing_behind(clips):

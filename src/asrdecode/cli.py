@@ -25,7 +25,7 @@ import torch
 
 from .errors import AsrDecodeError, FileFormatError
 from .paths import check_output_path
-from .progress import progress, set_quiet, status
+from .progress import NoBar, progress, set_quiet, status
 from .pipeline import DecodeOptions, make_pipeline, parse_boost
 from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options
 from .records import FORMATS, format_records, hypothesis_record, write_atomic
@@ -89,6 +89,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
         raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
+    args.audio = audio_inputs(args.audio)
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     for a, w in zip(args.audio, waves):
         if w.numel() == 0:  # decodes to an empty hypothesis (exit 0), but the user should know why
@@ -103,6 +104,29 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the audio files ``transcribe FOLDER`` decodes (by suffix, case-insensitive)
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3")
+
+
+def audio_inputs(paths: Sequence[str]) -> list[str]:
+    """``transcribe``'s inputs with every folder replaced by its audio files (:data:`AUDIO_SUFFIXES`, not
+    recursive, in name order); a folder without any is an error that names ``eval`` for manifests."""
+    out: list[str] = []
+    for a in paths:
+        p = Path(a)
+        if not p.is_dir():
+            out.append(a)
+            continue
+        found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
+        if not found:
+            manifests = sorted(f.name for f in p.glob("*.jsonl"))
+            hint = (f"; to score its manifest: asrdecode eval {p / manifests[0]} (or transcribe-dataset)"
+                    if manifests else "")
+            raise CLIError(f"{a}: a folder without audio files ({', '.join(AUDIO_SUFFIXES)}){hint}")
+        out += found
+    return out
+
+
 def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> dict[str, Any]:
     """The record of the best hypothesis; with ``nbest > 1`` also ``"nbest"``: every hypothesis's record."""
     from .pipeline import best_of
@@ -114,58 +138,40 @@ def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> d
     return rec
 
 
-#: audio per step when a long file is decoded through the streaming path
-_LONG_AUDIO_CHUNK_SECONDS = 30.0
+#: one status line per this many seconds while long files decode with stderr not a terminal
+_STATUS_EVERY_S = 60.0
 
 
 def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
                  long_audio_seconds: Optional[float] = None) -> list[Any]:
     """Hypotheses of ``waves`` (16 kHz): one batched pipeline call, except that a wave longer than
-    ``long_audio_seconds`` is decoded block by block through :class:`~asrdecode.streaming.StreamDecoder`
-    (memory bounded by the block, not the file; the same result as whole-file decoding where the
-    encoder sees no further than a block, as the streaming front end's blocks do)."""
+    ``long_audio_seconds`` is cut into windows at pauses, each decoded whole and the results joined
+    (:mod:`asrdecode.long_audio`: memory bounded by the window, not the file; a wave no longer than a
+    window gives exactly its whole-file result)."""
     from .pipeline import best_of
 
     return best_of(decode_waves_nbest(bundle, opts, waves, long_audio_seconds=long_audio_seconds))
 
 
 def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
-                       long_audio_seconds: Optional[float] = None) -> list[list[Any]]:
+                       long_audio_seconds: Optional[float] = None,
+                       window: Optional[Any] = None) -> list[list[Any]]:
     """:func:`decode_waves` with each wave's n-best list (``opts.nbest`` long at most; a long wave's
-    streamed result is a list of one, so ``nbest > 1`` with a long wave is an error)."""
+    joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
+    :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
+    from .long_audio import WindowConfig, decode_files
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
-    long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
-    short = [i for i in range(len(waves)) if i not in long]
-    if long and opts.nbest > 1:
+    long_seconds = sum(w.numel() for w in waves if limit is not None and w.numel() > limit) / SAMPLE_RATE
+    if long_seconds and opts.nbest > 1:
         raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
-                       "by the streaming path, which keeps one hypothesis; raise --long-audio-seconds")
-    hyps: list[Any] = [None] * len(waves)
-    if short:
-        pipe = make_pipeline(bundle, opts)
-        with torch.inference_mode():
-            for i, h in zip(short, pipe.decode_nbest(*pipe.encode([waves[i] for i in short]))):
-                hyps[i] = h
-    if long:
-        from .pipeline import stream_options
-        from .streaming import StreamDecoder
-
-        kw, boosts = stream_options(bundle, opts)
-        dec = StreamDecoder(bundle, **kw)
-        step = int(_LONG_AUDIO_CHUNK_SECONDS * SAMPLE_RATE)
-        total = sum(waves[i].numel() for i in long) / SAMPLE_RATE
-        with torch.inference_mode(), progress(total, "decoding long audio", "s") as bar:
-            for i in long:
-                dec.open(i, boosts=boosts)
-                w = waves[i]
-                for start in range(0, max(w.numel(), 1), step):
-                    last = start + step >= w.numel()
-                    chunk = w[start:start + step]
-                    res = dec.step({i: chunk}, final={i} if last else ())[i]
-                    bar.update(chunk.numel() / SAMPLE_RATE)
-                hyps[i] = [res.hypothesis]
-    return hyps
+                       "in windows joined into one hypothesis; raise --long-audio-seconds")
+    pipe = make_pipeline(bundle, opts)
+    bar_of = progress(long_seconds, "decoding long audio", "s", every_s=_STATUS_EVERY_S) if long_seconds else NoBar()
+    with bar_of as bar:
+        return decode_files(bundle, pipe, waves, opts.nbest, long_audio_seconds=long_audio_seconds,
+                            config=window or WindowConfig(), on_audio=bar.update)
 
 
 def _load_emissions(path: str) -> torch.Tensor:
@@ -396,7 +402,8 @@ def cmd_build_graph(args: argparse.Namespace) -> int:
         tmp_path = Path(tmp) / "graph.pt"
         graph.save(tmp_path)
         os.replace(tmp_path, out)
-    print(f"wrote {out} ({args.topology} TLG, {len(lexicon)} words)")
+    print(f"wrote {out} ({args.topology} TLG, {len(lexicon)} words, for --model {args.model}: decode with "
+          f"--model {args.model} --decoder wfst --graph {out})")
     return 0
 
 
@@ -437,7 +444,7 @@ def _serve_modules(command: str):
 
     missing = missing_serve_deps()
     if missing:
-        raise CLIError(f"asrdecode {command} needs {', '.join(missing)}: pip install 'asrdecode[serve]'")
+        raise CLIError(f"asrdecode {command} needs {', '.join(missing)}: pip install -e '.[serve]' in the asrdecode checkout")
     from .serving import loadtest, server
 
     return server, loadtest
@@ -530,8 +537,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server, _ = _serve_modules("serve")
     _check_batching(args)
     config = _server_config(args, server)
+    from .serving.transcriptions import TranscriptionConfig
+
     try:
-        service = server.build_service(config)
+        uploads = TranscriptionConfig(max_upload_mb=args.max_upload_mb, max_audio_seconds=args.max_upload_seconds,
+                                      long_audio_seconds=args.long_audio_seconds)
+    except ValueError as err:
+        raise CLIError(f"--max-upload-mb / --max-upload-seconds / --long-audio-seconds: {err}") from None
+    try:
+        service = server.build_service(config, transcriptions=uploads)
     except (ValueError, TypeError) as err:  # an option the decoder does not take
         named = f" --decoder {args.decoder}" if args.decoder else ""
         raise CLIError(f"--model {args.model}{named}: {err}") from None
@@ -613,7 +627,7 @@ _EVAL_EX = """examples:
 _DATASET_EX = """examples:
   asrdecode transcribe-dataset data/synth_test/manifest.jsonl out/ --actors 2
   asrdecode transcribe-dataset big.jsonl /shared/run1 --address auto --actors 16 --model demo-tdt --decoder beam
-rerun the same command after a crash: committed shards are skipped (needs: pip install 'asrdecode[distributed]')
+rerun the same command after a crash: committed shards are skipped (needs: pip install -e '.[distributed]' in the asrdecode checkout)
 """
 _BUILD_GRAPH_EX = """examples:
   asrdecode build-graph --lm words.arpa --out tlg.pt                      # lexicon from the BPE tokenizer
@@ -636,15 +650,17 @@ _SERVE_EX = """examples:
   asrdecode serve                                             # the default model (phone-ctc: WFST) on ws://127.0.0.1:8000/v1/stream
   asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
   asrdecode serve --max-batch 1                               # batching off
+  curl -F file=@data/real/cards-001.wav -F model=phone-ctc http://127.0.0.1:8000/v1/audio/transcriptions
+                                                              # a whole file, offline (OpenAI's audio API shape)
 protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
-(needs the server extra: pip install 'asrdecode[serve]')
+(needs the server extra: pip install -e '.[serve]' in the asrdecode checkout)
 """
 _LOADTEST_EX = """examples:
   asrdecode loadtest --spawn --streams 8                       # start a server, 8 real-time streams
   asrdecode loadtest --spawn --model demo-ctc --decoder beam --max-batch 32 --streams 32 --duration 30
   asrdecode loadtest --url ws://127.0.0.1:8000/v1/stream --streams 16 --audio data/synth_test --json load.json
 reports compute, queue and total latency (mean, p99), response and final latency, RTFx; exit
-status 1 if a stream failed (needs the server extra: pip install 'asrdecode[serve]')
+status 1 if a stream failed (needs the server extra: pip install -e '.[serve]' in the asrdecode checkout)
 """
 
 def _add_decoding(p: argparse.ArgumentParser, kinds: Sequence[str] = KINDS, *, model: bool = True,
@@ -699,11 +715,12 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
     """The ``transcribe`` subcommand."""
     p = sub.add_parser("transcribe", help="transcribe audio files (a bundled model or any --model)", epilog=_TRANSCRIBE_EX,
                        formatter_class=raw)
-    p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz")
+    p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz; "
+                   "a folder: its audio files (for a manifest with references use `eval` or `transcribe-dataset`)")
     _add_decoding(p)
     p.add_argument("--long-audio-seconds", type=float, default=60.0,
-                   help="files longer than this are decoded block by block through the streaming path, in "
-                        "bounded memory (default: %(default)s)")
+                   help="files longer than this are cut into windows of at most 30 s at pauses, each decoded "
+                        "whole, in bounded memory (default: %(default)s)")
     p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
     p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
     _add_quiet(p)
@@ -774,7 +791,9 @@ def _add_build_graph_command(sub: Any, raw: type) -> None:
     p.add_argument("--lexicon", help="lexicon file: 'word piece piece ...' lines (default: spell the LM's words "
                    "with the model's tokenizer)")
     p.add_argument("--topology", choices=("compact", "normal"), default="compact", help="CTC topology (default: %(default)s)")
-    p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads (default: %(default)s)")
+    p.add_argument("--model", default="demo-ctc", help="model whose tokens the graph reads; decode with the same "
+                   "--model (default: %(default)s, not transcribe's default phone-ctc, whose graph is built for it "
+                   "on first use)")
     p.add_argument("--out", required=True, help="output graph file (load with asrdecode.ctc.wfst.load_graph)")
     p.add_argument("--skip-unknown-words", action="store_true",
                    help="leave out LM words the tokenizer cannot spell (default: an error naming the word)")
@@ -819,6 +838,13 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     p.add_argument("--max-stream-seconds", type=float, default=600.0, help="longest stream (default: %(default)s)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="on shutdown, seconds open streams may go on (default: %(default)s)")
+    p.add_argument("--max-upload-mb", type=float, default=25.0,
+                   help="POST /v1/audio/transcriptions: largest file, in MB (default: %(default)s)")
+    p.add_argument("--max-upload-seconds", type=float, default=3600.0,
+                   help="POST /v1/audio/transcriptions: longest audio (default: %(default)s)")
+    p.add_argument("--long-audio-seconds", type=float, default=60.0,
+                   help="POST /v1/audio/transcriptions: longer files are cut into windows at pauses, each "
+                        "decoded whole, as `transcribe` does (default: %(default)s)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
                    help="uvicorn log level (default: %(default)s)")
     p.set_defaults(func=cmd_serve)
@@ -851,7 +877,7 @@ _EXPORT_ONNX_EX = """examples:
   (sherpa-onnx loads the default NeMo layout as model_type "nemo_transducer"; its words are close to
    asrdecode's, not equal: it computes its own fbank, which a fitted adapter in encoder.onnx maps to
    an approximation of the log-mel the model was trained on)
-(needs the onnx extra: pip install 'asrdecode[onnx]')
+(needs the onnx extra: pip install -e '.[onnx]' in the asrdecode checkout)
 """
 
 

@@ -76,8 +76,16 @@ def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
 
         if tokenizer is None:
             raise DecodingInputError("--boost needs a model with a tokenizer")
-        tree = BoostingTree.from_phrases([parse_boost(b) for b in opts.boost], tokenizer, vocab_size=vocab,
-                                         blank_id=blank)
+        from .tokenizers import spell
+
+        phrases = [parse_boost(b) for b in opts.boost]
+        for spec, (text, _) in zip(opts.boost, phrases):  # the CLI's words, not the Python argument's
+            unknown = spell(tokenizer, text)[1]
+            if unknown:
+                raise DecodingInputError(f"--boost {spec!r}: the model's tokenizer cannot spell "
+                                         f"{', '.join(map(repr, unknown))}, so the model never emits it; "
+                                         "leave this --boost out or spell the phrase with the model's characters")
+        tree = BoostingTree.from_phrases(phrases, tokenizer, vocab_size=vocab, blank_id=blank)
         fusion.append((tree, 1.0))
     return fusion
 
@@ -193,6 +201,38 @@ def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     return kw
 
 
+def _bundled_ctc_models(vocab: int, blank: int) -> list[str]:
+    """The bundled CTC models whose vocabulary is ``vocab`` tokens with blank id ``blank`` (the models that
+    cannot be loaded here, e.g. without hama, are left out)."""
+    from .models import load_bundle
+
+    found = []
+    for name in ("demo-ctc", "phone-ctc"):
+        try:
+            tok = load_bundle(name).tokenizer
+        except Exception:  # noqa: BLE001 - an optional model missing here is not this error's subject
+            continue
+        if (tok.vocab_size, tok.blank_id) == (vocab, blank):
+            found.append(name)
+    return found
+
+
+def check_graph_fits(graph: Any, bundle: Any, path: Any = None) -> None:
+    """A named error when ``graph`` (loaded from ``path``) was built for another model's tokens than
+    ``bundle``'s (another blank id, or token ids past the model's): it says which bundled model the
+    graph fits and how to build one for ``bundle``."""
+    vocab = bundle.model.vocab_size
+    if graph.blank_id == bundle.blank_id and graph.vocab_size <= vocab:
+        return
+    name = getattr(bundle, "name", None) or "the model"
+    fits = _bundled_ctc_models(graph.vocab_size, graph.blank_id)
+    built = f" (the tokens of {' / '.join(fits)}: pass --model {fits[0]})" if fits else ""
+    raise DecodingInputError(
+        f"--graph{'' if path is None else ' ' + str(path)} was built for a model of {graph.vocab_size} tokens with blank id {graph.blank_id}{built}, "
+        f"not for {name} ({vocab} tokens, blank id {bundle.blank_id}); build a graph for it with "
+        f"`asrdecode build-graph --model {name} --lm LM --out GRAPH` (build-graph's default --model is demo-ctc)")
+
+
 def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     """``WFSTDecoder``: the loaded graph and the search settings (``boost`` is per utterance: :func:`word_boosts`)."""
     from .ctc.wfst import load_graph
@@ -286,6 +326,7 @@ def wfst(bundle: Any, opts: Any) -> DecodeNBest:
     from .ctc.wfst import WFSTDecoder
 
     kw = wfst_kwargs(bundle, opts)
+    check_graph_fits(kw["graph"], bundle, opts.graph)
     decoder = WFSTDecoder(kw.pop("graph"), blank_id=bundle.blank_id, **kw)
     boosts = word_boosts(opts)
 

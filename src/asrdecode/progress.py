@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, TextIO
+import time
+from typing import Any, Callable, Optional, TextIO
 
 from .errors import DecodingInputError
 
-__all__ = ["progress", "status", "set_quiet", "is_quiet", "NoBar"]
+__all__ = ["progress", "status", "set_quiet", "is_quiet", "NoBar", "PeriodicStatus"]
 
 _quiet = False
 
@@ -57,6 +58,28 @@ class NoBar:
         self.close()
 
 
+class PeriodicStatus(NoBar):
+    """A progress "bar" for a stderr that is not a terminal (a log file, a pipe): at most one line
+    ``DESC: N / TOTAL UNIT`` every ``every_s`` seconds, printed by ``update``."""
+
+    def __init__(self, total: Optional[float], desc: str, unit: str, stream: TextIO, every_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(total)
+        if not every_s > 0:
+            raise DecodingInputError(f"every_s must be > 0, got {every_s!r}")
+        self.desc, self.unit, self.stream, self.every_s, self.clock = desc, unit, stream, every_s, clock
+        self._last = clock()
+
+    def update(self, n: float = 1) -> None:
+        """Count ``n`` more units; print a status line when ``every_s`` passed since the last one."""
+        super().update(n)
+        now = self.clock()
+        if now - self._last >= self.every_s:
+            self._last = now
+            of = "" if self.total is None else f" / {self.total:.1f}"
+            print(f"asrdecode: {self.desc}: {self.n:.1f}{of} {self.unit}", file=self.stream, flush=True)
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
@@ -64,18 +87,22 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def progress(total: Optional[float], desc: str, unit: str = "it", *, file: Optional[TextIO] = None) -> Any:
+def progress(total: Optional[float], desc: str, unit: str = "it", *, file: Optional[TextIO] = None,
+             every_s: Optional[float] = None) -> Any:
     """A progress bar on ``file`` (default: stderr) of ``total`` units (``None``: unknown).
 
     Returns a ``tqdm`` bar when ``file`` is a terminal, progress is not silenced and tqdm is
-    installed; otherwise a :class:`NoBar`. Fractional units (audio seconds) are shown with one
-    decimal.
+    installed; otherwise a :class:`NoBar`, or with ``every_s`` (and progress not silenced) a
+    :class:`PeriodicStatus` printing one line every ``every_s`` seconds. Fractional units (audio
+    seconds) are shown with one decimal.
     """
     if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float)) or total < 0):
         raise DecodingInputError(f"progress total must be a number >= 0 or None, got {total!r}")
     stream = sys.stderr if file is None else file
-    if _quiet or not _is_terminal(stream):
+    if _quiet:
         return NoBar(total)
+    if not _is_terminal(stream):
+        return NoBar(total) if every_s is None else PeriodicStatus(total, desc, unit, stream, every_s)
     try:
         from tqdm import tqdm
     except ImportError:

@@ -60,7 +60,7 @@ def _import_transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        raise HFMissingError("Hugging Face models need `pip install 'asrdecode[hf]'` (transformers)") from None
+        raise HFMissingError("Hugging Face models need `pip install -e '.[hf]'` in the asrdecode checkout (transformers)") from None
     return transformers
 
 

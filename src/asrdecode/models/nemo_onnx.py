@@ -66,7 +66,7 @@ class NemoFbankFrontEnd:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
-            raise OnnxMissingError("NeMo ONNX models need `pip install 'asrdecode[onnx]'` (kaldi-native-fbank)") from None
+            raise OnnxMissingError("NeMo ONNX models need `pip install -e '.[onnx]'` in the asrdecode checkout (kaldi-native-fbank)") from None
         if normalize_type not in NORMALIZE_TYPES:
             raise DecodingInputError(f"normalize_type must be one of {list(NORMALIZE_TYPES)}, got {normalize_type!r}")
         self._knf = knf

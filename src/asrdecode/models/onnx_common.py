@@ -105,7 +105,7 @@ def ort_session(path: Path, model: Optional[bytes] = None) -> Any:
     try:
         import onnxruntime as ort
     except ImportError:
-        raise OnnxMissingError("ONNX models need `pip install 'asrdecode[onnx]'` (onnxruntime)") from None
+        raise OnnxMissingError("ONNX models need `pip install -e '.[onnx]'` in the asrdecode checkout (onnxruntime)") from None
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = max(1, torch.get_num_threads())
     opts.inter_op_num_threads = 1

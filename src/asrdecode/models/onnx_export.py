@@ -182,7 +182,7 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo", adapter:
     except ImportError:
         from .onnx_transducer import OnnxMissingError
 
-        raise OnnxMissingError("export-onnx needs `pip install 'asrdecode[onnx]'` (onnx, onnxruntime)") from None
+        raise OnnxMissingError("export-onnx needs `pip install -e '.[onnx]'` in the asrdecode checkout (onnx, onnxruntime)") from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     enc, t = bundle.encoder.eval().cpu(), t.eval().cpu()

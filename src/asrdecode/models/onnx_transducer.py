@@ -186,7 +186,7 @@ class KaldiFbankFrontEnd:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
-            raise OnnxMissingError("the kaldi-fbank front end needs `pip install 'asrdecode[onnx]'` "
+            raise OnnxMissingError("the kaldi-fbank front end needs `pip install -e '.[onnx]'` in the asrdecode checkout "
                                    "(kaldi-native-fbank)") from None
         self._knf = knf
         opts = knf.FbankOptions()

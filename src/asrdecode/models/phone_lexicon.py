@@ -5,7 +5,7 @@ recogniser) for every word of the bundled word 3-gram, made once by ``recipes/ha
 with :func:`g2p_pronunciations`. Words outside it (another LM) are spelled by hama's G2P, with a
 progress bar, when their graph is built (the graph is then cached, :mod:`.graph_cache`).
 
-hama is an optional dependency: :func:`require_hama` names ``pip install 'asrdecode[hama]'``.
+hama is an optional dependency: :func:`require_hama` names ``pip install -e '.[hama]'`` in the asrdecode checkout.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def require_hama(what: str = "the phone-ctc model") -> Any:
     try:
         import hama
     except ImportError as err:
-        raise HamaMissingError(f"{what} needs hama's phone recogniser: pip install 'asrdecode[hama]' "
+        raise HamaMissingError(f"{what} needs hama's phone recogniser: pip install -e '.[hama]' in the asrdecode checkout "
                                f"(import failed: {err})") from None
     return hama
 

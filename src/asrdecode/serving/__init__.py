@@ -17,7 +17,10 @@ __all__ = ["DynamicBatcher", "ChunkOutcome", "BatchRecord", "BatcherClosed", "Li
 
 
 def missing_serve_deps() -> list[str]:
-    """The server packages (``starlette``, ``uvicorn``, ``websockets``) that are not installed."""
+    """The server packages (``starlette``, ``uvicorn``, ``websockets``, ``python-multipart``) that are not
+    installed (their pip names)."""
     import importlib.util
 
-    return [m for m in ("starlette", "uvicorn", "websockets") if importlib.util.find_spec(m) is None]
+    modules = {"starlette": "starlette", "uvicorn": "uvicorn", "websockets": "websockets",
+               "python_multipart": "python-multipart"}
+    return [name for m, name in modules.items() if importlib.util.find_spec(m) is None]

@@ -11,8 +11,10 @@ so far, finishes the batches in flight and closes the sockets. :class:`ServerThr
 in a background thread (tests, the load generator's ``--spawn`` alternative).
 
 The wire protocol is in :mod:`asrdecode.serving.protocol`. Routes: ``/v1/stream``
-(WebSocket), ``/health`` (JSON: status, open streams, batch counters), and the browser page
-(:mod:`asrdecode.serving.web`: ``/``, ``/static/...``, ``/v1/info``).
+(WebSocket), ``/health`` (JSON: status, open streams, batch counters), the browser page
+(:mod:`asrdecode.serving.web`: ``/``, ``/static/...``, ``/v1/info``) and, when the service has a
+``transcriber`` (:func:`build_service` gives it one), ``POST /v1/audio/transcriptions``
+(:mod:`asrdecode.serving.transcriptions`: whole files decoded offline, in OpenAI's audio API shape).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ try:
     from .connections import ConnectionStats, guarded_http_protocol
 except ImportError as _err:  # pragma: no cover - exercised by the CLI's missing-extra message
     raise ImportError("the asrdecode server needs Starlette, uvicorn and websockets: "
-                      "pip install 'asrdecode[serve]'") from _err
+                      "pip install -e '.[serve]' in the asrdecode checkout") from _err
 
 __all__ = ["ServerConfig", "StreamingService", "create_app", "Server", "ServerThread", "build_service"]
 
@@ -435,6 +437,7 @@ class StreamingService:
         self._ids = itertools.count(1)
         self.started = False
         self.connections = ConnectionStats()  # refused over max_connections, closed for a slow handshake
+        self.transcriber: Any = None  # POST /v1/audio/transcriptions (serving.transcriptions.Transcriber), if set
 
     async def startup(self) -> None:
         if not self.batcher.running:
@@ -542,11 +545,15 @@ def create_app(service: StreamingService) -> Starlette:
         finally:
             if service.batcher.running:  # Server.shutdown drained already; a bare uvicorn did not
                 await service.drain(0.0)
+            if service.transcriber is not None:
+                await asyncio.get_running_loop().run_in_executor(None, service.transcriber.close)
 
+    from .transcriptions import transcription_routes  # POST /v1/audio/transcriptions (offline, OpenAI's shape)
     from .web import page_routes, same_origin_only  # the browser page (serving/static) and /v1/info
 
+    offline = transcription_routes(service) if service.transcriber is not None else []
     return Starlette(routes=[WebSocketRoute(STREAM_PATH, same_origin_only(service.handle)), Route("/health", health),
-                             *page_routes(service, STREAM_PATH)],
+                             *page_routes(service, STREAM_PATH), *offline],
                      lifespan=lifespan)
 
 
@@ -581,17 +588,25 @@ def bundle_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, A
     return kw.pop("decoder"), {**kw, **extras}
 
 
-def build_service(config: ServerConfig, **kwargs: Any) -> StreamingService:
+def build_service(config: ServerConfig, transcriptions: Optional[Any] = None, **kwargs: Any) -> StreamingService:
     """Load the model (:func:`~asrdecode.models.load_bundle`), make its :class:`~asrdecode.streaming.StreamDecoder`
-    (:func:`bundle_decoding`: the model's own decoding defaults unless told otherwise), wrap it."""
+    (:func:`bundle_decoding`: the model's own decoding defaults unless told otherwise), wrap it; its
+    ``transcriber`` decodes whole files for ``POST /v1/audio/transcriptions`` with the same options
+    resolved as ``transcribe`` resolves them (``transcriptions``: a
+    :class:`~asrdecode.serving.transcriptions.TranscriptionConfig`)."""
     from ..models import load_bundle
     from ..streaming import StreamDecoder
 
+    from .transcriptions import Transcriber, TranscriptionConfig
+
     bundle = load_bundle(config.model)
+    offline, _ = resolve_decoding(bundle, config.decoder, config.decoder_options)
     decoder, options = bundle_decoding(bundle, config.decoder, config.decoder_options)
     config = replace(config, decoder=decoder)
-    return StreamingService(StreamDecoder(bundle, decoder=decoder, **options), config, tokenizer=bundle.tokenizer,
-                            frame_seconds=bundle.frame_seconds, **kwargs)
+    service = StreamingService(StreamDecoder(bundle, decoder=decoder, **options), config, tokenizer=bundle.tokenizer,
+                               frame_seconds=bundle.frame_seconds, **kwargs)
+    service.transcriber = Transcriber(bundle, offline, config.model, transcriptions or TranscriptionConfig())
+    return service
 
 
 class Server(uvicorn.Server):

@@ -3,8 +3,9 @@
 - ``/`` is ``static/index.html``; ``/static/...`` the page's other files (plain ES modules and CSS
   in the package: no CDN, no build step). The page is sent with a Content-Security-Policy that
   allows only this origin, so it cannot load anything from elsewhere.
-- ``/v1/info`` (JSON): the model and decoder in use, the sample rate, the frame length, the
-  stream path and the stream limits a client must respect.
+- ``/v1/info`` (JSON): the model and decoder in use with its resolved options, the stream latency in
+  force, the sample rate, the frame length, the stream and transcription paths and the stream
+  limits a client must respect.
 - :func:`same_origin_only` wraps the WebSocket handler: a handshake whose ``Origin`` header names
   another origin than the ``Host`` it was sent to is refused (HTTP 403) before the stream opens,
   so a page of another site cannot use a visitor's browser to stream to this server. Clients that
@@ -29,8 +30,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from .protocol import SAMPLE_RATE
+from .transcriptions import TRANSCRIPTIONS_PATH
 
-__all__ = ["STATIC_DIR", "INFO_PATH", "page_routes", "server_info", "same_origin", "same_origin_only"]
+__all__ = ["STATIC_DIR", "INFO_PATH", "page_routes", "server_info", "resolved_options", "stream_latency",
+           "same_origin", "same_origin_only"]
 
 log = logging.getLogger("asrdecode.serving")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -94,13 +97,66 @@ def same_origin_only(handler: Callable[[WebSocket], Awaitable[None]]) -> Callabl
     return guarded
 
 
+def _public(value: Any) -> Any:
+    """An option value as ``/v1/info`` shows it: scalars as they are, a path by its file name only (no
+    server folders), a tuple as a list; ``None`` (objects, empty values) is left out."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return Path(value).name if ("/" in value or os.sep in value) else value
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, (str, int, float)) for v in value):
+        return [_public(v) for v in value]
+    return None
+
+
+def resolved_options(service: Any) -> dict[str, Any]:
+    """The decoder's options in force: every option of the registry decoder, resolved for the model as
+    ``transcribe`` resolves them (the service's ``transcriber.options``, when it has one: phone-ctc's
+    tuned ``acoustic_scale``, ``wfst_beam``, ``max_active``, its graph's file name, ...), then the
+    server's own scalar options (``boost_weight``, ...)."""
+    from ..registry import decoder_for
+
+    out: dict[str, Any] = {}
+    transcriber: Any = getattr(service, "transcriber", None)
+    opts = getattr(transcriber, "options", None)
+    if opts is not None:
+        for name in decoder_for(opts.decoder, transcriber.bundle.kind).options:
+            value = _public(getattr(opts, name))
+            if value is not None:
+                out[name] = value
+    for k, v in (service.config.decoder_options or {}).items():  # no objects, no server paths
+        if isinstance(v, (bool, int, float)) or (isinstance(v, str) and "/" not in v and os.sep not in v):
+            out[k] = v
+    return out
+
+
+def stream_latency(service: Any) -> dict[str, Any]:
+    """``{"latency_seconds", "stream_front_end"}``: the latency in force for streams (the server
+    config's ``latency`` when it has one, else the block front end's lookahead) and the front end's
+    block, left context and lookahead in seconds (``None`` without a block front end)."""
+    front = getattr(getattr(service, "decoder", None), "front", None)
+    shape = None
+    if front is not None and hasattr(front, "samples_per_frame"):
+        sec = front.samples_per_frame / SAMPLE_RATE
+        shape = {"block_seconds": round(front.block_frames * sec, 4),
+                 "left_context_seconds": round(front.left_context * sec, 4),
+                 "lookahead_seconds": round(front.right_context * sec, 4)}
+    latency = getattr(service.config, "latency", None)
+    if not isinstance(latency, (int, float)) or isinstance(latency, bool):
+        latency = None if shape is None else shape["lookahead_seconds"]
+    return {"latency_seconds": latency, "stream_front_end": shape}
+
+
 def server_info(service: Any, stream_path: str) -> dict[str, Any]:
-    """What the page shows and needs: model, decoder, its scalar options, rates and limits."""
+    """What the page shows and needs: model, decoder, its resolved options (:func:`resolved_options`),
+    the stream latency in force (:func:`stream_latency`), rates and limits, and the transcription
+    path when the server has one."""
     config = service.config
     limits = config.limits
-    options = {k: v for k, v in (config.decoder_options or {}).items()  # no objects, no server paths
-               if isinstance(v, (bool, int, float)) or (isinstance(v, str) and "/" not in v and os.sep not in v)}
-    return {"model": config.model, "decoder": config.decoder, "decoder_options": options,
+    options = resolved_options(service)
+    offline = {"transcriptions_path": TRANSCRIPTIONS_PATH} if getattr(service, "transcriber", None) is not None else {}
+    return {"model": config.model, "decoder": config.decoder, "decoder_options": options, **stream_latency(service),
+            **offline,
             "sample_rate": SAMPLE_RATE, "frame_seconds": service.frame_seconds, "stream_path": stream_path,
             "encodings": ["s16le", "f32le"], "max_chunk_seconds": limits.max_chunk_seconds,
             "max_stream_seconds": limits.max_stream_seconds, "max_abs_sample": limits.max_abs_sample,

@@ -431,6 +431,9 @@ class WFST(_Family):
         if not isinstance(graph, DecodingGraph):
             raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg)")
         _check_options("wfst", options, WFSTDecoder.__init__, ("graph", "blank_id"))
+        from ..decoders import check_graph_fits
+
+        check_graph_fits(graph, bundle)  # a graph for another model: say which
         self.decoder = WFSTDecoder(graph, blank_id=bundle.blank_id, **options)
         if graph.vocab_size > bundle.model.vocab_size:
             raise DecodingInputError(f"the graph reads token ids up to {graph.vocab_size - 1}, the model has "

@@ -1,5 +1,6 @@
-// The page: microphone and file streaming to the server, partial and final transcripts, word
-// times (click to play), the model and decoder in use, an error line for every failure.
+// The page: microphone streaming to the server (partial and final transcripts) and file upload
+// to POST /v1/audio/transcriptions (the whole file decoded offline, as `asrdecode transcribe` does),
+// word times (click to play), the model and decoder in use, an error line for every failure.
 // window.asrPage exposes the current run (events with their times, the audio sent) for the
 // browser tests and the console.
 
@@ -9,8 +10,7 @@ import { StreamClient } from "./stream.js";
 import { parseWav, wavBytes } from "./wav.js";
 
 const $ = (id) => document.getElementById(id);
-const CHUNK_SECONDS = { mic: 0.16, file: 0.5 };
-const FILE_WINDOW = 4;  // chunks of a file in flight (sent, result not yet back)
+const CHUNK_SECONDS = { mic: 0.16 };
 
 const page = window.asrPage = {
   info: null, run: null, runs: [], lastPlayed: null, ERROR_TEXT, describeError, showError,
@@ -172,7 +172,7 @@ function onFinal(run, msg) {
   $("partial").classList.add("final");
   showWords(run, msg.words || (msg.text ? [{ word: msg.text, start: 0, end: msg.audio_seconds }] : []));
   const seconds = (performance.now() - run.startedAt) / 1000;
-  const speed = run.source === "file" ? `, ${(msg.audio_seconds / seconds).toFixed(1)}× real time` : "";
+  const speed = run.source === "file" && seconds > 0 ? `, ${(msg.audio_seconds / seconds).toFixed(1)}× real time` : "";
   setStatus(`final: ${msg.audio_seconds.toFixed(2)} s of audio in ${seconds.toFixed(2)} s${speed}`
     + `${msg.reason === "shutdown" ? " (ended by the server's shutdown)" : ""}`);
   finishRun(run);
@@ -335,9 +335,16 @@ async function prepareFile(file) {
   return { encoding: "f32le", samples: audio, audio };
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** One line for an error answer of POST /v1/audio/transcriptions (OpenAI's error JSON). */
+function describeHttpError(status, error) {
+  const code = (error && error.code) || `http_${status}`;
+  const meaning = ERROR_TEXT[code] || (status >= 500 ? "The server failed to transcribe the file."
+    : "The server refused the file.");
+  return `${meaning} [${code}${error && error.message ? ": " + error.message : ""}]`;
+}
 
-async function streamFile(file) {
+/** Upload ``file`` to the transcription endpoint; the page keeps its audio for word playback. */
+async function transcribeFile(file) {
   if (page.busy || !page.info) return;
   let prepared;
   try {
@@ -347,29 +354,36 @@ async function streamFile(file) {
     showError(`${file.name}: ${err.message}`);
     return;
   }
-  const rate = page.info.sample_rate;
-  const client = beginRun("file", file.name, prepared.encoding);
-  const run = page.run;
+  clearOutput();
+  const run = page.run = new Run("file", file.name, null);
+  page.runs.push(run);
   run.audio = prepared.audio;
-  const speed = Number($("speed").value);
-  const step = Math.round(CHUNK_SECONDS.file * rate);
+  $("source").textContent = `· ${file.name}`;
+  setStatus(`${file.name}: transcribing…`);
+  setBusy(true);
+  const form = new FormData();
+  form.append("file", file, file.name);
+  form.append("model", page.info.model);
+  form.append("response_format", "verbose_json");
+  form.append("timestamp_granularities[]", "word");
+  form.append("timestamp_granularities[]", "segment");
+  run.endSentAt = performance.now();
   try {
-    await client.ready;
-    const t0 = performance.now();
-    for (let i = 0; i < prepared.samples.length; i += step) {
-      await client.credit(FILE_WINDOW);
-      if (speed > 0) {
-        const due = t0 + (1000 * i) / rate / speed;
-        if (due > performance.now()) await sleep(due - performance.now());
-      }
-      const chunk = prepared.samples.subarray(i, i + step);
-      client.send(chunk);
-      run.sent(chunk);
+    const reply = await fetch(page.info.transcriptions_path, { method: "POST", body: form });
+    const body = await reply.json().catch(() => null);
+    if (!reply.ok || !body) {
+      const error = body && body.error;
+      const err = new Error(describeHttpError(reply.status, error));
+      err.code = (error && error.code) || `http_${reply.status}`;
+      throw err;
     }
-    client.end();
-    run.endSentAt = performance.now();
-  } catch {
-    // the stream failed: beginRun's handler shows why
+    onFinal(run, { type: "final", seq: 0, text: body.text, words: body.words || [], audio_seconds: body.duration });
+  } catch (err) {
+    run.error = err.message;
+    run.errorCode = err.code || null;
+    showError(err.code ? err.message : `The upload failed: ${err.message}`);
+    setStatus(`${file.name}: no transcript (the error is above)`);
+    finishRun(run);
   }
 }
 
@@ -380,7 +394,7 @@ function wire() {
   $("file").addEventListener("change", (event) => {
     const file = event.target.files[0];
     event.target.value = "";
-    if (file) streamFile(file);
+    if (file) transcribeFile(file);
   });
   const drop = $("drop");
   for (const name of ["dragenter", "dragover"]) {
@@ -391,7 +405,7 @@ function wire() {
     event.preventDefault();
     drop.classList.remove("over");
     const file = event.dataTransfer && event.dataTransfer.files[0];
-    if (file) streamFile(file);
+    if (file) transcribeFile(file);
   });
   // a file dropped elsewhere on the page must not navigate away from it
   window.addEventListener("dragover", (event) => event.preventDefault());

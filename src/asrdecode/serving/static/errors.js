@@ -1,6 +1,7 @@
 // What each error of the server means to the person in front of the page.
-// The keys are the server's error codes (asrdecode/serving/protocol.py, CLOSE_CODES); the test
-// suite checks that every code the server can send has its line here.
+// The keys are the server's error codes (asrdecode/serving/protocol.py, CLOSE_CODES, and the
+// transcription endpoint's codes); the test suite checks that every code the server can send has
+// its line here.
 
 export const ERROR_TEXT = {
   bad_config: "The server did not accept the stream's configuration.",
@@ -16,9 +17,16 @@ export const ERROR_TEXT = {
   stream_too_long: "The audio is longer than the server allows for one stream.",
   idle_timeout: "No audio arrived for too long; the server closed the stream.",
   too_slow: "Audio arrived much slower than real time; the server closed the stream.",
-  server_busy: "The server is at capacity (too many open streams). Try again later.",
+  server_busy: "The server is at capacity (too many open streams, or files waiting to be transcribed). Try again later.",
   shutting_down: "The server is shutting down.",
   internal: "The server failed while decoding this stream.",
+  // POST /v1/audio/transcriptions (file upload): OpenAI-shaped errors (serving/transcriptions.py)
+  file_too_large: "The file is larger than the server accepts.",
+  audio_too_long: "The audio is longer than the server accepts for one file.",
+  invalid_file: "The server could not read the file as audio.",
+  model_not_found: "The server does not serve the model the page asked for.",
+  unsupported_value: "The server does not support a setting of the request.",
+  unsupported_language: "The server does not transcribe this language.",
 };
 
 // WebSocket close codes that come without an error message from the server.
