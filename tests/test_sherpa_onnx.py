@@ -161,10 +161,16 @@ def test_modified_beam_search_checks_and_beam_1_is_greedy(models, waves) -> None
     assert one[3][0].tokens == [] and len(one[3]) == 1
     four = modified_beam_search(b.model, enc[:1], elen[:1], beam=4, length_norm=False)[0]
     assert 1 <= len(four) <= 4 and [h.score for h in four] == sorted((h.score for h in four), reverse=True)
-    with pytest.raises(DecodingInputError, match="beam must be an int >= 1"):
+    with pytest.raises(DecodingInputError, match="beam must be an int in 1..1024"):
         modified_beam_search(b.model, enc, elen, beam=0)
-    with pytest.raises(DecodingInputError, match="lengths must be 4 values"):
+    with pytest.raises(DecodingInputError, match=r"beam must be an int in 1..1024, got 1000000"):
+        modified_beam_search(b.model, enc, elen, beam=10**6)
+    with pytest.raises(DecodingInputError, match="lengths must be <= the padded length"):
         modified_beam_search(b.model, enc, elen + 1000)
+    with pytest.raises(DecodingInputError, match="lengths must have an integer dtype"):  # 19.5 was read as 19
+        modified_beam_search(b.model, enc, elen.float() - 0.5)
+    with pytest.raises(DecodingInputError, match="lengths must be 1-D"):
+        modified_beam_search(b.model, enc, elen[:, None])
     with pytest.raises(DecodingInputError, match=r"encoder_output must be a tensor \[B, T, D\]"):
         modified_beam_search(b.model, enc[0])
     tdt = load_onnx_transducer(str(models["nemo-tdt"]))
