@@ -437,6 +437,39 @@ def test_resampler_and_wav_reader_in_the_browser(server, browser, tmp_path) -> N
     assert parsed["alaw"]["error"] == "WAV format 6 is not PCM or IEEE float"
 
 
+def _wav_header_rate(rate: int, samples: int = 400) -> bytes:
+    """A 16-bit mono PCM WAV whose header says ``rate`` Hz (any uint32)."""
+    data = np.zeros(samples, "<i2").tobytes()
+    return (b"RIFF" + (36 + len(data)).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+            + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + rate.to_bytes(4, "little")
+            + (rate * 2 % 2 ** 32).to_bytes(4, "little") + (2).to_bytes(2, "little") + (16).to_bytes(2, "little")
+            + b"data" + len(data).to_bytes(4, "little") + data)
+
+
+def test_the_page_refuses_the_file_rates_the_server_refuses(server, browser, tmp_path) -> None:
+    """WAV headers at rates outside the server's file bounds (/v1/info's file_sample_rates, asrdecode.audio's
+    MIN/MAX_SAMPLE_RATE) get an error line at once: 4,294,967,295 Hz had the resampler allocate 6.9 GB for
+    57 s, 1 Hz died with a RangeError. The bounds themselves are read."""
+    from asrdecode.audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+
+    info = json.loads(http_get(server.page_url + "v1/info")[2])
+    assert info["file_sample_rates"] == {"min": MIN_SAMPLE_RATE, "max": MAX_SAMPLE_RATE}
+    page = open_page(browser, server.page_url)
+    for rate in (2 ** 32 - 1, 1, MIN_SAMPLE_RATE - 1, MAX_SAMPLE_RATE + 1):
+        path = tmp_path / f"r{rate}.wav"
+        path.write_bytes(_wav_header_rate(rate))
+        t0 = time.monotonic()
+        line, _ = error_after(page, lambda: upload(page, path))  # noqa: B023
+        assert time.monotonic() - t0 < 10
+        assert line == f"{path.name}: WAV sample rate {rate} Hz is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz"
+    for rate in (MIN_SAMPLE_RATE, MAX_SAMPLE_RATE):  # the bounds themselves pass
+        path = tmp_path / f"ok{rate}.wav"
+        path.write_bytes(_wav_header_rate(rate, samples=rate // 4))
+        run = wait_done(page, upload(page, path))
+        assert run["error"] is None, run
+    assert page.page_errors == []
+
+
 def test_microphone_equals_cli_on_the_audio_it_sent(server, playwright, reference, tmp_path) -> None:
     """Three clips through Chromium's fake capture device, in three browsers at once.
 

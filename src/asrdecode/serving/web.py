@@ -4,7 +4,8 @@
   in the package: no CDN, no build step). The page is sent with a Content-Security-Policy that
   allows only this origin, so it cannot load anything from elsewhere.
 - ``/v1/info`` (JSON): the model and decoder in use, the sample rate, the frame length, the
-  stream path and the stream limits a client must respect.
+  stream path and the stream limits a client must respect; ``file_sample_rates`` (``min`` / ``max``
+  Hz): the rates of the files the page reads (:mod:`asrdecode.audio`'s bounds, the CLI's too).
 - :func:`same_origin_only` wraps the WebSocket handler: a handshake whose ``Origin`` header names
   another origin than the ``Host`` it was sent to is refused (HTTP 403) before the stream opens,
   so a page of another site cannot use a visitor's browser to stream to this server. Clients that
@@ -28,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from ..audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from .protocol import SAMPLE_RATE
 
 __all__ = ["STATIC_DIR", "INFO_PATH", "page_routes", "server_info", "same_origin", "same_origin_only"]
@@ -101,7 +103,8 @@ def server_info(service: Any, stream_path: str) -> dict[str, Any]:
     options = {k: v for k, v in (config.decoder_options or {}).items()  # no objects, no server paths
                if isinstance(v, (bool, int, float)) or (isinstance(v, str) and "/" not in v and os.sep not in v)}
     return {"model": config.model, "decoder": config.decoder, "decoder_options": options,
-            "sample_rate": SAMPLE_RATE, "frame_seconds": service.frame_seconds, "stream_path": stream_path,
+            "sample_rate": SAMPLE_RATE, "file_sample_rates": {"min": MIN_SAMPLE_RATE, "max": MAX_SAMPLE_RATE},
+            "frame_seconds": service.frame_seconds, "stream_path": stream_path,
             "encodings": ["s16le", "f32le"], "max_chunk_seconds": limits.max_chunk_seconds,
             "max_stream_seconds": limits.max_stream_seconds, "max_abs_sample": limits.max_abs_sample,
             "max_streams": config.max_streams}
