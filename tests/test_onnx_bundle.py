@@ -131,6 +131,22 @@ def test_stateful_layout_decodes_the_same(waves, tmp_path) -> None:
         export_onnx(torch_b, tmp_path / "x", layout="icefall")
 
 
+@pytest.mark.parametrize("name", ["tokens.txt", "encoder.onnx"])
+def test_export_never_writes_through_a_symlink(tmp_path, capsys, name) -> None:
+    """A link planted in the output folder (here to a file outside it) is refused before anything is
+    written; the file it points to stays as it was and no staging folder is left behind."""
+    from asrdecode import cli
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).symlink_to(victim)
+    assert cli.main(["export-onnx", "demo-rnnt", str(out)]) != 0
+    assert f"{out / name} is a symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "keep me" and [p.name for p in out.iterdir()] == [name]
+
+
 def test_cli_export_transcribe_and_eval(waves, tmp_path, capsys) -> None:
     from asrdecode import cli
 
