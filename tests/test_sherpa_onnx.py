@@ -501,6 +501,11 @@ def test_registry_compat_sherpa_errors(models) -> None:
     nemo = load_onnx_transducer(str(models["nemo-rnnt"]))  # NeMo layout: our searches with its preset
     pipe = make_pipeline(nemo, resolve_options(nemo, {"decoder": "beam", "beam": 2, "compat": "sherpa"}))
     assert len(pipe.decode(torch.randn(1, 5, 48), torch.tensor([5]))) == 1
+    for bundle in (nemo, b):  # --beam 1000000 aborted the process (std::bad_alloc through the C ABI)
+        pipe = make_pipeline(bundle, resolve_options(bundle, {"decoder": "beam", "beam": 10**6, "compat": "sherpa"}))
+        enc = torch.randn(1, 5, 48 if bundle is nemo else 64)
+        with pytest.raises(DecodingInputError, match="beam must be an int in 1..1024, got 1000000"):
+            pipe.decode(enc, torch.tensor([5]))
 
 
 @pytest.mark.parametrize("layout", ["icefall", "nemo-rnnt", "nemo-tdt"])
