@@ -281,7 +281,7 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
     ({"durations": "0,1,1"}, "metadata 'durations' must be distinct"),
     ({"feature_dim": "40"}, "the logmel front end has 80 bins but feature_dim is 40"),
     ({"feature_dim": "40", "frontend": "kaldi-fbank", "subsampling_factor": None},
-     "the encoder does not run on \\[1, 2000, 40\\] features"),
+     "'x' has size 80 on axis -1 .* but metadata 'feature_dim' is 40"),  # at load, not at the first decode
     ({"blank_id": "x"}, "metadata 'blank_id' must be an integer"),
     ({"blank_id": "300"}, "blank_id 300 outside"),
     ({"durations": "1,a"}, "metadata 'durations' must be comma-separated ints"),

@@ -318,9 +318,9 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     shift = meta_float(enc_path, meta, "frame_shift_ms", 10.0)
     width = encoder.get_inputs()[0].shape[-1]
     feature_dim = meta_int(enc_path, meta, "feature_dim", width if isinstance(width, int) else 80)
-    check_dim(enc_path, encoder.get_inputs()[0], -1, feature_dim, "metadata 'feature_dim'")
     if frontend == "logmel" and feature_dim != 80:
         raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feature_dim is {feature_dim}")
+    check_dim(enc_path, encoder.get_inputs()[0], -1, feature_dim, "metadata 'feature_dim'")
     if "subsampling_factor" in meta:
         subsampling = meta_int(enc_path, meta, "subsampling_factor")
     else:
