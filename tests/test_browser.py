@@ -684,10 +684,12 @@ def small_server():
 
 
 def error_after(page, action) -> tuple[str, str | None]:
-    """Runs ``action``, waits for the error line; returns its text and the run's error code."""
+    """Runs ``action``, waits for the error line; returns its text and the run's error code. The previous
+    error line is hidden first: else it could be read before the page cleared it for this action."""
+    page.evaluate("() => { const e = document.getElementById('error'); e.hidden = true; e.textContent = ''; }")
     action()
-    page.wait_for_selector("#error:not([hidden])", timeout=30000)
-    page.wait_for_function("!window.asrPage.busy", timeout=30000)
+    page.wait_for_function("() => { const e = document.getElementById('error'); "
+                           "return !e.hidden && e.textContent !== '' && !window.asrPage.busy; }", timeout=30000)
     code = page.evaluate("window.asrPage.run && window.asrPage.run.errorCode")
     return page.inner_text("#error"), code
 
