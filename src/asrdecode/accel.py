@@ -13,16 +13,29 @@ branching on tensor values). The driver loop checks one flag tensor between step
   it. Capture needs fixed memory addresses, so the captured callable copies every attribute the
   step replaced back into the tensors it read (the state is updated in place) — the step's
   logic is unchanged. A state layout change (e.g. hypotheses storage doubled) re-captures.
+
+Device-resident loops (DESIGN rule 3): :func:`run_until_done` replays a round of steps and reads the
+loop's flag on the host only at a few check points (O(log) per call); :class:`LoopCache` keeps a
+loop's static buffers and captured graphs between calls, keyed by :func:`bucket`-padded shapes and
+:func:`parameters_key`; :func:`count_host_reads` counts the host reads of any code on the CPU.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Callable, Hashable, Iterator
 
 import torch
+import torch.utils._python_dispatch
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["StepRunner", "resolve_mode"]
+__all__ = [
+    "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
+    "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
+    "strict_syncs", "compiled_graphs",
+]
 
 MODES = ("eager", "compile", "cuda_graphs")
 
@@ -65,6 +78,7 @@ class StepRunner:
         self.state_names = state_names
         self._compiled: dict[Callable, Callable] = {}
         self._graphs: dict[tuple, Any] = {}
+        self.captures = 0  # CUDA graphs captured by this runner (a warm call of a cached loop adds none)
 
     def __call__(self, fn: Callable[..., None], state: Any, *args: Any) -> None:
         """Run ``fn(state, *args)``; extra arguments (e.g. a row subset) exist in eager mode only."""
@@ -79,6 +93,19 @@ class StepRunner:
             compiled(state)
         else:
             self._replay(fn, state)
+
+    def bound(self, fn: Callable[[Any], None], state: Any) -> Callable[[], None]:
+        """A zero-argument callable that runs ``fn(state)`` once per call in this runner's mode, with the
+        per-call work (graph lookup, capture) done here once: what a loop replaying a step many times
+        between two checks calls. Valid while the state's tensors keep their addresses."""
+        if self.mode == "eager":
+            return lambda: fn(state)
+        if self.mode == "compile":
+            compiled = self._compiled.get(fn)
+            if compiled is None:
+                compiled = self._compiled[fn] = torch.compile(fn, dynamic=False)
+            return lambda: compiled(state)
+        return self._graph(fn, state).replay  # pragma: no cover - needs CUDA
 
     def _in_place(self, fn: Callable[[Any], None], state: Any) -> Callable[[], None]:
         """Wrap ``fn`` so that the state's tensors are updated in place (fixed addresses)."""
@@ -98,11 +125,19 @@ class StepRunner:
         return run
 
     def _replay(self, fn: Callable[[Any], None], state: Any) -> None:  # pragma: no cover - needs CUDA
+        self._graph(fn, state).replay()
+
+    def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:  # pragma: no cover - needs CUDA
+        """The CUDA graph of ``fn`` over the state's current tensors (captured at the first request)."""
         leaves = _state_tensors(state, self.state_names)
-        key = (fn, tuple(x.data_ptr() for x in leaves))
+        fused = _COMPILE_IN_GRAPHS["on"]
+        key = (fn, fused, tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
-            run = self._in_place(fn, state)
+            target = fn
+            if fused:  # torch.compile first: fused kernels, fewer launches per replay
+                target = self._compiled.get(fn) or self._compiled.setdefault(fn, torch.compile(fn, dynamic=False))
+            run = self._in_place(target, state)
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             saved = [x.clone() for x in leaves]
@@ -112,9 +147,278 @@ class StepRunner:
             for x, s in zip(leaves, saved):
                 x.copy_(s)  # undo the warm-up: the step must run exactly once
             graph = torch.cuda.CUDAGraph()
+            self.captures += 1
             with torch.cuda.graph(graph):
                 run()
             for x, s in zip(leaves, saved):
                 x.copy_(s)  # capture does not execute; restore and replay below
             self._graphs[key] = graph
-        graph.replay()
+        return graph
+
+
+# -- host reads: the syncs a device-resident loop must avoid ------------------------------------------
+
+HOST_READ_NAMES = frozenset({"__bool__", "item", "tolist", "__int__", "__float__", "__index__"})
+
+
+class HostReadCounter(TorchFunctionMode):
+    """Counts tensor reads that copy a value to the host (a device-to-host sync on a GPU).
+
+    Counted: ``Tensor.__bool__`` (``if t``, ``bool(t)``, ``while t.any()``), ``item``, ``tolist``,
+    ``__int__``, ``__float__`` and ``__index__``. Works on the CPU, so the bound a GPU loop needs is
+    tested without one. ``count`` is the total, ``by_name`` the count per method.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.by_name: dict[str, int] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in HOST_READ_NAMES:
+            self.count += 1
+            self.by_name[name] = self.by_name.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def count_host_reads() -> Iterator[HostReadCounter]:
+    """``with count_host_reads() as reads: ...`` then ``reads.count``: host reads made inside the block."""
+    counter = HostReadCounter()
+    with counter:
+        yield counter
+
+
+# -- device-resident loops: a flag read at growing intervals ------------------------------------------
+
+
+class LoopStats:
+    """Rounds a loop needed per frame in earlier calls (the first check of the next call is placed there)."""
+
+    def __init__(self, initial: float = 1.0) -> None:
+        self.rounds_per_frame = initial
+
+    def estimate(self, frames: int) -> int:
+        return max(1, int(self.rounds_per_frame * max(frames, 1) * 1.05) + 1)
+
+    def update(self, rounds: int, frames: int) -> None:
+        if frames > 0:
+            self.rounds_per_frame = rounds / frames
+
+
+def run_until_done(
+    run: StepRunner,
+    body: Callable[[Any], None],
+    state: Any,
+    done: Callable[[Any], torch.Tensor],
+    *,
+    first_check: int,
+    limit: int,
+    on_check: Callable[[int], None] | None = None,
+) -> int:
+    """Run ``body(state)`` repeatedly until ``done(state)`` (a 0-dim bool tensor that ``body`` keeps
+    current) is true; returns the rounds run.
+
+    The flag is read on the host only at check points: after ``first_check`` rounds, then after
+    intervals that start at a quarter of it and double, so a call makes O(log) host reads whatever its
+    length (none between checks: the rounds are queued on the device, replayed CUDA graphs with
+    ``run`` in ``"cuda_graphs"`` mode). ``body`` must leave a finished state unchanged (masked steps),
+    so the rounds run past the end are no-ops. ``on_check(rounds)`` runs before each round batch (e.g.
+    to grow storage on the host). Raises :class:`RuntimeError` past ``limit`` rounds.
+    """
+    rounds = 0
+    target = max(1, first_check)
+    interval = max(1, first_check // 4)
+    while True:
+        if on_check is not None:
+            on_check(target - rounds)
+        step = run.bound(body, state)
+        with _strict(done(state).device):
+            while rounds < target:
+                step()
+                rounds += 1
+        if bool(done(state)):
+            return rounds
+        if rounds >= limit:
+            raise RuntimeError(f"device loop did not finish in {limit} rounds")
+        target = min(rounds + interval, limit)
+        interval *= 2
+
+
+_STRICT = {"on": False}
+_COMPILE_IN_GRAPHS = {"on": False}
+
+
+@contextmanager
+def compiled_graphs() -> Iterator[None]:
+    """CUDA graphs captured inside this block capture the ``torch.compile``d step (Inductor's fused
+    kernels: fewer launches per replay) instead of the eager one; the first capture of each step then
+    costs the compilation (seconds). Graphs captured before stay as they were (the key differs)."""
+    before = _COMPILE_IN_GRAPHS["on"]
+    _COMPILE_IN_GRAPHS["on"] = True
+    try:
+        yield
+    finally:
+        _COMPILE_IN_GRAPHS["on"] = before
+
+
+@contextmanager
+def strict_syncs() -> Iterator[None]:
+    """Inside this block, the rounds of every :func:`run_until_done` loop on a CUDA device run under
+    ``torch.cuda.set_sync_debug_mode("error")``: any host sync inside a loop (not at its check points)
+    raises. For tests on a GPU."""
+    before = _STRICT["on"]
+    _STRICT["on"] = True
+    try:
+        yield
+    finally:
+        _STRICT["on"] = before
+
+
+@contextmanager
+def _strict(device: torch.device) -> Iterator[None]:
+    if not (_STRICT["on"] and device.type == "cuda"):
+        yield
+        return
+    previous = torch.cuda.get_sync_debug_mode()  # pragma: no cover - needs CUDA
+    torch.cuda.set_sync_debug_mode("error")  # pragma: no cover
+    try:  # pragma: no cover
+        yield
+    finally:  # pragma: no cover
+        torch.cuda.set_sync_debug_mode(previous)
+
+
+# -- graphs and static buffers kept between calls -------------------------------------------------------
+
+
+def bucket(n: int, minimum: int = 16) -> int:
+    """Padded size for ``n`` (batch or frames) so that CUDA graphs are shared between calls: the
+    smallest value >= ``n`` that is a multiple of a power of two at least an eighth of ``n`` (at most
+    ~25 % padding), and at least ``minimum``. E.g. 150 -> 160, 1000 -> 1024, 5 -> 16 (minimum 16)."""
+    if n <= minimum:
+        return minimum
+    step = 1 << max(n.bit_length() - 3, 0)
+    return -(-n // step) * step
+
+
+def parameters_key(model: Any) -> tuple:
+    """Addresses, shapes and dtypes of a model's parameters and buffers (an ``nn.Module``): a captured
+    graph reads them by address, so a key with them notices replaced tensors; in-place updates are
+    seen by the graph itself."""
+    if not isinstance(model, torch.nn.Module):
+        return (id(model),)
+    tensors = list(model.parameters()) + list(model.buffers())
+    return (id(model),) + tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in tensors)
+
+
+class LoopCache:
+    """Loop states (static buffers) with their :class:`StepRunner` (captured graphs), kept between
+    calls by key (least recently used out beyond ``size`` entries)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = make()
+            self._entries[key] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        return entry
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class _EmulatedGraph:
+    """What replaying a captured graph does, run eagerly on any device: the step updates the state's
+    tensors in place, which must keep their addresses (else a real graph would read stale memory)."""
+
+    def __init__(self, run: Callable[[], None], leaves: Callable[[], list[torch.Tensor]]) -> None:
+        self._run = run
+        self._leaves = leaves
+        self._ptrs = [x.data_ptr() for x in leaves()]
+
+    def replay(self) -> None:
+        self._run()
+        if [x.data_ptr() for x in self._leaves()] != self._ptrs:
+            raise AssertionError("a step moved a state tensor: a captured CUDA graph would read stale memory")
+
+
+class EmulatedGraphRunner(StepRunner):
+    """The CPU twin of ``"cuda_graphs"`` mode, for tests: steps run eagerly through the same in-place
+    wrapper a capture uses, "captured" once per (function, tensor addresses) exactly as a real graph is
+    (so ``captures`` counts what a GPU would capture), and every replay checks that no state tensor moved."""
+
+    def __init__(self, mode: str, state_names: tuple[str, ...]) -> None:
+        super().__init__("eager" if mode == "eager" else "cuda_graphs", state_names)
+
+    def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:
+        leaves = _state_tensors(state, self.state_names)
+        key = (fn, tuple(x.data_ptr() for x in leaves))
+        graph = self._graphs.get(key)
+        if graph is None:
+            graph = self._graphs[key] = _EmulatedGraph(self._in_place(fn, state),
+                                                       lambda: _state_tensors(state, self.state_names))
+            self.captures += 1
+        return graph
+
+
+# -- ops that synchronise with the device whatever Python does with their result -------------------------
+
+_SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::nonzero", "aten::nonzero_static", "aten::masked_select", "aten::unique_dim",
+    "aten::_unique2", "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount",
+    "aten::equal", "aten::is_nonzero", "aten::histc",
+})  # fmt: skip
+
+
+def _sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
+    name = func._schema.name
+    if name in _SYNC_OPS:
+        return name
+    if name == "aten::repeat_interleave" and kwargs.get("output_size") is None and len(args) < 3:
+        return name + " (no output_size)"
+    if name in ("aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"):
+        indices = args[1] if len(args) > 1 else ()
+        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices or ()):
+            return name + " with a boolean mask"
+    return None
+
+
+class DeviceSyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the ATen ops that make the host wait for the device (``nonzero``, boolean-mask indexing,
+    ``unique``, ``item`` / ``bool`` via ``_local_scalar_dense``, ...): the CPU proxy of
+    ``torch.cuda.set_sync_debug_mode("error")``. ``count`` is the total, ``by_op`` the count per op;
+    ``ops`` counts every op run (kernel launches, roughly)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.ops = 0
+        self.by_op: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        self.ops += 1
+        reason = _sync_reason(func, args, kwargs)
+        if reason is not None:
+            self.count += 1
+            self.by_op[reason] = self.by_op.get(reason, 0) + 1
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def count_device_syncs() -> Iterator[DeviceSyncCounter]:
+    """``with count_device_syncs() as syncs: ...`` then ``syncs.count`` / ``syncs.by_op`` / ``syncs.ops``."""
+    counter = DeviceSyncCounter()
+    with counter:
+        yield counter
