@@ -45,7 +45,7 @@ from websockets.sync.client import connect  # noqa: E402
 from asrdecode.serving.protocol import CLOSE_CODES, Limits  # noqa: E402
 from asrdecode.serving.server import ServerConfig, ServerThread, build_service  # noqa: E402
 from asrdecode.serving.transcriptions import ERROR_CODES as API_ERROR_CODES  # noqa: E402
-from asrdecode.serving.web import same_origin, server_info  # noqa: E402
+from asrdecode.serving.web import host_allowed, model_name, same_origin, server_info  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -239,6 +239,23 @@ def test_same_origin_rule() -> None:
     assert not same_origin("http://127.0.0.1:8000", None)
     assert not same_origin("http://127.0.0.1:8000", "")
     assert not same_origin("http://127.0.0.1:8000", "127.0.0.1:notaport")
+    assert not same_origin("http://u:p@127.0.0.1:8000", "127.0.0.1:8000")  # userinfo: refused
+    assert not same_origin("http://127.0.0.1:8000@evil.example", "evil.example")
+
+
+def test_host_rule() -> None:
+    """Hosts the server answers to: loopback names and addresses, the bind address, --allowed-hosts;
+    any IP address when bound to every interface; a foreign name (DNS rebinding) never."""
+    assert host_allowed(None, "127.0.0.1")  # no Host header: not a browser
+    for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:9000", "127.0.0.2:1"):
+        assert host_allowed(host, "127.0.0.1"), host
+    assert host_allowed("10.1.2.3:8000", "10.1.2.3") and host_allowed("asr.lan:8000", "asr.lan")
+    assert host_allowed("asr.example.org", "127.0.0.1", frozenset({"asr.example.org"}))
+    assert host_allowed("192.168.1.20:8000", "0.0.0.0") and host_allowed("[fe80::1]:80", "::")
+    for host in ("evil.example:8000", "evil.example", "10.1.2.4:8000", "", "[::1", "localhost.evil.example",
+                 "127.0.0.1.evil.example", "u@127.0.0.1"):
+        assert not host_allowed(host, "10.1.2.3", frozenset({"asr.example.org"})), host
+    assert not host_allowed("evil.example", "0.0.0.0")
 
 
 def test_info_shows_scalar_options_only() -> None:
@@ -248,6 +265,10 @@ def test_info_shows_scalar_options_only() -> None:
             "beam": 8, "method": "alsd", "blank_collapse": True, "graph": "/srv/asr/tlg.pt", "fusion": [object()]})
 
     info = server_info(Service(), "/v1/stream")
+    Service.config = ServerConfig(model="/srv/models/my-model.nemo", decoder="beam")
+    assert server_info(Service(), "/v1/stream")["model"] == "my-model.nemo"  # its name, not the server's path
+    assert (model_name("/srv/models/onnx-dir/"), model_name("demo-ctc"), model_name("pkg.mod:attr")) == \
+        ("onnx-dir", "demo-ctc", "pkg.mod:attr")
     assert info["decoder_options"] == {"beam": 8, "method": "alsd", "blank_collapse": True}
     assert (info["model"], info["decoder"], info["max_streams"], info["sample_rate"]) == ("demo-ctc", "beam", 3, 16000)
     json.dumps(info)
@@ -284,6 +305,22 @@ def test_websocket_origin_check(server) -> None:
         with pytest.raises(InvalidStatus) as err:
             connect(url, origin=origin, open_timeout=10)
         assert err.value.response.status_code == 403, origin
+    # DNS rebinding: a foreign name re-pointed at the server, Origin matching that Host (it got 101)
+    evil = f"evil.example:{server.port}"
+    import socket
+
+    for name in ("evil.example", "localhost"):  # the same handshake with the Host a loopback name: served
+        sock = socket.create_connection((server.host, server.port), timeout=10)
+        try:
+            with connect(f"ws://{name}:{server.port}/v1/stream", sock=sock, origin=f"http://{name}:{server.port}",
+                         open_timeout=10) as ws:
+                ws.send(json.dumps({"sample_rate": 16000}))
+                assert name == "localhost" and json.loads(ws.recv(timeout=10))["type"] == "ready"
+        except InvalidStatus as err:
+            assert name == "evil.example" and err.response.status_code == 403
+    for path in ("", "v1/info", "health", "static/app.js"):
+        assert http_get(server.page_url + path, {"Host": evil})[0] == 421, path
+        assert http_get(server.page_url + path, {"Host": f"localhost:{server.port}"})[0] == 200, path
     for origin in (None, f"http://{host}"):  # no Origin (not a browser), or the server's own
         with connect(url, origin=origin, open_timeout=10) as ws:
             ws.send(json.dumps({"sample_rate": 16000}))
@@ -457,6 +494,39 @@ def test_resampler_and_wav_reader_in_the_browser(server, browser, tmp_path) -> N
     assert parsed["alaw"]["error"] == "WAV format 6 is not PCM or IEEE float"
 
 
+def _wav_header_rate(rate: int, samples: int = 400) -> bytes:
+    """A 16-bit mono PCM WAV whose header says ``rate`` Hz (any uint32)."""
+    data = np.zeros(samples, "<i2").tobytes()
+    return (b"RIFF" + (36 + len(data)).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+            + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + rate.to_bytes(4, "little")
+            + (rate * 2 % 2 ** 32).to_bytes(4, "little") + (2).to_bytes(2, "little") + (16).to_bytes(2, "little")
+            + b"data" + len(data).to_bytes(4, "little") + data)
+
+
+def test_the_page_refuses_the_file_rates_the_server_refuses(server, browser, tmp_path) -> None:
+    """WAV headers at rates outside the server's file bounds (/v1/info's file_sample_rates, asrdecode.audio's
+    MIN/MAX_SAMPLE_RATE) get an error line at once: 4,294,967,295 Hz had the resampler allocate 6.9 GB for
+    57 s, 1 Hz died with a RangeError. The bounds themselves are read."""
+    from asrdecode.audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+
+    info = json.loads(http_get(server.page_url + "v1/info")[2])
+    assert info["file_sample_rates"] == {"min": MIN_SAMPLE_RATE, "max": MAX_SAMPLE_RATE}
+    page = open_page(browser, server.page_url)
+    for rate in (2 ** 32 - 1, 1, MIN_SAMPLE_RATE - 1, MAX_SAMPLE_RATE + 1):
+        path = tmp_path / f"r{rate}.wav"
+        path.write_bytes(_wav_header_rate(rate))
+        t0 = time.monotonic()
+        line, _ = error_after(page, lambda: upload(page, path))  # noqa: B023
+        assert time.monotonic() - t0 < 10
+        assert line == f"{path.name}: WAV sample rate {rate} Hz is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz"
+    for rate in (MIN_SAMPLE_RATE, MAX_SAMPLE_RATE):  # the bounds themselves pass
+        path = tmp_path / f"ok{rate}.wav"
+        path.write_bytes(_wav_header_rate(rate, samples=rate // 4))
+        run = wait_done(page, upload(page, path))
+        assert run["error"] is None, run
+    assert page.page_errors == []
+
+
 def test_microphone_equals_cli_on_the_audio_it_sent(server, playwright, reference, tmp_path) -> None:
     """Three clips through Chromium's fake capture device, in three browsers at once.
 
@@ -617,10 +687,12 @@ def small_server():
 
 
 def error_after(page, action) -> tuple[str, str | None]:
-    """Runs ``action``, waits for the error line; returns its text and the run's error code."""
+    """Runs ``action``, waits for the error line; returns its text and the run's error code. The previous
+    error line is hidden first: else it could be read before the page cleared it for this action."""
+    page.evaluate("() => { const e = document.getElementById('error'); e.hidden = true; e.textContent = ''; }")
     action()
-    page.wait_for_selector("#error:not([hidden])", timeout=30000)
-    page.wait_for_function("!window.asrPage.busy", timeout=30000)
+    page.wait_for_function("() => { const e = document.getElementById('error'); "
+                           "return !e.hidden && e.textContent !== '' && !window.asrPage.busy; }", timeout=30000)
     code = page.evaluate("window.asrPage.run && window.asrPage.run.errorCode")
     return page.inner_text("#error"), code
 

@@ -170,3 +170,49 @@ def test_entries_are_keyed_by_inputs_and_a_crashed_build_leaves_nothing(tmp_path
     again = gc.cached_file("art", {"words": 4}, good, log=said.append)
     assert again.built and again.path.read_bytes() == b"graph" * 1000
     assert any("no record" in m and "rebuilding" in m for m in said)
+
+
+def _small_build(path):
+    path.write_bytes(b"artefact")
+
+
+def test_cache_path_faults_are_named_errors(tmp_path, monkeypatch):
+    """$ASRDECODE_CACHE a file, its graphs folder a file, a directory where an entry's artefact or record
+    belongs, an unwritable folder: CacheError (a FileFormatError) naming the path; nothing deleted."""
+    key = gc.input_key({"v": 2})
+    spot = tmp_path / "file"
+    spot.write_text("not a folder")
+    monkeypatch.setenv("ASRDECODE_CACHE", str(spot))
+    with pytest.raises(gc.CacheError, match=rf"{spot}: the cache needs a folder here.*ASRDECODE_CACHE must name"):
+        gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ASRDECODE_CACHE", str(root))
+    root.mkdir()
+    (root / "graphs").write_text("not a folder")
+    with pytest.raises(gc.CacheError, match="graphs: the cache needs a folder here"):
+        gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
+    (root / "graphs").unlink()
+    for suffix in (".pt", ".json"):
+        where = root / "graphs" / f"art-{key}{suffix}"
+        where.mkdir(parents=True)
+        (where / "mine.txt").write_text("keep")
+        with pytest.raises(gc.CacheError, match=rf"art-{key}\{suffix}: the cache keeps a file here"):
+            gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
+        assert (where / "mine.txt").read_text() == "keep"
+        (where / "mine.txt").unlink()
+        where.rmdir()
+    if os.geteuid() != 0:  # root writes anywhere
+        (root / "graphs").chmod(0o500)
+        try:
+            with pytest.raises(gc.CacheError, match="cannot write the cache"):
+                gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
+        finally:
+            (root / "graphs").chmod(0o700)
+    entry = gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
+    assert entry.built and entry.path.read_bytes() == b"artefact"
+    with pytest.raises(OSError, match="not the cache's"):  # the build's own errors pass unchanged
+
+        def failing(path):
+            raise FileNotFoundError(2, "not the cache's", str(tmp_path / "elsewhere.arpa"))
+
+        gc.cached_file("art", {"v": 3}, failing, log=lambda m: None)

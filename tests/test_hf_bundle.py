@@ -246,6 +246,19 @@ def test_a_directory_that_is_not_a_ctc_model(tmp_path) -> None:
         load_bundle(str(tmp_path))
 
 
+def test_deeply_nested_json_is_a_named_error(hf_dir, tmp_path) -> None:
+    """A vocab.json (or config.json) of 100k nested brackets: FileFormatError naming the file, not RecursionError."""
+    import shutil
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for name in ("vocab.json", "config.json"):
+        d = tmp_path / name
+        shutil.copytree(hf_dir, d)
+        (d / name).write_text('{"a": ' + deep + "}" if name == "vocab.json" else deep)
+        with pytest.raises(FileFormatError, match=rf"{name}: not a readable JSON .* \(nested too deeply\)"):
+            load_bundle(str(d))
+
+
 def test_missing_weights_or_vocabulary(hf_dir, tmp_path) -> None:
     import shutil
 

@@ -338,6 +338,27 @@ def test_one_client_cannot_take_every_connection_slot() -> None:
     assert health["refused_connections"] == 9 and svc.connections.refused_per_client == 9
 
 
+def test_default_per_client_cap_leaves_slots_for_others() -> None:
+    """--max-streams 8 (16 connections) with the default per-client cap (32, clamped to 8): a client holding
+    idle sockets gets 8 of them; the others still connect (3 of 30 probes were served before)."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("websockets")
+    from asrdecode.serving.server import ServerThread
+    from test_server import make_service
+
+    svc = make_service(max_streams=8, handshake_timeout_s=30)
+    assert svc.config.max_connections_per_client == 8
+    with ServerThread(svc) as st:
+        hostile = [_connect_from("127.0.0.2", st) for _ in range(20)]
+        time.sleep(0.3)
+        hostile_refused = sum(_refused(s, 0.5) for s in hostile)
+        probes = [_connect_from("127.0.0.3", st) for _ in range(6)]
+        probes_refused = sum(_refused(s, 0.3) for s in probes)
+        for s in hostile + probes:
+            s.close()
+    assert hostile_refused == 12 and probes_refused == 0
+
+
 def test_per_client_cap_config_checks(capsys) -> None:
     pytest.importorskip("uvicorn")
     from asrdecode import cli
@@ -350,6 +371,14 @@ def test_per_client_cap_config_checks(capsys) -> None:
         with pytest.raises(ValueError, match="max_connections_per_client"):
             guarded_http_protocol(8, 1.0, None, bad)
     assert ServerConfig().max_connections_per_client == 32
+    # clamped to half of max_connections (16 with max_streams 8): one address cannot take every slot
+    assert ServerConfig(max_streams=8).max_connections_per_client == 8
+    assert ServerConfig(max_streams=1, max_connections=1).max_connections_per_client == 1
+    assert ServerConfig(max_streams=8, max_connections_per_client=3).max_connections_per_client == 3
+    for bad in ("evil.example:80", "http://x", "a b", "", 5):
+        with pytest.raises(ValueError, match="allowed_hosts"):
+            ServerConfig(allowed_hosts=(bad,))
+    assert ServerConfig(allowed_hosts=("ASR.Example.org.",)).allowed_hosts == ("asr.example.org",)
     assert ServerConfig(max_connections_per_client=None).max_connections_per_client is None
     assert cli.main(["serve", "--max-connections-per-client", "-3"]) == 2
     assert "max_connections_per_client" in capsys.readouterr().err

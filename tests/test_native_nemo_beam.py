@@ -104,3 +104,64 @@ def test_auto_falls_back_to_python_for_models_without_native_weights() -> None:
                                                  "the C\\+\\+ greedy reads"):
         nemo_beam_search(m, enc, beam=3, engine="native")
     _same_lists(nemo_beam_search(m, enc, beam=3, engine="auto"), nemo_beam_search(m, enc, beam=3, engine="torch"))
+
+
+_OOM_SCRIPT = """
+import resource, sys, torch
+from asrdecode.native import load
+from asrdecode.native._lib import NativeMemoryError
+from asrdecode.native.nemo_beam import nemo_beam_lstm
+from asrdecode.native.transducer_greedy_lstm import weights_from_lstm_transducer
+from asrdecode.transducer import LSTMTransducer
+
+load()
+w = weights_from_lstm_transducer(LSTMTransducer(6, 10, 12, 16, 0).eval())
+enc = torch.randn(1, 1, 10)
+with open("/proc/self/statm") as f:
+    size = int(f.read().split()[0]) * resource.getpagesize()
+limit = size + (256 << 20)  # the C++ search's state buffers for beam 2**22 need ~1.3 GB: std::bad_alloc
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    nemo_beam_lstm(w, enc, beam=2 ** 22, max_symbols=1)
+except NativeMemoryError as err:
+    print("named:", err)
+"""
+
+
+def test_out_of_memory_is_a_named_error_not_an_abort() -> None:
+    """std::bad_alloc inside the C++ search comes back as NativeMemoryError (it aborted the process
+    before: no C++ exception may cross the C ABI). In a child process under an address-space limit."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _OOM_SCRIPT], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "named: the native NeMo beam search ran out of memory" in proc.stdout
+
+
+def test_guard_codes_become_named_errors() -> None:
+    from asrdecode.native._lib import (INTERNAL_ERROR, OUT_OF_MEMORY, NativeEngineError, NativeMemoryError,
+                                       check_status)
+
+    check_status(0, "x")
+    check_status(-1, "x")  # the caller's own code (arguments refused) passes through
+    with pytest.raises(NativeMemoryError, match="x ran out of memory: detail"):
+        check_status(OUT_OF_MEMORY, "x", "detail")
+    with pytest.raises(NativeEngineError, match=r"x failed inside the C\+\+ engine"):
+        check_status(INTERNAL_ERROR, "x")
+    assert issubclass(NativeMemoryError, MemoryError)
+
+
+def test_large_batches_run_in_bounded_calls(monkeypatch) -> None:
+    """A batch whose output arrays would pass CALL_CELLS runs in several C++ calls: the same hypotheses."""
+    import asrdecode.native.modified_beam as mb
+
+    t = _model(5, 7, 1, 0, None)
+    w = weights_from_lstm_transducer(t)
+    enc = torch.randn(5, 6, 10, generator=torch.Generator().manual_seed(5)) * 2
+    lens = [6, 3, 0, 6, 5]
+    whole = nemo_beam_lstm(w, enc, lens, beam=3, max_symbols=2)
+    monkeypatch.setattr(mb, "CALL_CELLS", 2 * 3 * 6 * 2)  # two utterances a call
+    _same_lists(nemo_beam_lstm(w, enc, lens, beam=3, max_symbols=2), whole)

@@ -305,16 +305,24 @@ def test_partial_sort_and_top_k_order_ties_as_libstdcxx() -> None:
 def test_bad_inputs_raise_named_errors() -> None:
     m = _Scripted(3, 2)
     enc = torch.zeros(1, 2, 3)
-    for kw, match in (({"beam": 0}, "beam must be an int >= 1"), ({"beam": True}, "beam must be an int >= 1"),
-                      ({"beam": 2.0}, "beam must be an int >= 1"), ({"max_symbols": 0}, "max_symbols must be an int"),
+    for kw, match in (({"beam": 0}, "beam must be an int in 1..1024"), ({"beam": True}, "beam must be an int in"),
+                      ({"beam": 2.0}, "beam must be an int in"), ({"max_symbols": 0}, "max_symbols must be an int"),
+                      ({"beam": 10**6}, r"beam must be an int in 1..1024, got 1000000"),
+                      ({"max_symbols": 10**6}, r"max_symbols must be an int in 1..1000"),
                       ({"unk_id": 3}, r"unk_id must be None or in 0..2"), ({"unk_id": -1}, "unk_id must be None")):
         with pytest.raises(DecodingInputError, match=match):
             nemo_beam_search(m, enc, **kw)
     with pytest.raises(DecodingInputError, match=r"encoder_output must be a tensor \[B, T, D\]"):
         nemo_beam_search(m, enc[0])
-    with pytest.raises(DecodingInputError, match="lengths must be 1 values in 0..2"):
+    with pytest.raises(DecodingInputError, match="lengths must be <= the padded length 2"):
         nemo_beam_search(m, enc, [3])
-    with pytest.raises(DecodingInputError, match="lengths must be 1 values"):
+    with pytest.raises(DecodingInputError, match="lengths has 2 entries but the batch has 1"):
         nemo_beam_search(m, enc, [1, 1])
+    with pytest.raises(DecodingInputError, match="lengths must have an integer dtype"):  # 1.5 was read as 1
+        nemo_beam_search(m, enc, torch.tensor([1.5]))
+    with pytest.raises(DecodingInputError, match=r"lengths must be 1-D"):
+        nemo_beam_search(m, enc, torch.tensor([[2]]))
+    with pytest.raises(DecodingInputError, match=r"beam \* frames \* max_symbols = 1024 \* 70000 \* 1000"):
+        nemo_beam_search(m, torch.zeros(1, 70_000, 3), beam=1024, max_symbols=1000)
     with pytest.raises(DecodingInputError, match="TransducerModel protocol"):
         nemo_beam_search(object(), enc)

@@ -161,10 +161,16 @@ def test_modified_beam_search_checks_and_beam_1_is_greedy(models, waves) -> None
     assert one[3][0].tokens == [] and len(one[3]) == 1
     four = modified_beam_search(b.model, enc[:1], elen[:1], beam=4, length_norm=False)[0]
     assert 1 <= len(four) <= 4 and [h.score for h in four] == sorted((h.score for h in four), reverse=True)
-    with pytest.raises(DecodingInputError, match="beam must be an int >= 1"):
+    with pytest.raises(DecodingInputError, match="beam must be an int in 1..1024"):
         modified_beam_search(b.model, enc, elen, beam=0)
-    with pytest.raises(DecodingInputError, match="lengths must be 4 values"):
+    with pytest.raises(DecodingInputError, match=r"beam must be an int in 1..1024, got 1000000"):
+        modified_beam_search(b.model, enc, elen, beam=10**6)
+    with pytest.raises(DecodingInputError, match="lengths must be <= the padded length"):
         modified_beam_search(b.model, enc, elen + 1000)
+    with pytest.raises(DecodingInputError, match="lengths must have an integer dtype"):  # 19.5 was read as 19
+        modified_beam_search(b.model, enc, elen.float() - 0.5)
+    with pytest.raises(DecodingInputError, match="lengths must be 1-D"):
+        modified_beam_search(b.model, enc, elen[:, None])
     with pytest.raises(DecodingInputError, match=r"encoder_output must be a tensor \[B, T, D\]"):
         modified_beam_search(b.model, enc[0])
     tdt = load_onnx_transducer(str(models["nemo-tdt"]))
@@ -223,7 +229,9 @@ def _set_metadata(path: Path, **changes: str | None) -> None:
 @pytest.mark.parametrize("changes, match", [
     ({"vocab_size": None}, "metadata 'vocab_size' is missing"),
     ({"vocab_size": "100"}, "129 tokens but metadata vocab_size \\+ 1 is 101"),
-    ({"pred_hidden": "16"}, "decoder input width 32 != pred_hidden 16"),
+    ({"pred_hidden": "16"}, "'states.1' has size 32 on axis 2 .* but metadata 'pred_hidden' is 16"),
+    ({"pred_rnn_layers": "2"}, "'states.1' has size 1 on axis 0 .* but metadata 'pred_rnn_layers' is 2"),
+    ({"feat_dim": "64"}, "'audio_signal' has size 80 on axis 1 .* but metadata 'feat_dim' is 64"),
     ({"pred_rnn_layers": "1e9"}, "metadata 'pred_rnn_layers' must be an integer"),
     ({"subsampling_factor": "1000000000"}, "metadata 'subsampling_factor' must be in 1..64"),
     ({"frame_shift_ms": "inf"}, "metadata 'frame_shift_ms' must be finite"),
@@ -239,6 +247,39 @@ def test_nemo_bad_metadata(models, tmp_path, changes, match) -> None:
     shutil.copytree(models["nemo-rnnt"], d)
     _set_metadata(d / "encoder.onnx", **changes)
     with pytest.raises(FileFormatError, match=match):
+        load_onnx_transducer(str(d))
+
+
+def test_icefall_metadata_and_graphs_must_agree(models, tmp_path) -> None:
+    """context_size / feature_dim metadata unlike the graphs' inputs, a decoder output unlike the joiner's
+    input: named errors at load (onnxruntime's InvalidArgument at the first decode, torch's RuntimeError before)."""
+    import shutil
+
+    def copy(name: str) -> Path:
+        d = tmp_path / name
+        shutil.copytree(models["icefall"], d)
+        return d
+
+    d = copy("context")
+    _set_metadata(d / "decoder.onnx", vocab_size="500", context_size="3")
+    with pytest.raises(FileFormatError, match=r"decoder.onnx: 'y' has size 2 on axis 1 .* metadata 'context_size' is 3"):
+        load_onnx_transducer(str(d))
+    d = copy("context-enc")  # the encoder's metadata wins over the decoder's: checked the same
+    _set_metadata(d / "encoder.onnx", context_size="1")
+    with pytest.raises(FileFormatError, match="metadata 'context_size' is 1"):
+        load_onnx_transducer(str(d))
+    d = copy("feature")
+    _set_metadata(d / "encoder.onnx", feature_dim="64")
+    with pytest.raises(FileFormatError, match=r"encoder.onnx: 'x' has size 80 on axis -1 .* metadata 'feature_dim' is 64"):
+        load_onnx_transducer(str(d))
+    d = copy("width")
+    build_icefall(tmp_path / "narrow", dim=48)
+    shutil.copy(tmp_path / "narrow" / "decoder.onnx", d / "decoder.onnx")
+    with pytest.raises(FileFormatError, match=r"decoder.onnx: 'decoder_out' has size 48 .* joiner.onnx's decoder_out"):
+        load_onnx_transducer(str(d))
+    shutil.copy(tmp_path / "narrow" / "encoder.onnx", d / "encoder.onnx")
+    shutil.copy(models["icefall"] / "decoder.onnx", d / "decoder.onnx")
+    with pytest.raises(FileFormatError, match=r"encoder.onnx: 'encoder_out' has size 48 .* joiner.onnx's encoder_out"):
         load_onnx_transducer(str(d))
 
 
@@ -388,6 +429,9 @@ def test_nemo_ctc_bad_files(tmp_path) -> None:
     _set_metadata(bad / "model.onnx", subsampling_factor="4", vocab_size="10")
     with pytest.raises(FileFormatError, match="65 tokens but metadata vocab_size \\+ 1 is 11"):
         load_nemo_ctc(str(bad))
+    _set_metadata(bad / "model.onnx", vocab_size="64", feat_dim="128")
+    with pytest.raises(FileFormatError, match="'audio_signal' has size 80 on axis 1 .* metadata 'feat_dim' is 128"):
+        load_nemo_ctc(str(bad))
     b = load_nemo_ctc(str(d))
     with pytest.raises(DecodingInputError, match=r"feats must be a float tensor \[B, Tf, 80\]"):
         b.encode_features(torch.zeros(1, 5, 3), torch.tensor([5]))
@@ -457,6 +501,11 @@ def test_registry_compat_sherpa_errors(models) -> None:
     nemo = load_onnx_transducer(str(models["nemo-rnnt"]))  # NeMo layout: our searches with its preset
     pipe = make_pipeline(nemo, resolve_options(nemo, {"decoder": "beam", "beam": 2, "compat": "sherpa"}))
     assert len(pipe.decode(torch.randn(1, 5, 48), torch.tensor([5]))) == 1
+    for bundle in (nemo, b):  # --beam 1000000 aborted the process (std::bad_alloc through the C ABI)
+        pipe = make_pipeline(bundle, resolve_options(bundle, {"decoder": "beam", "beam": 10**6, "compat": "sherpa"}))
+        enc = torch.randn(1, 5, 48 if bundle is nemo else 64)
+        with pytest.raises(DecodingInputError, match="beam must be an int in 1..1024, got 1000000"):
+            pipe.decode(enc, torch.tensor([5]))
 
 
 @pytest.mark.parametrize("layout", ["icefall", "nemo-rnnt", "nemo-tdt"])

@@ -1,5 +1,5 @@
-"""Graph files: format 2 (word table as bytes, memory-mapped load, attached search index), format 1
-still read, and malformed files refused with FileFormatError."""
+"""Graph files: format 2 (word table as bytes, read into memory, attached search index), format 1
+still read, a loaded graph independent of its file, and malformed files refused with FileFormatError."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_format_2_round_trip_with_search_index(graph, tmp_path):
     assert other._dense_rows(back) is not back._search_index["dense"]
     before = (tmp_path / "g.pt").read_bytes()
     assert _hyps(back, seed=1) == _hyps(graph, seed=1)
-    assert (tmp_path / "g.pt").read_bytes() == before  # the memory map is private: decoding writes nothing
+    assert (tmp_path / "g.pt").read_bytes() == before  # decoding writes nothing
 
 
 def test_format_1_files_still_load(graph, tmp_path):
@@ -105,7 +105,27 @@ def test_a_word_with_a_newline_cannot_be_saved(graph, tmp_path):
     assert not (tmp_path / "g.pt").exists()
 
 
-def test_legacy_serialisation_loads_without_a_memory_map(graph, tmp_path):
+def test_a_loaded_graph_survives_its_file_rewritten_or_truncated(graph, tmp_path):
+    """A graph file rewritten in place (truncated, then other bytes) while loaded: the loaded graph decodes
+    as before (a memory-mapped graph died of SIGBUS at its next page); reloading it is a named error."""
+    path = tmp_path / "g.pt"
+    attach_search_index(graph.to("cpu"), dense_min_degree=1).save(path)
+    g = load_graph(path)
+    with open(path, "r+b") as f:  # in place, same inode: what `cp other.pt g.pt` does
+        f.truncate(0)
+        f.write(b"PK\x03\x04 a torch zip file of another graph, cut short")
+    assert _hyps(g, seed=2) == _hyps(graph, seed=2)
+    with pytest.raises(FileFormatError, match="not a decoding graph file"):
+        load_graph(path)
+    path.unlink()
+    assert _hyps(g, seed=3) == _hyps(graph, seed=3)
+    with pytest.raises(FileFormatError, match="cannot read the decoding graph file"):
+        load_graph(path)
+    with pytest.raises(FileFormatError, match="cannot read the decoding graph file"):
+        load_graph(tmp_path)  # a directory
+
+
+def test_legacy_serialisation_loads(graph, tmp_path):
     d = {k: v for k, v in graph._fields().items()}
     d["format"] = FORMAT_1
     torch.save(d, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)

@@ -481,6 +481,7 @@ def _server_config(args: argparse.Namespace, server) -> Any:
                                    max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
                                    max_streams=args.max_streams, max_connections=args.max_connections,
                                    max_connections_per_client=args.max_connections_per_client or None,
+                                   allowed_hosts=tuple(h for h in ",".join(args.allowed_hosts).split(",") if h),
                                    drain_timeout_s=args.drain_timeout, limits=limits)
     except ValueError as err:
         raise CLIError(str(err)) from None
@@ -829,7 +830,11 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     p.add_argument("--max-connections", type=int, default=None,
                    help="most open TCP connections, handshakes included (default: 2 x --max-streams)")
     p.add_argument("--max-connections-per-client", type=int, default=32,
-                   help="most open TCP connections from one client address (0: no cap; default: %(default)s)")
+                   help="most open TCP connections from one client address (0: no cap; default: %(default)s; "
+                        "at most half of --max-connections)")
+    p.add_argument("--allowed-hosts", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="Host names (DNS names clients use) the server answers to besides loopback and --host; "
+                        "other Host headers are refused (DNS rebinding). Repeatable")
     p.add_argument("--max-chunk-seconds", type=float, default=2.0,
                    help="largest audio message, in seconds (default: %(default)s, at most 30)")
     p.add_argument("--min-audio-rate", type=float, default=0.5,

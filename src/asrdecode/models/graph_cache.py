@@ -25,10 +25,31 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["cache_dir", "input_key", "file_digest", "file_crc32", "sample_digest", "cached_file", "CacheEntry"]
+from ..errors import FileFormatError
+
+__all__ = ["cache_dir", "input_key", "file_digest", "file_crc32", "sample_digest", "cached_file", "CacheEntry",
+           "CacheError"]
 
 #: bump when the layout of cached artefacts changes: every old entry becomes stale
 FORMAT = 2
+
+
+class CacheError(FileFormatError):
+    """The cache cannot be used: a path it needs is the wrong kind of file (``$ASRDECODE_CACHE`` a file,
+    a directory where an entry's file belongs) or cannot be written; the message names the path."""
+
+
+def _check_kinds(folder: Path, files: tuple[Path, ...]) -> None:
+    """Raise :class:`CacheError` when ``folder`` or one of its parents is not a directory, or one of
+    ``files`` exists but is not a regular file (asrdecode never deletes what it did not write)."""
+    for d in (*reversed(folder.parents), folder):
+        if d.exists() and not d.is_dir():
+            hint = " ($ASRDECODE_CACHE must name a folder)" if os.environ.get("ASRDECODE_CACHE") else ""
+            raise CacheError(d, None, f"the cache needs a folder here, found a file{hint}")
+    for f in files:
+        if f.exists() and not f.is_file():
+            raise CacheError(f, None, "the cache keeps a file here, found a directory or another kind of file; "
+                                      "remove it")
 
 
 def cache_dir() -> Path:
@@ -141,13 +162,30 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     ``build`` writes the artefact to the path it is given (a temp file, renamed into place when it
     returns). Progress and rebuild messages go to ``log`` (default: :func:`asrdecode.progress.status`:
     stderr, silenced by the CLI's ``--quiet``).
-    """
-    from ..progress import status
 
-    say = log or status
+    Raises:
+        CacheError: a cache path is the wrong kind of file, or the cache cannot be written.
+    """
     key = input_key(inputs)
     folder = cache_dir() / "graphs"
     path, record = folder / f"{name}-{key}.pt", folder / f"{name}-{key}.json"
+    _check_kinds(folder, (path, record))
+    try:
+        return _cached(name, key, inputs, build, path, record, what, log)
+    except OSError as err:  # a cache file cannot be written (permissions, a full disk, ...); others pass
+        where = Path(os.fsdecode(err.filename)) if isinstance(err.filename, (str, bytes, os.PathLike)) else None
+        if isinstance(err, CacheError) or where is None or folder not in (where, *where.parents):
+            raise
+        raise CacheError(where, None, f"cannot write the cache ({err.strerror or err})") from None
+
+
+def _cached(name: str, key: str, inputs: Mapping[str, Any], build: Callable[[Path], None], path: Path, record: Path,
+            what: str, log: Callable[[str], None] | None) -> CacheEntry:
+    """:func:`cached_file`'s work once the paths are known to be of the right kind."""
+    from ..progress import status
+
+    say = log or status
+    folder = path.parent
     problem = _problem(path, record, key)
     if problem is None:
         return CacheEntry(path, json.loads(record.read_text(encoding="utf-8")), built=False)

@@ -183,16 +183,24 @@ def _from_pretrained(transformers: Any, auto: Any, path: Path, what: str) -> Any
             transformers.logging.enable_progress_bar()
 
 
+def _read_json(f: Path, what: str) -> Any:
+    """The JSON value of file ``f``, or :class:`FileFormatError` naming ``f`` and ``what`` it should be
+    (unreadable, not JSON, or nested too deep for the parser: 100k brackets raised RecursionError)."""
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise FileFormatError(f, None, f"not a readable {what} (nested too deeply)") from None
+    except (OSError, ValueError) as err:
+        raise FileFormatError(f, None, f"not a readable {what} ({err})") from None
+
+
 def _refuse_remote_code(path: Path) -> None:
     """Raise :class:`RemoteCodeError` when a config file of ``path`` names code to import (``auto_map``)."""
     for name in _CODE_CONFIGS:
         f = path / name
         if not f.is_file():
             continue
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise FileFormatError(f, None, f"not a readable JSON file ({err})") from None
+        data = _read_json(f, "JSON file")
         if isinstance(data, dict):
             for key in ("auto_map", "custom_pipelines"):
                 if key in data:
@@ -218,10 +226,7 @@ def _check_vocab_file(path: Path) -> None:
     f = path / "vocab.json"
     if not f.is_file():
         return
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise FileFormatError(f, None, f"not a readable JSON vocabulary ({err})") from None
+    data = _read_json(f, "JSON vocabulary")
     if not isinstance(data, dict):
         raise FileFormatError(f, None, f"expected a JSON object token -> id, got {type(data).__name__}")
     if data and all(isinstance(v, dict) for v in data.values()):  # multilingual: language -> vocabulary
@@ -283,10 +288,7 @@ def load_hf_ctc(spec: str, device: torch.device | str = "cpu") -> HFCTCBundle:
             and a vocabulary, or its parts disagree.
     """
     path = Path(spec)
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise FileFormatError(path / "config.json", None, f"not a readable JSON model config ({err})") from None
+    config = _read_json(path / "config.json", "JSON model config")
     archs = config.get("architectures") or []
     if not isinstance(archs, list) or not any(isinstance(a, str) and a.endswith("ForCTC") for a in archs):
         raise FileFormatError(path, None, f"expected a Hugging Face CTC model (architectures ending in 'ForCTC', "

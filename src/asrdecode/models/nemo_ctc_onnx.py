@@ -18,7 +18,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .nemo_onnx import NORMALIZE_TYPES, NemoFbankFrontEnd
-from .onnx_common import meta_float, meta_int, nemo_encoder_inputs, ort_session
+from .onnx_common import check_dim, meta_float, meta_int, nemo_encoder_inputs, ort_session
 from .frontend import pad_features
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
@@ -97,6 +97,7 @@ def load_nemo_ctc(spec: str, device: torch.device | str = "cpu") -> NemoCtcOnnxB
     vocab = meta_int(path, meta, "vocab_size") + 1
     subsampling = meta_int(path, meta, "subsampling_factor")
     feat_dim = meta_int(path, meta, "feat_dim", 80)
+    check_dim(path, sess.get_inputs()[0], 1, feat_dim, "metadata 'feat_dim'")  # audio_signal [N, F, T]
     norm = meta.get("normalize_type", "")
     norm = "" if norm == "NA" else norm
     if norm not in NORMALIZE_TYPES:

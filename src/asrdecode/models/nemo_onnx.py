@@ -30,8 +30,8 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import (OnnxMissingError, fold_unk, kaldi_fbank, meta_float, meta_int, nemo_encoder_inputs,
-                          ort_session)
+from .onnx_common import (OnnxMissingError, check_dim, fold_unk, kaldi_fbank, meta_float, meta_int,
+                          nemo_encoder_inputs, ort_session)
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -204,6 +204,15 @@ class NemoOnnxBundle:
         return enc, torch.from_numpy(np.asarray(out_len)).long()
 
 
+def _check_decoder_shapes(path: Path, decoder: Any, layers: int, hidden: int) -> None:
+    """The decoder's LSTM states in and out (``[pred_rnn_layers, N, pred_hidden]``) and its output
+    (``[N, pred_hidden, U]``) against the metadata, where the graph fixes those sizes."""
+    for item in (*decoder.get_inputs()[2:4], *decoder.get_outputs()[2:4]):
+        check_dim(path, item, 0, layers, "metadata 'pred_rnn_layers'")
+        check_dim(path, item, 2, hidden, "metadata 'pred_hidden'")
+    check_dim(path, decoder.get_outputs()[0], 1, hidden, "metadata 'pred_hidden'")
+
+
 def _shape_dim(path: Path, item: Any, axis: int, what: str) -> int:
     shape = item.shape
     d = shape[axis] if len(shape) > abs(axis) - (axis < 0) else None
@@ -262,6 +271,8 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
         raise FileFormatError(enc_path, None, f"metadata 'frontend' must be 'nemo-fbank' or 'logmel', got {frontend!r}")
     if frontend == "logmel" and feat_dim != 80:
         raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feat_dim is {feat_dim}")
+    check_dim(enc_path, encoder.get_inputs()[0], 1, feat_dim, "metadata 'feat_dim'")  # audio_signal [N, F, T]
+    _check_decoder_shapes(root / "decoder.onnx", decoder, layers, hidden)
     if "logmel_input" in meta:
         if frontend != "logmel":
             raise FileFormatError(enc_path, None, "metadata 'logmel_input' needs frontend=logmel")
@@ -276,6 +287,7 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
     dec_dim = _shape_dim(root / "joiner.onnx", joiner.get_inputs()[1], 1, "the joiner's decoder input")
     if dec_dim != hidden:
         raise FileFormatError(root / "joiner.onnx", None, f"decoder input width {dec_dim} != pred_hidden {hidden}")
+    check_dim(enc_path, encoder.get_outputs()[0], 1, enc_dim, "the joiner's encoder input width")  # [N, D, T']
     durations = None
     if "tdt" in meta.get("url", ""):
         if width <= vocab:

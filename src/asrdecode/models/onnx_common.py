@@ -14,7 +14,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 
 __all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session",
-           "nemo_encoder_inputs"]
+           "nemo_encoder_inputs", "static_dim", "check_dim"]
 
 #: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
 META_RANGES: dict[str, tuple[float, float]] = {
@@ -49,6 +49,25 @@ def fold_unk(logits: torch.Tensor, blank_id: int, unk_id: Optional[int], mode: O
         out[..., blank_id] = torch.logaddexp(b, u)
     out[..., unk_id] = -math.inf
     return out
+
+
+def static_dim(item: Any, axis: int) -> Optional[int]:
+    """The fixed size of axis ``axis`` of an onnxruntime input / output (``item.shape``); None when that
+    axis is symbolic or missing."""
+    shape = list(getattr(item, "shape", None) or [])
+    if not -len(shape) <= axis < len(shape):
+        return None
+    d = shape[axis]
+    return d if isinstance(d, int) and d > 0 else None
+
+
+def check_dim(path: Path, item: Any, axis: int, want: int, what: str) -> None:
+    """Raise :class:`FileFormatError` naming ``path`` when ``item``'s axis ``axis`` has a fixed size other than
+    ``want`` (``what``: where ``want`` comes from, e.g. ``"metadata 'context_size'"``); symbolic axes pass."""
+    got = static_dim(item, axis)
+    if got is not None and got != want:
+        raise FileFormatError(path, None, f"{item.name!r} has size {got} on axis {axis} (shape {list(item.shape)}) "
+                                          f"but {what} is {want}")
 
 
 def meta_int(path: Path, meta: dict[str, str], key: str, default: Optional[int] = None) -> int:

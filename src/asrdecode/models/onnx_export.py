@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -168,7 +170,8 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo", adapter:
     (``layout="nemo"`` only): put the sherpa-onnx front-end adapter in front of the encoder.
 
     Raises:
-        DecodingInputError: ``bundle`` is not a log-mel demo transducer, or ``layout`` is unknown.
+        DecodingInputError: ``bundle`` is not a log-mel demo transducer, ``layout`` is unknown, or one of
+            the files to write is a symbolic link (never written through).
     """
     if layout not in LAYOUTS:
         raise DecodingInputError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
@@ -185,10 +188,36 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo", adapter:
         raise OnnxMissingError("export-onnx needs `pip install -e '.[onnx]'` in the asrdecode checkout (onnx, onnxruntime)") from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    final = [out / f for f in LAYOUT]
+    _refuse_links(final)
+    # every file is written in a fresh private folder (mkdtemp: mode 0700, a new name) and moved into
+    # place by os.replace, which replaces a link planted meanwhile instead of writing through it
+    stage = Path(tempfile.mkdtemp(prefix=".export-onnx-", dir=out))
+    try:
+        files = [stage / f for f in LAYOUT]
+        _export_layout(bundle, t, files, layout, adapter)
+        _refuse_links(final)
+        for staged, target in zip(files, final):
+            os.replace(staged, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return final
+
+
+def _refuse_links(paths: list[Path]) -> None:
+    """Raise :class:`~asrdecode.errors.DecodingInputError` when one of ``paths`` is a symbolic link."""
+    for path in paths:
+        if path.is_symlink():
+            raise DecodingInputError(f"{path} is a symbolic link; export-onnx does not write through links "
+                                     f"(remove it or choose another folder)")
+
+
+def _export_layout(bundle: Any, t: LSTMTransducer, files: list[Path], layout: str, adapter: bool) -> None:
+    """Write ``layout``'s four files (:data:`LAYOUT` order) of ``bundle`` to ``files``."""
     enc, t = bundle.encoder.eval().cpu(), t.eval().cpu()
-    files = [out / f for f in LAYOUT]
     if layout == "nemo":
-        return _export_nemo(bundle, enc, t, files, adapter)
+        _export_nemo(bundle, enc, t, files, adapter)
+        return
     feats = torch.randn(2, 64, bundle.feature_dim)
     _export(_Encoder(enc, t.enc_proj), (feats, torch.tensor([64, 40])), files[0], ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
@@ -210,7 +239,6 @@ def export_onnx(bundle: Any, out_dir: str | Path, layout: str = "nemo", adapter:
     })
     lines = [f"{'<blk>' if i == blank else tok.id_to_piece(i)} {i}" for i in range(t.vocab_size)]
     files[3].write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return files
 
 
 def _export_nemo_encoder(enc: nn.Module, feature_dim: int, path: Path, adapter: bool) -> dict[str, str]:

@@ -38,7 +38,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, kaldi_fbank, ort_session
+from .onnx_common import _check_range, check_dim, kaldi_fbank, ort_session
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
@@ -304,6 +304,7 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     if not all(isinstance(w, int) and w > 0 for w in widths):
         raise FileFormatError(root / "joiner.onnx", None, f"encoder_out and decoder_out need a fixed width, got {widths}")
     context = meta_int(enc_path, meta, "context_size", 1)
+    _check_icefall_shapes(root, encoder, decoder, joiner, context, widths)
     unk = pieces.index("<unk>") if "<unk>" in pieces else None
     model = OnnxTransducer(decoder, joiner, blank, vocab, context, durations, str(root / "decoder.onnx"),
                            start_context=start_context, unk_id=unk, unk_as_blank=unk_as_blank)
@@ -319,11 +320,22 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     feature_dim = meta_int(enc_path, meta, "feature_dim", width if isinstance(width, int) else 80)
     if frontend == "logmel" and feature_dim != 80:
         raise FileFormatError(enc_path, None, f"the logmel front end has 80 bins but feature_dim is {feature_dim}")
+    check_dim(enc_path, encoder.get_inputs()[0], -1, feature_dim, "metadata 'feature_dim'")
     if "subsampling_factor" in meta:
         subsampling = meta_int(enc_path, meta, "subsampling_factor")
     else:
         subsampling = _measure_subsampling(enc_path, encoder, feature_dim)
     return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, feature_dim, subsampling, shift, frontend)
+
+
+def _check_icefall_shapes(root: Path, encoder: Any, decoder: Any, joiner: Any, context: int, widths: list) -> None:
+    """The graphs' fixed sizes against each other and the metadata: the decoder reads ``context`` labels
+    (``y [N, context_size]``), its output and the encoder's are as wide as the joiner's inputs."""
+    check_dim(root / "decoder.onnx", decoder.get_inputs()[0], 1, context, "metadata 'context_size'")
+    check_dim(root / "decoder.onnx", decoder.get_outputs()[0], -1, widths[1],
+              "the width of joiner.onnx's decoder_out input")
+    check_dim(root / "encoder.onnx", encoder.get_outputs()[0], -1, widths[0],
+              "the width of joiner.onnx's encoder_out input")
 
 
 def _measure_subsampling(path: Path, encoder: Any, feature_dim: int) -> int:

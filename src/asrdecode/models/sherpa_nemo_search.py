@@ -33,10 +33,11 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int
 from ..results import Hypothesis
 from ..transducer import check_model
-from .sherpa_search import checked_lengths, native_search_weights
+from ..transducer._checks import MAX_SYMBOLS_CEILING
+from .sherpa_search import check_label_cells, check_sherpa_beam, checked_lengths, native_search_weights
 
 __all__ = ["nemo_beam_search", "SHERPA_NEMO_MAX_SYMBOLS", "sherpa_log_softmax", "top_k", "partial_sort"]
 
@@ -79,15 +80,18 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
     ``"torch"`` this module's loop (any model); ``"auto"`` native where it can, else torch.
 
     Raises:
-        DecodingInputError: ``beam < 1``, ``max_symbols < 1``, ``unk_id`` outside the vocabulary, a bad
-            shape or lengths outside ``0..T``, an unknown ``engine`` or ``engine="native"`` where the C++
-            search cannot run (the message says why).
+        DecodingInputError: ``beam`` outside ``1..MAX_SHERPA_BEAM``, ``max_symbols`` outside ``1..1000``,
+            ``beam * T * max_symbols`` past ``MAX_LABEL_CELLS``, ``unk_id`` outside the vocabulary, a bad
+            shape or lengths (not integers, not 1-D, outside ``0..T``), an unknown ``engine`` or
+            ``engine="native"`` where the C++ search cannot run (the message says why).
         NativeEngineUnavailable: ``engine="native"`` without a C++ compiler.
+        NativeMemoryError: the C++ search ran out of memory (caught at its C ABI).
     """
     model = check_model(model)
     v = int(model.vocab_size)
     _check_ints(beam, max_symbols, unk_id, v)
     lens = checked_lengths(encoder_output, lengths)
+    check_label_cells(int(lens.max()) if len(lens) else 0, beam, max_symbols)
     weights = native_search_weights(model, encoder_output, engine, "NeMo beam search", lstm_only=True)
     if weights is not None:
         from ..native.nemo_beam import nemo_beam_lstm
@@ -98,9 +102,8 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
 
 
 def _check_ints(beam: object, max_symbols: object, unk_id: object, v: int) -> None:
-    for name, x in (("beam", beam), ("max_symbols", max_symbols)):
-        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
-            raise DecodingInputError(f"{name} must be an int >= 1, got {x!r}")
+    check_sherpa_beam(beam)
+    check_int("max_symbols", max_symbols, low=1, high=MAX_SYMBOLS_CEILING)
     if unk_id is not None and (not isinstance(unk_id, int) or not 0 <= unk_id < v):
         raise DecodingInputError(f"unk_id must be None or in 0..{v - 1}, got {unk_id!r}")
 

@@ -23,12 +23,19 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ..errors import DecodingInputError
+from ..errors import DecodingInputError, check_int, check_lengths
 from ..results import Hypothesis
 from ..transducer import check_model
 from .sherpa_compat import length_normalised
 
-__all__ = ["modified_beam_search"]
+__all__ = ["modified_beam_search", "MAX_SHERPA_BEAM", "MAX_LABEL_CELLS", "check_sherpa_beam", "check_label_cells"]
+
+#: the most hypotheses the sherpa-onnx searches keep (sherpa-onnx's default is 4): every frame ranks
+#: beam x vocabulary candidates, so beam=10**6 would run for hours and allocate gigabytes
+MAX_SHERPA_BEAM = 1024
+#: the most labels one utterance's hypotheses may hold (beam x frames x labels a frame): 64 Mi int32
+#: cells, a few hundred MB of output arrays at most (a batch past it runs in several native calls)
+MAX_LABEL_CELLS = 1 << 26
 
 
 @torch.no_grad()
@@ -38,16 +45,18 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
     """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses, best first.
 
     Raises:
-        DecodingInputError: a TDT model, ``beam < 1``, a bad shape or lengths outside ``0..T``, an unknown
+        DecodingInputError: a TDT model, ``beam`` outside ``1..MAX_SHERPA_BEAM``, ``beam * T`` past
+            ``MAX_LABEL_CELLS``, a bad shape or lengths (not integers, not 1-D, outside ``0..T``), an unknown
             ``engine`` or ``engine="native"`` where the C++ search cannot run (the message says why).
         NativeEngineUnavailable: ``engine="native"`` without a C++ compiler.
+        NativeMemoryError: the C++ search ran out of memory (caught at its C ABI).
     """
     model = check_model(model)
     if model.durations is not None:
         raise DecodingInputError("modified_beam_search is sherpa-onnx's RNN-T search; TDT models are not supported")
-    if not isinstance(beam, int) or beam < 1:
-        raise DecodingInputError(f"beam must be an int >= 1, got {beam!r}")
+    check_sherpa_beam(beam)
     lens = checked_lengths(encoder_output, lengths)
+    check_label_cells(int(lens.max()) if len(lens) else 0, beam, 1)
     weights = native_search_weights(model, encoder_output, engine, "modified beam search")
     if weights is not None:
         from ..native.modified_beam import native_modified_beam
@@ -60,18 +69,31 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
 
 
 def checked_lengths(encoder_output: object, lengths: Optional[torch.Tensor | Sequence[int]]) -> torch.Tensor:
-    """``lengths`` of an encoder output ``[B, T, D]`` as int64 ``[B]`` (``None``: all ``T``).
+    """``lengths`` of an encoder output ``[B, T, D]`` as int64 ``[B]`` (``None``: all ``T``), by the
+    library's shared check (:func:`~asrdecode.errors.check_lengths`: integers, 1-D, ``0..T``).
 
     Raises:
-        DecodingInputError: not a 3-D tensor, or not ``B`` lengths in ``0..T``.
+        DecodingInputError: not a 3-D tensor, or not ``B`` integer lengths in ``0..T``.
     """
     if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3:
         raise DecodingInputError("encoder_output must be a tensor [B, T, D]")
     b, t_max = encoder_output.shape[:2]
-    lens = torch.full((b,), t_max) if lengths is None else torch.as_tensor(lengths).long().view(-1)
-    if lens.numel() != b or bool((lens < 0).any()) or bool((lens > t_max).any()):
-        raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
-    return lens
+    return check_lengths(lengths, b, t_max, device=torch.device("cpu"))
+
+
+def check_sherpa_beam(beam: object) -> int:
+    """``beam`` of the sherpa-onnx searches: an int in ``1..MAX_SHERPA_BEAM``, else a named error."""
+    return check_int("beam", beam, low=1, high=MAX_SHERPA_BEAM)
+
+
+def check_label_cells(frames: int, beam: int, max_symbols: int) -> None:
+    """Refuse a search whose hypotheses may hold more than :data:`MAX_LABEL_CELLS` labels for one
+    utterance (``beam * frames * max_symbols``: the output arrays and the label records grow with it)."""
+    cells = beam * frames * max_symbols
+    if cells > MAX_LABEL_CELLS:
+        raise DecodingInputError(
+            f"beam * frames * max_symbols = {beam} * {frames} * {max_symbols} = {cells} labels exceeds "
+            f"{MAX_LABEL_CELLS} for one utterance; lower beam or max_symbols, or decode shorter utterances")
 
 
 def native_search_weights(model: Any, encoder_output: torch.Tensor, engine: str, search: str, *,

@@ -28,18 +28,19 @@ from ..progress import status
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["NativeEngineUnavailable", "available", "load", "build", "library_path"]
+__all__ = ["NativeEngineUnavailable", "NativeEngineError", "NativeMemoryError", "check_status", "available", "load",
+           "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
 _SOURCES = ("abi.h", "abi.cpp", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h",
             "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
-            "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp")
+            "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h")
 _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
                   "transducer_greedy_lstm.cpp", "dense.cpp", "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 # ASRDECODE_NATIVE_SANITIZE=1 (``make test-asan``): an AddressSanitizer + UBSan build in its own directory
 # (``_build_asan``); the Python process then needs libasan preloaded (LD_PRELOAD, see the Makefile).
 _SANITIZE_FLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
@@ -56,6 +57,29 @@ def _flags() -> tuple[str, ...]:
 
 class NativeEngineUnavailable(AsrDecodeError, RuntimeError):
     """The native engine cannot be used here (no C++ compiler, or the build failed); the message says why."""
+
+
+class NativeEngineError(AsrDecodeError, RuntimeError):
+    """The native engine failed inside a call (a C++ exception, caught at the C ABI); the message says which."""
+
+
+class NativeMemoryError(NativeEngineError, MemoryError):
+    """The native engine ran out of memory inside a call (``std::bad_alloc``, caught at the C ABI)."""
+
+
+#: guard.h's return codes: an exception caught at the C ABI
+OUT_OF_MEMORY, INTERNAL_ERROR = -2, -3
+
+
+def check_status(rc: int, what: str, message: str = "") -> None:
+    """Raise the named error of an entry point's guard.h code ``rc`` (:data:`OUT_OF_MEMORY`:
+    :class:`NativeMemoryError`; :data:`INTERNAL_ERROR`: :class:`NativeEngineError`); other codes pass.
+    ``what`` names the search, ``message`` is the engine's own text, if any."""
+    detail = f": {message}" if message else ""
+    if rc == OUT_OF_MEMORY:
+        raise NativeMemoryError(f"{what} ran out of memory{detail}; use a smaller batch, beam or input")
+    if rc == INTERNAL_ERROR:
+        raise NativeEngineError(f"{what} failed inside the C++ engine{detail}")
 
 
 _lock = threading.Lock()
@@ -201,7 +225,7 @@ def load() -> ctypes.CDLL:
         lib.asrd_ctc_beam_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
         lib.asrd_ctc_finalize.restype = ctypes.c_int
         lib.asrd_ctc_finalize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_ctc_collapse.restype = None
+        lib.asrd_ctc_collapse.restype = ctypes.c_int
         lib.asrd_ctc_collapse.argtypes = [ctypes.c_void_p]
         lib.asrd_backtrack.restype = ctypes.c_int
         lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [

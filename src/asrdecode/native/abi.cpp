@@ -125,7 +125,7 @@ const FieldLayout kLayout[] = {
 extern "C" {
 
 // Entry i of the layout table; returns 1, or 0 when i is past the end (nothing written).
-int asrd_abi_field(int64_t i, const char** type, const char** field, int64_t* offset, int64_t* size) {
+int asrd_abi_field(int64_t i, const char** type, const char** field, int64_t* offset, int64_t* size) noexcept {
   if (i < 0 || i >= static_cast<int64_t>(sizeof(kLayout) / sizeof(kLayout[0]))) return 0;
   *type = kLayout[i].type;
   *field = kLayout[i].field;

@@ -127,7 +127,7 @@ extern "C" {
 
 // See check_log_probs; x holds float32 (is_double 0) or float64 values, frames contiguous.
 void asrd_check_log_probs(const void* x, int64_t is_double, int64_t B, int64_t T, int64_t V, int64_t stride_b,
-                          const int64_t* lengths, double* out) {
+                          const int64_t* lengths, double* out) noexcept {
   if (is_double)
     check_log_probs(static_cast<const double*>(x), B, T, V, stride_b, lengths, out);
   else

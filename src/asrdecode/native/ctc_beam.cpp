@@ -15,6 +15,7 @@
 #endif
 
 #include "engine.h"
+#include "guard.h"
 
 namespace {
 
@@ -671,47 +672,42 @@ std::string ctc_decode(const CtcDecodeArgs& d) {
 
 extern "C" {
 
-// A whole CTC prefix beam search (see CtcDecodeArgs). Returns 0, or 1 with a message in `err`.
+// A whole CTC prefix beam search (see CtcDecodeArgs). Returns 0, or 1 with a message in `err`
+// (guard.h's codes for an exception).
 int asrd_ctc_beam_decode(const CtcDecodeArgs* args, char* err, int64_t err_len) {
-  std::string msg;
-  try {
-    msg = args->is_double ? ctc_decode<double>(*args) : ctc_decode<float>(*args);
-  } catch (const std::exception& ex) {
-    msg = std::string("native engine: ") + ex.what();
-  }
-  return asrd::report(msg, err, err_len);
+  return asrd::guard_message([&] { return args->is_double ? ctc_decode<double>(*args) : ctc_decode<float>(*args); },
+                             err, err_len);
 }
 
-// Blank collapse of one chunk (see CollapseArgs); the state is updated in place.
-void asrd_ctc_collapse(const CollapseArgs* args) {
-  if (args->is_double) ctc_collapse<double>(*args); else ctc_collapse<float>(*args);
+// Blank collapse of one chunk (see CollapseArgs); the state is updated in place. Returns 0, or
+// guard.h's code for an exception.
+int asrd_ctc_collapse(const CollapseArgs* args) {
+  return asrd::guard_code<int>([&] {
+    if (args->is_double) ctc_collapse<double>(*args); else ctc_collapse<float>(*args);
+    return 0;
+  });
 }
 
 // The n-best lists of a CTC beam state (see CtcFinalArgs). Returns 0, or 1 with a message in `err`.
 int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
-  std::string msg = args->is_double ? ctc_finalize<double>(*args) : ctc_finalize<float>(*args);
-  return asrd::report(msg, err, err_len);
+  return asrd::guard_message([&] { return args->is_double ? ctc_finalize<double>(*args) : ctc_finalize<float>(*args); },
+                             err, err_len);
 }
 
 // Version of the C ABI below (the Python side checks it).
-int asrd_abi_version() { return 2; }
+int asrd_abi_version() noexcept { return 3; }
 
 // Runs frames [t_begin, t_end) of the CTC prefix beam search in place on the state arrays.
 // Returns 0, or 1 with a message in `err` (at most err_len bytes, NUL-terminated).
 int asrd_ctc_beam_run(const CtcBeamArgs* args, char* err, int64_t err_len) {
-  std::string msg;
-  try {
+  return asrd::guard_message([&] {
     if (args->is_double) {
       CtcBeam<double> s(*args);
-      msg = s.run();
-    } else {
-      CtcBeam<float> s(*args);
-      msg = s.run();
+      return s.run();
     }
-  } catch (const std::exception& ex) {
-    msg = std::string("native engine: ") + ex.what();
-  }
-  return asrd::report(msg, err, err_len);
+    CtcBeam<float> s(*args);
+    return s.run();
+  }, err, err_len);
 }
 
 }  // extern "C"

@@ -26,7 +26,7 @@ import torch
 from ..errors import DecodingInputError
 from ..fusion import FusionModel, FusionScorer
 from ..lm._automaton import BackoffAutomaton
-from ._lib import load
+from ._lib import check_status, load
 from .abi import Automaton as _Automaton
 from .abi import CollapseArgs as _CollapseArgs
 from .abi import CtcBeamArgs as _Args
@@ -278,7 +278,7 @@ def collapse(x: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, blan
         pending_index=state.pending_index.data_ptr(), pending_valid=state.pending_valid.data_ptr(),
         out_x=out_x.data_ptr(), out_len=out_len.data_ptr(), out_index=out_index.data_ptr(),
     )
-    lib.asrd_ctc_collapse(ctypes.byref(args))
+    check_status(lib.asrd_ctc_collapse(ctypes.byref(args)), "native blank collapse")
     n = int(out_len.max()) if B else 0
     return out_x[:, :n], out_len, out_index[:, :n], state
 
@@ -323,8 +323,7 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
         out_dat=base + 8 * B * n * (1 + steps),
     )
     err = ctypes.create_string_buffer(512)
-    if lib.asrd_ctc_finalize(ctypes.byref(args), err, len(err)) != 0:
-        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    _raise_for(lib.asrd_ctc_finalize(ctypes.byref(args), err, len(err)), err)
     scores = out_score.tolist()
     ints = out_ints.tolist()
     off_tok, off_dat = B * n, B * n * (1 + steps)
@@ -343,8 +342,16 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
 
 
 def _call(lib: ctypes.CDLL, args: _Args, err: ctypes.Array) -> None:
-    if lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)) != 0:
-        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    _raise_for(lib.asrd_ctc_beam_run(ctypes.byref(args), err, len(err)), err)
+
+
+def _raise_for(rc: int, err: ctypes.Array) -> None:
+    """The named error of an entry point's return code (0: none; 1: bad input; guard.h's codes)."""
+    if rc == 0:
+        return
+    message = err.value.decode(errors="replace")
+    check_status(rc, "native CTC beam search", message)
+    raise DecodingInputError(f"native CTC beam search: {message}")
 
 
 _decode_fn = None
@@ -421,8 +428,7 @@ def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam
         ctypes.addressof(out_score), base, base + 8 * B * n, base + 8 * B * n * (1 + T),
     )
     err = _err_buffer()
-    if _decode_function(lib)(ctypes.byref(args), err, len(err)) != 0:
-        raise DecodingInputError(f"native CTC beam search: {err.value.decode(errors='replace')}")
+    _raise_for(_decode_function(lib)(ctypes.byref(args), err, len(err)), err)
     scores = out_score[:]
     ints = out_ints[:]
     off_tok, off_dat = B * n, B * n * (1 + T)

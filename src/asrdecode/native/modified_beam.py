@@ -15,14 +15,14 @@ for the hypotheses that emitted (the stateless decoder's outputs are cached per 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import DecodingInputError, check_finite
 from ..results import Hypothesis
-from ._lib import load
+from ._lib import check_status, load
 from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights, _lengths, _project
 
 __all__ = ["modified_beam_lstm", "modified_beam_stateless", "native_modified_beam"]
@@ -81,6 +81,27 @@ def _hypotheses(out: list[np.ndarray], b: int, beam: int, maxlen: int, durations
     return res
 
 
+#: the most label cells (utterances x beam x label slots) of one native call's output arrays (int32, two or
+#: three of them): a larger batch runs in several calls, so a call's memory stays bounded
+CALL_CELLS = 1 << 24
+
+
+def in_groups(b: int, cells: int, call: Callable[[int, int], list[list[Hypothesis]]]) -> list[list[Hypothesis]]:
+    """``call(lo, hi)``'s hypotheses for utterances ``lo..hi-1`` over the batch ``[0, b)`` in groups of
+    ``CALL_CELLS // cells`` utterances (at least one); ``cells``: an utterance's output label cells."""
+    step = max(1, CALL_CELLS // max(1, cells))
+    if b == 0:
+        return call(0, 0)
+    return [hyps for lo in range(0, b, step) for hyps in call(lo, min(b, lo + step))]
+
+
+def _check_rc(rc: int, what: str) -> None:
+    """0, or the named error of the C call's return code: guard.h's codes, or -1 (arguments refused)."""
+    check_status(rc, what)
+    if rc != 0:
+        raise DecodingInputError(f"{what} refused its arguments")
+
+
 def _fn(name: str, argtypes: list[Any]) -> Any:
     fn = getattr(load(), name)
     if fn.argtypes is None:
@@ -119,15 +140,18 @@ def modified_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     b, t_max, _ = enc.shape
     h = w.wenc.shape[0]
     proj_np = _project(w, enc, lens)
-    out = _outputs(b, beam, t_max)
     fn = _fn("asr_lstm_modified_beam", _LSTM_TYPES)
-    rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,
-            _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), w.wout.shape[0], ACTS.index(w.act),
-            w.blank_id, v, -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, beam,
-            *_ptrs(out))
-    if rc != 0:
-        raise DecodingInputError("the native modified beam search refused its arguments")
-    return _hypotheses(out, b, beam, t_max)
+
+    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
+        out = _outputs(hi - lo, beam, t_max)
+        rc = fn(_f(np.ascontiguousarray(proj_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.table),
+                _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
+                _f(w.wout), _f(w.bout), w.wout.shape[0], ACTS.index(w.act), w.blank_id, v,
+                -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, beam, *_ptrs(out))
+        _check_rc(rc, "the native modified beam search")
+        return _hypotheses(out, hi - lo, beam, t_max)
+
+    return in_groups(b, beam * t_max, call)
 
 
 @torch.no_grad()
@@ -146,15 +170,19 @@ def modified_beam_stateless(w: StatelessJointWeights, encoder_output: torch.Tens
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":
         start[:-1] = -1
-    out = _outputs(b, beam, t_max)
     fn = _fn("asr_stateless_modified_beam", _STATELESS_TYPES)
-    rc = fn(_f(enc.numpy()), _i(lens), b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
-            _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout), _f(w.bout), v,
-            w.blank_id, -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, _i(start), beam,
-            *_ptrs(out))
-    if rc != 0:
-        raise DecodingInputError("the native modified beam search refused its arguments")
-    return _hypotheses(out, b, beam, t_max)
+    enc_np = enc.numpy()
+
+    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
+        out = _outputs(hi - lo, beam, t_max)
+        rc = fn(_f(np.ascontiguousarray(enc_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.emb),
+                w.emb.shape[1], _f(w.convw), _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp),
+                _f(w.bp), _f(w.wout), _f(w.bout), v, w.blank_id, -1 if unk_id is None else unk_id,
+                -1 if fold_unk_id is None else fold_unk_id, _i(start), beam, *_ptrs(out))
+        _check_rc(rc, "the native modified beam search")
+        return _hypotheses(out, hi - lo, beam, t_max)
+
+    return in_groups(b, beam * t_max, call)
 
 
 def native_modified_beam(model: Any, w: LstmJointWeights | StatelessJointWeights, encoder_output: torch.Tensor,

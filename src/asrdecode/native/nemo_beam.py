@@ -21,7 +21,7 @@ import torch
 
 from ..errors import DecodingInputError
 from ..results import Hypothesis
-from .modified_beam import _checked, _f, _fn, _hypotheses, _i, _outputs
+from .modified_beam import _check_rc, _checked, _f, _fn, _hypotheses, _i, _outputs, in_groups
 from .transducer_greedy_lstm import ACTS, LstmJointWeights, _project
 
 __all__ = ["nemo_beam_lstm"]
@@ -49,18 +49,22 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     d, v = w.wenc.shape[1], w.vocab_size
     enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id})
     b, t_max, _ = enc.shape
-    if t_max * max_symbols * beam * max(b, 1) >= 2 ** 31:
-        raise DecodingInputError("T * max_symbols * beam * B must be < 2^31 (the output buffers)")
+    if t_max * max_symbols * beam >= 2 ** 31:
+        raise DecodingInputError("T * max_symbols * beam must be < 2^31 (an utterance's output buffers)")
     h = w.wenc.shape[0]
     proj_np = _project(w, enc, lens)
     durs = np.array(w.durations or [0], dtype=np.int32)
     maxlen = t_max * max_symbols
-    out = _outputs(b, beam, maxlen, durations=True)
     fn = _fn("asr_lstm_nemo_beam", _TYPES)
-    rc = fn(_f(proj_np), _i(lens), b, t_max, h, _f(w.table), _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1,
-            _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), ACTS.index(w.act), w.blank_id, v,
-            len(w.durations or []), _i(durs), -1 if unk_id is None else unk_id, max_symbols, beam,
-            _i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4]), _i(out[5]))
-    if rc != 0:
-        raise DecodingInputError("the native NeMo beam search refused its arguments")
-    return _hypotheses(out, b, beam, maxlen, durations=bool(w.durations))
+
+    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
+        out = _outputs(hi - lo, beam, maxlen, durations=True)
+        rc = fn(_f(np.ascontiguousarray(proj_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.table),
+                _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
+                _f(w.wout), _f(w.bout), ACTS.index(w.act), w.blank_id, v, len(w.durations or []), _i(durs),
+                -1 if unk_id is None else unk_id, max_symbols, beam,
+                _i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4]), _i(out[5]))
+        _check_rc(rc, "the native NeMo beam search")
+        return _hypotheses(out, hi - lo, beam, maxlen, durations=bool(w.durations))
+
+    return in_groups(b, beam * maxlen, call)

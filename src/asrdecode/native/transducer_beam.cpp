@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "transducer_common.h"
+#include "guard.h"
 
 namespace {
 
@@ -332,13 +333,13 @@ extern "C" {
 
 // One ALSD++ / AES++ step of every utterance (see TransducerBeamArgs). Returns 0, or 1 with a message in `err`.
 int asrd_transducer_beam_step(const TransducerBeamArgs* args, char* err, int64_t err_len) {
-  std::string msg = args->is_double ? run_step<double>(*args) : run_step<float>(*args);
-  return asrd::report(msg, err, err_len);
+  return asrd::guard_message([&] { return args->is_double ? run_step<double>(*args) : run_step<float>(*args); },
+                             err, err_len);
 }
 
 // The joint rows of the first step (see joint_rows); returns their number.
 int64_t asrd_transducer_joint_rows(int64_t batch, int64_t beam, int64_t frames, const int64_t* time,
-                                   const uint8_t* active, int64_t* frame_rows, int64_t* rows, int64_t* logit_pos) {
+                                   const uint8_t* active, int64_t* frame_rows, int64_t* rows, int64_t* logit_pos) noexcept {
   return joint_rows(batch, beam, frames, time, active, frame_rows, rows, logit_pos);
 }
 

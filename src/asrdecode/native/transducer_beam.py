@@ -22,7 +22,7 @@ import torch
 
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
-from ._lib import load
+from ._lib import check_status, load
 from .abi import TransducerBeamArgs as _Args
 from .ctc_beam import _Model, _describe
 
@@ -194,8 +194,11 @@ class NativeBeamStep:
         a.logit_rows, a.logit_cols = logits.shape
         self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
         a.tok_out, a.par_out, a.dat_out = self.records.next_step()
-        if self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err)) != 0:
-            raise DecodingInputError(f"native transducer beam search: {self.err.value.decode(errors='replace')}")
+        rc = self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err))
+        if rc != 0:
+            message = self.err.value.decode(errors="replace")
+            check_status(rc, "native transducer beam search", message)
+            raise DecodingInputError(f"native transducer beam search: {message}")
         self.records.written()
         self.num_active, self.num_emitted = self.counts[0], self.counts[1]
 

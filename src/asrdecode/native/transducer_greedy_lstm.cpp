@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dense.h"
+#include "guard.h"
 
 using asrd::argmax_first;
 using asrd::joint_hidden;
@@ -132,11 +133,11 @@ extern "C" {
 
 // enc [B, Tmax, H] (projected), lens [B]; outputs [B, cap] + counts [B] + scores [B].
 // Returns 0, or -1 when an utterance needs more than cap labels.
-int asr_lstm_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H,
-                          const float* table, const float* whh0, int P, int L, const float* wup, const float* bup,
-                          const float* wdec, const float* bdec, const float* wout, const float* bout, int O, int act,
-                          int blank, int V, const int* durations, int K, int max_symbols,
-                          int* out_tokens, int* out_frames, int* out_durs, int cap, int* counts, double* scores) {
+static int asr_lstm_greedy_batch_impl(const float* enc, const int* lens, int B, int Tmax, int H,
+                                      const float* table, const float* whh0, int P, int L, const float* wup, const float* bup,
+                                      const float* wdec, const float* bdec, const float* wout, const float* bout, int O, int act,
+                                      int blank, int V, const int* durations, int K, int max_symbols,
+                                      int* out_tokens, int* out_frames, int* out_durs, int cap, int* counts, double* scores) {
     Net n{table, whh0, P, L, wup, bup, wdec, bdec, H, wout, bout, O, act};
     std::vector<float> h(static_cast<size_t>(B) * L * P, 0.f), c(h.size(), 0.f), g(static_cast<size_t>(B) * H);
     std::vector<float> X, Gt, Hg;
@@ -187,16 +188,29 @@ int asr_lstm_greedy_batch(const float* enc, const int* lens, int B, int Tmax, in
     return 0;
 }
 
+// asr_lstm_greedy_batch_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
+int asr_lstm_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H,
+                          const float* table, const float* whh0, int P, int L, const float* wup, const float* bup,
+                          const float* wdec, const float* bdec, const float* wout, const float* bout, int O, int act,
+                          int blank, int V, const int* durations, int K, int max_symbols,
+                          int* out_tokens, int* out_frames, int* out_durs, int cap, int* counts, double* scores) {
+    return asrd::guard_code<int>([&] {
+        return asr_lstm_greedy_batch_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout, bout,
+                                          O, act, blank, V, durations, K, max_symbols, out_tokens, out_frames,
+                                          out_durs, cap, counts, scores);
+    });
+}
+
 }  // extern "C"
 
 extern "C" {
 
 // Batched stateless greedy: enc [B, Tmax, H] (projected), lens [B]; outputs [B, cap] + counts + scores.
-int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
-                               const float* convw, const float* convb, int G, int C, const float* wp, const float* bp,
-                               const float* wout, const float* bout, int V, int blank, int unk, const int* start_ctx,
-                               int max_symbols, int* out_tokens, int* out_frames, int cap, int* counts,
-                               double* scores) {
+static int asr_stateless_greedy_batch_impl(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                                           const float* convw, const float* convb, int G, int C, const float* wp, const float* bp,
+                                           const float* wout, const float* bout, int V, int blank, int unk, const int* start_ctx,
+                                           int max_symbols, int* out_tokens, int* out_frames, int cap, int* counts,
+                                           double* scores) {
     std::vector<int> ctx(static_cast<size_t>(B) * C), t(B, 0), sym(B, 0), rows;
     std::vector<float> x(static_cast<size_t>(C) * E), M, Hg, g(static_cast<size_t>(B) * H);
     ContextCache cache(C, H);
@@ -260,6 +274,19 @@ int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tma
         project(rows);
     }
     return 0;
+}
+
+// asr_stateless_greedy_batch_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
+int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                               const float* convw, const float* convb, int G, int C, const float* wp, const float* bp,
+                               const float* wout, const float* bout, int V, int blank, int unk, const int* start_ctx,
+                               int max_symbols, int* out_tokens, int* out_frames, int cap, int* counts,
+                               double* scores) {
+    return asrd::guard_code<int>([&] {
+        return asr_stateless_greedy_batch_impl(enc, lens, B, Tmax, H, emb, E, convw, convb, G, C, wp, bp, wout, bout,
+                                               V, blank, unk, start_ctx, max_symbols, out_tokens, out_frames, cap,
+                                               counts, scores);
+    });
 }
 
 }  // extern "C"

@@ -26,7 +26,7 @@ import torch
 
 from ..errors import DecodingInputError
 from ..results import Hypothesis
-from ._lib import load
+from ._lib import check_status, load
 
 __all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm",
            "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless", "native_greedy_weights",
@@ -209,9 +209,10 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
                  w.vocab_size, dur.ctypes.data, k, max_symbols or 0, tok.ctypes.data,
                  fr.ctypes.data, du.ctypes.data, cap, counts.ctypes.data,
                  scores.ctypes.data)
+        check_status(got, "the native greedy search")
         if got >= 0:
             break
-        cap *= 4
+        cap *= 4  # -1: an utterance needs more than cap labels
     return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i]), du[i, :n].tolist() if k else None)
             for i, n in enumerate(counts.tolist())]
 
@@ -221,7 +222,9 @@ def _lengths(lengths: Optional[torch.Tensor | Sequence[int]], b: int, t_max: int
     microseconds a call, where the tensor checks took tens)."""
     if lengths is None:
         return np.full(b, t_max, np.int32)
-    got = np.asarray(lengths.detach().cpu() if isinstance(lengths, torch.Tensor) else lengths).reshape(-1)
+    got = np.asarray(lengths.detach().cpu() if isinstance(lengths, torch.Tensor) else lengths)
+    if got.ndim != 1 or got.dtype.kind not in "iu":
+        raise DecodingInputError(f"lengths must be 1-D integers [{b}], got dtype {got.dtype}, shape {got.shape}")
     if got.size != b or (got.size and (got.min() < 0 or got.max() > t_max)):
         raise DecodingInputError(f"lengths must be {b} values in 0..{t_max}")
     return got.astype(np.int32)
@@ -405,9 +408,10 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
                  _f(w.bout), w.vocab_size, w.blank_id, -1 if unk_id is None else int(unk_id),
                  start.ctypes.data, max_symbols or 0, tok.ctypes.data, fr.ctypes.data, cap,
                  counts.ctypes.data, scores.ctypes.data)
+        check_status(got, "the native greedy search")
         if got >= 0:
             break
-        cap *= 4
+        cap *= 4  # -1: an utterance needs more than cap labels
     return [Hypothesis(tok[i, :n].tolist(), fr[i, :n].tolist(), float(scores[i])) for i, n in enumerate(counts.tolist())]
 
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dense.h"
+#include "guard.h"
 
 namespace {
 
@@ -397,11 +398,11 @@ extern "C" {
 // matrix, lens [B]; weights as in dense.h's Net (O >= V outputs, the first V read). unk: id that
 // extends like blank (-1: none); fold: id folded into blank by max (-1: none). Outputs: out_n [B]
 // hypotheses per utterance, out_len / out_score [B, beam], out_tokens / out_frames [B, beam, Tmax].
-int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
-                           const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
-                           const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
-                           int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
-                           int* out_tokens, int* out_frames) {
+static int asr_lstm_modified_beam_impl(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                                       const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                                       const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
+                                       int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
+                                       int* out_tokens, int* out_frames) {
     if (B < 0 || Tmax < 0 || H < 1 || V < 1 || O < V || beam < 1 || blank < 0 || blank >= V) return -1;
     Net n{table, whh0, P, L, wup, bup, wdec, bdec, H, wout, bout, O, act};
     Search s{enc, lens, B, Tmax, H, wout, bout, act, V, blank, unk, fold, beam,
@@ -411,13 +412,26 @@ int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, i
     return 0;
 }
 
+// asr_lstm_modified_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
+int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                           const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                           const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
+                           int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
+                           int* out_tokens, int* out_frames) {
+    return asrd::guard_code<int>([&] {
+        return asr_lstm_modified_beam_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout,
+                                           bout, O, act, blank, V, unk, fold, beam, out_n, out_len, out_score,
+                                           out_tokens, out_frames);
+    });
+}
+
 // icefall's stateless decoder (embedding, grouped conv over C labels, relu, projection wp / bp) and a
 // tanh joint: enc [B, Tmax, H] (icefall's projected encoder_out); start_ctx [C]. Outputs as above.
-int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
-                                const float* convw, const float* convb, int G, int C, const float* wp,
-                                const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
-                                int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
-                                double* out_score, int* out_tokens, int* out_frames) {
+static int asr_stateless_modified_beam_impl(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                                            const float* convw, const float* convb, int G, int C, const float* wp,
+                                            const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
+                                            int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
+                                            double* out_score, int* out_tokens, int* out_frames) {
     if (B < 0 || Tmax < 0 || H < 1 || V < 1 || C < 1 || G < 1 || E % G != 0 || beam < 1 || blank < 0 || blank >= V)
         return -1;
     StatelessNet n{emb, E, convw, convb, G, C, wp, bp, H};
@@ -426,6 +440,19 @@ int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tm
     StatelessPred pred(n, start_ctx);
     Beams<StatelessPred>(s, pred).run();
     return 0;
+}
+
+// asr_stateless_modified_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
+int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
+                                const float* convw, const float* convb, int G, int C, const float* wp,
+                                const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
+                                int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
+                                double* out_score, int* out_tokens, int* out_frames) {
+    return asrd::guard_code<int>([&] {
+        return asr_stateless_modified_beam_impl(enc, lens, B, Tmax, H, emb, E, convw, convb, G, C, wp, bp, wout,
+                                                bout, V, blank, unk, fold, start_ctx, beam, out_n, out_len,
+                                                out_score, out_tokens, out_frames);
+    });
 }
 
 }  // extern "C"

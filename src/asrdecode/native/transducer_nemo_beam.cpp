@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dense.h"
+#include "guard.h"
 
 namespace {
 
@@ -41,11 +42,15 @@ struct Hyp {
     int slot;
 };
 
-// A candidate: the hypothesis it would become and the slot of its parent.
+// A candidate: the hypothesis it would become (the slot of its parent) and the label it adds (token -1:
+// none); its node is made only if it survives, so the node list grows by at most `beam` a step.
 struct Cand {
     float logp;
     Hyp h;
+    Node label;
 };
+
+constexpr Node kNoLabel{-1, -1, 0, 0};
 
 // sherpa-onnx's LogSoftmax over x [n] in place: float sum of double exp(x - m), left to right;
 // offset = float(m + log(double(sum))).
@@ -146,11 +151,11 @@ class Utterance {
         for (int i = 0; i < static_cast<int>(hyps_.size()); ++i) {
             Hyp h = hyps_[i];
             if (h.t > t_min) {
-                cands_.push_back({h.logp, h});
+                cands_.push_back({h.logp, h, kNoLabel});
             } else if (h.n >= z_.cap) {
                 h.t += 1;
                 h.n = 0;
-                cands_.push_back({h.logp, h});
+                cands_.push_back({h.logp, h, kNoLabel});
             } else {
                 expand(h, &logits_[static_cast<size_t>(r++) * z_.O]);
             }
@@ -171,18 +176,18 @@ class Utterance {
         for (int tok : topk_) {
             Hyp c = h;
             c.logp = (row[tok] + dlp) + h.logp;
+            Node label = kNoLabel;
             if (tok == z_.blank || tok == z_.unk) {
                 c.t = h.t + std::max(1, d);
                 c.n = 0;
             } else {
-                nodes_.push_back({h.node, tok, h.t, d});
-                c.node = static_cast<int>(nodes_.size()) - 1;
+                label = Node{h.node, tok, h.t, d};
                 c.len = h.len + 1;
                 c.t = h.t + d;
                 c.n = d > 0 ? 0 : h.n + 1;
                 c.pending = tok;
             }
-            cands_.push_back({c.logp, c});
+            cands_.push_back({c.logp, c, label});
         }
     }
 
@@ -196,6 +201,10 @@ class Utterance {
         hyps_.clear();
         for (int j = 0; j < k; ++j) {
             Hyp h = cands_[j].h;
+            if (cands_[j].label.token >= 0) {
+                nodes_.push_back(cands_[j].label);
+                h.node = static_cast<int>(nodes_.size()) - 1;
+            }
             std::memcpy(&h_[nxt][state * j], &h_[cur_][state * h.slot], sizeof(float) * state);
             std::memcpy(&c_[nxt][state * j], &c_[cur_][state * h.slot], sizeof(float) * state);
             std::memcpy(&g_[nxt][static_cast<size_t>(z_.H) * j], &g_[cur_][static_cast<size_t>(z_.H) * h.slot],
@@ -246,11 +255,11 @@ extern "C" {
 // max_symbols >= 1; beam >= 1. Outputs: out_n [B] hypotheses per utterance (best first), out_len /
 // out_score [B, beam], out_tokens / out_frames / out_durs [B, beam, Tmax * max_symbols].
 // Returns -1 for arguments out of range.
-int asr_lstm_nemo_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
-                       const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
-                       const float* bdec, const float* wout, const float* bout, int act, int blank, int V, int K,
-                       const int* durs, int unk, int max_symbols, int beam, int* out_n, int* out_len,
-                       double* out_score, int* out_tokens, int* out_frames, int* out_durs) {
+static int asr_lstm_nemo_beam_impl(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                                   const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                                   const float* bdec, const float* wout, const float* bout, int act, int blank, int V, int K,
+                                   const int* durs, int unk, int max_symbols, int beam, int* out_n, int* out_len,
+                                   double* out_score, int* out_tokens, int* out_frames, int* out_durs) {
     if (B < 0 || Tmax < 0 || H < 1 || P < 1 || L < 1 || V < 2 || K < 0 || beam < 1 || max_symbols < 1 || blank < 0 ||
         blank >= V || unk >= V || (act != 0 && act != 1) || static_cast<int64_t>(Tmax) * max_symbols > (1 << 30))
         return -1;
@@ -268,6 +277,19 @@ int asr_lstm_nemo_beam(const float* enc, const int* lens, int B, int Tmax, int H
               out_tokens + hyp0 * maxlen, out_frames + hyp0 * maxlen, out_durs + hyp0 * maxlen);
     }
     return 0;
+}
+
+// asr_lstm_nemo_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
+int asr_lstm_nemo_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
+                       const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
+                       const float* bdec, const float* wout, const float* bout, int act, int blank, int V, int K,
+                       const int* durs, int unk, int max_symbols, int beam, int* out_n, int* out_len,
+                       double* out_score, int* out_tokens, int* out_frames, int* out_durs) {
+    return asrd::guard_code<int>([&] {
+        return asr_lstm_nemo_beam_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout, bout,
+                                       act, blank, V, K, durs, unk, max_symbols, beam, out_n, out_len, out_score,
+                                       out_tokens, out_frames, out_durs);
+    });
 }
 
 }  // extern "C"

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "transducer_common.h"
+#include "guard.h"
 
 namespace {
 
@@ -467,14 +468,15 @@ class WindStep {
 extern "C" {
 
 // The joint rows of the next WIND step (see WindArgs); returns their number (counts[0] too).
+// guard.h's (negative) code for an exception.
 int64_t asrd_wind_pop(const WindArgs* args) {
-  const int64_t m = args->is_double ? wind_pop<double>(*args) : wind_pop<float>(*args);
+  const int64_t m = asrd::guard_code<int64_t>([&] { return args->is_double ? wind_pop<double>(*args) : wind_pop<float>(*args); });
   args->counts[0] = m;
   return m;
 }
 
 // Which utterances step first (active [B] from the state); returns their number.
-int64_t asrd_wind_active(const WindArgs* args) {
+int64_t asrd_wind_active(const WindArgs* args) noexcept {
   int64_t n = 0;
   for (int64_t b = 0; b < args->batch; ++b) {
     update_active(*args, b);
@@ -486,15 +488,14 @@ int64_t asrd_wind_active(const WindArgs* args) {
 // One WIND step of every utterance from the joint's logits of asrd_wind_pop's rows. Returns 0, or 1 with
 // a message in `err`.
 int asrd_wind_step(const WindArgs* args, char* err, int64_t err_len) {
-  std::string msg;
-  if (args->is_double) {
-    WindStep<double> s(*args);
-    msg = s.run();
-  } else {
+  return asrd::guard_message([&] {
+    if (args->is_double) {
+      WindStep<double> s(*args);
+      return s.run();
+    }
     WindStep<float> s(*args);
-    msg = s.run();
-  }
-  return asrd::report(msg, err, err_len);
+    return s.run();
+  }, err, err_len);
 }
 
 }  // extern "C"

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
-from ._lib import load
+from ._lib import check_status, load
 from .abi import WindArgs as _Args
 from .ctc_beam import _Model, _describe
 from .transducer_beam import TreeRecords, check_logits, user_model_rows
@@ -103,7 +103,9 @@ class NativeWindStep:
 
     def pop(self) -> int:
         """Pick the popped lists; returns the number of joint rows (``enc_rows`` / ``dec_rows``)."""
-        return self.lib.asrd_wind_pop(ctypes.byref(self.args))
+        m = int(self.lib.asrd_wind_pop(ctypes.byref(self.args)))
+        check_status(m, "native WIND beam search")
+        return m
 
     def run(self, logits: torch.Tensor) -> None:
         """The rest of the step from the joint's ``logits [m, V]`` (the loop's dtype, contiguous)."""
@@ -113,7 +115,10 @@ class NativeWindStep:
         a.logit_rows, a.logit_cols = logits.shape
         self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
         a.tok_out, a.par_out, a.dat_out = self.records.next_step()
-        if self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err)) != 0:
-            raise DecodingInputError(f"native WIND beam search: {self.err.value.decode(errors='replace')}")
+        rc = self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err))
+        if rc != 0:
+            message = self.err.value.decode(errors="replace")
+            check_status(rc, "native WIND beam search", message)
+            raise DecodingInputError(f"native WIND beam search: {message}")
         self.records.written()
         self.num_active, self.num_emitted = self.counts[0], self.counts[1]

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "abi.h"
+#include "guard.h"
 
 namespace {
 
@@ -371,13 +372,15 @@ void put(const std::vector<T>& v, void* out) {
 
 extern "C" {
 
-// Run the frames of one chunk; returns a Result handle (null when out of memory).
+// Run the frames of one chunk; returns a Result handle (null when out of memory or on any C++ exception).
 void* asrd_wfst_run(const WfstArgs* args) {
   Result* r = new (std::nothrow) Result();
   if (!r) return nullptr;
-  try {
+  const int rc = asrd::guard_code<int>([&] {
     Search(*args, *r).run();
-  } catch (const std::bad_alloc&) {
+    return 0;
+  });
+  if (rc != 0) {
     delete r;
     return nullptr;
   }
@@ -385,7 +388,7 @@ void* asrd_wfst_run(const WfstArgs* args) {
 }
 
 // sizes[0..4]: tokens, history entries, lattice nodes, lattice arcs, frames stepped (max over utterances).
-void asrd_wfst_sizes(const void* handle, int64_t* sizes) {
+void asrd_wfst_sizes(const void* handle, int64_t* sizes) noexcept {
   const Result* r = static_cast<const Result*>(handle);
   sizes[0] = int64_t(r->tok_s.size());
   sizes[1] = int64_t(r->h_prev.size());
@@ -398,7 +401,7 @@ void asrd_wfst_sizes(const void* handle, int64_t* sizes) {
 // tok_score (float), tok_hid, tok_nid; h_prev, h_word, h_frame, h_token, h_start (uint8); node_b;
 // a_src, a_dst, a_b, a_word, a_token, a_start (uint8), a_frame, a_graph (float), a_am (float),
 // a_step, a_eps (uint8).
-void asrd_wfst_copy(const void* handle, void* const* out) {
+void asrd_wfst_copy(const void* handle, void* const* out) noexcept {
   const Result* r = static_cast<const Result*>(handle);
   put(r->tok_ptr, out[0]);
   put(r->tok_s, out[1]);
@@ -424,6 +427,6 @@ void asrd_wfst_copy(const void* handle, void* const* out) {
   put(r->a_eps, out[21]);
 }
 
-void asrd_wfst_free(void* handle) { delete static_cast<Result*>(handle); }
+void asrd_wfst_free(void* handle) noexcept { delete static_cast<Result*>(handle); }
 
 }  // extern "C"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..errors import DecodingInputError
-from ._lib import load
+from ._lib import NativeMemoryError, load
 from .abi import WfstArgs as _Args
 
 __all__ = ["run_frames"]
@@ -97,7 +97,7 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
     )
     handle = lib.asrd_wfst_run(ctypes.byref(args))
     if not handle:
-        raise MemoryError("the native WFST search ran out of memory")
+        raise NativeMemoryError("the native WFST search ran out of memory (or failed inside the C++ engine)")
     try:
         sizes = torch.zeros(5, dtype=torch.int64)
         lib.asrd_wfst_sizes(handle, sizes.data_ptr())

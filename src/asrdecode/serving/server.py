@@ -83,7 +83,11 @@ class ServerConfig:
             more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
             (None) twice ``max_streams``.
         max_connections_per_client: most open TCP connections from one client address (IP);
-            more are refused as over ``max_connections``. ``None``: no per-client cap.
+            more are refused as over ``max_connections``. ``None``: no per-client cap. Clamped to
+            half of ``max_connections`` (at least 1), so one address holding idle sockets cannot
+            take every slot.
+        allowed_hosts: ``Host`` names the server answers to besides loopback and its bind address
+            (a DNS name clients use to reach it); other Hosts are refused (DNS rebinding).
         handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
             is not complete this long after it was made is closed.
         drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
@@ -101,6 +105,7 @@ class ServerConfig:
     max_streams: int = 256
     max_connections: Optional[int] = None
     max_connections_per_client: Optional[int] = 32
+    allowed_hosts: tuple[str, ...] = ()
     handshake_timeout_s: float = 10.0
     drain_timeout_s: float = 30.0
     limits: Limits = field(default_factory=Limits)
@@ -121,8 +126,18 @@ class ServerConfig:
                   error=lambda message: ValueError(f"{message} (at least max_streams)"))
         per = self.max_connections_per_client
         check_int("max_connections_per_client", per, low=1, optional=True, error=ValueError)
+        if per is not None:
+            self.max_connections_per_client = min(per, max(1, self.max_connections // 2))
+        self.allowed_hosts = tuple(_checked_host_name(h) for h in self.allowed_hosts)
         h = self.handshake_timeout_s
         check_number("handshake_timeout_s (seconds)", h, low=0, low_open=True, error=ValueError)
+
+
+def _checked_host_name(name: object) -> str:
+    """An ``allowed_hosts`` entry as a lower-case host name (no scheme, port, path or userinfo)."""
+    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@:?#[] \t\r\n"):
+        raise ValueError(f"allowed_hosts entries must be host names (no scheme, port or path), got {name!r}")
+    return name.strip().lower().rstrip(".")
 
 
 class _Disconnected(Exception):
@@ -490,7 +505,9 @@ class StreamingService:
         return rec.get("words")
 
     def health(self) -> dict[str, Any]:
-        return {"status": "draining" if self.draining else "ok", "model": self.config.model,
+        from .web import model_name
+
+        return {"status": "draining" if self.draining else "ok", "model": model_name(self.config.model),
                 "decoder": self.config.decoder, "streams": len(self.sessions), "completed": self.completed,
                 "batches": self.batcher.batches, "chunks": self.batcher.chunks,
                 "mean_batch": round(self.batcher.chunks / max(1, self.batcher.batches), 3),
@@ -530,9 +547,11 @@ def _inference_step(decoder: Any) -> Callable:
     return step
 
 
-def create_app(service: StreamingService) -> Starlette:
+def create_app(service: StreamingService, bind_host: str = "127.0.0.1") -> Any:
     """The ASGI app: ``/v1/stream`` (WebSocket, same-origin browsers only), ``/health``, the browser
-    page (``/``, ``/static``) and ``/v1/info``; the lifespan starts the batcher."""
+    page (``/``, ``/static``) and ``/v1/info``; the lifespan starts the batcher. Requests whose ``Host``
+    is not the server's (loopback, ``bind_host``, ``config.allowed_hosts``) are refused
+    (:class:`~asrdecode.serving.web.HostGuard`)."""
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
@@ -549,12 +568,13 @@ def create_app(service: StreamingService) -> Starlette:
                 await asyncio.get_running_loop().run_in_executor(None, service.transcriber.close)
 
     from .transcriptions import transcription_routes  # POST /v1/audio/transcriptions (offline, OpenAI's shape)
-    from .web import page_routes, same_origin_only  # the browser page (serving/static) and /v1/info
+    from .web import HostGuard, page_routes, same_origin_only  # the browser page (serving/static), /v1/info
 
     offline = transcription_routes(service) if service.transcriber is not None else []
-    return Starlette(routes=[WebSocketRoute(STREAM_PATH, same_origin_only(service.handle)), Route("/health", health),
-                             *page_routes(service, STREAM_PATH), *offline],
-                     lifespan=lifespan)
+    app = Starlette(routes=[WebSocketRoute(STREAM_PATH, same_origin_only(service.handle)), Route("/health", health),
+                            *page_routes(service, STREAM_PATH), *offline],
+                    lifespan=lifespan)
+    return HostGuard(app, bind_host, frozenset(service.config.allowed_hosts))
 
 
 def resolve_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -625,7 +645,7 @@ class Server(uvicorn.Server):
         assert service.config.max_connections is not None  # set by ServerConfig.__post_init__
         http = guarded_http_protocol(service.config.max_connections, service.config.handshake_timeout_s,
                                      service.connections, service.config.max_connections_per_client)
-        cfg = uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, http=http,
+        cfg = uvicorn.Config(create_app(service, host), host=host, port=port, log_level=log_level, http=http,
                              ws="websockets-sansio", ws_max_size=service.config.limits.transport_max_bytes,
                              ws_ping_interval=None, lifespan="on", **uvicorn_kwargs)
         super().__init__(cfg)

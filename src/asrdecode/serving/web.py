@@ -3,13 +3,19 @@
 - ``/`` is ``static/index.html``; ``/static/...`` the page's other files (plain ES modules and CSS
   in the package: no CDN, no build step). The page is sent with a Content-Security-Policy that
   allows only this origin, so it cannot load anything from elsewhere.
-- ``/v1/info`` (JSON): the model and decoder in use with its resolved options, the stream latency in
-  force, the sample rate, the frame length, the stream and transcription paths and the stream
-  limits a client must respect.
+- ``/v1/info`` (JSON): the model (its name) and decoder in use with its resolved options, the stream
+  latency in force, the sample rate, the frame length, the stream and transcription paths and the
+  stream limits a client must respect; ``file_sample_rates`` (``min`` / ``max`` Hz): the rates of
+  the files the page reads (:mod:`asrdecode.audio`'s bounds, the CLI's too).
 - :func:`same_origin_only` wraps the WebSocket handler: a handshake whose ``Origin`` header names
   another origin than the ``Host`` it was sent to is refused (HTTP 403) before the stream opens,
   so a page of another site cannot use a visitor's browser to stream to this server. Clients that
-  send no ``Origin`` (the load generator, scripts) are not browsers and keep working.
+  send no ``Origin`` (the load generator, scripts) are not browsers and keep working. An ``Origin``
+  with userinfo (``user@host``) is refused.
+- :class:`HostGuard` wraps the whole app: an HTTP request or WebSocket handshake whose ``Host`` is
+  not one of the server's own (loopback, the bind address, ``--allowed-hosts``) is refused, which
+  defeats DNS rebinding (a foreign name re-pointed at this server). The page and ``/health`` show
+  the model's name, never its path on the server.
 
 All of it goes through the server's HTTP layer and its connection limits
 (:mod:`~asrdecode.serving.connections`).
@@ -17,6 +23,7 @@ All of it goes through the server's HTTP layer and its connection limits
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from pathlib import Path
@@ -24,16 +31,17 @@ from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from ..audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from .protocol import SAMPLE_RATE
 from .transcriptions import TRANSCRIPTIONS_PATH
 
 __all__ = ["STATIC_DIR", "INFO_PATH", "page_routes", "server_info", "resolved_options", "stream_latency",
-           "same_origin", "same_origin_only"]
+           "same_origin", "same_origin_only", "host_allowed", "HostGuard", "model_name", "LOOPBACK_NAMES"]
 
 log = logging.getLogger("asrdecode.serving")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -76,6 +84,8 @@ def same_origin(origin: Optional[str], host: Optional[str]) -> bool:
         return False
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.netloc or parts.path not in ("", "/") or not host:
+        return False
+    if "@" in parts.netloc:  # userinfo: no browser sends it; `http://127.0.0.1:80@evil.example` is evil's
         return False
     default = _DEFAULT_PORTS[scheme]
     theirs = _host_port(parts.netloc, default)
@@ -147,6 +157,74 @@ def stream_latency(service: Any) -> dict[str, Any]:
     return {"latency_seconds": latency, "stream_front_end": shape}
 
 
+#: Host names every server answers to, whatever its bind address (loopback addresses are checked as such)
+LOOPBACK_NAMES = frozenset({"localhost"})
+_WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _ip(name: str) -> Optional[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+def host_allowed(host: Optional[str], bind_host: str, allowed: frozenset[str] = frozenset()) -> bool:
+    """Whether a request's ``Host`` header names this server: a loopback name or address, the bind
+    address, one of ``allowed`` (``--allowed-hosts``, lower-case names), or, when bound to every
+    interface (``0.0.0.0`` / ``::``), any IP address. Any port. No header (HTTP/1.0, not a browser): allowed.
+
+    This is what stops DNS rebinding: a page of ``evil.example`` whose name was re-pointed at this
+    server sends ``Host: evil.example`` (and a matching ``Origin``), which no check of Origin against
+    Host can tell from a same-origin request. An IP-address Host cannot be rebound.
+    """
+    if host is None:
+        return True
+    if "@" in host:  # a Host header has no userinfo
+        return False
+    parsed = _host_port(host.strip(), None)
+    if parsed is None:
+        return False
+    name = parsed[0]
+    ip = _ip(name)
+    if name in LOOPBACK_NAMES or name in allowed or (ip is not None and ip.is_loopback):
+        return True
+    bind = bind_host.strip("[]").lower()
+    if ip is not None and (bind in _WILDCARD_BINDS or ip == _ip(bind)):
+        return True
+    return name == bind
+
+
+class HostGuard:
+    """ASGI middleware: HTTP requests and WebSocket handshakes whose ``Host`` is not this server's
+    (:func:`host_allowed`) are refused before the app sees them: HTTP 421 (misdirected request), a
+    WebSocket closed before accept (HTTP 403)."""
+
+    def __init__(self, app: Any, bind_host: str, allowed: frozenset[str] = frozenset()) -> None:
+        self.app, self.bind_host, self.allowed = app, bind_host, allowed
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] in ("http", "websocket"):
+            hosts = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"]
+            if len(hosts) > 1 or not host_allowed(hosts[0] if hosts else None, self.bind_host, self.allowed):
+                log.warning("refused a %s request for host %r", scope["type"], hosts)
+                if scope["type"] == "http":
+                    await PlainTextResponse("this server does not answer to that Host", status_code=421)(
+                        scope, receive, send)
+                else:
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+        await self.app(scope, receive, send)
+
+
+def model_name(spec: str) -> str:
+    """What the server shows of its model spec: a bundled name or ``module:attribute`` as it is, a
+    file or folder (``PATH.nemo``, a model directory) by its last component only (no server paths)."""
+    if "/" in spec or os.sep in spec:
+        return Path(spec.rstrip("/" + os.sep)).name or "model"
+    return spec
+
+
 def server_info(service: Any, stream_path: str) -> dict[str, Any]:
     """What the page shows and needs: model, decoder, its resolved options (:func:`resolved_options`),
     the stream latency in force (:func:`stream_latency`), rates and limits, and the transcription
@@ -155,9 +233,10 @@ def server_info(service: Any, stream_path: str) -> dict[str, Any]:
     limits = config.limits
     options = resolved_options(service)
     offline = {"transcriptions_path": TRANSCRIPTIONS_PATH} if getattr(service, "transcriber", None) is not None else {}
-    return {"model": config.model, "decoder": config.decoder, "decoder_options": options, **stream_latency(service),
-            **offline,
-            "sample_rate": SAMPLE_RATE, "frame_seconds": service.frame_seconds, "stream_path": stream_path,
+    return {"model": model_name(config.model), "decoder": config.decoder, "decoder_options": options,
+            **stream_latency(service), **offline,
+            "sample_rate": SAMPLE_RATE, "file_sample_rates": {"min": MIN_SAMPLE_RATE, "max": MAX_SAMPLE_RATE},
+            "frame_seconds": service.frame_seconds, "stream_path": stream_path,
             "encodings": ["s16le", "f32le"], "max_chunk_seconds": limits.max_chunk_seconds,
             "max_stream_seconds": limits.max_stream_seconds, "max_abs_sample": limits.max_abs_sample,
             "max_streams": config.max_streams}

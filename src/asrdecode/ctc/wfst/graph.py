@@ -159,16 +159,20 @@ class DecodingGraph:
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "DecodingGraph":
-        """Load a graph written by :meth:`save` (format 1 or 2). On CPU the tensors are memory-mapped
-        from the file (pages are read when the decoder touches them; writes stay private)."""
-        on_cpu = torch.device(device).type == "cpu"
+        """Load a graph written by :meth:`save` (format 1 or 2) into memory.
+
+        The tensors are read, not memory-mapped: a mapped file that is truncated or rewritten in place
+        while loaded (``cp new.pt graph.pt``, a rebuild writing the same path) kills the process with
+        SIGBUS at the next page the decoder touches, and a private mapping does not help (its clean
+        pages are still the file's). :meth:`validate` reads every array anyway, so a mapping saved
+        no I/O, only page-cache sharing between processes. After loading, the graph never reads the
+        file again: replacing or deleting it cannot affect a loaded graph.
+        """
         try:
-            try:
-                d = torch.load(path, map_location=device, weights_only=True, mmap=on_cpu)
-            except RuntimeError:  # e.g. a legacy (non-zip) torch.save file cannot be memory-mapped
-                if not on_cpu:
-                    raise
-                d = torch.load(path, map_location=device, weights_only=True)
+            with open(path, "rb") as f:
+                d = torch.load(f, map_location=device, weights_only=True)
+        except OSError as e:
+            raise FileFormatError(path, None, f"cannot read the decoding graph file ({e.strerror or e})") from e
         except Exception as e:
             raise FileFormatError(path, None, f"not a decoding graph file ({e})") from e
         fmt = d.pop("format", None) if isinstance(d, dict) else None

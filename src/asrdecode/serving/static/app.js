@@ -307,7 +307,7 @@ async function prepareFile(file) {
   const bytes = await file.arrayBuffer();
   let wav = null;
   try {
-    wav = parseWav(bytes);
+    wav = parseWav(bytes, { rates: page.info.file_sample_rates });
   } catch (err) {
     if (!/not a WAV file/.test(err.message)) throw err;  // a WAV file, but a broken one
   }

@@ -12,9 +12,12 @@ function tag(view, at) {
 /**
  * Parses a WAV file (ArrayBuffer). Returns {sampleRate, channels, bits, float, frames,
  * int16 (Int16Array of the samples when the file is 16-bit PCM, interleaved), mono (Float32Array,
- * the channels averaged, in [-1, 1] for PCM)}.
+ * the channels averaged, in [-1, 1] for PCM)}. `rates` ({min, max}, Hz: the server's
+ * file_sample_rates from /v1/info): a header rate outside them is refused before any sample is
+ * read (a header saying 4,294,967,295 Hz would have the resampler allocate gigabytes; 1 Hz throws
+ * deep inside it).
  */
-export function parseWav(buffer) {
+export function parseWav(buffer, { rates = null } = {}) {
   const view = new DataView(buffer);
   if (view.byteLength < 12 || tag(view, 0) !== "RIFF" || tag(view, 8) !== "WAVE") {
     throw new Error("not a WAV file (no RIFF/WAVE header)");
@@ -45,6 +48,9 @@ export function parseWav(buffer) {
     throw new Error(`WAV files with ${bits}-bit ${isFloat ? "float" : "PCM"} samples are not supported`);
   }
   if (channels < 1 || sampleRate < 1) throw new Error(`WAV header names ${channels} channels at ${sampleRate} Hz`);
+  if (rates && !(sampleRate >= rates.min && sampleRate <= rates.max)) {
+    throw new Error(`WAV sample rate ${sampleRate} Hz is outside ${rates.min}..${rates.max} Hz`);
+  }
   const width = bits / 8;
   const frames = Math.floor(data.size / (width * channels));
   const read = {
