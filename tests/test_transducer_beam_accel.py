@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asrdecode.accel import StepRunner
+from asrdecode.accel import EmulatedGraphRunner
 from asrdecode.errors import DecodingInputError
 from asrdecode.transducer import beam as beam_mod
 from asrdecode.transducer import beam_loop
@@ -24,22 +24,27 @@ def lm(tmp_path_factory):
     return tiny_lm(tmp_path_factory.mktemp("accel_lm"))
 
 
-class _InPlaceRunner(StepRunner):
-    """What CUDA-graph replay does, run eagerly on CPU: the step updates the state in place (the same
-    tensor objects before and after), and a new storage layout (tree doubled) means a new capture."""
+class _InPlaceRunner(EmulatedGraphRunner):
+    """What CUDA-graph replay does, run eagerly on CPU (:class:`~asrdecode.accel.EmulatedGraphRunner`: the
+    step updates the state in place, a new storage layout (tree doubled) is a new capture), counting the
+    layouts and the replays."""
 
     layouts: set = set()
     steps = 0
 
-    def _replay(self, fn, state):
+    def _graph(self, fn, state):
         from asrdecode.accel import _state_tensors
 
-        leaves = _state_tensors(state, self.state_names)
-        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in leaves))
-        before = [id(x) for x in leaves]
-        self._in_place(fn, state)()
-        assert [id(x) for x in _state_tensors(state, self.state_names)] == before
-        _InPlaceRunner.steps += 1
+        graph = super()._graph(fn, state)
+        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in _state_tensors(state, self.state_names)))
+        replay = graph.replay
+
+        class _Counted:
+            def replay(self):
+                replay()
+                _InPlaceRunner.steps += 1
+
+        return _Counted()
 
 
 @pytest.fixture

@@ -136,6 +136,13 @@ class BeamTree:
         """Count ``steps`` steps written by :meth:`write` (host side)."""
         self._n += steps
 
+    def clear(self) -> None:
+        """Forget every recorded step (a preallocated tree keeps its storage: a cached loop reuses it)."""
+        self.tokens, self.parents, self.data = [], [], []
+        self._n = 0
+        if self._count is not None:
+            self._count.zero_()
+
     def record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
         """Append one step (tokens ``[B, K]``, parents ``[B, K]``, data ``[B, K]`` or ``[B]``)."""
         if self._buf is not None:

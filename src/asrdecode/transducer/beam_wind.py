@@ -65,13 +65,7 @@ def _window(loop: _BeamLoop, pop: "_WindPop") -> "_WindWindow":
     enc = loop.enc_proj[loop.b_idx, frames.clamp(max=max(loop.T - 1, 0))]  # [B, W, H]
     dec = loop.dec_proj[pop.flat].view(B, K, 1, -1)
     enc = enc[:, None].expand(B, K, W, enc.shape[-1])
-    if loop.compact:  # CPU eager: the joint for the popped hypotheses only (one sync)
-        rows = pop.live.view(-1).nonzero().squeeze(1)
-        logits = checked_joint(loop.model, enc.reshape(B * K, W, -1)[rows], dec.view(B * K, 1, -1)[rows])
-        lp = torch.zeros((B * K, W, V), dtype=loop.dtype, device=dev)
-        lp = lp.index_copy(0, rows, torch.log_softmax(logits.to(loop.dtype), dim=-1)).view(B, K, W, V)
-    else:
-        lp = torch.log_softmax(checked_joint(loop.model, enc, dec).to(loop.dtype), dim=-1)  # [B, K, W, V]
+    lp = torch.log_softmax(checked_joint(loop.model, enc, dec).to(loop.dtype), dim=-1)  # [B, K, W, V]
     lpb = lp[..., blank]  # [B, K, W]
     blank_fr = torch.where(fvalid, (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb, 0.0)
     blank_ac = torch.where(fvalid, lpb, 0.0)
