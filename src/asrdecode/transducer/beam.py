@@ -313,6 +313,8 @@ def _drive(loop: _BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int 
     if loop._engine is not None:
         _drive_native(loop, max_symbols)
         return
+    if loop.B == 0 or loop.T == 0:  # no frame: no hypothesis can step
+        return
     cap = max_symbols if max_symbols is not None else _checks.MAX_SYMBOLS_GUARD
     # every round raises the least (frame, labels on it) of the active hypotheses: a bound on the rounds
     limit = (loop.T + 1) * (cap + 2) + 16
