@@ -181,7 +181,7 @@ def test_cached_graph_path_equals_eager_and_a_warm_call_captures_nothing(emulate
               **extra)
     graphs = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", engine="torch", **kw)
     eager = beam_mod.BeamSearchDecoder(m, engine="torch", **kw)
-    shapes = [(3, 11, [11, 0, 6]), (2, 9, [9, 4]), (3, 12, [5, 12, 12]), (5, 20, [20, 3, 17, 1, 9])]
+    shapes = [(3, 12, [12, 12, 5]), (3, 11, [11, 0, 6]), (2, 9, [9, 4]), (5, 20, [20, 3, 17, 1, 9])]
     captured = []
     for i, (B, T, lens) in enumerate(shapes):
         enc = random_encoder(70 + i, B, T)

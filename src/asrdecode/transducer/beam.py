@@ -275,8 +275,9 @@ class BeamSearchDecoder:
         def make() -> tuple[_BeamLoop, StepRunner]:
             Bb, Tb = key[2], key[3]
             buf = proj.new_zeros((Bb, Tb, H))
+            # tree room for twice the rounds of earlier calls: a later call rarely grows it (a new capture)
             loop = _BeamLoop(self.model, buf, torch.zeros(Bb, dtype=torch.long, device=proj.device), self.settings,
-                             static=True)
+                             static=True, capacity=2 * self._stats.estimate(Tb))
             return loop, StepRunner(mode, _BeamLoop.STATE)
 
         loop, run = self._loops.get(key, make)

@@ -76,6 +76,7 @@ class _BeamLoop:
         final: torch.Tensor | None = None,
         static: bool = False,
         native: bool = False,
+        capacity: int | None = None,
     ) -> None:
         B, T, _ = enc_proj.shape
         dev = enc_proj.device
@@ -89,7 +90,7 @@ class _BeamLoop:
         self._init_indices(dev)
         self._init_hypotheses(carried is None, dev)
         self.static = static
-        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T)
+        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T, capacity or 0)
         self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
         if carried is not None:
@@ -142,6 +143,7 @@ class _BeamLoop:
         self.lengths.zero_()
         self.lengths[:b, 0].copy_(lengths)
         fresh = self._fresh
+        assert fresh is not None, "reset() needs a loop made for fresh searches"
         self.score.fill_(_NEG_INF)
         self.score[:, 0] = 0.0
         for x in (self.time, self.symbols, self.nlabels, self.emitted):
