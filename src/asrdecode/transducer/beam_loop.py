@@ -172,6 +172,7 @@ class _BeamLoop:
         self.r_idx = torch.arange(self.R, device=dev)[None, :, None]  # [1, R, 1]
         self.slot_idx = torch.arange(S, device=dev)[None, :]  # [1, S]
         self.slot_list = self.slot_idx // K  # [1, S]: the frame list of each slot
+        self.minus_one = torch.full((1, 1), -1, dtype=torch.long, device=dev)  # "no token" (WIND's pool)
 
     def _init_hypotheses(self, fresh: bool, dev: torch.device) -> None:
         """The start of a search: one empty hypothesis per utterance (slot 0), fusion states; with
@@ -215,10 +216,9 @@ class _BeamLoop:
             return active & (self.final | ~(valid & (self.time >= self.lengths)).any(dim=1, keepdim=True))
         big = torch.iinfo(torch.long).max
         tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
-        expand = active & (self.time == tmin)
         if self.wind:  # [B, 1]: the utterances whose next step pops their earliest frame's list
             return active.any(dim=1, keepdim=True) & (self.final | (tmin + self.window <= self.lengths))
-        return expand
+        return active & (self.time == tmin)
 
     # -- one step: expand, select, merge, update ---------------------------------------------
 
