@@ -9,7 +9,8 @@ incremental hash (:func:`~asrdecode.beam_hyps.extend_hash`) plus the transcript 
 token. One step is a sync-free function of the loop state (masked tensor ops only): one joint
 call for all ``B*K`` hypotheses, one prediction-network call (``model.predict``, with
 ``select_state`` / ``replace_state``) for all ``B*K`` hypotheses, fusion scores for all of them,
-selection, merging. The driver checks one flag between steps. The modules:
+selection, merging. A round (step, prediction network, done flag) is replayed on the device by
+:func:`~asrdecode.accel.run_until_done`, which reads the done flag at O(log) check points only. The modules:
 
 - :mod:`.beam_state`: :class:`BeamState` (what a stream carries) and the chunk buffer;
 - :mod:`.beam_loop`: the loop state of one call (:class:`~.beam_loop._BeamLoop`), the settings;
@@ -99,7 +100,9 @@ class BeamSearchDecoder:
 
     Threads: the decoder holds only its checked settings (read-only); every search's state lives in
     the :class:`BeamState` it returns, so one decoder may serve several threads at once (one state per
-    thread: a state itself must not be advanced by two threads at once).
+    thread: a state itself must not be advanced by two threads at once). In a static mode ("compile",
+    "cuda_graphs") whole-utterance calls reuse loops (buffers, graphs) kept on the decoder, one call at
+    a time (a lock).
     """
 
     def __init__(
