@@ -1,5 +1,6 @@
-"""The per-user artefact cache: cheap checks (size, time, sampled SHA-256), the whole-file SHA-256
-when the time changed, atomic entries, every unusable entry rebuilt with a message."""
+"""The per-user artefact cache: every use checks the size and the whole file's CRC-32 (a change anywhere,
+size and time kept, is caught), an older record is checked by its SHA-256 once, atomic entries, every
+unusable entry rebuilt with a message."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from asrdecode.models import graph_cache as gc
 
-SIZE = 3 * 2**20 + 123  # larger than the sampled blocks: sampling does not read it all
+SIZE = 3 * 2**20 + 123  # larger than sample_digest's blocks: sampling would not read it all
 
 
 @pytest.fixture
@@ -37,16 +38,25 @@ def _unsampled_offset(path) -> int:
     return starts[1] + block + 10
 
 
-def test_entry_reused_without_hashing_the_whole_file(cache, monkeypatch):
+def test_entry_reused_after_its_crc32_without_a_sha256(cache, monkeypatch):
     get, builds, messages = cache
     first = get()
-    assert first.built and len(builds) == 1 and first.info["sha256"] and first.info["sample_sha256"]
-    monkeypatch.setattr(gc, "file_digest", lambda *a: pytest.fail("the whole file was hashed"))
+    assert first.built and len(builds) == 1 and first.info["sha256"] and first.info["crc32"] == gc.file_crc32(first.path)
+    monkeypatch.setattr(gc, "file_digest", lambda *a: pytest.fail("the SHA-256 was computed"))
+    crcs = []
+    monkeypatch.setattr(gc, "file_crc32", lambda p: crcs.append(p) or _crc(p))
     again = get()
-    assert not again.built and again.path == first.path and len(builds) == 1
+    assert not again.built and again.path == first.path and len(builds) == 1 and crcs == [first.path]
 
 
-def test_touched_file_is_hashed_once_and_kept(cache):
+def _crc(path) -> int:
+    import zlib
+
+    with open(path, "rb") as f:
+        return zlib.crc32(f.read())
+
+
+def test_touched_file_is_checked_and_kept(cache):
     get, builds, messages = cache
     entry = get()
     st = entry.path.stat()
@@ -57,26 +67,24 @@ def test_touched_file_is_hashed_once_and_kept(cache):
     assert record["mtime_ns"] == st.st_mtime_ns + 10**9  # the record took the new time
 
 
-def test_change_outside_the_sampled_blocks_is_caught_by_the_whole_hash(cache):
-    get, builds, messages = cache
-    entry = get()
-    data = bytearray(entry.path.read_bytes())
-    data[_unsampled_offset(entry.path)] ^= 0xFF
-    entry.path.write_bytes(bytes(data))  # a new time: the whole file is hashed
-    fixed = get()
-    assert fixed.built and len(builds) == 2
-    assert any("modified" in m and "corrupt" in m and "rebuilding" in m for m in messages)
-
-
-def test_change_in_a_sampled_block_is_caught_without_a_time_change(cache):
+@pytest.mark.parametrize("where", ["between-sampled-blocks", "last-byte", "zeroed-run"])
+def test_any_change_is_caught_with_size_and_time_kept(cache, where):
     get, builds, messages = cache
     entry = get()
     st = entry.path.stat()
     data = bytearray(entry.path.read_bytes())
-    data[-1] ^= 0xFF  # the last block is always sampled
+    if where == "between-sampled-blocks":
+        data[_unsampled_offset(entry.path)] ^= 0xFF
+    elif where == "last-byte":
+        data[-1] ^= 0xFF
+    else:
+        start = _unsampled_offset(entry.path)
+        data[start:start + 4096] = bytes(4096)
     entry.path.write_bytes(bytes(data))
     os.utime(entry.path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert get().built and any("sampled SHA-256" in m for m in messages)
+    assert entry.path.stat().st_size == st.st_size
+    assert get().built and len(builds) == 2
+    assert any("CRC-32" in m and "corrupt" in m and "rebuilding" in m for m in messages)
 
 
 def test_truncated_missing_or_recordless_entries_are_rebuilt(cache):
@@ -91,14 +99,17 @@ def test_truncated_missing_or_recordless_entries_are_rebuilt(cache):
     assert len(builds) == 4
 
 
-def test_old_record_layout_is_rebuilt(cache):
+def test_record_without_crc32_is_checked_by_its_sha256_once(cache):
     get, builds, messages = cache
     entry = get()
     record = entry.path.with_suffix(".json")
     info = json.loads(record.read_text(encoding="utf-8"))
-    del info["sample_sha256"]
+    del info["crc32"]
     record.write_text(json.dumps(info), encoding="utf-8")
-    assert get().built and len(builds) == 2
+    assert not get().built and json.loads(record.read_text(encoding="utf-8"))["crc32"] == gc.file_crc32(entry.path)
+    info["sha256"] = "0" * 64  # an older record whose file no longer matches
+    record.write_text(json.dumps(info), encoding="utf-8")
+    assert get().built and len(builds) == 2 and any("SHA-256" in m for m in messages)
 
 
 def test_sample_digest_of_small_files_is_the_whole_file(tmp_path):

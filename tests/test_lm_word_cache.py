@@ -200,3 +200,36 @@ def test_cached_word_lm_fusion_is_word_lm_fusion(tmp_path, monkeypatch):
         cached_word_lm_fusion(path, pieces, vocab_size=len(pieces), blank_id=blank, weight=0.0, word_bonus=1.0)
     with pytest.raises(FileFormatError, match="no such word LM file"):
         cached_word_lm_fusion(tmp_path / "nope.arpa", pieces, vocab_size=len(pieces), blank_id=blank, weight=0.5)
+
+
+def test_cached_word_lm_with_zeroed_arc_weights_is_rebuilt(tmp_path, monkeypatch):
+    """The cache file's arc weights zeroed in place, size and modification time kept (a fault between
+    the blocks a sampled check reads): the whole-file check reports it and rebuilds, never scores with it."""
+    import os
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    rng = random.Random(5)
+    pieces, blank, _, _ = random_case(5, "delimiter")
+    words = sorted({"".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 8))) for _ in range(7000)})
+    path = tmp_path / "big.arpa"
+    path.write_text(random_word_arpa(rng, words, 2))
+    ref = WordNGramLM.from_arpa(path, pieces, blank_id=blank)
+    cached_word_lm(path, pieces, blank_id=blank, log=lambda m: None)
+    (entry,) = (tmp_path / "cache" / "graphs").glob("word-lm-*.pt")
+    weights = ref.word_lm.automaton.arc_weight.numpy().tobytes()
+    data = bytearray(entry.read_bytes())
+    at = data.find(weights)
+    assert at > 0 and len(weights) > 1000 and len(data) > 16 * 2**16  # sampling would not read every byte
+    size, block = len(data), 2**16
+    sampled = {i for k in range(16) for i in range((size - block) * k // 15, (size - block) * k // 15 + block)}
+    zeroed = [i for i in range(at, at + len(weights)) if i not in sampled]
+    assert len(zeroed) > 1000
+    for i in zeroed:  # only bytes no sampled block reads
+        data[i] = 0
+    st = entry.stat()
+    entry.write_bytes(bytes(data))
+    os.utime(entry, ns=(st.st_atime_ns, st.st_mtime_ns))
+    msgs: list[str] = []
+    got = cached_word_lm(path, pieces, blank_id=blank, log=msgs.append)
+    assert any("not usable" in m and "CRC-32" in m for m in msgs), msgs
+    assert all(close(got.score_sequence(t), ref.score_sequence(t)) for t in _tokens(pieces, 4))

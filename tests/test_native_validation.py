@@ -295,3 +295,39 @@ def test_eps_depth_equals_a_plain_relaxation():
         assert _eps_depth(S, src[order], dst[order]) == (int(depth.max()) if src.size else 0)
     with pytest.raises(DecodingInputError, match="cycle"):
         _eps_depth(3, np.array([0, 1]), np.array([1, 0]))
+
+
+# --------------------------------------------------------------------- arcs against the lexicon
+def _tlg() -> DecodingGraph:
+    pytest.importorskip("kaldifst")
+    from asrdecode.ctc.wfst import build_tlg
+    from asrdecode.lm import ArpaModel
+
+    rng = random.Random(0)
+    lexicon = {f"w{i}": [[rng.randrange(19) for _ in range(rng.randint(1, 4))]] for i in range(40)}
+    grams: dict = {("<s>",): (-99.0, -0.3), ("</s>",): (-1.0, None)}
+    grams.update({(w,): (-rng.uniform(1, 3), -0.2) for w in lexicon})
+    return build_tlg(21, lexicon, ArpaModel.from_dict(grams), blank_id=20)  # tokens 0..18 used, blank 20
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_graph_whose_token_ids_are_shifted_is_refused(shift, tmp_path):
+    """Every non-blank emitting label moved by one (all still in range): the arcs contradict the lexicon's
+    pronunciations stored with the graph; validation, loading and decoding say so."""
+    g = _tlg()
+    g.validate()
+    g.save(tmp_path / "g.pt")
+    assert load_graph(tmp_path / "g.pt").num_arcs == g.num_arcs
+    tokens = g.e_ilabel != g.blank_id
+    g.e_ilabel[tokens] = (g.e_ilabel[tokens] + shift) % 20  # 0..19: every label a token id, none blank
+    with pytest.raises(DecodingInputError, match="e_ilabel contradicts the lexicon's pronunciations"):
+        g.validate()
+    for engine in ENGINES:  # changed in place after validation: validated again before use
+        with pytest.raises(DecodingInputError, match="contradicts the lexicon"):
+            _decode(g, engine)
+    d = torch.load(tmp_path / "g.pt", weights_only=True)
+    keep = d["e_ilabel"] != 20
+    d["e_ilabel"][keep] = (d["e_ilabel"][keep] + shift) % 20
+    torch.save(d, tmp_path / "bad.pt")
+    with pytest.raises(FileFormatError, match="contradicts the lexicon"):
+        load_graph(tmp_path / "bad.pt")

@@ -157,3 +157,34 @@ def test_greedy_on_phone_ctc_is_refused_naming_the_word_decoders(tiny, monkeypat
         with pytest.raises(DecodingInputError, match=r"--decoder greedy gives phone-ctc's phones, not words; "
                                                      r"the decoders that give words: wfst, beam"):
             door(bundle, opts)
+
+
+@needs_hama
+@pytest.mark.parametrize("own", [{"word_lm": "W"}, {"lm": "T"}, {"word_lm": "W", "lm": "T"}])
+def test_beam_with_a_users_lm_on_phone_ctc_is_refused(tiny, monkeypatch, tmp_path, own):
+    """A user's --word-lm / --lm replaces the bundle's lexicon word LM, and the beam search would give
+    phones (98.9 % WER as words): refused by name, as greedy is."""
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.models.phone import PhoneCTCBundle
+    from asrdecode.pipeline import make_pipeline, resolve_options, stream_options
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    arpa, lex = tiny
+    bundle = PhoneCTCBundle(words=4, lm=arpa, lexicon=lex)
+    opts = resolve_options(bundle, {"decoder": "beam", **{k: str(arpa) for k in own}})
+    flags = " ".join(f for f, k in (("--lm", "lm"), ("--word-lm", "word_lm")) if k in own)
+    for door in (make_pipeline, stream_options):
+        with pytest.raises(DecodingInputError, match=f"--decoder beam {flags} gives phone-ctc's phones, not words"):
+            door(bundle, opts)
+
+
+@needs_hama
+def test_cli_beam_word_lm_on_the_default_model_is_refused(tiny, monkeypatch, tmp_path, capsys):
+    from asrdecode import cli
+
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "cache"))
+    arpa, _ = tiny
+    clip = REPO / "data" / "real" / "cards-001.wav"
+    code = cli.main(["transcribe", str(clip), "--decoder", "beam", "--word-lm", str(arpa)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "--decoder beam --word-lm gives phone-ctc's phones, not words" in err

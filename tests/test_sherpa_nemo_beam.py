@@ -2,8 +2,9 @@
 sherpa-onnx 2.0.1's own ``modified_beam_search`` on NeMo-layout RNN-T and TDT files (the 60 clips of
 data/real + data/synth_test, beam 4): the same best hypothesis (tokens, frames, TDT durations), directly
 and through the registry's ``--compat sherpa --decoder beam``, with the torch engine on every clip and
-the C++ one (tests/test_native_nemo_beam.py) on all but a near-tie or two; the search's rules on
-scripted models; named errors for bad inputs.
+the C++ one (tests/test_native_nemo_beam.py) on every clip whose search has no near-tie at a cut (a clip
+where it differs must show one: :func:`_near_tied`); the search's rules on scripted models; named errors
+for bad inputs.
 
 The random models (tests/sherpa_models.py build_nemo) include flat ones (blank bias 2-3) that emit
 hundreds of labels per clip: they hit the 10-labels-a-frame cap and produce equal float32 scores, whose
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,6 +27,7 @@ pytest.importorskip("kaldi_native_fbank")
 from asrdecode.errors import DecodingInputError  # noqa: E402
 from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
 from asrdecode.models.sherpa_compat import sherpa_options  # noqa: E402
+import asrdecode.models.sherpa_nemo_search as nemo_search  # noqa: E402
 from asrdecode.models.sherpa_nemo_search import nemo_beam_search, partial_sort, top_k  # noqa: E402
 from asrdecode.transducer import LSTMTransducer, greedy  # noqa: E402
 from sherpa_models import build_nemo  # noqa: E402
@@ -53,10 +56,55 @@ def _same(bundle, h, r, tdt: bool) -> bool:
     return ok and (not tdt or durations == _frames(bundle, r.durations))
 
 
-#: clips (of 60) whose best hypothesis equals sherpa-onnx's with the C++ engine (measured 2026-11-25): the
-#: C++ networks' float32 arithmetic differs from onnxruntime's in the last bits, which decides a near-tie
-#: on one clip of each flat model; the torch engine (onnxruntime's own values) agrees on all 60
-NATIVE_AGREEMENT = {"rnnt": 60, "rnnt-flat": 59, "tdt": 60, "tdt-flat": 59}
+#: the C++ networks' float32 arithmetic differs from onnxruntime's in the last bits (and with the kernel
+#: level: ASRDECODE_NATIVE_KERNELS=portable|avx2|AVX-512), which decides a search's near-ties; the flat
+#: models have many (measured 2026-11-26 on rnnt-flat: 28 of the 60 clips have a cut within 1 ulp, 34
+#: within 2), and the C++ engine's best differs from sherpa-onnx's on 0-2 clips per model and kernel
+#: level. A clip may differ only when the exact (torch) search of it, which equals sherpa-onnx's, has a
+#: cut within TIE_ULPS float32 ulps; NATIVE_FLOOR keeps the comparison from being vacuous.
+TIE_ULPS = 2
+NATIVE_FLOOR = 50
+
+
+def _near_tied(model, enc: torch.Tensor, n: int, want, same) -> bool:
+    """Whether the torch engine's search of one utterance (``enc [1, T, D]``, ``n`` frames) gives
+    sherpa-onnx's hypothesis (``same(h, want)``) and decides a near-tie on the way: some cut (the beam
+    best candidates, a row's top-k tokens) keeps a score within TIE_ULPS float32 ulps of one it drops."""
+    margins: list[float] = []
+    sort, topk = nemo_search.partial_sort, nemo_search.top_k
+
+    def cut(kept: float, dropped: float) -> None:
+        margins.append((kept - dropped) / float(np.spacing(np.float32(abs(kept)))))
+
+    def sort_and_record(items: list, k: int, better):
+        if better is nemo_search._better and len(items) > k:
+            scores = sorted((float(c[0].logp) for c in items), reverse=True)
+            cut(scores[k - 1], scores[k])
+        return sort(items, k, better)
+
+    def topk_and_record(row: torch.Tensor, k: int) -> list[int]:
+        if row.numel() > k:
+            vals = torch.sort(row, descending=True).values
+            cut(float(vals[k - 1]), float(vals[k]))
+        return topk(row, k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nemo_search, "partial_sort", sort_and_record)
+        mp.setattr(nemo_search, "top_k", topk_and_record)
+        best = nemo_beam_search(model, enc[:, :n], torch.tensor([n]), beam=4, unk_id=model.unk_id, engine="torch")[0][0]
+    return same(best, want) and min(margins, default=math.inf) <= TIE_ULPS
+
+
+def _agreement(bundle, model, enc: torch.Tensor, elen: torch.Tensor, hyps, want, tdt: bool) -> tuple[int, list[int]]:
+    """(clips whose best ``hyps[i]`` is sherpa-onnx's ``want[i]``, the clips that differ without a near-tie)."""
+    def same(h, r) -> bool:
+        return _same(bundle, h, r, tdt)
+
+    equal = [same(h, r) for h, r in zip(hyps, want)]
+    bad = [i for i, ok in enumerate(equal) if not ok
+           and not _near_tied(model, enc[i:i + 1], int(elen[i]), want[i], same)]
+    return sum(equal), bad
+
 
 #: the torch engine on the flat models (35-49k labels) runs sherpa-onnx's sequential log-softmax in
 #: Python: ~20 s a case, so those cases run with ``make bench`` (the native engine covers them in CI)
@@ -80,11 +128,14 @@ def test_best_equals_sherpa_onnx_on_60_clips(nemo_models, waves, sherpa_results,
     assert tdt == name.startswith("tdt")
     enc, elen = b.encode_features(*b.features(waves))  # the strided-conv encoder: padding never leaks
     got = nemo_beam_search(b.model, enc, elen, beam=4, unk_id=b.model.unk_id, engine=engine)
-    same = sum(_same(b, row[0], r, tdt) for row, r in zip(got, sherpa_results[name]))
     emitted = sum(len(row[0].tokens) for row in got)
     # measured 2026-11-25 (sherpa-onnx 2.0.1), torch engine: 60/60 on each model; emitted labels: rnnt
     # 212, rnnt-flat 49120, tdt 2274, tdt-flat 35146
-    assert emitted > 200 and same >= (len(waves) if engine == "torch" else NATIVE_AGREEMENT[name]), (same, emitted)
+    if engine == "torch":
+        same, bad = sum(_same(b, row[0], r, tdt) for row, r in zip(got, sherpa_results[name])), []
+    else:
+        same, bad = _agreement(b, b.model, enc, elen, [row[0] for row in got], sherpa_results[name], tdt)
+    assert emitted > 200 and not bad and same >= (len(waves) if engine == "torch" else NATIVE_FLOOR), (same, bad)
     for row in got:
         assert 1 <= len(row) <= 4 and [h.score for h in row] == sorted((h.score for h in row), reverse=True)
         assert all((h.durations is not None) == tdt for h in row)
@@ -99,10 +150,15 @@ def test_registry_compat_sherpa_beam_equals_sherpa_onnx(nemo_models, waves, sher
     b = load_onnx_transducer(str(nemo_models[name]))
     pipe = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4, "compat": "sherpa", "engine": engine}))
     assert b.model.unk_as_blank is None
-    hyps = pipe.decode(*pipe.encode(waves))
-    same = sum(_same(b, h, r, name.startswith("tdt")) for h, r in zip(hyps, sherpa_results[name]))
+    enc, elen = pipe.encode(waves)
+    hyps = pipe.decode(enc, elen)
     native = engine == "auto" and available()
-    assert same >= (NATIVE_AGREEMENT[name] if native else len(waves)) and all(h.text is not None for h in hyps)
+    if native:
+        same, bad = _agreement(b, b.model, enc, elen, hyps, sherpa_results[name], name.startswith("tdt"))
+    else:
+        same, bad = sum(_same(b, h, r, name.startswith("tdt")) for h, r in zip(hyps, sherpa_results[name])), []
+    assert not bad and same >= (NATIVE_FLOOR if native else len(waves)), (same, bad)
+    assert all(h.text is not None for h in hyps)
     # our own beam search (ALSD++) decodes otherwise on these flat models
     ours = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4}))
     assert sum(h.tokens != g.tokens for h, g in zip(ours.decode(*ours.encode(waves[:10])), hyps)) > 0

@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs",
+    "strict_syncs", "compiled_graphs",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -130,10 +130,14 @@ class StepRunner:
     def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:  # pragma: no cover - needs CUDA
         """The CUDA graph of ``fn`` over the state's current tensors (captured at the first request)."""
         leaves = _state_tensors(state, self.state_names)
-        key = (fn, tuple(x.data_ptr() for x in leaves))
+        fused = _COMPILE_IN_GRAPHS["on"]
+        key = (fn, fused, tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
-            run = self._in_place(fn, state)
+            target = fn
+            if fused:  # torch.compile first: fused kernels, fewer launches per replay
+                target = self._compiled.get(fn) or self._compiled.setdefault(fn, torch.compile(fn, dynamic=False))
+            run = self._in_place(target, state)
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             saved = [x.clone() for x in leaves]
@@ -243,6 +247,20 @@ def run_until_done(
 
 
 _STRICT = {"on": False}
+_COMPILE_IN_GRAPHS = {"on": False}
+
+
+@contextmanager
+def compiled_graphs() -> Iterator[None]:
+    """CUDA graphs captured inside this block capture the ``torch.compile``d step (Inductor's fused
+    kernels: fewer launches per replay) instead of the eager one; the first capture of each step then
+    costs the compilation (seconds). Graphs captured before stay as they were (the key differs)."""
+    before = _COMPILE_IN_GRAPHS["on"]
+    _COMPILE_IN_GRAPHS["on"] = True
+    try:
+        yield
+    finally:
+        _COMPILE_IN_GRAPHS["on"] = before
 
 
 @contextmanager

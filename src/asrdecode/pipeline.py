@@ -71,6 +71,13 @@ def check_fit(bundle: Any, options: Any) -> Any:
     if words is not None and options.decoder not in words:
         raise DecodingInputError(f"--decoder {options.decoder} gives {getattr(bundle, 'name', 'the model')}'s phones, "
                                  f"not words; the decoders that give words: {', '.join(words)}")
+    own = [flag for flag, given in (("--lm", options.lm), ("--word-lm", options.word_lm)) if given]
+    if words is not None and options.decoder == "beam" and own:
+        # the beam search gives words through the bundle's own lexicon word LM, which a user's LM replaces
+        raise DecodingInputError(
+            f"--decoder beam {' '.join(own)} gives {getattr(bundle, 'name', 'the model')}'s phones, not words: its "
+            f"beam search spells words with its own word LM only (drop {' and '.join(own)}); for your LM's words "
+            f"build a graph (`asrdecode build-graph`) and use --decoder wfst --graph PATH")
     for name, what in (("lm", "LM"), ("word_lm", "word LM"), ("graph", "graph")):
         path = getattr(options, name)
         if path and not Path(path).is_file():

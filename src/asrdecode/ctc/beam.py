@@ -35,6 +35,7 @@ from ..native.ctc_beam import decode as native_decode
 from ..native.ctc_beam import finalize as native_finalize
 from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
+from .beam_loop import loop_mode, run_frames_on_device
 from .beam_step import _Stepper
 from ._checks import check_beam_search_args, check_positive_int
 from .collapse import CollapseState, _check_threshold, stream_collapse
@@ -386,9 +387,13 @@ def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer:
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
+    mode = "eager" if native else loop_mode(x.device)
     if native:
         run_frames(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                    beam_threshold=beam_threshold, token_beam=token_beam)
+    elif mode != "eager":  # a device loop (CUDA graphs), its buffers and graphs kept between calls
+        run_frames_on_device(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
+                             beam_threshold=beam_threshold, token_beam=token_beam, mode=mode)
     else:
         step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
         n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed

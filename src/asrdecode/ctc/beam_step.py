@@ -81,7 +81,7 @@ class _Stepper:
         """One frame as a pure function of the state tensors; returns the new ones, tokens and parents.
 
         ``active [B]`` (or ``None``: all) marks utterances that have this frame; the others keep
-        their state. Invalid slots carry ``hash == -1`` (``parent_hash == -2``), so the parent
+        their state (with ``active``, the first eight state tensors are updated in place and returned). Invalid slots carry ``hash == -1`` (``parent_hash == -2``), so the parent
         look-up needs no validity mask. Returns the new state tensors, then the tree's tokens and
         parents for this step.
 
@@ -97,7 +97,9 @@ class _Stepper:
             return (*new, tok_rec, par_rec)
         act = active[:, None]
         old = (p_b, p_nb, fscore, length, last, hsh, parent_hash, peak)
-        out = [torch.where(act, n, o) for n, o in zip(new[:8], old)]
+        # written into the old state tensors (every new one is computed): a captured step then needs
+        # no copy back into its static buffers
+        out = [torch.where(act, n, o, out=o) for n, o in zip(new[:8], old)]
         out.append(self.scorer.where(act, new[8], fstates) if c.lm_s is not None else fstates)
         return (*out, tok_rec.masked_fill(~act, -1), torch.where(act, par_rec, self.slots))
 

@@ -2,15 +2,15 @@
 
 Files live in ``$ASRDECODE_CACHE`` or ``~/.cache/asrdecode``. An entry is two files: the artefact
 (``NAME-KEY.pt``) and its record (``NAME-KEY.json``: the key, the inputs, the artefact's size,
-modification time, SHA-256 and a sampled SHA-256, build time and peak memory). Both are written
+modification time, SHA-256 and CRC-32, build time and peak memory). Both are written
 atomically (temp file + ``os.replace``), the record last, so a crash mid-build leaves no entry; an
 entry whose record or artefact does not match (stale key, truncated or altered file) is reported and
 rebuilt, never used.
 
-Checking an entry is cheap (an artefact is hundreds of MB; hashing it all took 0.4 s of every
-start): the size, the modification time and a SHA-256 of 16 blocks spread over the file. Only when
-the modification time differs (a copied or touched file) is the whole file hashed; if it still
-matches, the record takes the new time.
+Every use checks the whole artefact: its size and a CRC-32 of all its bytes (zlib, 1 MiB blocks:
+~0.15 s for 300 MB here, against 0.45 s for SHA-256 and 0.62 s for BLAKE2b; a sample of blocks missed
+bytes altered between them). A record written before the CRC-32 (no ``crc32``) is checked by its
+full SHA-256 once and gains the CRC-32.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import os
 import resource
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["cache_dir", "input_key", "file_digest", "sample_digest", "cached_file", "CacheEntry"]
+__all__ = ["cache_dir", "input_key", "file_digest", "file_crc32", "sample_digest", "cached_file", "CacheEntry"]
 
 #: bump when the layout of cached artefacts changes: every old entry becomes stale
 FORMAT = 2
@@ -44,6 +45,17 @@ def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def file_crc32(path: str | os.PathLike, chunk: int = 1 << 20) -> int:
+    """zlib CRC-32 of a file's bytes, read in ``chunk``-byte blocks (the fast whole-file check)."""
+    crc = 0
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            crc = zlib.crc32(view[:n], crc)
+    return crc
 
 
 def sample_digest(path: str | os.PathLike, blocks: int = 16, block: int = 1 << 16) -> str:
@@ -106,15 +118,18 @@ def _problem(path: Path, record: Path, key: str) -> str | None:
     st = path.stat()
     if st.st_size != info.get("size"):
         return f"{path.name} has {st.st_size} bytes, its record says {info.get('size')} (truncated or altered)"
-    if sample_digest(path) != info.get("sample_sha256"):
-        return f"{path.name} does not match its record's sampled SHA-256 (corrupt)"
-    if st.st_mtime_ns != info.get("mtime_ns"):
+    dirty = st.st_mtime_ns != info.get("mtime_ns")  # the same bytes under a new time (copied, touched)
+    if "crc32" not in info:  # a record of an older release: the full SHA-256 once, then the CRC-32 kept
         if file_digest(path) != info.get("sha256"):
-            return f"{path.name} was modified and does not match its record's SHA-256 (corrupt)"
-        info["mtime_ns"] = st.st_mtime_ns  # the same bytes under a new time (copied, touched)
+            return f"{path.name} does not match its record's SHA-256 (corrupt)"
+        info["crc32"], dirty = file_crc32(path), True
+    elif file_crc32(path) != info.get("crc32"):
+        return f"{path.name} does not match its record's CRC-32 (corrupt: altered after it was built)"
+    if dirty:
+        info["mtime_ns"] = st.st_mtime_ns
         try:
             _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
-        except OSError:  # a read-only cache: the next start hashes the file again
+        except OSError:  # a read-only cache: checked again next time
             pass
     return None
 
@@ -145,7 +160,7 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     _write_atomic(path, build)
     seconds = time.perf_counter() - t0
     info: dict[str, Any] = {"key": key, "inputs": dict(inputs), "size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns,
-            "sha256": file_digest(path), "sample_sha256": sample_digest(path),
+            "sha256": file_digest(path), "crc32": file_crc32(path),
             "build_seconds": round(seconds, 1), "peak_rss_mb": round(_peak_rss_mb())}
     _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
     say(f"asrdecode: built {what or name} in {seconds:.0f} s ({info['size'] / 2**20:.0f} MB)")

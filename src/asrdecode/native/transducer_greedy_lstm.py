@@ -15,6 +15,7 @@ depends on the batch it was decoded in (scores included). The kernels and the fr
 from __future__ import annotations
 
 import ctypes
+import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,9 +412,31 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
 
 
 # ------------------------------------------------------------------------- the engine choice of transducer.greedy
-#: weights read per model: ONNX models (files fixed once loaded) keep theirs; an LSTMTransducer's are
-#: re-read whenever its step weights change (``_step_weights`` returns new tensors after an update)
+#: weights read per model, with the key of what they were read from (:func:`_source_key`): an
+#: LSTMTransducer's every parameter and buffer (address, in-place version, dtype, shape), an ONNX model's
+#: files (size, mtime); any change of them re-reads the weights
 _WEIGHTS: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _tensor_key(name: str, t: torch.Tensor) -> tuple[Any, ...]:
+    return (name, t.data_ptr(), t._version, t.dtype, t.device, tuple(t.shape))
+
+
+def _source_key(model: Any) -> tuple[Any, ...]:
+    """What the native weights of ``model`` derive from: every named parameter and buffer of a
+    ``torch.nn.Module`` (``load_state_dict``, an optimizer step or an in-place edit changes the version or
+    the address), else the ONNX files' (path, size, mtime_ns)."""
+    if isinstance(model, torch.nn.Module):
+        return (tuple(_tensor_key(n, p) for n, p in model.named_parameters())
+                + tuple(_tensor_key(n, b) for n, b in model.named_buffers()))
+    out = []
+    for f in model.onnx_files:
+        try:
+            st = Path(f).stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(f), -1, -1))
+    return tuple(out)
 
 
 def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | StatelessJointWeights], str]:
@@ -428,10 +451,10 @@ def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | State
     if isinstance(model, LSTMTransducer):
         if model.joint_out.weight.dtype != torch.float32:
             return None, f"the model's parameters are {model.joint_out.weight.dtype}, the C++ greedy float32"
-        table = model._step_weights()[0]
+        key = _source_key(model)
         got = _WEIGHTS.get(model)
-        if got is None or got[0] is not table:
-            got = (table, weights_from_lstm_transducer(model))
+        if got is None or got[0] != key:
+            got = (key, weights_from_lstm_transducer(model))
             _WEIGHTS[model] = got
         return got[1], ""
     if not isinstance(model, (NemoOnnxTransducer, OnnxTransducer)):
@@ -443,18 +466,88 @@ def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | State
         return None, f"unk_as_blank={model.unk_as_blank!r} is folded by the tensor engine only"
     if isinstance(model, OnnxTransducer) and model.durations is not None:
         return None, "icefall-layout TDT joints are decoded by the tensor engine only"
-    key = _WEIGHTS.get(model)
-    if key is None:
+    source = _source_key(model)
+    entry = _WEIGHTS.get(model)
+    if entry is None or entry[0] != source:
         dec, joi = model.onnx_files
         if isinstance(model, NemoOnnxTransducer):
             w: Any = weights_from_nemo_onnx(dec, joi, model.blank_id, model.vocab_size, model.durations)
         else:
             w = weights_from_icefall_onnx(dec, joi, model.blank_id, model.vocab_size, model.context_size)
-        key = (None, w)
-        _WEIGHTS[model] = key
-    if key[1] is None:
+        if w is not None and not _agrees_with_onnxruntime(w, model):
+            warnings.warn("asrdecode: the C++ engine's reading of this model's decoder.onnx / joiner.onnx differs from "
+                          "what onnxruntime computes (an op it does not know?): decoding with onnxruntime instead",
+                          RuntimeWarning, stacklevel=3)
+            w = False
+        entry = (source, w)
+        _WEIGHTS[model] = entry
+    if entry[1] is False:
+        return None, "the weights it reads from decoder.onnx / joiner.onnx do not compute what onnxruntime does"
+    if entry[1] is None:
         return None, "its decoder / joiner graphs are not a shape the C++ greedy reads"
-    return key[1], ""
+    return entry[1], ""
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _lstm_step(w: LstmJointWeights, labels: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """numpy reference of the prediction network's step: ``labels [N]``, states ``[L, N, P]`` -> new states."""
+    hs, cs, x = [], [], None
+    for layer in range(h.shape[0]):
+        if layer == 0:
+            gates = w.table[labels] + h[0] @ w.whh0.T
+        else:
+            gates = np.concatenate([x, h[layer]], axis=1) @ w.wup[layer - 1].T + w.bup[layer - 1]
+        i, f, g, o = np.split(gates.astype(np.float64), 4, axis=1)
+        cn = _sigmoid(f) * c[layer] + _sigmoid(i) * np.tanh(g)
+        x = _sigmoid(o) * np.tanh(cn)
+        hs.append(x)
+        cs.append(cn)
+    return np.stack(hs), np.stack(cs)
+
+
+def _probe_logits(w: LstmJointWeights | StatelessJointWeights, enc: np.ndarray, dec: np.ndarray) -> np.ndarray:
+    """numpy reference of the joint: ``enc [N, D]`` (model input), ``dec [N, P]`` (LSTM output or icefall
+    decoder output) -> logits ``[N, O]``."""
+    if isinstance(w, StatelessJointWeights):
+        return np.tanh(enc + dec) @ w.wout.T + w.bout
+    z = enc @ w.wenc.T + w.benc + dec @ w.wdec.T + w.bdec
+    return (np.tanh(z) if w.act == "tanh" else np.maximum(z, 0.0)) @ w.wout.T + w.bout
+
+
+def _agrees_with_onnxruntime(w: LstmJointWeights | StatelessJointWeights, model: Any, steps: int = 2) -> bool:
+    """Whether the weights read from ``model``'s ONNX files compute what the model (onnxruntime) does on
+    probe inputs: ``steps`` prediction-network steps from the start state over four label rows, the joint
+    of each output with random encoder rows (every graph the C++ searches replace: decoder and joiner)."""
+    from ..models.onnx_common import fold_unk
+
+    try:
+        v, rng = w.vocab_size, np.random.default_rng(0)
+        rows = [w.blank_id, 0, v - 1, v // 2]
+        state = model.initial_state(len(rows))
+        enc_width = (w.wout.shape[1] if isinstance(w, StatelessJointWeights) else w.wenc.shape[1])
+        layers = w.wup.shape[0] + 1 if isinstance(w, LstmJointWeights) else 1
+        h = np.zeros((layers, len(rows), w.whh0.shape[1] if isinstance(w, LstmJointWeights) else 1))
+        c = h.copy()
+        for step in range(steps):
+            labels = np.array([(r + 3 * step) % v for r in rows])
+            dec, state = model.predict(torch.from_numpy(labels), state)
+            enc = rng.standard_normal((len(rows), enc_width)).astype(np.float32)
+            got = model.joint(torch.from_numpy(enc), dec).detach().cpu().double().numpy()
+            if isinstance(w, StatelessJointWeights):
+                ref_dec = w.decoder_out(state[0].cpu().numpy())
+            else:
+                h, c = _lstm_step(w, labels, h, c)
+                ref_dec = h[-1]
+            want = fold_unk(torch.from_numpy(_probe_logits(w, enc.astype(np.float64), np.asarray(ref_dec, np.float64))),
+                            model.blank_id, model.unk_id, model.unk_as_blank, model.vocab_size).numpy()
+            if got.shape != want.shape or not np.allclose(got, want, atol=2e-3, rtol=2e-3):
+                return False
+        return True
+    except Exception:  # any failure to check means: keep onnxruntime
+        return False
 
 
 def native_greedy(model: Any, w: LstmJointWeights | StatelessJointWeights, encoder_output: torch.Tensor,

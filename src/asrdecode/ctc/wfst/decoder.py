@@ -22,6 +22,7 @@ from ...native import wfst as native_wfst
 from .._checks import check_float, check_positive_int
 from ...native.choice import ENGINES as _ENGINES
 from ..beam import _use_native
+from . import fixed as _fixed
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
@@ -35,6 +36,13 @@ _BIG = torch.iinfo(torch.int64).max
 def _check_nbest(nbest) -> None:
     if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1):
         raise DecodingInputError(f"nbest must be a positive int or None, got {nbest!r}")
+
+
+def _any_per_utterance(flag: torch.Tensor, b: torch.Tensor, batch: int) -> torch.Tensor:
+    """``[batch]`` bool: whether any token of each utterance has ``flag [N]`` (tokens' utterances ``b [N]``).
+    The reduction runs on int32 (CUDA has no scatter on bool tensors)."""
+    hits = torch.zeros(batch, dtype=torch.int32, device=flag.device)
+    return hits.scatter_reduce_(0, b, flag.to(torch.int32), "amax") > 0
 
 
 def _expand_ranges(lo: torch.Tensor, cnt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +129,7 @@ class WFSTDecoder:
         self._dense: tuple | None = None
         self._packed: tuple | None = None
         self._state_max: tuple | None = None
+        self._fixed_arrays: tuple | None = None
         self._local = threading.local()  # per-thread scratch arrays (a decoder may serve several threads)
         self._move_lock = threading.Lock()
 
@@ -153,6 +162,7 @@ class WFSTDecoder:
                     self._dense = None
                     self._packed = None
                     self._state_max = None
+                    self._fixed_arrays = None
         self.graph.ensure_valid()  # both engines read only a validated graph
         return self.graph
 
@@ -187,6 +197,16 @@ class WFSTDecoder:
                 g.e_score.float().view(torch.int32)], 1).contiguous()
         self._packed = (g, rows)
         return rows
+
+    def _graph_arrays(self, g: DecodingGraph) -> "_fixed.GraphArrays | None":
+        """The arrays of the fixed-shape search (:mod:`.fixed`), or None when it cannot run on ``g``
+        (no emitting arcs, or a graph beyond int32 arc rows)."""
+        if self._fixed_arrays is not None and self._fixed_arrays[0] is g:
+            return self._fixed_arrays[1]
+        rows = self._arc_rows(g)
+        ga = None if rows is None or rows.shape[0] == 0 else _fixed.GraphArrays(g, rows)
+        self._fixed_arrays = (g, ga)
+        return ga
 
     def _dense_rows(self, g: DecodingGraph) -> tuple | None:
         """Arcs of the states with the most emitting arcs (at least ``dense_min_degree``, within
@@ -446,7 +466,11 @@ class WFSTDecoder:
         toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
         boost = self._boost_table(boosts, B, dev)
         rec = LatticeRecorder(self.lattice_beam, g.eps_depth) if lattice else None
-        toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost, rec)
+        ga = None if lattice else self._graph_arrays(g)
+        if ga is not None:  # the fixed-shape passes: no host reads
+            toks = _fixed.closure_fixed(self, ga, toks, B, hist, boost)
+        else:
+            toks = self._closure(toks, torch.arange(B, device=dev), B, hist, zero, -1, boost, rec)
         if rec is not None:
             rec.nid = rec.close_step(toks.b, toks.s, toks.score, g.num_states)
             at_start = torch.nonzero(toks.s == g.start).squeeze(1)
@@ -482,27 +506,34 @@ class WFSTDecoder:
                 return state
             if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
                 raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
+        ga = self._graph_arrays(g) if state.lattice is None else None
+        if ga is not None:  # 1-best: the fixed-shape device loop (:mod:`.fixed`)
+            _fixed.run_fixed(self, ga, state, am, lens)
+            state.offset = state.offset + lens
+            return state
         toks = state.toks
         dense = self._dense_rows(g) if not self.min_active else None
         rows = self._arc_rows(g)
-        for t in range(T):
-            live = lens[toks.b] > t
-            if not bool(live.any()):
-                break
+        # the frames every utterance has, and the last one any has: two host reads per call instead of
+        # two per frame (an utterance without tokens past its end changes nothing either way)
+        n_all, n_any = (torch.stack([lens.min(), lens.max()]).tolist() if B else (0, 0))
+        for t in range(min(T, n_any)):
+            live = None if t < n_all else lens[toks.b] > t
             toks = self._frame(state, toks, live, am[:, t], t, dense, rows)
         state.toks = toks
         state.offset = state.offset + lens
         return state
 
-    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor, am_t: torch.Tensor, t: int,
+    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor | None, am_t: torch.Tensor, t: int,
                dense: tuple | None, rows: torch.Tensor | None) -> _Tokens:
-        """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``)
+        """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``;
+        ``None``: all have)
         expanded over their emitting arcs scored with ``am_t [B, V]`` (scaled log-probs), pruned, recorded in
         the state's history (and lattice), epsilon-closed. Returns the new tokens."""
         g, B, V, dev = self.graph, state.batch, am_t.shape[1], am_t.device
         hist, boost, offset, rec, S = state.hist, state.boost, state.offset, state.lattice, g.num_states
-        all_live = bool(live.all())
-        if all_live:  # (the usual case: no gathers)
+        all_live = live is None
+        if live is None:  # (the usual case: no gathers)
             cur, kept = toks, None
             live_idx = dead_idx = None
         else:
@@ -586,8 +617,7 @@ class WFSTDecoder:
     def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
         toks, g = state.toks, self.graph
         fin = _g(g.final_score, toks.s)
-        any_final = torch.zeros(state.batch, dtype=torch.bool, device=fin.device).scatter_reduce(
-            0, toks.b, torch.isfinite(fin), "amax")
+        any_final = _any_per_utterance(torch.isfinite(fin), toks.b, state.batch)
         fin = torch.where(_g(any_final, toks.b), fin, torch.zeros_like(fin))
         assert state.lattice is not None and state.lattice.nid is not None  # checked by hypotheses()
         return state.lattice.utterances(state.lattice.nid, toks.b, fin, state.batch)
@@ -672,8 +702,7 @@ class WFSTDecoder:
     def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
         g = self.graph
         fin = toks.score + g.final_score[toks.s]
-        any_final = torch.zeros(B, dtype=torch.bool, device=fin.device).scatter_reduce(
-            0, toks.b, torch.isfinite(fin), "amax")
+        any_final = _any_per_utterance(torch.isfinite(fin), toks.b, B)
         total = torch.where(any_final[toks.b], fin, toks.score)
         best = torch.full((B,), _NEG, device=fin.device).scatter_reduce(0, toks.b, total, "amax")
         cand = torch.where(total == best[toks.b], torch.arange(toks.b.shape[0], device=fin.device), toks.b.shape[0])

@@ -576,6 +576,32 @@ def _check_pronunciations(g: DecodingGraph) -> None:
         raise DecodingInputError(f"graph: pron_ptr must rise from 0 to the pron_tokens count in {len(g.words) + 1} entries")
     if toks.numel() and (int(toks.min()) < -1 or int(toks.max()) >= g.vocab_size):
         raise DecodingInputError("graph: pron_tokens must be token ids or -1")
+    _check_word_arcs(g, ptr, toks)
+
+
+#: the share of word-labelled emitting arcs (blank arcs aside) that may read a token none of the word's
+#: pronunciations has; build_tlg's graphs have none (a word's label sits on an arc of its pronunciation)
+WORD_ARC_TOLERANCE = 0.01
+
+
+def _check_word_arcs(g: DecodingGraph, ptr: torch.Tensor, toks: torch.Tensor) -> None:
+    """Every emitting arc that outputs word ``w`` (its token not blank) must read a token of one of ``w``'s
+    pronunciations (``pron_ptr [W + 1]``, ``pron_tokens [N]``), all but WORD_ARC_TOLERANCE of them: arcs
+    whose token ids were shifted or permuted contradict the lexicon the graph was built from."""
+    V = g.vocab_size
+    word = torch.repeat_interleave(torch.arange(ptr.shape[0] - 1, device=ptr.device), (ptr[1:] - ptr[:-1]).long())
+    keep = toks.long() >= 0
+    known = torch.unique(word[keep] * V + toks.long()[keep])  # (word, token) pairs of the lexicon
+    arcs = (g.e_olabel.long() > 0) & (g.e_ilabel.long() != g.blank_id)
+    if not bool(arcs.any()) or not known.numel():
+        return
+    pairs = g.e_olabel.long()[arcs] * V + g.e_ilabel.long()[arcs]
+    has_pron = (ptr[1:] > ptr[:-1])[g.e_olabel.long()[arcs]]  # words without pronunciations are not checked
+    bad = int((~torch.isin(pairs, known) & has_pron).sum())
+    if bad > WORD_ARC_TOLERANCE * int(has_pron.sum()):
+        raise DecodingInputError(
+            f"graph: e_ilabel contradicts the lexicon's pronunciations: {bad} of {int(has_pron.sum())} emitting "
+            f"arcs that output a word read a token none of its pronunciations has (token ids shifted or permuted?)")
 
 
 def _pron_arrays(prons: Sequence[Sequence[Sequence[int]]]) -> tuple[torch.Tensor, torch.Tensor]:

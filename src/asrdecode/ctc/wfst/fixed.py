@@ -1,0 +1,444 @@
+"""The WFST tensor engine's fixed-shape frame step and its device loop (DESIGN rule 3; CUDA graphs on a GPU).
+
+The search state is ``K`` token slots per utterance (``[Bb, K]`` states, scores, history refs; an empty
+slot holds the dummy state ``S``), each utterance's tokens in the slots' order (the order every tie
+rule of the search depends on, as in the native engine). One frame:
+
+1. **emitting expansion** into a fixed budget of ``M`` candidates for the whole batch: each slot's
+   arc count (0 for empty slots and finished utterances), their running sum, and ``searchsorted``
+   gives every candidate its (slot, arc); candidates are in (utterance, token, arc) order. A frame
+   needing more than ``M`` sets the overflow flag (the call then runs again with a larger budget;
+   arcs are never dropped silently);
+2. **prune**: the beam (best - beam), recombination by destination state through a dense
+   ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate index)`` packed in an
+   int64: highest score, earliest candidate on ties), the winners laid out in rows of ``C`` per
+   utterance (order kept; more sets the overflow flag), ``min_active`` / ``max_active`` as a stable
+   sort of the rows (score, then earlier first), compaction into the ``K`` slots (order kept);
+3. **epsilon passes** (``eps_depth``): the frontier's epsilon arcs ``[Bb, K, P]`` (``P`` the largest
+   epsilon degree) appended to the slots, the same prune over the ``K * (1 + P)`` row, the new
+   survivors are the next frontier; an utterance without epsilon candidates keeps its tokens.
+
+History entries go to a record ``[stages, Bb, K]`` (predecessor ref, word, ``2 * token + starts``)
+that is compacted into the state's :class:`~.stream_state._History` after the loop (predecessors
+first). Lattices are not recorded here: a state recording one runs the dynamic engine
+(:meth:`WFSTDecoder._frame`). Rounds of :data:`UNROLL` frames run through
+:func:`~asrdecode.accel.run_until_done` (one CUDA graph replay per round on a GPU), buffers live in a
+:class:`~asrdecode.accel.LoopCache` keyed by the graph's arrays, the settings and the bucketed sizes.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from ...accel import LoopCache, StepRunner, bucket, resolve_mode, run_until_done
+from .stream_state import _g, _History, _Tokens
+
+__all__ = ["GraphArrays", "FixedLoop", "run_fixed", "closure_fixed", "LOOPS", "UNROLL"]
+
+#: frames per round (one graph replay)
+UNROLL = 4
+#: loops (static buffers, captured graphs) kept between calls, and the start closures' buffers
+LOOPS = LoopCache(4)
+CLOSURES = LoopCache(4)
+_CACHE_LOCK = threading.Lock()
+_NEG = float("-inf")
+_MIN64 = torch.iinfo(torch.int64).min
+_EPS_LAB2 = -2  # an epsilon entry's 2 * token + starts: token -1, starts 0
+STATE_NAMES = ("x", "lens", "t", "tok_s", "tok_sc", "tok_h", "over", "need", "rec_prev", "rec_word", "rec_lab2",
+               "scratch", "front")
+
+
+class GraphArrays:
+    """A graph's arrays the fixed-shape step reads, with a dummy state ``S`` (no arcs) for empty slots:
+    ``e_lo, e_deg, p_lo, p_deg [S + 1]``, the packed emitting arc rows ``[A, 4]`` int32, epsilon arcs
+    ``p_dst, p_olabel [Ap]`` int64 and ``p_score [Ap]`` float32; ``P`` the largest epsilon degree,
+    ``D`` the largest emitting degree (host ints, read once per graph)."""
+
+    def __init__(self, g: Any, rows: torch.Tensor) -> None:
+        self.graph, self.rows = g, rows
+        self.S = g.num_states
+        zero = torch.zeros(1, dtype=torch.int64, device=g.device)
+        e_ptr, p_ptr = g.e_ptr.long(), g.p_ptr.long()
+        self.e_lo = e_ptr.clone()
+        self.e_deg = torch.cat([e_ptr[1:] - e_ptr[:-1], zero])
+        self.p_lo = p_ptr.clone()
+        self.p_deg = torch.cat([p_ptr[1:] - p_ptr[:-1], zero])
+        self.p_dst, self.p_olabel = g.p_dst.long(), g.p_olabel.long()
+        self.p_score = g.p_score.float()
+        self.D, self.P = torch.stack([self.e_deg.max(), self.p_deg.max()]).tolist()
+        self.A, self.Ap = int(rows.shape[0]), int(self.p_dst.shape[0])
+        self.eps_depth = int(g.eps_depth) if self.P > 0 else 0
+
+    def key(self) -> tuple:
+        g = self.graph
+        return (id(self), g.num_states, self.rows.data_ptr(), g.p_dst.data_ptr(), g.p_score.data_ptr())
+
+
+def _mono(score: torch.Tensor) -> torch.Tensor:
+    """Float32 scores as int64 in the same order (``-0.0`` as ``+0.0``: they compare equal)."""
+    bits = (score + 0.0).view(torch.int32)
+    return torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).long()
+
+
+class Search:
+    """Static buffers of the fixed-shape search for ``Bb`` utterances, ``K`` slots (rows of ``C`` winners,
+    a budget of ``M`` emitting candidates per frame) and ``stages`` record stages; ``boost [Bb, W]`` or None."""
+
+    def __init__(self, ga: GraphArrays, *, Bb: int, K: int, C: int, M: int, stages: int, beam: float,
+                 max_active: int, min_active: int, boost_width: int, device: torch.device) -> None:
+        self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
+        self.beam, self.max_active, self.min_active = beam, max_active, min_active
+        S, P, dev, i64 = ga.S, ga.P, device, torch.int64
+        self.S, self.P, self.R = S, P, K * (1 + P)
+        self.tok_s = torch.full((Bb, K), S, dtype=i64, device=dev)
+        self.tok_sc = torch.full((Bb, K), _NEG, device=dev)
+        self.tok_h = torch.full((Bb, K), -1, dtype=i64, device=dev)
+        self.front = torch.zeros((Bb, K), dtype=torch.bool, device=dev)
+        self.boost = torch.zeros((Bb, boost_width), device=dev) if boost_width else None
+        self.over = torch.zeros(1, dtype=torch.bool, device=dev)
+        self.need = torch.zeros(2, dtype=i64, device=dev)  # most candidates in a frame, most winners of a row
+        self.rec_prev = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
+        self.rec_word = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
+        self.rec_lab2 = torch.zeros((stages, Bb, K), dtype=i64, device=dev)
+        self.scratch = torch.full((Bb * S + 1,), _MIN64, dtype=i64, device=dev)
+        self.ar_M = torch.arange(M, device=dev)
+        self.ar_B = torch.arange(Bb, device=dev)
+        self.ar_K = torch.arange(K, device=dev)
+        self.ar_P = torch.arange(max(P, 1), device=dev)
+        self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
+        self.ar_C = torch.arange(C, device=dev)
+        self.neg = torch.full((), _NEG, device=dev)
+        self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
+
+    # -- prune ---------------------------------------------------------------------------------------
+    def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """Winners (bool, like ``cand``) of recombination by ``key`` (utterance * S + state; only ``cand``
+        take part): the highest packed ``comp`` (score, then earliest) of each key."""
+        key = torch.where(cand, key, self.Bb * self.S).view(-1)
+        self.scratch.scatter_reduce_(0, key, comp.view(-1), "amax")
+        win = cand & (_g(self.scratch, key).view(cand.shape) == comp)
+        self.scratch.index_fill_(0, key, _MIN64)
+        return win
+
+    def _keep_counts(self, win: torch.Tensor, inside: torch.Tensor) -> torch.Tensor:
+        """``[Bb]`` how many of each row's winners ``win [Bb, R]`` stay: min_active (``inside``: the winners
+        within the beam), then max_active."""
+        n = win.sum(1)
+        if self.min_active:
+            n_in = (win & inside).sum(1)
+            n = torch.where(n_in < n, torch.maximum(n_in, n.clamp(max=self.min_active)), n)
+        return n.clamp(max=self.max_active)
+
+    def _select(self, score: torch.Tensor, win: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The best ``k [Bb]`` of each row's winners ``win [Bb, R]`` by (score, then earlier first)."""
+        R = win.shape[1]
+        if R <= self.max_active and not self.min_active:
+            return win  # statically: no row can hold more than max_active
+        masked = torch.where(win, score, self.neg)
+        order = torch.sort(masked, dim=1, descending=True, stable=True).indices
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(R, device=order.device).expand(self.Bb, R))
+        return win & (rank < k[:, None])
+
+    def _compact(self, keep: torch.Tensor) -> torch.Tensor:
+        """Flat slot target ``[Bb, R]`` of each kept entry (``Bb * K``: dropped); sets the overflow flag
+        when a row keeps more than ``K``."""
+        pos = torch.cumsum(keep.long(), 1) - 1
+        n = pos[:, -1] + 1
+        self.over |= (n > self.K).any(0, keepdim=True)
+        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        ok = keep & (pos < self.K)
+        return torch.where(ok, self.ar_B[:, None] * self.K + pos, self.Bb * self.K)
+
+    def _scatter_slots(self, tgt: torch.Tensor, fill: Any, values: torch.Tensor) -> torch.Tensor:
+        out = torch.full((self.Bb * self.K + 1,), fill, dtype=values.dtype, device=values.device)
+        return out.scatter_(0, tgt.view(-1), values.reshape(-1))[:-1].view(self.Bb, self.K)
+
+    # -- stages --------------------------------------------------------------------------------------
+    def emitting(self, am: torch.Tensor, live: torch.Tensor, r: torch.Tensor) -> None:
+        """The emitting stage of a frame: ``am [Bb, V]`` scaled log-probs, ``live [Bb]`` utterances with this
+        frame, ``r [1]`` the record stage."""
+        ga, Bb, K, M, S, V = self.ga, self.Bb, self.K, self.M, self.S, am.shape[1]
+        s = self.tok_s.view(-1)
+        deg = (_g(ga.e_deg, s).view(Bb, K) * live[:, None]).view(-1)
+        cum = torch.cumsum(deg, 0)
+        total = cum[-1:]
+        self.need[:1] = torch.maximum(self.need[:1], total)
+        self.over |= total > M
+        slot = torch.searchsorted(cum, self.ar_M, right=True).clamp_(max=Bb * K - 1)
+        valid = self.ar_M < total
+        arc = _g(ga.e_lo, _g(s, slot)) + self.ar_M - (_g(cum, slot) - _g(deg, slot))
+        arc = torch.where(valid, arc, 0)
+        rw = torch.index_select(ga.rows, 0, arc)
+        lab2, dst, word = rw[:, 0].long(), rw[:, 1].long(), rw[:, 2].long()
+        b = torch.div(slot, K, rounding_mode="floor")
+        score = _g(self.tok_sc.view(-1), slot) + rw[:, 3].contiguous().view(torch.float32)
+        score = score + _g(am.reshape(-1), b * V + (lab2 >> 1))
+        if self.boost is not None:
+            score = score + _g(self.boost.view(-1), b * self.boost.shape[1] + word)
+        score = torch.where(valid, score, self.neg)
+        top = torch.full((Bb,), _NEG, device=am.device).scatter_reduce_(0, b, score, "amax")
+        inside = valid & (score >= _g(top - self.beam, b))
+        cand = valid if self.min_active else inside
+        comp = (_mono(score) << 32) + (M - 1 - self.ar_M)
+        win = self._recombine(b * S + dst, comp, cand)
+        # the winners in rows of C per utterance, candidate order kept
+        wl = win.long()
+        cw = torch.cumsum(wl, 0)
+        n = torch.zeros(Bb, dtype=torch.int64, device=am.device).index_add_(0, b, wl)
+        base = torch.cumsum(n, 0) - n
+        pos = cw - 1 - _g(base, b)
+        self.over |= (n > self.C).any(0, keepdim=True)
+        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C)
+        src = torch.zeros(Bb * self.C + 1, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
+        src = src[:-1].view(Bb, self.C)
+        r_win = self.ar_C[None, :] < n.clamp(max=self.C)[:, None]
+        r_score = torch.where(r_win, _g(score, src.view(-1)).view(Bb, self.C), self.neg)
+        r_in = _g(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
+        keep = self._select(r_score, r_win, self._keep_counts(r_win, r_in))
+        tgt2 = self._compact(keep)
+        new_s = self._scatter_slots(tgt2, S, _g(dst, src.view(-1)).view(Bb, self.C))
+        new_sc = self._scatter_slots(tgt2, _NEG, r_score)
+        prev = _g(_g(self.tok_h.view(-1), slot), src.view(-1)).view(Bb, self.C)
+        new_prev = self._scatter_slots(tgt2, -1, prev)
+        new_word = self._scatter_slots(tgt2, -1, _g(word, src.view(-1)).view(Bb, self.C))
+        new_lab2 = self._scatter_slots(tgt2, 0, _g(lab2, src.view(-1)).view(Bb, self.C))
+        filled = new_s < S
+        new_h = torch.where(filled, r * (Bb * K) + self.slot_id, -1)
+        row = live[:, None]
+        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
+        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
+        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
+        self.front.copy_(row & filled)
+        self.rec_prev.index_copy_(0, r, new_prev[None])
+        self.rec_word.index_copy_(0, r, new_word[None])
+        self.rec_lab2.index_copy_(0, r, new_lab2[None])
+
+    def epsilon(self, r: torch.Tensor) -> None:
+        """One epsilon pass from the frontier slots; ``r [1]`` the record stage."""
+        ga, Bb, K, P, S = self.ga, self.Bb, self.K, self.P, self.S
+        s = self.tok_s
+        pdeg = _g(ga.p_deg, s.view(-1)).view(Bb, K) * self.front
+        cvalid = self.ar_P[None, None, :] < pdeg[:, :, None]  # [Bb, K, P]
+        arc = (_g(ga.p_lo, s.view(-1)).view(Bb, K, 1) + self.ar_P).clamp_(max=max(ga.Ap - 1, 0)).view(-1)
+        cdst = _g(ga.p_dst, arc).view(Bb, K * P)
+        word = _g(ga.p_olabel, arc).view(Bb, K * P)
+        csc = (self.tok_sc[:, :, None] + _g(ga.p_score, arc).view(Bb, K, P)).view(Bb, K * P)
+        if self.boost is not None:
+            csc = csc + torch.gather(self.boost, 1, word)
+        cvalid = cvalid.view(Bb, K * P)
+        csc = torch.where(cvalid, csc, self.neg)
+        has = cvalid.any(1)
+        m_s = torch.cat([s, cdst], 1)
+        m_sc = torch.cat([self.tok_sc, csc], 1)
+        m_valid = torch.cat([s < S, cvalid], 1)
+        R = self.R
+        top = m_sc.amax(1)
+        inside = m_valid & (m_sc >= (top - self.beam)[:, None])
+        cand = m_valid if self.min_active else inside
+        col = torch.arange(R, device=s.device)
+        comp = (_mono(m_sc) << 32) + (R - 1 - col)
+        win = self._recombine(self.ar_B[:, None] * S + m_s, comp, cand)
+        keep = self._select(m_sc, win, self._keep_counts(win, inside))
+        tgt = self._compact(keep)
+        is_new = col[None, :] >= K
+        frm = ((col - K).clamp(min=0) // max(P, 1))[None, :].expand(Bb, R)
+        prev_new = torch.gather(self.tok_h, 1, frm)
+        new_s = self._scatter_slots(tgt, S, m_s)
+        new_sc = self._scatter_slots(tgt, _NEG, m_sc)
+        new_flag = self._scatter_slots(tgt, 0, is_new.expand(Bb, R).to(torch.uint8)) > 0
+        old_h = self._scatter_slots(tgt, -1, torch.cat([self.tok_h, torch.zeros_like(cdst)], 1))
+        new_prev = torch.where(new_flag, self._scatter_slots(tgt, -1, prev_new), -1)
+        new_word = torch.where(new_flag, self._scatter_slots(tgt, -1, torch.cat([torch.zeros_like(s), word], 1)), -1)
+        new_h = torch.where(new_flag, r * (Bb * K) + self.slot_id, old_h)
+        row = has[:, None]
+        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
+        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
+        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
+        self.front.copy_(row & new_flag)
+        self.rec_prev.index_copy_(0, r, torch.where(row, new_prev, -1)[None])
+        self.rec_word.index_copy_(0, r, torch.where(row, new_word, -1)[None])
+        self.rec_lab2.index_copy_(0, r, torch.full_like(new_word, _EPS_LAB2)[None])
+
+    # -- state in and out ----------------------------------------------------------------------------
+    def load_tokens(self, toks: _Tokens, B: int) -> torch.Tensor:
+        """Put the flat tokens ``toks`` (utterances ``< B``) into the slots, each utterance's order kept;
+        returns their history ids by load position ``[Bb * K]`` (slot refs ``-1 - position`` point there).
+        More than ``K`` tokens in an utterance sets the overflow flag."""
+        Bb, K, dev = self.Bb, self.K, self.tok_s.device
+        order = torch.argsort(toks.b, stable=True)
+        b = _g(toks.b, order)
+        n = torch.zeros(Bb, dtype=torch.int64, device=dev).index_add_(0, b, torch.ones_like(b))
+        rank = torch.arange(b.shape[0], device=dev) - _g(torch.cumsum(n, 0) - n, b)
+        self.over |= (n > K).any(0, keepdim=True)
+        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        tgt = torch.where(rank < K, b * K + rank, Bb * K)
+        self.tok_s.copy_(self._scatter_slots(tgt, self.S, _g(toks.s, order).long()))
+        self.tok_sc.copy_(self._scatter_slots(tgt, _NEG, _g(toks.score, order).float()))
+        hid = self._scatter_slots(tgt, -1, _g(toks.hid, order).long())
+        filled = self.tok_s < self.S
+        self.tok_h.copy_(torch.where(filled, -1 - self.slot_id, -1))
+        return hid.view(-1)
+
+    def unload(self, B: int, stages: int, loaded_hid: torch.Tensor, hist: _History, offset: torch.Tensor
+               ) -> _Tokens:
+        """Append the first ``stages`` record stages' entries to ``hist`` (``offset [B]``: the utterances'
+        frame offsets) and return the slots' tokens (utterances ``< B``) with their history ids."""
+        Bb, K, dev = self.Bb, self.K, self.tok_s.device
+        word = self.rec_word[:stages].reshape(-1)
+        idx = torch.nonzero(word >= 0).squeeze(1)
+        n = idx.shape[0]
+        ids = torch.full((stages * Bb * K,), -1, dtype=torch.int64, device=dev)
+        ids.index_copy_(0, idx, torch.arange(hist.size, hist.size + n, device=dev))
+
+        def resolve(ref: torch.Tensor) -> torch.Tensor:
+            """Record refs (ids, or ``-1 - load position``) as history ids."""
+            inner = _g(ids, ref.clamp(min=0, max=max(stages * Bb * K - 1, 0))) if stages else ref
+            return torch.where(ref >= 0, inner, _g(loaded_hid, (-1 - ref).clamp(min=0)))
+
+        if n:
+            prev = resolve(_g(self.rec_prev[:stages].reshape(-1), idx))
+            lab2 = _g(self.rec_lab2[:stages].reshape(-1), idx)
+            stage = torch.div(idx, Bb * K, rounding_mode="floor")
+            b = torch.div(idx, K, rounding_mode="floor") % Bb
+            frame = _g(offset, b) + torch.div(stage, self.stages_per_frame, rounding_mode="floor") + self.frame0
+            hist.add(prev, _g(word, idx), frame, lab2 >> 1, (lab2 & 1) == 1)
+        s = self.tok_s[:B].reshape(-1)
+        on = torch.nonzero(s < self.S).squeeze(1)
+        return _Tokens(torch.div(on, K, rounding_mode="floor"), _g(s, on), _g(self.tok_sc[:B].reshape(-1), on),
+                       resolve(_g(self.tok_h[:B].reshape(-1), on)))
+
+    stages_per_frame = 1
+    frame0 = 0
+
+
+class FixedLoop(Search):
+    """A :class:`Search` over ``Tb`` frames (a multiple of :data:`UNROLL`) with its emissions buffer
+    ``x [Tb, Bb, V]``, lengths, the frame counter ``t [1]`` and the runner (captured graphs)."""
+
+    def __init__(self, ga: GraphArrays, *, Tb: int, V: int, mode: str, **kw: Any) -> None:
+        per = 1 + ga.eps_depth
+        super().__init__(ga, stages=Tb * per, **kw)
+        dev = self.tok_s.device
+        self.Tb, self.stages_per_frame = Tb, per
+        self.x = torch.zeros((Tb, self.Bb, V), device=dev)
+        self.lens = torch.zeros(self.Bb, dtype=torch.int64, device=dev)
+        self.t = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.runner = StepRunner(mode, STATE_NAMES)
+        self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
+        self.flags: list[int] = []  # the call's [overflow, most candidates, most winners]
+
+    def frame(self) -> None:
+        """One frame at the device counter ``t`` (utterances with ``t < lens``; the others unchanged)."""
+        am = self.x.index_select(0, self.t)[0]
+        live = self.lens > self.t
+        r = self.t * self.stages_per_frame
+        self.emitting(am, live, r)
+        for p in range(self.ga.eps_depth):
+            self.epsilon(r + 1 + p)
+        self.t.add_(1)
+
+
+def _round(loop: FixedLoop) -> None:
+    for _ in range(UNROLL):
+        loop.frame()
+
+
+def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> tuple[int, int, int]:
+    """``(K, C, M)``: slots, winner rows, candidate budget from the decoder's remembered capacities."""
+    caps = decoder.__dict__.setdefault("_fixed_caps", {})
+    C = caps.get(("C", ga.S), min(ga.S, 256))
+    per = caps.get(("M", ga.S), min(min(decoder.max_active, C) * max(ga.D, 1), 2048))
+    return min(decoder.max_active, C), C, bucket(Bb * per, 64)
+
+
+def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], K: int, C: int, M: int) -> None:
+    caps = decoder.__dict__.setdefault("_fixed_caps", {})
+    if need[1] > K and (need[1] > C or K < decoder.max_active):
+        caps[("C", ga.S)] = min(ga.S, max(bucket(need[1] * 5 // 4, 16), 2 * C))
+    if need[0] > M:
+        caps[("M", ga.S)] = max(-(-need[0] * 5 // 4 // Bb), 2 * M // Bb)
+
+
+def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens: torch.Tensor) -> None:
+    """The frames of ``am [B, T, V]`` (scaled log-probs; ``lens [B]``) into ``state`` (tokens, history; not the
+    offset) by the fixed-shape device loop; reruns with larger capacities when a frame overflowed."""
+    B, T, V = am.shape
+    if T == 0:
+        return
+    Bb = bucket(B, 8)
+    Tb = -(-bucket(T, 16) // UNROLL) * UNROLL
+    mode = resolve_mode(None, am.device)
+    boost = state.boost
+    W = 0 if boost is None else boost.shape[1]
+    while True:
+        K, C, M = capacities(decoder, ga, Bb)
+        key = (mode, ga.key(), Bb, Tb, V, K, C, M, W, decoder.beam, decoder.max_active, decoder.min_active,
+               am.device)
+
+        def make(K: int = K, C: int = C, M: int = M) -> FixedLoop:
+            return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, K=K, C=C, M=M, beam=decoder.beam,
+                             max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
+                             device=am.device)
+
+        with _CACHE_LOCK:
+            loop: FixedLoop = LOOPS.get(key, make)
+        with loop.lock:
+            if _run_once(loop, state, am, lens, B, T, boost):
+                state.toks = loop.unload(B, T * loop.stages_per_frame, loop.loaded, state.hist, state.offset)
+                return
+        _grow(decoder, ga, Bb, loop.flags[1:], K, C, M)
+
+
+def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor, B: int, T: int,
+              boost: torch.Tensor | None) -> bool:
+    """Load a call into ``loop`` and run its frames; False when a frame overflowed (``loop.flags``)."""
+    loop.over.zero_()
+    loop.need.zero_()
+    loop.loaded = loop.load_tokens(state.toks, B)
+    loop.x[:T, :B].copy_(am.transpose(0, 1))
+    loop.lens.zero_()
+    loop.lens[:B].copy_(lens)
+    loop.t.zero_()
+    if loop.boost is not None and boost is not None:
+        loop.boost[:B].copy_(boost)
+    rounds = -(-T // UNROLL)
+    end = rounds * UNROLL
+    run_until_done(loop.runner, _round, loop, lambda lp: (lp.t >= end)[0], first_check=rounds, limit=rounds)
+    loop.flags = torch.cat([loop.over.long(), loop.need]).tolist()
+    return not loop.flags[0]
+
+
+def closure_fixed(decoder: Any, ga: GraphArrays, toks: _Tokens, B: int, hist: _History, boost: torch.Tensor | None
+                  ) -> _Tokens:
+    """The epsilon closure of the start tokens ``toks`` (one per utterance, frame -1) with the fixed-shape
+    passes run once (slots bound the closure exactly: no overflow)."""
+    if ga.eps_depth == 0:
+        return toks
+    reach, width = 1, 1
+    for _ in range(ga.eps_depth):
+        width = min(width * ga.P, ga.S)
+        reach = min(reach + width, ga.S)
+    K = min(decoder.max_active, reach)
+    Bb, dev = bucket(B, 8), toks.b.device
+    W = 0 if boost is None else boost.shape[1]
+
+    def make() -> Search:
+        s = Search(ga, Bb=Bb, K=K, C=K, M=1, stages=ga.eps_depth, beam=decoder.beam, max_active=decoder.max_active,
+                   min_active=decoder.min_active, boost_width=W, device=dev)
+        s.frame0, s.stages_per_frame = -1, ga.eps_depth
+        return s
+
+    with _CACHE_LOCK:
+        s: Search = CLOSURES.get((ga.key(), Bb, K, W, decoder.beam, decoder.max_active, decoder.min_active, dev), make)
+    with s.lock:
+        if boost is not None and s.boost is not None:
+            s.boost[:B].copy_(boost)
+        loaded = s.load_tokens(toks, B)
+        s.front.copy_(s.tok_s < ga.S)
+        for p in range(ga.eps_depth):
+            s.epsilon(torch.full((1,), p, dtype=torch.int64, device=dev))
+        return s.unload(B, ga.eps_depth, loaded, hist, torch.zeros(B, dtype=torch.int64, device=dev))

@@ -1,0 +1,111 @@
+"""The CTC beam search's device loop (ctc/beam_loop.py) on the CPU: the graph path CUDA runs, emulated.
+
+EmulatedGraphRunner replays each round through the same in-place wrapper a CUDA-graph capture uses
+and checks that no static buffer moves; results must equal the eager Python frame loop exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asrdecode import ctc
+from asrdecode.accel import EmulatedGraphRunner, count_device_syncs, count_host_reads
+from asrdecode.ctc import beam_loop
+from ctc_device_cases import CASES, assert_same, make_case
+
+
+@pytest.fixture()
+def graphs_on_cpu(monkeypatch):
+    """Route the CTC beam search's torch engine to the device loop, emulated graphs, a fresh loop cache."""
+    beam_loop.LOOPS.clear()
+    monkeypatch.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
+    monkeypatch.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+    yield beam_loop.LOOPS
+    beam_loop.LOOPS.clear()
+
+
+def _eager(lp, lens, blank, kw):
+    return ctc.beam_search(lp, lens, blank, engine="torch", **kw)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_graph_path_equals_eager(tmp_path, name):
+    lp, lens, blank, kw = make_case(name, tmp_path, 3, 5, 23)  # B=5 -> 8 rows, T=23 -> 24 frames (padding)
+    rows = torch.tensor([4, 0, 1, 2, 3, 1])  # a second batch of 6 rows: the same buckets (also collapsed)
+    want, want2 = _eager(lp, lens, blank, kw), _eager(lp[rows], lens[rows], blank, kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
+        mp.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+        got = _eager(lp, lens, blank, kw)
+        loops = list(beam_loop.LOOPS._entries.values())
+        captured = sum(loop.runner.captures for loop in loops)
+        got2 = _eager(lp[rows], lens[rows], blank, kw)  # warm: no capture, no new loop
+        assert sum(loop.runner.captures for loop in beam_loop.LOOPS._entries.values()) == captured
+        assert list(beam_loop.LOOPS._entries.values()) == loops
+    assert_same(got, want)
+    assert_same(got2, want2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 4), st.integers(0, 19), st.sampled_from(CASES))
+def test_graph_path_equals_eager_random(tmp_path_factory, seed, batch, frames, name):
+    lp, lens, blank, kw = make_case(name, tmp_path_factory.mktemp("c"), seed, batch, frames)
+    want = _eager(lp, lens, blank, kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
+        mp.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+        got = _eager(lp, lens, blank, kw)
+    assert_same(got, want)
+
+
+def test_streaming_on_the_graph_path_equals_whole(tmp_path, graphs_on_cpu):
+    lp, lens, blank, kw = make_case("lm_collapse_beta", tmp_path, 7, 3, 30)
+    kw = {k: v for k, v in kw.items() if k != "nbest"}
+    dec = ctc.CTCBeamDecoder(blank, vocab_size=lp.shape[2], engine="torch", nbest=2, **kw)
+    state = dec.init_state(3)
+    for lo in (0, 11, 19):
+        hi = {0: 11, 11: 19, 19: 30}[lo]
+        dec.advance(state, lp[:, lo:hi], (lens - lo).clamp(0, hi - lo))
+    streamed = dec.finalize(state)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(beam_loop, "resolve_mode", lambda mode, device: "eager")
+        whole = dec.decode(lp, lens)
+    assert_same(streamed, whole)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_host_reads_per_call_are_a_small_constant(tmp_path, graphs_on_cpu, name):
+    """Validation, collapse, the loop and the n-best extraction: at most 8 host reads at B=8, T=150,
+    the same count at T=40, and no syncing op beyond them."""
+    counts = []
+    for frames in (150, 40):
+        lp, lens, blank, kw = make_case(name, tmp_path, 11, 8, frames)
+        lens[0] = frames
+        ctc.beam_search(lp, lens, blank, engine="torch", **kw)  # capture (emulated) outside the count
+        with count_host_reads() as reads, count_device_syncs() as syncs:
+            ctc.beam_search(lp, lens, blank, engine="torch", **kw)
+        assert reads.count <= 8, reads.by_name
+        counts.append((reads.count, syncs.count))
+        # syncs: the host reads plus the validation's masked reductions (fixed per call)
+        assert syncs.count <= 8, syncs.by_op
+    assert counts[0] == counts[1]
+
+
+def test_ops_per_frame_without_and_with_a_token_lm(tmp_path, graphs_on_cpu):
+    """The captured frame's op count (kernels, roughly) is bounded; a regression shows here."""
+    per_frame = {}
+    for name in ("plain", "token_lm"):
+        lp, lens, blank, kw = make_case(name, tmp_path, 2, 8, 40)
+        lens[:] = 40
+        args = (lp, lens, blank)
+        ctc.beam_search(*args, engine="torch", **kw)
+        ops = []
+        for frames in (40, 20):
+            with count_device_syncs() as syncs:
+                ctc.beam_search(lp[:, :frames], lens.clamp(max=frames), blank, engine="torch", **kw)
+            ops.append(syncs.ops)
+        per_frame[name] = (ops[0] - ops[1]) / 20
+    assert per_frame["plain"] <= 140 and per_frame["token_lm"] <= 260, per_frame

@@ -1,0 +1,34 @@
+"""benchmarks/gpu.py's CPU smoke run (``--device cpu --quick``): every section runs, every row's
+device result is identical to the CPU reference (here the tensor engine against the native one),
+and the table and JSON are written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_benchmark_quick_on_cpu(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    report = gpu.main(["--device", "cpu", "--quick", "--out-dir", str(tmp_path), "--budget-s", "600"])
+    sections = {r.section.split(" (")[0] for r in report.rows}
+    assert {"greedy RNN-T", "greedy TDT", "transducer beam", "CTC prefix beam", "WFST TLG"} <= sections
+    compared = [r for r in report.rows if r.identical]
+    assert len(compared) >= 15
+    for row in compared:
+        same, total = row.identical.split("/")
+        assert same == total, (row.section, row.name, row.identical)
+        assert row.seconds > 0 and row.ratio is not None and row.ratio > 0
+    floors = [r for r in report.rows if r.name.startswith("network floor")]
+    assert len(floors) == 2 and all("U=" in r.note and r.note != "U=0" for r in floors)
+    data = json.loads((tmp_path / "gpu.json").read_text())
+    assert data["device"].startswith("CPU") and len(data["rows"]) == len(report.rows)
+    assert "| section |" in (tmp_path / "gpu.md").read_text()

@@ -1,0 +1,54 @@
+"""The WFST tensor engine's CUDA requirements, checked on the CPU: no scatter / gather / index_put on bool
+tensors (CUDA has no such kernels), and results unchanged against the native engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+pytest.importorskip("kaldifst")
+
+from asrdecode.ctc.wfst import WFSTDecoder, build_tlg  # noqa: E402
+from test_ctc_wfst import BLANK, LEXICON, V, _lm  # noqa: E402
+
+_NO_BOOL = frozenset({
+    "aten::scatter", "aten::scatter_", "aten::scatter_reduce", "aten::scatter_reduce_", "aten::scatter_add",
+    "aten::scatter_add_", "aten::gather", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+})  # fmt: skip
+
+
+class NoBoolScatterGather(TorchDispatchMode):
+    """Raises on a scatter / gather / scatter_reduce / index_put whose self or source is a bool tensor."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func._schema.name in _NO_BOOL:
+            values = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            if any(v.dtype == torch.bool for v in values):
+                raise AssertionError(f"{func._schema.name} on a bool tensor (CUDA has no kernel for it)")
+        return func(*args, **kwargs)
+
+
+def test_the_guard_catches_a_bool_scatter_reduce():
+    with NoBoolScatterGather(), pytest.raises(AssertionError, match="bool tensor"):
+        torch.zeros(2, dtype=torch.bool).scatter_reduce(0, torch.tensor([0, 1]), torch.tensor([True, False]), "amax")
+
+
+@pytest.mark.parametrize("kw", [{}, {"min_active": 3}, {"max_active": 2, "beam": 6.0}])
+def test_torch_engine_uses_no_bool_scatter_and_agrees_with_native(kw):
+    g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
+    gen = torch.Generator().manual_seed(5)
+    lp = torch.log_softmax(2 * torch.randn(4, 30, V, generator=gen), -1)
+    lens = torch.tensor([30, 17, 0, 25])
+    with NoBoolScatterGather():
+        hyps, lats = WFSTDecoder(g, engine="torch", **kw)(lp, lens, nbest=3, return_lattice=True)
+        best = WFSTDecoder(g, engine="torch", **kw)(lp, lens)
+    want, _ = WFSTDecoder(g, engine="native", **kw)(lp, lens, nbest=3, return_lattice=True)
+    assert [[h.words for h in n] for n in hyps] == [[h.words for h in n] for n in want]
+    assert [n[0].tokens for n in hyps] == [h.tokens for h in best]
+    for n, m in zip(hyps, want):
+        assert [h.score for h in n] == pytest.approx([h.score for h in m], rel=1e-5)
+

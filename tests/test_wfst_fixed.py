@@ -1,0 +1,150 @@
+"""The WFST tensor engine's fixed-shape device loop (ctc/wfst/fixed.py) on the CPU: equal to the native engine
+and to the dynamic tensor engine on random graphs, capacities that overflow grow without changing results, the
+graph path CUDA runs (emulated) equals eager, host reads per call are a small constant."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("kaldifst")
+
+from asrdecode import native  # noqa: E402
+from asrdecode.accel import EmulatedGraphRunner, count_device_syncs, count_host_reads  # noqa: E402
+from asrdecode.ctc.wfst import WFSTDecoder, build_tlg, fixed  # noqa: E402
+from test_ctc_wfst import BLANK, LEXICON, V, _lm  # noqa: E402
+from test_wfst_native import _inputs, _same, random_graph  # noqa: E402
+
+if not native.available():  # pragma: no cover - machines without a C++ compiler
+    pytest.skip("native engine unavailable", allow_module_level=True)
+
+
+def _settings(seed: int) -> dict:
+    rng = np.random.default_rng(seed + 7)
+    return dict(beam=float(rng.choice([1.5, 4.0, 1e9])), max_active=int(rng.choice([1, 2, 3, 50])),
+                acoustic_scale=float(rng.choice([0.5, 2.0])), min_active=int(rng.choice([0, 0, 2])))
+
+
+def _dynamic(dec: WFSTDecoder, lp, lengths, boosts):
+    """The 1-best of the dynamic tensor engine (a state recording a lattice runs it)."""
+    state = dec.init_state(lp.shape[0], boosts=boosts, lattice=True)
+    dec.advance(state, lp, lengths)
+    return dec.hypotheses(state)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_fixed_path_equals_native_and_dynamic_engine(seed):
+    g = random_graph(seed)
+    lp, lengths, boosts = _inputs(seed, g, 3, 11)
+    kw = _settings(seed)
+    want = WFSTDecoder(g, engine="native", **kw)(lp, lengths, boosts=boosts)
+    ten = WFSTDecoder(g, engine="torch", **kw)
+    _same(ten(lp, lengths, boosts=boosts), want)
+    _same(_dynamic(ten, lp, lengths, boosts), want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), chunk=st.integers(1, 5))
+def test_fixed_path_streamed_equals_whole(seed, chunk):
+    g = random_graph(seed)
+    T = 11
+    lp, lengths, boosts = _inputs(seed, g, 3, T)
+    kw = _settings(seed)
+    ten, nat = WFSTDecoder(g, engine="torch", **kw), WFSTDecoder(g, engine="native", **kw)
+    state = ten.init_state(3, boosts=boosts)
+    for i, lo in enumerate(range(0, T, chunk)):
+        part = lp[:, lo : lo + chunk]
+        (nat if i % 3 == 1 else ten).advance(state, part, (lengths - lo).clamp(0, part.shape[1]))
+    _same(ten.finalize(state), nat(lp, lengths, boosts=boosts))
+
+
+@pytest.mark.parametrize("kw", [{}, {"min_active": 3, "beam": 2.0}, {"max_active": 2, "beam": 6.0}])
+def test_overflowing_capacities_grow_with_the_same_result(kw):
+    """Slots, winner rows and the arc budget start at 1: the call overflows, grows and runs again."""
+    g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
+    gen = torch.Generator().manual_seed(11)
+    lp = torch.log_softmax(2 * torch.randn(5, 30, V, generator=gen), -1)
+    lens = torch.tensor([30, 17, 0, 25, 30])
+    want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
+    dec = WFSTDecoder(g, engine="torch", **kw)
+    S = g.num_states
+    dec._fixed_caps = {("C", S): 1, ("M", S): 1}
+    _same(dec(lp, lens), want)
+    assert dec._fixed_caps[("C", S)] > 1
+    if not kw:
+        assert dec._fixed_caps[("M", S)] > 1  # (elsewhere the arc budget's bucket minimum is enough)
+
+
+@pytest.fixture()
+def graphs_on_cpu(monkeypatch):
+    """Route the fixed loop to emulated CUDA graphs, a fresh loop cache."""
+    fixed.LOOPS.clear()
+    monkeypatch.setattr(fixed, "resolve_mode", lambda mode, device: "cuda_graphs")
+    monkeypatch.setattr(fixed, "StepRunner", EmulatedGraphRunner)
+    yield fixed.LOOPS
+    fixed.LOOPS.clear()
+
+
+def _tlg_case(B: int, T: int, seed: int):
+    g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
+    gen = torch.Generator().manual_seed(seed)
+    lp = torch.log_softmax(2 * torch.randn(B, T, V, generator=gen), -1)
+    lens = torch.randint(0, T + 1, (B,), generator=gen)
+    lens[0] = T
+    return g, lp, lens
+
+
+@pytest.mark.parametrize("kw", [{"max_active": 4}, {"min_active": 2, "beam": 3.0}])
+def test_graph_path_equals_eager(kw):
+    g, lp, lens = _tlg_case(5, 23, 2)  # B=5 -> 8 rows, T=23 -> 32 frames (padding)
+    rows = torch.tensor([4, 0, 1, 2, 3, 1])  # a second batch, the same buckets
+    boosts = [{"ab": 1.0}, None, None, {"b": -0.5}, None]
+    eager = WFSTDecoder(g, engine="torch", **kw)
+    want, want2 = eager(lp, lens, boosts=boosts), eager(lp[rows], lens[rows])
+    with pytest.MonkeyPatch.context() as mp:
+        fixed.LOOPS.clear()
+        mp.setattr(fixed, "resolve_mode", lambda mode, device: "cuda_graphs")
+        mp.setattr(fixed, "StepRunner", EmulatedGraphRunner)
+        dec = WFSTDecoder(g, engine="torch", **kw)
+        _same(dec(lp, lens, boosts=boosts), want)
+        dec(lp[rows], lens[rows])  # the first call of this layout captures
+        runners = [loop.runner for loop in fixed.LOOPS._entries.values()]
+        captures = sum(r.captures for r in runners)
+        assert captures >= 1
+        _same(dec(lp[rows], lens[rows]), want2)
+        assert sum(r.captures for r in runners) == captures  # warm: nothing captured
+        fixed.LOOPS.clear()
+
+
+def test_host_reads_per_call_are_a_small_constant(graphs_on_cpu):
+    """Validation, the loop, result extraction: at most 8 host reads at B=8, T=150 and the same at T=40;
+    the syncing ops are those reads and the compactions after the loop (none inside it)."""
+    counts = []
+    for T in (150, 40):
+        g, lp, lens = _tlg_case(8, T, 3)
+        dec = WFSTDecoder(g, engine="torch", beam=12.0, max_active=20)
+        dec(lp, lens)  # capture (emulated) outside the count
+        with count_host_reads() as reads, count_device_syncs() as syncs:
+            dec(lp, lens)
+        assert reads.count <= 8, reads.by_name
+        assert syncs.count <= reads.count + 4, syncs.by_op
+        counts.append((reads.count, syncs.count))
+    assert counts[0] == counts[1]
+
+
+def test_ops_per_frame_are_bounded():
+    """The frame's op count (kernels, roughly): a regression shows here."""
+    g, lp, lens = _tlg_case(8, 40, 4)
+    lens[:] = 40
+    dec = WFSTDecoder(g, engine="torch", max_active=20)
+    dec(lp, lens)
+    ops = []
+    for frames in (40, 20):
+        with count_device_syncs() as syncs:
+            dec(lp[:, :frames], lens.clamp(max=frames))
+        ops.append(syncs.ops)
+    assert (ops[0] - ops[1]) / 20 <= 600, ops
