@@ -206,3 +206,24 @@ def test_graph_path_streaming_is_exact_without_the_cache(emulated_graphs, lm):
         state = dec.advance(state, enc[:, a:b], clen, final=lengths <= b)
     _same(dec.finalize(state), beam_search(m, enc, lengths, **kw))
     assert len(dec._loops) == 0
+
+
+@pytest.mark.parametrize("window,pruning", [(1, "late"), (3, "early"), (3, "late")])
+def test_wind_graph_path_matches_the_reference(emulated_graphs, lm, window, pruning):
+    """WIND beam on the emulated CUDA-graph path (cached loop, one decoder, bucketed shapes) against the
+    per-utterance oracle, with an n-gram LM and a boosting tree."""
+    from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
+    from transducer_models import hyp_key, random_encoder, tiny_boosting_tree
+
+    kw = dict(beam=3, window=window, max_symbols=3, beta=0.3, fusion=[(lm, 0.5), (tiny_boosting_tree(), 0.5)],
+              pruning=pruning)
+    for seed in range(3):
+        m = random_model(910 + seed, V, BLANK, None, blank_bias=0.5, pred_layers=1 + seed % 2)
+        dec = beam_mod.BeamSearchDecoder(m, method="wind", nbest=3, acceleration="graphs-on-cpu", engine="torch",
+                                         **kw)
+        for B, T, lens in ((3, 9, [9, 0, 5]), (2, 8, [8, 6])):
+            enc = random_encoder(seed + T, B, T)
+            res = dec.decode(enc, torch.tensor(lens))
+            for b in range(B):
+                ref = reference_wind_beam_search(m, enc[b, : lens[b]], **kw)
+                assert sorted(hyp_key(res[b], 7)) == sorted(hyp_key(ref, 7)), (seed, b)
