@@ -227,3 +227,21 @@ def test_wind_graph_path_matches_the_reference(emulated_graphs, lm, window, prun
             for b in range(B):
                 ref = reference_wind_beam_search(m, enc[b, : lens[b]], **kw)
                 assert sorted(hyp_key(res[b], 7)) == sorted(hyp_key(ref, 7)), (seed, b)
+
+
+def test_a_rebuilt_fusion_model_is_a_new_cached_loop(emulated_graphs, tmp_path):
+    """A captured graph reads the fusion models' tensors by address: an LM whose tensors were replaced gets
+    a loop (and graphs) of its own, and still decodes as eager."""
+    from transducer_models import random_encoder
+
+    lm = tiny_lm(tmp_path)
+    m = random_model(81, V, BLANK, None, blank_bias=1.0)
+    kw = dict(beam=3, nbest=2, max_symbols=3, fusion=[(lm, 0.5)], engine="torch")
+    dec = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", **kw)
+    enc, lengths = random_encoder(3, 2, 10), torch.tensor([10, 7])
+    dec.decode(enc, lengths)
+    dec.decode(enc, lengths)
+    assert len(dec._loops) == 1
+    lm.automaton.arc_weight = lm.automaton.arc_weight.clone()
+    _same(dec.decode(enc, lengths), beam_mod.BeamSearchDecoder(m, **kw).decode(enc, lengths))
+    assert len(dec._loops) == 2
