@@ -245,3 +245,23 @@ def test_a_rebuilt_fusion_model_is_a_new_cached_loop(emulated_graphs, tmp_path):
     lm.automaton.arc_weight = lm.automaton.arc_weight.clone()
     _same(dec.decode(enc, lengths), beam_mod.BeamSearchDecoder(m, **kw).decode(enc, lengths))
     assert len(dec._loops) == 2
+
+
+@pytest.mark.parametrize("method,bound", [("alsd", 190), ("aes", 185), ("wind", 370)])
+def test_ops_per_round_stay_bounded(method, bound):
+    """ATen ops of one device-loop round (views included; about the kernel launches of a replay on a GPU),
+    without fusion at B=8, beam 4 (WIND window 8): a guard against ops creeping into the round."""
+    from asrdecode.accel import count_device_syncs
+    from asrdecode.transducer.beam_loop import _BeamLoop
+    from transducer_models import random_encoder
+
+    m = random_model(3, V, BLANK, None, blank_bias=1.0)
+    dec = beam_mod.BeamSearchDecoder(m, beam=4, method=method, engine="torch")
+    enc = random_encoder(1, 8, 30)
+    loop = _BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), dec.settings)
+    with torch.inference_mode():
+        for _ in range(3):
+            loop.round()
+        with count_device_syncs() as syncs:
+            loop.round()
+    assert syncs.count == 0 and syncs.ops <= bound, syncs.ops
