@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asrdecode.accel import StepRunner
+from asrdecode.accel import EmulatedGraphRunner
 from asrdecode.errors import DecodingInputError
 from asrdecode.transducer import beam as beam_mod
 from asrdecode.transducer import beam_loop
@@ -24,22 +24,27 @@ def lm(tmp_path_factory):
     return tiny_lm(tmp_path_factory.mktemp("accel_lm"))
 
 
-class _InPlaceRunner(StepRunner):
-    """What CUDA-graph replay does, run eagerly on CPU: the step updates the state in place (the same
-    tensor objects before and after), and a new storage layout (tree doubled) means a new capture."""
+class _InPlaceRunner(EmulatedGraphRunner):
+    """What CUDA-graph replay does, run eagerly on CPU (:class:`~asrdecode.accel.EmulatedGraphRunner`: the
+    step updates the state in place, a new storage layout (tree doubled) is a new capture), counting the
+    layouts and the replays."""
 
     layouts: set = set()
     steps = 0
 
-    def _replay(self, fn, state):
+    def _graph(self, fn, state):
         from asrdecode.accel import _state_tensors
 
-        leaves = _state_tensors(state, self.state_names)
-        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in leaves))
-        before = [id(x) for x in leaves]
-        self._in_place(fn, state)()
-        assert [id(x) for x in _state_tensors(state, self.state_names)] == before
-        _InPlaceRunner.steps += 1
+        graph = super()._graph(fn, state)
+        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in _state_tensors(state, self.state_names)))
+        replay = graph.replay
+
+        class _Counted:
+            def replay(self):
+                replay()
+                _InPlaceRunner.steps += 1
+
+        return _Counted()
 
 
 @pytest.fixture
@@ -123,3 +128,140 @@ def test_torch_compile_equals_eager(lm, method):
     lengths = torch.tensor([10, 4, 0])
     kw = dict(beam=3, nbest=3, method=method, window=3, max_symbols=3, fusion=[(lm, 0.4)])
     _same(beam_search(m, enc, lengths, acceleration="compile", **kw), beam_search(m, enc, lengths, **kw))
+
+
+# -- the device-resident loop: host reads per call, cached graphs --------------------------------------
+
+FUSE = [("alsd", {}), ("aes", {}), ("wind", {"max_symbols": 3})]  # WIND: fewer rounds (time)
+
+
+@pytest.mark.parametrize("method,extra", FUSE)
+@pytest.mark.parametrize("fused", [False, True])
+def test_host_reads_per_call_are_a_small_constant(lm, method, extra, fused):
+    """A whole call (validation, the loop, the results) at B=8, T=150, beam 4, torch engine: at most 16 host
+    reads (the loop reads its done flag at O(log) check points), and no more syncing ops than reads."""
+    from asrdecode.accel import count_device_syncs, count_host_reads
+    from transducer_models import random_encoder, tiny_boosting_tree
+
+    m = random_model(5, V, BLANK, None, blank_bias=4.0)
+    enc = random_encoder(8, 8, 150)
+    lengths = torch.tensor([150, 141, 120, 150, 97, 60, 150, 133])
+    fusion = [(lm, 0.3), (tiny_boosting_tree(), 0.5)] if fused else []
+    kw = dict(beam=4, method=method, fusion=fusion, engine="torch", **extra)
+    beam_search(m, enc, lengths, **kw)  # the loop's rounds per frame are learnt (where it first checks)
+    with count_host_reads() as reads, count_device_syncs() as syncs:
+        beam_search(m, enc, lengths, **kw)
+    assert reads.count <= 16, reads.by_name
+    assert syncs.count <= reads.count, syncs.by_op
+
+
+@pytest.fixture
+def emulated_graphs(monkeypatch):
+    """acceleration="graphs-on-cpu": the cuda_graphs path with :class:`EmulatedGraphRunner` (the CPU twin)."""
+    real = beam_mod.resolve_mode
+    monkeypatch.setattr(beam_mod, "resolve_mode", lambda m, d: "cuda_graphs" if m == "graphs-on-cpu" else real(m, d))
+    monkeypatch.setattr(beam_mod, "StepRunner", EmulatedGraphRunner)
+    return monkeypatch
+
+
+def _captures(dec):
+    return sum(run.captures for _, run in dec._loops._entries.values())
+
+
+@pytest.mark.parametrize("method,durations,extra", CASES)
+def test_cached_graph_path_equals_eager_and_a_warm_call_captures_nothing(emulated_graphs, lm, method, durations,
+                                                                          extra):
+    """One decoder object, several calls: B and T padded to their buckets (padded rows of length 0), the
+    inputs copied into the cached loop's buffers; every call equals the eager search, and a call of a
+    bucket seen before captures no graph."""
+    from transducer_models import random_encoder, tiny_boosting_tree
+
+    m = random_model(60, V, BLANK, durations, blank_bias=1.0)
+    kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=[(lm, 0.4), (tiny_boosting_tree(), 0.3)],
+              **extra)
+    graphs = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", engine="torch", **kw)
+    eager = beam_mod.BeamSearchDecoder(m, engine="torch", **kw)
+    shapes = [(3, 12, [12, 12, 5]), (3, 11, [11, 0, 6]), (2, 9, [9, 4]), (5, 20, [20, 3, 17, 1, 9])]
+    captured = []
+    for i, (B, T, lens) in enumerate(shapes):
+        enc = random_encoder(70 + i, B, T)
+        lengths = torch.tensor(lens)
+        _same(graphs.decode(enc, lengths), eager.decode(enc, lengths))
+        captured.append(_captures(graphs))
+    assert len(graphs._loops) == 2  # B <= 4, T <= 16 share one loop; B 5, T 20 another
+    assert captured[0] > 0 and captured[1] == captured[0] and captured[2] == captured[0]
+    assert captured[3] > captured[2]
+
+
+def test_graph_path_streaming_is_exact_without_the_cache(emulated_graphs, lm):
+    """Chunks run the plain static loop (no cache: the state is carried) and equal the one-shot search."""
+    m = random_model(78, V, BLANK, None, blank_bias=1.0)
+    enc = torch.randn(2, 12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    lengths = torch.tensor([12, 7])
+    kw = dict(beam=3, nbest=3, method="aes", max_symbols=3, fusion=[(lm, 0.4)], engine="torch")
+    dec = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", **kw)
+    state = dec.init_state(2, 5, dtype=torch.float64)
+    for a, b in ((0, 5), (5, 12)):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        state = dec.advance(state, enc[:, a:b], clen, final=lengths <= b)
+    _same(dec.finalize(state), beam_search(m, enc, lengths, **kw))
+    assert len(dec._loops) == 0
+
+
+@pytest.mark.parametrize("window,pruning", [(1, "late"), (3, "early"), (3, "late")])
+def test_wind_graph_path_matches_the_reference(emulated_graphs, lm, window, pruning):
+    """WIND beam on the emulated CUDA-graph path (cached loop, one decoder, bucketed shapes) against the
+    per-utterance oracle, with an n-gram LM and a boosting tree."""
+    from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
+    from transducer_models import hyp_key, random_encoder, tiny_boosting_tree
+
+    kw = dict(beam=3, window=window, max_symbols=3, beta=0.3, fusion=[(lm, 0.5), (tiny_boosting_tree(), 0.5)],
+              pruning=pruning)
+    for seed in range(3):
+        m = random_model(910 + seed, V, BLANK, None, blank_bias=0.5, pred_layers=1 + seed % 2)
+        dec = beam_mod.BeamSearchDecoder(m, method="wind", nbest=3, acceleration="graphs-on-cpu", engine="torch",
+                                         **kw)
+        for B, T, lens in ((3, 9, [9, 0, 5]), (2, 8, [8, 6])):
+            enc = random_encoder(seed + T, B, T)
+            res = dec.decode(enc, torch.tensor(lens))
+            for b in range(B):
+                ref = reference_wind_beam_search(m, enc[b, : lens[b]], **kw)
+                assert sorted(hyp_key(res[b], 7)) == sorted(hyp_key(ref, 7)), (seed, b)
+
+
+def test_a_rebuilt_fusion_model_is_a_new_cached_loop(emulated_graphs, tmp_path):
+    """A captured graph reads the fusion models' tensors by address: an LM whose tensors were replaced gets
+    a loop (and graphs) of its own, and still decodes as eager."""
+    from transducer_models import random_encoder
+
+    lm = tiny_lm(tmp_path)
+    m = random_model(81, V, BLANK, None, blank_bias=1.0)
+    kw = dict(beam=3, nbest=2, max_symbols=3, fusion=[(lm, 0.5)], engine="torch")
+    dec = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", **kw)
+    enc, lengths = random_encoder(3, 2, 10), torch.tensor([10, 7])
+    dec.decode(enc, lengths)
+    dec.decode(enc, lengths)
+    assert len(dec._loops) == 1
+    lm.automaton.arc_weight = lm.automaton.arc_weight.clone()
+    _same(dec.decode(enc, lengths), beam_mod.BeamSearchDecoder(m, **kw).decode(enc, lengths))
+    assert len(dec._loops) == 2
+
+
+@pytest.mark.parametrize("method,bound", [("alsd", 190), ("aes", 185), ("wind", 370)])
+def test_ops_per_round_stay_bounded(method, bound):
+    """ATen ops of one device-loop round (views included; about the kernel launches of a replay on a GPU),
+    without fusion at B=8, beam 4 (WIND window 8): a guard against ops creeping into the round."""
+    from asrdecode.accel import count_device_syncs
+    from asrdecode.transducer.beam_loop import _BeamLoop
+    from transducer_models import random_encoder
+
+    m = random_model(3, V, BLANK, None, blank_bias=1.0)
+    dec = beam_mod.BeamSearchDecoder(m, beam=4, method=method, engine="torch")
+    enc = random_encoder(1, 8, 30)
+    loop = _BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), dec.settings)
+    with torch.inference_mode():
+        for _ in range(3):
+            loop.round()
+        with count_device_syncs() as syncs:
+            loop.round()
+    assert syncs.count == 0 and syncs.ops <= bound, syncs.ops

@@ -45,8 +45,8 @@ def extend_hash(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     h1 = h >> 32
     h2 = h & _LOW
     t = tokens.to(torch.int64) + 1
-    h1 = torch.remainder(h1 * _P1 + t, _M1)
-    h2 = torch.remainder(h2 * _P2 + t, _M2)
+    h1 = torch.remainder(torch.add(t, h1, alpha=_P1), _M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
+    h2 = torch.remainder(torch.add(t, h2, alpha=_P2), _M2)
     return (h1 << 32) | h2
 
 
@@ -135,6 +135,13 @@ class BeamTree:
     def advance(self, steps: int = 1) -> None:
         """Count ``steps`` steps written by :meth:`write` (host side)."""
         self._n += steps
+
+    def clear(self) -> None:
+        """Forget every recorded step (a preallocated tree keeps its storage: a cached loop reuses it)."""
+        self.tokens, self.parents, self.data = [], [], []
+        self._n = 0
+        if self._count is not None:
+            self._count.zero_()
 
     def record(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
         """Append one step (tokens ``[B, K]``, parents ``[B, K]``, data ``[B, K]`` or ``[B]``)."""

@@ -9,7 +9,8 @@ incremental hash (:func:`~asrdecode.beam_hyps.extend_hash`) plus the transcript 
 token. One step is a sync-free function of the loop state (masked tensor ops only): one joint
 call for all ``B*K`` hypotheses, one prediction-network call (``model.predict``, with
 ``select_state`` / ``replace_state``) for all ``B*K`` hypotheses, fusion scores for all of them,
-selection, merging. The driver checks one flag between steps. The modules:
+selection, merging. A round (step, prediction network, done flag) is replayed on the device by
+:func:`~asrdecode.accel.run_until_done`, which reads the done flag at O(log) check points only. The modules:
 
 - :mod:`.beam_state`: :class:`BeamState` (what a stream carries) and the chunk buffer;
 - :mod:`.beam_loop`: the loop state of one call (:class:`~.beam_loop._BeamLoop`), the settings;
@@ -32,12 +33,13 @@ chunk boundaries). ``finalize`` ends the utterances not ended yet with an empty 
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any, Sequence
 
 import torch
 
-from ..accel import StepRunner, resolve_mode
+from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..native.choice import use_native
@@ -54,9 +56,10 @@ from .model import TransducerModel, check_joint_width, check_model
 __all__ = ["beam_search", "BeamState", "BeamSearchDecoder", "initial_beam_state"]
 
 _NEG_INF = float("-inf")
-#: None: skip the prediction network on steps without emissions on CPU only; True/False: force (tests)
-_SKIP_IDLE_PREDICT: bool | None = None
 _UNSET: Any = object()  # the deprecated ``final=`` was not passed
+#: rounds per frame of earlier calls, per (method, TDT), shared by every decoder (one-shot ``beam_search``
+#: calls too): where a device loop first reads its done flag
+_STATS: dict[tuple[str, bool], LoopStats] = {}
 
 
 class BeamSearchDecoder:
@@ -97,7 +100,9 @@ class BeamSearchDecoder:
 
     Threads: the decoder holds only its checked settings (read-only); every search's state lives in
     the :class:`BeamState` it returns, so one decoder may serve several threads at once (one state per
-    thread: a state itself must not be advanced by two threads at once).
+    thread: a state itself must not be advanced by two threads at once). In a static mode ("compile",
+    "cuda_graphs") whole-utterance calls reuse loops (buffers, graphs) kept on the decoder, one call at
+    a time (a lock).
     """
 
     def __init__(
@@ -137,6 +142,13 @@ class BeamSearchDecoder:
         self.acceleration = acceleration
         self.engine = engine
         self.rule = DurationRule.of(model)
+        # static (compile / CUDA graphs) loops of whole-utterance calls kept between calls, and the rounds per
+        # frame of earlier calls (where the device loop first reads its flag); per-utterance fusion models
+        # (stacked boosting trees) fix the batch, so their calls are not cached
+        self._loops = LoopCache(4)
+        self._loops_lock = threading.Lock()
+        self._stats = _STATS.setdefault((method, self.rule.tdt), LoopStats())
+        self._per_utterance = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
 
     # -- the streaming convention ------------------------------------------------------------------
 
@@ -221,14 +233,19 @@ class BeamSearchDecoder:
         lengths = check_lengths(lengths, B, T, device=enc.device)
         final_t = check_stream(state, final, B, self.settings.config, enc.device)
         whole = state is None and bool(final_t.all())
+        if whole and not want_state:  # a cached static loop is reused by the next call: one call at a time
+            with self._loops_lock:
+                loop, _ = self._search(None, self.model.project_encoder(enc), lengths, final_t, whole=True, cached=True)
+                return (self._text(loop.results(self.nbest, rows=B)) if results else []), None
         loop, received = self._search(state, self.model.project_encoder(enc), lengths, final_t, whole=whole)
         nb = self._text(loop.results(self.nbest)) if results else []
         return nb, (carry_state(loop, received, self.settings.config) if want_state else None)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
-                whole: bool = False) -> tuple[_BeamLoop, torch.Tensor]:
+                whole: bool = False, cached: bool = False) -> tuple[_BeamLoop, torch.Tensor]:
         """Run the search on the projected chunk ``proj [B, T, H]`` until no hypothesis can step; returns the
-        loop and the frames received per utterance."""
+        loop and the frames received per utterance. ``cached``: a static loop of whole utterances may be one
+        kept between calls (its first ``B`` rows are this call's)."""
         try:
             mode = resolve_mode(self.acceleration, proj.device)
         except ValueError as err:
@@ -239,12 +256,40 @@ class BeamSearchDecoder:
             enc_proj, lengths, offset, received = chunk_buffer(proj, lengths, state)
         static = mode != "eager"
         native = use_native(self.engine, proj.device, "encoder_output", eager=not static)
+        if static and whole and cached and not self._per_utterance:
+            return self._search_cached(mode, proj, lengths), received
         loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset, final=final_t,
                          static=static, native=native)
         if loop.B and loop.T:
             check_joint_width(self.model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
-        _drive(loop, mode, proj.device, self.settings.max_symbols)
+        _drive(loop, StepRunner(mode, _BeamLoop.STATE), self._stats, self.settings.max_symbols)
+        loop.finish()
         return loop, received
+
+    def _search_cached(self, mode: str, proj: torch.Tensor, lengths: torch.Tensor) -> _BeamLoop:
+        """Whole utterances on a static loop kept between calls (:class:`~asrdecode.accel.LoopCache`, keyed by
+        the model's parameters, the mode and the bucketed ``B`` / ``T``, dtype and device): the chunk is
+        copied into its buffers (rows and frames padded), its state reset in place, and its runner's graphs
+        replayed (a warm call of a seen bucket captures nothing). Its tree stays preallocated: the results
+        are read before the next call reuses it (calls on one decoder take turns)."""
+        B, T, H = proj.shape
+        key = (parameters_key(self.model), _fusion_key(self.settings.scorer), mode, bucket(B, 4), bucket(T, 16), H,
+               proj.dtype, proj.device)
+
+        def make() -> tuple[_BeamLoop, StepRunner]:
+            Bb, Tb = key[3], key[4]
+            buf = proj.new_zeros((Bb, Tb, H))
+            # tree room for twice the rounds of earlier calls: a later call rarely grows it (a new capture)
+            loop = _BeamLoop(self.model, buf, torch.zeros(Bb, dtype=torch.long, device=proj.device), self.settings,
+                             static=True, capacity=2 * self._stats.estimate(Tb))
+            return loop, StepRunner(mode, _BeamLoop.STATE)
+
+        loop, run = self._loops.get(key, make)
+        loop.reset(proj, lengths)
+        if B and T:
+            check_joint_width(self.model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
+        _drive(loop, run, self._stats, self.settings.max_symbols)
+        return loop
 
     def _text(self, nb: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
         _checks.check_nbest_lists(nb)
@@ -253,44 +298,63 @@ class BeamSearchDecoder:
         return nb
 
 
+def _fusion_key(scorer: FusionScorer) -> tuple:
+    """The fusion models' tensors by address (a captured graph reads them so: a model whose tensors were
+    rebuilt is a new cache key); each model validated first, so derived tensors are rebuilt here, not
+    inside a captured step."""
+    return tuple((id(m), _tensor_addresses(m, 3)) for m in scorer.models)
+
+
+def _tensor_addresses(obj: object, depth: int) -> tuple:
+    """``(name, address, shape, dtype)`` of the tensors among ``obj``'s attributes, ``depth`` objects deep."""
+    ensure = getattr(obj, "ensure_valid", None)
+    if callable(ensure):
+        ensure()
+    out: list[tuple] = []
+    for name, value in sorted(vars(obj).items()) if hasattr(obj, "__dict__") else ():
+        if isinstance(value, torch.Tensor):
+            out.append((name, value.data_ptr(), tuple(value.shape), value.dtype))
+        elif depth > 1 and hasattr(value, "__dict__") and not isinstance(value, type):
+            out.append((name, _tensor_addresses(value, depth - 1)))
+    return tuple(out)
+
+
 # -- the driver --------------------------------------------------------------------------------------
 
 
-def _static_step(loop: _BeamLoop) -> None:
-    """The whole step of the static path (what torch.compile compiles and a CUDA graph captures)."""
-    loop.step()
-    loop.predict_step()
+def _round(loop: _BeamLoop) -> None:
+    """One round of the device loop (what torch.compile compiles and a CUDA graph captures)."""
+    loop.round()
 
 
-def _drive(loop: _BeamLoop, mode: str, device: torch.device, max_symbols: int | None) -> None:
-    """Step ``loop`` until no hypothesis is active: the captured / compiled static step, or eager steps.
+def _done(loop: _BeamLoop) -> torch.Tensor:
+    return loop.done
 
-    Eager on CPU: the prediction network runs only for the hypotheses that emitted (none: skipped;
-    one flag check). Eager on GPU, compile and CUDA graphs: every row, every step, no extra sync."""
-    static = mode != "eager"
+
+def _drive(loop: _BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int | None) -> None:
+    """Run ``loop``'s rounds until no hypothesis is active (:func:`~asrdecode.accel.run_until_done`: the done
+    flag is read at O(log) check points only, every round a masked no-op once the search ended). A static
+    loop's tree gets room for each batch of rounds before it runs (``on_check``); the native engine's
+    loop is host-driven (CPU)."""
     if loop._engine is not None:
         _drive_native(loop, max_symbols)
         return
-    run = StepRunner(mode, _BeamLoop.STATE)
-    steps = 0
-    skip_idle = device.type == "cpu" if _SKIP_IDLE_PREDICT is None else _SKIP_IDLE_PREDICT
-    while bool(loop.active.any()):
-        if static:
-            loop.tree.reserve(1)  # host-side capacity decision: a doubled storage is re-captured
-            run(_static_step, loop)
-            loop.tree.advance(1)
-        else:
-            loop.step()
-            if not skip_idle:
-                loop.predict_step()
-            else:
-                rows = loop.emitted.nonzero().squeeze(1)
-                if rows.numel():
-                    loop.predict_step(None if rows.numel() == loop.emitted.numel() else rows)
-        steps += 1
-        if max_symbols is None and steps % 1024 == 0 and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
+    if loop.B == 0 or loop.T == 0:  # no frame: no hypothesis can step
+        return
+    cap = max_symbols if max_symbols is not None else _checks.MAX_SYMBOLS_GUARD
+    # every round raises the least (frame, labels on it) of the active hypotheses: a bound on the rounds
+    limit = (loop.T + 1) * (cap + 2) + 16
+
+    def on_check(rounds: int) -> None:
+        if max_symbols is None and int(loop.symbols.max()) > _checks.MAX_SYMBOLS_GUARD:
             raise _checks.runaway_error()
-    loop.finish()
+        if loop.static:  # each round records one tree step
+            loop.tree.reserve(rounds)
+            loop.tree.advance(rounds)
+
+    run_until_done(run, _round, loop, _done, first_check=stats.estimate(loop.T), limit=limit,
+                            on_check=on_check)
+    stats.update(int(loop.busy), loop.T)  # the rounds needed, not the overshoot (one read)
 
 
 def _drive_native(loop: _BeamLoop, max_symbols: int | None) -> None:

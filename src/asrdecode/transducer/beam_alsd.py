@@ -39,8 +39,9 @@ def alsd_step(loop: _BeamLoop) -> None:
     ok = sel_val > _NEG_INF
     emitted = ok & ~is_carry & (tok != loop.blank)
     blanked = ok & ~is_carry & (tok == loop.blank)
-    p_time = loop.time.gather(1, parent)
-    p_sym = loop.symbols.gather(1, parent)
+    # the parents' integer fields in one gather: time, symbols, hash, nlabels, last
+    fields = torch.stack([loop.time, loop.symbols, loop.hash, loop.nlabels, loop.last], dim=2)
+    p_time, p_sym, p_hash, p_nl, p_last = fields.gather(1, parent[..., None].expand(B, K, 5)).unbind(2)
     label_adv = loop.rule.label_advance(dur)
     blank_adv = loop.rule.blank_advance(dur)
     # labels on the frame a label lands on: +1 on the same frame; a TDT label leaves its frame
@@ -53,14 +54,13 @@ def alsd_step(loop: _BeamLoop) -> None:
     time = p_time + adv
     # a TDT jump past the end stops at the end; before the last chunk it is kept (next chunk)
     time = torch.where(loop.final, torch.minimum(time, loop.lengths), time)
-    hsh = torch.where(emitted, extend_hash(loop.hash.gather(1, parent), tok), loop.hash.gather(1, parent))
-    nlabels = loop.nlabels.gather(1, parent) + emitted.long()
-    last = torch.where(emitted, tok, loop.last.gather(1, parent))
+    hsh = torch.where(emitted, extend_hash(p_hash, tok), p_hash)
+    nlabels = p_nl + emitted.long()
+    last = torch.where(emitted, tok, p_last)
 
     # merge equal transcripts on the same frame: best one keeps the log-sum-exp of the group
-    eq = ((hsh[:, :, None] == hsh[:, None, :]) & (time[:, :, None] == time[:, None, :])
-          & (nlabels[:, :, None] == nlabels[:, None, :]) & (last[:, :, None] == last[:, None, :])
-          & ok[:, :, None] & ok[:, None, :])  # [B, K, K]
+    key = torch.stack([hsh, time, nlabels, last], dim=2)  # [B, K, 4]: equal in all four
+    eq = (key[:, :, None] == key[:, None, :]).all(dim=3) & ok[:, :, None] & ok[:, None, :]  # [B, K, K]
     s_i, s_j = sel_val[:, :, None], sel_val[:, None, :]
     idx = torch.arange(K, device=eq.device)
     better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))

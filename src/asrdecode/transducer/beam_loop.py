@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from torch.utils._pytree import tree_flatten, tree_map
+
 from ..beam_hyps import EMPTY_HASH, BeamTree
 from ..fusion import FusionScorer
 from ..results import Hypothesis
@@ -61,7 +63,7 @@ class _BeamLoop:
 
     #: the attributes a step replaces (for CUDA graphs: the static buffers); the tree is written in place
     STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states",
-             "emitted", "labels", "active", "tree")
+             "emitted", "labels", "active", "done", "busy", "tree")
 
     def __init__(
         self,
@@ -74,6 +76,7 @@ class _BeamLoop:
         final: torch.Tensor | None = None,
         static: bool = False,
         native: bool = False,
+        capacity: int | None = None,
     ) -> None:
         B, T, _ = enc_proj.shape
         dev = enc_proj.device
@@ -87,8 +90,7 @@ class _BeamLoop:
         self._init_indices(dev)
         self._init_hypotheses(carried is None, dev)
         self.static = static
-        self.compact = not static and dev.type == "cpu"  # CPU eager: per-step row subsets (host syncs)
-        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T)
+        cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T, capacity or 0)
         self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
         if carried is not None:
@@ -99,6 +101,8 @@ class _BeamLoop:
             else:
                 self.tree = carried.tree
         self.active = self._expanding()
+        self.done = ~self.active.any()  # 0-dim: no hypothesis can step (the device loop's flag)
+        self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
         self.native = native and not static
         self._engine: Any = None
@@ -129,6 +133,33 @@ class _BeamLoop:
         self.beta = float(s.beta)
         self.max_symbols = s.max_symbols
 
+    def reset(self, enc_proj: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Start a new whole-utterance search in this loop's buffers, in place (a cached static loop: the
+        captured graphs read these addresses): ``enc_proj [b, t, H]`` (``b <= B``, ``t <= T``) and
+        ``lengths [b]`` are copied in, the rows and frames past them padded (padded rows: length 0)."""
+        b, t = enc_proj.shape[0], enc_proj.shape[1]
+        self.enc_proj.zero_()
+        self.enc_proj[:b, :t].copy_(enc_proj)
+        self.lengths.zero_()
+        self.lengths[:b, 0].copy_(lengths)
+        fresh = self._fresh
+        assert fresh is not None, "reset() needs a loop made for fresh searches"
+        self.score.fill_(_NEG_INF)
+        self.score[:, 0] = 0.0
+        for x in (self.time, self.symbols, self.nlabels, self.emitted):
+            x.zero_()
+        self.hash.fill_(EMPTY_HASH)
+        self.last.fill_(self.blank)
+        self.labels.fill_(self.blank)
+        for dst, src in zip(tree_flatten(self.pred_state)[0], tree_flatten(fresh[0])[0]):
+            dst.copy_(src)
+        self.dec_proj.copy_(fresh[1])
+        self.lm_states.copy_(fresh[2])
+        self.active.copy_(self._expanding())
+        self.done.copy_(~self.active.any())
+        self.busy.zero_()
+        self.tree.clear()
+
     def _init_indices(self, dev: torch.device) -> None:
         """Slot layout: ``S = K`` slots per utterance; WIND: a ring of ``window + 1`` frame lists of ``K``
         (slot ``r * K + k`` holds a hypothesis whose global frame is ``r`` modulo ``window + 1``)."""
@@ -141,6 +172,7 @@ class _BeamLoop:
         self.r_idx = torch.arange(self.R, device=dev)[None, :, None]  # [1, R, 1]
         self.slot_idx = torch.arange(S, device=dev)[None, :]  # [1, S]
         self.slot_list = self.slot_idx // K  # [1, S]: the frame list of each slot
+        self.minus_one = torch.full((1, 1), -1, dtype=torch.long, device=dev)  # "no token" (WIND's pool)
 
     def _init_hypotheses(self, fresh: bool, dev: torch.device) -> None:
         """The start of a search: one empty hypothesis per utterance (slot 0), fusion states; with
@@ -166,6 +198,9 @@ class _BeamLoop:
         self.lm_states = self.scorer.initial(N, dev, utterances=utt)  # [N, M]
         self.emitted = torch.zeros(N, dtype=torch.bool, device=dev)
         self.labels = torch.full((N,), self.blank, dtype=torch.long, device=dev)
+        # what :meth:`reset` restores (fresh searches only)
+        self._fresh = ((tree_map(torch.clone, self.pred_state), self.dec_proj.clone(), self.lm_states.clone())
+                       if fresh else None)
 
     def _expanding(self) -> torch.Tensor:
         """``[B, K]``: the hypotheses the next step expands.
@@ -181,14 +216,20 @@ class _BeamLoop:
             return active & (self.final | ~(valid & (self.time >= self.lengths)).any(dim=1, keepdim=True))
         big = torch.iinfo(torch.long).max
         tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
-        expand = active & (self.time == tmin)
         if self.wind:  # [B, 1]: the utterances whose next step pops their earliest frame's list
             return active.any(dim=1, keepdim=True) & (self.final | (tmin + self.window <= self.lengths))
-        return expand
+        return active & (self.time == tmin)
 
     # -- one step: expand, select, merge, update ---------------------------------------------
 
-    # -- one step: expand, select, merge, update ---------------------------------------------
+    def round(self) -> None:
+        """One round of the device loop (torch engine): a step, the prediction network on every row, the
+        done flag. Static shapes, no host read; a finished loop is unchanged by it (every hypothesis is
+        carried, its slot order aside; the tree records a step of no tokens)."""
+        self.busy = self.busy + (~self.done).long()
+        self.step()
+        self.predict_step()
+        self.done = ~self.active.any()
 
     def step(self) -> None:
         """One search step (native engine, WIND, or ALSD++ / AES++)."""
@@ -262,16 +303,20 @@ class _BeamLoop:
 
     # -- results ---------------------------------------------------------------------------------
 
-    def results(self, nbest: int) -> list[list[Hypothesis]]:
-        final = self.score
+    def results(self, nbest: int, rows: int | None = None) -> list[list[Hypothesis]]:
+        """The ``nbest`` best hypotheses of each utterance (of the first ``rows``: a padded cached loop)."""
+        B = self.B if rows is None else rows
+        final = self.score[:B]
         if self.fused:
-            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.S)
+            final = final + self.scorer.final(self.lm_states, dtype=self.dtype).view(self.B, self.S)[:B]
         vals, slots = final.topk(nbest, dim=1)
         slots = torch.where(vals > _NEG_INF, slots, -1)
+        if B < self.B:  # padded rows: no hypothesis to backtrack
+            slots = torch.cat([slots, slots.new_full((self.B - B, nbest), -1)])
         seqs = self.tree.backtrack(slots)
         vals_l = vals.tolist()
         out: list[list[Hypothesis]] = []
-        for b in range(self.B):
+        for b in range(B):
             row = []
             for n in range(nbest):
                 if vals_l[b][n] == _NEG_INF:

@@ -50,9 +50,11 @@ def _pop(loop: _BeamLoop) -> "_WindPop":
     pslots = r0 * K + loop.k_idx  # [B, K]
     p_score = loop.score.gather(1, pslots)
     p_flat = (loop.flat_base + pslots).view(B * K)
-    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=loop.symbols.gather(1, pslots),
-                    hash=loop.hash.gather(1, pslots), nlabels=loop.nlabels.gather(1, pslots),
-                    last=loop.last.gather(1, pslots), live=go & (p_score > _NEG_INF), flat=p_flat,
+    # the integer fields in one gather: symbols, hash, nlabels, last
+    fields = torch.stack([loop.symbols, loop.hash, loop.nlabels, loop.last], dim=2).gather(
+        1, pslots[..., None].expand(B, K, 4))
+    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=fields[..., 0], hash=fields[..., 1],
+                    nlabels=fields[..., 2], last=fields[..., 3], live=go & (p_score > _NEG_INF), flat=p_flat,
                     lm=loop.scorer.select(loop.lm_states, p_flat))
 
 
@@ -65,13 +67,7 @@ def _window(loop: _BeamLoop, pop: "_WindPop") -> "_WindWindow":
     enc = loop.enc_proj[loop.b_idx, frames.clamp(max=max(loop.T - 1, 0))]  # [B, W, H]
     dec = loop.dec_proj[pop.flat].view(B, K, 1, -1)
     enc = enc[:, None].expand(B, K, W, enc.shape[-1])
-    if loop.compact:  # CPU eager: the joint for the popped hypotheses only (one sync)
-        rows = pop.live.view(-1).nonzero().squeeze(1)
-        logits = checked_joint(loop.model, enc.reshape(B * K, W, -1)[rows], dec.view(B * K, 1, -1)[rows])
-        lp = torch.zeros((B * K, W, V), dtype=loop.dtype, device=dev)
-        lp = lp.index_copy(0, rows, torch.log_softmax(logits.to(loop.dtype), dim=-1)).view(B, K, W, V)
-    else:
-        lp = torch.log_softmax(checked_joint(loop.model, enc, dec).to(loop.dtype), dim=-1)  # [B, K, W, V]
+    lp = torch.log_softmax(checked_joint(loop.model, enc, dec).to(loop.dtype), dim=-1)  # [B, K, W, V]
     lpb = lp[..., blank]  # [B, K, W]
     blank_fr = torch.where(fvalid, (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb, 0.0)
     blank_ac = torch.where(fvalid, lpb, 0.0)
@@ -159,39 +155,41 @@ def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: A
 
 
 def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
-    """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best."""
+    """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best.
+
+    The integer fields of the pool (carried slots, then arrivals) travel packed in one ``[B, P, F]`` tensor:
+    one concatenation and one gather each instead of one per field (fewer kernels per round)."""
     B, K, V, S = loop.B, loop.K, loop.V, loop.S
     M = loop.lm_states.shape[-1]
     keep = torch.where(pop.go & (loop.slot_list == pop.r0), _NEG_INF, loop.score)  # the popped list is consumed
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
-    pool_time = torch.cat([loop.time, new.time], dim=1)
-    pool_sym = torch.cat([loop.symbols, new.sym], dim=1)
-    pool_hash = torch.cat([loop.hash, new.hash], dim=1)
-    pool_nl = torch.cat([loop.nlabels, new.nlabels], dim=1)
-    pool_last = torch.cat([loop.last, new.last], dim=1)
-    pool_src = torch.cat([loop.slot_idx.expand(B, S), new.src], dim=1)
-    pool_tok = torch.cat([torch.full((B, S), -1, dtype=torch.long, device=loop.score.device), new.tok], dim=1)
-    pool_frame = torch.cat([loop.time, new.frame], dim=1)
+    # fields: time, symbols, hash, nlabels, last, parent slot, token (-1: none), frame of the token
+    carried = torch.stack([loop.time, loop.symbols, loop.hash, loop.nlabels, loop.last, loop.slot_idx.expand(B, S),
+                           loop.minus_one.expand(B, S), loop.time], dim=2)
+    arrivals = torch.stack([new.time, new.sym, new.hash, new.nlabels, new.last, new.src, new.tok, new.frame], dim=2)
+    pool = torch.cat([carried, arrivals], dim=1)  # [B, P, 8]
+    pool_time, pool_hash, pool_nl, pool_last = pool[..., 0], pool[..., 2], pool[..., 3], pool[..., 4]
     pool_lm = torch.cat([loop.lm_states.view(B, S, M), new.lm], dim=1)
-    merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl, pool_time, pool_last))
+    merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl,))
     bucket = torch.remainder(loop.offset + pool_time, loop.R)  # [B, P]
     by_list = torch.where(bucket[:, None, :] == loop.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
     new_score, sel = by_list.topk(K, dim=2)
     new_score, sel = new_score.view(B, S), sel.view(B, S)
     live = new_score > _NEG_INF
 
-    parent = pool_src.gather(1, sel)
-    tokens = torch.where(live, pool_tok.gather(1, sel), -1)
+    kept = pool.gather(1, sel[..., None].expand(B, S, pool.shape[2]))  # [B, S, 8]
+    parent = kept[..., 5]
+    tokens = torch.where(live, kept[..., 6], -1)
     parent_flat = (loop.flat_base + parent).view(B * S)
     loop.pred_state = loop.model.select_state(loop.pred_state, parent_flat)
     loop.dec_proj = loop.dec_proj[parent_flat]
     loop.emitted = (tokens >= 0).view(B * S)
     loop.labels = torch.where(tokens >= 0, tokens, loop.blank).view(B * S)
     loop.lm_states = loop.scorer.gather(pool_lm, sel).reshape(B * S, M)
-    loop._record(tokens, parent, loop.rule.pack_data(loop.offset + pool_frame.gather(1, sel), 0))
+    loop._record(tokens, parent, loop.rule.pack_data(loop.offset + kept[..., 7], 0))
     loop.score = new_score
-    loop.time, loop.symbols = pool_time.gather(1, sel), pool_sym.gather(1, sel)
-    loop.hash, loop.nlabels, loop.last = pool_hash.gather(1, sel), pool_nl.gather(1, sel), pool_last.gather(1, sel)
+    loop.time, loop.symbols, loop.hash = kept[..., 0], kept[..., 1], kept[..., 2]
+    loop.nlabels, loop.last = kept[..., 3], kept[..., 4]
     loop.active = loop._expanding()
 
 
@@ -250,14 +248,13 @@ def _merge_equal(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
     B, P = score.shape
     # removed entries sort after the live ones of their key1, so equal live entries are adjacent
     _, order = torch.sort(torch.where(score > _NEG_INF, key2, torch.iinfo(torch.long).max), dim=1, stable=True)
-    _, by1 = torch.sort(key1.gather(1, order), dim=1, stable=True)
+    keys = torch.stack([key1, key2, *check], dim=2).gather(1, order[..., None].expand(B, P, 2 + len(check)))
+    _, by1 = torch.sort(keys[..., 0], dim=1, stable=True)
     order = order.gather(1, by1)
+    keys = keys.gather(1, by1[..., None].expand_as(keys))
     s = score.gather(1, order)
     live = s > _NEG_INF
-    same = live[:, 1:] & live[:, :-1]
-    for k in (key1, key2, *check):
-        k = k.gather(1, order)
-        same = same & (k[:, 1:] == k[:, :-1])
+    same = live[:, 1:] & live[:, :-1] & (keys[:, 1:] == keys[:, :-1]).all(dim=2)
     start = torch.cat([torch.ones_like(same[:, :1]), ~same], dim=1)
     seg = torch.cumsum(start.long(), dim=1) - 1  # [B, P] group of each sorted entry
     top = torch.full_like(s, _NEG_INF).scatter_reduce(1, seg, s, "amax", include_self=True).gather(1, seg)
