@@ -474,6 +474,10 @@ def _server_config(args: argparse.Namespace, server) -> Any:
     options.update((k, v) for k, v in given_options(args).items() if k != "decoder")
     if args.boost_weight is not None:
         options["boost_weight"] = args.boost_weight
+    if getattr(args, "latency", None) is not None:
+        from .streaming.latency import check_latency
+
+        options["latency"] = check_latency("--latency", args.latency)
     try:
         limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds,
                         min_audio_rate=args.min_audio_rate)
@@ -534,6 +538,17 @@ def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _latency_words(service: Any) -> str:
+    """``"latency 1.2 s (block 0.32 s, left 1 s, right 0.88 s), "`` of a service's default streams, or ``""``."""
+    from .serving.server import latency_in_force
+
+    info = latency_in_force(service.decoder)
+    if info is None:
+        return ""
+    return (f"latency {info['latency']:g} s (block {info['block']:g} s, left {info['left']:g} s, "
+            f"right {info['right']:g} s), ")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     server, _ = _serve_modules("serve")
     _check_batching(args)
@@ -553,7 +568,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = server.bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
     ready = (f"listening on ws://{host}:{port}{server.STREAM_PATH} (model {args.model}, "
-             f"decoder {service.config.decoder}, "
+             f"decoder {service.config.decoder}, {_latency_words(service)}"
              f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms); page http://{host}:{port}/")
     srv = server.Server(service, host=host, port=port, log_level=args.log_level,
                         on_ready=lambda: print(ready, flush=True))
@@ -852,6 +867,9 @@ def _add_serve_command(sub: Any, raw: type) -> None:
                         "decoded whole, as `transcribe` does (default: %(default)s)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
                    help="uvicorn log level (default: %(default)s)")
+    p.add_argument("--latency", type=float, default=None, metavar="SECONDS",
+                   help="streams' latency (block + lookahead, seconds) unless a stream's start message names "
+                        "its own (default: the model's: phone-ctc 1.2, demo models 1.6; docs/serving.md)")
     p.set_defaults(func=cmd_serve)
 
 

@@ -4,15 +4,20 @@ One WebSocket connection carries one audio stream (path ``/v1/stream``):
 
 1. client -> server, one **text** message, the stream's configuration (JSON object)::
 
-       {"sample_rate": 16000, "encoding": "s16le", "boosts": {"sense and sensibility": 2.0}, "name": "clip-7"}
+       {"sample_rate": 16000, "encoding": "s16le", "boosts": {"sense and sensibility": 2.0}, "name": "clip-7",
+        "latency": 1.2}
 
    ``sample_rate`` is required and must be 16000. ``encoding`` is ``"s16le"`` (default:
    little-endian signed 16-bit PCM) or ``"f32le"`` (little-endian float32 in [-1, 1]).
    ``boosts`` (optional) maps a phrase (a word for the WFST decoder) to its boost weight;
-   ``name`` (optional) is echoed back. Unknown keys are an error (a typo is not silently
+   ``name`` (optional) is echoed back. ``latency`` (optional, seconds, a number in
+   [``MIN_LATENCY_SECONDS``, ``MAX_LATENCY_SECONDS``]) is this stream's latency
+   (:mod:`asrdecode.streaming.latency`; default: the server's ``--latency``, else the model's
+   default); a bad one is ``bad_latency``. Unknown keys are an error (a typo is not silently
    ignored).
 2. server -> client ``{"type": "ready", "stream_id": ..., "sample_rate": 16000, "encoding": ...,
-   "max_chunk_bytes": ..., "frame_seconds": ...}``.
+   "max_chunk_bytes": ..., "frame_seconds": ..., "latency": {...}}`` (``latency``: the latency in
+   force, its block / left / right in seconds, where the decoder reports it).
 3. client -> server, any number of **binary** messages, each a chunk of mono PCM in the
    configured encoding (a whole number of samples, at most ``max_chunk_bytes``, any length).
 4. client -> server, one **text** message ``{"type": "end"}``: the audio is complete.
@@ -41,9 +46,12 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ..errors import check_int, check_number
+from ..streaming.latency import MAX_LATENCY_SECONDS, MIN_LATENCY_SECONDS, LatencyError, check_latency
+
 __all__ = [
     "SAMPLE_RATE", "ENCODINGS", "CLOSE_CODES", "Limits", "StreamConfig", "ProtocolError",
-    "parse_config", "parse_control", "decode_chunk", "encode_chunk", "error_message", "AudioRateMeter",
+    "parse_config", "parse_latency", "parse_control", "MIN_LATENCY_SECONDS", "MAX_LATENCY_SECONDS",
+    "decode_chunk", "encode_chunk", "error_message", "AudioRateMeter",
     "MAX_CHUNK_SECONDS_CEILING", "MAX_TEXT_BYTES_CEILING", "MAX_ABS_SAMPLE_CEILING",
 ]
 
@@ -58,6 +66,7 @@ CLOSE_CODES = {
     "bad_sample_rate": 1003,    # unsupported data
     "bad_encoding": 1003,
     "bad_boosts": 1008,
+    "bad_latency": 1008,        # not a number of seconds in range
     "bad_message": 1008,
     "unexpected_binary": 1008,
     "bad_chunk": 1007,          # inconsistent data (odd byte count, NaN / inf, samples out of range)
@@ -171,6 +180,7 @@ class StreamConfig:
     encoding: str = "s16le"
     boosts: Optional[dict[str, float]] = None
     name: Optional[str] = None
+    latency: Optional[float] = None
 
     def to_json(self) -> str:
         msg: dict[str, Any] = {"sample_rate": self.sample_rate, "encoding": self.encoding}
@@ -178,6 +188,8 @@ class StreamConfig:
             msg["boosts"] = dict(self.boosts)
         if self.name is not None:
             msg["name"] = self.name
+        if self.latency is not None:
+            msg["latency"] = self.latency
         return json.dumps(msg, ensure_ascii=False)
 
 
@@ -198,10 +210,10 @@ def _json_object(text: str, limits: Limits, what: str) -> dict[str, Any]:
 def parse_config(text: str, limits: Limits) -> StreamConfig:
     """Check the first (configuration) message of a stream; raise :class:`ProtocolError` if bad."""
     msg = _json_object(text, limits, "configuration")
-    unknown = sorted(set(msg) - {"sample_rate", "encoding", "boosts", "name"})
+    unknown = sorted(set(msg) - {"sample_rate", "encoding", "boosts", "name", "latency"})
     if unknown:
         raise ProtocolError("bad_config", f"configuration: unknown keys {unknown} "
-                            "(expected sample_rate, encoding, boosts, name)")
+                            "(expected sample_rate, encoding, boosts, name, latency)")
     if "sample_rate" not in msg:
         raise ProtocolError("bad_config", "configuration: 'sample_rate' is required")
     sr = msg["sample_rate"]
@@ -216,7 +228,17 @@ def parse_config(text: str, limits: Limits) -> StreamConfig:
     boosts = msg.get("boosts")
     if boosts is not None:
         boosts = _check_boosts(boosts, limits)
-    return StreamConfig(sample_rate=sr, encoding=enc, boosts=boosts or None, name=name)
+    latency = parse_latency(msg["latency"]) if msg.get("latency") is not None else None
+    return StreamConfig(sample_rate=sr, encoding=enc, boosts=boosts or None, name=name, latency=latency)
+
+
+def parse_latency(value: Any) -> float:
+    """A configuration's ``latency``: a number of seconds in [:data:`MIN_LATENCY_SECONDS`,
+    :data:`MAX_LATENCY_SECONDS`]; :class:`ProtocolError` ``bad_latency`` otherwise."""
+    try:
+        return check_latency("configuration: latency", value)
+    except LatencyError as err:
+        raise ProtocolError("bad_latency", str(err)) from None
 
 
 def _check_boosts(boosts: Any, limits: Limits) -> dict[str, float]:

@@ -33,6 +33,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional
 import numpy as np
 
 from ..errors import DecodingInputError, check_int, check_number
+from ..streaming.latency import LatencyError
 from .batcher import BatcherClosed, DynamicBatcher
 from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, Limits, ProtocolError, StreamConfig, decode_chunk,
                        error_message, parse_config, parse_control, result_message)
@@ -155,6 +156,21 @@ class _Entry:
 async def _quietly(awaitable: Any) -> None:
     with contextlib.suppress(Exception):
         await awaitable
+
+
+def stream_latency(decoder: Any, sid: Hashable) -> Optional[dict[str, Any]]:
+    """The latency in force of an open stream (``StreamDecoder.stream_latency``), ``None`` for a decoder
+    that does not report one."""
+    report = getattr(decoder, "stream_latency", None)
+    return report(sid) if callable(report) else None
+
+
+def latency_in_force(decoder: Any) -> Optional[dict[str, Any]]:
+    """The latency of the streams that name none (``StreamDecoder.latency_info()``: latency, block,
+    left, right in seconds, frames, the model's default), for ``/v1/info``; ``None`` for a decoder
+    that does not report one."""
+    report = getattr(decoder, "latency_info", None)
+    return report() if callable(report) else None
 
 
 def _decoding_failure(err: BaseException) -> tuple[str, str]:
@@ -307,8 +323,11 @@ class _Session:
         if msg.get("text") is None:
             raise ProtocolError("unexpected_binary", "the first message must be the JSON configuration, got binary data")
         self.config = parse_config(msg["text"], limits)
+        latency = {} if self.config.latency is None else {"latency": self.config.latency}
         try:
-            await svc.batcher.call(svc.decoder.open, self.sid, self.config.boosts)
+            await svc.batcher.call(svc.decoder.open, self.sid, self.config.boosts, **latency)
+        except LatencyError as err:
+            raise ProtocolError("bad_latency", f"configuration: {err}") from None
         except (ValueError, TypeError) as err:
             raise ProtocolError("bad_boosts" if self.config.boosts else "bad_config", str(err)) from None
         self.opened = True
@@ -317,6 +336,9 @@ class _Session:
                                  "encoding": self.config.encoding,
                                  "max_chunk_bytes": limits.max_chunk_bytes(self.config.encoding),
                                  "frame_seconds": svc.frame_seconds}
+        in_force = stream_latency(svc.decoder, self.sid)
+        if in_force is not None:
+            ready["latency"] = in_force
         if self.config.name is not None:
             ready["name"] = self.config.name
         await self._send_text(json.dumps(ready))

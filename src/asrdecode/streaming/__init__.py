@@ -17,5 +17,7 @@ See ``docs/serving.md``.
 
 from .decoder import MAX_ABS_SAMPLE, StreamDecoder, StreamInputError, StreamResult
 from .frontend import BlockFrontEnd
+from .latency import BlockContext, LatencyError, LatencyPolicy, latency_policy
 
-__all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE", "BlockFrontEnd"]
+__all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE", "BlockFrontEnd",
+           "BlockContext", "LatencyError", "LatencyPolicy", "latency_policy"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Collection, Hashable, Mapping
+from typing import Any, Collection, Hashable, Mapping, Optional
 
 import torch
 
@@ -35,6 +35,7 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis
 from .families import make_family
 from .frontend import AudioBuffer, BlockFrontEnd, check_audio
+from .latency import BlockContext, LatencyError, check_latency, latency_policy
 
 __all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE"]
 
@@ -93,6 +94,8 @@ class StreamResult:
 class _Stream:
     audio: AudioBuffer
     state: Any
+    front: BlockFrontEnd
+    latency: Optional[float] = None
     frames: int = 0
 
 
@@ -103,10 +106,15 @@ class StreamDecoder:
         bundle: a demo model from :func:`asrdecode.models.load` (``"demo-rnnt"``, ``"demo-tdt"``,
             ``"demo-ctc"``).
         decoder: ``"greedy"`` or ``"beam"`` (transducers, CTC), ``"wfst"`` (CTC; needs ``graph=``).
-        block_frames, left_context, right_context: the front end's block of ``N`` encoder frames
-            (80 ms each) and its left context and lookahead in frames (see
-            :mod:`asrdecode.streaming.frontend`). A block is decoded once its audio and lookahead
-            have arrived, so a frame waits at most ``block_frames + right_context`` frames.
+        latency: the default latency of the streams, in seconds (``None``: the model's default): the
+            longest algorithmic wait of a frame, ``(block_frames + right_context)`` frames, mapped
+            to the block and contexts by the model's :class:`~asrdecode.streaming.latency.LatencyPolicy`;
+            a stream may name its own in :meth:`open`.
+        block_frames, left_context, right_context: instead of ``latency``, the default streams'
+            block of ``N`` encoder frames and its left context and lookahead in frames (see
+            :mod:`asrdecode.streaming.frontend`); one not given is the default latency's. A block is
+            decoded once its audio and lookahead have arrived, so a frame waits at most
+            ``block_frames + right_context`` frames.
         boost_weight: ``"beam"`` decoders: the fusion weight of per-stream phrase boosting; with it
             set, :meth:`open` accepts ``boosts={phrase: bonus per token}`` (a
             :class:`~asrdecode.lm.BoostingTree` per stream); without it boosts are refused.
@@ -118,17 +126,59 @@ class StreamDecoder:
             ``final``, ``nbest``, ...) are refused.
 
     Raises:
-        ValueError: an unknown decoder name for the bundle, or a bad option.
+        ValueError: an unknown decoder name for the bundle, or a bad option; LatencyError (a
+        ValueError): a latency out of range, or given together with explicit frames.
     """
 
-    def __init__(self, bundle: Any, decoder: str = "greedy", *, block_frames: int = 16, left_context: int = 16,
-                 right_context: int = 4, **options: Any) -> None:
+    def __init__(self, bundle: Any, decoder: str = "greedy", *, latency: Optional[float] = None,
+                 block_frames: Optional[int] = None, left_context: Optional[int] = None,
+                 right_context: Optional[int] = None, **options: Any) -> None:
+        self.policy = latency_policy(bundle)
+        frames = {"block_frames": block_frames, "left_context": left_context, "right_context": right_context}
+        given = {k: v for k, v in frames.items() if v is not None}
+        if latency is not None and given:
+            raise LatencyError(f"give latency or {sorted(given)}, not both")
+        self.latency = self.policy.default_latency if latency is None else check_latency("latency", latency)
         self.family = make_family(bundle, decoder, options)
         self.bundle = bundle
         self.decoder = decoder
-        head = bundle.model.log_probs_from_encoder if bundle.kind == "ctc" else None
-        self.front = BlockFrontEnd(bundle, head, block_frames, left_context, right_context)
+        self._head = bundle.model.log_probs_from_encoder if bundle.kind == "ctc" else None
+        self._fronts: dict[BlockContext, BlockFrontEnd] = {}
+        ctx = dataclasses.replace(self.policy.context(self.latency), **given)
+        #: the front end of streams that name no latency
+        self.front = self._front(ctx)
         self._streams: dict[Hashable, _Stream] = {}
+
+    def _front(self, ctx: BlockContext) -> BlockFrontEnd:
+        """The (shared) front end of one block geometry."""
+        front = self._fronts.get(ctx)
+        if front is None:
+            front = BlockFrontEnd(self.bundle, self._head, ctx.block_frames, ctx.left_context, ctx.right_context)
+            self._fronts[ctx] = front
+        return front
+
+    def _front_for(self, latency: Optional[float]) -> BlockFrontEnd:
+        """The front end of a stream of ``latency`` seconds (``None``: the decoder's default)."""
+        if latency is None:
+            return self.front
+        return self._front(self.policy.context(check_latency("latency", latency)))
+
+    def latency_info(self, latency: Optional[float] = None) -> dict[str, Any]:
+        """The latency in force for streams of ``latency`` seconds (``None``: the default streams'):
+        ``{"latency", "block", "left", "right"}`` in seconds, ``frames`` and ``frame_seconds``, and
+        ``default_latency`` (the model's policy default)."""
+        front = self._front_for(latency)
+        ctx = BlockContext(front.block_frames, front.left_context, front.right_context)
+        return {"requested": self.latency if latency is None else float(latency),
+                **ctx.seconds(self.policy.frame_seconds),
+                "frames": {"block": ctx.block_frames, "left": ctx.left_context, "right": ctx.right_context},
+                "frame_seconds": self.policy.frame_seconds, "default_latency": self.policy.default_latency}
+
+    def stream_latency(self, stream_id: Hashable) -> dict[str, Any]:
+        """:meth:`latency_info` of an open stream (KeyError if it is not open)."""
+        if stream_id not in self._streams:
+            raise KeyError(f"stream {stream_id!r} is not open")
+        return self.latency_info(self._streams[stream_id].latency)
 
     # -- streams ---------------------------------------------------------------------------------
 
@@ -144,14 +194,17 @@ class StreamDecoder:
         return list(self._streams)
 
     @torch.inference_mode()
-    def open(self, stream_id: Hashable, boosts: Mapping[str, float] | None = None) -> None:
+    def open(self, stream_id: Hashable, boosts: Mapping[str, float] | None = None,
+             latency: Optional[float] = None) -> None:
         """Start a stream.
 
         ``boosts``: ``"wfst"``: ``{word: boost}`` added each time the word is output; ``"beam"``
-        with ``boost_weight``: ``{phrase: bonus per token}``.
+        with ``boost_weight``: ``{phrase: bonus per token}``. ``latency``: this stream's latency in
+        seconds (``None``: the decoder's default; see :meth:`latency_info`).
 
         Raises:
-            ValueError: the id is already open, or the decoder does not take these boosts.
+            ValueError: the id is already open, or the decoder does not take these boosts;
+            LatencyError (a ValueError): a latency out of range.
         """
         try:
             hash(stream_id)
@@ -159,8 +212,10 @@ class StreamDecoder:
             raise DecodingInputError(f"stream_id must be hashable, got {type(stream_id).__name__}") from None
         if stream_id in self._streams:
             raise DecodingInputError(f"stream {stream_id!r} is already open")
+        front = self._front_for(latency)
         self.family.check_boosts(boosts)
-        self._streams[stream_id] = _Stream(AudioBuffer.empty(), self.family.open(boosts))
+        self._streams[stream_id] = _Stream(AudioBuffer.empty(), self.family.open(boosts), front,
+                                           None if latency is None else float(latency))
 
     def close(self, stream_id: Hashable) -> None:
         """Abandon a stream (no final result). Raises KeyError for an id that is not open."""
@@ -238,9 +293,10 @@ class StreamDecoder:
         buffers, frames = [], []
         errors: dict[Hashable, Exception] = {}
         for sid in ids:
+            front = self._streams[sid].front
             buf = dataclasses.replace(self._streams[sid].audio)
-            self.front.push(buf, audio[sid])
-            f = self.front.frames(buf, sid in ends)
+            front.push(buf, audio[sid])
+            f = front.frames(buf, sid in ends)
             if f.numel() and not bool(torch.isfinite(f).all()):
                 errors[sid] = DecodingInputError(f"audio of stream {sid!r}: the front end turned it into NaN or inf "
                                                  "frames (samples out of range?)")
@@ -262,13 +318,15 @@ class StreamDecoder:
         return hyp
 
     @torch.inference_mode()
-    def offline(self, audio: Any, boosts: Mapping[str, float] | None = None) -> Hypothesis:
+    def offline(self, audio: Any, boosts: Mapping[str, float] | None = None,
+                latency: Optional[float] = None) -> Hypothesis:
         """Whole-utterance decoding of ``audio`` through the same block front end: the final result
-        a stream fed this audio returns, in any chunking."""
+        a stream of this ``latency`` (``None``: the default) fed this audio returns, in any chunking."""
         wave = check_audio("audio", audio)
         check_sample_range("audio", wave)
+        front = self._front_for(latency)
         self.family.check_boosts(boosts)
-        frames = self.front.encode_utterance(wave)
+        frames = front.encode_utterance(wave)
         return self._with_text(self.family.offline(frames, boosts))
 
     def __repr__(self) -> str:
