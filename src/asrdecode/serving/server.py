@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -325,7 +326,7 @@ class _Session:
         self.config = parse_config(msg["text"], limits)
         latency = {} if self.config.latency is None else {"latency": self.config.latency}
         try:
-            await svc.batcher.call(svc.decoder.open, self.sid, self.config.boosts, **latency)
+            await svc.batcher.call(functools.partial(svc.decoder.open, **latency), self.sid, self.config.boosts)
         except LatencyError as err:
             raise ProtocolError("bad_latency", f"configuration: {err}") from None
         except (ValueError, TypeError) as err:
