@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asrdecode.serving.protocol import (CLOSE_CODES, ENCODINGS, SAMPLE_RATE, Limits, ProtocolError, StreamConfig,
+from asrdecode.serving.protocol import (CLOSE_CODES, ENCODINGS, MAX_LATENCY_SECONDS, MIN_LATENCY_SECONDS,
+                                        SAMPLE_RATE, Limits, ProtocolError, StreamConfig,
                                         decode_chunk, parse_config, parse_control)
 
 LIMITS = Limits(max_chunk_seconds=0.25, max_text_bytes=4096, max_boosts=8, max_phrase_chars=20)
@@ -32,11 +33,12 @@ VALID_CONFIGS = [
     {"sample_rate": 16000},
     {"sample_rate": 16000, "encoding": "f32le", "name": "clip-7"},
     {"sample_rate": 16000, "encoding": "s16le", "boosts": {"sense and sensibility": 2.0, "clubs": -1}},
+    {"sample_rate": 16000, "latency": 1.2},
 ]
 HOSTILE_VALUES = [None, True, False, 0, -1, 16000.0, 10 ** 30, -(10 ** 30), 1e308, float("nan"), float("inf"),
                   "", "x" * 300, "16000", [], [16000], {}, {"a": 1}, {"": 1.0}, {"a": float("nan")},
                   {"a": 1e9}, {str(i): 1 for i in range(20)}, {"\u0000": 1}, "f32le\u0000"]
-KEYS = ["sample_rate", "encoding", "boosts", "name", "type", "Sample_rate", ""]
+KEYS = ["sample_rate", "encoding", "boosts", "name", "latency", "type", "Sample_rate", ""]
 
 
 def _check_config(text: str) -> None:
@@ -53,6 +55,7 @@ def _check_config(text: str) -> None:
             assert 0 < len(phrase) <= LIMITS.max_phrase_chars and math.isfinite(w)
             assert abs(w) <= LIMITS.max_boost_weight
         assert len(cfg.boosts or {}) <= LIMITS.max_boosts
+        assert cfg.latency is None or MIN_LATENCY_SECONDS <= cfg.latency <= MAX_LATENCY_SECONDS
         json.loads(cfg.to_json())
     assert time.perf_counter() - t0 < SLOW_CALL_S
 

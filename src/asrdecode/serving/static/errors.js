@@ -8,6 +8,7 @@ export const ERROR_TEXT = {
   bad_sample_rate: "The server takes 16 kHz audio only.",
   bad_encoding: "The server does not take this sample encoding.",
   bad_boosts: "The server refused the boosted phrases.",
+  bad_latency: "The server refused the stream's latency (a number of seconds in its range).",
   bad_message: "The server got a message it does not understand.",
   unexpected_binary: "Audio was sent before the stream was configured.",
   bad_chunk: "The server refused the audio: not valid PCM (NaN, infinite or out-of-range samples).",
