@@ -32,7 +32,7 @@ def test_latency_maps_to_each_models_context():
     assert latency_policy(_Named("phone-ctc:words=300", 0.02)) is phone
     assert phone.context(0.1) == BlockContext(3, 50, 2)      # 5 frames of 20 ms: block 3, lookahead 2
     assert phone.context(0.4) == BlockContext(10, 50, 10)
-    assert phone.context(2.0) == BlockContext(16, 50, 84)    # the block stays 0.32 s, the rest is lookahead
+    assert phone.context(2.0) == BlockContext(25, 50, 75)    # the block stays 0.5 s, the rest is lookahead
     assert phone.context() == phone.context(phone.default_latency)
     assert phone.context().latency_frames() * 0.02 == pytest.approx(phone.default_latency)
     for name in ("demo-ctc", "demo-rnnt", "demo-tdt"):
@@ -45,8 +45,8 @@ def test_latency_maps_to_each_models_context():
     assert other.context() == BlockContext(16, 16, 4) and other.default_latency == pytest.approx(0.8)
     assert latency_policy(_Named("phone-ctc", 0.08)) is not POLICIES["phone-ctc"]
     info = phone.info(1.2)
-    assert info["frames"] == {"block": 16, "left": 50, "right": 44}
-    assert (info["latency"], info["block"], info["left"], info["right"]) == pytest.approx((1.2, 0.32, 1.0, 0.88))
+    assert info["frames"] == {"block": 25, "left": 50, "right": 35}
+    assert (info["latency"], info["block"], info["left"], info["right"]) == pytest.approx((1.2, 0.5, 1.0, 0.7))
 
 
 @pytest.mark.parametrize("bad", ["1.0", True, None, [1], float("nan"), float("inf"), 0, -1.0, 0.001, 10.5])

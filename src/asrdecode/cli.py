@@ -666,6 +666,7 @@ _SERVE_EX = """examples:
   asrdecode serve                                             # the default model (phone-ctc: WFST) on ws://127.0.0.1:8000/v1/stream
   asrdecode serve --model demo-ctc --decoder beam --beam 8 --max-batch 32 --max-wait-ms 10 --port 9000
   asrdecode serve --max-batch 1                               # batching off
+  asrdecode serve --latency 0.8                               # final words sooner, less accurate (docs/serving.md)
   curl -F file=@data/real/cards-001.wav -F model=phone-ctc http://127.0.0.1:8000/v1/audio/transcriptions
                                                               # a whole file, offline (OpenAI's audio API shape)
 protocol: docs/serving.md; stop with Ctrl-C or SIGTERM (open streams finish, up to --drain-timeout)
@@ -867,9 +868,13 @@ def _add_serve_command(sub: Any, raw: type) -> None:
                         "decoded whole, as `transcribe` does (default: %(default)s)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
                    help="uvicorn log level (default: %(default)s)")
+    from .streaming.latency import MAX_LATENCY_SECONDS, MIN_LATENCY_SECONDS, POLICIES
+
+    defaults = ", ".join(f"{name} {pol.default_latency:g}" for name, pol in POLICIES.items())
     p.add_argument("--latency", type=float, default=None, metavar="SECONDS",
-                   help="streams' latency (block + lookahead, seconds) unless a stream's start message names "
-                        "its own (default: the model's: phone-ctc 1.2, demo models 1.6; docs/serving.md)")
+                   help=f"streams' latency (block + lookahead, {MIN_LATENCY_SECONDS:g} to {MAX_LATENCY_SECONDS:g} s) "
+                        f"unless a stream's start message names its own (default: the model's: {defaults}; "
+                        "docs/serving.md)")
     p.set_defaults(func=cmd_serve)
 
 
