@@ -174,3 +174,17 @@ def test_phone_ctc_default_latency_is_close_to_whole_file():
     old = phones(StreamDecoder(bundle, "greedy", block_frames=16, left_context=16, right_context=4))
     assert wer(whole, now, normalize=False) < 0.10
     assert wer(whole, old, normalize=False) > 0.20
+
+
+def test_serve_latency_flag_sets_the_streams_default():
+    pytest.importorskip("starlette")
+    from asrdecode import cli
+    from asrdecode.serving import server
+
+    args = cli.build_parser().parse_args(["serve", "--model", "demo-ctc", "--latency", "0.8"])
+    svc = server.build_service(cli._server_config(args, server))
+    assert server.latency_in_force(svc.decoder)["frames"] == {"block": 8, "left": 16, "right": 2}
+    assert "latency 0.8 s (block 0.64 s, left 1.28 s, right 0.16 s)" in cli._latency_words(svc)
+    bad = cli.build_parser().parse_args(["serve", "--model", "demo-ctc", "--latency", "-1"])
+    with pytest.raises(LatencyError, match="--latency"):
+        cli._server_config(bad, server)
