@@ -35,9 +35,12 @@ def test_latency_maps_to_each_models_context():
     assert phone.context(2.0) == BlockContext(25, 50, 75)    # the block stays 0.5 s, the rest is lookahead
     assert phone.context() == phone.context(phone.default_latency)
     assert phone.context().latency_frames() * 0.02 == pytest.approx(phone.default_latency)
-    for name in ("demo-ctc", "demo-rnnt", "demo-tdt"):
+    defaults = {"demo-ctc": BlockContext(16, 16, 9), "demo-rnnt": BlockContext(16, 16, 4),  # 2.0 s, 1.6 s (old)
+                "demo-tdt": BlockContext(12, 16, 3)}                                            # 1.2 s
+    for name, default in defaults.items():
         demo = latency_policy(_Named(name, 0.08))
-        assert demo.context() == BlockContext(16, 16, 4)      # 1.6 s: the old fixed front end
+        assert demo.context() == default
+        assert demo.context(1.6) == BlockContext(16, 16, 4)   # the old fixed front end
         assert demo.context(0.1) == BlockContext(1, 16, 0)    # one 80 ms frame at least
         assert demo.context(0.8) == BlockContext(8, 16, 2)
     # another model: the old front end on its own frame length; a bundled name with another frame too
@@ -65,11 +68,13 @@ def ctc():
 def test_streams_have_their_own_latency(ctc):
     wave = read_audio(DATA / "cards-001.wav")[:24000]
     dec = StreamDecoder(ctc, "greedy")
-    assert (dec.front.block_frames, dec.front.left_context, dec.front.right_context) == (16, 16, 4)
+    assert (dec.front.block_frames, dec.front.left_context, dec.front.right_context) == (16, 16, 9)
     dec.open("fast", latency=0.4)
     dec.open("default")
     assert dec.stream_latency("fast")["frames"] == {"block": 4, "left": 16, "right": 1}
-    assert dec.stream_latency("default")["latency"] == pytest.approx(1.6)
+    assert dec.stream_latency("default")["latency"] == pytest.approx(2.0)
+    # explicit frames: the rest is the old fixed front end's
+    assert StreamDecoder(ctc, "greedy", block_frames=8).latency_info()["frames"] == {"block": 8, "left": 16, "right": 4}
     partial = {"fast": [], "default": []}
     for a in range(0, wave.numel(), 2560):
         last = a + 2560 >= wave.numel()
@@ -115,7 +120,7 @@ def test_server_stream_latency_and_its_errors(ctc):
     dec = StreamDecoder(ctc, "greedy")
     svc = StreamingService(dec, ServerConfig(model="demo-ctc", decoder="greedy", warmup_seconds=0),
                            tokenizer=ctc.tokenizer, frame_seconds=ctc.frame_seconds)
-    assert latency_in_force(dec)["latency"] == pytest.approx(1.6)
+    assert latency_in_force(dec)["latency"] == pytest.approx(2.0)
     wave = read_audio(DATA / "cards-003.wav")[:20000].numpy()
 
     async def session(url: str, config: dict) -> list[dict]:

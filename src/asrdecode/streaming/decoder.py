@@ -35,7 +35,7 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis
 from .families import make_family
 from .frontend import AudioBuffer, BlockFrontEnd, check_audio
-from .latency import BlockContext, LatencyError, check_latency, latency_policy
+from .latency import OLD_FRONT, BlockContext, LatencyError, check_latency, latency_policy
 
 __all__ = ["StreamDecoder", "StreamResult", "StreamInputError", "MAX_ABS_SAMPLE"]
 
@@ -112,9 +112,9 @@ class StreamDecoder:
             a stream may name its own in :meth:`open`.
         block_frames, left_context, right_context: instead of ``latency``, the default streams'
             block of ``N`` encoder frames and its left context and lookahead in frames (see
-            :mod:`asrdecode.streaming.frontend`); one not given is the default latency's. A block is
-            decoded once its audio and lookahead have arrived, so a frame waits at most
-            ``block_frames + right_context`` frames.
+            :mod:`asrdecode.streaming.frontend`); one not given is the old fixed front end's
+            (16, 16, 4). A block is decoded once its audio and lookahead have arrived, so a frame
+            waits at most ``block_frames + right_context`` frames.
         boost_weight: ``"beam"`` decoders: the fusion weight of per-stream phrase boosting; with it
             set, :meth:`open` accepts ``boosts={phrase: bonus per token}`` (a
             :class:`~asrdecode.lm.BoostingTree` per stream); without it boosts are refused.
@@ -144,7 +144,9 @@ class StreamDecoder:
         self.decoder = decoder
         self._head = bundle.model.log_probs_from_encoder if bundle.kind == "ctc" else None
         self._fronts: dict[BlockContext, BlockFrontEnd] = {}
-        ctx = dataclasses.replace(self.policy.context(self.latency), **given)
+        ctx = dataclasses.replace(OLD_FRONT, **given) if given else self.policy.context(self.latency)
+        if given:
+            self.latency = ctx.latency_frames() * self.policy.frame_seconds
         #: the front end of streams that name no latency
         self.front = self._front(ctx)
         self._streams: dict[Hashable, _Stream] = {}
