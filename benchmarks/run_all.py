@@ -37,6 +37,7 @@ def main() -> int:
         ("word_lm_load", [sys.executable, "benchmarks/word_lm_load.py"]),
         ("phone_beam", [sys.executable, "benchmarks/phone_beam.py"]),
         ("stream_frontend", [sys.executable, "benchmarks/stream_frontend.py"]),
+        ("stream_latency", [sys.executable, "benchmarks/stream_latency.py", "--old"]),
         ("serving", [sys.executable, "benchmarks/serving.py", "--quick"]),
         ("distributed", [sys.executable, "benchmarks/distributed.py"]),
         ("cli_bench", [sys.executable, "-m", "asrdecode.cli", "bench", "--out", "benchmarks/latest/plots"]),
