@@ -20,6 +20,12 @@ and the stream is ended (``final``) right after its last chunk. Reported per lat
     OMP_NUM_THREADS=1 python3 benchmarks/stream_latency.py [--models phone-ctc demo-ctc ...]
         [--latencies 0.1 0.2 0.4 0.8 1.2 1.6 2.0] [--limit N] [--out table.md] [--json rows.json]
 
+``--frames N,C,R ...``: instead, for explicit geometries (encoder frames: block, left, right), the
+WER of ``offline`` and how close the block front end's frames are to whole-file frames (share of
+frames with the same top class; mean KL divergence from the whole-file posteriors; CTC models):
+
+    OMP_NUM_THREADS=1 python3 benchmarks/stream_latency.py --models phone-ctc --frames 16,16,4 16,50,64 25,50,55
+
 phone-ctc (the CLI's default: WFST over its cached graph) is measured on data/real; the demo models
 (trained on synthetic voices, ~85 % WER on real speech) on data/synth_test. ``--old`` adds a row
 for the old fixed front end (16 frames of block and of left context, 4 of lookahead).
@@ -176,6 +182,41 @@ def measure(model: str, settings: list[tuple[str, dict[str, Any]]], manifest: Pa
     return rows
 
 
+def frame_agreement(whole: StreamDecoder, dec: StreamDecoder, waves: list[torch.Tensor]) -> tuple[float, float]:
+    """``(share of frames with the same top class, mean KL(whole || blocks))`` of ``dec``'s front end
+    against ``whole``'s over ``waves`` (CTC log-probs ``[T, V]``)."""
+    same = total = 0
+    kl = 0.0
+    for w in waves:
+        ref, got = whole.front.encode_utterance(w), dec.front.encode_utterance(w)
+        n = min(ref.shape[0], got.shape[0])
+        ref, got = ref[:n].log_softmax(-1), got[:n].log_softmax(-1)
+        same += int((ref.argmax(-1) == got.argmax(-1)).sum())
+        kl += float((ref.exp() * (ref - got)).sum())
+        total += n
+    return same / max(1, total), kl / max(1, total)
+
+
+def frames_table(model: str, geometries: list[str], manifest: Path, limit: Optional[int]) -> str:
+    """WER and frame agreement of explicit ``"N,C,R"`` geometries (markdown)."""
+    bundle = load_bundle(model)
+    decoder, options = bundle_decoding(bundle, None, {})
+    entries = read_manifest(manifest)[:limit]
+    waves = [read_audio(e.audio_filepath) for e in entries]
+    refs = [e.text for e in entries]
+    whole = StreamDecoder(bundle, decoder, **WHOLE, **options)
+    out = [f"| {model}: N / C / R (frames) | WER % | same top class | KL |", "|---|---|---|---|",
+           f"| whole file | {100 * wer(refs, [whole.offline(w).text or '' for w in waves]):.2f} | 100 % | 0 |"]
+    for g in geometries:
+        n, c, r = (int(x) for x in g.split(","))
+        dec = StreamDecoder(bundle, decoder, block_frames=n, left_context=c, right_context=r, **options)
+        err = 100 * wer(refs, [dec.offline(w).text or "" for w in waves])
+        agree = frame_agreement(whole, dec, waves) if bundle.kind == "ctc" else (float("nan"), float("nan"))
+        out.append(f"| {n} / {c} / {r} | {err:.2f} | {100 * agree[0]:.1f} % | {agree[1]:.3f} |")
+        print(out[-1], file=sys.stderr, flush=True)
+    return "\n".join(out) + "\n"
+
+
 def markdown(rows: list[Row]) -> str:
     """The docs table."""
     out = ["| model | latency | block / left / right (s) | WER % | whole file | delay median (s) | delay p95 (s) "
@@ -197,8 +238,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--chunk", type=float, default=0.16, help="seconds of audio per message (default: 0.16)")
     p.add_argument("--out", type=Path, help="write the markdown table here")
     p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument("--frames", nargs="+", metavar="N,C,R", help="WER and frame agreement of these geometries")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    if args.frames:
+        tables = "\n".join(frames_table(m, args.frames, SETS.get(m, SYNTH), args.limit) for m in args.models)
+        print(tables)
+        if args.out:
+            args.out.write_text(tables)
+        return 0
     rows: list[Row] = []
     for model in args.models:
         settings = [(f"{lat:g} s", {"latency": lat}) for lat in args.latencies]
