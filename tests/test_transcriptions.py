@@ -153,8 +153,9 @@ def test_info_shows_resolved_options_and_latency(server) -> None:
     lookahead = front.right_context * front.samples_per_frame / 16000
     assert shape["lookahead_seconds"] == pytest.approx(lookahead)
     assert shape["block_seconds"] == pytest.approx(front.block_frames * front.samples_per_frame / 16000)
-    want = getattr(server.service.config, "latency", None)
-    assert info["latency_seconds"] == pytest.approx(want if isinstance(want, (int, float)) else lookahead)
+    # the latency in force: block + lookahead of the streams that name none (phone-ctc's default 1.6 s)
+    assert info["latency_seconds"] == pytest.approx(server.service.decoder.latency_info()["latency"])
+    assert info["latency_seconds"] == pytest.approx(1.6)
 
 
 def test_long_files_go_through_the_windowed_path_as_in_transcribe(server, client, capsys, monkeypatch) -> None:

@@ -141,9 +141,12 @@ def resolved_options(service: Any) -> dict[str, Any]:
 
 
 def stream_latency(service: Any) -> dict[str, Any]:
-    """``{"latency_seconds", "stream_front_end"}``: the latency in force for streams (the server
-    config's ``latency`` when it has one, else the block front end's lookahead) and the front end's
+    """``{"latency_seconds", "stream_front_end"}``: the latency in force for streams that name none
+    (:func:`~asrdecode.serving.server.latency_in_force`: block + lookahead, ``docs/serving.md``
+    *Latency*; without it the server config's ``latency``, else the lookahead) and the front end's
     block, left context and lookahead in seconds (``None`` without a block front end)."""
+    from .server import latency_in_force
+
     front = getattr(getattr(service, "decoder", None), "front", None)
     shape = None
     if front is not None and hasattr(front, "samples_per_frame"):
@@ -151,7 +154,10 @@ def stream_latency(service: Any) -> dict[str, Any]:
         shape = {"block_seconds": round(front.block_frames * sec, 4),
                  "left_context_seconds": round(front.left_context * sec, 4),
                  "lookahead_seconds": round(front.right_context * sec, 4)}
-    latency = getattr(service.config, "latency", None)
+    in_force = latency_in_force(getattr(service, "decoder", None))
+    latency = None if in_force is None else in_force["latency"]
+    if latency is None:
+        latency = getattr(service.config, "latency", None)
     if not isinstance(latency, (int, float)) or isinstance(latency, bool):
         latency = None if shape is None else shape["lookahead_seconds"]
     return {"latency_seconds": latency, "stream_front_end": shape}
