@@ -114,6 +114,7 @@ def test_server_stream_latency_and_its_errors(ctc):
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
+    from asrdecode.serving.loadtest import Clip, loadtest
     from asrdecode.serving.protocol import encode_chunk
     from asrdecode.serving.server import ServerConfig, ServerThread, StreamingService, latency_in_force
 
@@ -142,12 +143,14 @@ def test_server_stream_latency_and_its_errors(ctc):
     with ServerThread(svc) as st:
         ok = asyncio.run(session(st.url, {"latency": 0.4}))
         bad = asyncio.run(session(st.url, {"latency": "fast"}))
+        load = loadtest(st.url, [Clip("c", wave)], 1, latency=0.4, realtime=False, chunk_seconds=0.16)
     assert ok[0]["latency"]["frames"] == {"block": 4, "left": 16, "right": 1}
     partials = [m for m in ok if m["type"] == "partial"]
     assert len(partials) >= len(range(0, wave.size, 2560)) - 1 and partials[4]["frames"] > 0  # partials still arrive
     quantized = torch.from_numpy(np.round(wave * 32768).clip(-32768, 32767).astype(np.float32) / 32768)
     assert ok[-1]["type"] == "final" and ok[-1]["text"] == (dec.offline(quantized, latency=0.4).text or "")
     assert bad[0]["type"] == "error" and bad[0]["code"] == "bad_latency"
+    assert [r.final_text for r in load.results] == [ok[-1]["text"]]  # loadtest --latency: the same stream
 
 
 def _has_hama() -> bool:

@@ -602,6 +602,10 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     boosts = dict(parse_boost(b) for b in args.boost or [])
     kw = dict(chunk_seconds=args.chunk_seconds, duration=args.duration, encoding=args.encoding,
               boosts=boosts or None, stagger=not args.no_stagger, seed=args.seed)
+    if args.latency is not None:
+        from .streaming.latency import check_latency
+
+        kw["latency"] = check_latency("--latency", args.latency)
     if args.spawn:
         serve_args = ["--model", args.model, "--max-batch", str(args.max_batch),
                       "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue),
@@ -893,6 +897,8 @@ def _add_loadtest_command(sub: Any, raw: type) -> None:
     p.add_argument("--encoding", choices=("s16le", "f32le"), default="s16le", help="default: %(default)s")
     p.add_argument("--boost", action="append", metavar='"PHRASE:WEIGHT"', help="per-stream boost (repeatable)")
     p.add_argument("--no-stagger", action="store_true", help="start every stream at the same time")
+    p.add_argument("--latency", type=float, metavar="SECONDS",
+                   help="every stream's latency in its start message (default: the server's)")
     p.add_argument("--seed", type=int, default=0, help="start offsets (default: %(default)s)")
     p.add_argument("--json", type=Path, help="write the per-stream report here (atomically)")
     _add_serving(p, skip=("boost",))

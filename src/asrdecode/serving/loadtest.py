@@ -212,7 +212,8 @@ def load_clips(paths: Sequence[str | os.PathLike]) -> list[Clip]:
 
 async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, encoding: str,
                       boosts: Optional[Mapping[str, float]], realtime: bool, start_at: float,
-                      open_timeout: float, stop_at: Optional[float] = None) -> StreamReport:
+                      open_timeout: float, stop_at: Optional[float] = None,
+                      latency: Optional[float] = None) -> StreamReport:
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
@@ -224,6 +225,8 @@ async def _one_stream(url: str, clip: Clip, client: int, chunk_seconds: float, e
     cfg: dict[str, Any] = {"sample_rate": SAMPLE_RATE, "encoding": encoding, "name": f"{client}:{clip.name}"}
     if boosts:
         cfg["boosts"] = dict(boosts)
+    if latency is not None:
+        cfg["latency"] = float(latency)
     try:
         async with connect(url, max_size=None, compression=None, open_timeout=open_timeout,
                            ping_interval=None, close_timeout=5) as ws:
@@ -319,8 +322,9 @@ async def _send_audio(ws: Any, rep: StreamReport, chunks: Sequence[Any], receive
 async def run_load(url: str, clips: Sequence[Clip], streams: int, *, chunk_seconds: float = 0.5,
                    duration: Optional[float] = None, encoding: str = "s16le",
                    boosts: Optional[Mapping[str, float]] = None, realtime: bool = True, stagger: bool = True,
-                   seed: int = 0, open_timeout: float = 30.0) -> LoadTestReport:
-    """Run ``streams`` concurrent clients against ``url`` (see the module docs)."""
+                   seed: int = 0, open_timeout: float = 30.0, latency: Optional[float] = None) -> LoadTestReport:
+    """Run ``streams`` concurrent clients against ``url`` (see the module docs); ``latency``: every
+    stream's latency in its start message (``None``: the server's)."""
     if streams < 1:
         raise ValueError(f"streams must be >= 1, got {streams}")
     if not (chunk_seconds > 0 and math.isfinite(chunk_seconds)):
@@ -338,7 +342,7 @@ async def run_load(url: str, clips: Sequence[Clip], streams: int, *, chunk_secon
         start_at = t_start + offsets[i]
         while True:
             rep = await _one_stream(url, clips[k % len(clips)], i, chunk_seconds, encoding, boosts, realtime,
-                                    start_at, open_timeout, deadline)
+                                    start_at, open_timeout, deadline, latency=latency)
             out.append(rep)
             k += streams
             start_at = 0.0
