@@ -1,0 +1,68 @@
+"""The native and tensor engines agree where scores tie exactly (issue 35: "engines disagree").
+
+Exact ties are common in float32 searches (scores in the thousands have an ulp of ~1e-4) and under an LM's
+back-off; the native engine keeps equal candidates in candidate-index order, and the tensor engine's
+:func:`~asrdecode.selection.ordered_topk` does the same. Here the ties are made on purpose: a joint whose
+logits are rounded to multiples of 1/2, so equal logits give bit-equal log-probabilities.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrdecode.native import _lib
+from asrdecode.selection import ordered_topk
+from asrdecode.transducer import LSTMTransducer
+from asrdecode.transducer.beam import beam_search
+from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, tiny_lm
+
+native = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_ordered_topk_is_a_stable_descending_sort(dtype, k):
+    """Against a stable descending sort: many equal values, ``-inf`` among them, several rows and dims."""
+    gen = torch.Generator().manual_seed(k)
+    for trial in range(20):
+        x = torch.randint(-3, 3, (2, 7, 7 + trial), generator=gen).to(dtype)
+        if dtype.is_floating_point:
+            x = torch.where(x == -3, float("-inf"), x / 3)
+        for dim in (-1, 1):
+            got_v, got_i = ordered_topk(x, k, dim=dim)
+            want_v, want_i = x.sort(dim=dim, descending=True, stable=True)
+            assert torch.equal(got_v, want_v.narrow(dim, 0, k))
+            assert torch.equal(got_i, want_i.narrow(dim, 0, k))
+
+
+class RoundedJoint(LSTMTransducer):
+    """A random LSTM transducer whose joint's logits are rounded to multiples of 1/2: equal log-probs."""
+
+    def joint(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+        return torch.round(super().joint(enc_proj, dec_proj) * 2) / 2
+
+
+def rounded_model(seed: int, durations: list[int] | None, dtype: torch.dtype) -> RoundedJoint:
+    torch.manual_seed(seed)
+    m = RoundedJoint(FUSION_V, 5, 6, 8, blank_id=FUSION_BLANK, durations=durations).to(dtype).eval()
+    with torch.no_grad():
+        m.joint_out.weight.mul_(0.5)  # logits within a few units: many equal after rounding
+        m.joint_out.bias[FUSION_BLANK] += 0.5
+    return m
+
+
+@native
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]])
+@pytest.mark.parametrize("method,pruning", [("alsd", "late"), ("alsd", "early"), ("aes", "late"), ("aes", "early")])
+def test_engines_agree_on_exact_ties(tmp_path, durations, method, pruning):
+    lm = tiny_lm(tmp_path)
+    for seed in range(6):
+        dtype = (torch.float32, torch.float64)[seed % 2]
+        m = rounded_model(seed, durations, dtype)
+        enc = random_encoder(seed, 3, 12).to(dtype)
+        kw = dict(beam=4, nbest=4, method=method, pruning=pruning, max_symbols=3,
+                  fusion=[(lm, 0.5)] if seed % 3 else [])
+        got = beam_search(m, enc, engine="native", **kw)
+        want = beam_search(m, enc, engine="torch", **kw)
+        assert [hyp_key(r, 5) for r in got] == [hyp_key(r, 5) for r in want], (seed, dtype)
