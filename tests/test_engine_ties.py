@@ -13,7 +13,7 @@ import torch
 
 from asrdecode.native import _lib
 from asrdecode.selection import ordered_topk
-from asrdecode.transducer import LSTMTransducer
+from asrdecode.transducer import LSTMTransducer, StatelessTransducer
 from asrdecode.transducer.beam import beam_search
 from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, tiny_lm
 
@@ -71,3 +71,40 @@ def test_engines_agree_on_exact_ties(tmp_path, durations, method, pruning):
         got = beam_search(m, enc, engine="native", **kw)
         want = beam_search(m, enc, engine="torch", **kw)
         assert [hyp_key(r, 5) for r in got] == [hyp_key(r, 5) for r in want], (seed, dtype)
+
+
+def _agree(m, enc, **kw) -> list:
+    got = beam_search(m, enc, engine="native", **kw)
+    want = beam_search(m, enc, engine="torch", **kw)
+    assert [hyp_key(r, 5) for r in got] == [hyp_key(r, 5) for r in want]
+    return got
+
+
+@native
+@pytest.mark.parametrize("method", ["alsd", "aes"])
+@pytest.mark.parametrize("seed,pruning", [(0, "late"), (1, "early")])
+def test_engines_agree_when_the_symbol_cap_ends_every_frame(seed, pruning, method):
+    """Issue 35, case 3: a float32 model whose blank is so unlikely that ``max_symbols`` ends every frame.
+    The scores reach the thousands after a few frames (ulp ~1e-4), so candidates tie exactly; before the
+    tie rule was shared these seeds gave different n-best lists."""
+    torch.manual_seed(seed)
+    m = LSTMTransducer(64, 16, 16, 16, blank_id=63).eval()
+    with torch.no_grad():
+        m.joint_out.bias[63] -= 40.0
+    enc = torch.randn(4, 40, 16, generator=torch.Generator().manual_seed(seed))
+    with torch.inference_mode():
+        got = _agree(m, enc, beam=4, nbest=4, method=method, pruning=pruning, max_symbols=10)
+    assert all(len(h.tokens) == 400 for r in got for h in r)  # the cap on every frame
+
+
+@native
+def test_engines_agree_with_a_200k_vocabulary():
+    """Issue 35, case 2: a random icefall-style stateless transducer with 200000 tokens (flat, float32),
+    long enough that the scores reach ~2000: exact ties among the 800k candidates per step. Indices and
+    hashes are int64 on both engines (4 * 200001 candidates per utterance, no overflow)."""
+    torch.manual_seed(1)
+    m = StatelessTransducer(200_000, 16, 16, 16, blank_id=0, context=2).eval()
+    enc = torch.randn(2, 60, 16, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        got = _agree(m, enc, beam=4, nbest=4, method="alsd", max_symbols=3)
+    assert min(h.score for r in got for h in r) < -1500
