@@ -8,13 +8,17 @@ logits are rounded to multiples of 1/2, so equal logits give bit-equal log-proba
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
+from asrdecode.lm import NGramLM
 from asrdecode.native import _lib
 from asrdecode.selection import ordered_topk
 from asrdecode.transducer import LSTMTransducer, StatelessTransducer
 from asrdecode.transducer.beam import beam_search
+from test_lm_ngram import random_arpa
 from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, tiny_lm
 
 native = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
@@ -73,6 +77,21 @@ def test_engines_agree_on_exact_ties(tmp_path, durations, method, pruning):
         assert [hyp_key(r, 5) for r in got] == [hyp_key(r, 5) for r in want], (seed, dtype)
 
 
+def joint_in_float64(m: torch.nn.Module) -> torch.nn.Module:
+    """Let ``m``'s float32 joint compute in float64 and round to float32: its logits for a row then do not
+    depend on which other rows share the matrix product (BLAS blocking does otherwise by an ulp; the
+    native engine runs the joint on the expanding rows, the tensor engine on all ``B * beam``), so the
+    engines see the same logits and only their tie rules can make them differ."""
+    out = m.joint_out
+
+    def joint(enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(enc_proj.double() + dec_proj.double())
+        return torch.nn.functional.linear(x, out.weight.double(), out.bias.double()).float()
+
+    m.joint = joint
+    return m
+
+
 def _agree(m, enc, **kw) -> list:
     got = beam_search(m, enc, engine="native", **kw)
     want = beam_search(m, enc, engine="torch", **kw)
@@ -91,6 +110,7 @@ def test_engines_agree_when_the_symbol_cap_ends_every_frame(seed, pruning, metho
     m = LSTMTransducer(64, 16, 16, 16, blank_id=63).eval()
     with torch.no_grad():
         m.joint_out.bias[63] -= 40.0
+    joint_in_float64(m)
     enc = torch.randn(4, 40, 16, generator=torch.Generator().manual_seed(seed))
     with torch.inference_mode():
         got = _agree(m, enc, beam=4, nbest=4, method=method, pruning=pruning, max_symbols=10)
@@ -103,8 +123,28 @@ def test_engines_agree_with_a_200k_vocabulary():
     long enough that the scores reach ~2000: exact ties among the 800k candidates per step. Indices and
     hashes are int64 on both engines (4 * 200001 candidates per utterance, no overflow)."""
     torch.manual_seed(1)
-    m = StatelessTransducer(200_000, 16, 16, 16, blank_id=0, context=2).eval()
+    m = joint_in_float64(StatelessTransducer(200_000, 16, 16, 16, blank_id=0, context=2).eval())
     enc = torch.randn(2, 60, 16, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         got = _agree(m, enc, beam=4, nbest=4, method="alsd", max_symbols=3)
     assert min(h.score for r in got for h in r) < -1500
+
+
+@native
+def test_engines_agree_with_a_token_lm_in_the_cap_regime(tmp_path):
+    """Issue 35, case 1 (the paper RNN-T with its token 4-gram, weight 0.3, beta 0), small: a flat float32
+    model over 1024 labels + blank whose LM outweighs the acoustics, so every frame ends at the cap and the
+    scores reach ~-2700 (ulp 2.4e-4): exact ties between candidates of different hypotheses. (Early pruning
+    on the same input differs by an ulp already at step 0: the engines' float32 log-softmax sums round
+    differently, see docs/architecture.md; that near-tie is not a tie-rule matter.)"""
+    V = 1025
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(random.Random(3), V - 1, 4, max_per_order=300, suffix_closed=True))
+    lm = NGramLM.from_arpa(path, vocab_size=V, blank_id=V - 1)
+    torch.manual_seed(0)
+    m = joint_in_float64(LSTMTransducer(V, 16, 16, 16, blank_id=V - 1).eval())
+    enc = torch.randn(4, 40, 16, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        got = _agree(m, enc, beam=4, nbest=4, method="alsd", pruning="late", max_symbols=10, fusion=[(lm, 0.3)],
+                     beta=0.0)
+    assert min(h.score for r in got for h in r) < -2000
