@@ -24,8 +24,8 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     Returns:
         (values, indices), each ``[..., k, ...]``.
 
-    Cost: ``torch.topk`` plus one comparison and one integer top-k over ``x`` (the lowest indices equal to
-    the k-th value), and three sorts of ``k`` entries.
+    Cost: ``torch.topk`` plus one comparison and one more top-k over ``x`` (the lowest indices equal to the
+    k-th value), and ``k * k`` comparisons.
     """
     if dim != -1 and dim != x.dim() - 1:
         val, idx = ordered_topk(x.movedim(dim, -1), k)
@@ -33,15 +33,20 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     n = x.shape[-1]
     val, idx = x.topk(k, dim=-1)  # values non-increasing; the indices of equal values in any order
     kth = val[..., -1:]
-    # the k-th value's ties: keep the lowest indices (n marks "no such entry")
-    pos = torch.arange(n, device=x.device)
-    ties = torch.where(x == kth, pos, n).topk(k, dim=-1, largest=False).values  # ascending
+    # the k-th value's ties: keep the lowest indices (n marks "no such entry"); a float32 key where exact
+    # (n <= 2**24: the faster top-k), else int64
+    if n <= 1 << 24:
+        pos = torch.arange(n, device=x.device, dtype=torch.float32)
+        ties = -torch.where(x == kth, -pos, -float(n)).topk(k, dim=-1).values
+        ties = ties.long()
+    else:
+        ties = torch.where(x == kth, torch.arange(n, device=x.device), n).topk(k, dim=-1, largest=False).values
     above = (val > kth).sum(dim=-1, keepdim=True)  # entries strictly better than the k-th value: kept
     j = torch.arange(k, device=x.device)
     fill = ties.gather(-1, (j - above).clamp(min=0))
     idx = torch.where((j < above) | (fill >= n), idx, fill)
-    # among equal values, ascending index: sort by index, then stably by value
-    idx, order = idx.sort(dim=-1)
-    val = val.gather(-1, order)
-    val, order = val.sort(dim=-1, descending=True, stable=True)
-    return val, idx.gather(-1, order)
+    # equal values by ascending index: each entry's place = the entries that go before it ([..., k, k]);
+    # the values, non-increasing already, keep theirs
+    v_i, v_j = val[..., :, None], val[..., None, :]
+    before = (v_j > v_i) | ((v_j == v_i) & (idx[..., None, :] < idx[..., :, None]))
+    return val, torch.empty_like(idx).scatter_(-1, before.sum(dim=-1), idx)
