@@ -1,8 +1,8 @@
 """ALSD++, AES++ and WIND on the native engine: the same hypotheses as the tensor engine and the per-utterance
 oracles.
 
-Random models in float64 with continuous random weights (no exact score ties, so the engines' tie rules
-never matter: the native engine keeps ties in candidate-index order, torch's topk in its own).
+Random models in float64 with continuous random weights (no exact score ties). Both engines keep ties in
+candidate-index order (the tensor engine through ``selection.ordered_topk``); test_engine_ties.py makes ties.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import torch
 
 from ..errors import DecodingInputError, check_int, check_lengths
 from ..results import Hypothesis
+from ..selection import ordered_topk
 from ..transducer import check_model
 from .sherpa_compat import length_normalised
 
@@ -131,9 +132,9 @@ def _one(model: Any, enc: torch.Tensor, beam: int, unk_id: Optional[int], contex
         h = len(ys)
         logits = model.joint(enc[t].expand(h, -1), dec)[:, :v].float()
         scores = (logits.log_softmax(-1) + logp.float().unsqueeze(1)).flatten()
-        top = scores.topk(min(beam, scores.numel()))
+        top_v, top_i = ordered_topk(scores, min(beam, scores.numel()))  # ties: lower hyp * V + token (native)
         merged: dict[tuple[int, ...], list] = {}
-        for s, k in zip(top.values.tolist(), top.indices.tolist()):
+        for s, k in zip(top_v.tolist(), top_i.tolist()):
             parent, tok = divmod(k, v)
             emits = tok != blank and tok != unk_id
             key = ys[parent] + (tok,) if emits else ys[parent]

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..beam_hyps import extend_hash
+from ..selection import ordered_topk
 from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
@@ -135,7 +136,7 @@ def _select(
         sel_val, parent, col, is_carry = _top_k_with_carry(cand, carry)
         c = colc = col.clamp(max=C - 1)
     else:
-        top_ac, top_c = acoustic.topk(K, dim=2)  # per hypothesis, acoustic only: [B, K, K]
+        top_ac, top_c = ordered_topk(acoustic, K)  # per hypothesis, acoustic only: [B, K, K]
         top_tok = top_c // D
         if loop.fused:
             lm_sel, lm_next = loop.scorer.score_tokens(loop.lm_states, top_tok.view(N, K), dtype=loop.dtype)
@@ -154,12 +155,13 @@ def _select(
 def _top_k_with_carry(
     cand: torch.Tensor, carry: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The ``K`` best of candidates ``[B, K, W]`` plus each hypothesis' carried score ``[B, K, 1]``.
+    """The ``K`` best of candidates ``[B, K, W]`` plus each hypothesis' carried score ``[B, K, 1]``; equal
+    scores in the order of the candidate index ``k * (W + 1) + column`` (the native engine's rule).
 
     Returns (scores, parent slot, column in ``0..W`` — ``W`` is the carry, is-carry), each ``[B, K]``.
     """
     B, K, W = cand.shape
     width = W + 1
-    sel_val, sel_idx = torch.cat([cand, carry], dim=2).view(B, K * width).topk(K, dim=1)
+    sel_val, sel_idx = ordered_topk(torch.cat([cand, carry], dim=2).view(B, K * width), K)
     col = sel_idx % width
     return sel_val, sel_idx // width, col, col == W

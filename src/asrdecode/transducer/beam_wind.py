@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..beam_hyps import extend_hash
+from ..selection import ordered_topk
 from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
@@ -119,7 +120,7 @@ def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: A
                          _NEG_INF)
         ac = torch.where(win.is_blank, torch.where(win.last_frame, win.blank_ac.sum(-1)[..., None],
                                                    _NEG_INF)[..., None], ac)
-        rank, col = ac.reshape(B, K, C).topk(K, dim=2)  # [B, K, K]
+        rank, col = ordered_topk(ac.reshape(B, K, C), K)  # [B, K, K]
         val = win.no_lm.reshape(B, K, C).gather(2, col)
         tok = col % V
         lm_s, lm_nx = loop.scorer.score_tokens(pop.lm, tok.view(B * K, K), dtype=loop.dtype)
@@ -127,7 +128,7 @@ def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: A
         new_lm = lm_nx.view(B, K * K, M)
     else:
         fused = win.no_lm + torch.where(win.is_blank, 0.0, lm_full)[:, :, None, :]
-        val, col = fused.reshape(B, K, C).topk(K, dim=2)
+        val, col = ordered_topk(fused.reshape(B, K, C), K)
         rank = val
         tok = col % V
         new_lm = loop.scorer.gather(lm_next.view(B * K, V, M), tok.view(B * K, K)).view(B, K * K, M)
@@ -173,7 +174,7 @@ def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl,))
     bucket = torch.remainder(loop.offset + pool_time, loop.R)  # [B, P]
     by_list = torch.where(bucket[:, None, :] == loop.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
-    new_score, sel = by_list.topk(K, dim=2)
+    new_score, sel = ordered_topk(by_list, K)
     new_score, sel = new_score.view(B, S), sel.view(B, S)
     live = new_score > _NEG_INF
 

@@ -1,0 +1,52 @@
+"""Top-k selection with a fixed tie rule, shared by the tensor beam searches and matching the native engine.
+
+``torch.topk`` leaves the order of equal values open (and which of several equal values at the k-th place
+it keeps). The native engine's selections (``asrd::TopK``) take the higher value first and, among equal
+values, the lower index. :func:`ordered_topk` gives the same answer in tensor operations: no host
+synchronisation and static shapes, so it runs eagerly, under ``torch.compile`` and in CUDA graphs.
+Exact ties are frequent in float32 searches: scores in the thousands have an ulp of ~1e-4, so candidates
+whose increments differ by less round to the same sum.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["ordered_topk"]
+
+
+def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest values of ``x`` along ``dim`` and their indices, best first; equal values are
+    ordered, and kept at the k-th place, by ascending index.
+
+    Args:
+        x: ``[..., n, ...]`` real tensor without NaN; ``1 <= k <= n``.
+    Returns:
+        (values, indices), each ``[..., k, ...]``.
+
+    Cost: ``torch.topk`` plus one comparison and one more top-k over ``x`` (the lowest indices equal to the
+    k-th value), and ``k * k`` comparisons.
+    """
+    if dim != -1 and dim != x.dim() - 1:
+        val, idx = ordered_topk(x.movedim(dim, -1), k)
+        return val.movedim(-1, dim), idx.movedim(-1, dim)
+    n = x.shape[-1]
+    val, idx = x.topk(k, dim=-1)  # values non-increasing; the indices of equal values in any order
+    kth = val[..., -1:]
+    # the k-th value's ties: keep the lowest indices (n marks "no such entry"); a float32 key where exact
+    # (n <= 2**24: the faster top-k), else int64
+    if n <= 1 << 24:
+        pos = torch.arange(n, device=x.device, dtype=torch.float32)
+        ties = -torch.where(x == kth, -pos, -float(n)).topk(k, dim=-1).values
+        ties = ties.long()
+    else:
+        ties = torch.where(x == kth, torch.arange(n, device=x.device), n).topk(k, dim=-1, largest=False).values
+    above = (val > kth).sum(dim=-1, keepdim=True)  # entries strictly better than the k-th value: kept
+    j = torch.arange(k, device=x.device)
+    fill = ties.gather(-1, (j - above).clamp(min=0))
+    idx = torch.where((j < above) | (fill >= n), idx, fill)
+    # equal values by ascending index: each entry's place = the entries that go before it ([..., k, k]);
+    # the values, non-increasing already, keep theirs
+    v_i, v_j = val[..., :, None], val[..., None, :]
+    before = (v_j > v_i) | ((v_j == v_i) & (idx[..., None, :] < idx[..., :, None]))
+    return val, torch.empty_like(idx).scatter_(-1, before.sum(dim=-1), idx)
