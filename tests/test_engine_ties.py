@@ -148,3 +148,22 @@ def test_engines_agree_with_a_token_lm_in_the_cap_regime(tmp_path):
         got = _agree(m, enc, beam=4, nbest=4, method="alsd", pruning="late", max_symbols=10, fusion=[(lm, 0.3)],
                      beta=0.0)
     assert min(h.score for r in got for h in r) < -2000
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_packed_topk_equals_a_stable_sort_on_ties_zeros_and_infinities(seed):
+    """The accelerators' float32 selection (packed int64 keys) orders like a stable descending sort:
+    equal values by ascending index, -0.0 equal to +0.0, -inf last; the other path agrees."""
+    from asrdecode.selection import _packed_topk, ordered_topk
+
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(60):
+        n = int(torch.randint(1, 70, (1,), generator=g))
+        k = int(torch.randint(1, n + 1, (1,), generator=g))
+        x = torch.randint(-4, 4, (3, n), generator=g).float() * 0.5
+        x[x == 1.5] = float("-inf")
+        x[x == -0.5] = -0.0
+        want = torch.sort(-(x + 0.0).double(), dim=-1, stable=True).indices[..., :k]
+        for val, idx in (_packed_topk(x, k), ordered_topk(x, k), ordered_topk(x.double(), k)):
+            assert torch.equal(idx, want)
+            assert torch.equal(val.float(), x.gather(-1, want))

@@ -24,13 +24,16 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     Returns:
         (values, indices), each ``[..., k, ...]``.
 
-    Cost: ``torch.topk`` plus one comparison and one more top-k over ``x`` (the lowest indices equal to the
-    k-th value), and ``k * k`` comparisons.
+    Cost: float32 on an accelerator: one int64 top-k over packed (score, index) keys and a few
+    element-wise kernels (:func:`_packed_topk`). Otherwise: ``torch.topk`` plus one comparison and one
+    more top-k over ``x`` (the lowest indices equal to the k-th value), and ``k * k`` comparisons.
     """
     if dim != -1 and dim != x.dim() - 1:
         val, idx = ordered_topk(x.movedim(dim, -1), k)
         return val.movedim(-1, dim), idx.movedim(-1, dim)
     n = x.shape[-1]
+    if x.dtype == torch.float32 and x.device.type != "cpu" and n < 1 << 31:
+        return _packed_topk(x, k)  # fewer kernels (a GPU's cost); on the CPU the int64 element-wise work costs more
     val, idx = x.topk(k, dim=-1)  # values non-increasing; the indices of equal values in any order
     kth = val[..., -1:]
     # the k-th value's ties: keep the lowest indices (n marks "no such entry"); a float32 key where exact
@@ -50,3 +53,16 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     v_i, v_j = val[..., :, None], val[..., None, :]
     before = (v_j > v_i) | ((v_j == v_i) & (idx[..., None, :] < idx[..., :, None]))
     return val, torch.empty_like(idx).scatter_(-1, before.sum(dim=-1), idx)
+
+
+def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`ordered_topk` of float32 ``x [..., n]`` as one int64 top-k: the score's bits made
+    order-preserving as a signed int (``-0.0`` counted as ``+0.0``: they compare equal) in the high 32
+    bits, ``n - 1 - index`` in the low 32 (so among equal scores the lower index is larger)."""
+    n = x.shape[-1]
+    bits = (x + 0.0).view(torch.int32).long()  # x + 0.0: -0.0 -> +0.0
+    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # negative floats: larger magnitude -> smaller key
+    rev = torch.arange(n - 1, -1, -1, device=x.device)
+    top = ((key << 32) | rev).topk(k, dim=-1).values
+    idx = (n - 1) - (top & 0xFFFFFFFF)
+    return x.gather(-1, idx), idx
