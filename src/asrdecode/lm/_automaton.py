@@ -22,6 +22,12 @@ already applied. ``advance`` walks each state's chain to its nearest dense state
 accumulated backoff and overwrites the labels that the light states on the way have arcs for
 (scatter of at most ``light_degree`` arcs per level). All of it is masked tensor ops without
 host synchronisation; the cost is one row gather plus ``max_chain`` small scatters.
+
+``advance`` and ``score_tokens`` do not walk at call time: :mod:`asrdecode.lm._fused` resolves the walk
+per state at load (the chain's light arcs, their accumulated weights and which of them a nearer level
+shadows), so a call is about 18 kernels whatever the order, with the walk's exact values. The walk
+(``_advance`` / ``_score_tokens_walk``) builds the dense rows and serves automata whose light states
+have too many arcs for the fused tables (``fused is None``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import torch
 
 from .._validation import Checker, ValidationMark
 from ..errors import DecodingInputError
+from ._fused import FusedTables, advance_fused, build_fused, score_tokens_fused
 
 __all__ = ["BackoffAutomaton"]
 
@@ -45,6 +52,7 @@ _FIELDS = (
     "final_weight",
     "terminal",
 )
+_FUSED_TENSORS = ("int_table", "float_table", "keep", "arange_d")
 
 
 class BackoffAutomaton:
@@ -111,7 +119,8 @@ class BackoffAutomaton:
     def _validation_parts(self) -> tuple:
         """Everything the engines read (the mark compares these)."""
         return (self.vocab_size, self.blank_id, self.root_fill, self._n_arcs, *(getattr(self, f) for f in _FIELDS),
-                self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree)
+                self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree,
+                *(() if self.fused is None else self.fused[:4]))
 
     def _check_arrays(self) -> None:
         """Check the structure's own arrays (not the derived dense rows); raise :class:`DecodingInputError`."""
@@ -158,6 +167,18 @@ class BackoffAutomaton:
         c.in_range("dense_next", self.dense_next, 0, S)
         if bool((self.dense_index[self.terminal] < 0).any()):
             c.fail("every terminal state needs a dense row")
+        if self.fused is not None:
+            self._check_fused(c, self.fused, S, H)
+
+    def _check_fused(self, c: Checker, t: FusedTables, S: int, H: int) -> None:
+        """Shapes and ranges of the fused tables (:mod:`asrdecode.lm._fused`)."""
+        L, E = t.levels, t.levels * t.degree
+        if tuple(t.int_table.shape) != (S, 1 + L) or tuple(t.float_table.shape) != (S, 1 + L):
+            c.fail(f"fused tables must be [{S}, {1 + L}]")
+        if tuple(t.keep.shape) != (S, E) or t.keep.dtype != torch.uint8 or t.arange_d.numel() != t.degree:
+            c.fail(f"fused keep mask must be uint8 [{S}, {E}]")
+        c.in_range("fused dense rows", t.int_table[:, 0], 0, H)
+        c.in_range("fused arc starts", t.int_table[:, 1:], 0, self._n_arcs + 1)
 
     def validate(self) -> None:
         """Check every array the engines read (see :mod:`asrdecode._validation`) and mark the automaton
@@ -198,6 +219,7 @@ class BackoffAutomaton:
         cand_idx, is_dense = self._choose_dense()
         self._count_chain_steps(is_dense)
         self._build_dense_rows(cand_idx, depth)
+        self.fused: FusedTables | None = build_fused(self)
 
     def _chain_depth(self) -> torch.Tensor:
         """Steps from each state to a terminal along its backoff chain ``[S]`` (raises on a cycle).
@@ -348,11 +370,19 @@ class BackoffAutomaton:
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
         self.ensure_valid()
+        if self.fused is not None:
+            return advance_fused(self, self.fused, states)
         return self._advance(states, self.max_chain, self.light_degree)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (binary search per level)."""
+        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (only those columns)."""
         self.ensure_valid()
+        if self.fused is not None:
+            return score_tokens_fused(self, self.fused, states, tokens)
+        return self._score_tokens_walk(states, tokens)
+
+    def _score_tokens_walk(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``score_tokens`` by walking the chain (a binary search per level)."""
         V = self.vocab_size
         cur = states[:, None].expand_as(tokens).contiguous()
         acc = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
@@ -421,10 +451,18 @@ class BackoffAutomaton:
         self.ensure_valid()
         new = object.__new__(type(self))
         for k, v in self.__dict__.items():
+            if isinstance(v, FusedTables):
+                v = v._replace(**{f: getattr(v, f).to(device) for f in _FUSED_TENSORS})
             new.__dict__[k] = v.to(device) if isinstance(v, torch.Tensor) else v
         new._mark = ValidationMark(new._validation_parts())  # an exact copy of a validated automaton
         return new
 
     def memory_bytes(self) -> int:
-        """Bytes held by all tensors (structure + dense rows)."""
-        return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor))
+        """Bytes held by all tensors (structure, dense rows and fused tables)."""
+        return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor)) + \
+            self.fused_bytes()
+
+    def fused_bytes(self) -> int:
+        """Bytes held by the fused tables (0 without them)."""
+        t = self.fused
+        return 0 if t is None else sum(getattr(t, f).numel() * getattr(t, f).element_size() for f in _FUSED_TENSORS)
