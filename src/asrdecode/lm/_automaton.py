@@ -52,7 +52,6 @@ _FIELDS = (
     "final_weight",
     "terminal",
 )
-_FUSED_TENSORS = ("int_table", "float_table", "keep", "arange_d")
 
 
 class BackoffAutomaton:
@@ -120,7 +119,7 @@ class BackoffAutomaton:
         """Everything the engines read (the mark compares these)."""
         return (self.vocab_size, self.blank_id, self.root_fill, self._n_arcs, *(getattr(self, f) for f in _FIELDS),
                 self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree,
-                *(() if self.fused is None else self.fused[:4]))
+                self.fused_int, self.fused_float, self.fused_keep, self.fused_arange)
 
     def _check_arrays(self) -> None:
         """Check the structure's own arrays (not the derived dense rows); raise :class:`DecodingInputError`."""
@@ -167,8 +166,9 @@ class BackoffAutomaton:
         c.in_range("dense_next", self.dense_next, 0, S)
         if bool((self.dense_index[self.terminal] < 0).any()):
             c.fail("every terminal state needs a dense row")
-        if self.fused is not None:
-            self._check_fused(c, self.fused, S, H)
+        fused = self.fused
+        if fused is not None:
+            self._check_fused(c, fused, S, H)
 
     def _check_fused(self, c: Checker, t: FusedTables, S: int, H: int) -> None:
         """Shapes and ranges of the fused tables (:mod:`asrdecode.lm._fused`)."""
@@ -219,7 +219,22 @@ class BackoffAutomaton:
         cand_idx, is_dense = self._choose_dense()
         self._count_chain_steps(is_dense)
         self._build_dense_rows(cand_idx, depth)
-        self.fused: FusedTables | None = build_fused(self)
+        t = build_fused(self)
+        # plain attributes (moved by ``to``, saved by the word LM cache); ``fused`` puts them together
+        self.fused_int: torch.Tensor | None = None if t is None else t.int_table
+        self.fused_float: torch.Tensor | None = None if t is None else t.float_table
+        self.fused_keep: torch.Tensor | None = None if t is None else t.keep
+        self.fused_arange: torch.Tensor | None = None if t is None else t.arange_d
+        self.fused_levels = 0 if t is None else t.levels
+        self.fused_degree = 0 if t is None else t.degree
+
+    @property
+    def fused(self) -> FusedTables | None:
+        """The fused per-state tables (:mod:`asrdecode.lm._fused`), or ``None`` where the walk serves."""
+        if self.fused_int is None or self.fused_float is None or self.fused_keep is None or self.fused_arange is None:
+            return None
+        return FusedTables(self.fused_int, self.fused_float, self.fused_keep, self.fused_arange,
+                           self.fused_levels, self.fused_degree)
 
     def _chain_depth(self) -> torch.Tensor:
         """Steps from each state to a terminal along its backoff chain ``[S]`` (raises on a cycle).
@@ -370,15 +385,17 @@ class BackoffAutomaton:
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
         self.ensure_valid()
-        if self.fused is not None:
-            return advance_fused(self, self.fused, states)
+        fused = self.fused
+        if fused is not None:
+            return advance_fused(self, fused, states)
         return self._advance(states, self.max_chain, self.light_degree)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (only those columns)."""
         self.ensure_valid()
-        if self.fused is not None:
-            return score_tokens_fused(self, self.fused, states, tokens)
+        fused = self.fused
+        if fused is not None:
+            return score_tokens_fused(self, fused, states, tokens)
         return self._score_tokens_walk(states, tokens)
 
     def _score_tokens_walk(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -451,18 +468,15 @@ class BackoffAutomaton:
         self.ensure_valid()
         new = object.__new__(type(self))
         for k, v in self.__dict__.items():
-            if isinstance(v, FusedTables):
-                v = v._replace(**{f: getattr(v, f).to(device) for f in _FUSED_TENSORS})
             new.__dict__[k] = v.to(device) if isinstance(v, torch.Tensor) else v
         new._mark = ValidationMark(new._validation_parts())  # an exact copy of a validated automaton
         return new
 
     def memory_bytes(self) -> int:
         """Bytes held by all tensors (structure, dense rows and fused tables)."""
-        return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor)) + \
-            self.fused_bytes()
+        return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor))
 
     def fused_bytes(self) -> int:
         """Bytes held by the fused tables (0 without them)."""
         t = self.fused
-        return 0 if t is None else sum(getattr(t, f).numel() * getattr(t, f).element_size() for f in _FUSED_TENSORS)
+        return 0 if t is None else sum(x.numel() * x.element_size() for x in t[:4])
