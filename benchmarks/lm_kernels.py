@@ -225,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[str] = []
     per_call(lines, args.repeats)
     per_round(lines, args.clips)
-    text = "\n".join(lines)
+    head = ["# LM fusion: kernels per call and per round (benchmarks/lm_kernels.py)", "",
+            f"`OMP_NUM_THREADS=1 python benchmarks/lm_kernels.py --clips {args.clips} --repeats {args.repeats}`; "
+            f"CPU, one thread, torch {torch.__version__}; ops = non-view ATen ops; walk = the former chain walk.", ""]
+    text = "\n".join(head + lines)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
