@@ -22,6 +22,12 @@ already applied. ``advance`` walks each state's chain to its nearest dense state
 accumulated backoff and overwrites the labels that the light states on the way have arcs for
 (scatter of at most ``light_degree`` arcs per level). All of it is masked tensor ops without
 host synchronisation; the cost is one row gather plus ``max_chain`` small scatters.
+
+``advance`` and ``score_tokens`` do not walk at call time: :mod:`asrdecode.lm._fused` resolves the walk
+per state at load (the chain's light arcs, their accumulated weights and which of them a nearer level
+shadows), so a call is about 18 kernels whatever the order, with the walk's exact values. The walk
+(``_advance`` / ``_score_tokens_walk``) builds the dense rows and serves automata whose light states
+have too many arcs for the fused tables (``fused is None``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import torch
 
 from .._validation import Checker, ValidationMark
 from ..errors import DecodingInputError
+from ._fused import FusedTables, advance_fused, build_fused, score_tokens_fused
 
 __all__ = ["BackoffAutomaton"]
 
@@ -111,7 +118,8 @@ class BackoffAutomaton:
     def _validation_parts(self) -> tuple:
         """Everything the engines read (the mark compares these)."""
         return (self.vocab_size, self.blank_id, self.root_fill, self._n_arcs, *(getattr(self, f) for f in _FIELDS),
-                self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree)
+                self.dense_index, self.dense_scores, self.dense_next, self.arc_key, self.degree,
+                self.fused_int, self.fused_float, self.fused_keep, self.fused_arange)
 
     def _check_arrays(self) -> None:
         """Check the structure's own arrays (not the derived dense rows); raise :class:`DecodingInputError`."""
@@ -158,6 +166,19 @@ class BackoffAutomaton:
         c.in_range("dense_next", self.dense_next, 0, S)
         if bool((self.dense_index[self.terminal] < 0).any()):
             c.fail("every terminal state needs a dense row")
+        fused = self.fused
+        if fused is not None:
+            self._check_fused(c, fused, S, H)
+
+    def _check_fused(self, c: Checker, t: FusedTables, S: int, H: int) -> None:
+        """Shapes and ranges of the fused tables (:mod:`asrdecode.lm._fused`)."""
+        L, E = t.levels, t.levels * t.degree
+        if tuple(t.int_table.shape) != (S, 1 + L) or tuple(t.float_table.shape) != (S, 1 + L):
+            c.fail(f"fused tables must be [{S}, {1 + L}]")
+        if tuple(t.keep.shape) != (S, E) or t.keep.dtype != torch.uint8 or t.arange_d.numel() != t.degree:
+            c.fail(f"fused keep mask must be uint8 [{S}, {E}]")
+        c.in_range("fused dense rows", t.int_table[:, 0], 0, H)
+        c.in_range("fused arc starts", t.int_table[:, 1:], 0, self._n_arcs + 1)
 
     def validate(self) -> None:
         """Check every array the engines read (see :mod:`asrdecode._validation`) and mark the automaton
@@ -198,6 +219,22 @@ class BackoffAutomaton:
         cand_idx, is_dense = self._choose_dense()
         self._count_chain_steps(is_dense)
         self._build_dense_rows(cand_idx, depth)
+        t = build_fused(self)
+        # plain attributes (moved by ``to``, saved by the word LM cache); ``fused`` puts them together
+        self.fused_int: torch.Tensor | None = None if t is None else t.int_table
+        self.fused_float: torch.Tensor | None = None if t is None else t.float_table
+        self.fused_keep: torch.Tensor | None = None if t is None else t.keep
+        self.fused_arange: torch.Tensor | None = None if t is None else t.arange_d
+        self.fused_levels = 0 if t is None else t.levels
+        self.fused_degree = 0 if t is None else t.degree
+
+    @property
+    def fused(self) -> FusedTables | None:
+        """The fused per-state tables (:mod:`asrdecode.lm._fused`), or ``None`` where the walk serves."""
+        if self.fused_int is None or self.fused_float is None or self.fused_keep is None or self.fused_arange is None:
+            return None
+        return FusedTables(self.fused_int, self.fused_float, self.fused_keep, self.fused_arange,
+                           self.fused_levels, self.fused_degree)
 
     def _chain_depth(self) -> torch.Tensor:
         """Steps from each state to a terminal along its backoff chain ``[S]`` (raises on a cycle).
@@ -348,11 +385,21 @@ class BackoffAutomaton:
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
         self.ensure_valid()
+        fused = self.fused
+        if fused is not None:
+            return advance_fused(self, fused, states)
         return self._advance(states, self.max_chain, self.light_degree)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (binary search per level)."""
+        """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (only those columns)."""
         self.ensure_valid()
+        fused = self.fused
+        if fused is not None:
+            return score_tokens_fused(self, fused, states, tokens)
+        return self._score_tokens_walk(states, tokens)
+
+    def _score_tokens_walk(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``score_tokens`` by walking the chain (a binary search per level)."""
         V = self.vocab_size
         cur = states[:, None].expand_as(tokens).contiguous()
         acc = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
@@ -426,5 +473,10 @@ class BackoffAutomaton:
         return new
 
     def memory_bytes(self) -> int:
-        """Bytes held by all tensors (structure + dense rows)."""
+        """Bytes held by all tensors (structure, dense rows and fused tables)."""
         return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor))
+
+    def fused_bytes(self) -> int:
+        """Bytes held by the fused tables (0 without them)."""
+        t = self.fused
+        return 0 if t is None else sum(x.numel() * x.element_size() for x in t[:4])

@@ -1,0 +1,160 @@
+"""The back-off walk of :class:`~asrdecode.lm._automaton.BackoffAutomaton` resolved per state at load.
+
+``BackoffAutomaton._advance`` walks each state's back-off chain in ``max_chain`` masked tensor steps
+and scatters the arcs of every light (non-dense) state on the way, one level after the other: about
+25 kernels per level. The chain depends only on the state, so this module resolves it once for every
+state ``s`` (all levels at once, vectorised over the states):
+
+* ``fused_int [S, 1 + L]`` (int64): the dense row of the first dense state on the chain, then the first
+  arc of the chain's ``j``-th light state (0 where the chain has reached the dense state already);
+* ``fused_float [S, 1 + L]`` (float32): the back-off weight accumulated up to that dense state, then the
+  one accumulated up to level ``j`` (the same float32 additions in the same order as the walk);
+* ``fused_keep [S, L * D]`` (uint8): entry ``(j, d)`` (arc ``d`` of level ``j``, ``D`` the most arcs of a
+  light state) exists and no nearer level has an arc with the same label, so one scatter writes every
+  level with no two writes to one cell (the walk's level order made the nearer write win).
+
+Scoring the vocabulary for ``N`` states is then two row gathers of these tables, the dense rows, one
+gather of the ``N x L x D`` candidate arcs and one scatter: about 18 kernels whatever the order, exactly
+the walk's values (``L = max_chain``, ``D = light_degree``). Only built while ``L * D <= MAX_ENTRIES``
+(a word-level LM with few dense rows has thousands of arcs per light state: it keeps the walk).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+if TYPE_CHECKING:
+    from ._automaton import BackoffAutomaton
+
+__all__ = ["MAX_ENTRIES", "FusedTables", "build_fused", "advance_fused", "score_tokens_fused"]
+
+MAX_ENTRIES = 64  # most candidate arcs (levels x light degree) per state for the fused tables
+
+
+class FusedTables(NamedTuple):
+    """The per-state tables (see the module docstring); ``levels`` = L, ``degree`` = D."""
+
+    int_table: torch.Tensor  # [S, 1 + L] int64
+    float_table: torch.Tensor  # [S, 1 + L] float32
+    keep: torch.Tensor  # [S, L * D] uint8
+    arange_d: torch.Tensor  # [D] int64, 0..D-1
+    levels: int
+    degree: int
+
+
+def build_fused(a: "BackoffAutomaton") -> FusedTables | None:
+    """The fused tables of ``a`` (its dense rows built), or ``None`` when ``L * D > MAX_ENTRIES``."""
+    L, D = a.max_chain, a.light_degree
+    if D == 0:
+        L = 0  # no light state has an arc: the chain only moves the dense row and the accumulated weight
+    if L * D > MAX_ENTRIES:
+        return None
+    S = a.num_states
+    dev = a.arc_offsets.device
+    cur = torch.arange(S, device=dev)
+    acc = torch.zeros(S, dtype=torch.float32, device=dev)
+    done = a.dense_index >= 0
+    ints = torch.zeros((S, 1 + L), dtype=torch.int64, device=dev)
+    floats = torch.zeros((S, 1 + L), dtype=torch.float32, device=dev)
+    degs = torch.zeros((S, L), dtype=torch.int64, device=dev)
+    steps = a.max_chain  # the walk's step count, also when no light state has arcs
+    for j in range(steps):
+        active = ~done
+        if j < L:
+            ints[:, 1 + j] = torch.where(active, a.arc_offsets[cur], 0)
+            floats[:, 1 + j] = torch.where(active, acc, 0.0)
+            degs[:, j] = torch.where(active, a.degree[cur], 0)
+        acc = acc + torch.where(active, a.backoff_weight[cur], 0.0)  # as BackoffAutomaton._advance adds
+        cur = torch.where(active, a.backoff_state[cur], cur)
+        done = done | (active & (a.dense_index[cur] >= 0))
+    ints[:, 0] = a.dense_index[cur].clamp_min(0)  # every chain ends at a dense state (a terminal at worst)
+    floats[:, 0] = acc
+    keep = _keep_mask(a, ints[:, 1:], degs, D)
+    ar = torch.arange(D, device=dev)
+    return FusedTables(ints.contiguous(), floats.contiguous(), keep, ar, L, D)
+
+
+def _keep_mask(a: "BackoffAutomaton", starts: torch.Tensor, degs: torch.Tensor, D: int) -> torch.Tensor:
+    """``[S, L * D]`` uint8: entry (level j, arc d) exists and no level ``i < j`` has an arc with its label."""
+    S, L = starts.shape
+    E = L * D
+    keep = torch.zeros((S, E), dtype=torch.uint8, device=starts.device)
+    if E == 0:
+        return keep
+    ar = torch.arange(D, device=starts.device)
+    level = torch.arange(L, device=starts.device).repeat_interleave(D)  # [E]
+    nearer = level[None, :] < level[:, None]  # [E (entry), E (other)]: the other entry is on a nearer level
+    last = max(a._n_arcs - 1, 0)
+    chunk = max(1, (1 << 22) // (E * E))
+    for c0 in range(0, S, chunk):
+        st, dg = starts[c0 : c0 + chunk], degs[c0 : c0 + chunk]
+        valid = (ar[None, None, :] < dg[:, :, None]).reshape(-1, E)
+        lab = a.arc_label[(st[:, :, None] + ar).reshape(-1, E).clamp_max(last)]
+        same = (lab[:, :, None] == lab[:, None, :]) & valid[:, None, :] & nearer
+        keep[c0 : c0 + chunk] = (valid & ~same.any(dim=2)).to(torch.uint8)
+    return keep
+
+
+def _candidates(a: "BackoffAutomaton", t: FusedTables, ints: torch.Tensor) -> torch.Tensor:
+    """Arc indices ``[N, L * D]`` of every level's arcs (clamped into range; ``keep`` says which count)."""
+    N = ints.shape[0]
+    idx = (ints[:, 1:, None] + t.arange_d).view(N, t.levels * t.degree)
+    return idx.clamp_max_(max(a._n_arcs - 1, 0))
+
+
+def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
+    N, V = states.shape[0], a.vocab_size
+    ints, floats = t.int_table[states], t.float_table[states]  # [N, 1 + L]
+    blank = a.blank_id
+    # without a blank, the writes of absent entries go to one extra cell past the rows
+    flat_s = torch.empty(N * V + (blank is None), dtype=torch.float32, device=states.device)
+    flat_n = torch.empty(N * V + (blank is None), dtype=torch.int64, device=states.device)
+    scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
+    torch.index_select(a.dense_scores, 0, ints[:, 0], out=scores)
+    scores += floats[:, :1]
+    torch.index_select(a.dense_next, 0, ints[:, 0], out=nxt)
+    if t.levels:
+        E = t.levels * t.degree
+        idx = _candidates(a, t, ints)
+        keep = t.keep[states].view(torch.bool)
+        val = (a.arc_weight[idx].view(N, t.levels, t.degree) + floats[:, 1:, None]).view(N, E)
+        if blank is not None:  # absent entries write the blank column, which is overwritten below
+            pos = torch.where(keep, a.arc_label[idx], blank)
+            scores.scatter_(1, pos, val)
+            nxt.scatter_(1, pos, a.arc_dest[idx])
+        else:
+            base = torch.arange(0, N * V, V, device=states.device)[:, None]
+            pos = torch.where(keep, a.arc_label[idx] + base, N * V).view(N * E)
+            flat_s.scatter_(0, pos, val.view(N * E))
+            flat_n.scatter_(0, pos, a.arc_dest[idx].view(N * E))
+    if blank is not None:
+        scores[:, blank] = 0.0
+        nxt[:, blank] = states
+    return scores, nxt
+
+
+def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor,
+                       tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]``: each token's dense
+    value, replaced by the (unique) kept light entry with its label where there is one."""
+    ints, floats = t.int_table[states], t.float_table[states]  # [N, 1 + L]
+    row = ints[:, :1]
+    out_s = a.dense_scores[row, tokens] + floats[:, :1]
+    out_n = a.dense_next[row, tokens]
+    if t.levels:
+        idx = _candidates(a, t, ints)  # [N, E]
+        lab = torch.where(t.keep[states].view(torch.bool), a.arc_label[idx], -1)
+        hit, e = (lab[:, None, :] == tokens[:, :, None]).view(torch.uint8).max(dim=2)  # [N, K]
+        arc = idx.gather(1, e)
+        acc = floats[:, 1:].gather(1, e // t.degree)
+        hit_b = hit.view(torch.bool)
+        out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)
+        out_n = torch.where(hit_b, a.arc_dest[arc], out_n)
+    if a.blank_id is not None:
+        is_blank = tokens == a.blank_id
+        out_s = out_s.masked_fill(is_blank, 0.0)
+        out_n = torch.where(is_blank, states[:, None].expand_as(tokens), out_n)
+    return out_s, out_n
