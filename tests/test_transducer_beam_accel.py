@@ -247,7 +247,9 @@ def test_a_rebuilt_fusion_model_is_a_new_cached_loop(emulated_graphs, tmp_path):
     assert len(dec._loops) == 2
 
 
-@pytest.mark.parametrize("method,bound", [("alsd", 190), ("aes", 185), ("wind", 370)])
+# bounds measured 2026-11-27 with the tie-ordered selection (selection.ordered_topk, the native engine's tie
+# rule: its CPU form, a few ops more than an accelerator's packed-key form) plus ~5 % headroom
+@pytest.mark.parametrize("method,bound", [("alsd", 205), ("aes", 203), ("wind", 414)])
 def test_ops_per_round_stay_bounded(method, bound):
     """ATen ops of one device-loop round (views included; about the kernel launches of a replay on a GPU),
     without fusion at B=8, beam 4 (WIND window 8): a guard against ops creeping into the round."""
