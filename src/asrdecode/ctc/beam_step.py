@@ -123,7 +123,7 @@ class _Stepper:
         dummy = K + K * M
         cand = torch.empty((B, dummy + 1), dtype=self.dtype, device=e.device)
         ext = cand[:, K:dummy].view(B, K, M)
-        torch.add((p_tot + bonus1)[:, :, None], e_ext[:, None, :], out=ext)
+        ext.copy_((p_tot + bonus1)[:, :, None] + e_ext[:, None, :])  # (torch.compile takes no strided out=)
         # Fusion: the scorer's weighted sum over every token, gathered at the candidate tokens
         # (one row lookup is cheaper than per-token lookups).
         lm_s = lm_nx = None
@@ -165,7 +165,7 @@ class _Stepper:
         later_peak = merge & (arrival > peak)
         stay_peak = torch.where(later_peak, arrival, peak)
         c.cand.scatter_(1, child.masked_fill(~child_in, K + K * M), neg)
-        torch.add(torch.logaddexp(stay_b, stay_nb), c.bonus, out=c.cand[:, :K])
+        c.cand[:, :K].copy_(torch.logaddexp(stay_b, stay_nb) + c.bonus)
         return _Stays(b=stay_b, nb=stay_nb, peak=stay_peak, later_peak=later_peak, parent=parent)
 
     def _select(self, c: "_Candidates", stay: "_Stays", p_b: torch.Tensor, fscore: torch.Tensor,
