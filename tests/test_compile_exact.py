@@ -152,3 +152,29 @@ def test_lockstep_finds_the_first_diverging_round(skewed):
         assert lock.first is not None and (lock.first.round, lock.first.name, lock.first.count) == (2, "a", 1)
     else:
         assert lock.first is None
+
+
+@SLOW
+@pytest.mark.parametrize("decoder", ["greedy", "beam"])
+def test_transducer_rounds_compiled_equal_eager_float32(decoder):
+    """The transducer greedy (label looping, TDT) and beam (ALSD) steps under torch.compile, float32 as on
+    a GPU: tokens, timestamps and durations equal, scores within float32 rounding. (The LSTM prediction
+    network breaks the graph: Dynamo does not trace nn.LSTM; it runs eagerly between the compiled parts.)"""
+    from asrdecode.transducer.beam import beam_search
+    from asrdecode.transducer.greedy import greedy
+    from transducer_models import random_model
+
+    m = random_model(0, 12, 0, [0, 1, 2], blank_bias=1.0).float()
+    enc = torch.randn(8, 30, 5, generator=torch.Generator().manual_seed(1))
+    lengths = torch.tensor([30, 20, 10, 0, 30, 5, 17, 29])
+    torch._dynamo.reset()
+    if decoder == "greedy":
+        want = [[h] for h in greedy(m, enc, lengths, max_symbols=3)]
+        got = [[h] for h in greedy(m, enc, lengths, max_symbols=3, acceleration="compile")]
+    else:
+        kw = dict(beam=4, nbest=2, method="alsd", max_symbols=3)
+        want = beam_search(m, enc, lengths, **kw)
+        got = beam_search(m, enc, lengths, acceleration="compile", **kw)
+    for g, w in zip(got, want, strict=True):
+        assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
