@@ -123,7 +123,7 @@ class _Stepper:
         dummy = K + K * M
         cand = torch.empty((B, dummy + 1), dtype=self.dtype, device=e.device)
         ext = cand[:, K:dummy].view(B, K, M)
-        torch.add((p_tot + bonus1)[:, :, None], e_ext[:, None, :], out=ext)
+        _add_into(ext, (p_tot + bonus1)[:, :, None], e_ext[:, None, :])
         # Fusion: the scorer's weighted sum over every token, gathered at the candidate tokens
         # (one row lookup is cheaper than per-token lookups).
         lm_s = lm_nx = None
@@ -165,7 +165,7 @@ class _Stepper:
         later_peak = merge & (arrival > peak)
         stay_peak = torch.where(later_peak, arrival, peak)
         c.cand.scatter_(1, child.masked_fill(~child_in, K + K * M), neg)
-        torch.add(torch.logaddexp(stay_b, stay_nb), c.bonus, out=c.cand[:, :K])
+        _add_into(c.cand[:, :K], torch.logaddexp(stay_b, stay_nb), c.bonus)
         return _Stays(b=stay_b, nb=stay_nb, peak=stay_peak, later_peak=later_peak, parent=parent)
 
     def _select(self, c: "_Candidates", stay: "_Stays", p_b: torch.Tensor, fscore: torch.Tensor,
@@ -209,6 +209,15 @@ class _Stepper:
         tok_rec = torch.where(is_ext, tok, g_last.masked_fill(~relink, -1))
         par_rec = torch.where(relink, g(stay.parent), src)
         return new, tok_rec, par_rec
+
+
+def _add_into(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``dst[...] = a + b`` for a strided view ``dst``: ``out=`` eagerly (no temporary), a copy under
+    torch.compile (Dynamo breaks the graph at a non-contiguous ``out=``; Inductor fuses the copy)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(a + b)
+    else:
+        torch.add(a, b, out=dst)
 
 
 @dataclass

@@ -245,8 +245,10 @@ class Search:
         keep = self._select(m_sc, win, self._keep_counts(win, inside))
         tgt = self._compact(keep)
         is_new = col[None, :] >= K
-        frm = ((col - K).clamp(min=0) // max(P, 1))[None, :].expand(Bb, R)
-        prev_new = torch.gather(self.tok_h, 1, frm)
+        # the history ref of each candidate's source slot (read only for the new ones, columns >= K): a
+        # static layout, no gather (torch.compile's Inductor fails on a gather by an index computed from
+        # the column: "vr must not be None" in its bounds check)
+        prev_new = torch.cat([self.tok_h, self.tok_h[:, :, None].expand(Bb, K, P).reshape(Bb, K * P)], 1)
         new_s = self._scatter_slots(tgt, S, m_s)
         new_sc = self._scatter_slots(tgt, _NEG, m_sc)
         new_flag = self._scatter_slots(tgt, 0, is_new.expand(Bb, R).to(torch.uint8)) > 0

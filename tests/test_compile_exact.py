@@ -1,0 +1,180 @@
+"""torch.compile'd device-loop rounds equal the eager ones: the CTC prefix beam round (plain and with the
+bundled token 4-gram LM) and the WFST fixed-shape round, compared round by round (tests/lockstep.py: every
+round also run eagerly from the same state) and by their results. Each round traces as one graph (a
+graph break would leave host code that a CUDA graph capture runs once).
+
+The compiled checks are slow (Inductor compiles each round for tens of seconds cold): run by ``make bench``. With a GPU the same
+checks run on CUDA in "compile" mode and as compiled CUDA graphs (``accel.compiled_graphs``)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from asrdecode import ctc
+from asrdecode.accel import compiled_graphs
+from asrdecode.ctc import beam_loop
+from asrdecode.lm import NGramLM
+from asrdecode.models.demo import ASSETS
+from ctc_device_cases import assert_same
+from lockstep import Lockstep
+from test_ctc_helpers import peaky_log_probs, random_lengths
+
+SLOW = pytest.mark.slow
+
+V, BLANK = 257, 256  # the bundled token LM's vocabulary (demo-ctc's)
+
+DEVICES = [("cpu", "compile")] + ([("cuda", "compile"), ("cuda", "compiled_graphs")]
+                                  if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(scope="module")
+def token_lm() -> NGramLM:
+    return NGramLM.from_arpa(ASSETS / "token-4gram.arpa.gz", vocab_size=V, blank_id=BLANK)
+
+
+def _mode_context(kind: str) -> tuple[str, contextlib.AbstractContextManager]:
+    """The loop mode a module's ``resolve_mode`` should return, and the context to run it in."""
+    if kind == "compiled_graphs":
+        return "cuda_graphs", compiled_graphs()
+    return kind, contextlib.nullcontext()
+
+
+def _no_graph_breaks() -> None:
+    breaks = dict(counters["graph_break"])
+    assert not breaks, f"the round does not trace as one graph: {breaks}"
+
+
+@SLOW
+@pytest.mark.parametrize("device, kind", DEVICES)
+@pytest.mark.parametrize("with_lm", [False, True], ids=["plain", "token_lm"])
+def test_ctc_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kind, with_lm):
+    B, T = 16, 40
+    lp = peaky_log_probs(5, B, T, V, BLANK, peak=6.0, dtype=torch.float32)
+    lens = random_lengths(5, B, T)
+    kw = dict(beam=16, nbest=2, fusion=[(token_lm.to(device), 0.7)] if with_lm else [], beta=2.0 if with_lm else 0.0)
+    beam_loop.LOOPS.clear()
+    monkeypatch.setattr(beam_loop, "resolve_mode", lambda mode, dev: "eager")
+    want = ctc.beam_search(lp, lens, BLANK, engine="torch", **kw)  # the Python frame loop on the CPU
+
+    mode, context = _mode_context(kind)
+    lock = Lockstep(beam_loop.STATE_NAMES)
+    monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: mode)
+    monkeypatch.setattr(beam_loop, "run_until_done", lock)
+    torch._dynamo.reset()
+    counters.clear()
+    with context, torch.inference_mode():
+        got = ctc.beam_search(lp.to(device), lens.to(device), BLANK, engine="torch", **kw)
+    beam_loop.LOOPS.clear()
+    assert lock.rounds == T // beam_loop.UNROLL
+    assert lock.first is None, f"compiled round differs from the eager round: {lock.first}"
+    _no_graph_breaks()
+    assert_same(got, want)
+
+
+def _tlg_case(B: int, T: int, seed: int):
+    from asrdecode.ctc.wfst import build_tlg
+    from test_ctc_wfst import BLANK as W_BLANK
+    from test_ctc_wfst import LEXICON, _lm
+    from test_ctc_wfst import V as W_V
+
+    g = build_tlg(W_V, LEXICON, _lm(), topology="compact", blank_id=W_BLANK)
+    gen = torch.Generator().manual_seed(seed)
+    lp = torch.log_softmax(2 * torch.randn(B, T, W_V, generator=gen), -1)
+    lens = torch.randint(0, T + 1, (B,), generator=gen)
+    lens[0] = T
+    return g, lp, lens
+
+
+@SLOW
+@pytest.mark.parametrize("device, kind", DEVICES)
+def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind):
+    pytest.importorskip("kaldifst")
+    from asrdecode.ctc.wfst import WFSTDecoder, fixed
+    from test_wfst_native import _same
+
+    g, lp, lens = _tlg_case(16, 24, 2)
+    kw = dict(min_active=2, beam=3.0, max_active=6)
+    fixed.LOOPS.clear()
+    want = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)
+
+    mode, context = _mode_context(kind)
+    lock = Lockstep(fixed.STATE_NAMES)
+    monkeypatch.setattr(fixed, "resolve_mode", lambda m, dev: mode)
+    monkeypatch.setattr(fixed, "run_until_done", lock)
+    torch._dynamo.reset()
+    counters.clear()
+    with context:
+        got = WFSTDecoder(g.to(device), engine="torch", loop="fixed", **kw)(lp.to(device), lens.to(device))
+    fixed.LOOPS.clear()
+    assert lock.rounds >= 24 // fixed.UNROLL
+    assert lock.first is None, f"compiled round differs from the eager round: {lock.first}"
+    _no_graph_breaks()
+    _same(got, want)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.a = torch.zeros(3)
+        self.t = torch.zeros(1, dtype=torch.long)
+
+
+def _body(s: _State) -> None:
+    s.a.add_(s.t.float())
+    s.t.add_(1)
+
+
+class _SkewedRunner:
+    """Runs the round, and from round 2 on adds a small error to ``a[1]`` (what a miscompiled round does)."""
+
+    def bound(self, fn, state):
+        def run() -> None:
+            fn(state)
+            if int(state.t) > 2:
+                state.a[1] += 1e-3
+        return run
+
+
+@pytest.mark.parametrize("skewed", [False, True])
+def test_lockstep_finds_the_first_diverging_round(skewed):
+    """(fast, eager: the tool the compiled checks rely on) a round that leaves the eager one is named."""
+    from asrdecode.accel import StepRunner
+
+    lock = Lockstep(("a", "t"))
+    run = _SkewedRunner() if skewed else StepRunner("eager", ("a", "t"))
+    rounds = lock(run, _body, _State(), lambda s: (s.t >= 5)[0], first_check=5, limit=5)
+    assert rounds == 5 and lock.rounds == 5
+    if skewed:
+        assert lock.first is not None and (lock.first.round, lock.first.name, lock.first.count) == (2, "a", 1)
+    else:
+        assert lock.first is None
+
+
+@SLOW
+@pytest.mark.parametrize("decoder", ["greedy", "beam"])
+def test_transducer_rounds_compiled_equal_eager_float32(decoder):
+    """The transducer greedy (label looping, TDT) and beam (ALSD) steps under torch.compile, float32 as on
+    a GPU: tokens, timestamps and durations equal, scores within float32 rounding. (The LSTM prediction
+    network breaks the graph: Dynamo does not trace nn.LSTM; it runs eagerly between the compiled parts.)"""
+    from asrdecode.transducer.beam import beam_search
+    from asrdecode.transducer.greedy import greedy
+    from transducer_models import random_model
+
+    m = random_model(0, 12, 0, [0, 1, 2], blank_bias=1.0).float()
+    enc = torch.randn(8, 30, 5, generator=torch.Generator().manual_seed(1))
+    lengths = torch.tensor([30, 20, 10, 0, 30, 5, 17, 29])
+    torch._dynamo.reset()
+    if decoder == "greedy":
+        want = [[h] for h in greedy(m, enc, lengths, max_symbols=3)]
+        got = [[h] for h in greedy(m, enc, lengths, max_symbols=3, acceleration="compile")]
+    else:
+        kw = dict(beam=4, nbest=2, method="alsd", max_symbols=3)
+        want = beam_search(m, enc, lengths, **kw)
+        got = beam_search(m, enc, lengths, acceleration="compile", **kw)
+    for g, w in zip(got, want, strict=True):
+        assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
