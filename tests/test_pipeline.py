@@ -192,9 +192,16 @@ def test_cli_transcribe_and_eval_a_foreign_bundle(capsys, tmp_path) -> None:
 
 # ------------------------------------------------------------------------------------- structure
 def _imports(path: Path, package: str) -> set[str]:
-    """Modules of the package that ``path`` imports (relative and absolute imports)."""
+    """Modules of the package that ``path`` imports at run time (relative and absolute imports; the
+    annotations-only imports under ``if TYPE_CHECKING:`` are not imports at run time)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for stmt in node.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:

@@ -540,7 +540,7 @@ def cmd_transcribe_dataset(args: argparse.Namespace) -> int:
 
 def _latency_words(service: Any) -> str:
     """``"latency 1.2 s (block 0.32 s, left 1 s, right 0.88 s), "`` of a service's default streams, or ``""``."""
-    from .serving.server import latency_in_force
+    from .streaming.latency import latency_in_force
 
     info = latency_in_force(service.decoder)
     if info is None:

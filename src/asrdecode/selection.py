@@ -52,7 +52,9 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     # the values, non-increasing already, keep theirs
     v_i, v_j = val[..., :, None], val[..., None, :]
     before = (v_j > v_i) | ((v_j == v_i) & (idx[..., None, :] < idx[..., :, None]))
-    return val, torch.empty_like(idx).scatter_(-1, before.sum(dim=-1), idx)
+    # (idx.clone(): with NaN scores, which compare unequal, the places may collide; every index stays valid
+    # and the caller's non-finite check names the problem)
+    return val, idx.clone().scatter_(-1, before.sum(dim=-1), idx)
 
 
 def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

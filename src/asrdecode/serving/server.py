@@ -34,7 +34,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional
 import numpy as np
 
 from ..errors import DecodingInputError, check_int, check_number
-from ..streaming.latency import LatencyError
+from ..streaming.latency import LatencyError, latency_in_force
 from .batcher import BatcherClosed, DynamicBatcher
 from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, Limits, ProtocolError, StreamConfig, decode_chunk,
                        error_message, parse_config, parse_control, result_message)
@@ -52,7 +52,7 @@ except ImportError as _err:  # pragma: no cover - exercised by the CLI's missing
     raise ImportError("the asrdecode server needs Starlette, uvicorn and websockets: "
                       "pip install -e '.[serve]' in the asrdecode checkout") from _err
 
-__all__ = ["ServerConfig", "StreamingService", "create_app", "Server", "ServerThread", "build_service"]
+__all__ = ["ServerConfig", "StreamingService", "create_app", "Server", "ServerThread", "build_service", "latency_in_force"]
 
 log = logging.getLogger("asrdecode.serving")
 STREAM_PATH = "/v1/stream"
@@ -164,14 +164,6 @@ def stream_latency(decoder: Any, sid: Hashable) -> Optional[dict[str, Any]]:
     that does not report one."""
     report = getattr(decoder, "stream_latency", None)
     return report(sid) if callable(report) else None
-
-
-def latency_in_force(decoder: Any) -> Optional[dict[str, Any]]:
-    """The latency of the streams that name none (``StreamDecoder.latency_info()``: latency, block,
-    left, right in seconds, frames, the model's default), for ``/v1/info``; ``None`` for a decoder
-    that does not report one."""
-    report = getattr(decoder, "latency_info", None)
-    return report() if callable(report) else None
 
 
 def _decoding_failure(err: BaseException) -> tuple[str, str]:

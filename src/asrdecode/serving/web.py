@@ -142,10 +142,10 @@ def resolved_options(service: Any) -> dict[str, Any]:
 
 def stream_latency(service: Any) -> dict[str, Any]:
     """``{"latency_seconds", "stream_front_end"}``: the latency in force for streams that name none
-    (:func:`~asrdecode.serving.server.latency_in_force`: block + lookahead, ``docs/serving.md``
+    (:func:`~asrdecode.streaming.latency.latency_in_force`: block + lookahead, ``docs/serving.md``
     *Latency*; without it the server config's ``latency``, else the lookahead) and the front end's
     block, left context and lookahead in seconds (``None`` without a block front end)."""
-    from .server import latency_in_force
+    from ..streaming.latency import latency_in_force
 
     front = getattr(getattr(service, "decoder", None), "front", None)
     shape = None

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from ..errors import DecodingInputError
 
-__all__ = ["BlockContext", "LatencyPolicy", "LatencyError", "latency_policy", "check_latency", "POLICIES", "OLD_FRONT",
+__all__ = ["latency_in_force", "BlockContext", "LatencyPolicy", "LatencyError", "latency_policy", "check_latency", "POLICIES", "OLD_FRONT",
            "MIN_LATENCY_SECONDS", "MAX_LATENCY_SECONDS"]
 
 #: bounds of any latency setting (seconds); a model's frame length may round a small one up to one frame
@@ -138,3 +138,11 @@ def latency_policy(bundle: Any) -> LatencyPolicy:
     if policy is not None and math.isclose(policy.frame_seconds, frame):
         return policy
     return LatencyPolicy(frame, round(20 * frame, 6), 0.2, 16, 16)
+
+
+def latency_in_force(decoder: Any) -> Optional[dict[str, Any]]:
+    """The latency of the streams that name none (``StreamDecoder.latency_info()``: latency, block,
+    left, right in seconds, frames, the model's default), for ``/v1/info``; ``None`` for a decoder
+    that does not report one."""
+    report = getattr(decoder, "latency_info", None)
+    return report() if callable(report) else None
