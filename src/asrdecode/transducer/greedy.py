@@ -87,12 +87,17 @@ class GreedyState:
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
 
 
-#: find steps per label-looping round (joint only) before the round's emit step (prediction network):
-#: a row's next label is usually found within a round, and a round's prediction runs at most once per
-#: ``k`` joints; each row's decisions are Algorithm 1's whatever ``k``
+#: find steps per RNN-T label-looping round of the eager loop (joint only) before the round's emit step
+#: (prediction network): a row's next label is usually found within a round, and a round's prediction
+#: runs at most once per ``k`` joints; each row's decisions are Algorithm 1's whatever the round shape
 FIND_STEPS = 2
-#: the same for WIND rounds: one window step (``w`` frames) usually reaches the next label
-WIND_FIND_STEPS = 1
+#: frames per find step of RNN-T label-looping in a static loop (compile / CUDA graphs): one find step per
+#: round evaluates the joint on this many frames at once and consumes the leading blanks (WIND's window
+#: step, exact for RNN-T). On a GPU a round costs its kernel launches, not its rows: 4 frames take ~0.75x
+#: the kernels of two single-frame steps and cover the blank runs of a ~0.3 labels / frame model in ~0.8x
+#: the rounds (paper model, B=32: 139 rounds of 48 kernels against 178 of 58); on a CPU the joint's
+#: arithmetic dominates and the eager loop keeps FIND_STEPS single-frame steps
+FIND_FRAMES = 4
 #: rounds per frame of a first call (the first flag check); later calls use the observed rate
 _FIRST_ROUNDS_PER_FRAME = {"labels": 0.6, "wind": 0.3, "frames": 1.5}
 
@@ -114,12 +119,12 @@ class _Loop:
 
     # the steps' state (the CUDA-graph in-place wrapper's names; every tensor is updated in place)
     STATE = (
-        "t", "active", "symbols", "pending_label", "pending_dur", "frame", "busy", "runaway", "live",
+        "t", "active", "found", "symbols", "pending_label", "pending_dur", "frame", "busy", "runaway", "live",
         "dec_out", "dec_proj", "pred_state", "hyps",
     )  # fmt: skip
 
     def __init__(self, model: TransducerModel, enc: torch.Tensor, lengths: torch.Tensor, state: GreedyState,
-                 window: int, max_symbols: int | None, precompute: bool) -> None:
+                 window: int, max_symbols: int | None, precompute: bool, static: bool = False) -> None:
         B, T, _ = enc.shape
         dev = enc.device
         self.model = model
@@ -136,12 +141,13 @@ class _Loop:
         self.precompute = precompute
         self.T = T
         self.window = window
-        self.find_steps = WIND_FIND_STEPS if window > 1 else FIND_STEPS
+        self.find_steps, self.find_frames = _round_shape(window, self.tdt, static)
         self.b_idx = torch.arange(B, device=dev)
-        self.win = torch.arange(window, device=dev)
-        #: WIND: per row, where its run of blanks stops in the window (column ``w``: always)
-        self.stop = torch.ones(B, window + 1, dtype=torch.uint8, device=dev)
-        pad = max(window, max(self.rule.values), 1)
+        self.win = torch.arange(self.find_frames, device=dev)
+        #: window find steps: per row, where its run of blanks stops in the window (column ``w``: always)
+        self.stop = torch.ones(B, self.find_frames + 1, dtype=torch.uint8, device=dev)
+        self.found = torch.zeros(B, dtype=torch.bool, device=dev)  # window find steps: a label found
+        pad = max(self.find_frames, max(self.rule.values), 1)
         enc = model.project_encoder(enc) if precompute else enc
         self.enc = torch.cat([enc, enc.new_zeros(B, pad, enc.shape[2])], dim=1)
         self.lengths = lengths
@@ -184,6 +190,7 @@ class _Loop:
         self.symbols.zero_()
         self.pending_label.fill_(self.blank)
         self.pending_dur.zero_()
+        self.found.zero_()
         self.runaway.zero_()
         self.live.zero_()
         self.frame.copy_(_current_frame(self))
@@ -287,7 +294,29 @@ def _stamp_offsets(lp: _Loop) -> None:
     hyps.timestamps.add_(torch.where(later, lp.offset.unsqueeze(1), 0))
 
 
-# -- label-looping: rounds of find steps (joint only) and one emit step (prediction network) ------------
+# -- label-looping: rounds of find steps (joint only) and an emit step (prediction network) -------------
+
+
+def _round_shape(window: int, tdt: bool, static: bool) -> tuple[int, int]:
+    """(find steps per label-looping round, frames per find step): WIND one window step; TDT one decision
+    per round (its label emitted at once: a second find step costs more kernels than the rounds it saves,
+    paper model); RNN-T one :data:`FIND_FRAMES`-frame step in a static loop, else :data:`FIND_STEPS`
+    single-frame steps."""
+    if window > 1:
+        return 1, window
+    if tdt:
+        return 1, 1
+    return (1, FIND_FRAMES) if static else (FIND_STEPS, 1)
+
+
+def _decide_and_emit(lp: _Loop, deciding: torch.Tensor) -> None:
+    """One decision for the rows ``deciding`` (at their frame ``t``): blanks are consumed, labels emitted
+    (one prediction-network step for the batch). Each decision's log-prob goes into the score."""
+    label, logp, didx = lp.decide(lp.joint_at(lp.t))
+    is_blank = label == lp.blank
+    lp.hyps.scores.add_(torch.where(deciding, logp, 0))
+    lp.consume(deciding & is_blank, didx)
+    _emit(lp, deciding > is_blank, label, didx)
 
 
 def _find_label_step(lp: _Loop) -> None:
@@ -306,38 +335,41 @@ def _find_label_step(lp: _Loop) -> None:
 
 
 def _find_label_window_step(lp: _Loop) -> None:
-    """The find step with a WIND window (RNN-T): evaluate ``w`` frames, consume the leading blanks in
-    reach (frames below the length), keep the first label."""
-    w = lp.window
+    """A round's one find step over ``w`` frames (WIND's window step, RNN-T): evaluate the joint on frames
+    ``t .. t + w - 1``, consume the leading blanks below the length, keep the first label (``found``,
+    ``pending_label``). Every row within its length searches (the step follows an emit step)."""
+    w = lp.find_frames
     frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
     label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
-    reach = torch.where(lp.active, lp.lengths, 0).unsqueeze(1)  # [B, 1]: rows not searching reach no frame
-    # a blank run stops at a label or past the reach; column w (always 1): the window's end
-    torch.logical_or(label != lp.blank, frames >= reach, out=lp.stop[:, :w])
-    n_blank = lp.stop.argmax(dim=1)  # [B]: leading blanks in reach (the first stop)
+    # a blank run stops at a label or at the length; column w (always 1): the window's end
+    torch.logical_or(label != lp.blank, frames >= lp.lengths.unsqueeze(1), out=lp.stop[:, :w])
+    n_blank = lp.stop.argmax(dim=1)  # [B]: the leading blanks (the first stop)
     lp.t.add_(n_blank)
     lp.symbols.masked_fill_(n_blank > 0, 0)  # the frame's label count restarts where a blank was consumed
-    in_reach = lp.t < reach.squeeze(1)
-    full = n_blank == w  # all w blank: still searching if in reach
-    got = in_reach > full  # stopped at a label in reach
-    lp.hyps.scores.add_(torch.where(lp.win < (n_blank + got).unsqueeze(1), logp, 0).sum(dim=1))
-    first = label.gather(1, n_blank.clamp(max=w - 1).unsqueeze(1)).squeeze(1)
-    torch.where(got, first, lp.pending_label, out=lp.pending_label)
-    torch.logical_and(in_reach, full, out=lp.active)
+    full = n_blank == w  # all w blank: searching on in the next round (if within the length)
+    torch.gt(lp.t < lp.lengths, full, out=lp.found)  # stopped at a label within the length
+    lp.hyps.scores.add_(torch.where(lp.win < (n_blank + lp.found).unsqueeze(1), logp, 0).sum(dim=1))
+    torch.gather(label, 1, n_blank.clamp(max=w - 1).unsqueeze(1), out=lp.pending_label.unsqueeze(1))
 
 
 def _emit_step(lp: _Loop) -> None:
-    """Every row that found its label emits it (one prediction-network step for the batch): the rows
-    not active (searching) any more that are within their length."""
+    """Every row that found its label in the round's single-frame find steps emits it (one
+    prediction-network step for the batch): the rows within their length not searching any more."""
     _emit(lp, (lp.t < lp.lengths) > lp.active, lp.pending_label, lp.pending_dur if lp.tdt else None)
 
 
 def _label_round(lp: _Loop) -> None:
-    """A label-looping round: ``find_steps`` find steps, then the emit step; a finished loop is unchanged."""
-    find = _find_label_window_step if lp.window > 1 else _find_label_step
-    for _ in range(lp.find_steps):
-        find(lp)
-    _emit_step(lp)
+    """A label-looping round (see :func:`_round_shape`): find steps, then the emit step of the rows that
+    found their label; a finished loop is unchanged."""
+    if lp.find_frames > 1:
+        _find_label_window_step(lp)
+        _emit(lp, lp.found, lp.pending_label, None)
+    elif lp.find_steps == 1:
+        _decide_and_emit(lp, lp.active)
+    else:
+        for _ in range(lp.find_steps):
+            _find_label_step(lp)
+        _emit_step(lp)
     _finish_round(lp)
 
 
@@ -348,12 +380,7 @@ def _frame_round(lp: _Loop) -> None:
     """Rows on frame ``lp.frame`` decide together (Algorithm 2): blanks advance, labels are emitted with
     one prediction-network step for the batch (kept where emitted); then the frame moves on as a tensor
     (the earliest frame of an active row)."""
-    on_frame = lp.active & (lp.t == lp.frame)
-    label, logp, didx = lp.decide(lp.joint_at(lp.t))
-    is_blank = label == lp.blank
-    lp.hyps.scores.add_(torch.where(on_frame, logp, 0))
-    lp.consume(on_frame & is_blank, didx)
-    _emit(lp, on_frame > is_blank, label, didx)
+    _decide_and_emit(lp, lp.active & (lp.t == lp.frame))
     torch.amin(torch.where(lp.active, lp.t, lp.T), 0, out=lp.frame)
     _finish_round(lp)
 
@@ -623,7 +650,8 @@ class GreedyDecoder:
             zeros = torch.zeros(Bb, dtype=torch.long, device=enc.device)
             start = GreedyState(pred_state=model.select_state(state.pred_state, rows), dec_out=state.dec_out[rows],
                                 skip=zeros, offset=zeros.clone(), hyps=hyps)
-            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute)
+            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute,
+                       static=True)
             run = StepRunner(mode, _Loop.STATE)
             self._runners.add(run)
             return lp, run
