@@ -19,11 +19,15 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
 
 The loops stay on the device (DESIGN rule 3): a call is rounds of sync-free, masked steps driven by
 :func:`~asrdecode.accel.run_until_done`, which reads the ``done`` flag on the host only at O(log) check
-points (a round run past the end changes nothing). A label-looping round is :data:`FIND_STEPS` find
-steps (the joint only, for the rows still searching; WIND: one window step) and one emit step for the
-rows that found their label (the prediction network runs once for the batch, its output kept where
-emitted); a frame-looping round is one decision of the rows on the earliest active frame plus its emit
-step. Each row's decisions are Algorithm 1's whatever the round shape. Hypothesis storage is reserved
+points (a round run past the end changes nothing). A label-looping round is find steps (the joint only,
+for the rows still searching) and one emit step for the rows that found their label (the prediction
+network runs once for the batch, its output kept where emitted); its shape is chosen by kernels per call
+(a replayed graph costs its kernel launches): RNN-T eager :data:`FIND_STEPS` single-frame steps, RNN-T
+in a static loop one :data:`FIND_FRAMES`-frame window step, WIND one ``w``-frame window step, TDT one
+decision per round. A frame-looping round is one decision of the rows on the earliest active frame plus
+its emit step. Each row's decisions are Algorithm 1's whatever the round shape. The steps update the
+loop's tensors in place (masked ``out=`` writes: a captured graph copies nothing back); a decision's
+log-prob comes from one ``log_softmax`` (``logsumexp`` is nine GPU kernels). Hypothesis storage is reserved
 on the host between round batches; ``max_symbols=None``'s runaway guard is a device flag read after the
 loop. Eager mode runs on the call's tensors; ``"compile"`` / ``"cuda_graphs"`` run a static loop cached
 on the :class:`GreedyDecoder` per (B, T) :func:`~asrdecode.accel.bucket` (padded rows have length 0), so
