@@ -21,10 +21,10 @@ greedy_module = sys.modules["asrdecode.transducer.greedy"]
 #: (WIND), 68 / 82 (frames) ops, plus a copy back per replaced state tensor (~13) in a graph, and each
 #: logsumexp was nine kernels on a GPU
 ROUNDS = [
-    ("labels-window", False, "labels", 1, True, 76),
+    ("labels-window", False, "labels", 1, True, 72),
     ("labels-eager", False, "labels", 1, False, 80),
     ("labels-tdt", True, "labels", 1, True, 74),
-    ("wind", False, "labels", 8, False, 76),
+    ("wind", False, "labels", 8, False, 72),
     ("frames", False, "frames", 1, False, 61),
     ("frames-tdt", True, "frames", 1, False, 78),
 ]

@@ -99,7 +99,7 @@ FIND_STEPS = 2
 #: round evaluates the joint on this many frames at once and consumes the leading blanks (WIND's window
 #: step, exact for RNN-T). On a GPU a round costs its kernel launches, not its rows: 4 frames take ~0.75x
 #: the kernels of two single-frame steps and cover the blank runs of a ~0.3 labels / frame model in ~0.8x
-#: the rounds (paper model, B=32: 139 rounds of 48 kernels against 178 of 58); on a CPU the joint's
+#: the rounds (paper model, B=32: 139 rounds of 47 kernels against 178 of 58); on a CPU the joint's
 #: arithmetic dominates and the eager loop keeps FIND_STEPS single-frame steps
 FIND_FRAMES = 4
 #: rounds per frame of a first call (the first flag check); later calls use the observed rate
@@ -148,12 +148,14 @@ class _Loop:
         self.find_steps, self.find_frames = _round_shape(window, self.tdt, static)
         self.b_idx = torch.arange(B, device=dev)
         self.win = torch.arange(self.find_frames, device=dev)
-        #: window find steps: per row, where its run of blanks stops in the window (column ``w``: always)
+        #: window find steps: per row, the labels of the window (column ``w``: always one, the end)
         self.stop = torch.ones(B, self.find_frames + 1, dtype=torch.uint8, device=dev)
         self.found = torch.zeros(B, dtype=torch.bool, device=dev)  # window find steps: a label found
         pad = max(self.find_frames, max(self.rule.values), 1)
         enc = model.project_encoder(enc) if precompute else enc
         self.enc = torch.cat([enc, enc.new_zeros(B, pad, enc.shape[2])], dim=1)
+        #: window find steps: frames ``t .. t + w - 1`` of every ``t``, a view ``[B, T + pad - w + 1, w, H]``
+        self.enc_windows = self.enc.unfold(1, self.find_frames, 1).transpose(2, 3)
         self.lengths = lengths
         self.offset = state.offset
         self.hyps = state.hyps
@@ -204,14 +206,15 @@ class _Loop:
 
     # -- the joint after projection, and one decision per row ----------------------------------
 
-    def joint_at(self, frames: torch.Tensor) -> torch.Tensor:
-        """Logits at ``frames [B]`` or ``[B, w]`` (within the padded encoder output) for the current labels."""
+    def joint_at(self, frames: torch.Tensor, window: bool = False) -> torch.Tensor:
+        """Logits ``[B, V']`` at ``frames [B]`` (within the padded encoder output) for the current labels;
+        ``window``: ``[B, w, V']`` at frames ``frames .. frames + w - 1`` (one gather of the window view)."""
         dec = self.dec_proj
-        if frames.dim() == 1:
-            enc = self.enc[self.b_idx, frames]
-        else:
-            enc = self.enc[self.b_idx.unsqueeze(1), frames]
+        if window:
+            enc = self.enc_windows[self.b_idx, frames]
             dec = dec.unsqueeze(1)
+        else:
+            enc = self.enc[self.b_idx, frames]
         if not self.precompute:
             enc = self.model.project_encoder(enc)
             dec = self.model.project_decoder(dec)
@@ -343,17 +346,16 @@ def _find_label_window_step(lp: _Loop) -> None:
     ``t .. t + w - 1``, consume the leading blanks below the length, keep the first label (``found``,
     ``pending_label``). Every row within its length searches (the step follows an emit step)."""
     w = lp.find_frames
-    frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
-    label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
-    # a blank run stops at a label or at the length; column w (always 1): the window's end
-    torch.logical_or(label != lp.blank, frames >= lp.lengths.unsqueeze(1), out=lp.stop[:, :w])
-    n_blank = lp.stop.argmax(dim=1)  # [B]: the leading blanks (the first stop)
+    label, logp, _ = lp.decide(lp.joint_at(lp.t, window=True))  # [B, w]
+    reach = (lp.lengths - lp.t).clamp_(0, w)  # [B]: the window's frames below the length
+    torch.ne(label, lp.blank, out=lp.stop[:, :w])  # (column w: always 1)
+    first = lp.stop.argmax(dim=1)  # [B]: the window's first label (w: none)
+    torch.lt(first, reach, out=lp.found)  # a label below the length: emitted by the round's emit step
+    n_blank = torch.minimum(first, reach)  # the leading blanks below the length
     lp.t.add_(n_blank)
     lp.symbols.masked_fill_(n_blank > 0, 0)  # the frame's label count restarts where a blank was consumed
-    full = n_blank == w  # all w blank: searching on in the next round (if within the length)
-    torch.gt(lp.t < lp.lengths, full, out=lp.found)  # stopped at a label within the length
     lp.hyps.scores.add_(torch.where(lp.win < (n_blank + lp.found).unsqueeze(1), logp, 0).sum(dim=1))
-    torch.gather(label, 1, n_blank.clamp(max=w - 1).unsqueeze(1), out=lp.pending_label.unsqueeze(1))
+    torch.gather(label, 1, first.clamp(max=w - 1).unsqueeze(1), out=lp.pending_label.unsqueeze(1))
 
 
 def _emit_step(lp: _Loop) -> None:
