@@ -74,8 +74,13 @@ class LstmJointWeights:
 def weights_from_lstm_transducer(t: Any) -> LstmJointWeights:
     """An :class:`~asrdecode.transducer.LSTMTransducer`'s weights (tanh joint)."""
     with torch.no_grad():
-        table, whh0, upper = t._step_weights()
         p = t.pred_dim
+
+        def ifgo(w: torch.Tensor) -> torch.Tensor:  # gate columns (i, f, o, g) of the step weights -> nn.LSTM's (i, f, g, o)
+            return torch.cat([w[..., : 2 * p], w[..., 3 * p :], w[..., 2 * p : 3 * p]], dim=-1)
+
+        table, whh0, upper = t._step_weights()
+        table, whh0, upper = ifgo(table), ifgo(whh0), [(ifgo(w), ifgo(b)) for w, b in upper]
         wup = torch.stack([w.t() for w, _ in upper]) if upper else torch.zeros(0, 4 * p, 2 * p)
         bup = torch.stack([b for _, b in upper]) if upper else torch.zeros(0, 4 * p)
         return LstmJointWeights(table.numpy(), whh0.t().numpy(), wup.numpy(), bup.numpy(),

@@ -19,11 +19,15 @@ RNN-T and TDT share one loop: they differ only in how far time advances after a 
 
 The loops stay on the device (DESIGN rule 3): a call is rounds of sync-free, masked steps driven by
 :func:`~asrdecode.accel.run_until_done`, which reads the ``done`` flag on the host only at O(log) check
-points (a round run past the end changes nothing). A label-looping round is :data:`FIND_STEPS` find
-steps (the joint only, for the rows still searching; WIND: one window step) and one emit step for the
-rows that found their label (the prediction network runs once for the batch, its output kept where
-emitted); a frame-looping round is one decision of the rows on the earliest active frame plus its emit
-step. Each row's decisions are Algorithm 1's whatever the round shape. Hypothesis storage is reserved
+points (a round run past the end changes nothing). A label-looping round is find steps (the joint only,
+for the rows still searching) and one emit step for the rows that found their label (the prediction
+network runs once for the batch, its output kept where emitted); its shape is chosen by kernels per call
+(a replayed graph costs its kernel launches): RNN-T eager :data:`FIND_STEPS` single-frame steps, RNN-T
+in a static loop one :data:`FIND_FRAMES`-frame window step, WIND one ``w``-frame window step, TDT one
+decision per round. A frame-looping round is one decision of the rows on the earliest active frame plus
+its emit step. Each row's decisions are Algorithm 1's whatever the round shape. The steps update the
+loop's tensors in place (masked ``out=`` writes: a captured graph copies nothing back); a decision's
+log-prob comes from one ``log_softmax`` (``logsumexp`` is nine GPU kernels). Hypothesis storage is reserved
 on the host between round batches; ``max_symbols=None``'s runaway guard is a device flag read after the
 loop. Eager mode runs on the call's tensors; ``"compile"`` / ``"cuda_graphs"`` run a static loop cached
 on the :class:`GreedyDecoder` per (B, T) :func:`~asrdecode.accel.bucket` (padded rows have length 0), so
@@ -44,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
@@ -52,7 +56,7 @@ from ..hyps import BatchedHyps
 from ..native.choice import ENGINES, use_native
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
-from .model import TransducerModel, check_joint_width, check_model, checked_joint
+from .model import TransducerModel, check_joint_width, check_model, checked_joint, replace_state_inplace
 from . import _checks
 from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
 
@@ -87,33 +91,44 @@ class GreedyState:
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
 
 
-#: find steps per label-looping round (joint only) before the round's emit step (prediction network):
-#: a row's next label is usually found within a round, and a round's prediction runs at most once per
-#: ``k`` joints; each row's decisions are Algorithm 1's whatever ``k``
+#: find steps per RNN-T label-looping round of the eager loop (joint only) before the round's emit step
+#: (prediction network): a row's next label is usually found within a round, and a round's prediction
+#: runs at most once per ``k`` joints; each row's decisions are Algorithm 1's whatever the round shape
 FIND_STEPS = 2
-#: the same for WIND rounds: one window step (``w`` frames) usually reaches the next label
-WIND_FIND_STEPS = 1
+#: frames per find step of RNN-T label-looping in a static loop (compile / CUDA graphs): one find step per
+#: round evaluates the joint on this many frames at once and consumes the leading blanks (WIND's window
+#: step, exact for RNN-T). On a GPU a round costs its kernel launches, not its rows: 4 frames take ~0.75x
+#: the kernels of two single-frame steps and cover the blank runs of a ~0.3 labels / frame model in ~0.8x
+#: the rounds (paper model, B=32: 139 rounds of 47 kernels against 178 of 58); on a CPU the joint's
+#: arithmetic dominates and the eager loop keeps FIND_STEPS single-frame steps
+FIND_FRAMES = 4
 #: rounds per frame of a first call (the first flag check); later calls use the observed rate
 _FIRST_ROUNDS_PER_FRAME = {"labels": 0.6, "wind": 0.3, "frames": 1.5}
 
 
 class _Loop:
-    """Loop state of one greedy call: tensors only, updated by the step functions.
+    """Loop state of one greedy call: tensors only, updated in place by the step functions (fixed
+    addresses: a captured graph copies nothing back).
 
-    Shapes: ``B`` rows (a static loop: the padded batch), ``T`` frames, ``H`` joint width. Per row:
-    ``t`` the current frame, ``active`` (``t < lengths``), ``has`` (a label found, emitted at the round's
-    emit step), ``symbols`` labels on the current frame, ``pending_*`` the found label's decision; the
-    0-dim ``done`` (no row active, or a runaway) and ``frame`` (frame-looping's current frame).
+    Shapes: ``B`` rows (a static loop: the padded batch), ``T`` frames, ``H`` joint width. Per row: ``t``
+    the current frame (chunk frames; the offsets are added to the timestamps after the loop); ``active``
+    the rows that still decide: ``t < lengths`` at the start of a round (label-looping: a row that found
+    its label stops until the round's emit step); ``symbols`` labels on the current frame;
+    ``pending_label`` / ``pending_dur`` the label found (TDT: its duration index). 0-dim: ``busy`` (a row
+    was active after the last round: the loop's flag is its negation), ``live`` (rounds started busy),
+    ``runaway`` and ``frame`` (frame-looping's current frame). The encoder output carries ``pad`` zero
+    frames past ``T``, so the joint reads frame ``t`` of a finished row (``t`` up to ``T - 1 +`` the
+    largest duration or window) without a clamp.
     """
 
-    # attributes the steps replace (for the CUDA-graph in-place wrapper)
+    # the steps' state (the CUDA-graph in-place wrapper's names; every tensor is updated in place)
     STATE = (
-        "t", "active", "has", "symbols", "pending_label", "pending_logp", "pending_dur", "frame", "done",
-        "runaway", "live", "dec_out", "dec_proj", "pred_state", "hyps",
+        "t", "active", "found", "symbols", "pending_label", "pending_dur", "frame", "busy", "runaway", "live",
+        "dec_out", "dec_proj", "pred_state", "hyps",
     )  # fmt: skip
 
     def __init__(self, model: TransducerModel, enc: torch.Tensor, lengths: torch.Tensor, state: GreedyState,
-                 window: int, max_symbols: int | None, precompute: bool) -> None:
+                 window: int, max_symbols: int | None, precompute: bool, static: bool = False) -> None:
         B, T, _ = enc.shape
         dev = enc.device
         self.model = model
@@ -121,34 +136,43 @@ class _Loop:
         self.blank = model.blank_id
         self.rule = DurationRule.of(model)
         self.tdt = self.rule.tdt
-        self.durations = torch.tensor(self.rule.values, device=dev) if self.tdt else None
+        values = torch.tensor(self.rule.values, device=dev)
+        #: duration index -> frames a label / a blank advances (TDT)
+        self.label_steps, self.blank_steps = values, values.clamp(min=1)
         self.max_symbols = max_symbols
         #: labels on one frame past which a ``max_symbols=None`` search is a runaway (None: capped search)
         self.guard = _checks.MAX_SYMBOLS_GUARD if max_symbols is None else None
         self.precompute = precompute
         self.T = T
         self.window = window
-        self.find_steps = WIND_FIND_STEPS if window > 1 else FIND_STEPS
+        self.find_steps, self.find_frames = _round_shape(window, self.tdt, static)
         self.b_idx = torch.arange(B, device=dev)
-        self.win = torch.arange(window, device=dev)
-        self.enc = model.project_encoder(enc) if precompute else enc
+        self.win = torch.arange(self.find_frames, device=dev)
+        #: window find steps: per row, the labels of the window (column ``w``: always one, the end)
+        self.stop = torch.ones(B, self.find_frames + 1, dtype=torch.uint8, device=dev)
+        self.found = torch.zeros(B, dtype=torch.bool, device=dev)  # window find steps: a label found
+        pad = max(self.find_frames, max(self.rule.values), 1)
+        enc = model.project_encoder(enc) if precompute else enc
+        self.enc = torch.cat([enc, enc.new_zeros(B, pad, enc.shape[2])], dim=1)
+        #: window find steps: frames ``t .. t + w - 1`` of every ``t``, a view ``[B, T + pad - w + 1, w, H]``
+        self.enc_windows = self.enc.unfold(1, self.find_frames, 1).transpose(2, 3)
         self.lengths = lengths
         self.offset = state.offset
         self.hyps = state.hyps
-        self.pred_state = state.pred_state
-        self.dec_out = state.dec_out
-        self.dec_proj = model.project_decoder(state.dec_out) if precompute else state.dec_out
+        self.start = state.hyps.lengths.clone()  # the labels before this call (their timestamps are final)
+        # the loop's own copies: updated in place, the caller's state stays as it was
+        self.pred_state = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, state.pred_state)
+        self.dec_out = state.dec_out.clone()
+        self.dec_proj = model.project_decoder(self.dec_out) if precompute else self.dec_out
         self.t = state.skip.clone()
         self.active = self.t < lengths
-        self.has = torch.zeros(B, dtype=torch.bool, device=dev)
         self.symbols = torch.zeros(B, dtype=torch.long, device=dev)
         self.pending_label = torch.full((B,), self.blank, dtype=torch.long, device=dev)
-        self.pending_logp = torch.zeros(B, dtype=state.hyps.scores.dtype, device=dev)
         self.pending_dur = torch.zeros(B, dtype=torch.long, device=dev)
         self.runaway = torch.zeros((), dtype=torch.bool, device=dev)
-        self.live = torch.zeros((), dtype=torch.long, device=dev)  # rounds that found work (not done)
+        self.live = torch.zeros((), dtype=torch.long, device=dev)  # rounds that found work
         self.frame = _current_frame(self)
-        self.done = ~self.active.any()
+        self.busy = self.active.any()
 
     def load(self, enc: torch.Tensor, lengths: torch.Tensor, state: GreedyState) -> None:
         """Copy one call's inputs into this (static, padded) loop's buffers and reset the loop in place:
@@ -169,73 +193,90 @@ class _Loop:
         for mine, given in zip(tree_flatten(self.pred_state)[0], tree_flatten(model.select_state(state.pred_state, rows))[0]):
             mine.copy_(given)
         self.active.copy_(self.t < self.lengths)
-        self.has.zero_()
         self.symbols.zero_()
         self.pending_label.fill_(self.blank)
-        self.pending_logp.zero_()
         self.pending_dur.zero_()
+        self.found.zero_()
         self.runaway.zero_()
         self.live.zero_()
         self.frame.copy_(_current_frame(self))
-        self.done.copy_(~self.active.any())
+        self.busy.copy_(self.active.any())
         self.hyps.reset()
+        self.start.zero_()
 
     # -- the joint after projection, and one decision per row ----------------------------------
 
-    def joint_at(self, frames: torch.Tensor) -> torch.Tensor:
-        """Logits at ``frames [B]`` or ``[B, w]`` (clamped to the padded length) for the current labels."""
-        frames = frames.clamp(max=self.T - 1)
+    def joint_at(self, frames: torch.Tensor, window: bool = False) -> torch.Tensor:
+        """Logits ``[B, V']`` at ``frames [B]`` (within the padded encoder output) for the current labels;
+        ``window``: ``[B, w, V']`` at frames ``frames .. frames + w - 1`` (one gather of the window view)."""
         dec = self.dec_proj
-        if frames.dim() == 1:
-            enc = self.enc[self.b_idx, frames]
-        else:
-            enc = self.enc[self.b_idx.unsqueeze(1), frames]
+        if window:
+            enc = self.enc_windows[self.b_idx, frames]
             dec = dec.unsqueeze(1)
+        else:
+            enc = self.enc[self.b_idx, frames]
         if not self.precompute:
             enc = self.model.project_encoder(enc)
             dec = self.model.project_decoder(dec)
         return checked_joint(self.model, enc, dec)
 
-    def decide(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Greedy decision per row: (label, log-prob of the decision, duration value; 0 for RNN-T)."""
-        tok = logits[..., : self.V]
-        val, label = tok.max(dim=-1)
-        logp = val - torch.logsumexp(tok, dim=-1)
+    def decide(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Greedy decision per row: (label, log-prob of the decision, TDT duration index or None). The
+        argmax of the logits (the reference's argmax of their log-softmax); the log-prob from one
+        log-softmax (one kernel; ``logsumexp`` is nine on a GPU)."""
+        tok = logits[..., : self.V] if self.tdt else logits
+        label = tok.argmax(dim=-1)
+        logp = torch.log_softmax(tok, dim=-1).gather(-1, label.unsqueeze(-1)).squeeze(-1)
         if not self.tdt:
-            return label, logp.to(self.pending_logp.dtype), torch.zeros_like(label)
-        dur_logits = logits[..., self.V :]
-        dval, didx = dur_logits.max(dim=-1)
-        logp = logp + dval - torch.logsumexp(dur_logits, dim=-1)
-        return label, logp.to(self.pending_logp.dtype), self.durations[didx]  # type: ignore[index]  # set: TDT
+            return label, logp.to(self.hyps.scores.dtype), None
+        dur = logits[..., self.V :]
+        didx = dur.argmax(dim=-1)
+        logp = logp + torch.log_softmax(dur, dim=-1).gather(-1, didx.unsqueeze(-1)).squeeze(-1)
+        return label, logp.to(self.hyps.scores.dtype), didx
 
-    # -- steps shared by both loops --------------------------------------------------------------
+    def consume(self, blank: torch.Tensor, didx: torch.Tensor | None) -> None:
+        """Rows where ``blank`` consume their blank decision (duration index ``didx``, TDT): time advances
+        and the frame's label count restarts."""
+        self.t.add_(blank if didx is None else torch.where(blank, self.blank_steps[didx], 0))  # RNN-T: 1
+        self.symbols.masked_fill_(blank, 0)
 
-    def emit_and_advance(self, emit: torch.Tensor, label: torch.Tensor, logp: torch.Tensor, dur: torch.Tensor) -> None:
-        """Append ``label`` where ``emit``, advance time by the label rule, update the prediction network
-        (run for every row, kept where ``emit``: static shapes)."""
-        self.hyps.write(emit, label, self.t + self.offset, dur if self.tdt else None)
-        self.hyps.scores += torch.where(emit, logp, 0)
-        symbols = self.symbols + emit
-        moved: torch.Tensor | None = None  # rows whose label moved time on (their frame's count restarts)
-        if self.tdt:
-            advance = torch.where(emit, dur, 0)
-            if self.max_symbols is not None:
-                advance = advance + (emit & (dur == 0) & (symbols >= self.max_symbols))
-            moved = advance > 0
-            self.t = self.t + advance
-        elif self.max_symbols is not None:  # an RNN-T label stays on its frame unless it is the max_symbols-th
-            moved = emit & (symbols >= self.max_symbols)
-            self.t = self.t + moved
-        self.symbols = symbols if moved is None else torch.where(moved, 0, symbols)
-        # every row's label goes in (found labels are vocabulary ids): the outputs are kept where emitted
-        dec_out, new_state = self.model.predict(label, self.pred_state)
-        self.pred_state = self.model.replace_state(self.pred_state, new_state, emit)
-        self.dec_out = torch.where(emit.unsqueeze(1), dec_out, self.dec_out)
-        if self.precompute:
-            self.dec_proj = torch.where(emit.unsqueeze(1), self.model.project_decoder(dec_out), self.dec_proj)
-        else:
-            self.dec_proj = self.dec_out
-        self.active = self.t < self.lengths
+
+def _emit(lp: _Loop, emit: torch.Tensor, label: torch.Tensor, didx: torch.Tensor | None) -> None:
+    """Append ``label`` where ``emit`` (its log-prob is already in the score), advance time by the label
+    rule, update the prediction network (run for every row, kept where ``emit``: static shapes); then
+    ``active`` is ``t < lengths``. In place."""
+    hyps = lp.hyps
+    # every row writes at its length: < capacity, as _run_loop reserves a column per round (and one past
+    # the most labels the call can emit); only emitting rows count it
+    pos = hyps.lengths.unsqueeze(1)  # (a view: the writes come before the lengths move)
+    hyps.tokens.scatter_(1, pos, label.unsqueeze(1))
+    hyps.timestamps.scatter_(1, pos, lp.t.unsqueeze(1))
+    dur = None
+    if didx is not None:
+        dur = lp.label_steps[didx]
+        hyps.durations.scatter_(1, pos, dur.unsqueeze(1))  # type: ignore[union-attr]  # TDT hypotheses
+    hyps.lengths.add_(emit)
+    lp.symbols.add_(emit)
+    if dur is not None:  # TDT: the label's duration moves time on (its frame's count restarts)
+        advance = torch.where(emit, dur, 0)
+        lp.symbols.masked_fill_(advance > 0, 0)
+        if lp.max_symbols is not None:  # the max_symbols-th label on a frame moves time on
+            forced = lp.symbols >= lp.max_symbols
+            advance.add_(forced)
+            lp.symbols.masked_fill_(forced, 0)
+        lp.t.add_(advance)
+    elif lp.max_symbols is not None:  # an RNN-T label stays on its frame unless it is the max_symbols-th
+        forced = lp.symbols >= lp.max_symbols  # (only a row that emitted now can reach it)
+        lp.t.add_(forced)
+        lp.symbols.masked_fill_(forced, 0)
+    # every row's label goes in (found labels are vocabulary ids): the outputs are kept where emitted
+    dec_out, new_state = lp.model.predict(label, lp.pred_state)
+    replace_state_inplace(lp.model, lp.pred_state, new_state, emit)
+    keep = emit.unsqueeze(1)
+    torch.where(keep, dec_out, lp.dec_out, out=lp.dec_out)
+    if lp.precompute:  # (else dec_proj is dec_out)
+        torch.where(keep, lp.model.project_decoder(dec_out), lp.dec_proj, out=lp.dec_proj)
+    torch.lt(lp.t, lp.lengths, out=lp.active)
 
 
 def _current_frame(lp: _Loop) -> torch.Tensor:
@@ -244,69 +285,97 @@ def _current_frame(lp: _Loop) -> torch.Tensor:
 
 
 def _finish_round(lp: _Loop) -> None:
-    """The loop's flag after a round: done when no row is active, or (``max_symbols=None``) a row went
-    past the guard's labels on one frame (the caller raises, as the reference does)."""
-    lp.live = lp.live + ~lp.done
-    lp.done = ~lp.active.any()
+    """The loop's flag after a round: busy while a row is active and (``max_symbols=None``) no row went past
+    the guard's labels on one frame (the caller raises, as the reference does)."""
+    lp.live.add_(lp.busy)
+    torch.any(lp.active, out=lp.busy)
     if lp.guard is not None:
-        lp.runaway = lp.runaway | (lp.symbols > lp.guard).any()
-        lp.done = lp.done | lp.runaway
+        torch.logical_or(lp.runaway, (lp.symbols > lp.guard).any(), out=lp.runaway)
+        lp.busy.logical_and_(~lp.runaway)
 
 
-# -- label-looping: rounds of find steps (joint only) and one emit step (prediction network) ------------
+def _stamp_offsets(lp: _Loop) -> None:
+    """After the loop: the call's labels were stamped with chunk frames; add each row's chunk offset."""
+    hyps = lp.hyps
+    later = torch.arange(hyps.capacity, device=lp.t.device) >= lp.start.unsqueeze(1)
+    hyps.timestamps.add_(torch.where(later, lp.offset.unsqueeze(1), 0))
+
+
+# -- label-looping: rounds of find steps (joint only) and an emit step (prediction network) -------------
+
+
+def _round_shape(window: int, tdt: bool, static: bool) -> tuple[int, int]:
+    """(find steps per label-looping round, frames per find step): WIND one window step; TDT one decision
+    per round (its label emitted at once: a second find step costs more kernels than the rounds it saves,
+    paper model); RNN-T one :data:`FIND_FRAMES`-frame step in a static loop, else :data:`FIND_STEPS`
+    single-frame steps."""
+    if window > 1:
+        return 1, window
+    if tdt:
+        return 1, 1
+    return (1, FIND_FRAMES) if static else (FIND_STEPS, 1)
+
+
+def _decide_and_emit(lp: _Loop, deciding: torch.Tensor) -> None:
+    """One decision for the rows ``deciding`` (at their frame ``t``): blanks are consumed, labels emitted
+    (one prediction-network step for the batch). Each decision's log-prob goes into the score."""
+    label, logp, didx = lp.decide(lp.joint_at(lp.t))
+    is_blank = label == lp.blank
+    lp.hyps.scores.add_(torch.where(deciding, logp, 0))
+    lp.consume(deciding & is_blank, didx)
+    _emit(lp, deciding > is_blank, label, didx)
 
 
 def _find_label_step(lp: _Loop) -> None:
-    """One decision for every row still searching (active, no label found): consume a blank (time
-    advances) or keep the label for the round's emit step (RNN-T and TDT). Other rows stay put."""
-    need = lp.active & ~lp.has
-    label, logp, dur = lp.decide(lp.joint_at(lp.t))
-    is_blank = label == lp.blank
-    consume = need & is_blank
-    got = need & ~is_blank
-    lp.hyps.scores += torch.where(consume, logp, 0)
-    lp.t = lp.t + (torch.where(consume, lp.rule.blank_advance(dur), 0) if lp.tdt else consume)  # RNN-T: 1
-    lp.symbols = torch.where(consume, 0, lp.symbols)
-    lp.pending_label = torch.where(got, label, lp.pending_label)
-    lp.pending_logp = torch.where(got, logp, lp.pending_logp)
-    lp.pending_dur = torch.where(got, dur, lp.pending_dur)
-    lp.active = lp.t < lp.lengths
-    lp.has = lp.has | got
+    """One decision for every row still searching (active): consume a blank (time advances) or keep the
+    label for the round's emit step (RNN-T and TDT). Each decision's log-prob goes into the score now (a
+    label found is always emitted by the round's emit step). Other rows stay put."""
+    label, logp, didx = lp.decide(lp.joint_at(lp.t))
+    act = lp.active
+    blank = (label == lp.blank) & act
+    lp.hyps.scores.add_(torch.where(act, logp, 0))
+    lp.consume(blank, didx)
+    torch.where(act, label, lp.pending_label, out=lp.pending_label)
+    if didx is not None:
+        torch.where(act, didx, lp.pending_dur, out=lp.pending_dur)
+    torch.logical_and(blank, lp.t < lp.lengths, out=lp.active)
 
 
 def _find_label_window_step(lp: _Loop) -> None:
-    """The find step with a WIND window (RNN-T): evaluate ``w`` frames, jump to the first label."""
-    need = lp.active & ~lp.has
-    frames = lp.t.unsqueeze(1) + lp.win  # [B, w]
-    valid = (frames < lp.lengths.unsqueeze(1)) & need.unsqueeze(1)
-    label, logp, _ = lp.decide(lp.joint_at(frames))  # [B, w]
-    nonblank = valid & (label != lp.blank)
-    got = nonblank.any(dim=1)
-    first = nonblank.to(torch.int8).argmax(dim=1)  # first label frame (0 when none)
-    n_blank = torch.where(got, first, valid.sum(dim=1))  # blanks consumed before it
-    consumed = torch.where(lp.win.unsqueeze(0) < n_blank.unsqueeze(1), logp, 0)
-    lp.hyps.scores += consumed.sum(dim=1)
-    lp.t = lp.t + n_blank
-    lp.symbols = torch.where(n_blank > 0, 0, lp.symbols)
-    at = first.unsqueeze(1)
-    lp.pending_label = torch.where(got, label.gather(1, at).squeeze(1), lp.pending_label)
-    lp.pending_logp = torch.where(got, logp.gather(1, at).squeeze(1), lp.pending_logp)
-    lp.active = lp.t < lp.lengths
-    lp.has = lp.has | got
+    """A round's one find step over ``w`` frames (WIND's window step, RNN-T): evaluate the joint on frames
+    ``t .. t + w - 1``, consume the leading blanks below the length, keep the first label (``found``,
+    ``pending_label``). Every row within its length searches (the step follows an emit step)."""
+    w = lp.find_frames
+    label, logp, _ = lp.decide(lp.joint_at(lp.t, window=True))  # [B, w]
+    reach = (lp.lengths - lp.t).clamp_(0, w)  # [B]: the window's frames below the length
+    torch.ne(label, lp.blank, out=lp.stop[:, :w])  # (column w: always 1)
+    first = lp.stop.argmax(dim=1)  # [B]: the window's first label (w: none)
+    torch.lt(first, reach, out=lp.found)  # a label below the length: emitted by the round's emit step
+    n_blank = torch.minimum(first, reach)  # the leading blanks below the length
+    lp.t.add_(n_blank)
+    lp.symbols.masked_fill_(n_blank > 0, 0)  # the frame's label count restarts where a blank was consumed
+    lp.hyps.scores.add_(torch.where(lp.win < (n_blank + lp.found).unsqueeze(1), logp, 0).sum(dim=1))
+    torch.gather(label, 1, first.clamp(max=w - 1).unsqueeze(1), out=lp.pending_label.unsqueeze(1))
 
 
 def _emit_step(lp: _Loop) -> None:
-    """Every row that found its label emits it (one prediction-network step for the batch)."""
-    lp.emit_and_advance(lp.has, lp.pending_label, lp.pending_logp, lp.pending_dur)
-    lp.has = torch.zeros_like(lp.has)
+    """Every row that found its label in the round's single-frame find steps emits it (one
+    prediction-network step for the batch): the rows within their length not searching any more."""
+    _emit(lp, (lp.t < lp.lengths) > lp.active, lp.pending_label, lp.pending_dur if lp.tdt else None)
 
 
 def _label_round(lp: _Loop) -> None:
-    """A label-looping round: ``find_steps`` find steps, then the emit step; a finished loop is unchanged."""
-    find = _find_label_window_step if lp.window > 1 else _find_label_step
-    for _ in range(lp.find_steps):
-        find(lp)
-    _emit_step(lp)
+    """A label-looping round (see :func:`_round_shape`): find steps, then the emit step of the rows that
+    found their label; a finished loop is unchanged."""
+    if lp.find_frames > 1:
+        _find_label_window_step(lp)
+        _emit(lp, lp.found, lp.pending_label, None)
+    elif lp.find_steps == 1:
+        _decide_and_emit(lp, lp.active)
+    else:
+        for _ in range(lp.find_steps):
+            _find_label_step(lp)
+        _emit_step(lp)
     _finish_round(lp)
 
 
@@ -317,15 +386,8 @@ def _frame_round(lp: _Loop) -> None:
     """Rows on frame ``lp.frame`` decide together (Algorithm 2): blanks advance, labels are emitted with
     one prediction-network step for the batch (kept where emitted); then the frame moves on as a tensor
     (the earliest frame of an active row)."""
-    on_frame = lp.active & (lp.t == lp.frame)
-    label, logp, dur = lp.decide(lp.joint_at(lp.t))
-    is_blank = label == lp.blank
-    consume = on_frame & is_blank
-    lp.hyps.scores += torch.where(consume, logp, 0)
-    lp.t = lp.t + (torch.where(consume, lp.rule.blank_advance(dur), 0) if lp.tdt else consume)  # RNN-T: 1
-    lp.symbols = torch.where(consume, 0, lp.symbols)
-    lp.emit_and_advance(on_frame & ~is_blank, label, logp, dur)
-    lp.frame = _current_frame(lp)
+    _decide_and_emit(lp, lp.active & (lp.t == lp.frame))
+    torch.amin(torch.where(lp.active, lp.t, lp.T), 0, out=lp.frame)
     _finish_round(lp)
 
 
@@ -357,6 +419,7 @@ def _run_loop(lp: _Loop, run: StepRunner, loop: str, stats: LoopStats, frames: i
 
     body = _label_round if loop == "labels" else _frame_round
     run_until_done(run, body, lp, _done, first_check=stats.estimate(frames), limit=_round_limit(lp), on_check=grow)
+    _stamp_offsets(lp)
     scores = lp.hyps.scores[:rows]
     live, runaway, finite = torch.stack([lp.live, lp.runaway.long(), torch.isfinite(scores).all().long()]).tolist()
     stats.update(live, frames)
@@ -383,7 +446,7 @@ def _loop_stats(model: TransducerModel, kind: str) -> LoopStats:
 
 
 def _done(lp: _Loop) -> torch.Tensor:
-    return lp.done
+    return ~lp.busy
 
 
 # -- the decoder object and the one-shot function ------------------------------------------------
@@ -593,7 +656,8 @@ class GreedyDecoder:
             zeros = torch.zeros(Bb, dtype=torch.long, device=enc.device)
             start = GreedyState(pred_state=model.select_state(state.pred_state, rows), dec_out=state.dec_out[rows],
                                 skip=zeros, offset=zeros.clone(), hyps=hyps)
-            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute)
+            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute,
+                       static=True)
             run = StepRunner(mode, _Loop.STATE)
             self._runners.add(run)
             return lp, run

@@ -13,6 +13,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 
 from ..errors import DecodingInputError
 
@@ -79,6 +80,20 @@ def check_model(model: object) -> TransducerModel:
         if max(d) == 0:
             raise DecodingInputError("model.durations must contain a value > 0")
     return model
+
+
+def replace_state_inplace(model: TransducerModel, state: State, new: State, mask: torch.Tensor) -> None:
+    """Update ``state`` in place to ``model.replace_state(state, new, mask)``: its tensors keep their
+    addresses (a static loop's buffers). A model's own ``replace_state_(state, new, mask)`` when it has one
+    (a masked write per tensor), else ``replace_state`` and a copy back per tensor."""
+    own = getattr(model, "replace_state_", None)
+    if own is not None:
+        own(state, new, mask)
+        return
+    merged = model.replace_state(state, new, mask)
+    for old, value in zip(tree_flatten(state)[0], tree_flatten(merged)[0]):
+        if value is not old:
+            old.copy_(value)
 
 
 def joint_width(model: TransducerModel) -> int:
@@ -172,27 +187,33 @@ class LSTMTransducer(_JointMixin):
         # one step, one matrix product per layer: nn.LSTM's per-call weight preparation costs ~3x the
         # step itself on CPU. The first layer's input is an embedding row, so its input projection
         # (plus both biases) is a precomputed table row per label, and only ``h W_hh^T`` is multiplied:
-        # half the weights read per step. Same cell equations (gates i, f, g, o), equal to float rounding.
+        # half the weights read per step. The cached weights order the gates (i, f, o, g), so one
+        # sigmoid and one tanh cover them (8 kernels a layer on a GPU). Same cell equations, equal to
+        # float rounding.
         h_all, c_all = state
         table, w_hh0, upper = self._step_weights()
+        P = self.pred_dim
         hs, cs = [], []
-        gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]
+        gates = torch.addmm(table.index_select(0, labels), h_all[0], w_hh0)  # [B, 4P]: i, f, o, g
         x: torch.Tensor  # the layer below's output (layer 0 sets it before layer 1 reads it)
         for layer in range(self.pred_layers):
             if layer:  # x: the layer below's output
                 w, b = upper[layer - 1]
                 gates = torch.addmm(b, torch.cat([x, h_all[layer]], dim=1), w)  # noqa: F821 (x: set by layer 0)
-            i, f, g, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c_all[layer] + torch.sigmoid(i) * torch.tanh(g)
-            x = torch.sigmoid(o) * torch.tanh(c)
+            ifo = torch.sigmoid(gates[:, : 3 * P])
+            c = torch.addcmul(ifo[:, P : 2 * P] * c_all[layer], ifo[:, :P], torch.tanh(gates[:, 3 * P :]))
+            x = ifo[:, 2 * P :] * torch.tanh(c)
             hs.append(x)
             cs.append(c)
+        if self.pred_layers == 1:  # views, no copy
+            return x, (x.unsqueeze(0), c.unsqueeze(0))
         return x, (torch.stack(hs), torch.stack(cs))
 
     def _step_weights(self) -> tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
         """The step's weights, cached while the parameters are unchanged: the first layer's input table
         ``E W_ih^T + b_ih + b_hh`` ``[V, 4P]`` and ``W_hh^T`` ``[P, 4P]``; per upper layer
-        ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``."""
+        ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``; gate columns in the order (i, f, o, g) (nn.LSTM's
+        rows are i, f, g, o)."""
         # read through the modules' parameter dicts: nn.Module attribute look-ups cost ~8 us a step
         names = self.__dict__.get("_step_names")
         if names is None:
@@ -206,11 +227,16 @@ class LSTMTransducer(_JointMixin):
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:
             emb, lstm = params[0], params[1:]
+            P = self.pred_dim
+            order = torch.cat([torch.arange(0, 2 * P), torch.arange(3 * P, 4 * P), torch.arange(2 * P, 3 * P)])
             with torch.no_grad():
-                table = torch.addmm(lstm[2] + lstm[3], emb, lstm[0].t()).contiguous()
-                upper = [(torch.cat([lstm[4 * j], lstm[4 * j + 1]], dim=1).t().contiguous(),
-                          (lstm[4 * j + 2] + lstm[4 * j + 3]).contiguous()) for j in range(1, self.pred_layers)]
-                cached = (key, (table, lstm[1].t().contiguous(), upper))
+                def ifog(w: torch.Tensor) -> torch.Tensor:  # [4P, ...] rows (i, f, g, o) -> (i, f, o, g)
+                    return w.index_select(0, order.to(w.device))
+
+                table = torch.addmm(ifog(lstm[2] + lstm[3]), emb, ifog(lstm[0]).t()).contiguous()
+                upper = [(ifog(torch.cat([lstm[4 * j], lstm[4 * j + 1]], dim=1)).t().contiguous(),
+                          ifog(lstm[4 * j + 2] + lstm[4 * j + 3]).contiguous()) for j in range(1, self.pred_layers)]
+                cached = (key, (table, ifog(lstm[1]).t().contiguous(), upper))
             self.__dict__["_step_cache"] = cached
         return cached[1]
 
@@ -224,6 +250,13 @@ class LSTMTransducer(_JointMixin):
     def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
         m = mask.view(1, -1, 1)
         return (torch.where(m, new[0], state[0]), torch.where(m, new[1], state[1]))
+
+    def replace_state_(self, state: State, new: State, mask: torch.Tensor) -> None:
+        """:meth:`replace_state` in place: ``state``'s tensors take ``new`` where ``mask [B]`` (one masked
+        write each, addresses kept)."""
+        m = mask.view(1, -1, 1)
+        torch.where(m, new[0], state[0], out=state[0])
+        torch.where(m, new[1], state[1], out=state[1])
 
 
 class StatelessTransducer(_JointMixin):
@@ -267,3 +300,7 @@ class StatelessTransducer(_JointMixin):
 
     def replace_state(self, state: State, new: State, mask: torch.Tensor) -> State:
         return torch.where(mask.unsqueeze(1), new, state)
+
+    def replace_state_(self, state: State, new: State, mask: torch.Tensor) -> None:
+        """:meth:`replace_state` in place (one masked write, address kept)."""
+        torch.where(mask.unsqueeze(1), new, state, out=state)
