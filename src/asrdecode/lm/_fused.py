@@ -21,16 +21,37 @@ the walk's values (``L = max_chain``, ``D = light_degree``). Only built while ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
-
-if TYPE_CHECKING:
-    from ._automaton import BackoffAutomaton
 
 __all__ = ["MAX_ENTRIES", "FusedTables", "build_fused", "advance_fused", "score_tokens_fused"]
 
 MAX_ENTRIES = 64  # most candidate arcs (levels x light degree) per state for the fused tables
+
+
+class BackoffAutomaton(Protocol):
+    """What the fused tables read of :class:`asrdecode.lm._automaton.BackoffAutomaton` (which builds
+    them: a protocol here, so the two modules do not import each other)."""
+
+    vocab_size: int
+    blank_id: int | None
+    max_chain: int
+    light_degree: int
+    _n_arcs: int
+    arc_offsets: torch.Tensor
+    arc_label: torch.Tensor
+    arc_dest: torch.Tensor
+    arc_weight: torch.Tensor
+    backoff_state: torch.Tensor
+    backoff_weight: torch.Tensor
+    degree: torch.Tensor
+    dense_index: torch.Tensor
+    dense_scores: torch.Tensor
+    dense_next: torch.Tensor
+
+    @property
+    def num_states(self) -> int: ...
 
 
 class FusedTables(NamedTuple):
