@@ -130,6 +130,13 @@ class FusionScorer:
         self._has_score_tokens = [callable(getattr(m, "score_tokens", None)) for m in self.models]
         self._takes_utterances = [_accepts(m.initial_states, "utterances") for m in self.models]
 
+    def graph_key(self) -> tuple:
+        """The models' identity, weights and tensors by address: a captured CUDA graph reads the tensors
+        by address, so a model whose tensors were rebuilt is a new key for the loops' caches. Each model
+        is validated first (``ensure_valid``), so derived tensors are rebuilt here, not inside a captured
+        step."""
+        return tuple((id(m), w, _tensor_addresses(m, 3)) for m, w in self.fusion)
+
     @property
     def takes_utterances(self) -> list[bool]:
         """Per model: whether its ``initial_states`` takes the hypotheses' utterances (per-utterance models)."""
@@ -249,3 +256,17 @@ def _signature_has(fn: object, name: str) -> bool:
         return name in inspect.signature(fn).parameters  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return False
+
+
+def _tensor_addresses(obj: object, depth: int) -> tuple:
+    """``(name, address, shape, dtype)`` of the tensors among ``obj``'s attributes, ``depth`` objects deep."""
+    ensure = getattr(obj, "ensure_valid", None)
+    if callable(ensure):
+        ensure()
+    out: list[tuple] = []
+    for name, value in sorted(vars(obj).items()) if hasattr(obj, "__dict__") else ():
+        if isinstance(value, torch.Tensor):
+            out.append((name, value.data_ptr(), tuple(value.shape), value.dtype))
+        elif depth > 0 and hasattr(value, "__dict__") and not isinstance(value, type):
+            out.append((name, _tensor_addresses(value, depth - 1)))
+    return tuple(out)

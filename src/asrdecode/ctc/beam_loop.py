@@ -18,7 +18,7 @@ tensor addresses) and the bucketed sizes, so a warm call captures nothing. Padde
 from __future__ import annotations
 
 import math
-from typing import Any, Hashable, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -107,25 +107,6 @@ def _round(loop: FrameLoop) -> None:
         _frame(loop)
 
 
-def _fusion_key(scorer: FusionScorer) -> tuple:
-    """The fusion models' identity, weights and tensor addresses (a captured graph reads them by address:
-    a rebuilt model is a new key)."""
-    return tuple((id(m), w, _tensor_addresses(m, 3)) for m, w in scorer.fusion)
-
-
-def _tensor_addresses(obj: object, depth: int) -> tuple:
-    ensure = getattr(obj, "ensure_valid", None)
-    if callable(ensure):
-        ensure()  # rebuild derived tensors now (not inside a captured step)
-    out: list[Hashable] = []
-    for name, value in sorted(vars(obj).items()) if hasattr(obj, "__dict__") else ():
-        if isinstance(value, torch.Tensor):
-            out.append((name, value.data_ptr(), tuple(value.shape), value.dtype))
-        elif depth > 0 and hasattr(value, "__dict__") and not isinstance(value, type):
-            out.append((name, _tensor_addresses(value, depth - 1)))
-    return tuple(out)
-
-
 def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor,
                          scorer: FusionScorer, *, beam: int, blank: int, beta: float, beam_threshold: float,
                          token_beam: Optional[int], mode: str) -> None:
@@ -137,7 +118,7 @@ def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_ind
     Bb = bucket(B, 8)
     Tb = -(-bucket(T, 16) // UNROLL) * UNROLL
     key = (mode, Bb, Tb, V, beam, blank, beta, beam_threshold, token_beam, x.dtype, x.device,
-           _fusion_key(scorer))
+           scorer.graph_key())
 
     def make() -> FrameLoop:
         stepper = _Stepper(Bb, beam, V, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)

@@ -273,7 +273,7 @@ class BeamSearchDecoder:
         replayed (a warm call of a seen bucket captures nothing). Its tree stays preallocated: the results
         are read before the next call reuses it (calls on one decoder take turns)."""
         B, T, H = proj.shape
-        key = (parameters_key(self.model), _fusion_key(self.settings.scorer), mode, bucket(B, 4), bucket(T, 16), H,
+        key = (parameters_key(self.model), self.settings.scorer.graph_key(), mode, bucket(B, 4), bucket(T, 16), H,
                proj.dtype, proj.device)
 
         def make() -> tuple[_BeamLoop, StepRunner]:
@@ -296,27 +296,6 @@ class BeamSearchDecoder:
         for row in nb:
             attach_text(row, self.tokenizer)
         return nb
-
-
-def _fusion_key(scorer: FusionScorer) -> tuple:
-    """The fusion models' tensors by address (a captured graph reads them so: a model whose tensors were
-    rebuilt is a new cache key); each model validated first, so derived tensors are rebuilt here, not
-    inside a captured step."""
-    return tuple((id(m), _tensor_addresses(m, 3)) for m in scorer.models)
-
-
-def _tensor_addresses(obj: object, depth: int) -> tuple:
-    """``(name, address, shape, dtype)`` of the tensors among ``obj``'s attributes, ``depth`` objects deep."""
-    ensure = getattr(obj, "ensure_valid", None)
-    if callable(ensure):
-        ensure()
-    out: list[tuple] = []
-    for name, value in sorted(vars(obj).items()) if hasattr(obj, "__dict__") else ():
-        if isinstance(value, torch.Tensor):
-            out.append((name, value.data_ptr(), tuple(value.shape), value.dtype))
-        elif depth > 1 and hasattr(value, "__dict__") and not isinstance(value, type):
-            out.append((name, _tensor_addresses(value, depth - 1)))
-    return tuple(out)
 
 
 # -- the driver --------------------------------------------------------------------------------------
