@@ -136,7 +136,7 @@ def _observed_steps(model, enc: torch.Tensor, lengths: torch.Tensor, window: int
     inner = greedy_mod._find_label_window_step
 
     def recording(lp):
-        need = (lp.active & ~lp.has).clone()  # the rows still searching take the step
+        need = (lp.t < lp.lengths).clone()  # every row within its length searches (the step follows an emit)
         before = lp.t.clone()
         inner(lp)
         for adv in (lp.t - before)[need].tolist():
