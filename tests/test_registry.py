@@ -359,3 +359,15 @@ def test_docs_table_lists_every_option() -> None:
 def test_make_pipeline_takes_decode_options_only() -> None:
     with pytest.raises(DecodingInputError, match="options must be DecodeOptions, got dict"):
         make_pipeline(bundle_double.ctc_bundle(), {"decoder": "beam"})
+
+
+def test_compat_sherpa_beam_defaults_to_sherpa_onnx_beam() -> None:
+    """--compat sherpa --decoder beam without --beam keeps sherpa-onnx's 4 paths (its default), a given
+    --beam wins, and without the preset the beam is ours (8)."""
+    def beam(given: dict) -> int:
+        return resolve_options(None, given, kind="rnnt").beam
+
+    assert registry.COMPAT_DEFAULTS["sherpa"] == {"beam": 4}
+    assert beam({"decoder": "beam", "compat": "sherpa"}) == 4
+    assert beam({"decoder": "beam", "compat": "sherpa", "beam": 6}) == 6
+    assert beam({"decoder": "beam"}) == beam({"decoder": "beam", "compat": "none"}) == OPTION["beam"].default == 8

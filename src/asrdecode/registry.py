@@ -39,6 +39,9 @@ METHODS = ("alsd", "aes", "wind")
 ENGINES = ("auto", "native", "torch")
 #: ``compat`` presets: our own decoding, or sherpa-onnx's (``models/sherpa_compat.py``)
 COMPATS = ("none", "sherpa")
+#: each preset's defaults where they differ from ours (a given option still wins): sherpa-onnx's beam
+#: searches keep 4 paths by default (its ``max_active_paths``), ours 8
+COMPAT_DEFAULTS: dict[str, dict[str, Any]] = {"none": {}, "sherpa": {"beam": 4}}
 
 #: value kinds of an option: their Python types as :meth:`DecodeOptions.from_mapping` accepts them
 _PY_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,),
@@ -129,7 +132,7 @@ class Option:
 
 #: every decoding option, in ``--help`` order
 OPTIONS: tuple[Option, ...] = (
-    Option("beam", "int", 8, "hypotheses kept by the beam search", low=1),
+    Option("beam", "int", 8, "hypotheses kept by the beam search (with --compat sherpa: 4, sherpa-onnx's)", low=1),
     Option("method", "str", "alsd", "transducer beam search: ALSD++, AES++ or WIND beam search", choices=METHODS),
     Option("window", "int", None, "WIND window: transducer greedy (default 1: off) or --method wind (default 8)",
            low=1, optional=True, requires=_needs_wind_with_beam),
@@ -372,6 +375,8 @@ def resolve_options(bundle: Any, given: Optional[Mapping[str, Any]] = None, *, k
             _check_applies(OPTION[key], dec, kind, None)
     DecodeOptions(decoder=name, **given)
     keep = {k: v for k, v in tuned.items() if k in dec.options and k not in given}
+    compat = given.get("compat", keep.get("compat", OPTION["compat"].default))
+    keep.update({k: v for k, v in COMPAT_DEFAULTS.get(compat, {}).items() if k in dec.options and k not in given})
     while True:  # drop the tuned values whose requirement is missing (until none is)
         opts = DecodeOptions(decoder=name, **given, **keep)
         unmet = [k for k in keep if (req := OPTION[k].requires) is not None and req(opts) is not None]
