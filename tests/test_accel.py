@@ -165,11 +165,13 @@ def test_parameters_key_follows_replaced_parameters():
 
     m = torch.nn.Linear(3, 2)
     key = parameters_key(m)
-    with torch.no_grad():
-        m.weight.add_(1.0)  # in place: a captured graph reads the new values itself
     assert parameters_key(m) == key
+    with torch.no_grad():
+        m.weight.add_(1.0)  # in place: data derived from it (a model's cached step weights) is stale
+    in_place = parameters_key(m)
+    assert in_place != key
     m.weight = torch.nn.Parameter(torch.zeros(2, 3))  # replaced: new address
-    assert parameters_key(m) != key
+    assert parameters_key(m) not in (key, in_place)
 
 
 def test_count_device_syncs_names_the_syncing_ops():

@@ -267,3 +267,22 @@ def test_ops_per_round_stay_bounded(method, bound):
         with count_device_syncs() as syncs:
             loop.round()
     assert syncs.count == 0 and syncs.ops <= bound, syncs.ops
+
+
+def test_an_in_place_weight_update_is_a_new_cached_loop(emulated_graphs):
+    """A captured graph may read data the model derived from its weights (LSTMTransducer's cached step
+    weights, rebuilt as new tensors after an in-place change): an in-place update gets a loop of its own,
+    and the search still decodes as eager."""
+    from transducer_models import random_encoder
+
+    m = random_model(82, V, BLANK, None, blank_bias=1.0)
+    kw = dict(beam=3, nbest=2, max_symbols=3, engine="torch")
+    dec = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", **kw)
+    enc, lengths = random_encoder(3, 2, 10), torch.tensor([10, 7])
+    dec.decode(enc, lengths)
+    dec.decode(enc, lengths)
+    assert len(dec._loops) == 1
+    with torch.no_grad():
+        next(m.parameters()).mul_(3.0)
+    _same(dec.decode(enc, lengths), beam_mod.BeamSearchDecoder(m, **kw).decode(enc, lengths))
+    assert len(dec._loops) == 2

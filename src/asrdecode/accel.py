@@ -303,13 +303,16 @@ def bucket(n: int, minimum: int = 16) -> int:
 
 
 def parameters_key(model: Any) -> tuple:
-    """Addresses, shapes and dtypes of a model's parameters and buffers (an ``nn.Module``): a captured
-    graph reads them by address, so a key with them notices replaced tensors; in-place updates are
-    seen by the graph itself."""
+    """Addresses, shapes, dtypes and versions of a model's parameters and buffers (an ``nn.Module``): a
+    captured graph reads them by address, so a key with them notices replaced tensors; and it may read
+    data the model derived from them (e.g. ``LSTMTransducer``'s cached step weights, rebuilt as new
+    tensors when a parameter changes in place), so an in-place update is a new key too. Inference
+    tensors keep no version (they cannot change outside inference mode)."""
     if not isinstance(model, torch.nn.Module):
         return (id(model),)
     tensors = list(model.parameters()) + list(model.buffers())
-    return (id(model),) + tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in tensors)
+    return (id(model),) + tuple((t.data_ptr(), tuple(t.shape), t.dtype, 0 if t.is_inference() else t._version)
+                                for t in tensors)
 
 
 class LoopCache:

@@ -640,10 +640,7 @@ class GreedyDecoder:
         the settings, dtype and device; made at the bucket's first call."""
         B, T, D = enc.shape
         Bb, Tb = bucket(B), bucket(T)
-        # parameters' versions too: a graph may bake in data derived from them (e.g. a prediction-network
-        # weight table), so an in-place weight update makes a new entry
-        versions = tuple(t._version for t in self.model.parameters()) if isinstance(self.model, torch.nn.Module) else ()
-        key = (parameters_key(self.model), versions, mode, self.loop, self.window, self.max_symbols, self.precompute,
+        key = (parameters_key(self.model), mode, self.loop, self.window, self.max_symbols, self.precompute,
                _checks.MAX_SYMBOLS_GUARD, Bb, Tb, D, enc.dtype, enc.device)
 
         def make() -> tuple[_Loop, StepRunner]:
