@@ -12,17 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asrdecode import ctc
-from asrdecode.accel import EmulatedGraphRunner, count_device_syncs, count_host_reads
+from asrdecode.accel import count_device_syncs, count_host_reads
 from asrdecode.ctc import beam_loop
+from graph_emulation import emulate_graphs
 from ctc_device_cases import CASES, assert_same, make_case
 
 
 @pytest.fixture()
 def graphs_on_cpu(monkeypatch):
     """Route the CTC beam search's torch engine to the device loop, emulated graphs, a fresh loop cache."""
-    beam_loop.LOOPS.clear()
-    monkeypatch.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
-    monkeypatch.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+    emulate_graphs(monkeypatch, beam_loop)
     yield beam_loop.LOOPS
     beam_loop.LOOPS.clear()
 
@@ -37,8 +36,7 @@ def test_graph_path_equals_eager(tmp_path, name):
     rows = torch.tensor([4, 0, 1, 2, 3, 1])  # a second batch of 6 rows: the same buckets (also collapsed)
     want, want2 = _eager(lp, lens, blank, kw), _eager(lp[rows], lens[rows], blank, kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
-        mp.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+        emulate_graphs(mp, beam_loop)
         got = _eager(lp, lens, blank, kw)
         loops = list(beam_loop.LOOPS._entries.values())
         captured = sum(loop.runner.captures for loop in loops)
@@ -55,8 +53,7 @@ def test_graph_path_equals_eager_random(tmp_path_factory, seed, batch, frames, n
     lp, lens, blank, kw = make_case(name, tmp_path_factory.mktemp("c"), seed, batch, frames)
     want = _eager(lp, lens, blank, kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(beam_loop, "resolve_mode", lambda mode, device: "cuda_graphs")
-        mp.setattr(beam_loop, "StepRunner", EmulatedGraphRunner)
+        emulate_graphs(mp, beam_loop)
         got = _eager(lp, lens, blank, kw)
     assert_same(got, want)
 

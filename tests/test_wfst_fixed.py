@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 pytest.importorskip("kaldifst")
 
 from asrdecode import native  # noqa: E402
-from asrdecode.accel import EmulatedGraphRunner, count_device_syncs, count_host_reads  # noqa: E402
+from asrdecode.accel import count_device_syncs, count_host_reads  # noqa: E402
 from asrdecode.ctc.wfst import WFSTDecoder, build_tlg, fixed  # noqa: E402
 from test_ctc_wfst import BLANK, LEXICON, V, _lm  # noqa: E402
 from test_wfst_native import _inputs, _same, random_graph  # noqa: E402
+from graph_emulation import emulate_graphs  # noqa: E402
 
 if not native.available():  # pragma: no cover - machines without a C++ compiler
     pytest.skip("native engine unavailable", allow_module_level=True)
@@ -82,9 +83,7 @@ def test_overflowing_capacities_grow_with_the_same_result(kw):
 @pytest.fixture()
 def graphs_on_cpu(monkeypatch):
     """Route the fixed loop to emulated CUDA graphs, a fresh loop cache."""
-    fixed.LOOPS.clear()
-    monkeypatch.setattr(fixed, "resolve_mode", lambda mode, device: "cuda_graphs")
-    monkeypatch.setattr(fixed, "StepRunner", EmulatedGraphRunner)
+    emulate_graphs(monkeypatch, fixed)
     yield fixed.LOOPS
     fixed.LOOPS.clear()
 
@@ -106,9 +105,7 @@ def test_graph_path_equals_eager(kw):
     eager = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     want, want2 = eager(lp, lens, boosts=boosts), eager(lp[rows], lens[rows])
     with pytest.MonkeyPatch.context() as mp:
-        fixed.LOOPS.clear()
-        mp.setattr(fixed, "resolve_mode", lambda mode, device: "cuda_graphs")
-        mp.setattr(fixed, "StepRunner", EmulatedGraphRunner)
+        emulate_graphs(mp, fixed)
         dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
         _same(dec(lp, lens, boosts=boosts), want)
         dec(lp[rows], lens[rows])  # the first call of this layout captures
