@@ -415,18 +415,28 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
                 return dec.decode(lp, lengths)
 
         seconds, nbest = timed(call, device, max(1, args.repeats // 2))
-        _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference, base, audio,
-                     host_reads(call))
+        _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference, _same_best_tokens,
+                     base, audio, host_reads(call))
         if args.compiled_graphs and device.type == "cuda" and fusion and collapse is None:
-            COMPILED.append((section, call, reference, base, audio))
+            COMPILED.append((section, call, reference, _same_best_tokens, base, audio))
 
 
-def _tensor_rows(report: Report, section: str, name: str, seconds: float, nbest: list, reference: list,
-                 base: dict[int, float], audio: float, reads: int | None) -> None:
+def _same_best_tokens(a: list, b: list) -> bool:
+    return a[0].tokens == b[0].tokens
+
+
+def _same_words(a: Any, b: Any) -> bool:
+    return [w for w, _, _ in a.words] == [w for w, _, _ in b.words]
+
+
+def _tensor_rows(report: Report, section: str, name: str, seconds: float, out: list, reference: list,
+                 same: Callable[[Any, Any], bool], base: dict[int, float], audio: float, reads: int | None) -> None:
+    """One row per native baseline (by thread count) for the tensor engine's ``seconds``; ``reads`` on the
+    first."""
     for threads, base_s in base.items():
         report.add(Row(section, name, seconds, audio, f"native {threads} thread{'s' if threads > 1 else ''}",
-                       base_s / seconds, f"{count_same(nbest, reference, lambda a, b: a[0].tokens == b[0].tokens)}"
-                       f"/{len(reference)}", reads if threads == 1 else None))
+                       base_s / seconds, f"{count_same(out, reference, same)}/{len(reference)}",
+                       reads if threads == 1 else None))
 
 
 def _wfst_graph(demo: Any, words: int) -> Any:
@@ -478,27 +488,21 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
         with torch.inference_mode():
             return dec(lp, lengths)
 
-    def words(h: Any) -> list[str]:
-        return [w for w, _, _ in h.words]
-
     seconds, hyps = timed(call, device, max(1, args.repeats // 3))
     if args.compiled_graphs and device.type == "cuda":
-        COMPILED.append((section, call, reference, base, audio))
-    for threads, base_s in base.items():
-        report.add(Row(section, f"tensor engine, {device.type}", seconds, audio,
-                       f"native {threads} thread{'s' if threads > 1 else ''}", base_s / seconds,
-                       f"{count_same(hyps, reference, lambda a, b: words(a) == words(b))}/{B}",
-                       host_reads(call) if threads == 1 else None))
+        COMPILED.append((section, call, reference, _same_words, base, audio))
+    _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference, _same_words, base, audio,
+                 host_reads(call))
 
 
-#: (section, warm call, CPU reference, native times by threads, audio seconds) of the rows that
-#: --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end of the run
-COMPILED: list[tuple[str, Callable[[], Any], list, dict[int, float], float]] = []
+#: (section, warm call, CPU reference, its comparison, native times by threads, audio seconds) of the rows
+#: that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end of the run
+COMPILED: list[tuple[str, Callable[[], Any], list, Callable[[Any, Any], bool], dict[int, float], float]] = []
 
 
 def compiled_section(report: Report, device: torch.device, args: argparse.Namespace, budget: Budget) -> None:
     """The rows of COMPILED again, their steps torch.compile'd inside the graphs (compilation in the warm-up)."""
-    for section, call, reference, base, audio in COMPILED:
+    for section, call, reference, same, base, audio in COMPILED:
         if budget.left() < 60:
             report.notes.append(f"{section}: compiled graphs skipped: budget spent")
             continue
@@ -511,12 +515,8 @@ def compiled_section(report: Report, device: torch.device, args: argparse.Namesp
             continue
         report.notes.append(f"{section}: compiled graphs' first call (compilation + capture) took "
                             f"{time.perf_counter() - t0 - seconds:.0f} s")
-        same = ((lambda a, b: [w for w, _, _ in a.words] == [w for w, _, _ in b.words]) if section.startswith("WFST")
-                else (lambda a, b: a[0].tokens == b[0].tokens))
-        for threads, base_s in base.items():
-            report.add(Row(section, "tensor engine, torch.compile inside CUDA graphs", seconds, audio,
-                           f"native {threads} thread{'s' if threads > 1 else ''}", base_s / seconds,
-                           f"{count_same(out, reference, same)}/{len(reference)}"))
+        _tensor_rows(report, section, "tensor engine, torch.compile inside CUDA graphs", seconds, out, reference,
+                     same, base, audio, None)
 
 
 SECTIONS = {"greedy": greedy_section, "beam": beam_section, "ctc": ctc_section, "wfst": wfst_section,
