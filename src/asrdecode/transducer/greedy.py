@@ -189,7 +189,7 @@ class _Loop:
         self.t[:b].copy_(state.skip)
         self.dec_out[:b].copy_(state.dec_out)
         self.dec_proj.copy_(model.project_decoder(self.dec_out) if self.precompute else self.dec_out)
-        rows = self.b_idx.clamp(max=b - 1)  # padded rows: copies of row 0 (length 0, never read)
+        rows = self.b_idx.clamp(max=b - 1)  # padded rows: copies of the last real row (length 0, never read)
         for mine, given in zip(tree_flatten(self.pred_state)[0], tree_flatten(model.select_state(state.pred_state, rows))[0]):
             mine.copy_(given)
         self.active.copy_(self.t < self.lengths)
