@@ -113,10 +113,10 @@ def test_acceleration_argument():
     m = random_model(0, V, BLANK, None)
     enc = torch.randn(1, 4, 5, dtype=torch.float64)
     with pytest.raises(DecodingInputError, match="CUDA"):
-        beam_search(m, enc, acceleration="cuda_graphs")
+        beam_search(m, enc, beam=4, acceleration="cuda_graphs")
     with pytest.raises(DecodingInputError, match="acceleration"):
-        beam_search(m, enc, acceleration="fast")
-    assert beam_search(m, enc, acceleration="eager")[0][0].tokens == beam_search(m, enc)[0][0].tokens
+        beam_search(m, enc, beam=4, acceleration="fast")
+    assert beam_search(m, enc, beam=4, acceleration="eager")[0][0].tokens == beam_search(m, enc, beam=4)[0][0].tokens
 
 
 @pytest.mark.slow

@@ -34,11 +34,11 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, TypeVar, Union
 
-from .errors import DecodingInputError, check_int, check_weight
+from .errors import DecodingInputError, check_int, check_number, check_weight
 
 __all__ = [
     "setting", "SearchConfig", "Setting", "UnknownSettingError", "takes_config",
-    "EngineSetting", "BeamSetting", "NBestSetting", "BetaSetting", "MaxSymbolsSetting", "BoostSetting",
+    "EngineSetting", "AccelerationSetting", "BeamSetting", "NBestSetting", "BetaSetting", "MaxSymbolsSetting", "BoostSetting",
     "CTCGreedyConfig", "CTCBeamConfig", "WFSTConfig", "TransducerGreedyConfig", "TransducerBeamConfig",
     "FusionConfig", "GraphConfig", "CompatConfig", "SEARCH_CONFIGS", "PIPELINE_CONFIGS",
     "KINDS", "TRANSDUCERS", "ENGINES", "METHODS", "COMPATS", "MAX_BEAM", "MAX_SYMBOLS_CEILING", "MAX_WINDOW",
@@ -131,7 +131,7 @@ def _check_window(name: str, value: object) -> int:
 
 def _check_gamma(name: str, value: object) -> Optional[float]:
     """WIND's expansion threshold: None (off) or a finite number >= 0."""
-    return None if value is None else check_real(name, value, low=0)
+    return None if value is None else float(check_number(name, value, low=0))
 
 
 def _check_beam(name: str, value: object) -> int:
@@ -278,6 +278,16 @@ class SearchConfig:
         return {n: getattr(self, n) for n, _, d in self.settings() if getattr(self, n) != d}
 
 
+def default_of(config_cls: type[SearchConfig], name: str) -> Any:
+    """The default of ``config_cls``'s field ``name``."""
+    return next(d for n, _, d in config_cls.settings() if n == name)
+
+
+def check_setting(config_cls: type[SearchConfig], name: str, value: Any) -> Any:
+    """``value`` checked as ``config_cls``'s field ``name`` is (the check of its :func:`setting`)."""
+    return next(s for n, s, _ in config_cls.settings() if n == name).validate(name, value)
+
+
 def spec(f: dataclasses.Field) -> Setting:
     """The :class:`Setting` of a config field."""
     return f.metadata["setting"]
@@ -351,6 +361,13 @@ class MaxSymbolsSetting(SearchConfig):
 
 
 @dataclass(frozen=True)
+class AccelerationSetting(SearchConfig):
+    acceleration: Optional[str] = setting(None, "eager, compile (torch.compile of the step), cuda_graphs (the step "
+                                          "captured once and replayed), or None / auto (CUDA graphs on a GPU); "
+                                          "checked against the device at each call (accel.resolve_mode)", kind="str")
+
+
+@dataclass(frozen=True)
 class BoostSetting(SearchConfig):
     boost: tuple[str, ...] = setting((), "boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a "
                                      "word by WEIGHT", kind="phrases", cpu_only=True, metavar='"PHRASE:WEIGHT"',
@@ -404,7 +421,8 @@ class WFSTConfig(EngineSetting):
                               check=check_count)
     min_active: int = setting(0, "WFST decoding keeps at least this many tokens whatever the beam (kaldi's rule; "
                               "0: off)", low=0, cli=True)
-    acoustic_scale: float = setting(2.0, "acoustic scale of WFST decoding", low=0, low_open=True, cli=True,
+    acoustic_scale: float = setting(1.0, "acoustic scale of WFST decoding (weight of the log-probs against the "
+                                    "graph's scores)", low=0, low_open=True, cli=True, tuned=True,
                                     check=lambda n, v: check_weight(n, check_real(n, v, low=0, low_open=True)))
     lattice_beam: float = setting(8.0, "lattice / n-best recording keeps arcs within this of the best path",
                                   check=_positive_or_inf)
@@ -415,7 +433,7 @@ class WFSTConfig(EngineSetting):
 
 
 @dataclass(frozen=True)
-class TransducerGreedyConfig(MaxSymbolsSetting, EngineSetting):
+class TransducerGreedyConfig(MaxSymbolsSetting, AccelerationSetting, EngineSetting):
     """Greedy RNN-T / TDT decoding (:class:`~asrdecode.transducer.GreedyDecoder`, ``transducer.greedy``)."""
 
     what: ClassVar[str] = "transducer greedy decoding"
@@ -423,12 +441,11 @@ class TransducerGreedyConfig(MaxSymbolsSetting, EngineSetting):
                           check=_check_window)
     loop: str = setting("labels", "label-looping or the frame-looping baseline", choices=("labels", "frames"))
     precompute_projections: bool = setting(True, "project encoder output and labels once (paper 3.4)")
-    acceleration: Optional[str] = setting(None, "eager, compile, cuda_graphs, or None / auto (CUDA graphs on a GPU)",
-                                          choices=("auto", "eager", "compile", "cuda_graphs"), kind="str")
 
 
 @dataclass(frozen=True)
-class TransducerBeamConfig(BeamSetting, BetaSetting, NBestSetting, MaxSymbolsSetting, EngineSetting):
+class TransducerBeamConfig(BeamSetting, BetaSetting, NBestSetting, MaxSymbolsSetting, AccelerationSetting,
+                           EngineSetting):
     """ALSD++ / AES++ / WIND beam search (:class:`~asrdecode.transducer.BeamSearchDecoder`, ``transducer.beam_search``)."""
 
     what: ClassVar[str] = "the transducer beam search"
@@ -443,8 +460,6 @@ class TransducerBeamConfig(BeamSetting, BetaSetting, NBestSetting, MaxSymbolsSet
     blank_scoring: str = setting("lm_weighted", "lm_weighted (Eq. 3 of the ALSD++ paper) or none (Eq. 2)",
                                  choices=("lm_weighted", "none"))
     pruning: str = setting("late", "late (fuse the whole vocabulary, then select) or early", choices=("late", "early"))
-    acceleration: Optional[str] = setting(None, "eager, compile, cuda_graphs, or None / auto (CUDA graphs on a GPU)",
-                                          choices=("auto", "eager", "compile", "cuda_graphs"), kind="str")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -35,6 +35,10 @@ FRAME_SECONDS = 0.08
 #: token-LM weight and per-token bonus per model, tuned on dev by recipes/tune_lm.py (the values of
 #: TUNED in recipes/evaluate_models.py); the pipeline's defaults for these models (``decode_defaults``)
 LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 1.0), "demo-tdt": (0.3, 1.0)}
+#: demo-ctc's WFST acoustic scale over a TLG of the bundled word 3-gram (benchmarks/RESULTS.md, WER synth50 /
+#: real10: 0.461 / 0.728 at 2.0, 0.429 / 0.794 at 1.5); it was the CLI's default for every model before the
+#: library's neutral 1.0 became the one default
+WFST_ACOUSTIC_SCALE = {"demo-ctc": 2.0}
 FRONTENDS = ("logmel", "hama")
 PRED_DIM = 256
 JOINT_DIM = 256
@@ -184,7 +188,8 @@ class DemoModel:
         if self.name not in LM_TUNED:
             return {}
         weight, beta = LM_TUNED[self.name]
-        return {"lm_weight": weight, "beta": beta}
+        scale = {"acoustic_scale": WFST_ACOUSTIC_SCALE[self.name]} if self.name in WFST_ACOUSTIC_SCALE else {}
+        return {"lm_weight": weight, "beta": beta, **scale}
 
     @property
     def encoder_dim(self) -> int:
