@@ -148,7 +148,7 @@ class TransducerGreedy(_Family):
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         self.model = _compat_model(bundle, "greedy", options.pop("compat", "none"))
-        _check_options("greedy", options, GreedyDecoder.__init__, ("tokenizer", "state", "return_state"))
+        _check_options("greedy", options, GreedyDecoder, ("tokenizer", "state", "return_state"))
         self.options = options
         self.decoder = GreedyDecoder(self.model, **options)
         self.width = bundle.encoder_dim
@@ -262,7 +262,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
         self.model = _compat_model(bundle, "beam", options.pop("compat", "none"))
-        _check_options("beam", options, BeamSearchDecoder.__init__,
+        _check_options("beam", options, BeamSearchDecoder,
                        ("tokenizer", "state", "return_state", "final", "nbest"))
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
                           bundle.tokenizer)
@@ -373,7 +373,7 @@ class CTCBeam(_PhraseBoosts, _Family):
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
-        _check_options("beam", options, ctc.CTCBeamDecoder.__init__,
+        _check_options("beam", options, ctc.CTCBeamDecoder,
                        ("tokenizer", "state", "final", "nbest", "log_softmax", "vocab_size"))
         self.blank = bundle.blank_id
         self.vocab = bundle.model.vocab_size
@@ -430,7 +430,7 @@ class WFST(_Family):
         graph = options.pop("graph", None)
         if not isinstance(graph, DecodingGraph):
             raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg)")
-        _check_options("wfst", options, WFSTDecoder.__init__, ("graph", "blank_id"))
+        _check_options("wfst", options, WFSTDecoder, ("graph", "blank_id"))
         from ..decoders import check_graph_fits
 
         check_graph_fits(graph, bundle)  # a graph for another model: say which
