@@ -22,7 +22,7 @@ from asrdecode import cli, distributed, registry  # noqa: E402
 from asrdecode.errors import DecodingInputError  # noqa: E402
 from asrdecode.models import load_bundle  # noqa: E402
 from asrdecode.models.phone import ACOUSTIC_SCALE, MAX_ACTIVE, WFST_BEAM  # noqa: E402
-from asrdecode.pipeline import DECODERS, DecodeOptions, make_pipeline, resolve_options, stream_options  # noqa: E402
+from asrdecode.pipeline import DECODER_NAMES, DecodeOptions, make_pipeline, resolve_options, stream_options  # noqa: E402
 from asrdecode.registry import OPTION, OPTIONS  # noqa: E402
 from asrdecode.serving import server  # noqa: E402
 
@@ -52,7 +52,7 @@ def bundles(tmp_path_factory):
 def _cases(kind: str, graph: Path) -> list[dict]:
     """Given options per decoder of ``kind``: nothing named, the defaults, a few flags, an LM."""
     cases: list[dict] = [{}]
-    for d in DECODERS[kind]:
+    for d in DECODER_NAMES[kind]:
         cases.append({"decoder": d})
         if d == "beam":
             cases += [{"decoder": d, "beam": 4}, {"decoder": d, "lm": TOKEN_LM},
@@ -141,11 +141,13 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
 def test_one_default_per_option_everywhere(bundles) -> None:
     found, graph = bundles
     ctc, rnnt = found["demo-ctc"], found["demo-rnnt"]
-    # serve used StreamDecoder's own defaults: CTC beam 16, transducer beam 4, WFST scale 1.0
+    # serve used StreamDecoder's own defaults (CTC beam 16, transducer beam 4, WFST scale 1.0, the CLI's 8, 8,
+    # 2.0); now each is its config's, the library's too
     assert server.bundle_decoding(ctc, "beam", {})[1]["beam"] == OPTION["beam"].default == 8
     assert server.bundle_decoding(rnnt, "beam", {})[1]["beam"] == 8
     plain = bundle_double.ctc_bundle()
-    assert server.bundle_decoding(plain, "wfst", {"graph": str(graph)})[1]["acoustic_scale"] == 2.0
+    assert server.bundle_decoding(plain, "wfst", {"graph": str(graph)})[1]["acoustic_scale"] == 1.0
+    assert resolve_options(ctc, {"decoder": "wfst", "graph": str(graph)}).acoustic_scale == 2.0  # demo-ctc's tuning
     # --method wind without --window: the WIND window 8 (the CLI used 1), the same in every door
     assert server.bundle_decoding(rnnt, "beam", {"method": "wind"})[1]["window"] == 8
     assert stream_options(rnnt, resolve_options(rnnt, {"decoder": "beam", "method": "wind"}))[0]["window"] == 8
@@ -222,7 +224,7 @@ def test_registry_tables_fit_together() -> None:
     assert [f.name for f in dataclasses.fields(DecodeOptions)] == ["decoder", *(o.name for o in OPTIONS)]
     for d in registry.DECODERS:
         assert set(d.options) <= set(OPTION), d.name
-        assert isinstance(getattr(families, d.family), type)
+        assert families.FAMILIES[d.decoder].decoder_class is d.decoder
     assert {o.name for o in OPTIONS} == {n for d in registry.DECODERS for n in d.options}
     pairs = [(d.name, k) for d in registry.DECODERS for k in d.kinds]
     assert len(pairs) == len(set(pairs))  # each (decoder, kind) declared once
@@ -330,7 +332,7 @@ def test_resolution_never_applies_what_does_not_fit(kind, tuned, chosen) -> None
     """Whatever the user and the bundle give: the result keeps every given value, drops or refuses
     what does not fit, and passes the registry's own check (every set option applies, with what it needs)."""
     decoder = chosen.draw(st.sampled_from([*registry.decoder_names([kind]), None, "wfst"]))
-    taken = registry.decoder_for(decoder or "greedy", kind).options if decoder in DECODERS[kind] else ()
+    taken = registry.decoder_for(decoder or "greedy", kind).options if decoder in DECODER_NAMES[kind] else ()
     pool = st.sampled_from(sorted(taken)) if taken else st.sampled_from(sorted(_VALUES))
     given_keys = chosen.draw(st.lists(st.one_of(pool, pool, pool, st.sampled_from(sorted(_VALUES))), min_size=1, max_size=4,
                                       unique=True))

@@ -1,7 +1,8 @@
 """What each registry decoder runs: its search keyword arguments and its offline builder.
 
-Each decoder of :data:`asrdecode.registry.DECODERS` names two functions here: ``*_kwargs(bundle,
-options)``, the keyword arguments of its search (fusion models and graphs built from the option
+Each search of :data:`asrdecode.registry.DECODERS` names two functions here: ``*_kwargs(bundle,
+options)``, the keyword arguments of its search (its config's options by field name,
+:meth:`~asrdecode.registry.DecodeOptions.settings`, plus fusion models and graphs built from the option
 values), which the streaming family receives as they are; and a builder ``(bundle, options) ->
 decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]`` (one list per utterance, best first) that
 calls the same search on whole utterances. ``bundle`` needs ``kind``, ``model`` (``vocab_size``;
@@ -19,6 +20,7 @@ from typing import Any, Callable, Sequence, cast
 
 import torch
 
+from .configs import CTCBeamConfig, TransducerBeamConfig, TransducerGreedyConfig, WFSTConfig
 from .errors import DecodingInputError, FileFormatError
 from .results import Hypothesis
 
@@ -30,8 +32,6 @@ Hyps = list[Hypothesis]
 NBest = list[list[Hypothesis]]
 DecodeNBest = Callable[[torch.Tensor, torch.Tensor], NBest]
 
-#: the WIND window of ``method="wind"`` when none is given (``transducer.beam_search``'s default)
-WIND_BEAM_WINDOW = 8
 #: the ``search`` of :func:`~asrdecode.models.sherpa_compat.sherpa_options` -> what the preset runs
 SHERPA_SEARCHES = {"modified": "an icefall model is sherpa-onnx's modified beam search",
                    "nemo": "a NeMo model is sherpa-onnx's NeMo modified beam search"}
@@ -102,8 +102,9 @@ def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
 
 
 def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.greedy``: WIND window (1: off), the symbols-per-frame cap (``compat``'s with a preset), engine."""
-    kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols, "engine": opts.engine}
+    """``transducer.greedy``: its config's options (WIND window, the symbols-per-frame cap: ``compat``'s with a
+    preset, engine)."""
+    kw = opts.settings(TransducerGreedyConfig)
     if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
         kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
     return kw
@@ -172,7 +173,7 @@ def _ctc_beam_kwargs(bundle: Any, opts: Any, words: tuple[list, Any] | None) -> 
     fusion = build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)
     if words is not None:
         fusion = [*fusion, *words[0]]
-    return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine, "fusion": fusion}
+    return {**opts.settings(CTCBeamConfig, skip=("nbest",)), "fusion": fusion}
 
 
 def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
@@ -188,16 +189,12 @@ def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
 
 
 def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine
-    (``compat``: the preset's cap)."""
-    cap = sherpa_preset(bundle, opts)["max_symbols"] if opts.compat == "sherpa" else opts.max_symbols
-    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": cap,
-          "engine": opts.engine,
+    """``transducer.beam_search``: its config's options (beam, method, WIND window and expansion threshold,
+    cap: ``compat``'s with a preset, bonus, engine) and the fusion models."""
+    kw = {**opts.settings(TransducerBeamConfig, skip=("nbest",)),
           "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
     if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
-        kw["compat"] = "sherpa"
-    if opts.method == "wind":
-        kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)
+        kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
     return kw
 
 
@@ -241,9 +238,7 @@ def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     if not Path(opts.graph).is_file():
         raise FileFormatError(opts.graph, None, "no such graph file")
-    return {"graph": load_graph(opts.graph), "acoustic_scale": float(opts.acoustic_scale),
-            "beam": float(opts.wfst_beam), "max_active": int(opts.max_active), "min_active": int(opts.min_active),
-            "engine": opts.engine}
+    return {"graph": load_graph(opts.graph), **opts.settings(WFSTConfig)}
 
 
 def word_boosts(opts: Any) -> dict[str, float] | None:

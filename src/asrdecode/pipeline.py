@@ -21,14 +21,14 @@ import torch
 
 from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, sherpa_preset, word_boosts
 from .errors import DecodingInputError, FileFormatError
-from .registry import KINDS, METHODS, DecodeOptions, check_options, decoder_names, resolve_options
+from .registry import KINDS, DecodeOptions, Search, check_options, decoder_names, resolve_options
 from .results import Hypothesis
 
-__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "NBest", "make_pipeline", "stream_options", "build_fusion",
+__all__ = ["DecodeOptions", "Pipeline", "DECODER_NAMES", "NBest", "make_pipeline", "stream_options", "build_fusion",
            "parse_boost", "best_of", "resolve_options"]
 
 #: decoder names per model kind (the bundle's ``kind``), from the registry
-DECODERS: dict[str, tuple[str, ...]] = {kind: decoder_names([kind]) for kind in KINDS}
+DECODER_NAMES: dict[str, tuple[str, ...]] = {kind: decoder_names([kind]) for kind in KINDS}
 
 Encode = Callable[[list[torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
 Decode = Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]
@@ -60,7 +60,7 @@ def _encoder(bundle: Any) -> Encode:
     return encode
 
 
-def check_fit(bundle: Any, options: Any) -> Any:
+def check_fit(bundle: Any, options: DecodeOptions) -> Search:
     """Every check that ``options`` fit ``bundle`` (the registry's rules, files exist) before anything
     (LM, graph) is built; returns the registry's :class:`~asrdecode.registry.Decoder`."""
     from .models.bundle import check_bundle
@@ -87,7 +87,7 @@ def check_fit(bundle: Any, options: Any) -> Any:
     return dec
 
 
-def make_pipeline(bundle: Any, options: Any) -> Pipeline:
+def make_pipeline(bundle: Any, options: DecodeOptions) -> Pipeline:
     """The :class:`Pipeline` of ``bundle`` (a :class:`~asrdecode.models.ModelBundle`) decoded with ``options``.
 
     Raises:
@@ -99,7 +99,7 @@ def make_pipeline(bundle: Any, options: Any) -> Pipeline:
     return Pipeline(_encoder(bundle), lambda x, n: best_of(nbest(x, n)), nbest)
 
 
-def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[dict[str, float]]]:
+def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any], Optional[dict[str, float]]]:
     """``options`` as :class:`~asrdecode.streaming.StreamDecoder` keyword arguments (decoder and the
     registry decoder's search keyword arguments: beam, fusion models, graph, ...) and the per-stream
     boosts (WFST words), for the same decoding chunk by chunk.

@@ -25,20 +25,20 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from .. import ctc
-from ..ctc.wfst import WFSTStreamState
+from ..ctc.wfst import WFSTDecoder, WFSTStreamState
 from ..errors import DecodingInputError, check_number
 from ..fusion import FusionScorer
 from ..hyps import BatchedHyps
 from ..lm import BoostingTree
 from ..models.bundle import check_bundle
-from ..pipeline import DECODERS
+from ..pipeline import DECODER_NAMES
 from ..registry import decoder_for
 from ..results import Hypothesis
 from ..transducer import BeamSearchDecoder, BeamState, GreedyDecoder, GreedyState
 from ..transducer.durations import DurationRule
 from .state_batching import StatePool, shift_column
 
-__all__ = ["make_family", "DECODERS"]
+__all__ = ["make_family", "FAMILIES"]
 
 Boosts = Mapping[str, float]
 
@@ -108,6 +108,12 @@ class _Family:
 
     name = ""
     steps_on_final = False
+    #: the registry search's decoder class this adapter streams
+    decoder_class: type = object
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        """The adapter of ``bundle`` with the decoder's ``options`` (its keyword arguments)."""
+        raise NotImplementedError
 
     def advance(self, streams: Sequence[Any], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
         pick = [i for i, f in enumerate(frames) if f.shape[0] or (self.steps_on_final and final[i])]
@@ -142,6 +148,8 @@ class GreedyRow:
 
 class TransducerGreedy(_Family):
     """``transducer.greedy`` (RNN-T and TDT, every greedy option) per stream."""
+
+    decoder_class = GreedyDecoder
 
     name = "greedy"
 
@@ -258,6 +266,8 @@ class TransducerBeam(_PhraseBoosts, _Family):
     """``transducer.BeamSearchDecoder`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
     phrase boosting (``boost_weight``: the fusion weight of every stream's boosting tree)."""
 
+    decoder_class = BeamSearchDecoder
+
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
@@ -328,6 +338,8 @@ class TransducerBeam(_PhraseBoosts, _Family):
 class CTCGreedy(_Family):
     """``ctc.CTCGreedyDecoder`` with its streaming state (:class:`~asrdecode.ctc.CTCGreedyState`) per stream."""
 
+    decoder_class = ctc.CTCGreedyDecoder
+
     name = "greedy"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
@@ -369,6 +381,8 @@ class CTCBeam(_PhraseBoosts, _Family):
     phrase boosting (``boost_weight``). Each stream keeps a batch-1 ``CTCBeamState``: partial
     results are its ``hypotheses()``, the final one the decoder's ``finalize`` (which adds the fusion
     models' end-of-sentence scores)."""
+
+    decoder_class = ctc.CTCBeamDecoder
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
@@ -421,10 +435,12 @@ class WFST(_Family):
     """:class:`~asrdecode.ctc.wfst.WFSTDecoder` (``graph=`` and its options) per stream, with
     per-stream word boosts ``{word: boost}``."""
 
+    decoder_class = WFSTDecoder
+
     name = "wfst"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
-        from ..ctc.wfst import DecodingGraph, WFSTDecoder
+        from ..ctc.wfst import DecodingGraph
 
         options = dict(options)
         graph = options.pop("graph", None)
@@ -465,6 +481,11 @@ def make_family(bundle: Any, decoder: str, options: dict[str, Any]) -> Any:
     """The adapter of ``decoder`` for ``bundle``'s kind (the registry decoder's ``family``); a
     ValueError names the accepted names."""
     kind = check_bundle(bundle, "bundle").kind
-    if decoder not in DECODERS[kind]:
-        raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODERS[kind]}")
-    return globals()[decoder_for(decoder, kind).family](bundle, dict(options))
+    if decoder not in DECODER_NAMES[kind]:
+        raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODER_NAMES[kind]}")
+    return FAMILIES[decoder_for(decoder, kind).decoder](bundle, dict(options))
+
+
+#: the adapter of each registry search's decoder class
+FAMILIES: dict[type, type[_Family]] = {f.decoder_class: f for f in (TransducerGreedy, TransducerBeam, CTCGreedy,
+                                                                    CTCBeam, WFST)}
