@@ -56,7 +56,7 @@ COMPATS = ("none", "sherpa")
 # The CTC prefix beam search scores beam * V candidates per frame and sorts and merges them, so
 # time and memory grow with the beam: at 4096 (V = 257, one CPU thread) a frame takes ~0.1 s and
 # a step's candidate tensors ~100 MB per utterance. Wider beams are refused with a clear error
-# instead of running for minutes into an allocator failure (the transducer searches: the same cap).
+# instead of running for minutes into an allocator failure (transducer beams are capped by the vocabulary).
 MAX_BEAM = 4096
 #: the largest max_symbols accepted: more labels on one frame than any model emits (a frame is
 #: 10-80 ms); 10**9 would let a model that never emits blank run for hours
@@ -132,10 +132,6 @@ def _check_window(name: str, value: object) -> int:
 def _check_gamma(name: str, value: object) -> Optional[float]:
     """WIND's expansion threshold: None (off) or a finite number >= 0."""
     return None if value is None else float(check_number(name, value, low=0))
-
-
-def _check_beam(name: str, value: object) -> int:
-    return check_count(name, value, MAX_BEAM, " (a beam search's cost grows with beam * vocabulary)")
 
 
 def _check_phrases(name: str, value: object) -> tuple[str, ...]:
@@ -338,7 +334,7 @@ class EngineSetting(SearchConfig):
 @dataclass(frozen=True)
 class BeamSetting(SearchConfig):
     beam: int = setting(8, "hypotheses kept by the beam search (with --compat sherpa: 4, sherpa-onnx's)", low=1,
-                        high=MAX_BEAM, cli=True, check=_check_beam)
+                        cli=True, check=check_count)
 
 
 @dataclass(frozen=True)
@@ -408,6 +404,10 @@ class CTCBeamConfig(BeamSetting, BetaSetting, NBestSetting, EngineSetting):
                                               check=_check_collapse)
     token_beam: Optional[int] = setting(None, "only the token_beam best non-blank tokens of a frame extend "
                                         "hypotheses (None: every token)", kind="int", check=check_count)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_count("beam", self.beam, MAX_BEAM, " (the CTC beam search's cost grows with beam * vocabulary)")
 
 
 @dataclass(frozen=True)
