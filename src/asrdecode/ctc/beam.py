@@ -183,11 +183,6 @@ def _no_hypothesis() -> list[Hypothesis]:
     return [Hypothesis(tokens=[], timestamps=[], score=-math.inf)]
 
 
-def _use_native(engine: object, x: torch.Tensor) -> bool:
-    """Resolve ``engine`` for emissions ``x``: True for the native engine (see :func:`beam_search`)."""
-    return use_native(engine, x.device, "log_probs")
-
-
 def _settings(batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg, beta: float, beam_threshold: float,
               blank_collapse: CollapseArg, token_beam: Optional[int],
               dtype: torch.dtype) -> tuple[FusionScorer, "_Parsed", tuple]:
@@ -331,7 +326,7 @@ class CTCBeamDecoder:
             beta=self.config.beta, beam_threshold=self.config.beam_threshold, log_softmax=self.log_softmax)
         if self.vocab_size is not None and x.shape[2] != self.vocab_size:
             raise DecodingInputError(f"log_probs has {x.shape[2]} classes, the decoder was made for {self.vocab_size}")
-        native = _use_native(self.config.engine, x)
+        native = use_native(self.config.engine, x.device, "log_probs")
         if native and state is None and final and x.shape[0] > 0:  # one engine call: search, collapse, n-best
             rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.config.blank_collapse,
                                  self.config.token_beam, nbest)

@@ -105,19 +105,18 @@ def native_search_weights(model: Any, encoder_output: torch.Tensor, engine: str,
     Raises:
         DecodingInputError: ``engine="native"`` where the C++ search cannot run (the message says why).
     """
-    from ..native.choice import use_native
+    from ..native.choice import native_fit
     from ..native.transducer_greedy_lstm import LstmJointWeights, native_greedy_weights
 
-    if not use_native(engine, encoder_output.device, "encoder_output"):
-        return None
-    weights, why = native_greedy_weights(model)
-    if lstm_only and weights is not None and not isinstance(weights, LstmJointWeights):
-        weights, why = None, f"the C++ {search} runs LSTM prediction networks, not icefall's stateless one"
-    if weights is not None and encoder_output.dtype != torch.float32:
-        weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
-    if weights is None and engine == "native":
-        raise DecodingInputError(f"engine='native' cannot run this {search}: {why}; use engine='torch' or 'auto'")
-    return weights
+    def fit() -> tuple[Any, str]:
+        weights, why = native_greedy_weights(model)
+        if lstm_only and weights is not None and not isinstance(weights, LstmJointWeights):
+            weights, why = None, f"the C++ {search} runs LSTM prediction networks, not icefall's stateless one"
+        if weights is not None and encoder_output.dtype != torch.float32:
+            weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
+        return weights, why
+
+    return native_fit(engine, encoder_output.device, "encoder_output", fit, f"run this {search}")
 
 
 def _one(model: Any, enc: torch.Tensor, beam: int, unk_id: Optional[int], context_size: int) -> list[Hypothesis]:

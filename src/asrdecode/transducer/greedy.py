@@ -54,7 +54,7 @@ from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, re
 from ..configs import TransducerGreedyConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
-from ..native.choice import use_native
+from ..native.choice import native_fit
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model, checked_joint, replace_state_inplace
@@ -571,21 +571,15 @@ class GreedyDecoder:
         from ..native.transducer_greedy_lstm import native_greedy_weights
 
         eager = resolve_mode(self.config.acceleration, enc.device) == "eager"
-        if not use_native(self.config.engine, enc.device, "encoder_output", eager=eager):  # device, mode, build first
-            return None
-        why = None
-        if self.config.max_symbols is None:
-            why = "max_symbols=None (the tensor engine guards a frame that never ends)"
-        elif enc.dtype != torch.float32:
-            why = f"the encoder output is {enc.dtype}; the C++ greedy is float32"
-        weights = None
-        if why is None:
-            weights, why = native_greedy_weights(self.model)
-        if weights is None:
-            if self.config.engine == "native":
-                raise DecodingInputError(f"engine='native' cannot decode this call: {why}; use engine='torch' or 'auto'")
-            return None
-        return weights
+
+        def fit() -> tuple[Any, str]:
+            if self.config.max_symbols is None:
+                return None, "max_symbols=None (the tensor engine guards a frame that never ends)"
+            if enc.dtype != torch.float32:
+                return None, f"the encoder output is {enc.dtype}; the C++ greedy is float32"
+            return native_greedy_weights(self.model)
+
+        return native_fit(self.config.engine, enc.device, "encoder_output", fit, "decode this call", eager=eager)
 
     def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any,
                  whole: bool = False) -> GreedyState:

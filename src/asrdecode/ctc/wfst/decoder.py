@@ -21,7 +21,7 @@ from ...errors import DecodingInputError, check_emissions, check_finite, check_l
 from ...results import Hypothesis
 from ...native import wfst as native_wfst
 from .._checks import check_float
-from ..beam import _use_native
+from ...native.choice import use_native
 from . import fixed as _fixed
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
@@ -481,7 +481,7 @@ class WFSTDecoder:
             )
         g = self._graph_on(x.device)
         am = x.float() * self.config.acoustic_scale
-        if _use_native(self.config.engine, x):
+        if use_native(self.config.engine, x.device, "log_probs"):
             rows = self._arc_rows(g)
             if rows is not None:
                 native_wfst.run_frames(self, state, am, lens, rows, self._emit_max(g))
