@@ -96,11 +96,15 @@ class CTCBeamState:
         nbest = check_positive_int("nbest", nbest)
         return _finalize(self, None, self.beta, nbest, tokenizer)
 
-    @staticmethod
-    def cat(template: "CTCBeamState", states: Sequence["CTCBeamState"]) -> "CTCBeamState":
+    @classmethod
+    def join(cls, states: Sequence["CTCBeamState"], /, *, template: Optional["CTCBeamState"] = None) -> "CTCBeamState":
         """One batch state from batch-1 ``states`` (streams), written into ``template``: a fresh state of
-        the batch's size and settings (the search's fusion models may differ per batch: stacked
-        boosting trees). The batch's tree starts empty; :meth:`split_into` hands each stream its rows."""
+        the batch's size and settings made by the decoder (``init_state``; the search's fusion models may
+        differ per batch: stacked boosting trees). The batch's tree starts empty; :meth:`split_into` hands
+        each stream its rows."""
+        if template is None:
+            raise DecodingInputError("CTCBeamState.join needs template=, a fresh state of the batch's size "
+                                     "(CTCBeamDecoder.init_state)")
         for f in fields(CTCBeamState):
             if f.name == "collapse":
                 template.collapse = None if states[0].collapse is None else CollapseState.cat([s.collapse for s in states])  # type: ignore[misc]  # all set when the first is
@@ -108,7 +112,7 @@ class CTCBeamState:
                 setattr(template, f.name, torch.cat([getattr(s, f.name) for s in states]))
         return template
 
-    def split_into(self, states: Sequence["CTCBeamState"]) -> None:
+    def split_into(self, states: Sequence["CTCBeamState"], /) -> None:
         """Give each batch-1 state its row of this batch state (its tree extended by its row of the new steps)."""
         n = len(states)
         for b, st in enumerate(states):

@@ -37,13 +37,18 @@ class CTCGreedyState:
                    [Hypothesis([], [], 0.0) for _ in range(batch)])
 
     @classmethod
-    def cat(cls, states: Sequence["CTCGreedyState"]) -> "CTCGreedyState":
+    def join(cls, states: Sequence["CTCGreedyState"], /) -> "CTCGreedyState":
         """One batch state from several (their rows in order)."""
         return cls(torch.cat([s.prev for s in states]), torch.cat([s.offset for s in states]),
                    [h for s in states for h in s.hyps])
 
+    def split_into(self, states: Sequence["CTCGreedyState"], /) -> None:
+        """Give each of ``states`` (those :meth:`join` joined) its rows of this batch state."""
+        for st, part in zip(states, self.split([st.prev.shape[0] for st in states])):
+            st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
+
     def split(self, sizes: Sequence[int]) -> list["CTCGreedyState"]:
-        """The batch cut into states of ``sizes`` rows (the inverse of :meth:`cat`)."""
+        """The batch cut into states of ``sizes`` rows (the inverse of :meth:`join`)."""
         out, start = [], 0
         for n in sizes:
             out.append(CTCGreedyState(self.prev[start:start + n].clone(), self.offset[start:start + n].clone(),

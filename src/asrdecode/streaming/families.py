@@ -308,7 +308,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
         fusion, shifts = self._stack(streams)
         slots = [s.slot for s in streams]
         states = [s.state for s in streams]
-        batch = BeamState.cat(states, self.pool.gather(slots))
+        batch = BeamState.join(states, pred_state=self.pool.gather(slots))
         if "lm_states" in batch.hyps:  # each stream's boosting states, numbered in the stacked tree
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, shifts)
         batch = self._decoder(fusion).advance(batch, x, lengths, final=torch.tensor(list(final)))
@@ -354,9 +354,7 @@ class CTCGreedy(_Family):
 
     def step(self, states: Sequence[ctc.CTCGreedyState], x: torch.Tensor, lengths: torch.Tensor,
              final: Sequence[bool]) -> None:
-        batch = self.decoder.advance(ctc.CTCGreedyState.cat(states), x, lengths)
-        for st, part in zip(states, batch.split([1] * len(states))):
-            st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
+        self.decoder.advance(ctc.CTCGreedyState.join(states), x, lengths).split_into(states)
 
     def result(self, state: ctc.CTCGreedyState, final: bool) -> Hypothesis:
         h = state.hyps[0]
@@ -412,7 +410,7 @@ class CTCBeam(_PhraseBoosts, _Family):
              final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         states = [s.state for s in streams]
-        batch = ctc.CTCBeamState.cat(self.initial_state(len(streams), fusion), states)
+        batch = ctc.CTCBeamState.join(states, template=self.initial_state(len(streams), fusion))
         batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
         batch = self._decoder(fusion).advance(batch, x, lengths)
         batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
@@ -464,9 +462,9 @@ class WFST(_Family):
         return self.decoder.init_state(1, boosts=[dict(boosts)] if boosts else None)
 
     def step(self, states: Sequence[Any], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
-        batch, bridge = WFSTStreamState.cat(states)
+        batch = WFSTStreamState.join(states)
         self.decoder.advance(batch, x, lengths)
-        batch.split_into(states, bridge)
+        batch.split_into(states)
 
     def result(self, state: Any, final: bool) -> Hypothesis:
         return (self.decoder.finalize(state) if final else self.decoder.partial(state))[0]
