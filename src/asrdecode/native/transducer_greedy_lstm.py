@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from ..configs import MaxSymbolsSetting, default_of
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import check_status, load
@@ -33,6 +34,9 @@ __all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nem
            "native_greedy"]
 
 ACTS = ("tanh", "relu")
+
+#: the greedy searches' cap (the config's, :class:`~asrdecode.configs.MaxSymbolsSetting`)
+_MAX_SYMBOLS: Optional[int] = default_of(MaxSymbolsSetting, "max_symbols")
 
 
 @dataclass
@@ -185,7 +189,7 @@ def _f(a: np.ndarray) -> int:
 
 @torch.no_grad()
 def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
-                max_symbols: Optional[int] = 10) -> list[Hypothesis]:
+                max_symbols: Optional[int] = _MAX_SYMBOLS) -> list[Hypothesis]:
     """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> one greedy hypothesis per utterance.
 
     Raises:
@@ -379,7 +383,7 @@ def _matches_onnxruntime(w: StatelessJointWeights, decoder: str | Path) -> bool:
 
 @torch.no_grad()
 def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
-                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = 10,
+                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = _MAX_SYMBOLS,
                      start_context: str = "blank", unk_id: Optional[int] = None) -> list[Hypothesis]:
     """Projected encoder output ``[B, T, H]`` (icefall's ``encoder_out``) -> one greedy hypothesis per
     utterance; ``start_context`` / ``unk_id`` (``<unk>`` counted as blank, max fold) as in

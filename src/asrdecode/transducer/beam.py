@@ -368,7 +368,7 @@ def beam_search(
 
 @takes_config(TransducerBeamConfig)
 def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, dtype: torch.dtype | None = None,
-                       **options: Any) -> BeamState:
+                       config: TransducerBeamConfig | None = None, **options: Any) -> BeamState:
     """``BeamSearchDecoder(model, **options).init_state(batch, encoder_dim, dtype=dtype)``: a fresh stream
     state for ``batch`` utterances of the search with ``options`` (checked the same way)."""
     check_int("batch", batch, low=0)
@@ -376,4 +376,4 @@ def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, 
     for name in ("state", "return_state", "final", "nbest", "tokenizer"):
         if name in options:
             raise DecodingInputError(f"initial_beam_state takes the search's settings only, not {name!r}")
-    return BeamSearchDecoder(model, **options).init_state(batch, encoder_dim, dtype=dtype)
+    return BeamSearchDecoder(model, config=config, **options).init_state(batch, encoder_dim, dtype=dtype)
