@@ -29,6 +29,7 @@ from asrdecode.registry import OPTION, DecodeOptions  # noqa: E402
 
 #: every search entry point and the config whose fields it takes
 ENTRY_POINTS = [
+    (ctc.CTCGreedyDecoder, configs.CTCGreedyConfig),
     (ctc.CTCBeamDecoder, CTCBeamConfig), (ctc.beam_search, CTCBeamConfig), (ctc.initial_beam_state, CTCBeamConfig),
     (ctc.reference_beam_search, CTCBeamConfig),
     (transducer.GreedyDecoder, TransducerGreedyConfig), (transducer.greedy, TransducerGreedyConfig),

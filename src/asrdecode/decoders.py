@@ -54,9 +54,8 @@ def parse_boost(spec: str) -> tuple[str, float]:
 
 
 def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
-    """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search."""
-    if (opts.lm or opts.word_lm or opts.boost) and opts.decoder != "beam":
-        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
+    """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search
+    (the registry's :func:`~asrdecode.registry.check_options` refuses them for a search that fuses nothing)."""
     fusion: list = []
     if opts.lm:
         from .lm import NGramLM
@@ -118,16 +117,10 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
             ``opts`` set what the preset sets (``max_symbols``) or what sherpa-onnx's modified beam
             search has no counterpart for (another method, fusion).
     """
-    from .models.nemo_onnx import NemoOnnxTransducer
-    from .models.onnx_transducer import OnnxTransducer
     from .models.sherpa_compat import sherpa_options
     from .transducer._checks import DEFAULT_MAX_SYMBOLS
 
-    model = bundle.model
-    if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
-        raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer (icefall or NeMo layout) "
-                                 f"whose start context and <unk> handling can be set; "
-                                 f"{getattr(bundle, 'name', 'the model')} is a {type(model).__name__}")
+    model = sherpa_transducer(bundle)
     if opts.max_symbols != DEFAULT_MAX_SYMBOLS:
         raise DecodingInputError("--max-symbols does not combine with --compat sherpa (the preset sets it)")
     preset = sherpa_options(model, opts.decoder)
@@ -140,6 +133,32 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
             raise DecodingInputError(f"--compat sherpa --decoder beam on {SHERPA_SEARCHES[preset['search']]}, "
                                      f"which has no {', '.join(extra)}")
     return preset
+
+
+def sherpa_transducer(bundle: Any) -> Any:
+    """``bundle.model`` when it is a sherpa-onnx ONNX transducer (icefall or NeMo layout), whose start context
+    and ``<unk>`` handling ``--compat sherpa`` sets; else the one named error of every door."""
+    from .models.nemo_onnx import NemoOnnxTransducer
+    from .models.onnx_transducer import OnnxTransducer
+
+    model = bundle.model
+    if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
+        raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer, got {type(model).__name__} "
+                                 f"({getattr(bundle, 'name', 'the model')}; icefall or NeMo layout, whose start "
+                                 "context and <unk> handling can be set)")
+    return model
+
+
+def check_sherpa_streams(model: Any, decoder: str) -> None:
+    """A named error when ``--compat sherpa --decoder`` ``decoder`` on ``model`` is one of sherpa-onnx's own
+    beam searches, which decode whole utterances only (streaming and serve take greedy)."""
+    from .models.sherpa_compat import sherpa_options
+
+    search = sherpa_options(model, decoder).get("search")
+    if search in SHERPA_SEARCHES:
+        what = SHERPA_SEARCHES[search].replace("'s NeMo modified", "'s modified")
+        raise DecodingInputError(f"--compat sherpa --decoder {decoder} ({what}) decodes whole utterances only; "
+                                 "streaming and serve take --decoder greedy")
 
 
 def compat_model(bundle: Any, opts: Any) -> Any:

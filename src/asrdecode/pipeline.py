@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, sherpa_preset, word_boosts
+from .decoders import DecodeNBest, NBest, best_of, build_fusion, check_sherpa_streams, parse_boost, word_boosts
+from .configs import FusionConfig, GraphConfig
 from .errors import DecodingInputError, FileFormatError
 from .registry import KINDS, DecodeOptions, Search, check_options, decoder_names, resolve_options
 from .results import Hypothesis
@@ -72,7 +73,7 @@ def check_fit(bundle: Any, options: DecodeOptions) -> Search:
         raise DecodingInputError(f"--decoder {options.decoder} gives {getattr(bundle, 'name', 'the model')}'s phones, "
                                  f"not words; the decoders that give words: {', '.join(words)}")
     own = [flag for flag, given in (("--lm", options.lm), ("--word-lm", options.word_lm)) if given]
-    if words is not None and options.decoder == "beam" and own:
+    if words is not None and dec.takes(FusionConfig) and own:
         # the beam search gives words through the bundle's own lexicon word LM, which a user's LM replaces
         raise DecodingInputError(
             f"--decoder beam {' '.join(own)} gives {getattr(bundle, 'name', 'the model')}'s phones, not words: its "
@@ -82,7 +83,7 @@ def check_fit(bundle: Any, options: DecodeOptions) -> Search:
         path = getattr(options, name)
         if path and not Path(path).is_file():
             raise FileFormatError(path, None, f"no such {what} file")
-    if options.decoder == "wfst" and not options.graph:
+    if dec.takes(GraphConfig) and not options.graph:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     return dec
 
@@ -108,7 +109,6 @@ def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any],
     """
     dec = check_fit(bundle, options)
     kw = {"decoder": options.decoder, **dec.search_kwargs(bundle, options)}
-    if kw.get("compat") == "sherpa" and sherpa_preset(bundle, options).get("search") in ("modified", "nemo"):
-        raise DecodingInputError("--compat sherpa --decoder beam (icefall or NeMo layout: sherpa-onnx's modified "
-                                 "beam search) decodes whole utterances only; streaming and serve take --decoder greedy")
-    return kw, word_boosts(options) if options.decoder == "wfst" else None
+    if kw.get("compat") == "sherpa":
+        check_sherpa_streams(bundle.model, options.decoder)
+    return kw, word_boosts(options) if dec.word_boosts else None

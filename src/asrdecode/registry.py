@@ -100,6 +100,15 @@ class Search:
         """The :class:`~asrdecode.configs.Setting` of ``option`` in this search."""
         return self.settings[option][1]
 
+    def takes(self, config: type[SearchConfig]) -> bool:
+        """Whether the search takes ``config``'s options (its own config, or one of its extras)."""
+        return config is self.config or config in self.extras
+
+    @property
+    def word_boosts(self) -> bool:
+        """``--boost`` boosts words of the search's output (WFST: boosting without fusion), not token phrases."""
+        return BoostSetting in self.extras
+
 
 #: every search; a (name, kind) pair is declared once
 DECODERS: tuple[Search, ...] = (

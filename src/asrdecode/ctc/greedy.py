@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from ..configs import CTCGreedyConfig
 from ..errors import DecodingInputError, check_int
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_tokenizer, prepare_log_probs, valid_mask
@@ -64,6 +65,8 @@ class CTCGreedyDecoder:
 
     Args:
         blank_id: index of the blank class.
+        config: a :class:`~asrdecode.configs.CTCGreedyConfig` (best-path decoding has no settings; the
+            registry lists it as every search's config).
         tokenizer: optional, fills ``Hypothesis.text``.
         log_softmax: normalise the emissions first (they are logits).
 
@@ -73,7 +76,9 @@ class CTCGreedyDecoder:
     settings and :meth:`advance` returns a new state, so one decoder may serve several threads.
     """
 
-    def __init__(self, blank_id: int, *, tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False) -> None:
+    def __init__(self, blank_id: int, *, config: Optional[CTCGreedyConfig] = None,
+                 tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False) -> None:
+        self.config = CTCGreedyConfig.build(config, caller="CTCGreedyDecoder")
         self.blank_id = blank_id
         self.tokenizer = tokenizer
         self.log_softmax = log_softmax

@@ -514,14 +514,14 @@ def resolve_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, 
     ``transcribe`` resolves them (:func:`~asrdecode.registry.resolve_options`: the bundle's
     ``decode_defaults`` where they apply), and the other keys (StreamDecoder's own: ``boost_weight``,
     ``block_frames``, a search keyword the registry does not declare, ...)."""
-    from ..registry import OPTION, resolve_options
+    from ..registry import OPTION, decoder_for, resolve_options
 
     extras = dict(options)
     given = {k: extras.pop(k) for k in list(extras) if k in OPTION}
     opts = resolve_options(bundle, {"decoder": decoder, **given})
     if opts.nbest != 1:
         raise DecodingInputError(f"nbest {opts.nbest}: a served stream's result is its best hypothesis (nbest 1)")
-    if opts.decoder == "wfst" and opts.boost:
+    if opts.boost and decoder_for(opts.decoder, getattr(bundle, "kind", None) or "ctc").word_boosts:
         raise DecodingInputError("boost with decoder 'wfst': a served stream's word boosts are its own "
                                  "(the stream's 'boosts' in its start message)")
     return opts, extras

@@ -72,16 +72,11 @@ def _compat_model(bundle: Any, decoder: str, compat: object) -> Any:
         return bundle.model
     if compat != "sherpa":
         raise DecodingInputError(f"decoder {decoder!r}: compat must be 'none' or 'sherpa', got {compat!r}")
-    from ..decoders import sherpa_model
-    from ..models.nemo_onnx import NemoOnnxTransducer
-    from ..models.onnx_transducer import OnnxTransducer
+    from ..decoders import check_sherpa_streams, sherpa_transducer
 
-    if not isinstance(bundle.model, (OnnxTransducer, NemoOnnxTransducer)):
-        raise DecodingInputError(f"compat='sherpa' needs a sherpa-onnx ONNX transducer, got {type(bundle.model).__name__}")
-    if decoder == "beam":
-        layout = "an icefall" if isinstance(bundle.model, OnnxTransducer) else "a NeMo"
-        raise DecodingInputError(f"compat='sherpa' beam on {layout} model is sherpa-onnx's modified beam search, "
-                                 "which decodes whole utterances only")
+    check_sherpa_streams(sherpa_transducer(bundle), decoder)
+    from ..decoders import sherpa_model
+
     return sherpa_model(bundle.model, decoder)
 
 
