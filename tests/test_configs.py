@@ -25,6 +25,7 @@ from asrdecode.configs import (CTCBeamConfig, SearchConfig, TransducerBeamConfig
                                UnknownSettingError, WFSTConfig)
 from asrdecode.ctc.wfst import WFSTDecoder  # noqa: E402
 from asrdecode.errors import DecodingInputError  # noqa: E402
+from asrdecode.models import sherpa_nemo_search, sherpa_search  # noqa: E402
 from asrdecode.registry import OPTION, DecodeOptions  # noqa: E402
 
 #: every search entry point and the config whose fields it takes
@@ -37,6 +38,8 @@ ENTRY_POINTS = [
     (transducer.initial_beam_state, TransducerBeamConfig), (transducer.reference_beam_search, TransducerBeamConfig),
     (transducer.reference_wind_beam_search, TransducerBeamConfig),
     (WFSTDecoder, WFSTConfig),
+    (sherpa_search.modified_beam_search, configs.SherpaModifiedBeamConfig),
+    (sherpa_nemo_search.nemo_beam_search, configs.SherpaNemoBeamConfig),
 ]
 ALL_CONFIGS = sorted({c for c in vars(configs).values() if isinstance(c, type) and issubclass(c, SearchConfig)
                       and c is not SearchConfig}, key=lambda c: c.__name__)
@@ -96,7 +99,8 @@ def test_shared_settings_are_declared_once() -> None:
             declared = next(c for c in cfg.__mro__ if f.name in c.__dict__.get("__annotations__", {}))
             owners.setdefault(f.name, set()).add(declared)
     for name in ("beam", "nbest", "beta", "max_symbols", "engine", "acceleration", "boost"):
-        mine = {c for c in owners[name] if c is not WFSTConfig}  # WFST's beam is the score beam, --wfst-beam
+        # WFST's beam is the score beam (--wfst-beam); sherpa-onnx's searches keep sherpa-onnx's default beam (4)
+        mine = {c for c in owners[name] if c not in (WFSTConfig, configs.SherpaBeamSetting)}
         assert len(mine) == 1, (name, mine)
 
 
@@ -153,6 +157,7 @@ def test_library_and_cli_defaults_agree() -> None:
     assert CTCBeamConfig().beam == TransducerBeamConfig().beam == OPTION["beam"].default == 8
     assert WFSTConfig().acoustic_scale == OPTION["acoustic_scale"].default == 1.0
     assert TransducerGreedyConfig().max_symbols == TransducerBeamConfig().max_symbols == 10
+    assert registry.COMPAT_DEFAULTS["sherpa"]["beam"] == configs.SherpaModifiedBeamConfig().beam == 4  # sherpa-onnx's
     assert inspect.signature(WFSTDecoder).parameters["acoustic_scale"].default == 1.0
 
 

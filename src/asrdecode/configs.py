@@ -40,6 +40,7 @@ __all__ = [
     "setting", "SearchConfig", "Setting", "UnknownSettingError", "takes_config",
     "EngineSetting", "AccelerationSetting", "BeamSetting", "NBestSetting", "BetaSetting", "MaxSymbolsSetting", "BoostSetting",
     "CTCGreedyConfig", "CTCBeamConfig", "WFSTConfig", "TransducerGreedyConfig", "TransducerBeamConfig",
+    "SherpaBeamSetting", "SherpaModifiedBeamConfig", "SherpaNemoBeamConfig", "MAX_SHERPA_BEAM",
     "FusionConfig", "GraphConfig", "CompatConfig", "SEARCH_CONFIGS", "PIPELINE_CONFIGS",
     "KINDS", "TRANSDUCERS", "ENGINES", "METHODS", "COMPATS", "MAX_BEAM", "MAX_SYMBOLS_CEILING", "MAX_WINDOW",
 ]
@@ -331,9 +332,22 @@ class EngineSetting(SearchConfig):
                           "built)", choices=ENGINES, cli=True)
 
 
+# ------------------------------------------------------------- the sherpa-onnx searches' beam
+#: the most hypotheses the sherpa-onnx searches keep (sherpa-onnx's default is 4): every frame ranks
+#: beam x vocabulary candidates, so beam=10**6 would run for hours and allocate gigabytes
+MAX_SHERPA_BEAM = 1024
+
+
+@dataclass(frozen=True)
+class SherpaBeamSetting(EngineSetting):
+    beam: int = setting(4, "hypotheses kept (sherpa-onnx's max_active_paths)", low=1, high=MAX_SHERPA_BEAM,
+                        check=lambda n, v: check_int(n, v, low=1, high=MAX_SHERPA_BEAM))
+
+
 @dataclass(frozen=True)
 class BeamSetting(SearchConfig):
-    beam: int = setting(8, "hypotheses kept by the beam search (with --compat sherpa: 4, sherpa-onnx's)", low=1,
+    beam: int = setting(8, f"hypotheses kept by the beam search (with --compat sherpa: "
+                        f"{default_of(SherpaBeamSetting, 'beam')}, sherpa-onnx's)", low=1,
                         cli=True, check=check_count)
 
 
@@ -467,6 +481,24 @@ class TransducerBeamConfig(BeamSetting, BetaSetting, NBestSetting, MaxSymbolsSet
             raise DecodingInputError("expansion_gamma is an option of method='wind' only")
 
 
+# -------------------------------------------------------------------- sherpa-onnx's own searches
+@dataclass(frozen=True)
+class SherpaModifiedBeamConfig(SherpaBeamSetting):
+    """sherpa-onnx's modified beam search of icefall models (:func:`~asrdecode.models.sherpa_search.modified_beam_search`)."""
+
+    what: ClassVar[str] = "sherpa-onnx's modified beam search"
+    length_norm: bool = setting(True, "the final choice by length-normalised score, as sherpa-onnx")
+
+
+@dataclass(frozen=True)
+class SherpaNemoBeamConfig(SherpaBeamSetting):
+    """sherpa-onnx's NeMo modified beam search (:func:`~asrdecode.models.sherpa_nemo_search.nemo_beam_search`)."""
+
+    what: ClassVar[str] = "sherpa-onnx's NeMo modified beam search"
+    max_symbols: int = setting(10, "labels a hypothesis may emit on one frame (sherpa-onnx's NeMo search: 10)",
+                               check=lambda n, v: check_int(n, v, low=1, high=MAX_SYMBOLS_CEILING))
+
+
 # ---------------------------------------------------------------------------- pipeline options
 @dataclass(frozen=True)
 class FusionConfig(BoostSetting):
@@ -504,7 +536,8 @@ class CompatConfig(SearchConfig):
 
 #: every search's config
 SEARCH_CONFIGS: tuple[type[SearchConfig], ...] = (CTCGreedyConfig, CTCBeamConfig, WFSTConfig,
-                                                  TransducerGreedyConfig, TransducerBeamConfig)
+                                                  TransducerGreedyConfig, TransducerBeamConfig,
+                                                  SherpaModifiedBeamConfig, SherpaNemoBeamConfig)
 #: the pipeline's own options around the searches
 PIPELINE_CONFIGS: tuple[type[SearchConfig], ...] = (FusionConfig, GraphConfig, CompatConfig, BoostSetting,
                                                     NBestSetting)

@@ -31,7 +31,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional
 from . import decoders as impl
 from .configs import (COMPATS, ENGINES, KINDS, METHODS, TRANSDUCERS, BeamSetting, BetaSetting, BoostSetting,
                       CompatConfig, CTCBeamConfig, CTCGreedyConfig, EngineSetting, FusionConfig, GraphConfig,
-                      MaxSymbolsSetting, NBestSetting, SearchConfig, Setting, TransducerBeamConfig,
+                      MaxSymbolsSetting, NBestSetting, SearchConfig, Setting, SherpaBeamSetting, TransducerBeamConfig,
                       TransducerGreedyConfig, WFSTConfig, default_of)
 from .ctc import CTCBeamDecoder, CTCGreedyDecoder
 from .ctc.wfst import WFSTDecoder
@@ -44,7 +44,7 @@ __all__ = ["Option", "Search", "OPTIONS", "OPTION", "DECODERS", "KINDS", "TRANSD
 
 #: each ``compat`` preset's defaults where they differ from ours (a given option still wins): sherpa-onnx's
 #: beam searches keep 4 paths by default (its ``max_active_paths``), ours 8
-COMPAT_DEFAULTS: dict[str, dict[str, Any]] = {"none": {}, "sherpa": {"beam": 4}}
+COMPAT_DEFAULTS: dict[str, dict[str, Any]] = {"none": {}, "sherpa": {"beam": default_of(SherpaBeamSetting, "beam")}}
 
 #: value kinds of an option: their Python types as :meth:`DecodeOptions.from_mapping` accepts them
 _PY_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,),
