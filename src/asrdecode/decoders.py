@@ -16,13 +16,16 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import torch
 
 from .configs import CTCBeamConfig, TransducerBeamConfig, TransducerGreedyConfig, WFSTConfig
 from .errors import DecodingInputError, FileFormatError
 from .results import Hypothesis
+
+if TYPE_CHECKING:  # (the registry imports this module: its DecodeOptions is for annotations only)
+    from .registry import DecodeOptions
 
 __all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest"]
 
@@ -53,7 +56,7 @@ def parse_boost(spec: str) -> tuple[str, float]:
     return phrase.strip(), w
 
 
-def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
+def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) -> list:
     """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search
     (the registry's :func:`~asrdecode.registry.check_options` refuses them for a search that fuses nothing)."""
     fusion: list = []
@@ -95,12 +98,12 @@ def best_of(nbest_lists: Sequence[Sequence[Hypothesis]]) -> list[Hypothesis]:
 
 
 # --------------------------------------------------------------------------------- search kwargs
-def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def no_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """CTC greedy takes no options."""
     return {}
 
 
-def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def transducer_greedy_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``transducer.greedy``: its config's options (WIND window, the symbols-per-frame cap: ``compat``'s with a
     preset, engine)."""
     kw = opts.settings(TransducerGreedyConfig)
@@ -109,7 +112,7 @@ def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     return kw
 
 
-def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
+def sherpa_preset(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """:func:`~asrdecode.models.sherpa_compat.sherpa_options` of ``bundle.model`` for ``opts.decoder``.
 
     Raises:
@@ -161,7 +164,7 @@ def check_sherpa_streams(model: Any, decoder: str) -> None:
                                  "streaming and serve take --decoder greedy")
 
 
-def compat_model(bundle: Any, opts: Any) -> Any:
+def compat_model(bundle: Any, opts: DecodeOptions) -> Any:
     """``bundle.model``, or with ``opts.compat == "sherpa"`` its :func:`sherpa_model` (checked by :func:`sherpa_preset`)."""
     if opts.compat != "sherpa":
         return bundle.model
@@ -182,20 +185,20 @@ def sherpa_model(model: Any, decoder: str) -> Any:
     return model
 
 
-def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def ctc_beam_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``ctc.beam_search``: beam, fusion models, bonus, engine; plus the bundle's own word search
     (:func:`bundle_word_search`) when it has one and no LM was given."""
     return _ctc_beam_kwargs(bundle, opts, bundle_word_search(bundle, opts))
 
 
-def _ctc_beam_kwargs(bundle: Any, opts: Any, words: tuple[list, Any] | None) -> dict[str, Any]:
+def _ctc_beam_kwargs(bundle: Any, opts: DecodeOptions, words: tuple[list, Any] | None) -> dict[str, Any]:
     fusion = build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)
     if words is not None:
         fusion = [*fusion, *words[0]]
     return {**opts.settings(CTCBeamConfig, skip=("nbest",)), "fusion": fusion}
 
 
-def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
+def bundle_word_search(bundle: Any, opts: DecodeOptions) -> tuple[list, Any] | None:
     """``(fusion models, word tokenizer)`` that make a CTC model's beam search give words when its
     tokens are not spelled words (phone-ctc: the lexicon-mode word LM over its pronunciations, and the
     tokenizer that turns phone ids into words), from the bundle's ``beam_words()``; ``None`` for a
@@ -207,7 +210,7 @@ def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
     return list(fusion), tokenizer
 
 
-def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def transducer_beam_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``transducer.beam_search``: its config's options (beam, method, WIND window and expansion threshold,
     cap: ``compat``'s with a preset, bonus, engine) and the fusion models."""
     kw = {**opts.settings(TransducerBeamConfig, skip=("nbest",)),
@@ -249,7 +252,7 @@ def check_graph_fits(graph: Any, bundle: Any, path: Any = None) -> None:
         f"`asrdecode build-graph --model {name} --lm LM --out GRAPH` (build-graph's default --model is demo-ctc)")
 
 
-def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def wfst_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``WFSTDecoder``: the loaded graph and the search settings (``boost`` is per utterance: :func:`word_boosts`)."""
     from .ctc.wfst import load_graph
 
@@ -260,20 +263,20 @@ def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
     return {"graph": load_graph(opts.graph), **opts.settings(WFSTConfig)}
 
 
-def word_boosts(opts: Any) -> dict[str, float] | None:
+def word_boosts(opts: DecodeOptions) -> dict[str, float] | None:
     """WFST: ``{word: boost}`` of ``opts.boost`` (``None``: no boosts)."""
     return dict(parse_boost(b) for b in opts.boost) or None
 
 
 # -------------------------------------------------------------------------------------- builders
-def ctc_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+def ctc_greedy(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import ctc
 
     tok, blank = bundle.tokenizer, bundle.blank_id
     return lambda x, n: [[h] for h in cast(Hyps, ctc.greedy(x, n, blank, tok))]
 
 
-def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+def transducer_greedy(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_greedy_kwargs(bundle, opts)
@@ -281,7 +284,7 @@ def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     return lambda x, n: [[h] for h in cast(Hyps, tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw))]
 
 
-def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
+def ctc_beam(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import ctc
 
     words = bundle_word_search(bundle, opts)  # once: its fusion and tokenizer serve the search and the text
@@ -300,7 +303,7 @@ def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
     return decode
 
 
-def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
+def transducer_beam(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_beam_kwargs(bundle, opts)
@@ -321,7 +324,7 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
     return lambda x, n: cast(NBest, tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw))
 
 
-def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> DecodeNBest:
+def _sherpa_nemo_beam(model: Any, tok: Any, opts: DecodeOptions, max_symbols: int) -> DecodeNBest:
     """sherpa-onnx's NeMo modified beam search (:func:`~asrdecode.models.sherpa_nemo_search.nemo_beam_search`)
     of the NeMo-layout ``model`` (its ``<unk>`` extends like blank)."""
     from .models.sherpa_nemo_search import nemo_beam_search
@@ -335,7 +338,7 @@ def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> Deco
     return nemo
 
 
-def wfst(bundle: Any, opts: Any) -> DecodeNBest:
+def wfst(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     """Token passing through the graph; ``boost`` takes WORD:WEIGHT; text = the graph's output words."""
     from .ctc.wfst import WFSTDecoder
 
