@@ -422,6 +422,8 @@ class CTCBeamConfig(BeamSetting, BetaSetting, NBestSetting, EngineSetting):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_count("beam", self.beam, MAX_BEAM, " (the CTC beam search's cost grows with beam * vocabulary)")
+        if self.nbest > self.beam:
+            raise DecodingInputError(f"nbest must be <= beam ({self.beam}), got {self.nbest}")
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,8 @@ class Option:
 
     def check(self, value: Any) -> Any:
         """``value`` checked against the field's kind and bounds (an error naming the flag), then by the
-        config field's own check; normalised (paths to ``str``, phrases to a tuple)."""
+        config field's own check (an error naming the option, as the search would); normalised (paths to
+        ``str``, phrases to a tuple)."""
         if value is None and self.optional:
             return None
         s = self.setting
@@ -189,7 +190,9 @@ class Option:
             check_int(self.flag, value, low=low, optional=s.optional)
         elif s.kind == "float":
             check_number(self.flag, value, low=s.low, low_open=s.low_open, optional=s.optional)
-        return s.validate(self.flag, value)
+        else:  # choices, paths, phrases: the field's check, naming the flag
+            return s.validate(self.flag, value)
+        return s.validate(self.name, value)  # a number's own check (caps, |weight|) names it as the library does
 
 
 def _options() -> tuple[Option, ...]:

@@ -274,9 +274,7 @@ class CTCBeamDecoder:
         cfg = CTCBeamConfig.build(config, settings, caller="CTCBeamDecoder")
         if vocab_size is not None:
             vocab_size = check_positive_int("vocab_size", vocab_size)
-            check_beam_search_args(torch.empty((0, 0, vocab_size)), None, blank_id, tokenizer, beam=cfg.beam,
-                                   nbest=cfg.nbest, beta=cfg.beta, beam_threshold=cfg.beam_threshold,
-                                   log_softmax=False)
+            check_beam_search_args(torch.empty((0, 0, vocab_size)), None, blank_id, tokenizer, log_softmax=False)
         self.blank_id, self.vocab_size, self.config = blank_id, vocab_size, cfg
         self.fusion, self.tokenizer, self.log_softmax = fusion, tokenizer, log_softmax
 
@@ -289,11 +287,10 @@ class CTCBeamDecoder:
         if vocab is None:
             raise DecodingInputError("vocab_size is needed: give it to CTCBeamDecoder(...) or init_state(...)")
         probe = torch.empty((batch, 0, check_positive_int("vocab_size", vocab)), dtype=dtype, device=device)
-        _, _, blank, beam, _, beta, beam_threshold = check_beam_search_args(
-            probe, None, self.blank_id, None, beam=self.config.beam, nbest=1, beta=self.config.beta,
-            beam_threshold=self.config.beam_threshold, log_softmax=False)
-        return _start(None, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.config.blank_collapse,
-                      self.config.token_beam, dtype, probe.device)[1]
+        blank = check_beam_search_args(probe, None, self.blank_id, None, log_softmax=False)[2]
+        cfg = self.config
+        return _start(None, batch, vocab, blank, cfg.beam, self.fusion, cfg.beta, cfg.beam_threshold,
+                      cfg.blank_collapse, cfg.token_beam, dtype, probe.device)[1]
 
     def advance(self, state: CTCBeamState, log_probs: torch.Tensor,
                 lengths: Optional[torch.Tensor] = None) -> CTCBeamState:
@@ -325,9 +322,10 @@ class CTCBeamDecoder:
     def _run(self, state: Optional[CTCBeamState], log_probs: object, lengths: object,
              final: bool) -> Union[list[list[Hypothesis]], CTCBeamState]:
         """One chunk from ``state`` (None: a fresh one); the n-best lists when ``final``, else the state."""
-        x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
-            log_probs, lengths, self.blank_id, self.tokenizer, beam=self.config.beam, nbest=self.config.nbest,
-            beta=self.config.beta, beam_threshold=self.config.beam_threshold, log_softmax=self.log_softmax)
+        x, lens, blank = check_beam_search_args(log_probs, lengths, self.blank_id, self.tokenizer,
+                                                log_softmax=self.log_softmax)
+        beam, nbest, beta, beam_threshold = (self.config.beam, self.config.nbest, self.config.beta,
+                                             self.config.beam_threshold)
         if self.vocab_size is not None and x.shape[2] != self.vocab_size:
             raise DecodingInputError(f"log_probs has {x.shape[2]} classes, the decoder was made for {self.vocab_size}")
         native = use_native(self.config.engine, x.device, "log_probs")

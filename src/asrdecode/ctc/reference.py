@@ -145,10 +145,8 @@ def reference_beam_search(
     """
     cfg = CTCBeamConfig.build(config, settings, caller="reference_beam_search")
     blank_collapse, token_beam = cfg.blank_collapse, cfg.token_beam
-    x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
-        log_probs, lengths, blank_id, tokenizer, beam=cfg.beam, nbest=cfg.nbest, beta=cfg.beta,
-        beam_threshold=cfg.beam_threshold, log_softmax=log_softmax,
-    )
+    x, lens, blank = check_beam_search_args(log_probs, lengths, blank_id, tokenizer, log_softmax=log_softmax)
+    beam, nbest, beta, beam_threshold = cfg.beam, cfg.nbest, cfg.beta, cfg.beam_threshold
     vocab = x.shape[2]
     fusion_l = check_fusion(fusion, vocab)
     collapse_on, collapse_th = parse_collapse(blank_collapse)
