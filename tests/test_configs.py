@@ -215,3 +215,33 @@ def test_every_module_imports_and_no_literal_cap() -> None:
             p = params.get("max_symbols")
             if p is not None and p.default is not inspect.Parameter.empty:
                 assert p.default == want, (info.name, obj)
+
+
+@pytest.mark.parametrize("durations", [None, [0, 1, 2]], ids=["rnnt", "tdt"])
+def test_transducer_greedy_states_join_and_split(durations) -> None:
+    """GreedyState follows StreamState too: streams joined per chunk (their prediction states pooled outside,
+    as the streaming family keeps them) end where whole-utterance greedy decoding ends."""
+    from transducer_models import random_model
+
+    from asrdecode.streaming.state_batching import StatePool
+
+    model = random_model(3, 7, 0, durations)
+    enc = torch.randn(3, 11, 5, dtype=torch.float64)
+    dec = transducer.GreedyDecoder(model, engine="torch")
+    whole = dec.decode(enc)
+    pool = StatePool(model, 1)
+    streams, slots = [], []
+    for _ in range(3):
+        st = dec.init_state(1, dtype=torch.float64)
+        slots.append(pool.add(st.pred_state))
+        streams.append(st)
+    for a, z in ((0, 4), (4, 4), (4, 11)):
+        batch = transducer.GreedyState.join(streams, pred_state=pool.gather(slots))
+        pool.scatter(slots, dec.advance(batch, enc[:, a:z]).split_into(streams))
+    assert all(st.pred_state is None for st in streams)  # the pool holds them
+    for st, want in zip(streams, whole):
+        got = dec.partial(st)[0]
+        assert got.tokens == want.tokens and got.timestamps == want.timestamps
+        assert got.durations == want.durations and got.score == pytest.approx(want.score, abs=1e-9)
+    with pytest.raises(DecodingInputError, match="pred_state"):
+        transducer.GreedyState.join(streams)

@@ -7,9 +7,9 @@ the results so far (the state unchanged); ``finalize(state)`` -> the results at 
 
 :class:`StreamState`: what many streams' states do to share one batched call: ``join(states, **parts)``
 -> one batch state of the per-stream states (``parts``: what the batch needs that the streams do not hold:
-CTC beam's ``template=``, a fresh batch state of the decoder; the transducer beam's ``pred_state=``, the
-batch's prediction-network state) and ``batch.split_into(states)``, which gives each stream its rows back
-(returning what the streams do not hold: the transducer beam's prediction-network state, else None).
+CTC beam's ``template=``, a fresh batch state of the decoder; the transducer searches' ``pred_state=``,
+the batch's prediction-network state) and ``batch.split_into(states)``, which gives each stream its rows back
+(returning what the streams do not hold: the transducer searches' prediction-network state, else None).
 
 The decoders and states conform by their signatures (no base class); the checks at the bottom make mypy
 verify each of them, and ``tests/test_configs.py`` checks them at run time.
@@ -84,8 +84,9 @@ if TYPE_CHECKING:  # mypy verifies that every decoder and state follows the conv
         _d: StreamingDecoder[GreedyState, list[Hypothesis]] = d
         _e: StreamingDecoder[BeamState, list[list[Hypothesis]]] = e
 
-    def _states(a: CTCGreedyState, b: CTCBeamState, c: WFSTStreamState, d: BeamState) -> None:
+    def _states(a: CTCGreedyState, b: CTCBeamState, c: WFSTStreamState, d: BeamState, e: GreedyState) -> None:
         _a: StreamState = a
         _b: StreamState = b
         _c: StreamState = c
         _d: StreamState = d
+        _e: StreamState = e

@@ -91,6 +91,30 @@ class GreedyState:
         check_model(model)
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
 
+    @classmethod
+    def join(cls, states: Sequence["GreedyState"], /, *, pred_state: Any = None) -> "GreedyState":
+        """One batch state of ``states`` (their rows in order); ``pred_state``: the batch's prediction-network
+        state (model pytree; the streams keep theirs outside, as
+        :class:`~asrdecode.streaming.state_batching.StatePool` does), required."""
+        if pred_state is None:
+            raise DecodingInputError("GreedyState.join needs pred_state=, the batch's prediction-network state "
+                                     "(StatePool.gather)")
+        return cls(pred_state=pred_state, dec_out=torch.cat([s.dec_out for s in states]),
+                   skip=torch.cat([s.skip for s in states]), offset=torch.cat([s.offset for s in states]),
+                   hyps=BatchedHyps.join([s.hyps for s in states]))
+
+    def split_into(self, states: Sequence["GreedyState"], /) -> Any:
+        """Give each of ``states`` (those :meth:`join` joined) its rows of this batch state; returns the batch's
+        prediction-network state, which the states do not hold (their ``pred_state`` is set to None)."""
+        row = 0
+        for st in states:
+            n = st.dec_out.shape[0]
+            st.pred_state, st.dec_out = None, self.dec_out[row:row + n].clone()
+            st.skip, st.offset = self.skip[row:row + n].clone(), self.offset[row:row + n].clone()
+            st.hyps = self.hyps.rows(row, row + n)
+            row += n
+        return self.pred_state
+
 
 #: find steps per RNN-T label-looping round of the eager loop (joint only) before the round's emit step
 #: (prediction network): a row's next label is usually found within a round, and a round's prediction
