@@ -366,7 +366,7 @@ class NBestSetting(SearchConfig):
 @dataclass(frozen=True)
 class MaxSymbolsSetting(SearchConfig):
     max_symbols: Optional[int] = setting(10, "transducers: at most this many labels per frame, then time "
-                                         "advances (None: no cap)", low=1, high=MAX_SYMBOLS_CEILING, kind="int",
+                                         "advances (Python: None, no cap)", low=1, high=MAX_SYMBOLS_CEILING, kind="int",
                                          optional=True, cli=True, check=_check_max_symbols)
 
 
