@@ -9,8 +9,8 @@ rule of the search depends on, as in the native engine). One frame:
    gives every candidate its (slot, arc); candidates are in (utterance, token, arc) order. A frame
    needing more than ``M`` sets the overflow flag (the call then runs again with a larger budget;
    arcs are never dropped silently);
-2. **prune**: the beam (best - beam; each utterance's best by one running max over the candidates,
-   which are in utterance order), recombination by destination state through a dense
+2. **prune**: the beam (best - beam; each utterance's best as the best of its slots' bests),
+   recombination by destination state through a dense
    ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate index)`` packed in an
    int64: highest score, earliest candidate on ties), the winners laid out in rows of ``C`` per
    utterance (order kept; more sets the overflow flag), ``min_active`` / ``max_active`` as a stable
@@ -47,7 +47,6 @@ CLOSURES = LoopCache(4)
 _CACHE_LOCK = threading.Lock()
 _NEG = float("-inf")
 _MIN64 = torch.iinfo(torch.int64).min
-_HALF32 = 1 << 31  # _mono's int32 range shifted to [0, 2^32): the low half of a packed (utterance, score)
 _EPS_LAB2 = -2  # an epsilon entry's 2 * token + starts: token -1, starts 0
 STATE_NAMES = ("x", "lens", "t", "tok_s", "tok_sc", "tok_h", "over", "need", "rec_prev", "rec_word", "rec_lab2",
                "scratch", "front")
@@ -135,18 +134,16 @@ class Search:
         self.scratch.index_fill_(0, key, _MIN64)
         return win
 
-    def _segment_max(self, score: torch.Tensor, b: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
-                     ) -> torch.Tensor:
-        """``[Bb]`` the highest of each utterance's ``score [M]`` (candidates ``starts[u] <= i < ends[u]``, in
-        utterance order; ``b [M]`` their utterance; -inf for none): a running max of ``(b, score)`` packed
-        in an int64, read at each utterance's last candidate (a scatter-max into ``Bb`` cells makes every
-        candidate's atomic wait on a few addresses on a GPU)."""
-        packed = (b << 32) + (_mono(score) + _HALF32)
-        run = torch.cummax(packed, 0).values
-        last = _g(run, (ends - 1).clamp_(min=0)) - (self.ar_B << 32) - _HALF32
-        best = torch.where(ends > starts, last, _mono(self.neg.view(1)))
-        bits = torch.where(best >= 0, best, best ^ 0x7FFFFFFF).to(torch.int32)
-        return bits.view(torch.float32)
+    def _utterance_max(self, score: torch.Tensor, slot: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """``[Bb]`` the highest ``score [M]`` of each utterance's candidates (``slot [M]`` their token slot,
+        ``valid [M]``; -inf for none): a max per slot by a scatter (a slot's arcs meet on one cell, the
+        candidates past the budget's end on cells of their own), then a max over each utterance's slots.
+        (A scatter-max straight into ``Bb`` cells makes every atomic wait on a few addresses on a GPU, and
+        a running max over the ``M`` candidates is one slow sequential scan there.)"""
+        n = self.Bb * self.K
+        cell = torch.where(valid, slot, n + self.ar_M)
+        per_slot = torch.full((n + self.M,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
+        return per_slot[:n].view(self.Bb, self.K).amax(1)
 
     def _keep_counts(self, win: torch.Tensor, inside: torch.Tensor) -> torch.Tensor:
         """``[Bb]`` how many of each row's winners ``win [Bb, R]`` stay: min_active (``inside``: the winners
@@ -211,16 +208,16 @@ class Search:
         if self.boost is not None:
             score = score + _g(self.boost.view(-1), b * self.boost.shape[1] + word)
         score = torch.where(valid, score, self.neg)
-        # each utterance's candidates [starts, ends) of the flat order (no atomics: one dummy-free scan)
-        # (clamped to the budget: an overflowing frame's results are dropped and the call reruns)
-        ends = cum.view(Bb, K)[:, -1].clamp(max=M)
-        starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
-        top = self._segment_max(score, b, starts, ends)
+        top = self._utterance_max(score, slot, valid)
         inside = valid & (score >= _g(top - self.beam, b))
         cand = valid if self.min_active else inside
         comp = (_mono(score) << 32) + (M - 1 - self.ar_M)
         win = self._recombine(b * S + dst, comp, cand)
         # the winners in rows of C per utterance, candidate order kept
+        # each utterance's candidates [starts, ends) of the flat order (clamped to the budget: an
+        # overflowing frame's results are dropped and the call reruns)
+        ends = cum.view(Bb, K)[:, -1].clamp(max=M)
+        starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
         wl = win.long()
         cw = torch.cumsum(wl, 0)
         cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
