@@ -32,8 +32,8 @@ __all__ = ["NativeEngineUnavailable", "NativeEngineError", "NativeMemoryError", 
            "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("abi.h", "abi.cpp", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h",
-            "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
+_SOURCES = ("abi.h", "abi.cpp", "abi_layout.inc", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp",
+            "transducer_common.h", "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
             "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h")
 _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
                   "transducer_greedy_lstm.cpp", "dense.cpp", "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp")
