@@ -13,7 +13,7 @@ from typing import Any
 
 __all__ = [
     "Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
-    "TransducerBeamArgs", "WindArgs", "WfstArgs", "MIRRORS", "c_layout",
+    "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "WfstArgs", "MIRRORS", "c_layout",
 ]
 
 _P = ctypes.c_void_p
@@ -128,6 +128,26 @@ class WindArgs(_Struct):
     ]
 
 
+class TransducerNet(_Struct):
+    _c_name_ = "TransducerNet"
+    _fields_ = [
+        ("kind", _I), ("hidden", _I), ("vocab", _I), ("outputs", _I), ("act", _I), ("pred_dim", _I),
+        ("pred_layers", _I), ("embed_dim", _I), ("groups", _I), ("context", _I), ("table", _P), ("whh0", _P),
+        ("wup", _P), ("bup", _P), ("wdec", _P), ("bdec", _P), ("emb", _P), ("convw", _P), ("convb", _P), ("wp", _P),
+        ("bp", _P), ("start_ctx", _P), ("wout", _P), ("bout", _P),
+    ]
+
+
+class NetSearchArgs(_Struct):
+    _c_name_ = "NetSearchArgs"
+    _fields_ = [
+        ("net", TransducerNet), ("batch", _I), ("frames", _I), ("blank", _I), ("unk", _I), ("max_symbols", _I),
+        ("beam", _I), ("num_durations", _I), ("capacity", _I), ("enc", _P), ("lengths", _P), ("durations", _P),
+        ("out_tokens", _P), ("out_frames", _P), ("out_durs", _P), ("counts", _P), ("scores", _P), ("out_n", _P),
+        ("out_len", _P), ("out_score", _P),
+    ]
+
+
 class WfstArgs(_Struct):
     _c_name_ = "WfstArgs"
     _fields_ = [
@@ -142,7 +162,7 @@ class WfstArgs(_Struct):
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (
     Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs, CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs,
-    WindArgs, WfstArgs,
+    WindArgs, TransducerNet, NetSearchArgs, WfstArgs,
 )}
 
 
