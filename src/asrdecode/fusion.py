@@ -29,7 +29,7 @@ scorer whose states are not int64 columns (a neural LM's hidden state) changes o
 from __future__ import annotations
 
 import inspect
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -178,6 +178,25 @@ class FusionScorer:
             nexts.append(nx)
         assert total is not None  # self.models is not empty
         return total, (nexts[0].unsqueeze(-1) if len(nexts) == 1 else torch.stack(nexts, dim=-1))
+
+    def prepare(self, states: torch.Tensor,
+                dtype: torch.dtype = torch.float32) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`advance` of a fixed states tensor ``states [N, M]`` (a view its owner updates in place)
+        as a zero-argument callable, buffers made once where the model allows (one model with
+        ``prepare_advance``: the library's n-gram LM and boosting tree), for a loop calling it every frame.
+        Its blank column is unspecified (finite): for callers that mask the blank's extensions."""
+        if len(self.models) == 1:
+            prep = getattr(self.models[0], "prepare_advance", None)
+            ready = prep(states[:, 0]) if callable(prep) else None
+            if ready is not None:
+                w, N, V = self.weights[0], states.shape[0], self.vocab_size
+                out = torch.empty((N, V), dtype=dtype, device=states.device)
+
+                def run() -> tuple[torch.Tensor, torch.Tensor]:
+                    sc, nx = ready.run()
+                    return torch.mul(sc, w, out=out), nx[:, :, None]
+                return run
+        return lambda: self.advance(states, dtype)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor,
                      dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:

@@ -69,6 +69,7 @@ class FrameBuffers:
         self.fst = i[3:3 + Mm]  # [M, B, K]
         self.fst_rows = self.fst.permute(1, 2, 0).reshape(B * K, Mm)  # the scorer's [N, M] view
         self.parent = i[-1]
+        self.lm = step.scorer.prepare(self.fst_rows, dt) if Mm else None  # the fusion scores of every token
         self.has_parent = torch.zeros((B, K), dtype=torch.bool, device=device)
         # candidates: [stays K | K x M extensions | dummy scatter target]
         N = K + K * M
@@ -221,7 +222,8 @@ class _Stepper:
         _add_into(fb.ext, (p_tot + bonus1)[:, :, None], e_ext[:, None, :])
         lm_s = lm_nx = None
         if self.scorer.num_models > 0:
-            lm_s, lm_nx = self.scorer.advance(fb.fst_rows, dtype=self.dtype)  # [B*K, V], [B*K, V, Mm]
+            assert fb.lm is not None  # made with the scorer's models
+            lm_s, lm_nx = fb.lm()  # [B*K, V], [B*K, V, Mm] (blank column unspecified: masked below)
             if self.M is not None:
                 idx3 = fb.tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
                 lm_s, lm_nx = torch.gather(lm_s, 1, idx3), self.scorer.gather(lm_nx, idx3)
