@@ -140,7 +140,7 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
     if t.levels:
         E = t.levels * t.degree
         idx = _candidates(a, t, ints)
-        keep = t.keep[states].view(torch.bool)
+        keep = t.keep[states] != 0  # (a comparison, not a bool view: Inductor cannot lower dtype views to bool)
         val = (a.arc_weight[idx].view(N, t.levels, t.degree) + floats[:, 1:, None]).view(N, E)
         if blank is not None:  # absent entries write the blank column, which is overwritten below
             pos = torch.where(keep, a.arc_label[idx], blank)
@@ -167,11 +167,10 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
     out_n = a.dense_next[row, tokens]
     if t.levels:
         idx = _candidates(a, t, ints)  # [N, E]
-        lab = torch.where(t.keep[states].view(torch.bool), a.arc_label[idx], -1)
-        hit, e = (lab[:, None, :] == tokens[:, :, None]).view(torch.uint8).max(dim=2)  # [N, K]
+        lab = torch.where(t.keep[states] != 0, a.arc_label[idx], -1)
+        hit_b, e = (lab[:, None, :] == tokens[:, :, None]).max(dim=2)  # [N, K]
         arc = idx.gather(1, e)
         acc = floats[:, 1:].gather(1, e // t.degree)
-        hit_b = hit.view(torch.bool)
         out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)
         out_n = torch.where(hit_b, a.arc_dest[arc], out_n)
     if a.blank_id is not None:
