@@ -409,10 +409,9 @@ def _eager_frames(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, frame_i
     fb.load(st, batch)
     lens_col = lens[:, None]
     n_all = int(lens.min()) if batch else 0  # frames that every utterance has: no masking needed
-    blank = step.blank
     for t in range(x.shape[1]):
-        e = x[:, t]
-        step.frame(fb, e, e[:, blank:blank + 1], None if t < n_all else t < lens_col)
+        fb.e.copy_(x[:, t])
+        step.frame(fb, None if t < n_all else t < lens_col)
         rec = fb.rec.clone()  # (the buffer serves the next frame)
         st.tree.record(rec[0], rec[1], frame_index[:, t])
     fb.store(st, batch)

@@ -58,9 +58,6 @@ class FrameLoop:
         self.t = torch.zeros(1, dtype=torch.long, device=device)
         self.fb = stepper.buffers(device)
         self.floats, self.ints = self.fb.floats, self.fb.ints
-        self.e3 = torch.zeros((1, batch, vocab), dtype=dtype, device=device)  # frame t of x
-        self.e = self.e3[0]
-        self.e_blank = self.e[:, stepper.blank:stepper.blank + 1]
         self.rec1 = self.fb.rec[None]
         self.runner = StepRunner(mode, STATE_NAMES)
 
@@ -85,8 +82,8 @@ class FrameLoop:
 
 def _frame(loop: FrameLoop) -> None:
     """One frame at the device counter ``t``: every utterance with ``t < lens`` steps (sync-free)."""
-    torch.index_select(loop.x, 0, loop.t, out=loop.e3)
-    loop.stepper.frame(loop.fb, loop.e, loop.e_blank, loop.lens > loop.t)
+    torch.index_select(loop.x, 0, loop.t, out=loop.fb.e3)
+    loop.stepper.frame(loop.fb, loop.lens > loop.t)
     loop.tree.index_copy_(0, loop.t, loop.rec1)
     loop.t.add_(1)
 

@@ -69,7 +69,12 @@ class FrameBuffers:
         self.fst = i[3:3 + Mm]  # [M, B, K]
         self.fst_rows = self.fst.permute(1, 2, 0).reshape(B * K, Mm)  # the scorer's [N, M] view
         self.parent = i[-1]
-        self.lm = step.scorer.prepare(self.fst_rows, dt) if Mm else None  # the fusion scores of every token
+        # the frame's emissions (the caller writes them) and the views the step reads
+        V = step.V
+        self.e = torch.zeros((B, V), dtype=dt, device=device)
+        self.e3, self.e_row, self.e_blank = self.e[None], self.e[:, None, :], self.e[:, step.blank:step.blank + 1]
+        self.base = torch.empty((B, K), dtype=dt, device=device)  # an extension's score before its token
+        self.base_col = self.base[:, :, None]
         self.has_parent = torch.zeros((B, K), dtype=torch.bool, device=device)
         # candidates: [stays K | K x M extensions | dummy scatter target]
         N = K + K * M
@@ -77,6 +82,18 @@ class FrameBuffers:
         self.cand_sel, self.cand_stay = self.cand[:, :N], self.cand[:, :K]
         self.ext = self.cand[:, K:N].view(B, K, M)
         self.ext_blank = self.ext[:, :, step.blank] if step.tok_tab is None else None
+        # the candidates' weighted fusion scores, laid out as ``cand`` (0 for the stays and the dummy)
+        self.lm_pad = torch.zeros((B, N + 1), dtype=dt, device=device)
+        self.lm_ext = self.lm_pad[:, K:N].view(B, K, M)
+        self.lm: Any = None
+        if Mm:
+            if step.tok_tab is None:
+                self.lm = step.scorer.prepare(self.fst_rows, self.lm_ext, dt)
+            else:
+                self.lm_full = torch.empty((B * K, V), dtype=dt, device=device)
+                self.lm_full_3 = self.lm_full.view(B, K, V)
+                self.lm = step.scorer.prepare(self.fst_rows, self.lm_full, dt)
+            self.nx_flat = self.lm.next.view(B, K * V, Mm) if self.lm.stable else None
         self.top = torch.empty((B, K), dtype=dt, device=device)
         self.idx = torch.empty((B, K), dtype=lg, device=device)
         self.idx_flat = self.idx.view(B * K)
@@ -107,7 +124,9 @@ class FrameBuffers:
         if step.tok_tab is not None:  # candidate tokens of the frame, then -1 (the stays' column)
             self.tokens = torch.full((B, M + 1), -1, dtype=lg, device=device)
             self.tok_ids = self.tokens[:, :M]
+            self.tok_ids_3 = self.tok_ids[:, None, :].expand(B, K, M)
             self.e_top = torch.empty((B, M), dtype=dt, device=device)
+            self.e_top_row = self.e_top[:, None, :]
 
     def load(self, st: CTCBeamState, rows: int) -> None:
         """Copy the state fields of ``st`` (its ``rows`` utterances) into rows ``:rows`` of the buffers."""
@@ -186,8 +205,8 @@ class _Stepper:
     def buffers(self, device: torch.device) -> FrameBuffers:
         return FrameBuffers(self, device)
 
-    def frame(self, fb: FrameBuffers, e: torch.Tensor, e_blank: torch.Tensor, act: Optional[torch.Tensor]) -> None:
-        """One frame of emissions ``e [B, V]`` (``e_blank [B, 1]`` its blank column) into the state of ``fb``
+    def frame(self, fb: FrameBuffers, act: Optional[torch.Tensor]) -> None:
+        """One frame of emissions ``fb.e [B, V]`` (written by the caller) into the state of ``fb``
         (in place); the tree's tokens and parents of the step into ``fb.rec [2, B, K]``.
 
         ``act [B, 1]`` (or ``None``: all) marks utterances that have this frame; the others keep their
@@ -199,46 +218,51 @@ class _Stepper:
         in the beam, appended to the parent's own path as of the frame before. A prefix whose
         arrival beats its best so far re-links its tree node to the parent (token re-appended).
         """
-        lm_s, lm_nx = self._extensions(fb, e, e_blank)
-        self._select(fb, e, lm_s, lm_nx, act)
+        lm_nx = self._extensions(fb)
+        self._select(fb, lm_nx, act)
 
-    def _extensions(self, fb: FrameBuffers, e: torch.Tensor, e_blank: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
-        """Steps 1 and 2: the candidates ``fb.cand`` (stays, extensions fused and merged) and the stays'
-        fields in the scratch rows; returns the extensions' fusion scores ``[B, K*M]`` and states
-        ``[B, K*M, Mm]`` (``None`` without fusion). A slot's extension by its own last token counts only
-        paths ending in blank."""
+    def _extensions(self, fb: FrameBuffers) -> Optional[torch.Tensor]:
+        """Steps 1 and 2: the candidates ``fb.cand`` (stays, extensions fused and merged), their fusion
+        scores ``fb.lm_pad`` and the stays' fields in the scratch rows; returns the fusion states the
+        extensions reach, ``[B, K*M, Mm]`` (``None`` without fusion). A slot's extension by its own last
+        token counts only paths ending in blank."""
         B, K, M = self.B, self.K, self.M_used
         neg = -math.inf
-        p_b, p_nb, last = fb.p_b, fb.p_nb, fb.last
+        e, p_b, p_nb, last = fb.e, fb.p_b, fb.p_nb, fb.last
         p_tot = torch.logaddexp(p_b, p_nb, out=fb.p_tot)
         last_c = last.clamp(min=0)
         e_last = torch.gather(e, 1, last_c)  # (the empty prefix has p_nb = -inf, so its value is unused)
         bonus = fb.fscore + self.beta * fb.length if self.beta else fb.fscore  # non-acoustic score of a stay
         bonus1 = bonus + self.beta if self.beta else bonus  # ... and of an extension
         if self.M is None:
-            e_ext = e
+            e_row = fb.e_row
         else:
-            e_ext = _topk_into(e.index_fill(1, self.blank_t, neg), M, fb.e_top, fb.tok_ids)
-        _add_into(fb.ext, (p_tot + bonus1)[:, :, None], e_ext[:, None, :])
-        lm_s = lm_nx = None
-        if self.scorer.num_models > 0:
-            assert fb.lm is not None  # made with the scorer's models
-            lm_s, lm_nx = fb.lm()  # [B*K, V], [B*K, V, Mm] (blank column unspecified: masked below)
+            _topk_into(e.index_fill(1, self.blank_t, neg), M, fb.e_top, fb.tok_ids)
+            e_row = fb.e_top_row
+        torch.add(p_tot, bonus1, out=fb.base)
+        _add_into(fb.ext, fb.base_col, e_row)
+        lm_nx = None
+        if fb.lm is not None:
+            lm_nx = fb.lm.run()  # [B*K, V, Mm]; the weighted scores in fb.lm_ext (or fb.lm_full)
             if self.M is not None:
-                idx3 = fb.tok_ids[:, None, :].expand(B, K, M).reshape(B * K, M)
-                lm_s, lm_nx = torch.gather(lm_s, 1, idx3), self.scorer.gather(lm_nx, idx3)
-            fb.ext.add_(lm_s.view(B, K, M))
-            lm_s, lm_nx = lm_s.view(B, K * M), lm_nx.reshape(B, K * M, -1)
+                _gather_into(fb.lm_ext, fb.lm_full_3, fb.tok_ids_3)
+                lm_nx = self.scorer.gather(lm_nx, fb.tok_ids_3.reshape(B * K, M)).reshape(B, K * M, -1)
+            elif fb.nx_flat is not None:
+                lm_nx = fb.nx_flat
+            else:
+                lm_nx = lm_nx.reshape(B, K * M, -1)
+            fb.ext.add_(fb.lm_ext)
         if self.M is None:
             fb.ext_blank.fill_(neg)
             last_in, last_pos = last >= 0, last_c
         else:
-            last_in, last_pos = (fb.tok_ids[:, None, :] == last[:, :, None]).max(dim=2)
-        own0 = self.slots_m + last_pos  # (j, last(j)) among the extensions
+            last_in, last_pos = (fb.tok_ids_3 == last[:, :, None]).max(dim=2)
+        lk = last_pos + K
+        own = lk + self.slots_m  # (j, last(j)) among the candidates
         fixed = p_b + e_last + bonus1
-        if lm_s is not None:
-            fixed = fixed + torch.gather(lm_s, 1, own0)
-        fb.cand.scatter_(1, torch.where(last_in, own0 + K, self.dummy), fixed)
+        if lm_nx is not None:
+            fixed = fixed + torch.gather(fb.lm_pad, 1, own)
+        fb.cand.scatter_(1, torch.where(last_in, own, self.dummy), fixed)
         # Stays: each prefix staying (blank, or its last token repeated), merged with its parent's
         # extension by the same token (which leaves the candidates).
         has_parent, parent = torch.max(fb.parent_hash_col == fb.hash_row, dim=2, out=(fb.has_parent, fb.parent))
@@ -246,18 +270,17 @@ class _Stepper:
         par_from = torch.where(torch.gather(last, 1, parent) == last, fb.pair_pb, fb.pair_ptot)
         child_in = has_parent if self.M is None else has_parent & last_in
         merge = has_parent if self.merge_all else child_in
-        torch.add(p_tot, e_blank, out=fb.stay_b)
+        torch.add(p_tot, fb.e_blank, out=fb.stay_b)
         stay_nb = p_nb + e_last
         arrival = par_from + e_last
         torch.where(merge, torch.logaddexp(stay_nb, arrival), stay_nb, out=fb.stay_nb)
         torch.where(merge & (arrival > fb.peak), arrival, fb.peak, out=fb.stay_peak)
-        child = torch.add(last_pos + K, parent, alpha=M)
+        child = torch.add(lk, parent, alpha=M)
         fb.cand.scatter_(1, torch.where(child_in, child, self.dummy), neg)
         _add_into(fb.cand_stay, torch.logaddexp(fb.stay_b, fb.stay_nb), bonus)
-        return lm_s, lm_nx
+        return lm_nx
 
-    def _select(self, fb: FrameBuffers, e: torch.Tensor, lm_s: Optional[torch.Tensor], lm_nx: Optional[torch.Tensor],
-                act: Optional[torch.Tensor]) -> None:
+    def _select(self, fb: FrameBuffers, lm_nx: Optional[torch.Tensor], act: Optional[torch.Tensor]) -> None:
         """Step 3: the ``K`` best candidates minus those more than ``beam_threshold`` below the best
         (or impossible) become the state; the tree's tokens and parents into ``fb.rec``."""
         K = self.K
@@ -266,22 +289,22 @@ class _Stepper:
         torch.index_select(self.dec_tab, 1, fb.idx_flat, out=fb.dec_flat)
         src = fb.src
         if self.M is None:
-            _, tok, tok_c, tok_1, e_idx = fb.dec_rows
+            _, tok, tok_c, tok_1, _ = fb.dec_rows  # (the last row: e_idx_m)
         else:
             tok = torch.gather(fb.tokens, 1, fb.dec_rows[1])
             tok_c = tok.clamp(min=0)
-            tok_1, e_idx = tok + 1, fb.dec_rows[2]
+            tok_1 = tok + 1
         is_ext = tok >= 0
         torch.gather(fb.floats, 2, fb.src_f, out=fb.g_f)
         torch.gather(fb.ints, 2, fb.src_i, out=fb.g_i)
         g, gi, new, new_i = fb.g_f_rows, fb.g_i_rows, fb.new_f_rows, fb.new_i_rows
         g_last, g_hash = gi[_LAST], gi[_HASH]
-        ext_ac = torch.where(g_last == tok, g[_P_B], g[_P_TOT]) + torch.gather(e, 1, tok_c)
+        ext_ac = torch.where(g_last == tok, g[_P_B], g[_P_TOT]) + torch.gather(fb.e, 1, tok_c)
         torch.where(is_ext, self.neg, g[_STAY_B], out=new[_P_B])
         torch.where(is_ext, ext_ac, g[_STAY_NB], out=new[_P_NB])
         torch.where(drop, self.neg, fb.nb_pb, out=fb.nb_pb)  # (after the two rows above)
-        if lm_s is not None:
-            torch.where(is_ext, g[_FSCORE] + torch.gather(lm_s, 1, e_idx), g[_FSCORE], out=new[_FSCORE])
+        if lm_nx is not None:  # (a stay's fusion score is 0: its fscore is unchanged)
+            torch.add(g[_FSCORE], torch.gather(fb.lm_pad, 1, fb.idx), out=new[_FSCORE])
         else:
             new[_FSCORE].copy_(g[_FSCORE])
         torch.add(g[_LENGTH], is_ext, out=new[_LENGTH])
@@ -323,6 +346,14 @@ def _topk_into(x: torch.Tensor, k: int, values: torch.Tensor, indices: torch.Ten
         indices.copy_(idx)
         return values
     return torch.topk(x, k, dim=1, out=(values, indices))[0]
+
+
+def _gather_into(dst: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> None:
+    """``dst[...] = src.gather(2, index)`` for a strided view ``dst`` (as :func:`_add_into`)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(torch.gather(src, 2, index))
+    else:
+        torch.gather(src, 2, index, out=dst)
 
 
 def _add_into(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
