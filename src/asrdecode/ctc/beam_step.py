@@ -81,7 +81,7 @@ class FrameBuffers:
         self.cand = torch.empty((B, N + 1), dtype=dt, device=device)
         self.cand_sel, self.cand_stay = self.cand[:, :N], self.cand[:, :K]
         self.ext = self.cand[:, K:N].view(B, K, M)
-        self.ext_blank = self.ext[:, :, step.blank] if step.tok_tab is None else None
+        self.ext_blank = self.ext[:, :, min(step.blank, M - 1)]  # (full vocabulary only: the blank's extensions)
         # the candidates' weighted fusion scores, laid out as ``cand`` (0 for the stays and the dummy)
         self.lm_pad = torch.zeros((B, N + 1), dtype=dt, device=device)
         self.lm_ext = self.lm_pad[:, K:N].view(B, K, M)
