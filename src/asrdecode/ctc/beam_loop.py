@@ -61,6 +61,15 @@ class FrameLoop:
         self.rec1 = self.fb.rec[None]
         self.runner = StepRunner(mode, STATE_NAMES)
 
+    def twin(self) -> "FrameLoop":
+        """An independent copy of the loop's state (its own buffers and views, the same step), in eager
+        mode: for lockstep tests that run a round both ways from the same state (tests/lockstep.py)."""
+        T, B, V = self.x.shape
+        other = FrameLoop(self.stepper, B, T, V, self.stepper.K, self.x.dtype, self.x.device, "eager")
+        for name in STATE_NAMES:
+            getattr(other, name).copy_(getattr(self, name))
+        return other
+
     def load(self, st: Any, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor) -> None:
         """Copy a call's state ``st`` (rows ``:B``), emissions ``x [B, T, V]``, lengths and original frames
         into the buffers; the padded rows get length 0 (they keep whatever state they hold)."""
