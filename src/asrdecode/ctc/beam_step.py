@@ -15,13 +15,15 @@ All hypotheses of all utterances live in ``[B, K]`` slots (``K = beam``, a
    and of those, the ones more than ``beam_threshold`` below the best are dropped (score ``-inf``).
 
 Layout (few kernels per frame: what a GPU's launch-bound loop pays for). The state lives in two
-packed buffers of a :class:`FrameBuffers`, ``floats [9, B, K]`` (the five float fields, then this
-frame's scratch rows: ``p_tot`` and the stays) and ``ints [4 + M, B, K]`` (last token, hash, parent
-hash, the ``M`` fusion states, then the scratch row of each slot's parent slot). The kept candidates'
-fields come from one gather per buffer; the new state is written into preallocated rows (``out=``)
-and then into the state by one masked ``where`` per buffer (utterances without this frame keep
-theirs). The candidate index decodes through a constant table (source slot, token). Every view is
-made once, when the buffers are.
+packed buffers of a :class:`FrameBuffers`, ``floats [6, B, K]`` (the five float fields, then the
+frame's scratch row ``stay_peak``) and ``ints [4 + M, B, K]`` (last token, hash, parent hash, the
+``M`` fusion states, then the scratch row of each slot's parent slot). Per candidate, next to its
+score, the frame keeps its ``p_nb`` and ``p_b`` (``cb``): a stay's merge reads its parent's extension
+there (its arrival), and the kept candidates' ``p_nb`` / ``p_b`` are one gather. The kept candidates'
+other fields come from one gather per state buffer; the new state is written into preallocated rows
+(``out=``) and then into the state by one masked ``where`` per buffer (utterances without this frame
+keep theirs). The candidate index decodes through a constant table (source slot, token). Every view
+is made once, when the buffers are.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ __all__ = ["_Stepper", "FrameBuffers", "FLOAT_FIELDS", "INT_FIELDS"]
 #: a :class:`~asrdecode.ctc.beam.CTCBeamState` (not imported: that module imports this one)
 CTCBeamState = Any
 
-#: the float state rows of :attr:`FrameBuffers.floats`, in order (``p_b`` next to the scratch ``p_tot``)
+#: the float state rows of :attr:`FrameBuffers.floats`, in order
 FLOAT_FIELDS = ("peak", "fscore", "length", "p_nb", "p_b")
 #: the int state rows of :attr:`FrameBuffers.ints` before the fusion states
 INT_FIELDS = ("last", "hash", "parent_hash")
-_PEAK, _FSCORE, _LENGTH, _P_NB, _P_B, _P_TOT, _STAY_B, _STAY_NB, _STAY_PEAK = range(9)
+_PEAK, _FSCORE, _LENGTH, _P_NB, _P_B, _STAY_PEAK = range(6)
 _LAST, _HASH, _PHASH = range(3)
 
 
@@ -51,20 +53,22 @@ class FrameBuffers:
     """The packed search state of ``B`` utterances and a frame's preallocated scratch (see the module
     docstring), with every view the frame uses made once.
 
-    ``floats [9, B, K]``: rows :data:`FLOAT_FIELDS`, then ``p_tot``, ``stay_b``, ``stay_nb``, ``stay_peak``;
-    ``ints [3 + M + 1, B, K]``: rows :data:`INT_FIELDS`, the ``M`` fusion states, the parent slot.
+    ``floats [6, B, K]``: rows :data:`FLOAT_FIELDS`, then ``stay_peak``; ``ints [3 + M + 1, B, K]``: rows
+    :data:`INT_FIELDS`, the ``M`` fusion states, the parent slot. ``cb [3, B, K + K*M + 1]``: per
+    candidate (stays, extensions, dummy) its score, its ``p_nb`` (the acoustic log-prob of an extension:
+    ``p(c) + y[k]``; of a stay: ``stay_nb``) and its ``p_b`` (``-inf`` for an extension; ``stay_b``).
     """
 
     def __init__(self, step: "_Stepper", device: torch.device) -> None:
         B, K, M, Mm = step.B, step.K, step.M_used, step.scorer.num_models
         dt, lg = step.dtype, torch.long
-        self.floats = torch.zeros((9, B, K), dtype=dt, device=device)
+        self.floats = torch.zeros((6, B, K), dtype=dt, device=device)
         self.ints = torch.zeros((3 + Mm + 1, B, K), dtype=lg, device=device)
         self.f_state, self.i_state = self.floats[:5], self.ints[:3 + Mm]
         f, i = self.floats, self.ints
-        (self.peak, self.fscore, self.length, self.p_nb, self.p_b, self.p_tot, self.stay_b, self.stay_nb,
-         self.stay_peak) = f.unbind(0)
-        self.pb_ptot = f[_P_B:_P_TOT + 1]  # [2, B, K]: p_b and p_tot, gathered together by parent
+        self.peak, self.fscore, self.length, self.p_nb, self.p_b, self.stay_peak = f.unbind(0)
+        self.p_tot = torch.empty((B, K), dtype=dt, device=device)
+        self.p_tot_col = self.p_tot[:, :, None]
         self.last, self.hash, self.parent_hash = i[_LAST], i[_HASH], i[_PHASH]
         self.fst = i[3:3 + Mm]  # [M, B, K]
         self.fst_rows = self.fst.permute(1, 2, 0).reshape(B * K, Mm)  # the scorer's [N, M] view
@@ -78,9 +82,16 @@ class FrameBuffers:
         self.has_parent = torch.zeros((B, K), dtype=torch.bool, device=device)
         # candidates: [stays K | K x M extensions | dummy scatter target]
         N = K + K * M
-        self.cand = torch.empty((B, N + 1), dtype=dt, device=device)
+        self.cb = torch.full((3, B, N + 1), -math.inf, dtype=dt, device=device)
+        self.cand, self.ac, pb = self.cb.unbind(0)
         self.cand_sel, self.cand_stay = self.cand[:, :N], self.cand[:, :K]
         self.ext = self.cand[:, K:N].view(B, K, M)
+        self.ac_ext, self.ac_stay, self.pb_stay = self.ac[:, K:N].view(B, K, M), self.ac[:, :K], pb[:, :K]
+        self.cand_ac, self.ac_pb = self.cb[:2], self.cb[1:]
+        self.own = torch.empty((B, K), dtype=lg, device=device)
+        self.own_2 = self.own[None].expand(2, B, K)
+        self.own_vals = torch.empty((2, B, K), dtype=dt, device=device)  # the own extension's score, p_nb
+        self.own_score, self.own_ac = self.own_vals.unbind(0)
         self.ext_blank = self.ext[:, :, min(step.blank, M - 1)]  # (full vocabulary only: the blank's extensions)
         # the candidates' weighted fusion scores, laid out as ``cand`` (0 for the stays and the dummy)
         self.lm_pad = torch.zeros((B, N + 1), dtype=dt, device=device)
@@ -100,12 +111,10 @@ class FrameBuffers:
         self.dec = torch.empty((step.dec_tab.shape[0], B, K), dtype=lg, device=device)
         self.dec_flat = self.dec.view(-1, B * K)
         self.src = self.dec[0]
-        self.src_f = self.src[None].expand(9, B, K)
+        self.src_f = self.src[None].expand(6, B, K)
         self.src_i = self.src[None].expand(self.ints.shape[0], B, K)
-        self.parent_2 = self.parent[None].expand(2, B, K)
+        self.idx_2 = self.idx[None].expand(2, B, K)
         self.parent_hash_col, self.hash_row = self.parent_hash[:, :, None], self.hash[:, None, :]
-        self.pair = torch.empty((2, B, K), dtype=dt, device=device)
-        self.pair_pb, self.pair_ptot = self.pair.unbind(0)
         self.top_first = self.top[:, :1]
         self.dec_rows = self.dec.unbind(0)
         self.e_idx_m = self.dec[-1][:, :, None].expand(B, K, Mm)
@@ -186,7 +195,7 @@ class _Stepper:
         self.idle_rec = torch.stack([torch.full((batch, beam), -1, device=device), self.slots])  # [2, B, K]
         self.floor_min = torch.finfo(dtype).min
         # the candidate index decoded: source slot, token (-1: a stay; a column of the frame's candidate
-        # tokens when M < V), the token clamped to >= 0 and plus one (hash), extension index (0: stay)
+        # tokens when M < V), the token plus one (hash), extension index (0: stay)
         n = torch.arange(K + K * M, device=device)
         is_ext = n >= K
         e_idx = (n - K).clamp(min=0)
@@ -194,7 +203,7 @@ class _Stepper:
         col = torch.where(is_ext, e_idx % M, -1 if self.M is None else M)
         if self.M is None:
             self.tok_tab: Optional[torch.Tensor] = None
-            self.dec_tab = torch.stack([src, col, col.clamp(min=0), col + 1, e_idx])
+            self.dec_tab = torch.stack([src, col, col + 1, e_idx])
         else:
             self.tok_tab = col
             self.dec_tab = torch.stack([src, col, e_idx])
@@ -241,6 +250,7 @@ class _Stepper:
             e_row = fb.e_top_row
         torch.add(p_tot, bonus1, out=fb.base)
         _add_into(fb.ext, fb.base_col, e_row)
+        _add_into(fb.ac_ext, fb.p_tot_col, e_row)  # each extension's p_nb (its own token's: below)
         lm_nx = None
         if fb.lm is not None:
             lm_nx = fb.lm.run()  # [B*K, V, Mm]; the weighted scores in fb.lm_ext (or fb.lm_full)
@@ -259,25 +269,32 @@ class _Stepper:
             last_in, last_pos = (fb.tok_ids_3 == last[:, :, None]).max(dim=2)
         lk = last_pos + K
         own = lk + self.slots_m  # (j, last(j)) among the candidates
-        fixed = p_b + e_last + bonus1
+        torch.add(p_b, e_last, out=fb.own_ac)
         if lm_nx is not None:
-            fixed = fixed + torch.gather(fb.lm_pad, 1, own)
-        fb.cand.scatter_(1, torch.where(last_in, own, self.dummy), fixed)
+            torch.add(fb.own_ac + bonus1, torch.gather(fb.lm_pad, 1, own), out=fb.own_score)
+        else:
+            torch.add(fb.own_ac, bonus1, out=fb.own_score)
+        torch.where(last_in, own, self.dummy, out=fb.own)
+        fb.cand_ac.scatter_(2, fb.own_2, fb.own_vals)  # score and p_nb of (j, last(j))
         # Stays: each prefix staying (blank, or its last token repeated), merged with its parent's
-        # extension by the same token (which leaves the candidates).
+        # extension by the same token (which leaves the candidates): that extension's p_nb is the
+        # arrival, p(parent) + y[last].
         has_parent, parent = torch.max(fb.parent_hash_col == fb.hash_row, dim=2, out=(fb.has_parent, fb.parent))
-        torch.gather(fb.pb_ptot, 2, fb.parent_2, out=fb.pair)  # p_b and p_tot of the parent
-        par_from = torch.where(torch.gather(last, 1, parent) == last, fb.pair_pb, fb.pair_ptot)
+        child = torch.add(lk, parent, alpha=M)
+        if self.M is not None and self.merge_all:  # the parent's extension may be outside its M tokens
+            par_from = torch.where(torch.gather(last, 1, parent) == last, torch.gather(p_b, 1, parent),
+                                   torch.gather(p_tot, 1, parent))
+            arrival = par_from + e_last
+        else:
+            arrival = torch.gather(fb.ac, 1, child)
         child_in = has_parent if self.M is None else has_parent & last_in
         merge = has_parent if self.merge_all else child_in
-        torch.add(p_tot, fb.e_blank, out=fb.stay_b)
+        torch.add(p_tot, fb.e_blank, out=fb.pb_stay)
         stay_nb = p_nb + e_last
-        arrival = par_from + e_last
-        torch.where(merge, torch.logaddexp(stay_nb, arrival), stay_nb, out=fb.stay_nb)
+        torch.where(merge, torch.logaddexp(stay_nb, arrival), stay_nb, out=fb.ac_stay)
         torch.where(merge & (arrival > fb.peak), arrival, fb.peak, out=fb.stay_peak)
-        child = torch.add(lk, parent, alpha=M)
         fb.cand.scatter_(1, torch.where(child_in, child, self.dummy), neg)
-        _add_into(fb.cand_stay, torch.logaddexp(fb.stay_b, fb.stay_nb), bonus)
+        _add_into(fb.cand_stay, torch.logaddexp(fb.pb_stay, fb.ac_stay), bonus)
         return lm_nx
 
     def _select(self, fb: FrameBuffers, lm_nx: Optional[torch.Tensor], act: Optional[torch.Tensor]) -> None:
@@ -289,26 +306,23 @@ class _Stepper:
         torch.index_select(self.dec_tab, 1, fb.idx_flat, out=fb.dec_flat)
         src = fb.src
         if self.M is None:
-            _, tok, tok_c, tok_1, _ = fb.dec_rows  # (the last row: e_idx_m)
+            _, tok, tok_1, _ = fb.dec_rows  # (the last row: e_idx_m)
         else:
             tok = torch.gather(fb.tokens, 1, fb.dec_rows[1])
-            tok_c = tok.clamp(min=0)
             tok_1 = tok + 1
         is_ext = tok >= 0
         torch.gather(fb.floats, 2, fb.src_f, out=fb.g_f)
         torch.gather(fb.ints, 2, fb.src_i, out=fb.g_i)
         g, gi, new, new_i = fb.g_f_rows, fb.g_i_rows, fb.new_f_rows, fb.new_i_rows
         g_last, g_hash = gi[_LAST], gi[_HASH]
-        ext_ac = torch.where(g_last == tok, g[_P_B], g[_P_TOT]) + torch.gather(fb.e, 1, tok_c)
-        torch.where(is_ext, self.neg, g[_STAY_B], out=new[_P_B])
-        torch.where(is_ext, ext_ac, g[_STAY_NB], out=new[_P_NB])
-        torch.where(drop, self.neg, fb.nb_pb, out=fb.nb_pb)  # (after the two rows above)
+        torch.gather(fb.ac_pb, 2, fb.idx_2, out=fb.nb_pb)  # the kept candidates' p_nb and p_b
+        torch.where(is_ext, new[_P_NB], g[_STAY_PEAK], out=new[_PEAK])
+        torch.where(drop, self.neg, fb.nb_pb, out=fb.nb_pb)
         if lm_nx is not None:  # (a stay's fusion score is 0: its fscore is unchanged)
             torch.add(g[_FSCORE], torch.gather(fb.lm_pad, 1, fb.idx), out=new[_FSCORE])
         else:
             new[_FSCORE].copy_(g[_FSCORE])
         torch.add(g[_LENGTH], is_ext, out=new[_LENGTH])
-        torch.where(is_ext, ext_ac, g[_STAY_PEAK], out=new[_PEAK])
         torch.where(is_ext, tok, g_last, out=new_i[_LAST])
         torch.where(is_ext, _extend_hash(self, fb.g_hash_1, tok_1), g_hash, out=new_i[_HASH])
         torch.where(is_ext, g_hash, gi[_PHASH], out=new_i[_PHASH])
