@@ -246,7 +246,12 @@ class _Stepper:
         if self.M is None:
             e_row = fb.e_row
         else:
-            _topk_into(e.index_fill(1, self.blank_t, neg), M, fb.e_top, fb.tok_ids)
+            if torch.compiler.is_compiling():  # views of fb.tokens made in the trace: AOT mis-sizes a
+                tok_ids = fb.tokens[:, :M]  # graph input that is a strided view of another input
+                tok_ids_3 = tok_ids[:, None, :].expand(B, K, M)
+            else:
+                tok_ids, tok_ids_3 = fb.tok_ids, fb.tok_ids_3
+            _topk_into(e.index_fill(1, self.blank_t, neg), M, fb.e_top, tok_ids)
             e_row = fb.e_top_row
         torch.add(p_tot, bonus1, out=fb.base)
         _add_into(fb.ext, fb.base_col, e_row)
@@ -255,8 +260,8 @@ class _Stepper:
         if fb.lm is not None:
             lm_nx = fb.lm.run()  # [B*K, V, Mm]; the weighted scores in fb.lm_ext (or fb.lm_full)
             if self.M is not None:
-                _gather_into(fb.lm_ext, fb.lm_full_3, fb.tok_ids_3)
-                lm_nx = self.scorer.gather(lm_nx, fb.tok_ids_3.reshape(B * K, M)).reshape(B, K * M, -1)
+                _gather_into(fb.lm_ext, fb.lm_full_3, tok_ids_3)
+                lm_nx = self.scorer.gather(lm_nx, tok_ids_3.reshape(B * K, M)).reshape(B, K * M, -1)
             elif fb.nx_flat is not None:
                 lm_nx = fb.nx_flat
             else:
@@ -266,7 +271,7 @@ class _Stepper:
             fb.ext_blank.fill_(neg)
             last_in, last_pos = last >= 0, last_c
         else:
-            last_in, last_pos = (fb.tok_ids_3 == last[:, :, None]).max(dim=2)
+            last_in, last_pos = (tok_ids_3 == last[:, :, None]).max(dim=2)
         lk = last_pos + K
         own = lk + self.slots_m  # (j, last(j)) among the candidates
         torch.add(p_b, e_last, out=fb.own_ac)
@@ -289,9 +294,9 @@ class _Stepper:
             arrival = torch.gather(fb.ac, 1, child)
         child_in = has_parent if self.M is None else has_parent & last_in
         merge = has_parent if self.merge_all else child_in
-        torch.add(p_tot, fb.e_blank, out=fb.pb_stay)
+        _add_into(fb.pb_stay, p_tot, fb.e_blank)
         stay_nb = p_nb + e_last
-        torch.where(merge, torch.logaddexp(stay_nb, arrival), stay_nb, out=fb.ac_stay)
+        _where_into(fb.ac_stay, merge, torch.logaddexp(stay_nb, arrival), stay_nb)
         torch.where(merge & (arrival > fb.peak), arrival, fb.peak, out=fb.stay_peak)
         fb.cand.scatter_(1, torch.where(child_in, child, self.dummy), neg)
         _add_into(fb.cand_stay, torch.logaddexp(fb.pb_stay, fb.ac_stay), bonus)
@@ -368,6 +373,14 @@ def _gather_into(dst: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> N
         dst.copy_(torch.gather(src, 2, index))
     else:
         torch.gather(src, 2, index, out=dst)
+
+
+def _where_into(dst: torch.Tensor, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``dst[...] = torch.where(cond, a, b)`` for a strided view ``dst`` (as :func:`_add_into`)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(torch.where(cond, a, b))
+    else:
+        torch.where(cond, a, b, out=dst)
 
 
 def _add_into(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
