@@ -2,10 +2,11 @@
 
 The tensor engine's frame step (:class:`~asrdecode.ctc.beam_step._Stepper`) is sync-free and
 static-shape; here it runs over a :class:`FrameLoop`: static buffers padded to :func:`bucket`
-sizes (emissions time-major ``[Tb, Bb, V]``, lengths ``[Bb]``, original frame indices ``[Tb, Bb]``,
-the ``[Bb, K]`` search state, the backpointer tree's steps ``[Tb, Bb, K]`` and the frame counter
-``t [1]`` on the device). A round is :data:`UNROLL` frames: read frame ``t``, step every utterance
-with ``t < lens`` (the others keep their state), write the tree step at ``t``, ``t += 1``. The
+sizes (emissions time-major ``[Tb, Bb, V]``, lengths ``[Bb, 1]``, original frame indices ``[Tb, Bb]``,
+the search state packed in the step's :class:`~asrdecode.ctc.beam_step.FrameBuffers`, the backpointer
+tree's tokens and parents ``[Tb, 2, Bb, K]`` (their times: the frame indices, at the end) and the frame
+counter ``t [1]`` on the device). A round is :data:`UNROLL` frames: read frame ``t``, step every
+utterance with ``t < lens`` (the others keep their state), write the tree step at ``t``, ``t += 1``. The
 rounds are replayed by :func:`~asrdecode.accel.run_until_done` (in ``"cuda_graphs"`` mode one graph
 replay per round, captured once) and the flag is read once, after the last round. Loops live in a
 :class:`~asrdecode.accel.LoopCache` keyed by the settings, the fusion models (their identity and
