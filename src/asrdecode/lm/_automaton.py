@@ -38,7 +38,7 @@ import torch
 
 from .._validation import Checker, ValidationMark
 from ..errors import DecodingInputError
-from ._fused import FusedTables, advance_fused, build_fused, score_tokens_fused
+from ._fused import FusedTables, PreparedAdvance, advance_fused, build_fused, score_tokens_fused
 
 __all__ = ["BackoffAutomaton"]
 
@@ -389,6 +389,14 @@ class BackoffAutomaton:
         if fused is not None:
             return advance_fused(self, fused, states)
         return self._advance(states, self.max_chain, self.light_degree)
+
+    def prepare_advance(self, states: torch.Tensor) -> PreparedAdvance | None:
+        """:meth:`advance` of the states tensor ``states [N]`` (updated in place by the caller) with its
+        buffers made once (:class:`~asrdecode.lm._fused.PreparedAdvance`: the blank column left as is);
+        ``None`` where the fused tables do not serve (the walk)."""
+        self.ensure_valid()
+        fused = self.fused
+        return None if fused is None else PreparedAdvance(self, fused, states)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (only those columns)."""

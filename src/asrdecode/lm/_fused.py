@@ -140,7 +140,7 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
     if t.levels:
         E = t.levels * t.degree
         idx = _candidates(a, t, ints)
-        keep = t.keep[states].view(torch.bool)
+        keep = t.keep[states] != 0  # (a comparison, not a bool view: Inductor cannot lower dtype views to bool)
         val = (a.arc_weight[idx].view(N, t.levels, t.degree) + floats[:, 1:, None]).view(N, E)
         if blank is not None:  # absent entries write the blank column, which is overwritten below
             pos = torch.where(keep, a.arc_label[idx], blank)
@@ -167,11 +167,10 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
     out_n = a.dense_next[row, tokens]
     if t.levels:
         idx = _candidates(a, t, ints)  # [N, E]
-        lab = torch.where(t.keep[states].view(torch.bool), a.arc_label[idx], -1)
-        hit, e = (lab[:, None, :] == tokens[:, :, None]).view(torch.uint8).max(dim=2)  # [N, K]
+        lab = torch.where(t.keep[states] != 0, a.arc_label[idx], -1)
+        hit_b, e = (lab[:, None, :] == tokens[:, :, None]).max(dim=2)  # [N, K]
         arc = idx.gather(1, e)
         acc = floats[:, 1:].gather(1, e // t.degree)
-        hit_b = hit.view(torch.bool)
         out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)
         out_n = torch.where(hit_b, a.arc_dest[arc], out_n)
     if a.blank_id is not None:
@@ -179,3 +178,66 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
         out_s = out_s.masked_fill(is_blank, 0.0)
         out_n = torch.where(is_blank, states[:, None].expand_as(tokens), out_n)
     return out_s, out_n
+
+
+class PreparedAdvance:
+    """:func:`advance_fused` for a fixed states tensor (``states [N]``, a view the caller updates in place),
+    with every buffer and view made once: a frame loop's LM step in about 15 kernels (a CUDA graph
+    replays them). ``run()`` returns the scores ``[N, V]`` and next states ``[N, V]`` (buffers, rewritten
+    by the next call). The blank column is left as the dense row has it (a finite score, a valid state):
+    callers mask their blank extensions (the CTC prefix search does); the scores of the other labels are
+    :func:`advance_fused`'s exactly. Integer masks only (no bool dtype views: Inductor cannot lower them)."""
+
+    def __init__(self, a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> None:
+        N, V, dev = states.shape[0], a.vocab_size, states.device
+        self.a, self.t, self.states = a, t, states
+        L, D = t.levels, t.degree
+        self.ints = torch.empty((N, 1 + L), dtype=torch.int64, device=dev)
+        self.floats = torch.empty((N, 1 + L), dtype=torch.float32, device=dev)
+        self.row, self.acc0 = self.ints[:, 0], self.floats[:, :1]
+        self.scores = torch.empty((N, V), dtype=torch.float32, device=dev)
+        self.nxt = torch.empty((N, V), dtype=torch.int64, device=dev)
+        E = L * D
+        self.E = E
+        # arcs of every level: [N, L, D] indices, written as starts + 0..D-1
+        self.idx = torch.empty((N, L, D), dtype=torch.int64, device=dev)
+        self.idx_flat = self.idx.view(N * E)
+        self.starts = self.ints[:, 1:, None]
+        self.acc = self.floats[:, 1:, None]
+        self.keep = torch.empty((N, E), dtype=torch.uint8, device=dev)
+        self.val = torch.empty((N, L, D), dtype=torch.float32, device=dev)
+        self.val_flat, self.val_2 = self.val.view(N * E), self.val.view(N, E)
+        self.lab = torch.empty((N, E), dtype=torch.int64, device=dev)
+        self.dst = torch.empty((N, E), dtype=torch.int64, device=dev)
+        self.lab_flat, self.dst_flat = self.lab.view(N * E), self.dst.view(N * E)
+        self.last_arc = max(a._n_arcs - 1, 0)
+        self.spill = torch.tensor(a.blank_id if a.blank_id is not None else 0, device=dev)
+        if a.blank_id is None and E:  # absent entries need a column of their own: one past the row
+            self.scores_pad = torch.empty((N, V + 1), dtype=torch.float32, device=dev)
+            self.nxt_pad = torch.empty((N, V + 1), dtype=torch.int64, device=dev)
+            self.scores, self.nxt = self.scores_pad[:, :V], self.nxt_pad[:, :V]
+            self.spill = torch.tensor(V, device=dev)
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        a, t, states = self.a, self.t, self.states
+        torch.index_select(t.int_table, 0, states, out=self.ints)
+        torch.index_select(t.float_table, 0, states, out=self.floats)
+        torch.index_select(a.dense_scores, 0, self.row, out=self.scores)
+        self.scores.add_(self.acc0)
+        torch.index_select(a.dense_next, 0, self.row, out=self.nxt)
+        if not self.E:
+            return self.scores, self.nxt
+        torch.add(self.starts, t.arange_d, out=self.idx).clamp_max_(self.last_arc)
+        torch.index_select(t.keep, 0, states, out=self.keep)
+        torch.index_select(a.arc_weight, 0, self.idx_flat, out=self.val_flat)
+        self.val.add_(self.acc)
+        torch.index_select(a.arc_label, 0, self.idx_flat, out=self.lab_flat)
+        torch.index_select(a.arc_dest, 0, self.idx_flat, out=self.dst_flat)
+        pos = torch.where(self.keep != 0, self.lab, self.spill)  # absent entries: the spill column
+        if a.blank_id is None:
+            self.scores_pad.scatter_(1, pos, self.val_2)
+            self.nxt_pad.scatter_(1, pos, self.dst)
+        else:
+            self.scores.scatter_(1, pos, self.val_2)
+            self.nxt.scatter_(1, pos, self.dst)
+        return self.scores, self.nxt
