@@ -130,13 +130,18 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
     N, V = states.shape[0], a.vocab_size
     ints, floats = t.int_table[states], t.float_table[states]  # [N, 1 + L]
     blank = a.blank_id
-    # without a blank, the writes of absent entries go to one extra cell past the rows
-    flat_s = torch.empty(N * V + (blank is None), dtype=torch.float32, device=states.device)
-    flat_n = torch.empty(N * V + (blank is None), dtype=torch.int64, device=states.device)
-    scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
-    torch.index_select(a.dense_scores, 0, ints[:, 0], out=scores)
+    row = ints[:, 0]
+    if blank is not None:  # absent entries write the blank column (overwritten below): plain [N, V] rows
+        scores = a.dense_scores.index_select(0, row)
+        nxt = a.dense_next.index_select(0, row)
+        flat_s = flat_n = scores  # (unused with a blank)
+    else:  # without a blank, the writes of absent entries go to one extra cell past the rows
+        flat_s = torch.empty(N * V + 1, dtype=torch.float32, device=states.device)
+        flat_n = torch.empty(N * V + 1, dtype=torch.int64, device=states.device)
+        scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
+        torch.index_select(a.dense_scores, 0, row, out=scores)
+        torch.index_select(a.dense_next, 0, row, out=nxt)
     scores += floats[:, :1]
-    torch.index_select(a.dense_next, 0, ints[:, 0], out=nxt)
     if t.levels:
         E = t.levels * t.degree
         idx = _candidates(a, t, ints)
@@ -152,8 +157,8 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
             flat_s.scatter_(0, pos, val.view(N * E))
             flat_n.scatter_(0, pos, a.arc_dest[idx].view(N * E))
     if blank is not None:
-        scores[:, blank] = 0.0
-        nxt[:, blank] = states
+        scores.select(1, blank).fill_(0.0)
+        nxt.select(1, blank).copy_(states)
     return scores, nxt
 
 
