@@ -44,7 +44,7 @@ def extend_hash(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """
     h1 = h >> 32
     h2 = h & _LOW
-    t = tokens.to(torch.int64) + 1
+    t = (tokens if tokens.dtype == torch.int64 else tokens.to(torch.int64)) + 1
     h1 = torch.remainder(torch.add(t, h1, alpha=_P1), _M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
     h2 = torch.remainder(torch.add(t, h2, alpha=_P2), _M2)
     return (h1 << 32) | h2
