@@ -175,6 +175,7 @@ class BeamTree:
             self._n = 0
         self.reserve(steps)
         n = self._n
+        assert self._buf is not None
         return tuple(b[n : n + steps] for b in self._buf)  # type: ignore[return-value]
 
     def open_steps_native(self, steps: int, batch: int, slots: int,

@@ -84,10 +84,10 @@ def alsd_step(loop: _BeamLoop) -> None:
     # the parents' integer fields in one gather: time, hash, nlabels, last, symbols
     F = loop.fields.shape[0]
     p_time, p_hash, p_nl, p_last, p_sym = loop.fields.gather(2, parent[None].expand(F, B, K)).unbind(0)
+    label_adv: torch.Tensor | int = 0
     if loop.tdt:
         time, symbols, label_adv = _advance_tdt(loop, c, emitted, blanked, p_time, p_sym)
     else:  # a label stays on its frame, a blank moves one frame on; the cap forces one more frame
-        label_adv = 0
         symbols = p_sym + emitted
         adv = blanked
         if loop.max_symbols is not None:  # only a label reaches the cap (symbols stay below it)

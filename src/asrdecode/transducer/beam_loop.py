@@ -235,7 +235,7 @@ class _BeamLoop:
     def _selected_ok(self) -> torch.Tensor:
         """``[B, K]``: the last ALSD / AES step's selections that had a finite score (before merging; tests)."""
         ok = self.__dict__.get("_native_ok")
-        return ok if ok is not None else self._sel_val > _NEG_INF
+        return ok if ok is not None else self.__dict__["_sel_val"] > _NEG_INF
 
     @property
     def done(self) -> torch.Tensor:
