@@ -84,6 +84,8 @@ class BeamTree:
                                                                           compare=False)
     _count: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
     _base: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+    _step: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # [3, 1, B, K]
+    _step_rows: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # its [3, B, K]
     _n: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
@@ -133,10 +135,15 @@ class BeamTree:
         assert self._base is not None, "write() needs a preallocated tree; use record()"
         assert self._count is not None
         data = data if data.dim() == 2 else data[:, None].expand_as(tokens)
-        step = torch.stack([tokens, parents, data])  # [3, B, K]; int64 (the searches' dtype)
-        if step.dtype != self._base.dtype:
-            step = step.to(self._base.dtype)
-        self._base.index_copy_(1, self._count, step[:, None])
+        step = self._step
+        if step is None or step.shape[2:] != tokens.shape or step.device != tokens.device:
+            step = self._step = self._base.new_empty((3, 1, *tokens.shape))
+            self._step_rows = step[:, 0]
+        if tokens.dtype == parents.dtype == data.dtype == step.dtype:  # one stack into the step buffer
+            torch.stack([tokens, parents, data], out=self._step_rows)
+        else:
+            step.copy_(torch.stack([tokens.long(), parents.long(), data.long()])[:, None])
+        self._base.index_copy_(1, self._count, step)
         self._count.add_(1)
 
     def advance(self, steps: int = 1) -> None:

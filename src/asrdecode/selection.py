@@ -81,6 +81,7 @@ def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     bits = (x + 0.0).view(torch.int32).long()  # x + 0.0: -0.0 -> +0.0
     key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # negative floats: larger magnitude -> smaller key
-    top = ((key << 32) | _arange(n, x.device, torch.long, reverse=True)).topk(k, dim=-1).values
+    # key * 2**32 + (n - 1 - index): the key's bits above the index's (one kernel; exact in int64)
+    top = torch.add(_arange(n, x.device, torch.long, reverse=True), key, alpha=1 << 32).topk(k, dim=-1).values
     idx = (n - 1) - (top & 0xFFFFFFFF)
     return x.gather(-1, idx), idx

@@ -83,7 +83,7 @@ def alsd_step(loop: _BeamLoop) -> None:
 
     # the parents' integer fields in one gather: time, hash, nlabels, last, symbols
     F = loop.fields.shape[0]
-    p_time, p_hash, p_nl, p_last, p_sym = loop.fields.gather(2, parent[None].expand(F, B, K)).unbind(0)
+    p_time, p_hash, p_nl, p_last, p_sym = loop.fields.gather(2, parent.expand(F, B, K)).unbind(0)
     label_adv: torch.Tensor | int = 0
     if loop.tdt:
         time, symbols, label_adv = _advance_tdt(loop, c, emitted, blanked, p_time, p_sym)
@@ -99,7 +99,7 @@ def alsd_step(loop: _BeamLoop) -> None:
 
     # merge equal transcripts on the same frame (equal time, hash, nlabels, last): the first of a group in
     # the top-k order (the best; ties by slot) keeps the log-sum-exp of the group
-    key = loop.fields[:4]
+    key = loop.merge_key
     eq = (key[..., :, None] == key[..., None, :]).all(dim=0)  # [B, K, K]
     group = torch.logsumexp(torch.where(eq, sel_val[:, None, :], _NEG_INF), dim=2)
     torch.where((eq & loop.tri).any(dim=2), loop.neg_inf, group, out=loop.score)

@@ -204,6 +204,8 @@ class _BeamLoop:
         self.score = torch.full((B, S), _NEG_INF, dtype=self.dtype, device=dev)
         self.score[:, 0] = 0.0
         self.fields = torch.zeros((len(self.FIELDS), B, S), dtype=torch.long, device=dev)
+        self._rows = self.fields.unbind(0)  # the field views, made once (no op per read)
+        self.merge_key = self.fields[:4]  # [4, B, S]: time, hash, nlabels, last (equal transcripts on a frame)
         self.hash.fill_(EMPTY_HASH)
         self.last.fill_(self.blank)
         if fresh:  # every slot starts from the same blank-primed state: one row computed, then copied
@@ -225,11 +227,11 @@ class _BeamLoop:
 
     # the fields as attributes: views of their rows of ``fields`` (never replaced: the steps write ``fields``
     # in place), assigned by copying into the row
-    time = property(lambda self: self.fields[0], lambda self, x: self.fields[0].copy_(x))
-    hash = property(lambda self: self.fields[1], lambda self, x: self.fields[1].copy_(x))
-    nlabels = property(lambda self: self.fields[2], lambda self, x: self.fields[2].copy_(x))
-    last = property(lambda self: self.fields[3], lambda self, x: self.fields[3].copy_(x))
-    symbols = property(lambda self: self.fields[4], lambda self, x: self.fields[4].copy_(x))
+    time = property(lambda self: self._rows[0], lambda self, x: self._rows[0].copy_(x))
+    hash = property(lambda self: self._rows[1], lambda self, x: self._rows[1].copy_(x))
+    nlabels = property(lambda self: self._rows[2], lambda self, x: self._rows[2].copy_(x))
+    last = property(lambda self: self._rows[3], lambda self, x: self._rows[3].copy_(x))
+    symbols = property(lambda self: self._rows[4], lambda self, x: self._rows[4].copy_(x))
 
     @property
     def _selected_ok(self) -> torch.Tensor:
