@@ -151,7 +151,7 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     if a.blank_id is None or E == 0 or S * E > MAX_ENTRY_TABLE:
         return None
     sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
-    key = tuple((x.data_ptr(), x._version, x.device) for x in sources)
+    key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
     cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
     if cache is not None and cache[0] == key:
         return cache[1]
@@ -164,6 +164,14 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
                              torch.cat([a.arc_dest, a.arc_dest.new_zeros(1)]))
     a.__dict__["_entry_cache"] = (key, tables)
     return tables
+
+
+def _version(x: torch.Tensor) -> int:
+    """``x``'s in-place version counter (-1 for an inference tensor, which has none)."""
+    try:
+        return x._version
+    except RuntimeError:
+        return -1
 
 
 def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

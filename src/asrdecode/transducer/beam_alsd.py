@@ -47,6 +47,9 @@ def alsd_buffers(loop: _BeamLoop) -> None:
     loop.cand_main = loop.cand[..., :W]  # views made once: no op per step
     loop.cand_carry = loop.cand[..., W]
     loop.cand_flat = loop.cand.view(B, K * (W + 1))
+    # views of state tensors the torch step writes in place (never replaced): made once
+    loop.score_col, loop.active_col = loop.score[..., None], loop.active[..., None]  # [B, K, 1]
+    loop.emitted_bk, loop.labels_bk = loop.emitted.view(B, K), loop.labels.view(B, K)
     col = torch.arange(W + 1, device=dev)
     tok = col // D
     real = col < W
@@ -68,10 +71,10 @@ def alsd_step(loop: _BeamLoop) -> None:
     loop._sel_val = sel_val  # (tests read the selections' scores: :attr:`_BeamLoop._selected_ok`)
     parent = sel_idx // loop.cand_width
     col = sel_idx % loop.cand_width  # [B, K]: the candidate column; cand_width - 1 is the carry
-    emitted = loop.emitted.view(B, K)
+    emitted = loop.emitted_bk
     if top_c is None:  # late pruning: the column is token * D + d
-        torch.index_select(loop.emit_col, 0, col.view(N), out=loop.emitted)
-        blanked = loop.blank_col[col]
+        torch.take(loop.emit_col, col, out=emitted)
+        blanked = torch.take(loop.blank_col, col)
         c = col if not loop.tdt else col.clamp(max=V * D - 1)
     else:  # early pruning: the column is a rank among the hypothesis's K best
         c = top_c.view(B, K * K).gather(1, parent * K + col.clamp(max=K - 1))
@@ -108,7 +111,7 @@ def alsd_step(loop: _BeamLoop) -> None:
     parent_flat = (loop.flat_base + parent).view(N)
     loop.pred_state = loop.model.select_state(loop.pred_state, parent_flat)
     loop.dec_proj = loop.dec_proj.index_select(0, parent_flat)
-    torch.where(emitted, tok, loop.blank_t, out=loop.labels.view(B, K))
+    torch.where(emitted, tok, loop.blank_t, out=loop.labels_bk)
     _move_fusion_states(loop, parent_flat, lm_next, top_c is None, col)
 
     data = loop.offset + p_time
@@ -173,7 +176,7 @@ def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor |
     else:
         acoustic = lp_tok
     # fusion terms: blank_add for the blank, label_add (+ the LM score) for labels
-    lp_blank = lp_tok[..., loop.blank]  # [B, K]
+    lp_blank = lp_tok[..., loop.blank : loop.blank + 1]  # [B, K, 1]
     blank_add: torch.Tensor | float = 0.0
     label_add: torch.Tensor | float = 0.0
     if loop.lm_weighted:
@@ -181,7 +184,7 @@ def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor |
         label_add = loop.lam * torch.log1p(-torch.exp(lp_blank))
     if loop.beta:
         label_add = label_add + loop.beta
-    base = torch.where(expand, loop.score, _NEG_INF)  # expanding hypotheses' scores, else -inf
+    base = torch.where(loop.active_col, loop.score_col, loop.neg_inf)  # [B, K, 1]: expanding ones', else -inf
     torch.where(expand, loop.neg_inf, loop.score, out=loop.cand_carry)  # waiting / finished ones stay
 
     if not loop.early:
@@ -190,11 +193,9 @@ def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor |
         if loop.fused:
             lm, lm_next = loop.scorer.advance(loop.lm_states, dtype=loop.dtype)  # [N, V], [N, V, M]
             add = lm.view(B, K, V)
-            if isinstance(label_add, torch.Tensor):
-                add = add + label_add[..., None]
-            elif label_add != 0.0:
+            if isinstance(label_add, torch.Tensor) or label_add != 0.0:
                 add = add + label_add
-            blank_col = add.select(2, loop.blank)  # the blank: blank_add, not the LM's (0) + label_add
+            blank_col = add[..., loop.blank : loop.blank + 1]  # the blank: blank_add, not the LM's (0) + label_add
             if isinstance(blank_add, torch.Tensor):
                 blank_col.copy_(blank_add)
             else:
@@ -207,7 +208,7 @@ def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor |
             fused = (acoustic.view(B, K, V, D) + add[..., None]).view(B, K, V * D)
         else:
             fused = acoustic + add
-        torch.add(base[..., None], fused, out=loop.cand_main)
+        torch.add(base, fused, out=loop.cand_main)
         sel_val, sel_idx = ordered_topk(loop.cand_flat, K)
         return sel_val, sel_idx, lm_next, None
 
@@ -219,8 +220,7 @@ def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor |
     else:
         lm_sel, lm_next = torch.zeros_like(top_ac), None
     is_blank = top_tok == loop.blank
-    add_e = torch.where(is_blank, blank_add[..., None] if isinstance(blank_add, torch.Tensor) else blank_add,
-                        lm_sel + (label_add[..., None] if isinstance(label_add, torch.Tensor) else label_add))
-    torch.add(base[..., None] + top_ac, add_e, out=loop.cand_main)
+    add_e = torch.where(is_blank, blank_add, lm_sel + label_add)
+    torch.add(base + top_ac, add_e, out=loop.cand_main)
     sel_val, sel_idx = ordered_topk(loop.cand_flat, K)
     return sel_val, sel_idx, lm_next, top_c

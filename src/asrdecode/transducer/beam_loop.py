@@ -112,10 +112,10 @@ class _BeamLoop:
                 self._carried_tree = carried.tree
             else:
                 self.tree = carried.tree
-        if not self.wind:
-            alsd_buffers(self)
         self.active = self._expanding()
         self.running = self.active.any()  # 0-dim: some hypothesis can step (``done`` is its negation)
+        if not self.wind:
+            alsd_buffers(self)
         self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
         self.native = native and not static
