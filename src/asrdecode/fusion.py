@@ -173,7 +173,7 @@ class FusionScorer:
         nexts = []
         for i, (m, w) in enumerate(self.fusion):
             sc, nx = m.advance(states[:, i].contiguous())
-            term = sc.to(dtype) * w
+            term = (sc if sc.dtype == dtype else sc.to(dtype)) * w
             total = term if total is None else total.add_(term)
             nexts.append(nx)
         assert total is not None  # self.models is not empty

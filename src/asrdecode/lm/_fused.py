@@ -125,19 +125,79 @@ def _candidates(a: "BackoffAutomaton", t: FusedTables, ints: torch.Tensor) -> to
     return idx.clamp_max_(max(a._n_arcs - 1, 0))
 
 
+class EntryTables(NamedTuple):
+    """Per-state candidate entries (derived from :class:`FusedTables` and the arcs, for ``advance``): ``arc
+    [S, L * D]`` (int32) each entry's arc, ``n_arcs`` (a sentinel arc) where the entry is not kept; ``acc
+    [S, L * D]`` (float32) its level's accumulated back-off weight; ``label`` / ``weight`` / ``dest`` the
+    arcs' columns plus the sentinel (the blank, 0, 0: its writes land on the blank column, set after)."""
+
+    arc: torch.Tensor
+    acc: torch.Tensor
+    label: torch.Tensor
+    weight: torch.Tensor
+    dest: torch.Tensor
+
+
+#: most entries (states x levels x light degree) the :class:`EntryTables` of one automaton may have (about
+#: 20 bytes each including the arcs' copy); larger automata read the fused tables (a few more ops per call)
+MAX_ENTRY_TABLE = 1 << 23
+
+
+def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
+    """The :class:`EntryTables` of ``a`` (built at the first call, kept while the fused tables and the arcs
+    are the same tensors, unchanged), or None (no blank, no light level, or too many entries)."""
+    E = t.levels * t.degree
+    S = t.int_table.shape[0]
+    if a.blank_id is None or E == 0 or S * E > MAX_ENTRY_TABLE:
+        return None
+    sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
+    key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
+    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
+    if cache is not None and cache[0] == key:
+        return cache[1]
+    with torch.no_grad():
+        idx = _candidates(a, t, t.int_table)  # [S, E]
+        arc = torch.where(t.keep.view(torch.bool), idx, a._n_arcs).to(torch.int32)
+        acc = t.float_table[:, 1:].repeat_interleave(t.degree, dim=1).contiguous()  # level j's weight, D times
+        tables = EntryTables(arc, acc, torch.cat([a.arc_label, a.arc_label.new_full((1,), a.blank_id)]),
+                             torch.cat([a.arc_weight, a.arc_weight.new_zeros(1)]),
+                             torch.cat([a.arc_dest, a.arc_dest.new_zeros(1)]))
+    a.__dict__["_entry_cache"] = (key, tables)
+    return tables
+
+
+def _version(x: torch.Tensor) -> int:
+    """``x``'s in-place version counter (-1 for an inference tensor, which has none)."""
+    try:
+        return x._version
+    except RuntimeError:
+        return -1
+
+
 def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
     N, V = states.shape[0], a.vocab_size
     ints, floats = t.int_table[states], t.float_table[states]  # [N, 1 + L]
     blank = a.blank_id
-    # without a blank, the writes of absent entries go to one extra cell past the rows
-    flat_s = torch.empty(N * V + (blank is None), dtype=torch.float32, device=states.device)
-    flat_n = torch.empty(N * V + (blank is None), dtype=torch.int64, device=states.device)
-    scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
-    torch.index_select(a.dense_scores, 0, ints[:, 0], out=scores)
+    row = ints[:, 0]
+    if blank is not None:  # absent entries write the blank column (overwritten below): plain [N, V] rows
+        scores = a.dense_scores.index_select(0, row)
+        nxt = a.dense_next.index_select(0, row)
+        flat_s = flat_n = scores  # (unused with a blank)
+    else:  # without a blank, the writes of absent entries go to one extra cell past the rows
+        flat_s = torch.empty(N * V + 1, dtype=torch.float32, device=states.device)
+        flat_n = torch.empty(N * V + 1, dtype=torch.int64, device=states.device)
+        scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
+        torch.index_select(a.dense_scores, 0, row, out=scores)
+        torch.index_select(a.dense_next, 0, row, out=nxt)
     scores += floats[:, :1]
-    torch.index_select(a.dense_next, 0, ints[:, 0], out=nxt)
-    if t.levels:
+    ent = entry_tables(a, t) if t.levels else None
+    if ent is not None:  # (a blank): every entry's arc, value and destination from the per-state tables
+        arc = ent.arc[states]  # [N, E]
+        pos = ent.label[arc]
+        scores.scatter_(1, pos, ent.weight[arc] + ent.acc[states])
+        nxt.scatter_(1, pos, ent.dest[arc])
+    elif t.levels:
         E = t.levels * t.degree
         idx = _candidates(a, t, ints)
         keep = t.keep[states] != 0  # (a comparison, not a bool view: Inductor cannot lower dtype views to bool)
@@ -152,8 +212,8 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
             flat_s.scatter_(0, pos, val.view(N * E))
             flat_n.scatter_(0, pos, a.arc_dest[idx].view(N * E))
     if blank is not None:
-        scores[:, blank] = 0.0
-        nxt[:, blank] = states
+        scores.select(1, blank).fill_(0.0)
+        nxt.select(1, blank).copy_(states)
     return scores, nxt
 
 
