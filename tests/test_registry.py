@@ -99,14 +99,14 @@ def test_every_entry_point_resolves_the_same_options(bundles) -> None:
     found, graph = bundles
     seen = 0
     for model, bundle in found.items():
-        for given in _cases(bundle.kind, graph):
-            if given.get("nbest", 1) > 1:  # a served stream has one hypothesis: serve refuses nbest
-                given = {k: v for k, v in given.items() if k != "nbest"}
-            doors = _every_door(bundle, model, given)
+        for case in _cases(bundle.kind, graph):
+            if case.get("nbest", 1) > 1:  # a served stream has one hypothesis: serve refuses nbest
+                case = {k: v for k, v in case.items() if k != "nbest"}
+            doors = _every_door(bundle, model, case)
             want = doors["pipeline"]
-            assert want == resolve_options(bundle, given)
+            assert want == resolve_options(bundle, case)
             for door, got in doors.items():
-                assert got == want, (model, given, door)
+                assert got == want, (model, case, door)
             seen += 1
     assert seen >= 30
 
@@ -114,20 +114,20 @@ def test_every_entry_point_resolves_the_same_options(bundles) -> None:
 def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
     found, graph = bundles
     for model, bundle in found.items():
-        for given in _cases(bundle.kind, graph):
-            if "lm" in given or "nbest" in given:  # (the LM cases: the first test; not rebuilt per case here)
+        for case in _cases(bundle.kind, graph):
+            if "lm" in case or "nbest" in case:  # (the LM cases: the first test; not rebuilt per case here)
                 continue
-            if "compat" in given:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
-                for call in (lambda: server.bundle_decoding(bundle, given["decoder"], {"compat": "sherpa"}),
-                             lambda: stream_options(bundle, resolve_options(bundle, given))):
+            if "compat" in case:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
+                for call in (lambda b=bundle, c=case: server.bundle_decoding(b, c["decoder"], {"compat": "sherpa"}),
+                             lambda b=bundle, c=case: stream_options(b, resolve_options(b, c))):
                     with pytest.raises(DecodingInputError, match="--compat sherpa needs a sherpa-onnx ONNX transducer"):
                         call()
                 continue
-            opts = resolve_options(bundle, given)
+            opts = resolve_options(bundle, case)
             if opts.decoder == "wfst" and not opts.graph:  # both refuse it (needs --graph)
                 continue
-            name, served = server.bundle_decoding(bundle, given.get("decoder"),
-                                                  {k: v for k, v in given.items() if k != "decoder"})
+            name, served = server.bundle_decoding(bundle, case.get("decoder"),
+                                                  {k: v for k, v in case.items() if k != "decoder"})
             offline, _ = stream_options(bundle, opts)
             assert name == offline.pop("decoder") == opts.decoder
             assert served.keys() == offline.keys()
@@ -135,7 +135,7 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
                 if key == "graph":
                     assert served[key].num_states == offline[key].num_states
                 elif key != "fusion":
-                    assert served[key] == offline[key], (model, given, key)
+                    assert served[key] == offline[key], (model, case, key)
 
 
 def test_one_default_per_option_everywhere(bundles) -> None:
@@ -158,8 +158,8 @@ def test_one_default_per_option_everywhere(bundles) -> None:
 def test_tuned_beta_needs_an_lm(bundles) -> None:
     ctc = bundles[0]["demo-ctc"]
     assert ctc.decode_defaults["beta"] == pytest.approx(2.0)
-    for given in ({"decoder": "beam"}, {"decoder": "beam", "boost": ("ill disposed:2",)}):
-        opts = resolve_options(ctc, given)
+    for case in ({"decoder": "beam"}, {"decoder": "beam", "boost": ("ill disposed:2",)}):
+        opts = resolve_options(ctc, case)
         assert opts.beta == 0.0 and opts.lm_weight == OPTION["lm_weight"].default  # not applied: no LM
     opts = resolve_options(ctc, {"decoder": "beam", "lm": TOKEN_LM})
     assert (opts.lm_weight, opts.beta) == (pytest.approx(0.7), pytest.approx(2.0))
@@ -171,7 +171,7 @@ def test_tuned_beta_needs_an_lm(bundles) -> None:
     assert resolve_options(phone, {}).acoustic_scale == pytest.approx(ACOUSTIC_SCALE)
 
 
-@pytest.mark.parametrize("kind, given, match", [
+@pytest.mark.parametrize("kind, case, match", [
     ("ctc", {"beta": 1.0, "decoder": "beam"}, "--beta needs --lm or --word-lm"),
     ("rnnt", {"lm_weight": 0.3, "decoder": "beam"}, "--lm-weight needs --lm"),
     ("ctc", {"word_bonus": 1.0, "decoder": "beam"}, "--word-bonus needs --word-lm"),
@@ -188,10 +188,10 @@ def test_tuned_beta_needs_an_lm(bundles) -> None:
     ("rnnt", {"decoder": "beam", "max_symbols": 0}, "--max-symbols must be an int >= 1"),
     ("ctc", {"decoder": "beam", "nbest": 0}, "--nbest must be an int >= 1"),
 ])
-def test_resolution_errors(kind: str, given: dict, match: str) -> None:
+def test_resolution_errors(kind: str, case: dict, match: str) -> None:
     bundle = bundle_double.DoubleBundle(kind)
     with pytest.raises(DecodingInputError, match=match):
-        resolve_options(bundle, given)
+        resolve_options(bundle, case)
 
 
 def test_bad_bundle_defaults_and_server_config() -> None:
