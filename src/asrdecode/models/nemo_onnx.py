@@ -30,8 +30,9 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import (OnnxMissingError, check_dim, fold_unk, kaldi_fbank, meta_float, meta_int,
+from .onnx_common import (OnnxMissingError, check_dim, fold_unk, meta_float, meta_int,
                           nemo_encoder_inputs, ort_session)
+from .spectral import KaldiFbank
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -81,9 +82,11 @@ class NemoFbankFrontEnd:
         opts.mel_opts.is_librosa = True
         opts.frame_opts.window_type = window
         self.opts, self.num_bins, self.normalize_type = opts, int(num_bins), normalize_type
+        self._fbank = KaldiFbank(knf, opts)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
-        x = kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
+        """``audio [N]`` (16 kHz) -> ``[T, num_bins]`` features, normalised per ``normalize_type``."""
+        x = self._fbank(audio)
         if not x.shape[0]:
             return x
         return per_feature_normalise(x) if self.normalize_type == "per_feature" else x

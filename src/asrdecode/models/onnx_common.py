@@ -13,7 +13,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 
-__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session",
+__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "ort_session",
            "nemo_encoder_inputs", "static_dim", "check_dim"]
 
 #: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
@@ -104,19 +104,6 @@ def _check_range(path: Path, key: str, value: float) -> None:
     lo, hi = META_RANGES.get(key, (-math.inf, math.inf))
     if not lo <= value <= hi:
         raise FileFormatError(path, None, f"metadata {key!r} must be in {lo:g}..{hi:g}, got {value:g}")
-
-
-def kaldi_fbank(knf: Any, opts: Any, audio: torch.Tensor, num_bins: int) -> torch.Tensor:
-    """kaldi-native-fbank features of one 16 kHz waveform ``audio [N]`` with ``opts`` (``knf``: the
-    imported module) -> ``[T, num_bins]`` float32 (``[0, num_bins]`` when the audio is shorter than a frame)."""
-    f = knf.OnlineFbank(opts)
-    if audio.numel():
-        f.accept_waveform(16000, audio.detach().cpu().float().numpy())
-    f.input_finished()
-    n = f.num_frames_ready
-    if n == 0:
-        return torch.zeros(0, num_bins)
-    return torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
 
 
 def ort_session(path: Path, model: Optional[bytes] = None) -> Any:

@@ -19,7 +19,7 @@ width of ``x``), ``subsampling_factor`` (feature frames per encoder frame; defau
 at load, 2000 frames through the encoder) and ``frame_shift_ms`` (default 10). Front ends:
 
 - ``"kaldi-fbank"`` (the default: what sherpa-onnx computes for icefall models): Kaldi log-mel
-  filterbank by ``kaldi-native-fbank`` with sherpa-onnx's options (samples in [-1, 1], no dither,
+  filterbank as ``kaldi-native-fbank`` computes it (:class:`~asrdecode.models.spectral.KaldiFbank`) with sherpa-onnx's options (samples in [-1, 1], no dither,
   ``snip_edges=False``, ``high_freq=-400``, 25 / 10 ms frames, povey window);
 - ``"logmel"``: asrdecode's own :class:`~asrdecode.models.frontend.LogMelFrontEnd` (what
   ``asrdecode export-onnx`` writes for the bundled transducers).
@@ -38,7 +38,8 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, check_dim, kaldi_fbank, ort_session
+from .onnx_common import _check_range, check_dim, ort_session
+from .spectral import KaldiFbank
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
@@ -197,10 +198,11 @@ class KaldiFbankFrontEnd:
         opts.mel_opts.high_freq = -400
         self.opts = opts
         self.num_bins = int(num_bins)
+        self._fbank = KaldiFbank(knf, opts)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
         """Kaldi fbank features ``[T, num_bins]`` of 16 kHz ``audio [N]``, as sherpa-onnx computes them."""
-        return kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
+        return self._fbank(audio)
 
 
 class OnnxTransducerBundle:
