@@ -142,8 +142,11 @@ class KaldiFbank:
             return audio.unfold(0, self.length, self.shift)[:t]
         left = self.length // 2 - self.shift // 2  # frame 0 starts this many samples before sample 0
         right = max(0, (t - 1) * self.shift - left + self.length - n)
-        pad = _reflect(torch.cat([torch.arange(-left, 0), torch.arange(n, n + right)]), n)
-        x = torch.cat([audio[pad[:left]], audio, audio[pad[left:]]])
+        if left <= n and right <= n:  # one reflection at each end
+            x = torch.cat([audio[:left].flip(0), audio, audio[n - right:].flip(0)])
+        else:
+            pad = _reflect(torch.cat([torch.arange(-left, 0), torch.arange(n, n + right)]), n)
+            x = torch.cat([audio[pad[:left]], audio, audio[pad[left:]]])
         return x.unfold(0, self.length, self.shift)[:t]
 
     def __call__(self, audio: torch.Tensor) -> torch.Tensor:
