@@ -50,7 +50,8 @@ class FrameMap:
         """``frames [T, L]`` (any strides) -> new ``[T, max(L, width)]`` float32, zeros after column ``L``
         (``width``: the FFT size, so that the FFT reads the frames without padding them itself)."""
         if width > self.length:
-            out = torch.zeros(frames.shape[0], width)
+            out = torch.empty(frames.shape[0], width)
+            out[:, self.length:].zero_()
             y = torch.mul(frames, self.a, out=out[:, : self.length])
         else:
             y = out = frames * self.a
@@ -80,13 +81,14 @@ class MelProduct:
             if rows.numel():
                 r0, r1 = int(rows[0]), int(rows[-1]) + 1
                 self.blocks.append((m0, m1, r0, r1, m2[r0:r1, m0:m1].contiguous()))
+        self.gaps = sum(m1 - m0 for m0, m1, *_ in self.blocks) < self.num_mel  # a block of empty filters
 
     def __call__(self, spec: torch.Tensor) -> torch.Tensor:
         """``spec [T, K]`` complex64 (consumed: squared in place) -> mel energies ``[T, M]`` float32."""
         if spec.shape[-1] != self.bins:
             raise DecodingInputError(f"spec must have {self.bins} FFT bins, got {spec.shape[-1]}")
         p = torch.view_as_real(spec).reshape(spec.shape[0], 2 * self.bins).square_()
-        out = torch.zeros(spec.shape[0], self.num_mel)
+        out = torch.zeros(spec.shape[0], self.num_mel) if self.gaps else torch.empty(spec.shape[0], self.num_mel)
         for m0, m1, r0, r1, w in self.blocks:
             out[:, m0:m1] = p[:, r0:r1] @ w
         return out
