@@ -30,7 +30,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import (OnnxMissingError, check_dim, fold_unk, meta_float, meta_int,
+from .onnx_common import (OnnxMissingError, check_dim, encode_in_groups, fold_unk, meta_float, meta_int,
                           nemo_encoder_inputs, ort_session)
 from .spectral import KaldiFbank
 from .vocabulary import PieceTokenizer, read_tokens_txt
@@ -201,6 +201,12 @@ class NemoOnnxBundle:
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
+        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
+            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
+        return encode_in_groups(self._encode, feats, lengths)
+
+    def _encode(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One onnxruntime call: ``feats [B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]``."""
         x, n = nemo_encoder_inputs(feats, lengths, self.feature_dim)
         out, out_len = self.encoder.run(None, {self._enc_in[0]: x, self._enc_in[1]: n})[:2]
         enc = torch.from_numpy(np.ascontiguousarray(out.transpose(0, 2, 1)))

@@ -38,7 +38,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, check_dim, ort_session
+from .onnx_common import _check_range, check_dim, encode_in_groups, ort_session
 from .spectral import KaldiFbank
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
@@ -239,6 +239,10 @@ class OnnxTransducerBundle:
         """Features ``[B, Tf, F]`` + lengths -> ``encoder_out [B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
         if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
             raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
+        return encode_in_groups(self._encode, feats, lengths)
+
+    def _encode(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One onnxruntime call: ``feats [B, Tf, F]`` + lengths -> ``encoder_out [B, T, C]`` + lengths ``[B]``."""
         x = feats.detach().cpu().float().contiguous().numpy()
         n = lengths.detach().cpu().long().numpy()
         out, out_len = self.encoder.run(None, {"x": x, "x_lens": n})[:2]
