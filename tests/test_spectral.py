@@ -15,7 +15,7 @@ import torch
 
 from asrdecode.errors import DecodingInputError
 from asrdecode.models.frontend import MEL_DIM, LogMelFrontEnd, _mel_filterbank
-from asrdecode.models.spectral import FrameMap, KaldiFbank, MelProduct
+from asrdecode.models.spectral import FrameMap, KaldiFbank, MelProduct, kaldi_fbank_engine, knf_fbank
 
 knf = pytest.importorskip("kaldi_native_fbank")
 
@@ -142,3 +142,32 @@ def test_frame_map_is_dc_preemphasis_window() -> None:
     assert math.isclose(float(FrameMap(w, 0.5, True)(torch.ones(1, 50)).abs().max()), 0.0, abs_tol=1e-6)
     with pytest.raises(DecodingInputError, match="window"):
         FrameMap(torch.ones(1))
+
+
+def test_knf_engine_is_kaldi_native_fbank_itself(waves) -> None:
+    """``fbank="knf"``: kaldi-native-fbank's own features, bit for bit (sherpa-onnx's); "fast" within ATOL."""
+    opts = _opts()
+    for w in waves[:2] + [torch.zeros(0), 0.1 * torch.randn(90)]:
+        want = _knf_fbank(opts, w)
+        assert torch.equal(knf_fbank(knf, opts, w), want) and torch.equal(kaldi_fbank_engine(knf, opts, "knf")(w), want)
+        torch.testing.assert_close(kaldi_fbank_engine(knf, opts, "fast")(w), want, atol=ATOL, rtol=0)
+    with pytest.raises(DecodingInputError, match="fbank must be one of"):
+        kaldi_fbank_engine(knf, opts, "kaldi")
+    with pytest.raises(DecodingInputError, match="1-D"):
+        knf_fbank(knf, opts, torch.zeros(2, 400))
+
+
+def test_onnx_loaders_take_the_fbank_engine(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from asrdecode.models.onnx_transducer import load_onnx_transducer
+    from sherpa_models import build_icefall, build_nemo
+
+    g = torch.Generator().manual_seed(5)
+    w = [0.1 * torch.randn(16000, generator=g)]
+    for d in (build_icefall(tmp_path / "icefall"), build_nemo(tmp_path / "nemo", normalize_type="NA")):
+        fast, exact = load_onnx_transducer(str(d)).features(w)[0], load_onnx_transducer(str(d), fbank="knf").features(w)[0]
+        assert not torch.equal(fast, exact)  # float32 rounding apart ...
+        torch.testing.assert_close(fast, exact, atol=ATOL, rtol=0)  # ... and no more
+        with pytest.raises(DecodingInputError, match="fbank must be one of"):
+            load_onnx_transducer(str(d), fbank="exact")

@@ -32,7 +32,7 @@ from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import (OnnxMissingError, check_dim, encode_in_groups, fold_unk, meta_float, meta_int,
                           nemo_encoder_inputs, ort_session)
-from .spectral import KaldiFbank
+from .spectral import kaldi_fbank_engine
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -60,10 +60,11 @@ class NemoFbankFrontEnd:
     transducers: kaldi-native-fbank with librosa's mel filters (``is_librosa``), 0 Hz to Nyquist
     minus 400 Hz, povey window, pre-emphasis 0.97, no DC removal, no dither, ``snip_edges=False``
     (``T = (N + 80) // 160``), then ``normalize_type`` per utterance. NeMo CTC models: ``window="hann"``,
-    ``high_freq=0`` (Nyquist), as sherpa-onnx sets them for ``from_nemo_ctc``."""
+    ``high_freq=0`` (Nyquist), as sherpa-onnx sets them for ``from_nemo_ctc``. ``fbank``: who computes the
+    fbank (:data:`~asrdecode.models.spectral.FBANK_ENGINES`)."""
 
     def __init__(self, num_bins: int, normalize_type: str = "per_feature", window: str = "povey",
-                 high_freq: float = -400.0) -> None:
+                 high_freq: float = -400.0, fbank: str = "fast") -> None:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
@@ -82,7 +83,7 @@ class NemoFbankFrontEnd:
         opts.mel_opts.is_librosa = True
         opts.frame_opts.window_type = window
         self.opts, self.num_bins, self.normalize_type = opts, int(num_bins), normalize_type
-        self._fbank = KaldiFbank(knf, opts)
+        self._fbank = kaldi_fbank_engine(knf, opts, fbank)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
         """``audio [N]`` (16 kHz) -> ``[T, num_bins]`` features, normalised per ``normalize_type``."""
@@ -171,7 +172,7 @@ class NemoOnnxBundle:
 
     def __init__(self, name: str, encoder: Any, model: NemoOnnxTransducer, tokenizer: PieceTokenizer,
                  feature_dim: int, subsampling: int, normalize_type: str, frame_shift_ms: float = 10.0,
-                 frontend: str = "nemo-fbank") -> None:
+                 frontend: str = "nemo-fbank", fbank: str = "fast") -> None:
         self.name, self.encoder, self.model, self.tokenizer = name, encoder, model, tokenizer
         self.kind = "tdt" if model.durations else "rnnt"
         self.blank_id = model.blank_id
@@ -187,7 +188,7 @@ class NemoOnnxBundle:
                 raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
             self._fbank: Callable[[torch.Tensor], torch.Tensor] = LogMelFrontEnd().log_mel
         else:
-            self._front = NemoFbankFrontEnd(feature_dim, normalize_type)
+            self._front = NemoFbankFrontEnd(feature_dim, normalize_type, fbank=fbank)
             self._fbank = self._front.fbank
         self._enc_in = [i.name for i in encoder.get_inputs()]
 
@@ -247,7 +248,7 @@ def _encoder_from(path: Path, inputs: list[str], outputs: list[str]) -> Any:
 
 
 def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
-                         unk_as_blank: Optional[str] = None) -> NemoOnnxBundle:
+                         unk_as_blank: Optional[str] = None, fbank: str = "fast") -> NemoOnnxBundle:
     """Sessions of a NeMo-layout directory -> :class:`NemoOnnxBundle` (metadata checked as sherpa-onnx does).
 
     Raises:
@@ -311,4 +312,4 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
     model.onnx_files = (root / "decoder.onnx", root / "joiner.onnx")
     specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 2]
     tokenizer = PieceTokenizer(pieces, model.blank_id, specials=specials)
-    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend)
+    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend, fbank)
