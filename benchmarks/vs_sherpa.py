@@ -23,7 +23,8 @@ sherpa``: front end, onnxruntime encoder, greedy search, text), sherpa-onnx = it
 (``greedy_search``); per clip (one ``decode_stream`` / one pipeline call each) and batched (all clips in
 one ``decode_streams`` / one call). The front end's own rows: our features + encoder against sherpa-onnx's
 null-model recognise (its features + the same encoder + a one-token search: an upper bound on its front
-end + encoder), and our features alone. Ratios are sherpa-onnx / ours, from one run.
+end + encoder), the whole pipeline on ``fbank="knf"`` (kaldi-native-fbank's own fbank), our features alone and kaldi-native-fbank's ``OnlineFbank`` on the same clips (our
+front end before models/spectral.py; the C++ class sherpa-onnx runs). Ratios are sherpa-onnx / ours, from one run.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vs_sherpa.py [--repeats 3] [--stat min] [--clips 10]
         [--sections decode e2e] [--e2e-clips 60]
@@ -135,6 +136,8 @@ def _end_to_end(sherpa, models: dict, nulls: dict, waves: list, args) -> list[li
         b = load_onnx_transducer(str(d))  # our defaults; --compat sherpa makes the search sherpa-onnx's
         knf_opts = (KaldiFbankFrontEnd(b.feature_dim) if layout == "icefall" else b._front).opts
         pipe = make_pipeline(b, resolve_options(b, {"decoder": "greedy", "compat": "sherpa"}))
+        bk = load_onnx_transducer(str(d), fbank="knf")  # kaldi-native-fbank's own fbank: sherpa-onnx's bits
+        pipe_knf = make_pipeline(bk, resolve_options(bk, {"decoder": "greedy", "compat": "sherpa"}))
         rec = _recognizer(sherpa, d, layout, "greedy_search")
         null = _recognizer(sherpa, nulls[layout], layout, "greedy_search")
         same = sum(x == y for x, y in zip(_pipeline_tokens(b, pipe, waves), _sherpa_best(rec, np_waves)))
@@ -142,6 +145,8 @@ def _end_to_end(sherpa, models: dict, nulls: dict, waves: list, args) -> list[li
         fns = {
             "ours whole per clip": lambda: [pipe.decode(*pipe.encode([w])) for w in waves],
             "ours whole batched": lambda: pipe.decode(*pipe.encode(waves)),
+            "ours knf per clip": lambda: [pipe_knf.decode(*pipe_knf.encode([w])) for w in waves],
+            "ours knf batched": lambda: pipe_knf.decode(*pipe_knf.encode(waves)),
             "sherpa whole per clip": lambda: _sherpa_run(rec, np_waves, False),
             "sherpa whole batched": lambda: _sherpa_run(rec, np_waves, True),
             "ours front per clip": lambda: [b.encode_features(*b.features([w])) for w in waves],
@@ -158,6 +163,9 @@ def _end_to_end(sherpa, models: dict, nulls: dict, waves: list, args) -> list[li
                                 ("front", "features + encoder (sherpa-onnx: null-model recognise)")):
                 ours, theirs = t[f"ours {what} {mode}"], t[f"sherpa {what} {mode}"]
                 rows.append([layout, mode, label, ours, theirs, theirs / ours])
+            sh = t[f"sherpa whole {mode}"]
+            rows.append([layout, mode, "features + encoder + greedy, fbank='knf'", t[f"ours knf {mode}"], sh,
+                         sh / t[f"ours knf {mode}"]])
             rows.append([layout, mode, "our features alone", t[f"ours features {mode}"], "", ""])
         rows.append([layout, "per clip", "kaldi-native-fbank OnlineFbank (our features before)", t["knf features"], "",
                      ""])
