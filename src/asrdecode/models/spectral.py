@@ -84,7 +84,7 @@ class MelProduct:
             if rows.numel():
                 r0, r1 = int(rows[0]), int(rows[-1]) + 1
                 self.blocks.append((m0, m1, r0, r1, m2[r0:r1, m0:m1].contiguous()))
-        self.gaps = sum(m1 - m0 for m0, m1, *_ in self.blocks) < self.num_mel  # a block of empty filters
+        self.gaps = sum(m1 - m0 for m0, m1, *_ in self.blocks) < self.num_mel  # a whole block of empty filters
 
     def __call__(self, spec: torch.Tensor) -> torch.Tensor:
         """``spec [T, K]`` complex64 (consumed: squared in place) -> mel energies ``[T, M]`` float32."""
@@ -107,8 +107,9 @@ def _reflect(index: torch.Tensor, n: int) -> torch.Tensor:
 class KaldiFbank:
     """Kaldi log-mel fbank ``[N]`` -> ``[T, num_bins]`` for kaldi-native-fbank ``FbankOptions`` ``opts``.
 
-    Equal to ``kaldi_native_fbank.OnlineFbank(opts)`` fed the whole utterance (within float32 rounding:
-    this FFT is float32, kaldi-native-fbank's double). Supported: no dither, no energy term, power
+    Equal to ``kaldi_native_fbank.OnlineFbank(opts)`` fed the whole utterance within float32 rounding (both
+    FFTs are float32, by different algorithms: 1.1e-3 at most in log energy on the 60 test clips, in bins
+    near the noise floor; :func:`knf_fbank` for its exact bits). Supported: no dither, no energy term, power
     spectrum, log; any window, frame size and shift, pre-emphasis, DC removal, ``snip_edges``, mel options
     (kaldi or librosa filters: the matrix is kaldi-native-fbank's own).
 
