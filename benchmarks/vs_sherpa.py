@@ -22,7 +22,7 @@ models and waveforms: ours = the registry pipeline (``make_pipeline`` with ``--d
 sherpa``: front end, onnxruntime encoder, greedy search, text), sherpa-onnx = its whole recognise
 (``greedy_search``); per clip (one ``decode_stream`` / one pipeline call each) and batched (all clips in
 one ``decode_streams`` / one call). The front end's own rows: our features + encoder against sherpa-onnx's
-null-model recognise (its features + the same encoder + a one-token search: an upper bound on its front
+null-model recognise (its features + the same encoder + an always-blank 3-token joiner: an upper bound on its front
 end + encoder), the whole pipeline on ``fbank="knf"`` (kaldi-native-fbank's own fbank), our features alone and kaldi-native-fbank's ``OnlineFbank`` on the same clips (our
 front end before models/spectral.py; the C++ class sherpa-onnx runs). Ratios are sherpa-onnx / ours, from one run.
 
