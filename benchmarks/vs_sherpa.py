@@ -17,7 +17,17 @@ precomputed encoder output. Per utterance: one clip at a time; batched: all clip
 NeMo layout, "sherpa-nemo beam 4": ``--compat sherpa --decoder beam``, the search sherpa-onnx's NeMo
 ``modified_beam_search`` runs (asrdecode.models.sherpa_nemo_search, C++ engine).
 
+End to end (``--sections e2e``, ``--e2e-clips`` 60 by default): audio in, words out, on the same
+models and waveforms: ours = the registry pipeline (``make_pipeline`` with ``--decoder greedy --compat
+sherpa``: front end, onnxruntime encoder, greedy search, text), sherpa-onnx = its whole recognise
+(``greedy_search``); per clip (one ``decode_stream`` / one pipeline call each) and batched (all clips in
+one ``decode_streams`` / one call). The front end's own rows: our features + encoder against sherpa-onnx's
+null-model recognise (its features + the same encoder + an always-blank 3-token joiner: an upper bound on its front
+end + encoder), the whole pipeline on ``fbank="knf"`` (kaldi-native-fbank's own fbank), our features alone and kaldi-native-fbank's ``OnlineFbank`` on the same clips (our
+front end before models/spectral.py; the C++ class sherpa-onnx runs). Ratios are sherpa-onnx / ours, from one run.
+
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vs_sherpa.py [--repeats 3] [--stat min] [--clips 10]
+        [--sections decode e2e] [--e2e-clips 60]
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from sherpa_models import build_icefall, build_nemo  # noqa: E402
 from timing import markdown_table, single_thread, time_many  # noqa: E402
 
 from asrdecode.audio import read_audio  # noqa: E402
-from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
+from asrdecode.models.onnx_transducer import KaldiFbankFrontEnd, load_onnx_transducer  # noqa: E402
 from asrdecode.models.sherpa_nemo_search import nemo_beam_search  # noqa: E402
 from asrdecode.models.sherpa_search import modified_beam_search  # noqa: E402
 from asrdecode.native.transducer_greedy_lstm import (greedy_lstm, greedy_stateless,  # noqa: E402
@@ -95,6 +105,73 @@ def _nemo_compat_beam(fns: dict, b, encs, enc_all, len_all, rec, np_waves) -> No
     fns["ours sherpa-nemo beam 4 batched"] = lambda: nemo_beam_search(b.model, enc_all, len_all, engine="native", **kw)
 
 
+def _pipeline_tokens(b, pipe, waves) -> list[list[str]]:
+    """Our pipeline's best tokens per clip (one call per clip), as sherpa-onnx spells them."""
+    pieces = [p.replace("\u2581", " ") for p in b.tokenizer.pieces]
+    return [[pieces[i] for i in pipe.decode(*pipe.encode([w]))[0].tokens] for w in waves]
+
+
+def _knf_features(opts, waves: list) -> list:
+    """kaldi-native-fbank's ``OnlineFbank`` on each clip, frames read back one by one (asrdecode's front end
+    before models/spectral.py; sherpa-onnx runs the same C++ class)."""
+    import kaldi_native_fbank as knf
+
+    out = []
+    for w in waves:
+        f = knf.OnlineFbank(opts)
+        f.accept_waveform(16000, w)
+        f.input_finished()
+        out.append(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(f.num_frames_ready)]))
+    return out
+
+
+def _end_to_end(sherpa, models: dict, nulls: dict, waves: list, args) -> list[list]:
+    """Rows of the end-to-end section (features + encoder + greedy search) for each layout; prints how
+    many clips' tokens equal sherpa-onnx's (a check that both did the same work)."""
+    from asrdecode.pipeline import make_pipeline, resolve_options
+
+    np_waves = [w.numpy() for w in waves]
+    rows = []
+    for layout, d in models.items():
+        b = load_onnx_transducer(str(d))  # our defaults; --compat sherpa makes the search sherpa-onnx's
+        knf_opts = (KaldiFbankFrontEnd(b.feature_dim) if layout == "icefall" else b._front).opts
+        pipe = make_pipeline(b, resolve_options(b, {"decoder": "greedy", "compat": "sherpa"}))
+        bk = load_onnx_transducer(str(d), fbank="knf")  # kaldi-native-fbank's own fbank: sherpa-onnx's bits
+        pipe_knf = make_pipeline(bk, resolve_options(bk, {"decoder": "greedy", "compat": "sherpa"}))
+        rec = _recognizer(sherpa, d, layout, "greedy_search")
+        null = _recognizer(sherpa, nulls[layout], layout, "greedy_search")
+        same = sum(x == y for x, y in zip(_pipeline_tokens(b, pipe, waves), _sherpa_best(rec, np_waves)))
+        print(f"{layout}: end-to-end greedy tokens equal to sherpa-onnx's on {same}/{len(waves)}")
+        fns = {
+            "ours whole per clip": lambda: [pipe.decode(*pipe.encode([w])) for w in waves],
+            "ours whole batched": lambda: pipe.decode(*pipe.encode(waves)),
+            "ours knf per clip": lambda: [pipe_knf.decode(*pipe_knf.encode([w])) for w in waves],
+            "ours knf batched": lambda: pipe_knf.decode(*pipe_knf.encode(waves)),
+            "sherpa whole per clip": lambda: _sherpa_run(rec, np_waves, False),
+            "sherpa whole batched": lambda: _sherpa_run(rec, np_waves, True),
+            "ours front per clip": lambda: [b.encode_features(*b.features([w])) for w in waves],
+            "ours front batched": lambda: b.encode_features(*b.features(waves)),
+            "sherpa front per clip": lambda: _sherpa_run(null, np_waves, False),
+            "sherpa front batched": lambda: _sherpa_run(null, np_waves, True),
+            "ours features per clip": lambda: [b.features([w]) for w in waves],
+            "ours features batched": lambda: b.features(waves),
+            "knf features": lambda: _knf_features(knf_opts, np_waves),
+        }
+        t = time_many(fns, repeats=args.repeats, stat=args.stat)
+        for mode in ("per clip", "batched"):
+            for what, label in (("whole", "features + encoder + greedy"),
+                                ("front", "features + encoder (sherpa-onnx: null-model recognise)")):
+                ours, theirs = t[f"ours {what} {mode}"], t[f"sherpa {what} {mode}"]
+                rows.append([layout, mode, label, ours, theirs, theirs / ours])
+            sh = t[f"sherpa whole {mode}"]
+            rows.append([layout, mode, "features + encoder + greedy, fbank='knf'", t[f"ours knf {mode}"], sh,
+                         sh / t[f"ours knf {mode}"]])
+            rows.append([layout, mode, "our features alone", t[f"ours features {mode}"], "", ""])
+        rows.append([layout, "per clip", "kaldi-native-fbank OnlineFbank (our features before)", t["knf features"], "",
+                     ""])
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -102,12 +179,15 @@ def main() -> None:
                     help="per-function statistic over the repeats (min: robust to load spikes on a shared machine)")
     ap.add_argument("--sherpa-repeats", type=int, default=15,
                     help="repeats of sherpa-onnx's greedy and null-model runs (cheap; their difference is the estimate)")
-    ap.add_argument("--clips", type=int, default=10)
+    ap.add_argument("--clips", type=int, default=10, help="clips of the decode-only section")
+    ap.add_argument("--e2e-clips", type=int, default=60, help="clips of the end-to-end section")
+    ap.add_argument("--sections", nargs="+", choices=("decode", "e2e"), default=["decode", "e2e"])
     args = ap.parse_args()
     import sherpa_onnx
 
     single_thread()
-    clips = (sorted((ROOT / "data/real").glob("*.wav")) + sorted((ROOT / "data/synth_test").glob("*.wav")))[: args.clips]
+    all_clips = sorted((ROOT / "data/real").glob("*.wav")) + sorted((ROOT / "data/synth_test").glob("*.wav"))
+    clips = all_clips[: args.clips]
     waves = [read_audio(c) for c in clips]
     np_waves = [w.numpy() for w in waves]
     tmp = Path(tempfile.mkdtemp(prefix="vs-sherpa-"))
@@ -116,7 +196,7 @@ def main() -> None:
     nulls = {"icefall": build_icefall(tmp / "icefall-null", dim=512, emb=8, vocab=8, blank_bias=100.0),
              "nemo-rnnt": build_nemo(tmp / "nemo-null", vocab=3, enc_dim=512, hidden=8, joint=8, blank_bias=100.0)}
     rows = []
-    for layout, d in models.items():
+    for layout, d in (models.items() if "decode" in args.sections else ()):
         compat = "sherpa" if layout == "icefall" else "blank"
         b = load_onnx_transducer(str(d), start_context=compat, unk_as_blank="max" if layout == "icefall" else None)
         ms = 1 if layout == "icefall" else 10
@@ -188,10 +268,17 @@ def main() -> None:
                 sh = t[f"sherpa {theirs} {mode}"]
                 sh_dec = max(sh - fr, 1e-9)
                 rows.append([layout, mode, f"{ours_name} vs {theirs}", t[key], sh_dec, sh_dec / t[key], sh, fr])
-    print(f"{len(waves)} clips, {sum(w.numel() for w in waves) / 16000:.1f} s of audio, one thread, {args.stat} of "
-          f"{args.repeats}")
-    print(markdown_table(["layout", "mode", "search (ours vs sherpa-onnx)", "ours decode s",
-                          "sherpa decode s", "sherpa / ours", "sherpa whole s", "sherpa null-model s"], rows))
+    if "decode" in args.sections:
+        print(f"{len(waves)} clips, {sum(w.numel() for w in waves) / 16000:.1f} s of audio, one thread, {args.stat} of "
+              f"{args.repeats}")
+        print(markdown_table(["layout", "mode", "search (ours vs sherpa-onnx)", "ours decode s",
+                              "sherpa decode s", "sherpa / ours", "sherpa whole s", "sherpa null-model s"], rows))
+    if "e2e" in args.sections:
+        e2e_waves = [read_audio(c) for c in all_clips[: args.e2e_clips]]
+        e2e = _end_to_end(sherpa_onnx, models, nulls, e2e_waves, args)
+        print(f"end to end: {len(e2e_waves)} clips, {sum(w.numel() for w in e2e_waves) / 16000:.1f} s of audio, "
+              f"one thread, {args.stat} of {args.repeats}")
+        print(markdown_table(["layout", "mode", "what", "ours s", "sherpa-onnx s", "sherpa / ours"], e2e))
 
 
 if __name__ == "__main__":

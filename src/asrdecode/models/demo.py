@@ -20,7 +20,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..audio import pad_batch
 from ..errors import DecodingInputError, FileFormatError
 from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
@@ -262,7 +261,6 @@ def _as_wave_list(audio, lengths) -> list[torch.Tensor]:
             out.append(a.float())
         if not out:
             raise DecodingInputError("audio must not be an empty list")
-        pad_batch(out)  # validates
         return out
     raise DecodingInputError(f"audio must be a tensor, numpy array or list of waveforms, got {type(audio).__name__}")
 
