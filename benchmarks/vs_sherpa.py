@@ -35,11 +35,9 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -143,19 +141,19 @@ def _end_to_end(sherpa, models: dict, nulls: dict, waves: list, args) -> list[li
         same = sum(x == y for x, y in zip(_pipeline_tokens(b, pipe, waves), _sherpa_best(rec, np_waves)))
         print(f"{layout}: end-to-end greedy tokens equal to sherpa-onnx's on {same}/{len(waves)}")
         fns = {
-            "ours whole per clip": lambda: [pipe.decode(*pipe.encode([w])) for w in waves],
-            "ours whole batched": lambda: pipe.decode(*pipe.encode(waves)),
-            "ours knf per clip": lambda: [pipe_knf.decode(*pipe_knf.encode([w])) for w in waves],
-            "ours knf batched": lambda: pipe_knf.decode(*pipe_knf.encode(waves)),
-            "sherpa whole per clip": lambda: _sherpa_run(rec, np_waves, False),
-            "sherpa whole batched": lambda: _sherpa_run(rec, np_waves, True),
-            "ours front per clip": lambda: [b.encode_features(*b.features([w])) for w in waves],
-            "ours front batched": lambda: b.encode_features(*b.features(waves)),
-            "sherpa front per clip": lambda: _sherpa_run(null, np_waves, False),
-            "sherpa front batched": lambda: _sherpa_run(null, np_waves, True),
-            "ours features per clip": lambda: [b.features([w]) for w in waves],
-            "ours features batched": lambda: b.features(waves),
-            "knf features": lambda: _knf_features(knf_opts, np_waves),
+            "ours whole per clip": lambda pipe=pipe: [pipe.decode(*pipe.encode([w])) for w in waves],
+            "ours whole batched": lambda pipe=pipe: pipe.decode(*pipe.encode(waves)),
+            "ours knf per clip": lambda pipe_knf=pipe_knf: [pipe_knf.decode(*pipe_knf.encode([w])) for w in waves],
+            "ours knf batched": lambda pipe_knf=pipe_knf: pipe_knf.decode(*pipe_knf.encode(waves)),
+            "sherpa whole per clip": lambda rec=rec: _sherpa_run(rec, np_waves, False),
+            "sherpa whole batched": lambda rec=rec: _sherpa_run(rec, np_waves, True),
+            "ours front per clip": lambda b=b: [b.encode_features(*b.features([w])) for w in waves],
+            "ours front batched": lambda b=b: b.encode_features(*b.features(waves)),
+            "sherpa front per clip": lambda null=null: _sherpa_run(null, np_waves, False),
+            "sherpa front batched": lambda null=null: _sherpa_run(null, np_waves, True),
+            "ours features per clip": lambda b=b: [b.features([w]) for w in waves],
+            "ours features batched": lambda b=b: b.features(waves),
+            "knf features": lambda knf_opts=knf_opts: _knf_features(knf_opts, np_waves),
         }
         t = time_many(fns, repeats=args.repeats, stat=args.stat)
         for mode in ("per clip", "batched"):
@@ -205,18 +203,20 @@ def main() -> None:
         fb, fl = b.features(waves)
         enc_all, len_all = b.encode_features(fb, fl)
         null = _recognizer(sherpa_onnx, nulls[layout], layout, "greedy_search")
-        fns = {"front per utt": lambda: _sherpa_run(null, np_waves, False),
-               "front batched": lambda: _sherpa_run(null, np_waves, True)}
+        fns = {"front per utt": lambda null=null: _sherpa_run(null, np_waves, False),
+               "front batched": lambda null=null: _sherpa_run(null, np_waves, True)}
         recs = {m: _recognizer(sherpa_onnx, d, layout, m) for m in ("greedy_search", "modified_beam_search")}
         for m, rec in recs.items():
             fns[f"sherpa {m} per utt"] = lambda rec=rec: _sherpa_run(rec, np_waves, False)
             fns[f"sherpa {m} batched"] = lambda rec=rec: _sherpa_run(rec, np_waves, True)
-        fns["ours greedy per utt"] = lambda: [greedy(b.model, e, n, max_symbols=ms) for e, n in encs]
-        fns["ours greedy batched"] = lambda: greedy(b.model, enc_all, len_all, max_symbols=ms)
+        fns["ours greedy per utt"] = lambda b=b, encs=encs, ms=ms: [greedy(b.model, e, n, max_symbols=ms)
+                                                                    for e, n in encs]
+        fns["ours greedy batched"] = lambda b=b, enc_all=enc_all, len_all=len_all, ms=ms: greedy(
+            b.model, enc_all, len_all, max_symbols=ms)
         # the modified beam search counts <unk> as blank itself: a model without the fold
         plain = load_onnx_transducer(str(d), start_context="sherpa").model if layout == "icefall" else b.model
         if layout == "icefall":
-            fns["ours modified beam 4 per utt"] = lambda: [modified_beam_search(
+            fns["ours modified beam 4 per utt"] = lambda encs=encs, plain=plain: [modified_beam_search(
                 plain, e, n, beam=4, unk_id=plain.unk_id, context_size=2, engine="torch") for e, n in encs]
         # the C++ modified beam search (networks from the ONNX initializers, one call per batch); icefall:
         # length-normalised choice as sherpa-onnx's; NeMo: raw score (sherpa-onnx's NeMo search picks so)
@@ -227,28 +227,31 @@ def main() -> None:
         print(f"{layout}: native modified beam 4 best equal to the Python search on "
               f"{sum(x[0].tokens == y[0].tokens and x[0].timestamps == y[0].timestamps for x, y in zip(nat_b, ref_b))}"
               f"/{len(ref_b)}")
-        fns["ours native modified beam 4 per utt"] = lambda kw=beam_kw: [
+        fns["ours native modified beam 4 per utt"] = lambda kw=beam_kw, encs=encs, plain=plain: [
             modified_beam_search(plain, e, n, engine="native", **kw) for e, n in encs]
-        fns["ours native modified beam 4 batched"] = lambda kw=beam_kw: modified_beam_search(
+        fns["ours native modified beam 4 batched"] = lambda kw=beam_kw, enc_all=enc_all, len_all=len_all, \
+                plain=plain: modified_beam_search(
             plain, enc_all, len_all, engine="native", **kw)
         # the C++ greedy (prediction network + joint from the ONNX initializers)
         if layout != "icefall":
             w = weights_from_nemo_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size)
-            run = lambda e, n, w=w: greedy_lstm(w, e, n, max_symbols=ms)  # noqa: E731
+            run = lambda e, n, w=w, ms=ms: greedy_lstm(w, e, n, max_symbols=ms)  # noqa: E731
         else:
             w = weights_from_icefall_onnx(d / "decoder.onnx", d / "joiner.onnx", b.blank_id, b.model.vocab_size, 2)
-            run = lambda e, n, w=w: greedy_stateless(w, e, n, max_symbols=ms, start_context="sherpa",  # noqa: E731
+            run = lambda e, n, w=w, b=b, ms=ms: greedy_stateless(w, e, n, max_symbols=ms, start_context="sherpa",  # noqa: E731
                                                      unk_id=b.model.unk_id)
         assert w is not None
         nat, ref = run(enc_all, len_all), greedy(b.model, enc_all, len_all, max_symbols=ms)
         print(f"{layout}: native greedy equal to the onnxruntime path on "
               f"{sum(x.tokens == y.tokens and x.timestamps == y.timestamps for x, y in zip(nat, ref))}/{len(ref)}")
-        fns["ours native greedy per utt"] = lambda run=run: [run(e, n) for e, n in encs]
-        fns["ours native greedy batched"] = lambda run=run: run(enc_all, len_all)
+        fns["ours native greedy per utt"] = lambda run=run, encs=encs: [run(e, n) for e, n in encs]
+        fns["ours native greedy batched"] = lambda run=run, enc_all=enc_all, len_all=len_all: run(enc_all, len_all)
         if layout != "icefall":
             _nemo_compat_beam(fns, b, encs, enc_all, len_all, recs["modified_beam_search"], np_waves)
-        fns["ours ALSD++ beam 4 per utt"] = lambda: [beam_search(b.model, e, n, beam=4, max_symbols=ms) for e, n in encs]
-        fns["ours ALSD++ beam 4 batched"] = lambda: beam_search(b.model, enc_all, len_all, beam=4, max_symbols=ms)
+        fns["ours ALSD++ beam 4 per utt"] = lambda b=b, encs=encs, ms=ms: [
+            beam_search(b.model, e, n, beam=4, max_symbols=ms) for e, n in encs]
+        fns["ours ALSD++ beam 4 batched"] = lambda b=b, enc_all=enc_all, len_all=len_all, ms=ms: beam_search(
+            b.model, enc_all, len_all, beam=4, max_symbols=ms)
         t = time_many(fns, repeats=args.repeats, stat=args.stat)
         # sherpa-onnx's greedy decode is a small difference of two larger times (whole - null model):
         # those two again, --sherpa-repeats more times each, interleaved; with --stat min the fastest of all
