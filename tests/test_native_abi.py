@@ -73,8 +73,8 @@ def test_generator_reads_every_declaration_form(tmp_path):
         ("Outer", (("in", "Inner"), ("many", "const Inner*"), ("rows", "const int64_t* const*"), ("f", "float"),
                    ("p", "void*"))),
     ]
-    namespace: dict = {}
-    exec(abi_gen.outputs(header)[tmp_path / "abi.py"], namespace)
+    namespace: dict = {"__name__": "asrdecode.native._abi_test", "__package__": "asrdecode.native"}
+    exec(abi_gen.outputs(header)[tmp_path / "abi.py"], namespace)  # its relative imports: as if in the package
     outer = namespace["Outer"]
     assert [f for f, _ in outer._fields_] == ["in", "many", "rows", "f", "p"]
     assert outer._fields_[1][1]._type_ is namespace["Inner"]
