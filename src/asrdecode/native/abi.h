@@ -168,6 +168,48 @@ struct TransducerBeamArgs {
   const FusionDesc* models;
 };
 
+// A whole ALSD++ / AES++ search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
+struct TransducerSearchArgs {
+  int64_t batch, beam, vocab;      // B, K, V
+  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
+  int64_t frames, hidden, outputs; // T, H (joint width), O = V (+ D) joint outputs
+  int64_t blank, tdt, aes, early, lm_weighted;
+  int64_t max_symbols;             // < 0: no cap
+  int64_t symbol_guard;            // without a cap: more labels than this on one frame stops the search (counts[2])
+  int64_t num_models, pack, nbest;
+  int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
+  int64_t net;                     // 0: LSTM (Net of dense.h), 1: icefall stateless decoder
+  int64_t act;                     // joint activation: 0 tanh, 1 relu
+  int64_t fold;                    // <unk> id folded into blank by max (-1: none)
+  int64_t pred_dim, pred_layers;   // LSTM: P, L
+  int64_t embed_dim, groups, context;  // stateless: E, G, C
+  double lam, beta;
+  const int64_t* durations;        // [D] duration values
+  const float* enc;                // [B, T, H] projected encoder output
+  const int64_t* lengths;          // [B]
+  const int64_t* init_states;      // [B*K, M] fresh hypotheses' fusion states
+  const float* table;              // LSTM: [V, 4P]
+  const float* whh0;               // [4P, P]
+  const float* wup;                // [L-1, 4P, 2P]
+  const float* bup;                // [L-1, 4P]
+  const float* wdec;               // [H, P]
+  const float* bdec;               // [H]
+  const float* emb;                // stateless: [V, E]
+  const float* convw;              // [E, E/G, C]
+  const float* convb;              // [E] or null
+  const float* wp;                 // [H, E]
+  const float* bp;                 // [H]
+  const int32_t* start_ctx;        // [C]
+  const float* wout;               // [O, H]
+  const float* bout;               // [O]
+  const FusionDesc* models;        // kinds 0 and 2
+  double* out_score;               // [B, nbest] (-inf: none)
+  int64_t* out_len;                // [B, nbest] labels (-1: no hypothesis)
+  int64_t* out_tok;                // [B, nbest, capacity]
+  int64_t* out_dat;                // [B, nbest, capacity] frame * pack + duration
+  int64_t* counts;                 // out: [0] steps, [1] longest output hypothesis, [2] stopped by symbol_guard
+};
+
 struct WindArgs {
   int64_t batch, beam, vocab, window;  // B, K, V, W
   int64_t frames;                      // T of the projected encoder buffer

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ctypes
 
 __all__ = ["Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
-           "TransducerBeamArgs", "WindArgs", "WfstArgs", "MIRRORS", "c_layout"]
+           "TransducerBeamArgs", "TransducerSearchArgs", "WindArgs",
+           "WfstArgs", "MIRRORS", "c_layout"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -85,6 +86,18 @@ class TransducerBeamArgs(ctypes.Structure):
         "tok_out", "par_out", "dat_out", "selected_ok", "counts", "models")
 
 
+class TransducerSearchArgs(ctypes.Structure):
+    """A whole ALSD++ / AES++ search with the networks in C++ (transducer_beam_net.cpp)."""
+    _c_name_ = "TransducerSearchArgs"
+    _fields_ = _ints("batch", "beam", "vocab", "num_durations", "frames", "hidden", "outputs", "blank", "tdt", "aes",
+                     "early", "lm_weighted", "max_symbols", "symbol_guard", "num_models", "pack", "nbest", "capacity",
+                     "net", "act", "fold", "pred_dim", "pred_layers", "embed_dim", "groups", "context") + [
+        ("lam", _D), ("beta", _D)] + _ptrs(
+        "durations", "enc", "lengths", "init_states", "table", "whh0", "wup", "bup", "wdec", "bdec", "emb", "convw",
+        "convb", "wp", "bp", "start_ctx", "wout", "bout", "models", "out_score", "out_len", "out_tok", "out_dat",
+        "counts")
+
+
 class WindArgs(ctypes.Structure):
     _c_name_ = "WindArgs"
     _fields_ = _ints("batch", "beam", "vocab", "window", "frames", "blank", "early", "lm_weighted", "max_symbols",
@@ -105,8 +118,8 @@ class WfstArgs(ctypes.Structure):
 
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs,
-                                                          CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs, WindArgs,
-                                                          WfstArgs)}
+                                                          CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs,
+                                                          TransducerSearchArgs, WindArgs, WfstArgs)}
 
 
 def c_layout(lib: ctypes.CDLL) -> dict[str, tuple[int, list[tuple[str, int, int]]]]:

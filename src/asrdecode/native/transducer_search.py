@@ -1,0 +1,200 @@
+"""ALSD++ / AES++ beam search of whole utterances in one engine call per batch, with the prediction and joint
+networks in C++ (``transducer_beam_net.cpp``).
+
+The engine runs the whole search of :class:`~asrdecode.transducer.BeamSearchDecoder` (``method="alsd"`` /
+``"aes"``): the steps are the per-step engine's (:mod:`.transducer_beam`), the networks those of the native
+greedy search (the weights :func:`~.transducer_greedy_lstm.native_greedy_weights` reads and caches: an
+:class:`~asrdecode.transducer.LSTMTransducer`, NeMo-layout ONNX LSTM RNN-T / TDT, icefall-layout stateless
+ONNX RNN-T), the fusion models read natively (token n-gram LM, boosting trees, word LM). Hypotheses equal the
+tensor engine's (tokens, timestamps, durations; scores to float32 rounding of the networks).
+
+:func:`search` returns ``None`` where this path does not apply (another model or dtype, a fusion model the
+engine does not read, WIND); the caller then takes the per-step path. Streaming chunks take the per-step path
+too (their state carries the model's own prediction-network state).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..errors import DecodingInputError
+from ..results import Hypothesis
+from ._lib import check_status, load
+from .abi import FusionDesc, TransducerSearchArgs
+from .ctc_beam import _describe
+from .transducer_greedy_lstm import (ACTS, LstmJointWeights, StatelessJointWeights, _lengths, _project,
+                                     native_greedy_weights)
+
+__all__ = ["search", "search_weights"]
+
+_LIB: Any = None
+_ERR = threading.local()
+
+
+def _fn() -> Any:
+    global _LIB
+    if _LIB is None:
+        lib = load()
+        lib.asrd_transducer_beam_search.restype = ctypes.c_int
+        lib.asrd_transducer_beam_search.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        _LIB = lib
+    return _LIB.asrd_transducer_beam_search
+
+
+def _addr(a: Optional[np.ndarray]) -> Optional[int]:
+    return None if a is None else int(a.ctypes.data)
+
+
+def search_weights(model: Any) -> Optional[LstmJointWeights | StatelessJointWeights]:
+    """The network weights the engine runs ``model`` with (cached per model, re-read when its parameters or
+    files change), or ``None``: a model it does not read (the per-step path decodes it)."""
+    return native_greedy_weights(model)[0]
+
+
+def _fold_id(model: Any, w: LstmJointWeights | StatelessJointWeights) -> int:
+    """The ``<unk>`` id the model's joint folds into blank by max (:func:`~asrdecode.models.onnx_common.fold_unk`),
+    -1 for none."""
+    unk = getattr(model, "unk_id", None)
+    if getattr(model, "unk_as_blank", None) != "max" or unk is None or unk == w.blank_id \
+            or not 0 <= int(unk) < w.vocab_size:
+        return -1
+    return int(unk)
+
+
+def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]]:
+    """The fusion descriptors, the fresh hypotheses' states ``[B*K, M]`` (int64) and ``M``; ``None`` when a
+    model is not read natively."""
+    scorer = settings.scorer
+    fusion = scorer.fusion
+    models = (FusionDesc * max(len(fusion), 1))()
+    for i, (m, wt) in enumerate(fusion):
+        if not _describe(models[i], m, wt):
+            return None
+    n = batch * settings.beam
+    utt = torch.arange(batch).repeat_interleave(settings.beam) if any(scorer.takes_utterances) else None
+    init = scorer.initial(n, torch.device("cpu"), utterances=utt).to(torch.int64).contiguous()
+    if init.shape != (n, len(fusion)):
+        raise DecodingInputError(f"fusion initial states have shape {tuple(init.shape)}, expected ({n}, {len(fusion)})")
+    return models, init, len(fusion)
+
+
+def _net_fields(args: TransducerSearchArgs, w: LstmJointWeights | StatelessJointWeights,
+                keep: list[np.ndarray]) -> None:
+    """The prediction network's and the joint's weights into ``args`` (``keep``: arrays to keep alive)."""
+    if isinstance(w, LstmJointWeights):
+        args.net, args.act = 0, ACTS.index(w.act)
+        args.pred_dim, args.pred_layers = w.whh0.shape[1], w.wup.shape[0] + 1
+        args.hidden = w.wdec.shape[0]
+        args.table, args.whh0, args.wup, args.bup = _addr(w.table), _addr(w.whh0), _addr(w.wup), _addr(w.bup)
+        args.wdec, args.bdec = _addr(w.wdec), _addr(w.bdec)
+    else:
+        args.net, args.act = 1, 0
+        args.embed_dim, args.groups, args.context = w.emb.shape[1], w.groups, w.context_size
+        args.hidden = w.wp.shape[0]
+        args.emb, args.convw, args.convb = _addr(w.emb), _addr(w.convw), _addr(w.convb)
+        args.wp, args.bp = _addr(w.wp), _addr(w.bp)
+    args.outputs = w.wout.shape[0]
+    args.wout, args.bout = _addr(w.wout), _addr(w.bout)
+    keep += [w.wout, w.bout]
+
+
+def _start_context(model: Any, w: LstmJointWeights | StatelessJointWeights) -> np.ndarray:
+    """The empty hypothesis's context ``[C]`` (int32) of a stateless decoder (the model's ``start_context``)."""
+    if not isinstance(w, StatelessJointWeights):
+        return np.zeros(1, np.int32)
+    start = np.full(w.context_size, w.blank_id, dtype=np.int32)
+    if getattr(model, "start_context", "blank") == "sherpa":
+        start[:-1] = -1
+    return start
+
+
+def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: torch.Tensor, nbest: int,
+           symbol_guard: int) -> Optional[list[list[Hypothesis]]]:
+    """The n-best lists of whole utterances ``encoder_output [B, T, D]`` (checked; as the model's
+    ``project_encoder`` takes it) with ``lengths [B]``, searched with ``settings``
+    (:class:`~asrdecode.transducer.beam_loop.SearchSettings`) in one engine call; ``None`` where this path
+    does not apply. ``symbol_guard``: without a label cap, more labels than this on one frame is the
+    runaway error."""
+    from ..transducer import _checks
+    from ..transducer.durations import DurationRule
+
+    if settings.method not in ("alsd", "aes") or encoder_output.dtype != torch.float32:
+        return None
+    w = search_weights(model)
+    if w is None:
+        return None
+    fusion = _fusion(settings, encoder_output.shape[0])
+    if fusion is None:
+        return None
+    models, init, num_models = fusion
+    rule = DurationRule.of(model)
+    B, T, D = encoder_output.shape
+    if D != (w.wenc.shape[1] if isinstance(w, LstmJointWeights) else w.wp.shape[0]):
+        return None
+    if B == 0:
+        return []
+    lens32 = _lengths(lengths, B, T)
+    if isinstance(w, LstmJointWeights):  # the joint's encoder projection, by the engine's matrix product
+        enc = _project(w, encoder_output.detach().cpu().float(), lens32)
+    else:  # icefall's encoder output is projected already
+        enc = np.ascontiguousarray(encoder_output.detach().cpu().float().numpy())
+    lens = lens32.astype(np.int64)
+    durations = np.asarray(rule.values, dtype=np.int64)
+    start = _start_context(model, w)
+    keep: list[np.ndarray] = [enc, lens, durations, start]
+    lam = float(sum(settings.scorer.weights))
+    n = min(nbest, settings.beam)
+    cap = max(16, T * (settings.max_symbols or 4))
+    while True:
+        args = TransducerSearchArgs(
+            batch=B, beam=settings.beam, vocab=w.vocab_size, num_durations=len(rule.values), frames=T,
+            blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
+            early=int(settings.pruning == "early"),
+            lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
+            max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
+            num_models=num_models, pack=rule.pack, nbest=n, capacity=cap, fold=_fold_id(model, w), lam=lam,
+            beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
+            init_states=init.data_ptr(), start_ctx=_addr(start), models=ctypes.addressof(models))
+        _net_fields(args, w, keep)
+        out_score = np.zeros((B, n), np.float64)
+        out_len = np.zeros((B, n), np.int64)
+        out_tok = np.zeros((B, n, cap), np.int64)
+        out_dat = np.zeros((B, n, cap), np.int64)
+        counts = np.zeros(3, np.int64)
+        args.out_score, args.out_len = _addr(out_score), _addr(out_len)
+        args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
+        err = getattr(_ERR, "buf", None) or ctypes.create_string_buffer(512)
+        _ERR.buf = err
+        rc = _fn()(ctypes.byref(args), err, len(err))
+        if rc != 0:
+            message = err.value.decode(errors="replace")
+            check_status(rc, "native transducer beam search", message)
+            raise DecodingInputError(f"native transducer beam search: {message}")
+        if counts[2]:
+            raise _checks.runaway_error()
+        if counts[1] <= cap:
+            break
+        cap = int(counts[1])  # a hypothesis longer than the outputs held: once more with room for it
+    return _hypotheses(out_score, out_len, out_tok, out_dat, rule)
+
+
+def _hypotheses(score: np.ndarray, length: np.ndarray, tok: np.ndarray, dat: np.ndarray,
+                rule: Any) -> list[list[Hypothesis]]:
+    """The engine's outputs (``[B, n]`` scores and lengths, ``[B, n, cap]`` labels and data) as n-best lists."""
+    out: list[list[Hypothesis]] = []
+    for b in range(score.shape[0]):
+        row = []
+        for j in range(score.shape[1]):
+            cnt = int(length[b, j])
+            if cnt < 0:
+                continue
+            frames, durations = rule.unpack_data(dat[b, j, :cnt].tolist())
+            row.append(Hypothesis(tokens=tok[b, j, :cnt].tolist(), timestamps=frames, score=float(score[b, j]),
+                                  durations=durations))
+        out.append(row)
+    return out
