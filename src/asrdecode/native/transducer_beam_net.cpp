@@ -84,11 +84,15 @@ class Search {
       const std::string err = step.run();
       if (!err.empty()) return err;
       ++steps_;
+      // the network steps only for the hypotheses that emitted and survived merging; a label sequence
+      // computed before (the same hypothesis on another alignment) is copied from the network's cache
       for (int64_t r = 0; r < N_; ++r) {
         parents_[r] = static_cast<int>(parent_flat_[r]);
-        labels_[r] = emitted_[r] ? static_cast<int>(labels64_[r]) : -1;
+        const bool step_it = emitted_[r] && score_[static_cast<size_t>(r)] > asrd::neg_inf<float>();
+        labels_[r] = step_it ? static_cast<int>(labels64_[r]) : -1;
+        keys_[r] = asrd::SeqKey{hash_[r], nl_[r], labels64_[r]};
       }
-      pred_.advance(parents_, labels_);
+      pred_.advance(parents_, labels_, &keys_);
       n = counts_[0];
       if (a_.max_symbols < 0 && runaway()) {
         a_.counts[2] = 1;
@@ -121,6 +125,7 @@ class Search {
     emitted_.assign(N, 0);
     parents_.assign(N, 0);
     labels_.assign(N, -1);
+    keys_.assign(N, asrd::SeqKey{0, 0, 0});
     TransducerBeamArgs& s = s_;
     s = TransducerBeamArgs{};
     s.batch = B;
@@ -283,6 +288,7 @@ class Search {
       frame_rows_, joint_rows_, logit_pos_, tree_;
   std::vector<uint8_t> active_, final_, emitted_;
   std::vector<int> parents_, labels_;
+  std::vector<asrd::SeqKey> keys_;
 };
 
 std::string search(const TransducerSearchArgs& a) {

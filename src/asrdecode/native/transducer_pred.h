@@ -20,6 +20,20 @@ inline uint64_t extend_key(uint64_t key, int token) {
     return x ^ (x >> 31);
 }
 
+// What names a hypothesis's label sequence in a search (the prefix hash of asrdecode.beam_hyps, the
+// length, the last label): equal keys are the same sequence, so the same prediction-network state.
+struct SeqKey {
+    int64_t hash, len, last;
+    bool operator==(const SeqKey& o) const { return hash == o.hash && len == o.len && last == o.last; }
+};
+
+struct SeqKeyHash {
+    size_t operator()(const SeqKey& k) const {
+        return static_cast<size_t>(extend_key(extend_key(static_cast<uint64_t>(k.hash), static_cast<int>(k.len)),
+                                              static_cast<int>(k.last)));
+    }
+};
+
 // The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
 class LstmPred {
 public:
@@ -37,8 +51,12 @@ public:
 
     const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
 
-    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0.
-    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0. With `keys`, keys[j]
+    // names the label sequence row j holds after its step: a step to a sequence this object computed before
+    // is copied from its cache (up to kCacheFloats floats of states; a row's step never depends on the
+    // others, so the copy is what the step computes).
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels,
+                 const std::vector<SeqKey>* keys = nullptr) {
         const int R = static_cast<int>(parents.size());
         const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
         nh_.resize(R * S);
@@ -48,6 +66,7 @@ public:
         emit_.clear();
         for (int j = 0; j < R; ++j) {
             const size_t p = parents[j];
+            if (labels[j] >= 0 && keys && copy_cached((*keys)[j], j)) continue;
             std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
             std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
             std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
@@ -57,16 +76,41 @@ public:
             }
         }
         predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
+        if (keys)
+            for (int j : rows_) remember((*keys)[j], j);
         h_.swap(nh_);
         c_.swap(nc_);
         g_.swap(ng_);
     }
 
 private:
+    static constexpr size_t kCacheFloats = size_t(1) << 23;  // 32 MB
+
+    bool copy_cached(const SeqKey& key, int j) {
+        const auto it = cache_.find(key);
+        if (it == cache_.end()) return false;
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        const float* e = &cached_[it->second];
+        std::memcpy(&nh_[j * S], e, sizeof(float) * S);
+        std::memcpy(&nc_[j * S], e + S, sizeof(float) * S);
+        std::memcpy(&ng_[j * H], e + 2 * S, sizeof(float) * H);
+        return true;
+    }
+
+    void remember(const SeqKey& key, int j) {
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        if (cached_.size() + 2 * S + H > kCacheFloats) return;
+        if (!cache_.emplace(key, cached_.size()).second) return;
+        cached_.insert(cached_.end(), &nh_[j * S], &nh_[j * S] + S);
+        cached_.insert(cached_.end(), &nc_[j * S], &nc_[j * S] + S);
+        cached_.insert(cached_.end(), &ng_[j * H], &ng_[j * H] + H);
+    }
+
     Net n_;
     int blank_;
-    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_;
+    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_, cached_;
     std::vector<int> rows_, emit_;
+    std::unordered_map<SeqKey, size_t, SeqKeyHash> cache_;
 };
 
 // icefall's stateless decoder: per row its context of C labels; outputs cached per context.
@@ -89,8 +133,10 @@ public:
 
     const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
 
-    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context.
-    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
+    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context (outputs are
+    // cached per context already: `keys` is not needed).
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels,
+                 const std::vector<SeqKey>* /*keys*/ = nullptr) {
         const int R = static_cast<int>(parents.size()), C = n_.C;
         next_.resize(static_cast<size_t>(R) * C);
         for (int j = 0; j < R; ++j) {
