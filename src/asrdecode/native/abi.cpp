@@ -101,7 +101,7 @@ const FieldLayout kLayout[] = {
     ASRD_FIELD(TransducerSearchArgs, early), ASRD_FIELD(TransducerSearchArgs, lm_weighted),
     ASRD_FIELD(TransducerSearchArgs, max_symbols), ASRD_FIELD(TransducerSearchArgs, symbol_guard),
     ASRD_FIELD(TransducerSearchArgs, num_models), ASRD_FIELD(TransducerSearchArgs, pack),
-    ASRD_FIELD(TransducerSearchArgs, nbest), ASRD_FIELD(TransducerSearchArgs, capacity),
+    ASRD_FIELD(TransducerSearchArgs, capacity),
     ASRD_FIELD(TransducerSearchArgs, net), ASRD_FIELD(TransducerSearchArgs, act),
     ASRD_FIELD(TransducerSearchArgs, fold), ASRD_FIELD(TransducerSearchArgs, pred_dim),
     ASRD_FIELD(TransducerSearchArgs, pred_layers), ASRD_FIELD(TransducerSearchArgs, embed_dim),

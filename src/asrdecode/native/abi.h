@@ -176,7 +176,7 @@ struct TransducerSearchArgs {
   int64_t blank, tdt, aes, early, lm_weighted;
   int64_t max_symbols;             // < 0: no cap
   int64_t symbol_guard;            // without a cap: more labels than this on one frame stops the search (counts[2])
-  int64_t num_models, pack, nbest;
+  int64_t num_models, pack;
   int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
   int64_t net;                     // 0: LSTM (Net of dense.h), 1: icefall stateless decoder
   int64_t act;                     // joint activation: 0 tanh, 1 relu
@@ -203,11 +203,11 @@ struct TransducerSearchArgs {
   const float* wout;               // [O, H]
   const float* bout;               // [O]
   const FusionDesc* models;        // kinds 0 and 2
-  double* out_score;               // [B, nbest] (-inf: none)
-  int64_t* out_len;                // [B, nbest] labels (-1: no hypothesis)
-  int64_t* out_tok;                // [B, nbest, capacity]
-  int64_t* out_dat;                // [B, nbest, capacity] frame * pack + duration
-  int64_t* counts;                 // out: [0] steps, [1] longest output hypothesis, [2] stopped by symbol_guard
+  float* out_score;                // [B, K] each slot's final score: score + fusion end scores (-inf: none)
+  int64_t* out_len;                // [B, K] its labels (-1: no hypothesis)
+  int64_t* out_tok;                // [B, K, capacity]
+  int64_t* out_dat;                // [B, K, capacity] frame * pack + duration
+  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
 };
 
 struct WindArgs {

@@ -5,8 +5,9 @@
 // native greedy and modified beam searches run), the fusion models (token n-gram LM, boosting tree, word
 // LM) are read natively (transducer_common.h's Fusion). Each step: the joint of the expanding slots (one
 // matrix product), the step, the prediction-network rows moved to their hypotheses and advanced on the
-// emitting ones. At the end the n-best of each utterance with the fusion end-of-sentence scores, as
-// _BeamLoop.results ranks them. Whole utterances only (streaming keeps the per-step engine).
+// emitting ones. At the end every slot's final score (the fusion end-of-sentence scores added) and its
+// labels; the caller ranks them as _BeamLoop.results does. Whole utterances only (streaming keeps the
+// per-step engine).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,7 +34,7 @@ std::string check_args(const TransducerSearchArgs& a) {
            (a.tdt ? " + durations" : "");
   if (a.blank < 0 || a.blank >= a.vocab) return "transducer search: blank id out of range";
   if (a.fold < -1 || a.fold >= a.vocab) return "transducer search: <unk> id out of range";
-  if (a.nbest < 1 || a.nbest > a.beam || a.capacity < 0) return "transducer search: nbest or capacity out of range";
+  if (a.capacity < 0) return "transducer search: capacity out of range";
   if (a.act != 0 && a.act != 1) return "transducer search: joint activation must be 0 (tanh) or 1 (relu)";
   if (a.num_models < 0 || a.pack < 1) return "transducer search: fusion models or data packing out of range";
   for (int64_t i = 0; i < a.num_models; ++i)
@@ -216,43 +217,31 @@ class Search {
     return true;
   }
 
-  // The n-best of each utterance (score + end-of-sentence scores, higher first, ties to the lower slot),
-  // their labels and data backtracked from the tree.
+  // Every slot's final score (score + end-of-sentence scores, as _BeamLoop.results adds them) and its labels
+  // and data backtracked from the tree; the caller ranks them as the tensor engine does.
   std::string finish() {
-    const int64_t B = a_.batch, K = a_.beam, nb = a_.nbest;
-    std::vector<float> fin(static_cast<size_t>(K));
-    std::vector<int64_t> order(static_cast<size_t>(K)), tok(static_cast<size_t>(steps_)), dat(tok.size());
-    const int64_t* base = tree_.data();
+    const int64_t B = a_.batch, K = a_.beam;
+    std::vector<int64_t> tok(static_cast<size_t>(steps_)), dat(tok.size());
     int64_t longest = 0;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = 0; b < B; ++b)
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = b * K + k;
         float f = 0.0f;
         if (a_.num_models && !final_score(r, &f)) return asrd::invalid_fusion_state(b, k);
-        fin[static_cast<size_t>(k)] = a_.num_models ? score_[static_cast<size_t>(r)] + f : score_[static_cast<size_t>(r)];
-        order[static_cast<size_t>(k)] = k;
-      }
-      std::partial_sort(order.begin(), order.begin() + nb, order.end(), [&fin](int64_t x, int64_t y) {
-        return fin[static_cast<size_t>(x)] > fin[static_cast<size_t>(y)] ||
-               (fin[static_cast<size_t>(x)] == fin[static_cast<size_t>(y)] && x < y);
-      });
-      for (int64_t j = 0; j < nb; ++j) {
-        const int64_t slot = order[static_cast<size_t>(j)], o = b * nb + j;
-        const float s = fin[static_cast<size_t>(slot)];
-        a_.out_score[o] = static_cast<double>(s);
-        if (!(s > asrd::neg_inf<float>())) {
-          a_.out_len[o] = -1;
+        const float s = a_.num_models ? score_[static_cast<size_t>(r)] + f : score_[static_cast<size_t>(r)];
+        a_.out_score[r] = s;
+        if (!(score_[static_cast<size_t>(r)] > asrd::neg_inf<float>())) {
+          a_.out_len[r] = -1;
           continue;
         }
-        const int64_t len = backtrack(base, b, slot, tok.data(), dat.data());
+        const int64_t len = backtrack(tree_.data(), b, k, tok.data(), dat.data());
         if (len < 0) return "transducer search: the backpointer tree holds a parent slot out of range";
-        a_.out_len[o] = len;
+        a_.out_len[r] = len;
         longest = std::max(longest, len);
         if (len > a_.capacity) continue;
-        std::copy(tok.begin(), tok.begin() + len, a_.out_tok + o * a_.capacity);
-        std::copy(dat.begin(), dat.begin() + len, a_.out_dat + o * a_.capacity);
+        std::copy(tok.begin(), tok.begin() + len, a_.out_tok + r * a_.capacity);
+        std::copy(dat.begin(), dat.begin() + len, a_.out_dat + r * a_.capacity);
       }
-    }
     a_.counts[1] = longest;
     return "";
   }

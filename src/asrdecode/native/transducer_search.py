@@ -169,23 +169,23 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
     start = _start_context(model, w)
     keep: list[np.ndarray] = [enc, lens, durations, start]
     lam = float(sum(settings.scorer.weights))
-    n = min(nbest, settings.beam)
+    K = settings.beam
     cap = max(16, T * (settings.max_symbols or 4))
     while True:
         args = TransducerSearchArgs(
-            batch=B, beam=settings.beam, vocab=w.vocab_size, num_durations=len(rule.values), frames=T,
+            batch=B, beam=K, vocab=w.vocab_size, num_durations=len(rule.values), frames=T,
             blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
             early=int(settings.pruning == "early"),
             lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
             max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
-            num_models=num_models, pack=rule.pack, nbest=n, capacity=cap, fold=_fold_id(model, w), lam=lam,
+            num_models=num_models, pack=rule.pack, capacity=cap, fold=_fold_id(model, w), lam=lam,
             beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
             init_states=init.data_ptr(), start_ctx=_addr(start), models=ctypes.addressof(models))
         _net_fields(args, w, keep)
-        out_score = np.zeros((B, n), np.float64)
-        out_len = np.zeros((B, n), np.int64)
-        out_tok = np.zeros((B, n, cap), np.int64)
-        out_dat = np.zeros((B, n, cap), np.int64)
+        out_score = np.zeros((B, K), np.float32)
+        out_len = np.zeros((B, K), np.int64)
+        out_tok = np.zeros((B, K, cap), np.int64)
+        out_dat = np.zeros((B, K, cap), np.int64)
         counts = np.zeros(3, np.int64)
         args.out_score, args.out_len = _addr(out_score), _addr(out_len)
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
@@ -201,21 +201,23 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         if counts[1] <= cap:
             break
         cap = int(counts[1])  # a hypothesis longer than the outputs held: once more with room for it
-    return _hypotheses(out_score, out_len, out_tok, out_dat, rule)
+    return _hypotheses(out_score, out_len, out_tok, out_dat, rule, min(nbest, K))
 
 
-def _hypotheses(score: np.ndarray, length: np.ndarray, tok: np.ndarray, dat: np.ndarray,
-                rule: Any) -> list[list[Hypothesis]]:
-    """The engine's outputs (``[B, n]`` scores and lengths, ``[B, n, cap]`` labels and data) as n-best lists."""
+def _hypotheses(score: np.ndarray, length: np.ndarray, tok: np.ndarray, dat: np.ndarray, rule: Any,
+                nbest: int) -> list[list[Hypothesis]]:
+    """The ``nbest`` best of the engine's slots (final scores ``[B, K]``, label counts ``[B, K]``, labels and
+    data ``[B, K, cap]``) per utterance, ranked by ``torch.topk`` as :meth:`_BeamLoop.results` ranks them."""
+    vals, slots = torch.from_numpy(score).topk(nbest, dim=1)
     out: list[list[Hypothesis]] = []
-    for b in range(score.shape[0]):
+    for b, (row_v, row_s) in enumerate(zip(vals.tolist(), slots.tolist())):
         row = []
-        for j in range(score.shape[1]):
-            cnt = int(length[b, j])
-            if cnt < 0:
+        for val, k in zip(row_v, row_s):
+            cnt = int(length[b, k])
+            if val == float("-inf") or cnt < 0:
                 continue
-            frames, durations = rule.unpack_data(dat[b, j, :cnt].tolist())
-            row.append(Hypothesis(tokens=tok[b, j, :cnt].tolist(), timestamps=frames, score=float(score[b, j]),
+            frames, durations = rule.unpack_data(dat[b, k, :cnt].tolist())
+            row.append(Hypothesis(tokens=tok[b, k, :cnt].tolist(), timestamps=frames, score=float(val),
                                   durations=durations))
         out.append(row)
     return out
