@@ -133,7 +133,9 @@ class TransducerBeamStep {
           const T val = s + ((a_.tdt ? lp[vb] + lpd[d] : lp[vb]) + blank_add);
           if (val > ninf) heap_.push(val, k * width + vb * D + d, Pick{k, vb * D + d});
         }
-        for (int64_t v = 0; v < V; ++v) {
+        const int64_t nv = label_candidates(lp, bounded, s, nonblank_add, lpd_max);
+        for (int64_t i = 0; i < nv; ++i) {
+          const int64_t v = cand_[static_cast<size_t>(i)];
           if (v == vb) continue;
           if (bounded && !heap_.admits(s + ((a_.tdt ? lp[v] + lpd_max : lp[v]) + nonblank_add), k * width + v * D))
             continue;
@@ -151,6 +153,28 @@ class TransducerBeamStep {
       }
     }
     return select_and_update(b);
+  }
+
+  // The labels whose candidates may enter the heap, in id order, into cand_ (their number returned): every
+  // label, or (bounded scores, a full heap) those whose log-prob lp[v] reaches the least value that could
+  // still enter, lowered by a margin far above float rounding; the exact test is made on each one after.
+  int64_t label_candidates(const T* lp, bool bounded, T s, T nonblank_add, T lpd_max) {
+    const int64_t V = V_;
+    cand_.resize(static_cast<size_t>(V));
+    int64_t n = 0;
+    if (!bounded || !heap_.full() || !std::isfinite(nonblank_add) || !std::isfinite(lpd_max)) {
+      for (int64_t v = 0; v < V; ++v) cand_[static_cast<size_t>(n++)] = v;
+      return n;
+    }
+    const T worst = heap_.worst_value();
+    const T extra = a_.tdt ? lpd_max : T(0);
+    const T margin = T(1e-3) * (T(1) + std::abs(worst) + std::abs(s) + std::abs(nonblank_add) + std::abs(extra));
+    const T thr = ((worst - s) - nonblank_add - extra) - margin;
+    for (int64_t v = 0; v < V; ++v) {
+      cand_[static_cast<size_t>(n)] = v;
+      n += lp[v] >= thr ? 1 : 0;
+    }
+    return n;
   }
 
   // Early pruning: hypothesis k's K best acoustic candidates (lp [V], lpd [D]), then their fusion scores,
@@ -318,6 +342,7 @@ class TransducerBeamStep {
   const asrd::Fusion<T> fusion_;
   T lam_, beta_;
   std::vector<T> lp_, lpd_, sel_val_;
+  std::vector<int64_t> cand_;
   std::vector<Pick> sel_;
   std::vector<int64_t> n_time_, n_sym_, n_hash_, n_nl_, n_last_, n_lm_, old_lm_;
   std::vector<uint8_t> n_ok_, n_emit_;
