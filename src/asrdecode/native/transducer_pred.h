@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dense.h"
@@ -64,9 +65,18 @@ public:
         ng_.resize(R * H);
         rows_.clear();
         emit_.clear();
+        same_.clear();
+        pending_.clear();
         for (int j = 0; j < R; ++j) {
             const size_t p = parents[j];
-            if (labels[j] >= 0 && keys && copy_cached((*keys)[j], j)) continue;
+            if (labels[j] >= 0 && keys) {
+                if (copy_cached((*keys)[j], j)) continue;
+                const auto first = pending_.emplace((*keys)[j], j);
+                if (!first.second) {  // the same sequence as an earlier row of this step: copied after it
+                    same_.emplace_back(j, first.first->second);
+                    continue;
+                }
+            }
             std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
             std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
             std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
@@ -76,6 +86,11 @@ public:
             }
         }
         predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
+        for (const auto& [j, src] : same_) {
+            std::memcpy(&nh_[j * S], &nh_[src * S], sizeof(float) * S);
+            std::memcpy(&nc_[j * S], &nc_[src * S], sizeof(float) * S);
+            std::memcpy(&ng_[j * H], &ng_[src * H], sizeof(float) * H);
+        }
         if (keys)
             for (int j : rows_) remember((*keys)[j], j);
         h_.swap(nh_);
@@ -110,7 +125,9 @@ private:
     int blank_;
     std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_, cached_;
     std::vector<int> rows_, emit_;
+    std::vector<std::pair<size_t, size_t>> same_;  // (row, the earlier row of this step with its sequence)
     std::unordered_map<SeqKey, size_t, SeqKeyHash> cache_;
+    std::unordered_map<SeqKey, size_t, SeqKeyHash> pending_;
 };
 
 // icefall's stateless decoder: per row its context of C labels; outputs cached per context.
