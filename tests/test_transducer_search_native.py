@@ -227,3 +227,17 @@ def test_sherpa_onnx_layouts_equal_the_tensor_engine(onnx_models, name, options)
         want = beam_search(model, enc, torch.tensor([9, 6]), engine="torch", **kw)
         assert [hyp_key(r, 4) for r in got] == [hyp_key(r, 4) for r in want], (name, options, method)
         assert any(h.tokens for r in got for h in r)
+
+
+def test_empty_batch_and_no_frames(lm):
+    """No utterance, or utterances of no frames: the one-call path gives what the tensor engine gives (the
+    empty hypothesis with the fusion end-of-sentence score)."""
+    m = random_model(1, V, BLANK, None).float()
+    for enc in (random_encoder(1, 0, 5).float(), random_encoder(1, 2, 0).float()):
+        for fusion in ([], [(lm, 0.5)]):
+            with whole_searches() as seen:
+                got = beam_search(m, enc, beam=3, nbest=3, fusion=fusion, engine="native")
+            assert seen["calls"] == 1
+            want = beam_search(m, enc, beam=3, nbest=3, fusion=fusion, engine="torch")
+            assert [hyp_key(r) for r in got] == [hyp_key(r) for r in want]
+            assert all(h.tokens == [] for r in got for h in r)

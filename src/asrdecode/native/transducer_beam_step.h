@@ -98,6 +98,9 @@ class TransducerBeamStep {
     const T* logits = static_cast<const T*>(a_.logits);
     const bool fused = NM_ > 0;
     heap_.reset(K);
+    if (fused)  // the LM rows the candidates will read, fetched while the log-softmaxes run
+      for (int64_t k = 0; k < K; ++k)
+        if (act[k]) fusion_.prefetch(a_.lm_states + (base + k) * NM_);
 
     for (int64_t k = 0; k < K; ++k) {
       const int64_t row = base + k;
