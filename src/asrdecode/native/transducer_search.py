@@ -182,10 +182,12 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
             beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
             init_states=init.data_ptr(), start_ctx=_addr(start), models=ctypes.addressof(models))
         _net_fields(args, w, keep)
-        out_score = np.zeros((B, K), np.float32)
-        out_len = np.zeros((B, K), np.int64)
-        out_tok = np.zeros((B, K, cap), np.int64)
-        out_dat = np.zeros((B, K, cap), np.int64)
+        # written by the engine: every score and length, the labels up to each length (not zeroed: the label
+        # arrays are large and mostly unread)
+        out_score = np.empty((B, K), np.float32)
+        out_len = np.empty((B, K), np.int64)
+        out_tok = np.empty((B, K, cap), np.int64)
+        out_dat = np.empty((B, K, cap), np.int64)
         counts = np.zeros(3, np.int64)
         args.out_score, args.out_len = _addr(out_score), _addr(out_len)
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
