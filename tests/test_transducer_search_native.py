@@ -1,4 +1,4 @@
-"""ALSD++ / AES++ with the networks in C++ (asrdecode.native.transducer_search: one engine call per batch)
+"""ALSD++ / AES++ / WIND with the networks in C++ (asrdecode.native.transducer_search: one engine call per batch)
 against the tensor engine and the per-utterance oracle, on LSTMTransducer weights and on sherpa-onnx's
 icefall (stateless) and NeMo (LSTM RNN-T / TDT) ONNX layouts, with the fusion models the engine reads.
 
@@ -94,6 +94,38 @@ def test_lstm_transducer_equals_the_tensor_engine_and_the_oracle(lm, seed, metho
         assert sorted(hyp_key(got[b], 5)) == sorted(hyp_key(ref, 5)), b
 
 
+WIND_CASES = [  # seed, window, pruning, fusion, gamma, beam
+    (0, 1, "late", "none", None, 3),
+    (1, 2, "early", "lm", None, 4),
+    (2, 4, "late", "lm", 1.0, 3),
+    (3, 2, "late", "boost", None, 2),
+    (4, 8, "early", "none", 0.5, 4),
+    (5, 16, "late", "lm", None, 3),  # a window past the longest utterance
+]
+
+
+@pytest.mark.parametrize("seed,window,pruning,fusion,gamma,beam", WIND_CASES)
+def test_wind_equals_the_tensor_engine_and_the_oracle(lm, seed, window, pruning, fusion, gamma, beam):
+    """WIND beam search (RNN-T) in one call: the per-step engine's WIND step with the networks in C++."""
+    from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search
+
+    m = random_model(seed, V, BLANK, None, blank_bias=0.6).float()
+    enc = random_encoder(seed, 3, 10).float()
+    lengths = torch.tensor([10, 6, 0])
+    kw = dict(beam=beam, window=window, pruning=pruning, max_symbols=3, expansion_gamma=gamma,
+              fusion=_fusion(fusion, lm, 3))
+    with whole_searches() as seen:
+        got = beam_search(m, enc, lengths, nbest=beam, method="wind", engine="native", **kw)
+    assert seen == {"calls": 1, "declined": 0}
+    want = beam_search(m, enc, lengths, nbest=beam, method="wind", engine="torch", **kw)
+    assert [hyp_key(r, 5) for r in got] == [hyp_key(r, 5) for r in want]
+    if fusion == "boost":
+        return
+    for b in range(2):
+        ref = reference_wind_beam_search(m, enc[b, : int(lengths[b])], **kw)
+        assert sorted(hyp_key(got[b], 5)) == sorted(hyp_key(ref, 5)), b
+
+
 def test_bundled_lms_on_a_demo_sized_vocabulary():
     """The bundled token 4-gram and word 3-gram (257 labels, the demo models' pieces) on a random float32
     LSTMTransducer of that vocabulary: the engine reads both natively and equals the tensor engine."""
@@ -130,8 +162,10 @@ def test_exact_ties_follow_the_shared_rule(lm):
             m.joint_out.bias.copy_(torch.round(m.joint_out.bias * 2) / 2)
             m.joint_out.bias[BLANK] = 0.5
         enc = random_encoder(seed, 2, 8).float()
-        for method in ("alsd", "aes"):
+        for method in ("alsd", "aes") if durations else ("alsd", "aes", "wind"):
             kw = dict(beam=4, nbest=4, method=method, max_symbols=2, fusion=[(lm, 0.5)] if seed else [])
+            if method == "wind":
+                kw["window"] = 2
             with whole_searches() as seen:
                 got = beam_search(m, enc, engine="native", **kw)
             assert seen["calls"] == 1
@@ -140,7 +174,7 @@ def test_exact_ties_follow_the_shared_rule(lm):
 
 
 def test_what_the_engine_does_not_read_takes_the_per_step_path(lm):
-    """float64, a fusion model without a native reader, WIND, a subclass with its own joint, a stream: the
+    """float64, a fusion model without a native reader, a subclass with its own joint, a stream: the
     one-call path declines (or is not asked) and the per-step engine gives the tensor engine's results."""
     m32 = random_model(3, V, BLANK, None).float()
     enc32 = random_encoder(3, 2, 6).float()
@@ -154,7 +188,6 @@ def test_what_the_engine_does_not_read_takes_the_per_step_path(lm):
     cases = [
         (random_model(3, V, BLANK, None), random_encoder(3, 2, 6), {}),
         (m32, enc32, dict(fusion=[(TableBigram(V, BLANK, seed=3), 0.5)])),
-        (m32, enc32, dict(method="wind", window=2)),
         (own, enc32, {}),
     ]
     for model, enc, extra in cases:

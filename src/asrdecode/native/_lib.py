@@ -34,7 +34,7 @@ __all__ = ["NativeEngineUnavailable", "NativeEngineError", "NativeMemoryError", 
 _HERE = Path(__file__).resolve().parent
 _SOURCES = ("abi.h", "abi.cpp", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h",
             "transducer_beam.cpp", "transducer_beam_step.h", "transducer_beam_net.cpp", "transducer_pred.h",
-            "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
+            "transducer_wind_step.h", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
             "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h")
 _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp",
                   "transducer_beam_net.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.cpp",

@@ -168,7 +168,7 @@ struct TransducerBeamArgs {
   const FusionDesc* models;
 };
 
-// A whole ALSD++ / AES++ search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
+// A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
 struct TransducerSearchArgs {
   int64_t batch, beam, vocab;      // B, K, V
   int64_t num_durations;           // D (RNN-T: 1, duration value 0)
@@ -183,11 +183,13 @@ struct TransducerSearchArgs {
   int64_t fold;                    // <unk> id folded into blank by max (-1: none)
   int64_t pred_dim, pred_layers;   // LSTM: P, L
   int64_t embed_dim, groups, context;  // stateless: E, G, C
-  double lam, beta;
+  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots)
+  int64_t has_gamma;               // WIND: 1 keeps a hypothesis's expansions within gamma of its best one
+  double lam, beta, gamma;
   const int64_t* durations;        // [D] duration values
   const float* enc;                // [B, T, H] projected encoder output
   const int64_t* lengths;          // [B]
-  const int64_t* init_states;      // [B*K, M] fresh hypotheses' fusion states
+  const int64_t* init_states;      // [B*S, M] fresh hypotheses' fusion states (S = K, WIND (window + 1) * K)
   const float* table;              // LSTM: [V, 4P]
   const float* whh0;               // [4P, P]
   const float* wup;                // [L-1, 4P, 2P]
@@ -203,10 +205,10 @@ struct TransducerSearchArgs {
   const float* wout;               // [O, H]
   const float* bout;               // [O]
   const FusionDesc* models;        // kinds 0 and 2
-  float* out_score;                // [B, K] each slot's final score: score + fusion end scores (-inf: none)
-  int64_t* out_len;                // [B, K] its labels (-1: no hypothesis)
-  int64_t* out_tok;                // [B, K, capacity]
-  int64_t* out_dat;                // [B, K, capacity] frame * pack + duration
+  float* out_score;                // [B, S] each slot's final score: score + fusion end scores (-inf: none)
+  int64_t* out_len;                // [B, S] its labels (-1: no hypothesis)
+  int64_t* out_tok;                // [B, S, capacity]
+  int64_t* out_dat;                // [B, S, capacity] frame * pack + duration
   int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
 };
 

@@ -87,12 +87,12 @@ class TransducerBeamArgs(ctypes.Structure):
 
 
 class TransducerSearchArgs(ctypes.Structure):
-    """A whole ALSD++ / AES++ search with the networks in C++ (transducer_beam_net.cpp)."""
+    """A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp)."""
     _c_name_ = "TransducerSearchArgs"
     _fields_ = _ints("batch", "beam", "vocab", "num_durations", "frames", "hidden", "outputs", "blank", "tdt", "aes",
                      "early", "lm_weighted", "max_symbols", "symbol_guard", "num_models", "pack", "capacity", "net",
-                     "act", "fold", "pred_dim", "pred_layers", "embed_dim", "groups", "context") + [
-        ("lam", _D), ("beta", _D)] + _ptrs(
+                     "act", "fold", "pred_dim", "pred_layers", "embed_dim", "groups", "context", "wind", "window",
+                     "has_gamma") + [("lam", _D), ("beta", _D), ("gamma", _D)] + _ptrs(
         "durations", "enc", "lengths", "init_states", "table", "whh0", "wup", "bup", "wdec", "bdec", "emb", "convw",
         "convb", "wp", "bp", "start_ctx", "wout", "bout", "models", "out_score", "out_len", "out_tok", "out_dat",
         "counts")

@@ -1,13 +1,13 @@
-// A whole ALSD++ / AES++ beam search of asrdecode.transducer.beam in one call per batch, with the
-// prediction and joint networks computed here: the search steps are transducer_beam_step.h's (the same
-// step the per-step engine runs between torch network calls), the networks are transducer_pred.h's
-// prediction networks (LSTM, icefall's stateless decoder) and dense.h's joint pieces (the kernels the
-// native greedy and modified beam searches run), the fusion models (token n-gram LM, boosting tree, word
-// LM) are read natively (transducer_common.h's Fusion). Each step: the joint of the expanding slots (one
-// matrix product), the step, the prediction-network rows moved to their hypotheses and advanced on the
-// emitting ones. At the end every slot's final score (the fusion end-of-sentence scores added) and its
-// labels; the caller ranks them as _BeamLoop.results does. Whole utterances only (streaming keeps the
-// per-step engine).
+// A whole ALSD++ / AES++ / WIND beam search of asrdecode.transducer.beam in one call per batch, with the
+// prediction and joint networks computed here: the search steps are transducer_beam_step.h's and
+// transducer_wind_step.h's (the steps the per-step engine runs between torch network calls), the networks
+// are transducer_pred.h's prediction networks (LSTM, icefall's stateless decoder) and dense.h's joint
+// pieces (the kernels the native greedy and modified beam searches run), the fusion models (token n-gram
+// LM, boosting tree, word LM) are read natively (transducer_common.h's Fusion). Each step: the joint of
+// the expanding slots (WIND: of the popped lists' (hypothesis, window frame) pairs; one matrix product),
+// the step, the prediction-network rows moved to their hypotheses and advanced on the emitting ones. At
+// the end every slot's final score (the fusion end-of-sentence scores added) and its labels; the caller
+// ranks them as _BeamLoop.results does. Whole utterances only (streaming keeps the per-step engine).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,12 +18,14 @@
 #include "guard.h"
 #include "transducer_beam_step.h"
 #include "transducer_pred.h"
+#include "transducer_wind_step.h"
 
 namespace {
 
 using asrd::FusionDesc;
 using asrd::TransducerBeamArgs;
 using asrd::TransducerSearchArgs;
+using asrd::WindArgs;
 
 // What the arguments must satisfy before anything is read (shapes, ids, settings).
 std::string check_args(const TransducerSearchArgs& a) {
@@ -44,6 +46,7 @@ std::string check_args(const TransducerSearchArgs& a) {
     if (a.lengths[b] < 0 || a.lengths[b] > a.frames) return "transducer search: lengths must be in 0..frames";
   for (int64_t d = 0; d < a.num_durations; ++d)
     if (a.durations[d] < 0) return "transducer search: durations must be >= 0";
+  if (a.wind && (a.window < 1 || a.tdt || a.aes)) return "transducer search: WIND needs an RNN-T and a window >= 1";
   if (a.net == 0) {
     if (a.pred_dim < 1 || a.pred_layers < 1) return "transducer search: LSTM width and layers must be >= 1";
   } else if (a.net == 1) {
@@ -61,10 +64,12 @@ std::string check_args(const TransducerSearchArgs& a) {
 template <class Pred>
 class Search {
  public:
-  Search(const TransducerSearchArgs& a, Pred& pred) : a_(a), pred_(pred), N_(a.batch * a.beam) {}
+  Search(const TransducerSearchArgs& a, Pred& pred)
+      : a_(a), pred_(pred), S_(a.wind ? (a.window + 1) * a.beam : a.beam), N_(a.batch * S_) {}
 
   std::string run() {
     init();
+    if (a_.wind) return run_wind();
     asrd::tbeam::TransducerBeamStep<float> step(s_);
     int64_t n = asrd::tbeam::joint_rows(a_.batch, a_.beam, a_.frames, time_.data(), active_.data(),
                                         frame_rows_.data(), joint_rows_.data(), logit_pos_.data());
@@ -85,15 +90,8 @@ class Search {
       const std::string err = step.run();
       if (!err.empty()) return err;
       ++steps_;
-      // the network steps only for the hypotheses that emitted and survived merging; a label sequence
-      // computed before (the same hypothesis on another alignment) is copied from the network's cache
-      for (int64_t r = 0; r < N_; ++r) {
-        parents_[r] = static_cast<int>(parent_flat_[r]);
-        const bool step_it = emitted_[r] && score_[static_cast<size_t>(r)] > asrd::neg_inf<float>();
-        labels_[r] = step_it ? static_cast<int>(labels64_[r]) : -1;
-        keys_[r] = asrd::SeqKey{hash_[r], nl_[r], labels64_[r]};
-      }
-      pred_.advance(parents_, labels_, &keys_);
+      // the network steps only for the hypotheses that emitted and survived merging
+      advance_networks();
       n = counts_[0];
       if (a_.max_symbols < 0 && runaway()) {
         a_.counts[2] = 1;
@@ -105,8 +103,103 @@ class Search {
   }
 
  private:
+  // WIND: per step the popped frame lists' joint rows (twind::wind_pop), the step, the networks as above.
+  std::string run_wind() {
+    const int64_t B = a_.batch, KW = a_.beam * a_.window;
+    std::vector<uint8_t> active(static_cast<size_t>(B));
+    std::vector<int64_t> tmin(static_cast<size_t>(B)), row_of(static_cast<size_t>(B * KW)),
+        enc_rows(static_cast<size_t>(B * KW)), dec_rows(static_cast<size_t>(B * KW));
+    WindArgs w{};
+    w.batch = B;
+    w.beam = a_.beam;
+    w.vocab = a_.vocab;
+    w.window = a_.window;
+    w.frames = a_.frames;
+    w.blank = a_.blank;
+    w.early = a_.early;
+    w.lm_weighted = a_.lm_weighted;
+    w.max_symbols = a_.max_symbols;
+    w.num_models = a_.num_models;
+    w.is_double = 0;
+    w.lam = a_.lam;
+    w.beta = a_.beta;
+    w.logit_cols = a_.outputs;
+    w.lengths = a_.lengths;
+    w.offset = offset_.data();
+    w.final_chunk = final_.data();
+    w.score = score_.data();
+    w.time = time_.data();
+    w.symbols = sym_.data();
+    w.hash = hash_.data();
+    w.nlabels = nl_.data();
+    w.last = last_.data();
+    w.lm_states = lm_.data();
+    w.active = active.data();
+    w.tmin = tmin.data();
+    w.row_of = row_of.data();
+    w.enc_rows = enc_rows.data();
+    w.dec_rows = dec_rows.data();
+    w.parent_flat = parent_flat_.data();
+    w.emitted = emitted_.data();
+    w.labels = labels64_.data();
+    w.emit_rows = emit_rows_.data();
+    w.counts = counts_;
+    w.models = a_.models;
+    w.has_gamma = a_.has_gamma;
+    w.gamma = a_.gamma;
+    int64_t stepping = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      asrd::twind::update_active(w, b);
+      stepping += active[static_cast<size_t>(b)];
+    }
+    if (N_ > 0) {
+      pred_.start(1);
+      pred_.advance(std::vector<int>(static_cast<size_t>(N_), 0), std::vector<int>(static_cast<size_t>(N_), -1));
+    }
+    asrd::twind::WindStep<float> step(w);
+    steps_ = 0;
+    while (stepping > 0) {
+      const int64_t m = asrd::twind::wind_pop<float>(w);
+      for (int64_t i = 0; i < m; ++i) {  // the joint's rows: (encoder row, hypothesis row) pairs
+        frame_rows_[static_cast<size_t>(i)] = enc_rows[static_cast<size_t>(i)];
+        joint_rows_[static_cast<size_t>(i)] = dec_rows[static_cast<size_t>(i)];
+      }
+      joint(m);
+      tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
+      int64_t* rec = tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
+      w.tok_out = rec;
+      w.par_out = rec + N_;
+      w.dat_out = rec + 2 * N_;
+      w.logits = logits_.data();
+      w.logit_rows = m;
+      const std::string err = step.run();
+      if (!err.empty()) return err;
+      ++steps_;
+      advance_networks();
+      stepping = counts_[0];
+      if (a_.max_symbols < 0 && runaway()) {
+        a_.counts[2] = 1;
+        break;
+      }
+    }
+    a_.counts[0] = steps_;
+    return finish();
+  }
+
+  // The network rows follow their parents and step on the emitting survivors (a label sequence computed
+  // before is copied from the network's cache).
+  void advance_networks() {
+    for (int64_t r = 0; r < N_; ++r) {
+      parents_[r] = static_cast<int>(parent_flat_[r]);
+      const bool step_it = emitted_[r] && score_[static_cast<size_t>(r)] > asrd::neg_inf<float>();
+      labels_[r] = step_it ? static_cast<int>(labels64_[r]) : -1;
+      keys_[r] = asrd::SeqKey{hash_[r], nl_[r], labels64_[r]};
+    }
+    pred_.advance(parents_, labels_, &keys_);
+  }
+
   void init() {
-    const int64_t B = a_.batch, K = a_.beam, M = a_.num_models;
+    const int64_t B = a_.batch, K = S_, M = a_.num_models;
     const size_t N = static_cast<size_t>(N_);
     score_.assign(N, asrd::neg_inf<float>());
     time_.assign(N, 0);
@@ -220,7 +313,7 @@ class Search {
   // Every slot's final score (score + end-of-sentence scores, as _BeamLoop.results adds them) and its labels
   // and data backtracked from the tree; the caller ranks them as the tensor engine does.
   std::string finish() {
-    const int64_t B = a_.batch, K = a_.beam;
+    const int64_t B = a_.batch, K = S_;
     std::vector<int64_t> tok(static_cast<size_t>(steps_)), dat(tok.size());
     int64_t longest = 0;
     for (int64_t b = 0; b < B; ++b)
@@ -248,7 +341,7 @@ class Search {
 
   // asrd::backtrack_one over the tree's step-major records (tok, par, dat [B, K] per step).
   int64_t backtrack(const int64_t* tree, int64_t b, int64_t slot, int64_t* out_tok, int64_t* out_dat) const {
-    const int64_t K = a_.beam;
+    const int64_t K = S_;
     int64_t n = 0, cur = slot;
     for (int64_t s = steps_ - 1; s >= 0; --s) {
       if (cur < 0 || cur >= K) return -1;
@@ -268,7 +361,7 @@ class Search {
 
   const TransducerSearchArgs& a_;
   Pred& pred_;
-  const int64_t N_;
+  const int64_t S_, N_;
   int64_t steps_ = 0;
   TransducerBeamArgs s_{};
   int64_t counts_[2] = {0, 0};

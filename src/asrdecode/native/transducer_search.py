@@ -1,15 +1,16 @@
-"""ALSD++ / AES++ beam search of whole utterances in one engine call per batch, with the prediction and joint
-networks in C++ (``transducer_beam_net.cpp``).
+"""ALSD++ / AES++ / WIND beam search of whole utterances in one engine call per batch, with the prediction and
+joint networks in C++ (``transducer_beam_net.cpp``).
 
 The engine runs the whole search of :class:`~asrdecode.transducer.BeamSearchDecoder` (``method="alsd"`` /
-``"aes"``): the steps are the per-step engine's (:mod:`.transducer_beam`), the networks those of the native
-greedy search (the weights :func:`~.transducer_greedy_lstm.native_greedy_weights` reads and caches: an
+``"aes"`` / ``"wind"``): the steps are the per-step engine's (:mod:`.transducer_beam`, :mod:`.transducer_wind`),
+the networks those of the native greedy search (the weights
+:func:`~.transducer_greedy_lstm.native_greedy_weights` reads and caches: an
 :class:`~asrdecode.transducer.LSTMTransducer`, NeMo-layout ONNX LSTM RNN-T / TDT, icefall-layout stateless
 ONNX RNN-T), the fusion models read natively (token n-gram LM, boosting trees, word LM). Hypotheses equal the
 tensor engine's (tokens, timestamps, durations; scores to float32 rounding of the networks).
 
 :func:`search` returns ``None`` where this path does not apply (another model or dtype, a fusion model the
-engine does not read, WIND); the caller then takes the per-step path. Streaming chunks take the per-step path
+engine does not read); the caller then takes the per-step path. Streaming chunks take the per-step path
 too (their state carries the model's own prediction-network state).
 """
 
@@ -88,16 +89,17 @@ def _fold_id(model: Any, w: LstmJointWeights | StatelessJointWeights) -> int:
 
 
 def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]]:
-    """The fusion descriptors, the fresh hypotheses' states ``[B*K, M]`` (int64) and ``M``; ``None`` when a
-    model is not read natively."""
+    """The fusion descriptors, the fresh hypotheses' states ``[B*S, M]`` (int64; ``S`` slots per utterance)
+    and ``M``; ``None`` when a model is not read natively."""
     scorer = settings.scorer
     fusion = scorer.fusion
     models = (FusionDesc * max(len(fusion), 1))()
     for i, (m, wt) in enumerate(fusion):
         if not _describe(models[i], m, wt):
             return None
-    n = batch * settings.beam
-    utt = torch.arange(batch).repeat_interleave(settings.beam) if any(scorer.takes_utterances) else None
+    slots = (settings.window + 1) * settings.beam if settings.method == "wind" else settings.beam
+    n = batch * slots
+    utt = torch.arange(batch).repeat_interleave(slots) if any(scorer.takes_utterances) else None
     init = scorer.initial(n, torch.device("cpu"), utterances=utt).to(torch.int64).contiguous()
     if init.shape != (n, len(fusion)):
         raise DecodingInputError(f"fusion initial states have shape {tuple(init.shape)}, expected ({n}, {len(fusion)})")
@@ -144,7 +146,8 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
     from ..transducer import _checks
     from ..transducer.durations import DurationRule
 
-    if settings.method not in ("alsd", "aes") or encoder_output.dtype != torch.float32:
+    wind = settings.method == "wind"
+    if encoder_output.dtype != torch.float32:
         return None
     w = search_weights(model)
     if w is None:
@@ -154,6 +157,8 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         return None
     models, init, num_models = fusion
     rule = DurationRule.of(model)
+    if wind and rule.tdt:
+        return None  # WIND is RNN-T only (the decoder refuses it before)
     B, T, D = encoder_output.shape
     if D != (w.wenc.shape[1] if isinstance(w, LstmJointWeights) else w.wp.shape[0]):
         return None
@@ -170,6 +175,7 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
     keep: list[np.ndarray] = [enc, lens, durations, start]
     lam = float(sum(settings.scorer.weights))
     K = settings.beam
+    S = (settings.window + 1) * K if wind else K  # slots per utterance (WIND: its ring of frame lists)
     cap = max(16, T * (settings.max_symbols or 4))
     while True:
         args = TransducerSearchArgs(
@@ -179,15 +185,17 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
             lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
             max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
             num_models=num_models, pack=rule.pack, capacity=cap, fold=_fold_id(model, w), lam=lam,
+            wind=int(wind), window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
+            gamma=0.0 if settings.gamma is None else float(settings.gamma),
             beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
             init_states=init.data_ptr(), start_ctx=_addr(start), models=ctypes.addressof(models))
         _net_fields(args, w, keep)
         # written by the engine: every score and length, the labels up to each length (not zeroed: the label
         # arrays are large and mostly unread)
-        out_score = np.empty((B, K), np.float32)
-        out_len = np.empty((B, K), np.int64)
-        out_tok = np.empty((B, K, cap), np.int64)
-        out_dat = np.empty((B, K, cap), np.int64)
+        out_score = np.empty((B, S), np.float32)
+        out_len = np.empty((B, S), np.int64)
+        out_tok = np.empty((B, S, cap), np.int64)
+        out_dat = np.empty((B, S, cap), np.int64)
         counts = np.zeros(3, np.int64)
         args.out_score, args.out_len = _addr(out_score), _addr(out_len)
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
