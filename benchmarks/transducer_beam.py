@@ -24,7 +24,7 @@ the 10 real recordings:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --tune-lm
 
-The whole search in one engine call with the networks in C++ (issue 38): ALSD++ / AES++ beam 4 + the token
+The whole search in one engine call with the networks in C++ (issue 38): ALSD++ / AES++ / WIND beam 4 + the token
 4-gram vs the default greedy on demo-rnnt's 60 bundled clips, batch 1 and 16, one run:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --native-search [--repeats 3]
@@ -556,7 +556,7 @@ def clip_batches(enc: torch.Tensor, lengths: torch.Tensor, batch: int) -> list[t
 
 
 def native_search_main(repeats: int) -> None:
-    """Issue 38 item 1: ALSD++ beam 4 + the bundled token 4-gram on demo-rnnt over the 60 bundled clips
+    """Issue 38 item 1: ALSD++ beam 4 + the bundled token 4-gram (and AES++ / WIND) on demo-rnnt over the 60 clips
     (synth_test50 + real10), batch 1 (clip by clip) and batch 16, one thread, against the default greedy
     (the C++ greedy), interleaved in one run: the whole search in one engine call (the default), the
     per-step native engine (networks in torch, the one-call path switched off) and the tensor engine."""
@@ -586,6 +586,8 @@ def native_search_main(repeats: int) -> None:
             model, e, n, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS),
         "AES++ beam 4 + token LM (one engine call)": lambda e, n: beam_search(
             model, e, n, beam=4, method="aes", fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "WIND beam 4 + token LM (one engine call)": lambda e, n: beam_search(
+            model, e, n, beam=4, method="wind", fusion=fusion, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 (one engine call)": lambda e, n: beam_search(model, e, n, beam=4, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 + token LM (per-step native)": per_step(beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 + token LM (tensor engine)": lambda e, n: beam_search(
