@@ -395,11 +395,26 @@ def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer:
         run_frames_on_device(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                              beam_threshold=beam_threshold, token_beam=token_beam, mode=mode)
     else:
-        step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
-        n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
-        for t in range(x.shape[1]):
-            step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
+        _eager_frames(st, x, lens_s, frame_index,
+                      _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device))
     st.offsets = offsets + lens
+
+
+def _eager_frames(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor,
+                  step: _Stepper) -> None:
+    """The Python frame loop (no padding): ``x [B, T, V]`` into ``st`` through the step's packed buffers
+    (loaded once, stored back once), one tree step per frame."""
+    batch = x.shape[0]
+    fb = step.buffers(x.device)
+    fb.load(st, batch)
+    lens_col = lens[:, None]
+    n_all = int(lens.min()) if batch else 0  # frames that every utterance has: no masking needed
+    for t in range(x.shape[1]):
+        fb.e.copy_(x[:, t])
+        step.frame(fb, None if t < n_all else t < lens_col)
+        rec = fb.rec.clone()  # (the buffer serves the next frame)
+        st.tree.record(rec[0], rec[1], frame_index[:, t])
+    fb.store(st, batch)
 
 
 def initial_beam_state(

@@ -168,49 +168,6 @@ struct TransducerBeamArgs {
   const FusionDesc* models;
 };
 
-// A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
-struct TransducerSearchArgs {
-  int64_t batch, beam, vocab;      // B, K, V
-  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
-  int64_t frames, hidden, outputs; // T, H (joint width), O = V (+ D) joint outputs
-  int64_t blank, tdt, aes, early, lm_weighted;
-  int64_t max_symbols;             // < 0: no cap
-  int64_t symbol_guard;            // without a cap: more labels than this on one frame stops the search (counts[2])
-  int64_t num_models, pack;
-  int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
-  int64_t net;                     // 0: LSTM (Net of dense.h), 1: icefall stateless decoder
-  int64_t act;                     // joint activation: 0 tanh, 1 relu
-  int64_t fold;                    // <unk> id folded into blank by max (-1: none)
-  int64_t pred_dim, pred_layers;   // LSTM: P, L
-  int64_t embed_dim, groups, context;  // stateless: E, G, C
-  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots)
-  int64_t has_gamma;               // WIND: 1 keeps a hypothesis's expansions within gamma of its best one
-  double lam, beta, gamma;
-  const int64_t* durations;        // [D] duration values
-  const float* enc;                // [B, T, H] projected encoder output
-  const int64_t* lengths;          // [B]
-  const int64_t* init_states;      // [B*S, M] fresh hypotheses' fusion states (S = K, WIND (window + 1) * K)
-  const float* table;              // LSTM: [V, 4P]
-  const float* whh0;               // [4P, P]
-  const float* wup;                // [L-1, 4P, 2P]
-  const float* bup;                // [L-1, 4P]
-  const float* wdec;               // [H, P]
-  const float* bdec;               // [H]
-  const float* emb;                // stateless: [V, E]
-  const float* convw;              // [E, E/G, C]
-  const float* convb;              // [E] or null
-  const float* wp;                 // [H, E]
-  const float* bp;                 // [H]
-  const int32_t* start_ctx;        // [C]
-  const float* wout;               // [O, H]
-  const float* bout;               // [O]
-  const FusionDesc* models;        // kinds 0 and 2
-  float* out_score;                // [B, S] each slot's final score: score + fusion end scores (-inf: none)
-  int64_t* out_len;                // [B, S] its labels (-1: no hypothesis)
-  int64_t* out_tok;                // [B, S, capacity]
-  int64_t* out_dat;                // [B, S, capacity] frame * pack + duration
-  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
-};
 
 struct WindArgs {
   int64_t batch, beam, vocab, window;  // B, K, V, W
@@ -247,6 +204,82 @@ struct WindArgs {
   const FusionDesc* models;
   int64_t has_gamma;                   // 1: keep a hypothesis's expansions within gamma of its best one
   double gamma;                        //    (mAES's expansion threshold, by the ranking score)
+};
+
+// ------------------------------------------- transducer networks in C++ (greedy, sherpa-onnx's searches)
+// A transducer's prediction and joint networks, weights borrowed from float32 C-order arrays
+// (transducer_greedy_lstm.py's LstmJointWeights / StatelessJointWeights).
+struct TransducerNet {
+  int64_t kind;                  // 0: LSTM prediction network, 1: icefall's stateless decoder
+  int64_t hidden, vocab;         // H (joint width), V
+  int64_t outputs;               // O joint outputs: V, or V + durations (TDT)
+  int64_t act;                   // joint activation: 0 tanh, 1 relu
+  int64_t pred_dim, pred_layers; // LSTM: P, L
+  int64_t embed_dim, groups, context;  // stateless: E, G, C
+  const float* table;            // LSTM: [V, 4P] the first layer's input product per label
+  const float* whh0;             // [4P, P]
+  const float* wup;              // [L-1, 4P, 2P]
+  const float* bup;              // [L-1, 4P]
+  const float* wdec;             // [H, P]
+  const float* bdec;             // [H]
+  const float* emb;              // stateless: [V, E]
+  const float* convw;            // [E, E/G, C]
+  const float* convb;            // [E] or null
+  const float* wp;               // [H, E]
+  const float* bp;               // [H]
+  const int32_t* start_ctx;      // [C] the first context (-1: embeds as zeros)
+  const float* wout;             // [O, H]
+  const float* bout;             // [O]
+};
+
+// One greedy or NeMo-beam call over a batch (asrd_transducer_greedy, asrd_nemo_beam).
+struct NetSearchArgs {
+  TransducerNet net;
+  int64_t batch, frames;         // B, Tmax of enc
+  int64_t blank;
+  int64_t unk;                   // <unk> id (stateless greedy: counted as blank; NeMo beam: skipped), -1: none
+  int64_t max_symbols;           // labels per frame, 0: no cap
+  int64_t beam;                  // NeMo beam: hypotheses kept
+  int64_t num_durations;         // TDT: D durations (0: RNN-T)
+  int64_t capacity;              // greedy: labels per utterance the outputs hold (return -1: call again, larger)
+  const float* enc;              // [B, Tmax, H] projected encoder output
+  const int32_t* lengths;        // [B]
+  const int32_t* durations;      // [D] or null
+  int32_t* out_tokens;           // greedy: [B, capacity]; NeMo beam: [B, beam, Tmax * max_symbols]
+  int32_t* out_frames;           // as out_tokens
+  int32_t* out_durs;             // TDT durations, as out_tokens (or null)
+  int32_t* counts;               // greedy: [B] labels of each utterance
+  double* scores;                // greedy: [B] each hypothesis's score
+  int32_t* out_n;                // NeMo beam: [B] hypotheses of each utterance
+  int32_t* out_len;              // NeMo beam: [B, beam] labels of each
+  double* out_score;             // NeMo beam: [B, beam]
+};
+
+// A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
+struct TransducerSearchArgs {
+  TransducerNet net;               // the prediction and joint networks (net.vocab: V; net.outputs: V, TDT V + D)
+  int64_t batch, beam;             // B, K
+  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
+  int64_t frames;                  // T
+  int64_t blank, tdt, aes, early, lm_weighted;
+  int64_t max_symbols;             // < 0: no cap
+  int64_t symbol_guard;            // without a cap: more labels than this on one frame stops the search (counts[2])
+  int64_t num_models, pack;
+  int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
+  int64_t fold;                    // <unk> id folded into blank by max (-1: none)
+  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots)
+  int64_t has_gamma;               // WIND: 1 keeps a hypothesis's expansions within gamma of its best one
+  double lam, beta, gamma;
+  const int64_t* durations;        // [D] duration values
+  const float* enc;                // [B, T, H] projected encoder output
+  const int64_t* lengths;          // [B]
+  const int64_t* init_states;      // [B*S, M] fresh hypotheses' fusion states (S = K, WIND (window + 1) * K)
+  const FusionDesc* models;        // [M] kinds 0 and 2
+  float* out_score;                // [B, S] each slot's final score: score + fusion end scores (-inf: none)
+  int64_t* out_len;                // [B, S] its labels (-1: no hypothesis)
+  int64_t* out_tok;                // [B, S, capacity]
+  int64_t* out_dat;                // [B, S, capacity] frame * pack + duration
+  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
 };
 
 // ------------------------------------------------------------------------------- WFST (wfst.cpp)

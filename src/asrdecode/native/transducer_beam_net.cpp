@@ -29,15 +29,15 @@ using asrd::WindArgs;
 
 // What the arguments must satisfy before anything is read (shapes, ids, settings).
 std::string check_args(const TransducerSearchArgs& a) {
-  if (a.batch < 0 || a.beam < 1 || a.vocab < 1 || a.num_durations < 1 || a.frames < 0 || a.hidden < 1)
+  if (a.batch < 0 || a.beam < 1 || a.net.vocab < 1 || a.num_durations < 1 || a.frames < 0 || a.net.hidden < 1)
     return "transducer search: batch, beam, vocab, durations, frames or hidden size out of range";
-  if (a.outputs != a.vocab + (a.tdt ? a.num_durations : 0))
-    return "transducer search: the joint has " + std::to_string(a.outputs) + " outputs, expected vocab" +
+  if (a.net.outputs != a.net.vocab + (a.tdt ? a.num_durations : 0))
+    return "transducer search: the joint has " + std::to_string(a.net.outputs) + " outputs, expected vocab" +
            (a.tdt ? " + durations" : "");
-  if (a.blank < 0 || a.blank >= a.vocab) return "transducer search: blank id out of range";
-  if (a.fold < -1 || a.fold >= a.vocab) return "transducer search: <unk> id out of range";
+  if (a.blank < 0 || a.blank >= a.net.vocab) return "transducer search: blank id out of range";
+  if (a.fold < -1 || a.fold >= a.net.vocab) return "transducer search: <unk> id out of range";
   if (a.capacity < 0) return "transducer search: capacity out of range";
-  if (a.act != 0 && a.act != 1) return "transducer search: joint activation must be 0 (tanh) or 1 (relu)";
+  if (a.net.act != 0 && a.net.act != 1) return "transducer search: joint activation must be 0 (tanh) or 1 (relu)";
   if (a.num_models < 0 || a.pack < 1) return "transducer search: fusion models or data packing out of range";
   for (int64_t i = 0; i < a.num_models; ++i)
     if (a.models[i].kind != 0 && a.models[i].kind != 2)
@@ -47,15 +47,16 @@ std::string check_args(const TransducerSearchArgs& a) {
   for (int64_t d = 0; d < a.num_durations; ++d)
     if (a.durations[d] < 0) return "transducer search: durations must be >= 0";
   if (a.wind && (a.window < 1 || a.tdt || a.aes)) return "transducer search: WIND needs an RNN-T and a window >= 1";
-  if (a.net == 0) {
-    if (a.pred_dim < 1 || a.pred_layers < 1) return "transducer search: LSTM width and layers must be >= 1";
-  } else if (a.net == 1) {
-    if (a.embed_dim < 1 || a.groups < 1 || a.embed_dim % a.groups != 0 || a.context < 1)
+  if (a.net.kind == 0) {
+    if (a.net.pred_dim < 1 || a.net.pred_layers < 1) return "transducer search: LSTM width and layers must be >= 1";
+  } else if (a.net.kind == 1) {
+    if (a.net.embed_dim < 1 || a.net.groups < 1 || a.net.embed_dim % a.net.groups != 0 || a.net.context < 1)
       return "transducer search: stateless decoder sizes out of range";
-    for (int64_t c = 0; c < a.context; ++c)
-      if (a.start_ctx[c] < -1 || a.start_ctx[c] >= a.vocab) return "transducer search: start context out of range";
+    for (int64_t c = 0; c < a.net.context; ++c)
+      if (a.net.start_ctx[c] < -1 || a.net.start_ctx[c] >= a.net.vocab)
+        return "transducer search: start context out of range";
   } else {
-    return "transducer search: net must be 0 (LSTM) or 1 (stateless)";
+    return "transducer search: net.kind must be 0 (LSTM) or 1 (stateless)";
   }
   return "";
 }
@@ -112,7 +113,7 @@ class Search {
     WindArgs w{};
     w.batch = B;
     w.beam = a_.beam;
-    w.vocab = a_.vocab;
+    w.vocab = a_.net.vocab;
     w.window = a_.window;
     w.frames = a_.frames;
     w.blank = a_.blank;
@@ -123,7 +124,7 @@ class Search {
     w.is_double = 0;
     w.lam = a_.lam;
     w.beta = a_.beta;
-    w.logit_cols = a_.outputs;
+    w.logit_cols = a_.net.outputs;
     w.lengths = a_.lengths;
     w.offset = offset_.data();
     w.final_chunk = final_.data();
@@ -224,10 +225,10 @@ class Search {
     s = TransducerBeamArgs{};
     s.batch = B;
     s.beam = K;
-    s.vocab = a_.vocab;
+    s.vocab = a_.net.vocab;
     s.num_durations = a_.num_durations;
-    s.logit_stride = a_.outputs;
-    s.logit_cols = a_.outputs;
+    s.logit_stride = a_.net.outputs;
+    s.logit_cols = a_.net.outputs;
     s.frames = a_.frames;
     s.blank = a_.blank;
     s.tdt = a_.tdt;
@@ -267,13 +268,13 @@ class Search {
   // logits_ [n, O]: the joint of the expanding slots joint_rows_[:n] at their frames frame_rows_[:n]
   // (<unk> folded into blank by max where asked, as fold_unk's "max").
   void joint(int64_t n) {
-    const int64_t H = a_.hidden, O = a_.outputs;
+    const int64_t H = a_.net.hidden, O = a_.net.outputs;
     Z_.resize(static_cast<size_t>(n * H));
     for (int64_t i = 0; i < n; ++i)
       asrd::joint_hidden(a_.enc + frame_rows_[i] * H, pred_.g(static_cast<int>(joint_rows_[i])), static_cast<int>(H),
-                         static_cast<int>(a_.act), &Z_[static_cast<size_t>(i * H)]);
+                         static_cast<int>(a_.net.act), &Z_[static_cast<size_t>(i * H)]);
     logits_.resize(static_cast<size_t>(n * O));
-    asrd::matmat(a_.wout, a_.bout, Z_.data(), static_cast<int>(n), static_cast<int>(O), static_cast<int>(H),
+    asrd::matmat(a_.net.wout, a_.net.bout, Z_.data(), static_cast<int>(n), static_cast<int>(O), static_cast<int>(H),
                  logits_.data());
     if (a_.fold < 0 || a_.fold == a_.blank) return;
     for (int64_t i = 0; i < n; ++i) {
@@ -377,17 +378,17 @@ std::string search(const TransducerSearchArgs& a) {
   std::string err = check_args(a);
   if (!err.empty()) return err;
   a.counts[0] = a.counts[1] = a.counts[2] = 0;
-  const int blank = static_cast<int>(a.blank);
-  if (a.net == 0) {
-    const asrd::Net n{a.table, a.whh0, static_cast<int>(a.pred_dim), static_cast<int>(a.pred_layers), a.wup, a.bup,
-                      a.wdec, a.bdec, static_cast<int>(a.hidden), a.wout, a.bout, static_cast<int>(a.outputs),
-                      static_cast<int>(a.act)};
-    asrd::LstmPred pred(n, blank);
+  const asrd::TransducerNet& t = a.net;
+  const auto i = [](int64_t x) { return static_cast<int>(x); };
+  if (t.kind == 0) {
+    const asrd::Net n{t.table, t.whh0, i(t.pred_dim), i(t.pred_layers), t.wup, t.bup, t.wdec, t.bdec, i(t.hidden),
+                      t.wout, t.bout, i(t.outputs), i(t.act)};
+    asrd::LstmPred pred(n, i(a.blank));
     return Search<asrd::LstmPred>(a, pred).run();
   }
-  const asrd::StatelessNet n{a.emb, static_cast<int>(a.embed_dim), a.convw, a.convb, static_cast<int>(a.groups),
-                             static_cast<int>(a.context), a.wp, a.bp, static_cast<int>(a.hidden)};
-  asrd::StatelessPred pred(n, a.start_ctx);
+  const asrd::StatelessNet n{t.emb, i(t.embed_dim), t.convw, t.convb, i(t.groups), i(t.context), t.wp, t.bp,
+                             i(t.hidden)};
+  asrd::StatelessPred pred(n, t.start_ctx);
   return Search<asrd::StatelessPred>(a, pred).run();
 }
 

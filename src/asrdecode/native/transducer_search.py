@@ -28,8 +28,8 @@ from ..results import Hypothesis
 from ._lib import check_status, load
 from .abi import FusionDesc, TransducerSearchArgs
 from .ctc_beam import _describe
-from .transducer_greedy_lstm import (ACTS, LstmJointWeights, StatelessJointWeights, _lengths, _project,
-                                     native_greedy_weights)
+from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, _lengths, _project,
+                                     native_greedy_weights, net_struct)
 
 __all__ = ["search", "search_weights"]
 
@@ -106,26 +106,6 @@ def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]
     return models, init, len(fusion)
 
 
-def _net_fields(args: TransducerSearchArgs, w: LstmJointWeights | StatelessJointWeights,
-                keep: list[np.ndarray]) -> None:
-    """The prediction network's and the joint's weights into ``args`` (``keep``: arrays to keep alive)."""
-    if isinstance(w, LstmJointWeights):
-        args.net, args.act = 0, ACTS.index(w.act)
-        args.pred_dim, args.pred_layers = w.whh0.shape[1], w.wup.shape[0] + 1
-        args.hidden = w.wdec.shape[0]
-        args.table, args.whh0, args.wup, args.bup = _addr(w.table), _addr(w.whh0), _addr(w.wup), _addr(w.bup)
-        args.wdec, args.bdec = _addr(w.wdec), _addr(w.bdec)
-    else:
-        args.net, args.act = 1, 0
-        args.embed_dim, args.groups, args.context = w.emb.shape[1], w.groups, w.context_size
-        args.hidden = w.wp.shape[0]
-        args.emb, args.convw, args.convb = _addr(w.emb), _addr(w.convw), _addr(w.convb)
-        args.wp, args.bp = _addr(w.wp), _addr(w.bp)
-    args.outputs = w.wout.shape[0]
-    args.wout, args.bout = _addr(w.wout), _addr(w.bout)
-    keep += [w.wout, w.bout]
-
-
 def _start_context(model: Any, w: LstmJointWeights | StatelessJointWeights) -> np.ndarray:
     """The empty hypothesis's context ``[C]`` (int32) of a stateless decoder (the model's ``start_context``)."""
     if not isinstance(w, StatelessJointWeights):
@@ -172,14 +152,15 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
     lens = lens32.astype(np.int64)
     durations = np.asarray(rule.values, dtype=np.int64)
     start = _start_context(model, w)
-    keep: list[np.ndarray] = [enc, lens, durations, start]
     lam = float(sum(settings.scorer.weights))
     K = settings.beam
     S = (settings.window + 1) * K if wind else K  # slots per utterance (WIND: its ring of frame lists)
     cap = max(16, T * (settings.max_symbols or 4))
     while True:
+        net = net_struct(w)
+        net.start_ctx = _addr(start)
         args = TransducerSearchArgs(
-            batch=B, beam=K, vocab=w.vocab_size, num_durations=len(rule.values), frames=T,
+            net=net, batch=B, beam=K, num_durations=len(rule.values), frames=T,
             blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
             early=int(settings.pruning == "early"),
             lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
@@ -188,8 +169,7 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
             wind=int(wind), window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
             gamma=0.0 if settings.gamma is None else float(settings.gamma),
             beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
-            init_states=init.data_ptr(), start_ctx=_addr(start), models=ctypes.addressof(models))
-        _net_fields(args, w, keep)
+            init_states=init.data_ptr(), models=models)
         # written by the engine: every score and length, the labels up to each length (not zeroed: the label
         # arrays are large and mostly unread)
         out_score = np.empty((B, S), np.float32)

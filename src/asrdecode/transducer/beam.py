@@ -276,8 +276,8 @@ class BeamSearchDecoder:
         native = use_native(self.engine, proj.device, "encoder_output", eager=not static)
         if static and whole and cached and not self._per_utterance:
             return self._search_cached(mode, proj, lengths), received
-        loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset, final=final_t,
-                         static=static, native=native)
+        loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset,
+                         final=None if whole else final_t, static=static, native=native)
         if loop.B and loop.T:
             check_joint_width(self.model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
         _drive(loop, StepRunner(mode, _BeamLoop.STATE), self._stats, self.settings.max_symbols)
