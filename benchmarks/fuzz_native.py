@@ -5,8 +5,9 @@ $(c++ -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREAD
 benchmarks/fuzz_native.py --cases 100000`` (libstdc++ preloaded too: ASan's C++ exception interceptor needs it).
 
 Each case draws an entry point (CTC prefix beam search with and without blank collapse, streamed or whole;
-WFST token passing; transducer ALSD++ / AES++ / WIND steps; the C++ modified beam search over LSTM and
-stateless weights; the backpointer and emission-check helpers)
+WFST token passing; transducer ALSD++ / AES++ / WIND steps and the whole ALSD++ / AES++ / WIND search
+with the networks in C++; the C++ modified beam search over LSTM and stateless weights; the backpointer and
+emission-check helpers)
 and random or mutated inputs: fusion set-ups of n-gram LMs, boosting trees, word LMs and user models
 (rows), each valid or with one array mutated in place (an element set to an extreme value, a
 reversal, a truncation), random graphs and mutated graphs with their search index, tensors of random
@@ -255,6 +256,37 @@ def case_transducer(rng, P, method: str):
             del m.joint
 
 
+def case_transducer_search(rng, P):
+    """The whole ALSD++ / AES++ / WIND search with the networks in C++ (one engine call): a float32
+    LSTMTransducer (RNN-T or TDT), encoder values ordinary or huge, the fusion set-ups (mutated ones included;
+    user models send the search to the per-step path), caps 1-3 or none with a strong blank (not WIND)."""
+    from transducer_models import random_model
+
+    from asrdecode.transducer import _checks
+
+    V = rng.choice((6, 8))
+    method = rng.choice(("alsd", "aes", "wind"))
+    tdt = method != "wind" and rng.random() < 0.3
+    cap = rng.choice((None, 1, 2, 3)) if method != "wind" else rng.choice((1, 2, 3))
+    key = ("search", V, tdt, rng.randrange(3), cap is None)
+    if key not in _MODELS:
+        _MODELS[key] = random_model(key[3], V, V - 1, [0, 1, 2] if tdt else None,
+                                    blank_bias=4.0 if cap is None else 1.0).float()
+    B, T = rng.randint(1, 3), rng.randint(0, 7)
+    enc = torch.randn(B, T, 5) * rng.choice((1.0, 10.0, 1e30))
+    lengths = torch.tensor([rng.randint(0, T) for _ in range(B)])
+    fusion = [(f, w) for f, w in fusion_setup(rng, P, V) if getattr(f, "vocab_size", V) == V]
+    guard = _checks.MAX_SYMBOLS_GUARD
+    _checks.MAX_SYMBOLS_GUARD = 64  # no cap: a runaway search stops early
+    try:
+        extra = dict(window=rng.randint(1, 4), expansion_gamma=rng.choice((None, 1.0))) if method == "wind" else {}
+        return transducer_beam(_MODELS[key], enc, lengths, beam=rng.randint(1, min(V, 5)), method=method,
+                               pruning=rng.choice(("late", "early")), engine="native", fusion=fusion,
+                               max_symbols=cap, beta=rng.choice((0.0, 0.5)), **extra)
+    finally:
+        _checks.MAX_SYMBOLS_GUARD = guard
+
+
 def case_modified_beam(rng, P, stateless: bool):
     """The C++ modified beam search: random LSTM / stateless weights (vocab 1-9, sometimes a blank or
     <unk> id out of range), random beams (0 included), lengths (out of range too) and encoder values."""
@@ -333,6 +365,7 @@ ENTRIES = {
     "transducer alsd": lambda rng, P: case_transducer(rng, P, "alsd"),
     "transducer aes": lambda rng, P: case_transducer(rng, P, "aes"),
     "transducer wind": lambda rng, P: case_transducer(rng, P, "wind"),
+    "transducer search (networks in C++)": case_transducer_search,
     "modified beam (LSTM)": lambda rng, P: case_modified_beam(rng, P, False),
     "modified beam (stateless)": lambda rng, P: case_modified_beam(rng, P, True),
     "nemo beam (LSTM, RNN-T / TDT)": case_nemo_beam,

@@ -24,6 +24,11 @@ the 10 real recordings:
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --tune-lm
 
+The whole search in one engine call with the networks in C++ (issue 38): ALSD++ / AES++ / WIND beam 4 + the token
+4-gram vs the default greedy on demo-rnnt's 60 bundled clips, batch 1 and 16, one run:
+
+    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --native-search [--repeats 3]
+
 Peer comparison, run with NeMo's interpreter (see results_nemo.md): NeMo's batched malsd_batch /
 maes_batch (CUDA graphs off) and its per-utterance BeamRNNTInfer alsd / maes and BeamTDTInfer
 default / maes (a Python loop over the batch), beam 4, on the same weights, interleaved with ours:
@@ -541,6 +546,70 @@ def tune_lm_main() -> None:
     print(markdown_table(["method", "weight", "beta", "blank scoring", "WER dev25"], grid))
 
 
+def clip_batches(enc: torch.Tensor, lengths: torch.Tensor, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``enc [N, T, D]`` / ``lengths [N]`` in batches of ``batch`` clips in order, each cut to its longest clip."""
+    out = []
+    for i in range(0, enc.shape[0], batch):
+        n = lengths[i : i + batch]
+        out.append((enc[i : i + batch, : int(n.max())].contiguous(), n))
+    return out
+
+
+def native_search_main(repeats: int) -> None:
+    """Issue 38 item 1: ALSD++ beam 4 + the bundled token 4-gram (and AES++ / WIND) on demo-rnnt over the 60 clips
+    (synth_test50 + real10), batch 1 (clip by clip) and batch 16, one thread, against the default greedy
+    (the C++ greedy), interleaved in one run: the whole search in one engine call (the default), the
+    per-step native engine (networks in torch, the one-call path switched off) and the tensor engine."""
+    from unittest import mock
+
+    from asrdecode.models import load
+    from asrdecode.transducer.beam import BeamSearchDecoder
+
+    demo = load("demo-rnnt")
+    lm = bundled_lm(demo)
+    encs = list(encoded_test_sets(demo))
+    width = max(e.shape[1] for _, e, _, _ in encs)
+    enc = torch.cat([torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])) for _, e, _, _ in encs])
+    lengths = torch.cat([n for _, _, n, _ in encs])
+    model = demo.model
+    fusion = [(lm, 0.5)]
+
+    def per_step(**kw):
+        def run(e, n):
+            with mock.patch.object(BeamSearchDecoder, "_native_search", return_value=None):
+                return beam_search(model, e, n, **kw)
+        return run
+
+    decoders = {
+        "default greedy (C++)": lambda e, n: greedy(model, e, n, max_symbols=MAX_SYMBOLS),
+        "ALSD++ beam 4 + token LM (one engine call)": lambda e, n: beam_search(
+            model, e, n, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "AES++ beam 4 + token LM (one engine call)": lambda e, n: beam_search(
+            model, e, n, beam=4, method="aes", fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "WIND beam 4 + token LM (one engine call)": lambda e, n: beam_search(
+            model, e, n, beam=4, method="wind", fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "ALSD++ beam 4 (one engine call)": lambda e, n: beam_search(model, e, n, beam=4, max_symbols=MAX_SYMBOLS),
+        "ALSD++ beam 4 + token LM (per-step native)": per_step(beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "ALSD++ beam 4 + token LM (tensor engine)": lambda e, n: beam_search(
+            model, e, n, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS, engine="torch"),
+    }
+    rows: list[list[object]] = []
+    for batch in (1, 16):
+        parts = clip_batches(enc, lengths, batch)
+        fns = {name: (lambda fn=fn, parts=parts: [fn(e, n) for e, n in parts]) for name, fn in decoders.items()}
+        times = time_many(fns, repeats=repeats, warmup=1)
+        base = times["default greedy (C++)"]
+        same = beam_search(model, enc, lengths, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS)
+        want = beam_search(model, enc, lengths, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS, engine="torch")
+        agree = sum(a.tokens == b.tokens and a.timestamps == b.timestamps for a, b in zip(same, want))
+        for name, t in times.items():
+            rows.append([batch, name, t * 1e3, t / base, float(lengths.sum()) * 0.08 / t,
+                         f"{agree}/{len(same)}" if "one engine call" in name and "ALSD++ beam 4 +" in name else ""])
+        print(rows[-len(times):], flush=True)
+    print(markdown_table(["batch", "decoder (demo-rnnt, 60 clips)", "ms (60 clips)", "x default greedy",
+                          "RTFx (decoder)", "best = tensor engine's"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int, default=150)
@@ -553,6 +622,8 @@ def main() -> None:
     ap.add_argument("--nemo", action="store_true", help="only ours vs NeMo (run with NeMo's python)")
     ap.add_argument("--wind", action="store_true", help="only WIND beam vs ALSD++ (beams 2, 4, 8)")
     ap.add_argument("--tune-lm", action="store_true", help="only the LM weight / beta / blank scoring tuning")
+    ap.add_argument("--native-search", action="store_true",
+                    help="only ALSD++ beam 4 + token LM / default greedy on demo-rnnt's 60 clips, batch 1 and 16")
     args = ap.parse_args()
     single_thread()
     if args.tune_lm:
@@ -560,6 +631,9 @@ def main() -> None:
         return
     if args.wind:
         wind_main(args.frames, args.repeats)
+        return
+    if args.native_search:
+        native_search_main(args.repeats)
         return
     if args.nemo:
         nemo_main(args.frames, args.repeats, args.slow_repeats)

@@ -168,6 +168,7 @@ struct TransducerBeamArgs {
   const FusionDesc* models;
 };
 
+
 struct WindArgs {
   int64_t batch, beam, vocab, window;  // B, K, V, W
   int64_t frames;                      // T of the projected encoder buffer
@@ -252,6 +253,33 @@ struct NetSearchArgs {
   int32_t* out_n;                // NeMo beam: [B] hypotheses of each utterance
   int32_t* out_len;              // NeMo beam: [B, beam] labels of each
   double* out_score;             // NeMo beam: [B, beam]
+};
+
+// A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp): one call per batch.
+struct TransducerSearchArgs {
+  TransducerNet net;               // the prediction and joint networks (net.vocab: V; net.outputs: V, TDT V + D)
+  int64_t batch, beam;             // B, K
+  int64_t num_durations;           // D (RNN-T: 1, duration value 0)
+  int64_t frames;                  // T
+  int64_t blank, tdt, aes, early, lm_weighted;
+  int64_t max_symbols;             // < 0: no cap
+  int64_t symbol_guard;            // without a cap: more labels than this on one frame stops the search (counts[2])
+  int64_t num_models, pack;
+  int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
+  int64_t fold;                    // <unk> id folded into blank by max (-1: none)
+  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots)
+  int64_t has_gamma;               // WIND: 1 keeps a hypothesis's expansions within gamma of its best one
+  double lam, beta, gamma;
+  const int64_t* durations;        // [D] duration values
+  const float* enc;                // [B, T, H] projected encoder output
+  const int64_t* lengths;          // [B]
+  const int64_t* init_states;      // [B*S, M] fresh hypotheses' fusion states (S = K, WIND (window + 1) * K)
+  const FusionDesc* models;        // [M] kinds 0 and 2
+  float* out_score;                // [B, S] each slot's final score: score + fusion end scores (-inf: none)
+  int64_t* out_len;                // [B, S] its labels (-1: no hypothesis)
+  int64_t* out_tok;                // [B, S, capacity]
+  int64_t* out_dat;                // [B, S, capacity] frame * pack + duration
+  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
 };
 
 // ------------------------------------------------------------------------------- WFST (wfst.cpp)

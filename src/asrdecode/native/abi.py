@@ -19,7 +19,8 @@ from .abi_base import c_layout
 
 __all__ = [
     "Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
-    "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "WfstArgs", "MIRRORS", "c_layout",
+    "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "TransducerSearchArgs", "WfstArgs",
+    "MIRRORS", "c_layout",
 ]
 
 
@@ -137,6 +138,18 @@ class NetSearchArgs(_Struct):
     ]
 
 
+class TransducerSearchArgs(_Struct):
+    _c_name_ = "TransducerSearchArgs"
+    _fields_ = [
+        ("net", TransducerNet), ("batch", _I), ("beam", _I), ("num_durations", _I), ("frames", _I), ("blank", _I),
+        ("tdt", _I), ("aes", _I), ("early", _I), ("lm_weighted", _I), ("max_symbols", _I), ("symbol_guard", _I),
+        ("num_models", _I), ("pack", _I), ("capacity", _I), ("fold", _I), ("wind", _I), ("window", _I),
+        ("has_gamma", _I), ("lam", _D), ("beta", _D), ("gamma", _D), ("durations", _P), ("enc", _P), ("lengths", _P),
+        ("init_states", _P), ("models", ctypes.POINTER(FusionDesc)), ("out_score", _P), ("out_len", _P),
+        ("out_tok", _P), ("out_dat", _P), ("counts", _P),
+    ]
+
+
 class WfstArgs(_Struct):
     _c_name_ = "WfstArgs"
     _fields_ = [
@@ -151,5 +164,5 @@ class WfstArgs(_Struct):
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (
     Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs, CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs,
-    WindArgs, TransducerNet, NetSearchArgs, WfstArgs,
+    WindArgs, TransducerNet, NetSearchArgs, TransducerSearchArgs, WfstArgs,
 )}

@@ -57,6 +57,20 @@ class Fusion {
     return true;
   }
 
+  // A cache hint for scoring from the states `st [n]`: the dense score rows of the automata's states that
+  // have one (look-ups there miss the cache otherwise). No effect on any result.
+  void prefetch(const int64_t* st) const {
+    for (int64_t i = 0; i < n_; ++i) {
+      if (m_[i].kind != 0) continue;
+      const Automaton& a = m_[i].automaton;
+      if (st[i] < 0 || st[i] >= a.num_states) continue;
+      const int64_t d = a.dense_index[st[i]];
+      if (d < 0) continue;
+      const float* row = a.dense_scores + d * a.vocab;
+      for (int64_t j = 0; j < a.vocab; j += 16) __builtin_prefetch(row + j);
+    }
+  }
+
   // The states after `tok` from `st [n]` into `out [n]`; false: an invalid state.
   bool next(int64_t row, const int64_t* st, int64_t tok, int64_t* out) const {
     for (int64_t i = 0; i < n_; ++i) {

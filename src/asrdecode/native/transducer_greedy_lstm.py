@@ -245,14 +245,17 @@ def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.nda
     stay zero, never read)."""
     b, t_max, d = enc.shape
     h = w.wenc.shape[0]
-    valid = (np.arange(t_max)[None, :] < lens[:, None]).reshape(-1)
-    rows = np.ascontiguousarray(enc.reshape(-1, d).numpy()[valid])
+    full = not lens.size or int(lens.min()) == t_max  # every frame valid (one clip): no row selection
+    valid = None if full else (np.arange(t_max)[None, :] < lens[:, None]).reshape(-1)
+    rows = np.ascontiguousarray(enc.reshape(-1, d).numpy() if valid is None else enc.reshape(-1, d).numpy()[valid])
     got = np.empty((len(rows), h), np.float32)
     fn = load().asrd_dense_matmat
     if fn.argtypes is None:
         fn.restype = None
         fn.argtypes = [_F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
     fn(_f(w.wenc), _f(w.benc), _f(rows), len(rows), h, d, _f(got))
+    if valid is None:
+        return got.reshape(b, t_max, h)
     out = np.zeros((b * t_max, h), np.float32)
     out[valid] = got
     return out.reshape(b, t_max, h)

@@ -18,11 +18,16 @@
 
 #include "dense.h"
 #include "guard.h"
+#include "transducer_pred.h"
 
 namespace {
 
 using asrd::matmat;
 using asrd::Net;
+using asrd::extend_key;
+using asrd::LstmPred;
+using asrd::StatelessNet;
+using asrd::StatelessPred;
 
 // One emitted label of a hypothesis: the labels of a hypothesis are its node's chain to the start (-1).
 struct Node {
@@ -48,11 +53,6 @@ struct Cand {
 };
 
 inline bool better(const Cand& a, const Cand& b) { return a.s > b.s || (a.s == b.s && a.idx < b.idx); }
-
-inline uint64_t extend_key(uint64_t key, int token) {
-    uint64_t x = (key ^ (static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
-    return x ^ (x >> 31);
-}
 
 // logaddexp in double as torch computes it
 inline double log_add(double a, double b) {
@@ -88,136 +88,6 @@ void log_softmax(float* lg, int V, int blank, int fold, float* out) {
     }
     asrd::fast_log_softmax(lg, V, out);
 }
-
-// The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
-class LstmPred {
-public:
-    LstmPred(const Net& n, int blank) : n_(n), blank_(blank) {}
-
-    // `rows` rows fed the start label (blank) from the zero state.
-    void start(int rows) {
-        h_.assign(static_cast<size_t>(rows) * n_.L * n_.P, 0.f);
-        c_.assign(h_.size(), 0.f);
-        g_.resize(static_cast<size_t>(rows) * n_.H);
-        std::vector<int> all(rows), labels(rows, blank_);
-        for (int r = 0; r < rows; ++r) all[r] = r;
-        asrd::predict_rows(n_, all, labels, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
-    }
-
-    const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
-
-    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0.
-    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
-        const int R = static_cast<int>(parents.size());
-        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
-        nh_.resize(R * S);
-        nc_.resize(R * S);
-        ng_.resize(R * H);
-        rows_.clear();
-        emit_.clear();
-        for (int j = 0; j < R; ++j) {
-            const size_t p = parents[j];
-            std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
-            std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
-            std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
-            if (labels[j] >= 0) {
-                rows_.push_back(j);
-                emit_.push_back(labels[j]);
-            }
-        }
-        asrd::predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
-        h_.swap(nh_);
-        c_.swap(nc_);
-        g_.swap(ng_);
-    }
-
-private:
-    Net n_;
-    int blank_;
-    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_;
-    std::vector<int> rows_, emit_;
-};
-
-// icefall's stateless decoder: per row its context of C labels; outputs cached per context.
-struct StatelessNet {
-    const float* emb; int E; const float* convw; const float* convb; int G; int C;
-    const float* wp; const float* bp; int H;
-};
-
-class StatelessPred {
-public:
-    StatelessPred(const StatelessNet& n, const int* start_ctx)
-        : n_(n), start_(start_ctx), x_(static_cast<size_t>(n.C) * n.E) {}
-
-    // `rows` rows with the start context.
-    void start(int rows) {
-        ctx_.resize(static_cast<size_t>(rows) * n_.C);
-        for (int r = 0; r < rows; ++r) std::memcpy(&ctx_[static_cast<size_t>(r) * n_.C], start_, sizeof(int) * n_.C);
-        resolve(rows);
-    }
-
-    const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
-
-    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context.
-    void advance(const std::vector<int>& parents, const std::vector<int>& labels) {
-        const int R = static_cast<int>(parents.size()), C = n_.C;
-        next_.resize(static_cast<size_t>(R) * C);
-        for (int j = 0; j < R; ++j) {
-            const int* src = &ctx_[static_cast<size_t>(parents[j]) * C];
-            int* dst = &next_[static_cast<size_t>(j) * C];
-            if (labels[j] < 0) {
-                std::memcpy(dst, src, sizeof(int) * C);
-                continue;
-            }
-            for (int k = 0; k + 1 < C; ++k) dst[k] = src[k + 1];
-            dst[C - 1] = labels[j];
-        }
-        ctx_.swap(next_);
-        resolve(R);
-    }
-
-private:
-    static uint64_t hash(const int* ctx, int C) {
-        uint64_t k = 0x84222325cbf29ce4ULL;
-        for (int i = 0; i < C; ++i) k = extend_key(k, ctx[i] + 1);
-        return k;
-    }
-
-    // at_[r]: the cache entry of row r's context; the missing contexts computed as one projection.
-    void resolve(int R) {
-        const int C = n_.C, E = n_.E, H = n_.H;
-        at_.resize(R);
-        missing_.clear();
-        for (int r = 0; r < R; ++r) {
-            const int* ctx = &ctx_[static_cast<size_t>(r) * C];
-            auto& bucket = index_[hash(ctx, C)];
-            int found = -1;
-            for (int e : bucket)
-                if (std::memcmp(&keys_[static_cast<size_t>(e) * C], ctx, sizeof(int) * C) == 0) { found = e; break; }
-            if (found < 0) {
-                found = static_cast<int>(keys_.size() / C);
-                keys_.insert(keys_.end(), ctx, ctx + C);
-                bucket.push_back(found);
-                missing_.push_back(found);
-            }
-            at_[r] = found;
-        }
-        const int M = static_cast<int>(missing_.size());
-        if (M == 0) return;
-        mid_.resize(static_cast<size_t>(M) * E);
-        for (int m = 0; m < M; ++m)
-            asrd::stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
-                                &mid_[static_cast<size_t>(m) * E]);
-        out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
-        matmat(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
-    }
-
-    StatelessNet n_;
-    const int* start_;  // [C]
-    std::vector<float> x_, mid_, out_;  // out_ [entries, H]
-    std::vector<int> ctx_, next_, at_, keys_, missing_;  // keys_ [entries, C]
-    std::unordered_map<uint64_t, std::vector<int>> index_;
-};
 
 // The joint (act(enc + g) -> W_out z + b_out over the first V outputs), the search's settings, outputs.
 struct Search {

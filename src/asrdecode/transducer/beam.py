@@ -204,6 +204,10 @@ class BeamSearchDecoder:
         lengths = check_lengths(lengths, B, T, device=enc.device)
         final_t = check_stream(state, final, B, self.settings.config, enc.device)
         whole = state is None and bool(final_t.all())
+        if whole and not want_state:
+            nb = self._native_search(enc, lengths)
+            if nb is not None:  # the whole search in one engine call, the networks in C++
+                return (self._text(nb) if results else []), None
         if whole and not want_state:  # a cached static loop is reused by the next call: one call at a time
             with self._loops_lock:
                 loop, _ = self._search(None, self.model.project_encoder(enc), lengths, final_t, whole=True, cached=True)
@@ -211,6 +215,20 @@ class BeamSearchDecoder:
         loop, received = self._search(state, self.model.project_encoder(enc), lengths, final_t, whole=whole)
         nb = self._text(loop.results(self.config.nbest)) if results else []
         return nb, (carry_state(loop, received, self.settings.config) if want_state else None)
+
+    def _native_search(self, enc: torch.Tensor, lengths: torch.Tensor) -> list[list[Hypothesis]] | None:
+        """Whole utterances ``enc [B, T, D]`` on the native engine with the networks in C++
+        (:func:`asrdecode.native.transducer_search.search`), or None: the engine rule or the model, its dtype,
+        the method or a fusion model do not allow it (the per-step path then searches)."""
+        try:
+            eager = resolve_mode(self.acceleration, enc.device) == "eager"
+        except ValueError:
+            return None  # _search reports it
+        if not eager or not use_native(self.engine, enc.device, "encoder_output"):
+            return None
+        from ..native.transducer_search import search
+
+        return search(self.model, self.settings, enc, lengths, self.nbest, _checks.MAX_SYMBOLS_GUARD)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
                 whole: bool = False, cached: bool = False) -> tuple[_BeamLoop, torch.Tensor]:

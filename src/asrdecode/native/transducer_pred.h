@@ -1,0 +1,216 @@
+// The prediction networks the native searches run over rows of hypotheses (sherpa-onnx's modified beam
+// search in transducer_modified_beam.cpp, ALSD++ / AES++ in transducer_beam_net.cpp), on dense.h's
+// kernels: an LSTM (LstmPred: per row h, c [L, P] and the projected output g [H]) and icefall's
+// stateless decoder (StatelessPred: per row its context of C labels, outputs cached per context). Both
+// advance the same way: new row j continues row parents[j], one step on labels[j] where labels[j] >= 0.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dense.h"
+
+namespace asrd {
+
+// A 64-bit hash of a label sequence, extended by one label.
+inline uint64_t extend_key(uint64_t key, int token) {
+    uint64_t x = (key ^ (static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 31);
+}
+
+// What names a hypothesis's label sequence in a search (the prefix hash of asrdecode.beam_hyps, the
+// length, the last label): equal keys are the same sequence, so the same prediction-network state.
+struct SeqKey {
+    int64_t hash, len, last;
+    bool operator==(const SeqKey& o) const { return hash == o.hash && len == o.len && last == o.last; }
+};
+
+struct SeqKeyHash {
+    size_t operator()(const SeqKey& k) const {
+        return static_cast<size_t>(extend_key(extend_key(static_cast<uint64_t>(k.hash), static_cast<int>(k.len)),
+                                              static_cast<int>(k.last)));
+    }
+};
+
+// The LSTM prediction network: per row h, c [L, P] and its projected output g [H].
+class LstmPred {
+public:
+    LstmPred(const Net& n, int blank) : n_(n), blank_(blank) {}
+
+    // `rows` rows fed the start label (blank) from the zero state.
+    void start(int rows) {
+        h_.assign(static_cast<size_t>(rows) * n_.L * n_.P, 0.f);
+        c_.assign(h_.size(), 0.f);
+        g_.resize(static_cast<size_t>(rows) * n_.H);
+        std::vector<int> all(rows), labels(rows, blank_);
+        for (int r = 0; r < rows; ++r) all[r] = r;
+        predict_rows(n_, all, labels, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
+    }
+
+    const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
+
+    // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0. With `keys`, keys[j]
+    // names the label sequence row j holds after its step: a step to a sequence this object computed before
+    // is copied from its cache (up to kCacheFloats floats of states; a row's step never depends on the
+    // others, so the copy is what the step computes).
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels,
+                 const std::vector<SeqKey>* keys = nullptr) {
+        const int R = static_cast<int>(parents.size());
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        nh_.resize(R * S);
+        nc_.resize(R * S);
+        ng_.resize(R * H);
+        rows_.clear();
+        emit_.clear();
+        same_.clear();
+        pending_.clear();
+        for (int j = 0; j < R; ++j) {
+            const size_t p = parents[j];
+            if (labels[j] >= 0 && keys) {
+                if (copy_cached((*keys)[j], j)) continue;
+                const auto first = pending_.emplace((*keys)[j], j);
+                if (!first.second) {  // the same sequence as an earlier row of this step: copied after it
+                    same_.emplace_back(j, first.first->second);
+                    continue;
+                }
+            }
+            std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
+            std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
+            std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
+            if (labels[j] >= 0) {
+                rows_.push_back(j);
+                emit_.push_back(labels[j]);
+            }
+        }
+        predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
+        for (const auto& [j, src] : same_) {
+            std::memcpy(&nh_[j * S], &nh_[src * S], sizeof(float) * S);
+            std::memcpy(&nc_[j * S], &nc_[src * S], sizeof(float) * S);
+            std::memcpy(&ng_[j * H], &ng_[src * H], sizeof(float) * H);
+        }
+        if (keys)
+            for (int j : rows_) remember((*keys)[j], j);
+        h_.swap(nh_);
+        c_.swap(nc_);
+        g_.swap(ng_);
+    }
+
+private:
+    static constexpr size_t kCacheFloats = size_t(1) << 23;  // 32 MB
+
+    bool copy_cached(const SeqKey& key, int j) {
+        const auto it = cache_.find(key);
+        if (it == cache_.end()) return false;
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        const float* e = &cached_[it->second];
+        std::memcpy(&nh_[j * S], e, sizeof(float) * S);
+        std::memcpy(&nc_[j * S], e + S, sizeof(float) * S);
+        std::memcpy(&ng_[j * H], e + 2 * S, sizeof(float) * H);
+        return true;
+    }
+
+    void remember(const SeqKey& key, int j) {
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        if (cached_.size() + 2 * S + H > kCacheFloats) return;
+        if (!cache_.emplace(key, cached_.size()).second) return;
+        cached_.insert(cached_.end(), &nh_[j * S], &nh_[j * S] + S);
+        cached_.insert(cached_.end(), &nc_[j * S], &nc_[j * S] + S);
+        cached_.insert(cached_.end(), &ng_[j * H], &ng_[j * H] + H);
+    }
+
+    Net n_;
+    int blank_;
+    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_, cached_;
+    std::vector<int> rows_, emit_;
+    std::vector<std::pair<size_t, size_t>> same_;  // (row, the earlier row of this step with its sequence)
+    std::unordered_map<SeqKey, size_t, SeqKeyHash> cache_;
+    std::unordered_map<SeqKey, size_t, SeqKeyHash> pending_;
+};
+
+// icefall's stateless decoder: per row its context of C labels; outputs cached per context.
+struct StatelessNet {
+    const float* emb; int E; const float* convw; const float* convb; int G; int C;
+    const float* wp; const float* bp; int H;
+};
+
+class StatelessPred {
+public:
+    StatelessPred(const StatelessNet& n, const int* start_ctx)
+        : n_(n), start_(start_ctx), x_(static_cast<size_t>(n.C) * n.E) {}
+
+    // `rows` rows with the start context.
+    void start(int rows) {
+        ctx_.resize(static_cast<size_t>(rows) * n_.C);
+        for (int r = 0; r < rows; ++r) std::memcpy(&ctx_[static_cast<size_t>(r) * n_.C], start_, sizeof(int) * n_.C);
+        resolve(rows);
+    }
+
+    const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
+
+    // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context (outputs are
+    // cached per context already: `keys` is not needed).
+    void advance(const std::vector<int>& parents, const std::vector<int>& labels,
+                 const std::vector<SeqKey>* /*keys*/ = nullptr) {
+        const int R = static_cast<int>(parents.size()), C = n_.C;
+        next_.resize(static_cast<size_t>(R) * C);
+        for (int j = 0; j < R; ++j) {
+            const int* src = &ctx_[static_cast<size_t>(parents[j]) * C];
+            int* dst = &next_[static_cast<size_t>(j) * C];
+            if (labels[j] < 0) {
+                std::memcpy(dst, src, sizeof(int) * C);
+                continue;
+            }
+            for (int k = 0; k + 1 < C; ++k) dst[k] = src[k + 1];
+            dst[C - 1] = labels[j];
+        }
+        ctx_.swap(next_);
+        resolve(R);
+    }
+
+private:
+    static uint64_t hash(const int* ctx, int C) {
+        uint64_t k = 0x84222325cbf29ce4ULL;
+        for (int i = 0; i < C; ++i) k = extend_key(k, ctx[i] + 1);
+        return k;
+    }
+
+    // at_[r]: the cache entry of row r's context; the missing contexts computed as one projection.
+    void resolve(int R) {
+        const int C = n_.C, E = n_.E, H = n_.H;
+        at_.resize(R);
+        missing_.clear();
+        for (int r = 0; r < R; ++r) {
+            const int* ctx = &ctx_[static_cast<size_t>(r) * C];
+            auto& bucket = index_[hash(ctx, C)];
+            int found = -1;
+            for (int e : bucket)
+                if (std::memcmp(&keys_[static_cast<size_t>(e) * C], ctx, sizeof(int) * C) == 0) { found = e; break; }
+            if (found < 0) {
+                found = static_cast<int>(keys_.size() / C);
+                keys_.insert(keys_.end(), ctx, ctx + C);
+                bucket.push_back(found);
+                missing_.push_back(found);
+            }
+            at_[r] = found;
+        }
+        const int M = static_cast<int>(missing_.size());
+        if (M == 0) return;
+        mid_.resize(static_cast<size_t>(M) * E);
+        for (int m = 0; m < M; ++m)
+            stateless_mid(&keys_[static_cast<size_t>(missing_[m]) * C], C, n_.emb, E, n_.convw, n_.convb, n_.G, x_,
+                                &mid_[static_cast<size_t>(m) * E]);
+        out_.resize(static_cast<size_t>(keys_.size() / C) * H);  // missing entries are the last M
+        matmat(n_.wp, n_.bp, mid_.data(), M, H, E, &out_[static_cast<size_t>(missing_[0]) * H]);
+    }
+
+    StatelessNet n_;
+    const int* start_;  // [C]
+    std::vector<float> x_, mid_, out_;  // out_ [entries, H]
+    std::vector<int> ctx_, next_, at_, keys_, missing_;  // keys_ [entries, C]
+    std::unordered_map<uint64_t, std::vector<int>> index_;
+};
+
+}  // namespace asrd
