@@ -221,14 +221,14 @@ class BeamSearchDecoder:
         (:func:`asrdecode.native.transducer_search.search`), or None: the engine rule or the model, its dtype,
         the method or a fusion model do not allow it (the per-step path then searches)."""
         try:
-            eager = resolve_mode(self.acceleration, enc.device) == "eager"
+            eager = resolve_mode(self.config.acceleration, enc.device) == "eager"
         except ValueError:
             return None  # _search reports it
-        if not eager or not use_native(self.engine, enc.device, "encoder_output"):
+        if not eager or not use_native(self.config.engine, enc.device, "encoder_output"):
             return None
         from ..native.transducer_search import search
 
-        return search(self.model, self.settings, enc, lengths, self.nbest, _checks.MAX_SYMBOLS_GUARD)
+        return search(self.model, self.settings, enc, lengths, self.config.nbest, _checks.MAX_SYMBOLS_GUARD)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
                 whole: bool = False, cached: bool = False) -> tuple[_BeamLoop, torch.Tensor]:
