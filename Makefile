@@ -44,10 +44,11 @@ $(DEMO_STAMP): $(STAMP)
 demo: $(DEMO_STAMP)
 	$(VPY) -m asrdecode.demo
 
-# ruff and mypy on src/ (configured in pyproject.toml; the test stamp installs them with the dev extra, and
+# ruff on the whole repository (src, tests, benchmarks, recipes) and mypy on src/ (configured in
+# pyproject.toml; the test stamp installs them with the dev extra, and
 # the serve/distributed extras so mypy sees the same packages everywhere)
 lint: $(TEST_STAMP)
-	$(VPY) -m ruff check src
+	$(VPY) -m ruff check .
 	$(VPY) -m mypy
 
 test: $(TEST_STAMP) lint

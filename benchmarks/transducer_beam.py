@@ -175,14 +175,16 @@ def wer_rows(name: str, lm_settings: list[tuple[float, float]]) -> list[list[obj
     out = []
     for sname, enc, el, refs in encoded_test_sets(demo):
         decoders = {
-            "greedy": lambda: greedy(demo.model, enc, el, max_symbols=MAX_SYMBOLS, tokenizer=demo.tokenizer),
-            "ALSD++ beam 4": lambda: beam_search(demo.model, enc, el, beam=4, tokenizer=demo.tokenizer),
-            "AES++ beam 4": lambda: beam_search(demo.model, enc, el, beam=4, method="aes", tokenizer=demo.tokenizer),
+            "greedy": lambda el=el, enc=enc: greedy(demo.model, enc, el, max_symbols=MAX_SYMBOLS,
+                                                    tokenizer=demo.tokenizer),
+            "ALSD++ beam 4": lambda el=el, enc=enc: beam_search(demo.model, enc, el, beam=4, tokenizer=demo.tokenizer),
+            "AES++ beam 4": lambda el=el, enc=enc: beam_search(demo.model, enc, el, beam=4, method="aes",
+                                                                tokenizer=demo.tokenizer),
         }
         for w, beta in lm_settings:
             for scoring in ("lm_weighted", "none"):
                 decoders[f"ALSD++ beam 4 + LM w={w} beta={beta} {scoring}"] = (
-                    lambda w=w, beta=beta, scoring=scoring: beam_search(
+                    lambda w=w, beta=beta, scoring=scoring, el=el, enc=enc: beam_search(
                         demo.model, enc, el, beam=4, fusion=[(lm, w)], beta=beta, blank_scoring=scoring,
                         tokenizer=demo.tokenizer))
         for dname, fn in decoders.items():
