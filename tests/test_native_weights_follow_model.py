@@ -218,3 +218,41 @@ def test_alsd_engines_agree_when_the_cap_ends_every_frame(cap) -> None:
         assert all(len(h.tokens) == cap * frames for h in w)  # the cap ends every frame
         assert [h.tokens for h in g] == [h.tokens for h in w]
         assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-3)
+
+
+class _ShiftedJoint(LSTMTransducer):
+    """A subclass whose joint is not the plain one (the C++ engine computes only the plain networks)."""
+
+    def joint(self, enc, pred):  # type: ignore[no-untyped-def]
+        out = super().joint(enc, pred)
+        return out + torch.linspace(0.0, 3.0, out.shape[-1])
+
+
+@pytest.mark.parametrize("how", ["subclass", "instance"])
+def test_a_replaced_joint_keeps_every_search_off_the_native_networks(how) -> None:
+    """A model whose joint is replaced (by a subclass or on the instance) is decoded by the tensor engine
+    under engine="auto" (the C++ greedy and the one-call beam search read the weights, not the method),
+    and engine="native" is refused with the reason."""
+    from asrdecode.native.transducer_greedy_lstm import native_greedy_weights
+    from asrdecode.transducer import beam_search
+
+    torch.manual_seed(3)
+    if how == "subclass":
+        m = _ShiftedJoint(12, 8, 10, 12, blank_id=11).eval()
+    else:
+        m = LSTMTransducer(12, 8, 10, 12, blank_id=11).eval()
+        plain_joint = m.joint
+        m.joint = lambda enc, pred: plain_joint(enc, pred) + torch.linspace(0.0, 3.0, 12)  # type: ignore[method-assign]
+    enc = torch.randn(3, 20, 8) * 2
+    lengths = torch.tensor([20, 13, 7])
+    weights, why = native_greedy_weights(m)
+    assert weights is None and "replaces LSTMTransducer.joint" in why
+    with torch.inference_mode():
+        want = greedy(m, enc, lengths, engine="torch")
+        assert [h.tokens for h in greedy(m, enc, lengths)] == [h.tokens for h in want]
+        assert any(h.tokens for h in want)  # the shifted joint emits labels
+        beams = beam_search(m, enc, lengths, beam=2)
+        ref = beam_search(m, enc, lengths, beam=2, engine="torch")
+    assert [b[0].tokens for b in beams] == [b[0].tokens for b in ref]
+    with pytest.raises(ValueError, match="replaces LSTMTransducer.joint"):
+        greedy(m, enc, lengths, engine="native")

@@ -466,6 +466,23 @@ def _source_key(model: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+#: methods of the transducer protocol the engine computes itself from the weights: a model that replaces one
+#: (a subclass's override, or an attribute set on the instance) computes something else, so the engine
+#: must not decode it
+PROTOCOL_METHODS = ("joint", "predict", "project_encoder", "project_decoder", "initial_state", "select_state",
+                    "replace_state")
+
+
+def replaced_method(model: Any, base: type) -> Optional[str]:
+    """The first of :data:`PROTOCOL_METHODS` that ``model`` (an instance of ``base``) computes otherwise than
+    ``base`` does, or ``None``."""
+    own = getattr(model, "__dict__", {})
+    for name in PROTOCOL_METHODS:
+        if name in own or getattr(type(model), name, None) is not getattr(base, name, None):
+            return name
+    return None
+
+
 def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | StatelessJointWeights], str]:
     """``(weights, "")`` when the C++ greedy can decode ``model`` exactly as the tensor greedy does, else
     ``(None, why not)``: an :class:`~asrdecode.transducer.LSTMTransducer` (float32), a NeMo-layout
@@ -475,6 +492,11 @@ def native_greedy_weights(model: Any) -> tuple[Optional[LstmJointWeights | State
     from ..models.onnx_transducer import OnnxTransducer
     from ..transducer.model import LSTMTransducer
 
+    base = next((c for c in (LSTMTransducer, NemoOnnxTransducer, OnnxTransducer) if isinstance(model, c)), None)
+    replaced = replaced_method(model, base) if base is not None else None
+    if replaced is not None:
+        return None, (f"{type(model).__name__} replaces {base.__name__}.{replaced} (the C++ engine computes "  # type: ignore[union-attr]
+                      "the plain networks)")
     if isinstance(model, LSTMTransducer):
         if model.joint_out.weight.dtype != torch.float32:
             return None, f"the model's parameters are {model.joint_out.weight.dtype}, the C++ greedy float32"

@@ -51,31 +51,10 @@ def _addr(a: Optional[np.ndarray]) -> Optional[int]:
     return None if a is None else int(a.ctypes.data)
 
 
-#: methods of the model protocol the engine computes itself: a model that overrides one (a subclass, or an
-#: attribute set on the instance) computes something else, and is searched on the per-step path
-_PROTOCOL = ("joint", "predict", "project_encoder", "project_decoder", "initial_state", "select_state",
-             "replace_state")
-
-
-def _plain(model: Any) -> bool:
-    """Whether ``model`` is exactly one of the classes whose networks the engine reads, none of its protocol
-    methods replaced."""
-    from ..models.nemo_onnx import NemoOnnxTransducer
-    from ..models.onnx_transducer import OnnxTransducer
-    from ..transducer.model import LSTMTransducer
-
-    if type(model) not in (LSTMTransducer, OnnxTransducer, NemoOnnxTransducer):
-        return False
-    own = getattr(model, "__dict__", {})
-    return not any(name in own for name in _PROTOCOL)
-
-
 def search_weights(model: Any) -> Optional[LstmJointWeights | StatelessJointWeights]:
     """The network weights the engine runs ``model`` with (cached per model, re-read when its parameters or
     files change), or ``None``: a model it does not read (the per-step path decodes it)."""
-    if not _plain(model):
-        return None
-    return native_greedy_weights(model)[0]
+    return native_greedy_weights(model)[0]  # None for a model whose protocol methods are replaced
 
 
 def _fold_id(model: Any, w: LstmJointWeights | StatelessJointWeights) -> int:
