@@ -409,7 +409,7 @@ def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray
     for k in range(1, model.order):
         nodes = trie.node_of[k - 1]
         backoff_weight[nodes] = model.backoff[k - 1] * LN10
-        backoff_state[nodes] = trie.longest_suffix_node(model.words[k - 1].astype(np.int64)[:, 1:], k - 1)
+        backoff_state[nodes] = trie.suffix_nodes(model.words[k - 1], k)
     return backoff_state, backoff_weight
 
 
@@ -424,8 +424,8 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
     for k in range(1, N + 1):
         words = model.words[k - 1].astype(np.int64)
         lp = model.logprob[k - 1] * LN10
-        src = trie.lookup(words[:, : k - 1])
-        dst = trie.node_of[k - 1] if k < N else trie.longest_suffix_node(words[:, 1:], N - 1)
+        src = trie.parent[k - 1]
+        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(words, N)
         lab = label_of[words[:, -1]]
         eos = lab == -3
         final_direct[src[eos]] = lp[eos]

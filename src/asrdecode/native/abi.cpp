@@ -118,6 +118,12 @@ const FieldLayout kLayout[] = {
     ASRD_FIELD(WfstArgs, am), ASRD_FIELD(WfstArgs, lengths), ASRD_FIELD(WfstArgs, offset),
     ASRD_FIELD(WfstArgs, boost), ASRD_FIELD(WfstArgs, tok_ptr), ASRD_FIELD(WfstArgs, tok_s),
     ASRD_FIELD(WfstArgs, tok_score), ASRD_FIELD(WfstArgs, tok_hid), ASRD_FIELD(WfstArgs, tok_nid),
+    ASRD_SIZE(ArpaArgs),
+    ASRD_FIELD(ArpaArgs, data), ASRD_FIELD(ArpaArgs, length), ASRD_FIELD(ArpaArgs, final_chunk),
+    ASRD_FIELD(ArpaArgs, consumed), ASRD_FIELD(ArpaArgs, max_order), ASRD_FIELD(ArpaArgs, order),
+    ASRD_FIELD(ArpaArgs, counts), ASRD_FIELD(ArpaArgs, capacity), ASRD_FIELD(ArpaArgs, words),
+    ASRD_FIELD(ArpaArgs, logprob), ASRD_FIELD(ArpaArgs, backoff), ASRD_FIELD(ArpaArgs, has_backoff),
+    ASRD_FIELD(ArpaArgs, lines), ASRD_FIELD(ArpaArgs, context), ASRD_FIELD(ArpaArgs, suffix),
 };
 
 }  // namespace

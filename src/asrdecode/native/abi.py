@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 
 __all__ = ["Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
-           "TransducerBeamArgs", "WindArgs", "WfstArgs", "MIRRORS", "c_layout"]
+           "TransducerBeamArgs", "WindArgs", "WfstArgs", "ArpaArgs", "MIRRORS", "c_layout"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -103,10 +103,17 @@ class WfstArgs(ctypes.Structure):
         "tok_ptr", "tok_s", "tok_score", "tok_hid", "tok_nid")
 
 
+class ArpaArgs(ctypes.Structure):
+    """One chunk of an ARPA file for ``asrd_arpa_feed`` and the arrays it fills (``asrdecode.native.arpa``)."""
+    _c_name_ = "ArpaArgs"
+    _fields_ = [("data", _P)] + _ints("length", "final_chunk", "consumed", "max_order", "order") + _ptrs(
+        "counts", "capacity", "words", "logprob", "backoff", "has_backoff", "lines", "context", "suffix")
+
+
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs,
                                                           CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs, WindArgs,
-                                                          WfstArgs)}
+                                                          WfstArgs, ArpaArgs)}
 
 
 def c_layout(lib: ctypes.CDLL) -> dict[str, tuple[int, list[tuple[str, int, int]]]]:
