@@ -27,10 +27,13 @@ class NGramTrie:
         self.suffix: list[np.ndarray] | None = None  # the model's suffix links, when they hold
 
     @classmethod
-    def build(cls, model) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
+    def build(cls, model, *, fresh_links: bool = False) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
+        """The trie of ``model``'s n-grams; raises :class:`FileFormatError` (naming the line) for a duplicate
+        or an n-gram without its context. Uses the model's links (``context`` / ``suffix``) when they hold
+        (``fresh_links``: the reader made them just now, not checked again)."""
         trie = cls(len(model.vocab))
         W = trie.n_words
-        links = _links_hold(model)
+        links = bool(model.context) if fresh_links else _links_hold(model)
         trie.suffix = model.suffix if links else None
         for k in range(1, model.order + 1):
             words = model.words[k - 1].astype(np.int64)

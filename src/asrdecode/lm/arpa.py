@@ -185,7 +185,8 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
         native = native_arpa.read(path, max_bytes)
         if native is not None:
             try:
-                _check_structure(native)  # duplicates of the highest order (the lower ones stopped the reader)
+                _check_structure(native, fresh_links=True)  # duplicates of the highest order (the reader
+                # stopped at the others)
                 return native
             except FileFormatError:
                 pass  # the line reader names the line
@@ -692,11 +693,12 @@ def _show(b: bytes) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _check_structure(model: ArpaModel) -> None:
-    """Duplicate n-grams and n-grams whose prefix (context) is missing are errors."""
+def _check_structure(model: ArpaModel, *, fresh_links: bool = False) -> None:
+    """Duplicate n-grams and n-grams whose prefix (context) is missing are errors (``fresh_links``: the
+    model's links were made by the reader just now)."""
     from ._trie import NGramTrie
 
-    NGramTrie.build(model)  # raises FileFormatError naming the line
+    NGramTrie.build(model, fresh_links=fresh_links)  # raises FileFormatError naming the line
 
 
 def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
