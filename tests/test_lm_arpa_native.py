@@ -131,6 +131,9 @@ MUTATIONS = [
     ("-0.", "-nan"),
     ("\t<s>", "\t<s> extra fields here"),
     ("<unk>", "<s>"),  # duplicate 1-gram
+    ("\tc ba\n", "\tba c\n"),  # duplicate 2-gram (the reader's own check)
+    ("\tab ba ba\n", "\tc ba ba\n"),  # duplicate 3-gram, the highest order (read_arpa's sorted keys)
+    ("\tab ba ba\n", "\tab ab ba ba\n"),  # a 4-gram in the 3-grams
     ("\tc\n", "\tc\t-1e999\n"),  # an infinite backoff
     ("\tc\n", "\tc\t-inf\n"),
     ("\tc\n", "\tc\t1e999\n"),

@@ -27,13 +27,12 @@ class NGramTrie:
         self.suffix: list[np.ndarray] | None = None  # the model's suffix links, when they hold
 
     @classmethod
-    def build(cls, model, *, fresh_links: bool = False) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
+    def build(cls, model) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
         """The trie of ``model``'s n-grams; raises :class:`FileFormatError` (naming the line) for a duplicate
-        or an n-gram without its context. Uses the model's links (``context`` / ``suffix``) when they hold
-        (``fresh_links``: the reader made them just now, not checked again)."""
+        or an n-gram without its context. Uses the model's links (``context`` / ``suffix``) when they hold."""
         trie = cls(len(model.vocab))
         W = trie.n_words
-        links = bool(model.context) if fresh_links else _links_hold(model)
+        links = _links_hold(model)
         trie.suffix = model.suffix if links else None
         for k in range(1, model.order + 1):
             words = model.words[k - 1].astype(np.int64)
@@ -139,7 +138,7 @@ def _links_hold(model) -> bool:
         if n == 0:
             continue
         prev = model.words[k - 2]
-        if int(c.min()) < 0 or int(c.max()) >= prev.shape[0] or not np.array_equal(prev[c], words[:, : k - 1]):
+        if int(c.min()) < 0 or int(c.max()) >= prev.shape[0] or not _rows_equal(prev, c, words[:, : k - 1]):
             return False
         m, idx = s & 63, s >> 6
         if int(m.min()) < 1 or int(m.max()) > k - 1 or int(idx.min()) < 0:
@@ -147,6 +146,14 @@ def _links_hold(model) -> bool:
         for j in np.unique(m).tolist():
             sel = m == j
             tail, at = model.words[j - 1], idx[sel]
-            if int(at.max()) >= tail.shape[0] or not np.array_equal(tail[at], words[sel, k - j:]):
+            if int(at.max()) >= tail.shape[0] or not _rows_equal(tail, at, words[sel, k - j:]):
                 return False
     return True
+
+
+def _rows_equal(table: np.ndarray, rows: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether ``table[rows]`` equals ``expected`` (int32 ``[n, j]`` each), each row compared as one item."""
+    j = table.shape[1]
+    as_item = np.dtype((np.void, 4 * j))
+    left = np.ascontiguousarray(table, dtype=np.int32).view(as_item).reshape(-1)[rows]
+    return bool(np.array_equal(left, np.ascontiguousarray(expected, dtype=np.int32).view(as_item).reshape(-1)))

@@ -183,13 +183,9 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
         from ..native import arpa as native_arpa
 
         native = native_arpa.read(path, max_bytes)
-        if native is not None:
-            try:
-                _check_structure(native, fresh_links=True)  # duplicates of the highest order (the reader
-                # stopped at the others)
-                return native
-            except FileFormatError:
-                pass  # the line reader names the line
+        if native is not None and not _duplicates_of_the_top_order(native):
+            return native
+        # else: the line reader names the file and line of the problem
     data = _bounded_bytes(path, max_bytes)
     if data is not None:
         model = _parse_fast(data, str(path))
@@ -693,12 +689,23 @@ def _show(b: bytes) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _check_structure(model: ArpaModel, *, fresh_links: bool = False) -> None:
-    """Duplicate n-grams and n-grams whose prefix (context) is missing are errors (``fresh_links``: the
-    model's links were made by the reader just now)."""
+def _check_structure(model: ArpaModel) -> None:
+    """Duplicate n-grams and n-grams whose prefix (context) is missing are errors."""
     from ._trie import NGramTrie
 
-    NGramTrie.build(model, fresh_links=fresh_links)  # raises FileFormatError naming the line
+    NGramTrie.build(model)  # raises FileFormatError naming the line
+
+
+def _duplicates_of_the_top_order(model: ArpaModel) -> bool:
+    """Whether the highest order of a model the native reader just read holds an n-gram twice (the reader
+    found every missing context and every duplicate of the lower orders itself): its (context, last
+    word) keys sorted, neighbours compared (8 bytes per n-gram, not a trie)."""
+    N = model.order
+    if N < 2 or model.words[N - 1].shape[0] < 2:
+        return False
+    key = model.context[N - 1] * max(len(model.vocab), 1) + model.words[N - 1][:, -1]
+    key.sort()
+    return bool(np.any(key[1:] == key[:-1]))
 
 
 def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
