@@ -13,11 +13,11 @@ memory, torch's included, left out). Interleaved runs, one thread, the fastest a
 * ``kenlm.Model``: KenLM's Python module reading the ARPA (probing hash tables);
 * ``pyctcdecode``: ``pyctcdecode.build_ctcdecoder(labels, path)`` (KenLM parses the ARPA; pyctcdecode
   reads its unigrams);
-* ``read_arpa, native`` / ``read_arpa, Python``: :func:`asrdecode.lm.read_arpa` with ``engine="native"``
+* ``read_arpa native`` / ``read_arpa Python``: :func:`asrdecode.lm.read_arpa` with ``engine="native"``
   (the C++ reader) and ``engine="torch"`` (the numpy block reader);
-* ``asrdecode, first load``: ``asrdecode.compat.build_ctcdecoder(labels, path)`` with an empty cache
+* ``asrdecode first load``: ``asrdecode.compat.build_ctcdecoder(labels, path)`` with an empty cache
   folder (the ARPA read, the word LM built and written to the cache);
-* ``asrdecode, cached``: the same call again (the built word LM memory-mapped from the cache).
+* ``asrdecode cached``: the same call again (the built word LM memory-mapped from the cache).
 
 The peers run in ``--peer-python`` (an interpreter with ``kenlm`` and ``pyctcdecode``; default: this one);
 their rows are left out, with a note, where it has neither.
@@ -112,8 +112,8 @@ def synthetic_arpa(path: str | os.PathLike, n_words: int = 47_000, n_bigrams: in
     return path
 
 
-LOADERS = ("kenlm.Model", "pyctcdecode", "read_arpa, native", "read_arpa, Python", "asrdecode, first load",
-           "asrdecode, cached")
+LOADERS = ("kenlm.Model", "pyctcdecode", "read_arpa native", "read_arpa Python", "asrdecode first load",
+           "asrdecode cached")
 PEERS = ("kenlm.Model", "pyctcdecode")
 
 
@@ -143,8 +143,8 @@ def _child(name: str, arpa: str, cache: str) -> None:
         from asrdecode.native import available
 
         available()  # the engine built and loaded before the clock starts
-        fn = {"read_arpa, native": lambda: read_arpa(arpa, engine="native"),
-              "read_arpa, Python": lambda: read_arpa(arpa, engine="torch")}.get(
+        fn = {"read_arpa native": lambda: read_arpa(arpa, engine="native"),
+              "read_arpa Python": lambda: read_arpa(arpa, engine="torch")}.get(
             name, lambda: build_ctcdecoder(LABELS, arpa))
     before = _rss_mb()
     c0, t0 = time.process_time(), time.perf_counter()
@@ -203,7 +203,7 @@ def main() -> None:
         res: dict[str, list[dict]] = {n: [] for n in names}
         for _ in range(args.runs):
             for name in names:
-                if name == "asrdecode, first load":
+                if name == "asrdecode first load":
                     shutil.rmtree(cache, ignore_errors=True)
                 r = _run(args.peer_python if name in PEERS else sys.executable, name, arpa, cache)
                 res[name].append(r)

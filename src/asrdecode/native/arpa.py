@@ -1,7 +1,7 @@
 """ARPA files read by the native engine (``arpa.cpp``): :func:`asrdecode.lm.read_arpa`'s first reader.
 
-The file is read in blocks of :data:`CHUNK` bytes (gzip data decompressed block by block), each block
-handed to the C++ reader, which parses it in one pass and writes every n-gram straight into numpy
+The file is read in blocks of :data:`CHUNK` bytes (4 MiB; gzip data decompressed block by block), each
+block handed to the C++ reader, which parses it in one pass and writes every n-gram straight into numpy
 arrays sized by the header's counts: word ids, log10 probabilities, backoffs, lines, and the n-gram
 trie's links (each n-gram's context and longest proper suffix, :class:`~asrdecode.lm.arpa.ArpaModel`'s
 ``context`` / ``suffix``). No Python object is made per n-gram, and memory holds one block of text
@@ -31,7 +31,7 @@ from .abi import ArpaArgs
 __all__ = ["read", "CHUNK"]
 
 #: bytes of text handed to the C++ reader per call (the memory the text takes while reading)
-CHUNK = 1 << 24
+CHUNK = 1 << 22
 _MAX_ORDER = 32  # arpa.cpp's kMaxOrder
 _MORE, _NEED_OUTPUTS, _DONE, _FALLBACK, _BAD_ARGS = 0, 1, 2, 3, -1
 _GZIP_MAGIC = b"\x1f\x8b"
