@@ -6,9 +6,10 @@ and 1.1M n-grams in a 3-gram model, every n-gram's context and suffix present (K
 a warning), about 38 MB of text; ``--scale 14`` makes one of about 500 MB (14x the n-grams, 3x the
 words), written to a temporary folder and deleted afterwards. Every load runs in its own process (the
 imports done first, not timed), so that its peak memory is its own: ``peak MB`` is the process's peak
-resident set (``ru_maxrss``), ``+MB`` its growth over the resident set before the load (the imports'
-memory, torch's included, left out). Interleaved runs, one thread, the fastest and the median of
-``--runs``:
+resident set, ``+MB`` its growth over the resident set before the load (the imports' memory, torch's
+included, left out), both from ``/proc/self/status`` (``VmHWM``, ``VmRSS``). Wall and CPU seconds
+(every thread of the process; the CPU time is the steadier figure on a shared machine). Interleaved
+runs, one thread, the fastest and the median of ``--runs``:
 
 * ``kenlm.Model``: KenLM's Python module reading the ARPA (probing hash tables);
 * ``pyctcdecode``: ``pyctcdecode.build_ctcdecoder(labels, path)`` (KenLM parses the ARPA; pyctcdecode
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -117,10 +117,15 @@ LOADERS = ("kenlm.Model", "pyctcdecode", "read_arpa native", "read_arpa Python",
 PEERS = ("kenlm.Model", "pyctcdecode")
 
 
-def _rss_mb() -> float:
-    """The current resident set (MB), from /proc."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _status_mb(field: str) -> float:
+    """A memory line of /proc/self/status in MB: ``VmRSS`` (now) or ``VmHWM`` (the peak of this process's
+    own memory; ``ru_maxrss`` is not used: Linux carries it over from the parent's memory across fork and
+    exec, so a child of a large parent would report the parent's)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def _child(name: str, arpa: str, cache: str) -> None:
@@ -146,11 +151,11 @@ def _child(name: str, arpa: str, cache: str) -> None:
         fn = {"read_arpa native": lambda: read_arpa(arpa, engine="native"),
               "read_arpa Python": lambda: read_arpa(arpa, engine="torch")}.get(
             name, lambda: build_ctcdecoder(LABELS, arpa))
-    before = _rss_mb()
+    before = _status_mb("VmRSS")
     c0, t0 = time.process_time(), time.perf_counter()
     keep = fn()
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mb("VmHWM")
     del keep
     print(json.dumps({"s": dt, "cpu": cpu, "peak_mb": peak, "grow_mb": peak - before}))
 

@@ -145,7 +145,8 @@ class Parser {
       p = nl ? nl + 1 : end;
       std::string line;
       line.swap(pending_);
-      const int r = on_line(reinterpret_cast<const uint8_t*>(line.data()), line.size());
+      int r = on_line(reinterpret_cast<const uint8_t*>(line.data()), line.size());
+      if (r == kMore) r = flush();  // the line is queued at most until here
       if (r != kMore) {
         a->consumed = p - data;
         return r;
@@ -176,6 +177,8 @@ class Parser {
         return r;
       }
     }
+    const int r = flush();  // the lines queued point into this chunk
+    if (r != kMore) return r;
     a->consumed = a->length;
     if (!final) return kMore;
     if (phase_ != 3) return fail("the file ends before '\\end\\'");
@@ -190,8 +193,11 @@ class Parser {
   }
 
  private:
-  int fail(const char* why) {
-    const std::string msg = "line " + std::to_string(lineno_) + ": " + why;
+  int fail(const char* why) { return fail_at(lineno_, why); }
+
+  int fail_at(int64_t line, const char* why) {
+    queued_ = 0;
+    const std::string msg = "line " + std::to_string(line) + ": " + why;
     asrd::copy_message(msg.c_str(), nullptr, err_, err_len_);
     return kFallback;
   }
@@ -319,6 +325,19 @@ class Parser {
     }
   }
 
+  // Word id of a field whose hash_bytes is `hash`, -1 when it is no 1-gram.
+  int64_t find_word_hashed(const uint8_t* p, size_t n, uint64_t hash) const {
+    const size_t mask = vocab_slots_.size() - 1;
+    const uint32_t check = static_cast<uint32_t>(hash >> 32);
+    for (size_t h = hash & mask;; h = (h + 1) & mask) {
+      const WordSlot& s = vocab_slots_[h];
+      if (s.id == kEmpty) return -1;
+      if (s.check == check && word_len_[s.id] == n && std::memcmp(arena_.data() + word_start_[s.id], p, n) == 0) {
+        return s.id;
+      }
+    }
+  }
+
   // Index in order k (>= 2) of the n-gram (context index in order k - 1, last word), -1 when absent.
   int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot) const {
     const std::vector<NGramSlot>& t = tables_[k];
@@ -345,32 +364,98 @@ class Parser {
   }
 
   int on_section_line(const uint8_t* p, size_t n) {
-    Field f[kMaxOrder + 3];
-    int64_t nf = 0;
+    size_t a = 0;
+    while (a < n && is_ws(p[a])) ++a;
+    if (a == n) return kMore;
+    if (p[a] == '\\') {
+      const int r = flush();
+      return r != kMore ? r : on_control_line(strip(p, n));
+    }
+    if (k_ == 1) {  // the words themselves: one line at a time
+      Field f[3];
+      const int r = split(p, n, lineno_, f);
+      return r != kMore ? r : ngram(f, nullptr, lineno_);
+    }
+    queue_[queued_++] = {p, n, lineno_};
+    return queued_ == kBatch ? flush() : kMore;
+  }
+
+  // The fields of an n-gram line of the current order (k + 1 or k + 2 of them) into f.
+  int split(const uint8_t* p, size_t n, int64_t line, Field* f) {
     const int64_t k = k_;
+    int64_t nf = 0;
     const uint8_t* const e = p + n;
     for (const uint8_t* q = p; q < e;) {
       while (q < e && is_ws(*q)) ++q;
       if (q == e) break;
       const uint8_t* s = q;
       while (q < e && !is_ws(*q)) ++q;
-      if (nf == k + 2) return fail("too many fields");
+      if (nf == k + 2) return fail_at(line, "too many fields");
       f[nf++] = {s, static_cast<size_t>(q - s)};
     }
-    if (nf == 0) return kMore;
-    if (f[0].p[0] == '\\') return on_control_line(strip(p, n));
-    if (nf != k + 1 && nf != k + 2) return fail("wrong number of fields");
+    if (nf != k + 1 && nf != k + 2) return fail_at(line, "wrong number of fields");
+    if (nf == k + 1) f[k + 1] = {nullptr, 0};
+    return kMore;
+  }
+
+  // The queued lines of order k >= 2 in three passes, so that the hash tables' cache misses overlap:
+  // fields and word hashes (the vocabulary slots prefetched), word ids (the first n-gram slots of the
+  // context, the suffix and the insertion prefetched), then the rest of each line in file order.
+  int flush() {
+    const int64_t n = queued_;
+    queued_ = 0;
+    const int64_t k = k_;
+    const size_t vmask = vocab_slots_.size() - 1;
+    for (int64_t q = 0; q < n; ++q) {
+      Field* f = &fields_[q * (kMaxOrder + 2)];
+      const int r = split(queue_[q].p, queue_[q].n, queue_[q].line, f);
+      if (r != kMore) return r;
+      for (int64_t j = 0; j < k; ++j) {
+        const uint64_t h = hash_bytes(f[j + 1].p, f[j + 1].n);
+        hashes_[q * kMaxOrder + j] = h;
+        __builtin_prefetch(&vocab_slots_[h & vmask]);
+      }
+    }
+    const bool insert2 = k == 2 && order_ > 2;
+    const size_t tmask = order_ > 2 ? tables_[2].size() - 1 : 0;
+    for (int64_t q = 0; q < n; ++q) {
+      const Field* f = &fields_[q * (kMaxOrder + 2)];
+      int32_t* w = &ids_[q * kMaxOrder];
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t id = find_word_hashed(f[j + 1].p, f[j + 1].n, hashes_[q * kMaxOrder + j]);
+        if (id < 0) return fail_at(queue_[q].line, "a word outside the 1-grams");
+        w[j] = static_cast<int32_t>(id);
+      }
+      if (k >= 3) {
+        __builtin_prefetch(&tables_[2][mix(key(w[0], w[1])) & tmask]);
+        __builtin_prefetch(&tables_[2][mix(key(w[1], w[2])) & tmask]);
+      } else if (insert2) {
+        __builtin_prefetch(&tables_[2][mix(key(w[0], w[1])) & tmask]);
+      }
+    }
+    for (int64_t q = 0; q < n; ++q) {
+      const int r = ngram(&fields_[q * (kMaxOrder + 2)], &ids_[q * kMaxOrder], queue_[q].line);
+      if (r != kMore) return r;
+    }
+    return kMore;
+  }
+
+  static uint64_t key(int64_t ctx, int64_t w) { return (static_cast<uint64_t>(ctx) << 32) | static_cast<uint64_t>(w); }
+
+  // One n-gram of the current order: fields f (f[k + 1].p null: no backoff), word ids (null: 1-grams).
+  int ngram(const Field* f, const int32_t* ids, int64_t line) {
+    const int64_t k = k_;
     const int64_t i = filled_[k];
-    if (i >= declared_[k]) return fail("more n-grams than the header declares");
+    if (i >= declared_[k]) return fail_at(line, "more n-grams than the header declares");
     double lp = 0.0, bo = 0.0;
-    if (!parse_number(f[0].p, f[0].n, &lp) || lp > 0) return fail("log probability");
-    const bool has_bo = nf == k + 2;
-    if (has_bo && (k == order_ || !parse_number(f[k + 1].p, f[k + 1].n, &bo))) return fail("backoff weight");
+    if (!parse_number(f[0].p, f[0].n, &lp) || lp > 0) return fail_at(line, "log probability");
+    const bool has_bo = f[k + 1].p != nullptr;
+    if (has_bo && (k == order_ || !parse_number(f[k + 1].p, f[k + 1].n, &bo))) return fail_at(line, "backoff weight");
     int32_t* w = words_[k - 1] + i * k;
     size_t slot = 0;
-    uint32_t check = 0;
     if (k == 1) {
-      if (find_word(f[1].p, f[1].n, &slot, &check) >= 0) return fail("duplicate 1-gram");
+      uint32_t check = 0;
+      if (find_word(f[1].p, f[1].n, &slot, &check) >= 0) return fail_at(line, "duplicate 1-gram");
       vocab_slots_[slot] = WordSlot{static_cast<uint32_t>(i), check};
       word_start_.push_back(static_cast<int64_t>(arena_.size()));
       word_len_.push_back(f[1].n);
@@ -378,18 +463,13 @@ class Parser {
       arena_.push_back('\n');
       w[0] = static_cast<int32_t>(i);
     } else {
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t id = find_word(f[j + 1].p, f[j + 1].n, &slot, &check);
-        if (id < 0) return fail("a word outside the 1-grams");
-        w[j] = static_cast<int32_t>(id);
-      }
+      std::memcpy(w, ids, sizeof(int32_t) * k);
       const int64_t ctx = find_sequence(w, k - 1);
-      if (ctx < 0) return fail("an n-gram without its context");
+      if (ctx < 0) return fail_at(line, "an n-gram without its context");
       context_[k - 1][i] = ctx;
       if (k < order_) {  // a state of the trie: insert it (a duplicate is the line reader's error)
-        if (find_ngram(k, ctx, w[k - 1], &slot) >= 0) return fail("duplicate n-gram");
-        tables_[k][slot] = NGramSlot{(static_cast<uint64_t>(ctx) << 32) | static_cast<uint64_t>(w[k - 1]),
-                                     static_cast<uint32_t>(i)};
+        if (find_ngram(k, ctx, w[k - 1], &slot) >= 0) return fail_at(line, "duplicate n-gram");
+        tables_[k][slot] = NGramSlot{key(ctx, w[k - 1]), static_cast<uint32_t>(i)};
       }
       int64_t m = k - 1, at = -1;  // the longest proper suffix w[k-m..k-1] that is an n-gram
       for (; m >= 1; --m) {
@@ -401,7 +481,7 @@ class Parser {
     logprob_[k - 1][i] = lp;
     backoff_[k - 1][i] = bo;
     has_backoff_[k - 1][i] = has_bo ? 1 : 0;
-    lines_[k - 1][i] = lineno_;
+    lines_[k - 1][i] = line;
     filled_[k] = i + 1;
     return kMore;
   }
@@ -435,6 +515,17 @@ class Parser {
   std::vector<size_t> word_len_;
   std::vector<WordSlot> vocab_slots_;
   std::vector<std::vector<NGramSlot>> tables_;
+  static constexpr int64_t kBatch = 32;
+  struct Queued {
+    const uint8_t* p;
+    size_t n;
+    int64_t line;
+  };
+  Queued queue_[kBatch];
+  int64_t queued_ = 0;
+  Field fields_[kBatch * (kMaxOrder + 2)];
+  uint64_t hashes_[kBatch * kMaxOrder];
+  int32_t ids_[kBatch * kMaxOrder];
   std::vector<int32_t*> words_;
   std::vector<double*> logprob_, backoff_;
   std::vector<uint8_t*> has_backoff_;
