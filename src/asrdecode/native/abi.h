@@ -242,8 +242,8 @@ struct ArpaArgs {
   const int64_t* capacity;       // [order] in: each order's output length (its count)
   int32_t* const* words;         // [order] -> [n_k, k] word ids (1-gram index)
   double* const* logprob;        // [order] -> [n_k] log10 probabilities
-  double* const* backoff;        // [order] -> [n_k] log10 backoffs (0: none)
-  uint8_t* const* has_backoff;   // [order] -> [n_k]
+  double* const* backoff;        // [order] -> [n_k] log10 backoffs, zero-filled by the caller (written
+  uint8_t* const* has_backoff;   //   where the line has one) / [n_k] zero-filled, 1 where it has one
   int64_t* const* lines;         // [order] -> [n_k] line of each n-gram
   int64_t* const* context;       // [order] -> [n_k] (k >= 2): index of the context (k-1)-gram in its order
   int64_t* const* suffix;        // [order] -> [n_k] (k >= 2): (index << 6) | order of the longest proper

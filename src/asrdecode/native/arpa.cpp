@@ -293,12 +293,20 @@ class Parser {
     word_start_.reserve(declared_[1]);
     word_len_.reserve(declared_[1]);
     tables_.assign(order_ + 1, {});
-    for (int64_t k = 2; k < order_; ++k) tables_[k].assign(table_size(declared_[k]), NGramSlot{0, kEmpty});
+    for (int64_t k = 2; k < order_; ++k) tables_[k].assign(ngram_table_size(declared_[k]), NGramSlot{0, kEmpty});
     waiting_ = false;
     return true;
   }
 
   // A power of two over n / 0.7 (linear probing stays short; 12-byte slots keep the tables small).
+  // The n-gram tables (the large ones): any size, load at most 2/3 (home slots by home()).
+  static size_t ngram_table_size(int64_t n) { return static_cast<size_t>(n + n / 2 + 16); }
+
+  // Home slot of a hash in a table of `size` slots: the high bits of hash * size (any size).
+  static size_t home(uint64_t hash, size_t size) {
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * size) >> 64);
+  }
+
   static size_t table_size(int64_t n) {
     size_t s = 16;
     while (s * 7 < static_cast<size_t>(n) * 10 + 10) s <<= 1;
@@ -341,9 +349,9 @@ class Parser {
   // Index in order k (>= 2) of the n-gram (context index in order k - 1, last word), -1 when absent.
   int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot) const {
     const std::vector<NGramSlot>& t = tables_[k];
-    const size_t mask = t.size() - 1;
+    const size_t size = t.size();
     const uint64_t key = (static_cast<uint64_t>(ctx) << 32) | static_cast<uint64_t>(w);
-    size_t h = mix(key) & mask;
+    size_t h = home(mix(key), size);
     while (true) {
       const NGramSlot& s = t[h];
       if (s.index == kEmpty) {
@@ -351,7 +359,7 @@ class Parser {
         return -1;
       }
       if (s.key == key) return s.index;
-      h = (h + 1) & mask;
+      h = h + 1 == size ? 0 : h + 1;
     }
   }
 
@@ -417,7 +425,7 @@ class Parser {
       }
     }
     const bool insert2 = k == 2 && order_ > 2;
-    const size_t tmask = order_ > 2 ? tables_[2].size() - 1 : 0;
+    const size_t tsize = order_ > 2 ? tables_[2].size() : 0;
     for (int64_t q = 0; q < n; ++q) {
       const Field* f = &fields_[q * (kMaxOrder + 2)];
       int32_t* w = &ids_[q * kMaxOrder];
@@ -427,10 +435,10 @@ class Parser {
         w[j] = static_cast<int32_t>(id);
       }
       if (k >= 3) {
-        __builtin_prefetch(&tables_[2][mix(key(w[0], w[1])) & tmask]);
-        __builtin_prefetch(&tables_[2][mix(key(w[1], w[2])) & tmask]);
+        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
+        __builtin_prefetch(&tables_[2][home(mix(key(w[1], w[2])), tsize)]);
       } else if (insert2) {
-        __builtin_prefetch(&tables_[2][mix(key(w[0], w[1])) & tmask]);
+        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
       }
     }
     for (int64_t q = 0; q < n; ++q) {
@@ -479,8 +487,10 @@ class Parser {
       suffix_[k - 1][i] = (at << 6) | m;  // m >= 1: the last word is a 1-gram
     }
     logprob_[k - 1][i] = lp;
-    backoff_[k - 1][i] = bo;
-    has_backoff_[k - 1][i] = has_bo ? 1 : 0;
+    if (has_bo) {  // the caller zero-filled both (a top order's pages are never touched)
+      backoff_[k - 1][i] = bo;
+      has_backoff_[k - 1][i] = 1;
+    }
     lines_[k - 1][i] = line;
     filled_[k] = i + 1;
     return kMore;

@@ -61,8 +61,10 @@ class _Outputs:
         self.counts = counts
         self.words = [np.empty((c, k), dtype=np.int32) for k, c in enumerate(counts, start=1)]
         self.logprob = [np.empty(c, dtype=np.float64) for c in counts]
-        self.backoff = [np.empty(c, dtype=np.float64) for c in counts]
-        self.has_backoff = [np.empty(c, dtype=bool) for c in counts]
+        # zero-filled (the reader writes only the backoffs a line has): calloc'd pages never written stay
+        # out of memory, as the highest order's do
+        self.backoff = [np.zeros(c, dtype=np.float64) for c in counts]
+        self.has_backoff = [np.zeros(c, dtype=bool) for c in counts]
         self.lines = [np.empty(c, dtype=np.int64) for c in counts]
         self.context = [np.empty(c if k > 1 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
         self.suffix = [np.empty(c if k > 1 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
