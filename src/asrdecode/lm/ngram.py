@@ -381,24 +381,21 @@ def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
 def _label_of_words(model: ArpaModel, index: Mapping[str, int], tmap: TokenMap,
                     ignore_unmapped_words: bool) -> np.ndarray:
     """Word id -> model label ``[n_words]``: a token id, or -1 never predicted, -2 ``<unk>``, -3 ``</s>``."""
+    token = tmap.token
+    special = {UNK: -2, EOS: -3, BOS: -1}
+    found = [special.get(w, None) if w in special else token(w) for w in index]  # one look-up per word
     label_of = np.full(len(model.vocab), -1, dtype=np.int64)
-    for w, i in index.items():
-        if w == UNK:
-            label_of[i] = -2
-        elif w == EOS:
-            label_of[i] = -3
-        elif w == BOS:
-            label_of[i] = -1
-        else:
-            t = tmap.token(w)
-            if t is not None:
-                label_of[i] = t
-            elif not ignore_unmapped_words:
-                k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
-                raise FileFormatError(
-                    model.path, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
-                    "(for a word-level LM use WordNGramLM / --word-lm)"
-                )
+    ids = np.fromiter(index.values(), dtype=np.int64, count=len(index))
+    mapped = np.fromiter((-4 if t is None else t for t in found), dtype=np.int64, count=len(found))
+    label_of[ids] = np.where(mapped == -4, -1, mapped)
+    if not ignore_unmapped_words and bool((mapped == -4).any()):
+        j = int(np.flatnonzero(mapped == -4)[0])
+        w, i = list(index)[j], int(ids[j])
+        k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
+        raise FileFormatError(
+            model.path, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
+            "(for a word-level LM use WordNGramLM / --word-lm)"
+        )
     return label_of
 
 
