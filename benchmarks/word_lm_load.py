@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -230,8 +231,8 @@ def _table(res: dict[str, list[dict]], arpa: Path, args: argparse.Namespace, not
     peak = {k: max(r["peak_mb"] for r in v) for k, v in res.items()}
     grow = {k: max(r["grow_mb"] for r in v) for k, v in res.items()}
     lines = [f"### ARPA load time and memory ({time.strftime('%Y-%m-%d')}, {size:.0f} MB ARPA)", "",
-             f"`OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py --runs {args.runs} --scale {args.scale:g}` — "
-             f"the synthetic {size:.0f} MB ARPA, each load in its own process, {args.runs} interleaved runs, one thread; "
+             f"`OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` — "
+             f"the {size:.0f} MB ARPA, each load in its own process, {args.runs} interleaved runs, one thread; "
              "wall seconds (fastest, median), CPU seconds (fewest), peak resident MB and its growth over the "
              "imports (+MB); ratios to each peer: fastest wall, median wall, CPU, +MB.", ""]
     if note:
