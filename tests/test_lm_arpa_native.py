@@ -238,3 +238,17 @@ def test_the_c_entry_points_refuse_bad_arguments():
         assert lib.asrd_arpa_feed(reader, ctypes.byref(args), err, 64) == -1
     finally:
         lib.asrd_arpa_close(reader)
+
+
+def test_a_model_without_unk_keeps_its_links(tmp_path):
+    from asrdecode.lm.ngram import _with_unk
+
+    path = tmp_path / "w.arpa"
+    path.write_text(random_word_arpa(random.Random(4), ["a", "b", "ab"], 3, with_unk=False))
+    model = arpa_mod.read_arpa(path, engine="native")
+    assert "<unk>" not in model.vocab and _links_hold(_with_unk(model, -100.0))
+    tmap = TokenMap(4, 0, [None, "a", "b", "ab"])
+    a = NGramLM.from_arpa_model(model, token_map=tmap)
+    b = NGramLM.from_arpa_model(arpa_mod.read_arpa(path, engine="torch"), token_map=tmap)
+    assert torch.equal(a.automaton.arc_dest, b.automaton.arc_dest)
+    assert torch.equal(a.automaton.backoff_state, b.automaton.backoff_state)

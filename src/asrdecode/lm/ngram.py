@@ -357,7 +357,9 @@ def _with_unk(model: ArpaModel, log10p: float) -> ArpaModel:
     hb[0] = np.concatenate([hb[0], [False]])
     lines = list(model.lines) if model.lines else [np.zeros(len(x), dtype=np.int64) for x in lp]
     lines[0] = np.concatenate([lines[0], [0]])
-    return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path)
+    # a 1-gram appended moves no n-gram: the reader's trie links still hold
+    return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path, context=model.context,
+                     suffix=model.suffix)
 
 
 def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
