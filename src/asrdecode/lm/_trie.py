@@ -39,8 +39,8 @@ class NGramTrie:
             n = words.shape[0]
             if k == 1:
                 parent = np.zeros(n, dtype=np.int64)
-            elif links:
-                parent = trie.node_of[k - 2][model.context[k - 1]]
+            elif links:  # a 2-gram's context is its first word (the 1-gram of that index)
+                parent = trie.node_of[k - 2][words[:, 0] if k == 2 else model.context[k - 1]]
             else:
                 parent = trie.lookup(words[:, : k - 1])
                 missing = np.flatnonzero(parent < 0)
@@ -92,7 +92,9 @@ class NGramTrie:
         """Node ids ``[n_k]`` of the longest proper suffix that is a node of each ``k``-gram of the model
         (``words [n_k, k]``, the model's, in file order): from the model's links when it has them, else
         :meth:`longest_suffix_node`."""
-        if self.suffix is not None and k > 1:
+        if self.suffix is not None and k == 2:  # a 2-gram's longest proper suffix is its last word
+            return self.node_of[0][np.asarray(words)[:, 1]]
+        if self.suffix is not None and k > 2:
             link = self.suffix[k - 1]
             m, idx = link & 63, link >> 6
             out = np.zeros(link.shape[0], dtype=np.int64)
@@ -123,13 +125,17 @@ class NGramTrie:
 
 
 def _links_hold(model) -> bool:
-    """Whether ``model`` has the native reader's trie links and they still name its words: each
-    n-gram's context holds its first ``k - 1`` words and its suffix its last ``m`` (a model whose arrays
-    were replaced or edited since reading fails this and is looked up instead)."""
+    """Whether ``model`` has the native reader's trie links and they still name its words: each 1-gram's
+    index is its word id, each n-gram's context (orders >= 3) holds its first ``k - 1`` words and its
+    suffix its last ``m`` (a model whose arrays were replaced or edited since reading fails this and is
+    looked up instead)."""
     ctx, suf = getattr(model, "context", None), getattr(model, "suffix", None)
     if not ctx or not suf or len(ctx) != model.order or len(suf) != model.order:
         return False
-    for k in range(2, model.order + 1):
+    uni = model.words[0]
+    if uni.shape[1:] != (1,) or not np.array_equal(uni[:, 0], np.arange(uni.shape[0])):
+        return False  # a 2-gram's links are its words: each 1-gram's index must be its word id
+    for k in range(3, model.order + 1):
         words = model.words[k - 1]
         n = words.shape[0]
         c, s = ctx[k - 1], suf[k - 1]

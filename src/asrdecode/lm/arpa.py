@@ -72,10 +72,12 @@ class ArpaModel:
         lines: per order, int64 ``[n_k]`` line number of each n-gram (0 when built in memory).
         path: the file it was read from (for error messages), if any.
         context, suffix: the n-gram trie's links as the native reader found them (empty lists when
-            unknown): per order ``k >= 2``, int64 ``[n_k]``: the index (in order ``k - 1``) of each
+            unknown): per order ``k >= 3``, int64 ``[n_k]``: the index (in order ``k - 1``) of each
             n-gram's context, and ``(index << 6) | m`` of its longest proper suffix that is an n-gram
-            (of order ``m``); order 1's entries are empty. :class:`~asrdecode.lm._trie.NGramTrie` uses
-            them after checking that they still name the n-grams' own words (else it looks them up).
+            (of order ``m``); orders 1 and 2 have empty entries (a 2-gram's context is its first word
+            and its longest proper suffix its last: a 1-gram's index is its word id).
+            :class:`~asrdecode.lm._trie.NGramTrie` uses them after checking that they still name the
+            n-grams' own words (else it looks them up).
     """
 
     vocab: list[str]
@@ -703,7 +705,8 @@ def _duplicates_of_the_top_order(model: ArpaModel) -> bool:
     N = model.order
     if N < 2 or model.words[N - 1].shape[0] < 2:
         return False
-    key = model.context[N - 1] * max(len(model.vocab), 1) + model.words[N - 1][:, -1]
+    context = model.words[1][:, 0].astype(np.int64) if N == 2 else model.context[N - 1]
+    key = context * max(len(model.vocab), 1) + model.words[N - 1][:, -1]
     key.sort()
     return bool(np.any(key[1:] == key[:-1]))
 

@@ -245,9 +245,9 @@ struct ArpaArgs {
   double* const* backoff;        // [order] -> [n_k] log10 backoffs, zero-filled by the caller (written
   uint8_t* const* has_backoff;   //   where the line has one) / [n_k] zero-filled, 1 where it has one
   int64_t* const* lines;         // [order] -> [n_k] line of each n-gram
-  int64_t* const* context;       // [order] -> [n_k] (k >= 2): index of the context (k-1)-gram in its order
-  int64_t* const* suffix;        // [order] -> [n_k] (k >= 2): (index << 6) | order of the longest proper
-                                 //   suffix that is an n-gram
+  int64_t* const* context;       // [order] -> [n_k] (k >= 3): index of the context (k-1)-gram in its order
+  int64_t* const* suffix;        // [order] -> [n_k] (k >= 3): (index << 6) | order of the longest proper
+                                 //   suffix that is an n-gram (a 2-gram's links are its words)
 };
 
 }  // namespace asrd

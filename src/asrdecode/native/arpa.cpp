@@ -2,7 +2,8 @@
 // over the bytes, fed in chunks (a plain file read in blocks, or gzip decompressed by Python in
 // blocks), every n-gram written straight into the caller's arrays (word ids, log10 probability,
 // backoff, whether it has one, line) together with its links into the n-gram trie (the file index
-// of its context (k-1)-gram and of its longest proper suffix that is an n-gram).
+// of its context (k-1)-gram and of its longest proper suffix that is an n-gram; orders >= 3: a
+// 2-gram's are its two words).
 //
 // It reads a strict subset of what the Python line reader accepts and gives exactly its values
 // there: numbers are plain decimals ([+-]digits[.digits][e[+-]digits], parsed correctly rounded by
@@ -278,7 +279,7 @@ class Parser {
       const int64_t c = declared_[k];
       if (a->capacity[k - 1] != c) return false;
       if (c > 0 && (!a->words[k - 1] || !a->logprob[k - 1] || !a->backoff[k - 1] || !a->has_backoff[k - 1] ||
-                    !a->lines[k - 1] || (k > 1 && (!a->context[k - 1] || !a->suffix[k - 1])))) {
+                    !a->lines[k - 1] || (k > 2 && (!a->context[k - 1] || !a->suffix[k - 1])))) {
         return false;
       }
     }
@@ -474,17 +475,19 @@ class Parser {
       std::memcpy(w, ids, sizeof(int32_t) * k);
       const int64_t ctx = find_sequence(w, k - 1);
       if (ctx < 0) return fail_at(line, "an n-gram without its context");
-      context_[k - 1][i] = ctx;
       if (k < order_) {  // a state of the trie: insert it (a duplicate is the line reader's error)
         if (find_ngram(k, ctx, w[k - 1], &slot) >= 0) return fail_at(line, "duplicate n-gram");
         tables_[k][slot] = NGramSlot{key(ctx, w[k - 1]), static_cast<uint32_t>(i)};
       }
-      int64_t m = k - 1, at = -1;  // the longest proper suffix w[k-m..k-1] that is an n-gram
-      for (; m >= 1; --m) {
-        at = find_sequence(w + (k - m), m);
-        if (at >= 0) break;
+      if (k > 2) {  // a 2-gram's links are its words: its context is w[0], its longest suffix w[1]
+        int64_t m = k - 1, at = -1;  // the longest proper suffix w[k-m..k-1] that is an n-gram
+        for (; m >= 1; --m) {
+          at = find_sequence(w + (k - m), m);
+          if (at >= 0) break;
+        }
+        context_[k - 1][i] = ctx;
+        suffix_[k - 1][i] = (at << 6) | m;  // m >= 1: the last word is a 1-gram
       }
-      suffix_[k - 1][i] = (at << 6) | m;  // m >= 1: the last word is a 1-gram
     }
     logprob_[k - 1][i] = lp;
     if (has_bo) {  // the caller zero-filled both (a top order's pages are never touched)

@@ -66,8 +66,9 @@ class _Outputs:
         self.backoff = [np.zeros(c, dtype=np.float64) for c in counts]
         self.has_backoff = [np.zeros(c, dtype=bool) for c in counts]
         self.lines = [np.empty(c, dtype=np.int64) for c in counts]
-        self.context = [np.empty(c if k > 1 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
-        self.suffix = [np.empty(c if k > 1 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
+        # the trie links of orders >= 3 (a 1-gram has none; a 2-gram's are its words)
+        self.context = [np.empty(c if k > 2 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
+        self.suffix = [np.empty(c if k > 2 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
         self.capacity = np.asarray(counts, dtype=np.int64)
         table = ctypes.c_void_p * order
         self.tables = {name: table(*(a.ctypes.data for a in getattr(self, name)))
