@@ -176,15 +176,16 @@ def test_damaged_files_read_as_the_line_reader_reads_them(tmp_path_factory, seed
         _same(arpa_mod.read_arpa(path, engine="native"), expected)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_lms_built_from_either_reader_are_equal(tmp_path, seed):
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), order=st.integers(1, 4), with_unk=st.booleans())
+def test_lms_built_from_either_reader_are_equal(tmp_path_factory, seed, order, with_unk):
     rng = random.Random(seed)
     words = ["a", "b", "ab", "ba", "abc", "ca"]
-    path = tmp_path / "w.arpa"
-    path.write_text(random_word_arpa(rng, words, 3 + seed % 2))
+    path = tmp_path_factory.mktemp("lm") / "w.arpa"
+    path.write_text(random_word_arpa(rng, words, order, with_unk=with_unk))
     native = arpa_mod.read_arpa(path, engine="native")
     python = arpa_mod.read_arpa(path, engine="torch")
-    assert native.context and not python.context
+    assert native.context and not python.context and _links_hold(native)
     tmap = TokenMap(len(words) + 1, 0, [None] + words)
     for a, b in [(NGramLM.from_arpa_model(native, token_map=tmap), NGramLM.from_arpa_model(python, token_map=tmap))]:
         for name in ("arc_offsets", "arc_label", "arc_weight", "arc_dest", "backoff_state", "backoff_weight",
@@ -195,8 +196,13 @@ def test_lms_built_from_either_reader_are_equal(tmp_path, seed):
     wb = WordNGramLM.from_arpa_model(python, pieces, blank_id=0)
     for name in ("end_label", "end_const", "start_node", "start_score"):
         assert torch.equal(getattr(wa, name), getattr(wb, name)), name
-    assert torch.equal(wa.word_lm.automaton.arc_dest, wb.word_lm.automaton.arc_dest)
-    assert torch.equal(wa.word_lm.automaton.backoff_state, wb.word_lm.automaton.backoff_state)
+    for part in ("word_lm.automaton", "trie"):
+        a_, b_ = wa, wb
+        for attr in part.split("."):
+            a_, b_ = getattr(a_, attr), getattr(b_, attr)
+        for name in ("arc_offsets", "arc_label", "arc_weight", "arc_dest", "backoff_state", "backoff_weight",
+                     "final_weight"):
+            assert torch.equal(getattr(a_, name), getattr(b_, name)), (part, name)
 
 
 def test_stale_links_are_not_used(tmp_path):
