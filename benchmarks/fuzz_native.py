@@ -348,6 +348,7 @@ def case_arpa(rng, P):
     import gzip
     import tempfile
 
+    from asrdecode.lm.arpa import _read_native
     from asrdecode.native import arpa as native_arpa
 
     data = bytearray(_arpa_text(rng))
@@ -361,7 +362,7 @@ def case_arpa(rng, P):
         old = native_arpa.CHUNK
         native_arpa.CHUNK = rng.choice((1, 3, 17, 1 << 16))
         try:
-            return native_arpa.read(path, rng.choice((None, 1 << 20, 64)))
+            return _read_native(path, rng.choice((None, 1 << 20, 64)))
         finally:
             native_arpa.CHUNK = old
 

@@ -88,7 +88,7 @@ def test_native_reader_equals_the_line_reader(tmp_path_factory, monkeypatch, see
     path = tmp_path_factory.mktemp("a") / "w.arpa"
     path.write_bytes(text.encode("utf-8"))
     monkeypatch.setattr(native_arpa, "CHUNK", chunk)
-    native = native_arpa.read(path, arpa_mod.MAX_ARPA_BYTES)
+    native = arpa_mod._read_native(path, arpa_mod.MAX_ARPA_BYTES)
     assert native is not None
     _same(native, _slow(path))
     _links_equal_lookups(native)
@@ -101,15 +101,15 @@ def test_gzip_is_read_block_by_block(tmp_path, monkeypatch):
     plain.write_text(text)
     gz.write_bytes(gzip.compress(text.encode()))
     monkeypatch.setattr(native_arpa, "CHUNK", 5)
-    native = native_arpa.read(gz, arpa_mod.MAX_ARPA_BYTES)
+    native = arpa_mod._read_native(gz, arpa_mod.MAX_ARPA_BYTES)
     assert native is not None
     _same(native, _slow(plain))
     trunc = tmp_path / "t.arpa.gz"
     trunc.write_bytes(gz.read_bytes()[:-6])
-    assert native_arpa.read(trunc, arpa_mod.MAX_ARPA_BYTES) is None
+    assert arpa_mod._read_native(trunc, arpa_mod.MAX_ARPA_BYTES) is None
     with pytest.raises(FileFormatError, match="truncated or corrupt gzip"):
         arpa_mod.read_arpa(trunc, engine="native")
-    assert native_arpa.read(plain, 100) is None
+    assert arpa_mod._read_native(plain, 100) is None
     with pytest.raises(FileFormatError, match="max_bytes"):
         arpa_mod.read_arpa(plain, max_bytes=100, engine="native")
 

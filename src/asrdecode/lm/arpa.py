@@ -182,9 +182,7 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
         raise DecodingInputError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
     if _native_reader(engine):
-        from ..native import arpa as native_arpa
-
-        native = native_arpa.read(path, max_bytes)
+        native = _read_native(path, max_bytes)
         if native is not None and not _duplicates_of_the_top_order(native):
             return native
         # else: the line reader names the file and line of the problem
@@ -201,6 +199,17 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
     for _ in lines:  # read to the end: a truncated or corrupt gzip tail (its CRC) is an error too
         pass
     return model
+
+
+def _read_native(path: Path, max_bytes: int | None) -> ArpaModel | None:
+    """``path`` read by the native engine (:mod:`asrdecode.native.arpa`), or ``None`` where it does not take it."""
+    from ..native import arpa as native_arpa
+
+    r = native_arpa.read(path, max_bytes, max_line_bytes=MAX_LINE_BYTES, max_gzip_ratio=MAX_GZIP_RATIO)
+    if r is None:
+        return None
+    return ArpaModel(r.vocab, r.words, r.logprob, r.backoff, r.has_backoff, r.lines, str(path), context=r.context,
+                     suffix=r.suffix)
 
 
 def _native_reader(engine: object) -> bool:

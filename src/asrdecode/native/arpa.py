@@ -5,11 +5,14 @@ block handed to the C++ reader, which parses it in one pass and writes every n-g
 arrays sized by the header's counts: word ids, log10 probabilities, backoffs, lines, and the n-gram
 trie's links (each n-gram's context and longest proper suffix, :class:`~asrdecode.lm.arpa.ArpaModel`'s
 ``context`` / ``suffix``). No Python object is made per n-gram, and memory holds one block of text
-at a time (the line reader's limits apply: line length, ``max_bytes``, the gzip ratio).
+at a time (the line reader's limits apply: line length, ``max_bytes``, the gzip ratio, given by the
+caller).
 
-:func:`read` returns ``None`` for anything the C++ reader does not take (a malformed file, an unusual
-number such as ``-inf``, non-UTF-8 words, a duplicate, a limit passed): the caller then reads the file
-with the Python readers, which give the same model or the error naming file and line.
+:func:`read` returns the arrays (:class:`NativeArpa`; ``asrdecode.lm.arpa`` makes the
+:class:`~asrdecode.lm.arpa.ArpaModel`, this module does not import it), or ``None`` for anything the
+C++ reader does not take (a malformed file, an unusual number such as ``-inf``, non-UTF-8 words, a
+duplicate, a limit passed): the caller then reads the file with the Python readers, which give the
+same model or the error naming file and line.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ import gzip
 import os
 import stat
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ..lm.arpa import MAX_GZIP_RATIO, MAX_LINE_BYTES, ArpaModel
 from . import _lib
 from .abi import ArpaArgs
 
-__all__ = ["read", "CHUNK"]
+__all__ = ["read", "NativeArpa", "CHUNK"]
 
 #: bytes of text handed to the C++ reader per call (the memory the text takes while reading)
 CHUNK = 1 << 22
@@ -51,6 +54,21 @@ def _functions(lib: ctypes.CDLL) -> ctypes.CDLL:
         lib.asrd_arpa_vocab.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         _ready.add(id(lib))
     return lib
+
+
+@dataclass
+class NativeArpa:
+    """What the reader found: the 1-gram words and, per order, the arrays of
+    :class:`~asrdecode.lm.arpa.ArpaModel` (``context`` / ``suffix``: its trie links)."""
+
+    vocab: list[str]
+    words: list[np.ndarray]
+    logprob: list[np.ndarray]
+    backoff: list[np.ndarray]
+    has_backoff: list[np.ndarray]
+    lines: list[np.ndarray]
+    context: list[np.ndarray]
+    suffix: list[np.ndarray]
 
 
 class _Outputs:
@@ -86,9 +104,11 @@ def _fits(counts: list[int], text_bytes: int) -> bool:
     return sum(c * (2 * k + 1) for k, c in enumerate(counts, start=1)) <= text_bytes
 
 
-def read(path: str | os.PathLike, max_bytes: Optional[int]) -> Optional[ArpaModel]:
-    """The :class:`ArpaModel` of ``path`` read by the C++ reader, or ``None`` where the Python readers must
-    read it (see the module docstring); ``max_bytes`` as :func:`~asrdecode.lm.read_arpa`'s. Raises
+def read(path: str | os.PathLike, max_bytes: Optional[int], *, max_line_bytes: int,
+         max_gzip_ratio: int) -> Optional[NativeArpa]:
+    """The arrays of ``path`` read by the C++ reader, or ``None`` where the Python readers must read it
+    (see the module docstring); the limits as :func:`~asrdecode.lm.read_arpa`'s (``max_bytes`` of text,
+    ``max_line_bytes`` per line, a gzip file's text at most ``max_gzip_ratio`` times its size). Raises
     :class:`~asrdecode.native._lib.NativeEngineUnavailable` without the engine."""
     lib = _functions(_lib.load())
     path = Path(path)
@@ -109,19 +129,19 @@ def read(path: str | os.PathLike, max_bytes: Optional[int]) -> Optional[ArpaMode
             return None
         limit = max_bytes
         if gz:
-            bomb = MAX_GZIP_RATIO * st.st_size + MAX_LINE_BYTES
+            bomb = max_gzip_ratio * st.st_size + max_line_bytes
             limit = bomb if limit is None else min(limit, bomb)
         src = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
         text_bytes = limit if gz else st.st_size
         try:
-            return _read(lib, src, limit, int(text_bytes or 0), str(path))
+            return _read(lib, src, limit, int(text_bytes or 0), max_line_bytes)
         except (OSError, EOFError, zlib.error):
             return None  # a corrupt or truncated gzip stream: the line reader names it
 
 
-def _read(lib: ctypes.CDLL, src, limit: Optional[int], text_bytes: int, where: str) -> Optional[ArpaModel]:
-    """Feed ``src`` block by block to a C++ reader; the model, or ``None`` (see :func:`read`)."""
-    reader = lib.asrd_arpa_open(MAX_LINE_BYTES)
+def _read(lib: ctypes.CDLL, src, limit: Optional[int], text_bytes: int, max_line_bytes: int) -> Optional[NativeArpa]:
+    """Feed ``src`` block by block to a C++ reader; the arrays, or ``None`` (see :func:`read`)."""
+    reader = lib.asrd_arpa_open(max_line_bytes)
     if not reader:
         raise _lib.NativeMemoryError("the native ARPA reader ran out of memory")
     try:
@@ -157,13 +177,13 @@ def _read(lib: ctypes.CDLL, src, limit: Optional[int], text_bytes: int, where: s
                 break
         if rc != _DONE or out is None:
             return None
-        return _model(lib, reader, out, where)
+        return _arrays(lib, reader, out)
     finally:
         lib.asrd_arpa_close(reader)
 
 
-def _model(lib: ctypes.CDLL, reader: int, out: _Outputs, where: str) -> Optional[ArpaModel]:
-    """The :class:`ArpaModel` of a file read to its end (``None`` when a word is not UTF-8)."""
+def _arrays(lib: ctypes.CDLL, reader: int, out: _Outputs) -> Optional[NativeArpa]:
+    """The arrays of a file read to its end (``None`` when a word is not UTF-8)."""
     size = int(lib.asrd_arpa_vocab(reader, None, 0))
     blob = np.empty(max(size, 1), dtype=np.uint8)
     lib.asrd_arpa_vocab(reader, blob.ctypes.data, size)
@@ -174,5 +194,5 @@ def _model(lib: ctypes.CDLL, reader: int, out: _Outputs, where: str) -> Optional
     vocab = text.split("\n") if out.counts[0] else []
     if len(vocab) != out.counts[0]:
         return None
-    return ArpaModel(vocab, out.words, out.logprob, out.backoff, out.has_backoff, out.lines, where,
-                     context=out.context, suffix=out.suffix)
+    return NativeArpa(vocab, out.words, out.logprob, out.backoff, out.has_backoff, out.lines, out.context,
+                      out.suffix)
