@@ -386,15 +386,15 @@ def main() -> None:
         token_beams = [None] + ([tb] if tb else [])
         jobs = []
         for t in token_beams:
-            jobs += [(("ours", e, b, t), lambda b=b, e=e, t=t: run_ours(lps, blank, lm, args.alpha, beam, b,
-                                                                        args.beam_threshold, token_beam=t, engine=e))
+            jobs += [(("ours", e, b, t), lambda b=b, e=e, t=t, beam=beam: run_ours(lps, blank, lm, args.alpha, beam, b,
+                                                                                   args.beam_threshold, token_beam=t, engine=e))
                      for e in engines for b in args.batches]
             if t is None:
-                jobs += [((name, "", 0, None), lambda peer=peer: peer.run(lps, beam, args.beam_threshold))
+                jobs += [((name, "", 0, None), lambda peer=peer, beam=beam: peer.run(lps, beam, args.beam_threshold))
                          for name, peer in peers.items()]
             elif "flashlight" in peers:
-                jobs.append((("flashlight", "", 0, t), lambda t=t: peers["flashlight"].run(lps, beam, args.beam_threshold,
-                                                                                          token_beam=t)))
+                jobs.append((("flashlight", "", 0, t), lambda t=t, beam=beam: peers["flashlight"].run(
+                                lps, beam, args.beam_threshold, token_beam=t)))
         res = interleaved(jobs, args.timing_runs)
         ref_ids = res[("ours", "native", args.batches[-1], None)][0]
         for (name, e, b, t), (ids, dt) in res.items():

@@ -154,7 +154,7 @@ def boosting(report: list[str], graphs, data, args, unigram: dict[str, float]) -
     for kind, weights in (("none", [0.0]), ("own", [2.0, 4.0, 6.0]), ("distractors", [4.0])):
         for wgt in weights:
             cells = []
-            for name, (lp, el, refs) in data.items():
+            for lp, el, refs in data.values():
                 lists = []
                 for r in refs:
                     rare = sorted({w for w in r.split() if w in index and w not in common})
@@ -192,7 +192,7 @@ def nbest_rows(report: list[str], graphs, data, args) -> None:
         warm_lp, warm_el, _ = next(iter(data.values()))
         dec(warm_lp[:1], warm_el[:1])  # warm-up: per-state token rows, packed arcs
         for n in (None, 10, 100):
-            dt, outs = best_of_three(lambda: {
+            dt, outs = best_of_three(lambda dec=dec, n=n: {
                 name: sum((dec(lp[i:i + 32], el[i:i + 32], nbest=n) for i in range(0, lp.shape[0], 32)), [])
                 for name, (lp, el, _) in data.items()})
             base = dt if n is None else base
@@ -252,7 +252,7 @@ def main() -> None:
     scales = [float(s) for s in args.scales.split(",")] if "wer" not in skip else []
     report.append("\n## WER\n\n| decoder | " + " | ".join(SETS) + " |\n|---|" + "---|" * len(SETS) + "\n")
     row = []
-    for name, (lp, el, refs) in data.items():
+    for lp, el, refs in data.values():
         hyps = ctc.greedy(lp, el, demo.blank_id, tok)
         row.append(f"{wer(refs, [h.text or '' for h in hyps]):.4f}")
     report.append("| CTC greedy | " + " | ".join(row) + " |\n")
@@ -260,7 +260,7 @@ def main() -> None:
         for sc in scales:
             dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=sc)
             row = []
-            for name, (lp, el, refs) in data.items():
+            for lp, el, refs in data.values():
                 hyps = dec(lp, el)
                 row.append(f"{wer(refs, [' '.join(w for w, _, _ in h.words) for h in hyps]):.4f}")
             report.append(f"| TLG {top}, acoustic_scale {sc} | " + " | ".join(row) + " |\n")
@@ -296,12 +296,12 @@ def main() -> None:
                 dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=sc, engine=engine)
                 dec(all_lp[:1, : all_el[0]], all_el[:1])  # warm-up: per-state token rows, packed arcs
                 times[engine, 1], outs[engine, 1] = best_of_three(
-                    lambda: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
+                    lambda dec=dec: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
                 times[engine, 32], outs[engine, 32] = best_of_three(
-                    lambda: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
+                    lambda dec=dec: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
             fst = kaldi_fst(g)
             tk, kal = best_of_three(
-                lambda: kaldi_decode(fst, all_lp, all_el.tolist(), args.beam, args.max_active, sc, g.words))
+                lambda fst=fst, g=g: kaldi_decode(fst, all_lp, all_el.tolist(), args.beam, args.max_active, sc, g.words))
             ours_w = [[w for w, _, _ in h.words] for h in outs["native", 1]]
             for key in outs:
                 assert ours_w == [[w for w, _, _ in h.words] for h in outs[key]], key

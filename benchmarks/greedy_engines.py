@@ -46,7 +46,7 @@ def main() -> None:
     assert [h.timestamps for h in native] == [h.timestamps for h in tensor]
     times = time_many({"native": lambda: run("native"), "torch": lambda: run("torch")}, repeats=args.repeats)
     n = len(clips)
-    frames = sum(int(l) for _, l in encoded)
+    frames = sum(int(length) for _, length in encoded)
     rows = [[name, times[name] / n * 1e3, frames / n] for name in ("native", "torch")]
     print(f"demo-rnnt greedy, {n} clips of data/real, decode-only, per utterance, 1 thread, "
           f"{sum(len(h.tokens) for h in native)} tokens")

@@ -82,13 +82,13 @@ def run(frames: int, batches: list[int], tdt: bool, repeats: int) -> str:
         lpf = sum(U) / float(lengths.sum())
         joints = max(count_decisions(model, enc, lengths))
         fns = {
-            "frames": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="frames"),
-            "labels": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="labels"),
-            "labels_noproj": lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, precompute_projections=False),
-            "bound": lambda: network_bound(model, enc, max(U), joints),
+            "frames": lambda enc=enc, lengths=lengths: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="frames"),
+            "labels": lambda enc=enc, lengths=lengths: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="labels"),
+            "labels_noproj": lambda enc=enc, lengths=lengths: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, precompute_projections=False),
+            "bound": lambda enc=enc, U=U, joints=joints: network_bound(model, enc, max(U), joints),
         }
         if not tdt:
-            fns["wind8"] = lambda: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, window=8)
+            fns["wind8"] = lambda enc=enc, lengths=lengths: greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, window=8)
             assert [h.tokens for h in greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, window=8)] == [h.tokens for h in hyps]
         assert [h.tokens for h in greedy(model, enc, lengths, engine="torch", max_symbols=MAX_SYMBOLS, loop="frames")] == [h.tokens for h in hyps]
         t = time_many(fns, repeats=repeats)

@@ -181,7 +181,7 @@ def per_round(lines: list[str], clips: int) -> None:
             out.append(f"{max(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}")
         lines.append(f"| {name} | {len(counts)} | {out[0]} | {out[1]} |")
 
-    undo = [counting(_BeamLoop, "round"), counting(_Stepper, "__call__")]
+    undo = [counting(_BeamLoop, "round"), counting(_Stepper, "frame")]
     try:
         lines += ["", "| search | rounds | ops/round walk | ops/round fused |", "|---|---|---|---|"]
         demo, lp_all, len_all = demo_outputs("demo-ctc", clips, ctc_head=True)

@@ -200,10 +200,10 @@ def main() -> None:
     for order in args.orders:
         arpa = build_lm(workdir, order, sizes.get(order, 300_000))
         binary = workdir / f"tok{order}.lm"
-        t_arpa = timed(lambda: NGramLM.from_arpa(arpa, vocab_size=V, blank_id=BLANK))
+        t_arpa = timed(lambda arpa=arpa: NGramLM.from_arpa(arpa, vocab_size=V, blank_id=BLANK))
         lm = NGramLM.from_arpa(arpa, vocab_size=V, blank_id=BLANK)
         lm.save(binary)
-        t_bin = timed(lambda: NGramLM.load(binary), repeats=3)
+        t_bin = timed(lambda binary=binary: NGramLM.load(binary), repeats=3)
         nm = None
         t_nemo = None
         t0 = time.perf_counter()
@@ -220,20 +220,20 @@ def main() -> None:
 
         seqs = walks(n, 12, seed=1000 + order)
         st = ours_states(lm, seqs)
-        fns = {"ours": lambda: lm.advance(st)}
+        fns = {"ours": lambda lm=lm, st=st: lm.advance(st)}
         check = ""
         if nm is not None:
             sn = nemo_states(nm, seqs)
             ours_sc = lm.advance(st)[0][:, : V - 1]
             diff = float((nm.advance(sn)[0] - ours_sc).abs().max())
             check = f"max |ours - NeMo| = {diff:.2e}"
-            fns["nemo"] = lambda: nm.advance(sn)
+            fns["nemo"] = lambda nm=nm, sn=sn: nm.advance(sn)
         phrases = [np.random.default_rng(i).integers(0, V - 1, size=int(2 + i % 5)).tolist() for i in range(200)]
         tree = BoostingTree.from_token_sequences(phrases, vocab_size=V, blank_id=BLANK)
         tree_states = tree.initial_states(n)
         walk_tok = torch.tensor([s[0] if s else 0 for s in seqs])
         tree_states = tree.advance(tree_states)[1][torch.arange(n), walk_tok]
-        fns["boosting tree (200 phrases)"] = lambda: tree.advance(tree_states)
+        fns["boosting tree (200 phrases)"] = lambda tree=tree, tree_states=tree_states: tree.advance(tree_states)
         med = round_robin(fns, args.repeats)
         t_ken_adv = None
         if km is not None:
@@ -244,7 +244,7 @@ def main() -> None:
             got = lm.advance(st[:k])[0][:, : V - 1].numpy()
             kdiff = float(np.abs(exp - got).max())
             check += ("; " if check else "") + f"max |ours - KenLM| = {kdiff:.2e}"
-            t_ken_adv = timed(lambda: kenlm_advance(km, ks, words)) * n / k  # extrapolated to n states
+            t_ken_adv = timed(lambda km=km, ks=ks, words=words: kenlm_advance(km, ks, words)) * n / k  # extrapolated to n states
         rows.append(dict(order=order, lm=lm, arpa=arpa, t_arpa=t_arpa, t_bin=t_bin, t_nemo=t_nemo, t_kenlm=t_kenlm,
                          med=med, t_ken_adv=t_ken_adv, check=check, nm=nm))
 
@@ -270,7 +270,7 @@ def main() -> None:
         nemo_mem = (sum(t.numel() * t.element_size() for t in list(nm.buffers()) + list(nm.parameters()))
                     if nm is not None else None)
 
-        def cell(t):
+        def cell(t, b=b):
             return f"{t:.2f} s ({t / b:.1f}x)" if t is not None else "n/a"
 
         print(f"| {r['order']}-gram | {r['arpa'].stat().st_size / 2**20:.0f} MiB | {cell(r['t_arpa'])} | {b:.2f} s (1x) | "

@@ -52,7 +52,7 @@ def main() -> None:
         out = {k: [h for e in enc[k] for h in decode[k](*e)] for k in bundles}
         same = sum(a.tokens == b.tokens and a.timestamps == b.timestamps for a, b in zip(out["torch"], out["onnx"]))
         diff = max(abs(a.score - b.score) for a, b in zip(out["torch"], out["onnx"]))
-        t = time_many({k: (lambda k=k: [decode[k](*e) for e in enc[k]]) for k in bundles}, repeats=args.repeats)
+        t = time_many({k: (lambda k=k, decode=decode: [decode[k](*e) for e in enc[k]]) for k in bundles}, repeats=args.repeats)
         rows.append([name, f"{same}/{len(waves)}", f"{diff:.2g}", t["onnx"] / t["torch"]])
     print(f"{args.model}, {len(waves)} utterances of data/synth_test, batch {args.batch}, 1 thread, "
           f"median of {args.repeats}")

@@ -34,7 +34,7 @@ def main() -> None:
     torch.set_num_threads(1)
     demo = load("demo-ctc")
     lps, refs = [], []
-    for name, mpath in SETS.items():
+    for mpath in SETS.values():
         rows = [json.loads(x) for x in mpath.read_text().splitlines() if x.strip()]
         lp, el = log_probs(demo, [mpath.parent / r["audio_filepath"] for r in rows])
         lps += [lp[i : i + 1, : el[i]] for i in range(lp.shape[0])]
@@ -48,14 +48,14 @@ def main() -> None:
     for top in ("compact", "normal"):
         g = DecodingGraph.load(Path(args.cache) / f"tlg-{top}-{args.words}-v{demo.tokenizer.vocab_size}.pt")
         fst = kaldi_fst(g)
-        tk, kal = best_of_three(lambda: [kaldi_decode(fst, x, [x.shape[1]], args.beam, args.max_active, args.scale,
-                                                      g.words)[0] for x in lps])
+        tk, kal = best_of_three(lambda fst=fst, g=g: [kaldi_decode(fst, x, [x.shape[1]], args.beam, args.max_active,
+                                                                   args.scale, g.words)[0] for x in lps])
         k_wer = wer(refs, [" ".join(w) for w, _ in kal])
         for m in (0, 20):
             dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=args.scale,
                               min_active=m, engine="native")
             dec(lps[0])
-            t, hyps = best_of_three(lambda: [dec(x)[0] for x in lps])
+            t, hyps = best_of_three(lambda dec=dec: [dec(x)[0] for x in lps])
             agree, diffs = disagreements(hyps, kal)
             o_wer = wer(refs, [" ".join(w for w, _, _ in h.words) for h in hyps])
             out.append(f"| {top} | {m} | {t:.3f} | {tk:.3f} | {tk / t:.2f} | {agree}/{len(kal)} | {o_wer:.4f} | "

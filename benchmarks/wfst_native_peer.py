@@ -33,8 +33,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     bundle = load_bundle(args.bundle)
-    lps, lens = [], []
-    for name, mpath in SETS.items():
+    lps = []
+    for mpath in SETS.values():
         rows = [json.loads(x) for x in mpath.read_text().splitlines() if x.strip()]
         audio = [read_audio(str(mpath.parent / r["audio_filepath"])) for r in rows]
         for a in audio:
@@ -50,9 +50,9 @@ def main() -> None:
         dec = WFSTDecoder(g, beam=beam, max_active=max_active, acoustic_scale=sc, engine=engine)
         dec(all_lp[:1, : all_el[0]], all_el[:1])  # warm-up: per-state token rows, packed arcs
         times[engine, 1], outs[engine, 1] = best_of_three(
-            lambda: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
+            lambda dec=dec: [dec(all_lp[i : i + 1, : all_el[i]], all_el[i : i + 1])[0] for i in range(all_lp.shape[0])])
         times[engine, 32], outs[engine, 32] = best_of_three(
-            lambda: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
+            lambda dec=dec: sum((dec(all_lp[i : i + 32], all_el[i : i + 32]) for i in range(0, all_lp.shape[0], 32)), []))
         print(engine, times, flush=True)
     t0 = time.time()
     fst = kaldi_fst(g)

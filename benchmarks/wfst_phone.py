@@ -157,7 +157,7 @@ def main() -> None:
         for sc in [float(x) for x in args.phone_scales.split(",")]:
             dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=sc)
             cells, t = [], 0.0
-            for name, (feats, flen, _, _, refs) in data.items():
+            for feats, flen, _, _, refs in data.values():
                 x = feats.clone()
                 if merge:
                     x[..., blank] = torch.logaddexp(x[..., blank], x[..., wb])
@@ -175,7 +175,7 @@ def main() -> None:
                        lambda: build_tlg(tok.vocab_size, lex, model, "compact", blank_id=demo.blank_id))
     dec = WFSTDecoder(g, beam=args.beam, max_active=args.max_active, acoustic_scale=args.demo_scale)
     cells, t = [], 0.0
-    for name, (_, _, lp, el, refs) in data.items():
+    for _, _, lp, el, refs in data.values():
         t0 = time.process_time()
         hyps = sum((dec(lp[i:i + 32], el[i:i + 32]) for i in range(0, lp.shape[0], 32)), [])
         t += time.process_time() - t0

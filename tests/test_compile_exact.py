@@ -56,10 +56,12 @@ def test_ctc_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kin
     B, T = 16, 40
     lp = peaky_log_probs(5, B, T, V, BLANK, peak=6.0, dtype=torch.float32)
     lens = random_lengths(5, B, T)
-    kw = dict(beam=16, nbest=2, fusion=[(token_lm.to(device), 0.7)] if with_lm else [], beta=2.0 if with_lm else 0.0)
+    kw = dict(beam=16, nbest=2, beta=2.0 if with_lm else 0.0)
     beam_loop.LOOPS.clear()
     monkeypatch.setattr(beam_loop, "resolve_mode", lambda mode, dev: "eager")
-    want = ctc.beam_search(lp, lens, BLANK, engine="torch", **kw)  # the Python frame loop on the CPU
+    want = ctc.beam_search(lp, lens, BLANK, engine="torch", fusion=[(token_lm, 0.7)] if with_lm else [],
+                           **kw)  # the Python frame loop on the CPU
+    kw["fusion"] = [(token_lm.to(device), 0.7)] if with_lm else []
 
     mode, context = _mode_context(kind)
     lock = Lockstep(beam_loop.STATE_NAMES)

@@ -169,9 +169,11 @@ def test_bad_inputs_give_the_same_errors_for_both_engines():
     for bad in ("cuda", "Native", None, 1):
         with pytest.raises(DecodingInputError, match="engine"):
             ctc.beam_search(lp, None, 0, engine=bad)
+    from asrdecode.native.choice import use_native  # the one place that picks the engine
+
     with pytest.raises(DecodingInputError, match="CPU"):
-        beam_mod._use_native("native", torch.empty(1, 1, 2, device="meta"))
-    assert beam_mod._use_native("auto", torch.empty(1, 1, 2, device="meta")) is False
+        use_native("native", torch.device("meta"), "log_probs")
+    assert use_native("auto", torch.device("meta"), "log_probs") is False
 
 
 def test_user_model_with_wrong_row_shape_is_an_error():

@@ -79,7 +79,7 @@ def test_streaming_greedy_equals_whole(d, peaky, n_chunks, cut_seed):
     assert [(h.tokens, h.timestamps) for h in hyps] == [(h.tokens, h.timestamps) for h in whole]
     assert [h.score for h in hyps] == pytest.approx([h.score for h in whole], abs=1e-6)
     assert state.offset.tolist() == lens.tolist()
-    parts = ctc.CTCGreedyState.cat(state.split([1] * batch))
+    parts = ctc.CTCGreedyState.join(state.split([1] * batch))
     assert torch.equal(parts.prev, state.prev) and parts.hyps == state.hyps
 
 

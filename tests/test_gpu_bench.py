@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,3 +34,22 @@ def test_gpu_benchmark_quick_on_cpu(tmp_path):
     data = json.loads((tmp_path / "gpu.json").read_text())
     assert data["device"].startswith("CPU") and len(data["rows"]) == len(report.rows)
     assert "| section |" in (tmp_path / "gpu.md").read_text()
+
+
+def test_gpu_profile_kernel_table_sums_a_trace():
+    """benchmarks/gpu_profile.py's kernel summary: counts, busy time, span, the top kernels by time."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    trace = {"traceEvents": [
+        {"cat": "kernel", "name": "gather", "ts": 0.0, "dur": 40.0},
+        {"cat": "kernel", "name": "add", "ts": 50.0, "dur": 2.0},
+        {"cat": "kernel", "name": "gather", "ts": 60.0, "dur": 40.0},
+        {"cat": "cpu_op", "name": "aten::gather", "ts": 0.0, "dur": 500.0},
+    ]}  # fmt: skip
+    summary, rows = gpu_profile.kernel_table(trace, top=1)
+    assert summary == pytest.approx({"kernels": 3.0, "busy_ms": 0.082, "span_ms": 0.1})
+    assert [(name, calls) for name, calls, _ in rows] == [("gather", 2)]
+    assert rows[0][2] == pytest.approx(0.08)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -182,7 +183,7 @@ def test_non_finite_joint_logits_are_a_named_error(value, durations) -> None:
 
     model = _bad_joint_model(value, durations)
     enc = random_encoder(1, 2, 5)
-    for name, search in _searches(durations):
+    for _name, search in _searches(durations):
         with pytest.raises(NonFiniteJointError):
             search(model, enc)
 
@@ -285,9 +286,7 @@ def test_transcribe_dataset_output_dir_is_probed_before_decoding(tmp_path, monke
 # -- server: the connection cap per client address ----------------------------------------------------
 
 
-def _connect_from(source: str, st) -> "socket.socket":
-    import socket
-
+def _connect_from(source: str, st) -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(5)
     s.bind((source, 0))
@@ -297,8 +296,6 @@ def _connect_from(source: str, st) -> "socket.socket":
 
 def _refused(s, wait: float) -> bool:
     """Whether the server answered 503 (or closed) within ``wait`` seconds; a held socket stays silent."""
-    import socket
-
     s.settimeout(wait)
     try:
         data = s.recv(4096)

@@ -140,3 +140,22 @@ def test_memory_and_device_copy():
     assert meta.fused is not None and meta.fused.int_table.device.type == "meta"
     sc, nx = meta.advance(torch.zeros(4, dtype=torch.int64, device="meta"))
     assert sc.shape == (4, a.vocab_size) and nx.device.type == "meta"
+
+
+def test_entry_tables_follow_the_arcs_and_stay_out_of_copies():
+    """The per-state entry tables ``advance`` reads (derived, cached on the automaton) are rebuilt after an
+    in-place change of the arcs, and neither a device copy nor a pickle carries them."""
+    import pickle
+
+    a = _lm(5, 4, 6, "last", "auto", max_per_order=60).automaton
+    states = torch.arange(a.num_states)
+    a.advance(states)
+    assert _fused.entry_tables(a, a.fused) is not None and "_entry_cache" in a.__dict__
+    with torch.no_grad():
+        a.arc_weight.mul_(2.0)
+    s, n = a.advance(states)
+    s0, n0 = a._advance(states, a.max_chain, a.light_degree)
+    torch.testing.assert_close(s, s0, atol=1e-6, rtol=0)
+    assert torch.equal(n, n0)
+    assert "_entry_cache" not in a.to("cpu").__dict__
+    assert "_entry_cache" not in pickle.loads(pickle.dumps(a)).__dict__

@@ -50,3 +50,44 @@ def test_one_fusion_descriptor_for_every_engine():
 
     assert ctc_beam._Model is FusionDesc
     assert transducer_beam._Model is FusionDesc and transducer_wind._Model is FusionDesc
+
+
+def test_generated_mirrors_and_layout_table_are_fresh():
+    """abi.py and abi_layout.inc are what abi_gen makes from abi.h (change abi.h, then rerun the generator)."""
+    from asrdecode.native import abi_gen
+
+    for path, text in abi_gen.outputs().items():
+        assert path.read_text() == text, f"{path.name} is stale: run python -m asrdecode.native.abi_gen"
+
+
+def test_generator_reads_every_declaration_form(tmp_path):
+    from asrdecode.native import abi_gen
+
+    header = tmp_path / "abi.h"
+    header.write_text("namespace asrd {\nstruct Inner {\n  int64_t a, b;  // two\n  double c;\n};\n"
+                      "struct Outer {\n  Inner in;\n  const Inner* many;  // an array\n  const int64_t* const* rows;\n"
+                      "  float f; void* p;\n};\n}\n")
+    structs = abi_gen.parse_header(header.read_text())
+    assert [(s.name, s.fields) for s in structs] == [
+        ("Inner", (("a", "int64_t"), ("b", "int64_t"), ("c", "double"))),
+        ("Outer", (("in", "Inner"), ("many", "const Inner*"), ("rows", "const int64_t* const*"), ("f", "float"),
+                   ("p", "void*"))),
+    ]
+    namespace: dict = {}
+    exec(abi_gen.outputs(header)[tmp_path / "abi.py"], namespace)
+    outer = namespace["Outer"]
+    assert [f for f, _ in outer._fields_] == ["in", "many", "rows", "f", "p"]
+    assert outer._fields_[1][1]._type_ is namespace["Inner"]
+    with pytest.raises(TypeError, match="no field 'g'"):
+        outer(g=1)
+    with pytest.raises(TypeError):
+        outer(1)  # by field name only
+
+
+def test_generator_names_a_line_it_cannot_read(tmp_path):
+    from asrdecode.native import abi_gen
+
+    with pytest.raises(abi_gen.AbiHeaderError, match="abi.h:3"):
+        abi_gen.parse_header("struct A {\n  int64_t a;\n  int64_t b[4];\n};\n")
+    with pytest.raises(abi_gen.AbiHeaderError, match="no ctypes mapping"):
+        abi_gen.render_mirrors(abi_gen.parse_header("struct A {\n  uint16_t a;\n};\n"))

@@ -217,7 +217,7 @@ def _dense(name: str):
 
     fn = getattr(load(), name)
     fp = ctypes.POINTER(ctypes.c_float)
-    if name == "asr_dense_matmat_on":
+    if name == "asrd_dense_matmat_on":
         fn.argtypes = [ctypes.c_int, fp, fp, fp, ctypes.c_int, ctypes.c_int, ctypes.c_int, fp]
     else:
         fn.argtypes = [ctypes.c_int, fp, ctypes.c_int, fp]
@@ -232,7 +232,7 @@ def test_each_product_level_equals_numpy_and_does_not_depend_on_the_batch(level)
     row's values bit for bit the same in any batch."""
     import numpy as np
 
-    fn, fp = _dense("asr_dense_matmat_on")
+    fn, fp = _dense("asrd_dense_matmat_on")
     rng = np.random.default_rng(level)
     for a, n, k in ((1, 1, 1), (3, 5, 7), (4, 8, 16), (9, 13, 37), (13, 31, 64), (6, 500, 130), (17, 50, 512)):
         w, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (n,), (a, k)))
@@ -253,7 +253,7 @@ def test_each_log_softmax_level_equals_torch(level) -> None:
     rounding, tails of every length and rows with -inf (a folded <unk>) included."""
     import numpy as np
 
-    fn, fp = _dense("asr_dense_log_softmax_on")
+    fn, fp = _dense("asrd_dense_log_softmax_on")
     rng = np.random.default_rng(level)
     for n in (1, 2, 7, 8, 9, 16, 31, 500, 1025):
         x = (rng.standard_normal(n) * 8).astype(np.float32)

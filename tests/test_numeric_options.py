@@ -58,8 +58,8 @@ def test_transducer_beam_with_non_finite_fusion_weight(weight, method):
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"beta": float("nan")}, "beta must be finite"),
-    ({"beta": float("inf")}, "beta must be finite"),
+    ({"beta": float("nan")}, "beta must be a finite number"),
+    ({"beta": float("inf")}, "beta must be a finite number"),
     ({"beam_threshold": float("nan")}, "beam_threshold must be finite"),
     ({"beam_threshold": 0.0}, "beam_threshold must be > 0"),
     ({"beam": 0}, "beam must be >= 1"),

@@ -15,7 +15,7 @@ import torch
 from asrdecode import ctc, evaluate
 from asrdecode.errors import DecodingInputError
 from asrdecode.lm import read_arpa
-from asrdecode.models.phone_words import BOUNDARIES, PhoneWordTokenizer, _build, _table, phone_word_lm
+from asrdecode.models.phone_words import BOUNDARIES, PhoneWordTokenizer, _build, _table
 from test_phone_bundle import TINY_ARPA, TINY_LEX, needs_hama
 
 REPO = Path(__file__).resolve().parents[1]

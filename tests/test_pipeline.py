@@ -12,7 +12,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -20,7 +19,7 @@ import bundle_double
 from asrdecode import ctc, transducer
 from asrdecode.errors import DecodingInputError
 from asrdecode.models import ModelBundle, check_bundle, load_bundle
-from asrdecode.pipeline import DECODERS, DecodeOptions, make_pipeline, parse_boost
+from asrdecode.pipeline import DECODER_NAMES, DecodeOptions, make_pipeline, parse_boost
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "asrdecode"
@@ -160,10 +159,11 @@ def test_pipeline_rejects_what_does_not_fit_the_model(kind: str, opts: DecodeOpt
 
 
 def test_decoder_table_covers_every_kind() -> None:
-    assert set(DECODERS) == {"ctc", "rnnt", "tdt"}
-    from asrdecode.streaming.families import DECODERS as streaming_decoders
+    assert set(DECODER_NAMES) == {"ctc", "rnnt", "tdt"}
+    from asrdecode import registry
+    from asrdecode.streaming.families import FAMILIES
 
-    assert streaming_decoders is DECODERS
+    assert {d.decoder for d in registry.DECODERS} == set(FAMILIES)  # every search streams, found by its class
 
 
 # ------------------------------------------------------------------------------------- CLI, foreign

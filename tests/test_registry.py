@@ -22,7 +22,7 @@ from asrdecode import cli, distributed, registry  # noqa: E402
 from asrdecode.errors import DecodingInputError  # noqa: E402
 from asrdecode.models import load_bundle  # noqa: E402
 from asrdecode.models.phone import ACOUSTIC_SCALE, MAX_ACTIVE, WFST_BEAM  # noqa: E402
-from asrdecode.pipeline import DECODERS, DecodeOptions, make_pipeline, resolve_options, stream_options  # noqa: E402
+from asrdecode.pipeline import DECODER_NAMES, DecodeOptions, make_pipeline, resolve_options, stream_options  # noqa: E402
 from asrdecode.registry import OPTION, OPTIONS  # noqa: E402
 from asrdecode.serving import server  # noqa: E402
 
@@ -52,7 +52,7 @@ def bundles(tmp_path_factory):
 def _cases(kind: str, graph: Path) -> list[dict]:
     """Given options per decoder of ``kind``: nothing named, the defaults, a few flags, an LM."""
     cases: list[dict] = [{}]
-    for d in DECODERS[kind]:
+    for d in DECODER_NAMES[kind]:
         cases.append({"decoder": d})
         if d == "beam":
             cases += [{"decoder": d, "beam": 4}, {"decoder": d, "lm": TOKEN_LM},
@@ -99,14 +99,14 @@ def test_every_entry_point_resolves_the_same_options(bundles) -> None:
     found, graph = bundles
     seen = 0
     for model, bundle in found.items():
-        for given in _cases(bundle.kind, graph):
-            if given.get("nbest", 1) > 1:  # a served stream has one hypothesis: serve refuses nbest
-                given = {k: v for k, v in given.items() if k != "nbest"}
-            doors = _every_door(bundle, model, given)
+        for case in _cases(bundle.kind, graph):
+            if case.get("nbest", 1) > 1:  # a served stream has one hypothesis: serve refuses nbest
+                case = {k: v for k, v in case.items() if k != "nbest"}
+            doors = _every_door(bundle, model, case)
             want = doors["pipeline"]
-            assert want == resolve_options(bundle, given)
+            assert want == resolve_options(bundle, case)
             for door, got in doors.items():
-                assert got == want, (model, given, door)
+                assert got == want, (model, case, door)
             seen += 1
     assert seen >= 30
 
@@ -114,20 +114,20 @@ def test_every_entry_point_resolves_the_same_options(bundles) -> None:
 def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
     found, graph = bundles
     for model, bundle in found.items():
-        for given in _cases(bundle.kind, graph):
-            if "lm" in given or "nbest" in given:  # (the LM cases: the first test; not rebuilt per case here)
+        for case in _cases(bundle.kind, graph):
+            if "lm" in case or "nbest" in case:  # (the LM cases: the first test; not rebuilt per case here)
                 continue
-            if "compat" in given:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
-                for call in (lambda: server.bundle_decoding(bundle, given["decoder"], {"compat": "sherpa"}),
-                             lambda: stream_options(bundle, resolve_options(bundle, given))):
+            if "compat" in case:  # demo models are not sherpa-onnx layouts: serve and stream_options refuse alike
+                for call in (lambda b=bundle, c=case: server.bundle_decoding(b, c["decoder"], {"compat": "sherpa"}),
+                             lambda b=bundle, c=case: stream_options(b, resolve_options(b, c))):
                     with pytest.raises(DecodingInputError, match="--compat sherpa needs a sherpa-onnx ONNX transducer"):
                         call()
                 continue
-            opts = resolve_options(bundle, given)
+            opts = resolve_options(bundle, case)
             if opts.decoder == "wfst" and not opts.graph:  # both refuse it (needs --graph)
                 continue
-            name, served = server.bundle_decoding(bundle, given.get("decoder"),
-                                                  {k: v for k, v in given.items() if k != "decoder"})
+            name, served = server.bundle_decoding(bundle, case.get("decoder"),
+                                                  {k: v for k, v in case.items() if k != "decoder"})
             offline, _ = stream_options(bundle, opts)
             assert name == offline.pop("decoder") == opts.decoder
             assert served.keys() == offline.keys()
@@ -135,17 +135,19 @@ def test_serve_builds_the_same_search_as_transcribe(bundles) -> None:
                 if key == "graph":
                     assert served[key].num_states == offline[key].num_states
                 elif key != "fusion":
-                    assert served[key] == offline[key], (model, given, key)
+                    assert served[key] == offline[key], (model, case, key)
 
 
 def test_one_default_per_option_everywhere(bundles) -> None:
     found, graph = bundles
     ctc, rnnt = found["demo-ctc"], found["demo-rnnt"]
-    # serve used StreamDecoder's own defaults: CTC beam 16, transducer beam 4, WFST scale 1.0
+    # serve used StreamDecoder's own defaults (CTC beam 16, transducer beam 4, WFST scale 1.0, the CLI's 8, 8,
+    # 2.0); now each is its config's, the library's too
     assert server.bundle_decoding(ctc, "beam", {})[1]["beam"] == OPTION["beam"].default == 8
     assert server.bundle_decoding(rnnt, "beam", {})[1]["beam"] == 8
     plain = bundle_double.ctc_bundle()
-    assert server.bundle_decoding(plain, "wfst", {"graph": str(graph)})[1]["acoustic_scale"] == 2.0
+    assert server.bundle_decoding(plain, "wfst", {"graph": str(graph)})[1]["acoustic_scale"] == 1.0
+    assert resolve_options(ctc, {"decoder": "wfst", "graph": str(graph)}).acoustic_scale == 2.0  # demo-ctc's tuning
     # --method wind without --window: the WIND window 8 (the CLI used 1), the same in every door
     assert server.bundle_decoding(rnnt, "beam", {"method": "wind"})[1]["window"] == 8
     assert stream_options(rnnt, resolve_options(rnnt, {"decoder": "beam", "method": "wind"}))[0]["window"] == 8
@@ -156,8 +158,8 @@ def test_one_default_per_option_everywhere(bundles) -> None:
 def test_tuned_beta_needs_an_lm(bundles) -> None:
     ctc = bundles[0]["demo-ctc"]
     assert ctc.decode_defaults["beta"] == pytest.approx(2.0)
-    for given in ({"decoder": "beam"}, {"decoder": "beam", "boost": ("ill disposed:2",)}):
-        opts = resolve_options(ctc, given)
+    for case in ({"decoder": "beam"}, {"decoder": "beam", "boost": ("ill disposed:2",)}):
+        opts = resolve_options(ctc, case)
         assert opts.beta == 0.0 and opts.lm_weight == OPTION["lm_weight"].default  # not applied: no LM
     opts = resolve_options(ctc, {"decoder": "beam", "lm": TOKEN_LM})
     assert (opts.lm_weight, opts.beta) == (pytest.approx(0.7), pytest.approx(2.0))
@@ -169,7 +171,7 @@ def test_tuned_beta_needs_an_lm(bundles) -> None:
     assert resolve_options(phone, {}).acoustic_scale == pytest.approx(ACOUSTIC_SCALE)
 
 
-@pytest.mark.parametrize("kind, given, match", [
+@pytest.mark.parametrize("kind, case, match", [
     ("ctc", {"beta": 1.0, "decoder": "beam"}, "--beta needs --lm or --word-lm"),
     ("rnnt", {"lm_weight": 0.3, "decoder": "beam"}, "--lm-weight needs --lm"),
     ("ctc", {"word_bonus": 1.0, "decoder": "beam"}, "--word-bonus needs --word-lm"),
@@ -186,10 +188,10 @@ def test_tuned_beta_needs_an_lm(bundles) -> None:
     ("rnnt", {"decoder": "beam", "max_symbols": 0}, "--max-symbols must be an int >= 1"),
     ("ctc", {"decoder": "beam", "nbest": 0}, "--nbest must be an int >= 1"),
 ])
-def test_resolution_errors(kind: str, given: dict, match: str) -> None:
+def test_resolution_errors(kind: str, case: dict, match: str) -> None:
     bundle = bundle_double.DoubleBundle(kind)
     with pytest.raises(DecodingInputError, match=match):
-        resolve_options(bundle, given)
+        resolve_options(bundle, case)
 
 
 def test_bad_bundle_defaults_and_server_config() -> None:
@@ -222,7 +224,7 @@ def test_registry_tables_fit_together() -> None:
     assert [f.name for f in dataclasses.fields(DecodeOptions)] == ["decoder", *(o.name for o in OPTIONS)]
     for d in registry.DECODERS:
         assert set(d.options) <= set(OPTION), d.name
-        assert isinstance(getattr(families, d.family), type)
+        assert families.FAMILIES[d.decoder].decoder_class is d.decoder
     assert {o.name for o in OPTIONS} == {n for d in registry.DECODERS for n in d.options}
     pairs = [(d.name, k) for d in registry.DECODERS for k in d.kinds]
     assert len(pairs) == len(set(pairs))  # each (decoder, kind) declared once
@@ -330,7 +332,7 @@ def test_resolution_never_applies_what_does_not_fit(kind, tuned, chosen) -> None
     """Whatever the user and the bundle give: the result keeps every given value, drops or refuses
     what does not fit, and passes the registry's own check (every set option applies, with what it needs)."""
     decoder = chosen.draw(st.sampled_from([*registry.decoder_names([kind]), None, "wfst"]))
-    taken = registry.decoder_for(decoder or "greedy", kind).options if decoder in DECODERS[kind] else ()
+    taken = registry.decoder_for(decoder or "greedy", kind).options if decoder in DECODER_NAMES[kind] else ()
     pool = st.sampled_from(sorted(taken)) if taken else st.sampled_from(sorted(_VALUES))
     given_keys = chosen.draw(st.lists(st.one_of(pool, pool, pool, st.sampled_from(sorted(_VALUES))), min_size=1, max_size=4,
                                       unique=True))

@@ -21,15 +21,22 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
 from asrdecode import cli  # noqa: E402
 from asrdecode.errors import DecodingInputError  # noqa: E402
+from asrdecode.serving.loadtest import Clip, load_clips  # noqa: E402
 from asrdecode.serving.protocol import (MAX_ABS_SAMPLE_CEILING, AudioRateMeter, Limits, ProtocolError,  # noqa: E402
                                         decode_chunk, encode_chunk)
 from asrdecode.serving.server import ServerConfig, ServerThread  # noqa: E402
 from asrdecode.streaming import MAX_ABS_SAMPLE, StreamInputError  # noqa: E402
-from test_server import cfg, clips, make_service, raw_session  # noqa: E402,F401
+from test_server import CLIPS, cfg, make_service, raw_session  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
 MARK = np.float32(0.0123456)  # first sample of a poisoned stream's chunks (f32le carries it exactly)
+
+
+@pytest.fixture(scope="module")
+def clips() -> list[Clip]:
+    """test_server's real clips, loaded once for this module."""
+    return load_clips(CLIPS)
 
 
 async def stream_clip(url: str, audio: np.ndarray, chunk: int, *, encoding: str = "f32le", pace: float = 0.0,

@@ -34,6 +34,11 @@ from sherpa_models import build_nemo  # noqa: E402
 from test_sherpa_onnx import _as_sherpa, _frames, _sherpa_decode, sherpa, waves  # noqa: E402, F401
 
 #: name -> build_nemo keyword arguments (all without feature normalisation: the features are identical)
+#: The flat models are decoded on kaldi-native-fbank's own features (``fbank="knf"``, sherpa-onnx's bits):
+#: their near-ties also turn on float32 rounding of the features (asrdecode's fast fbank is within 1.1e-3
+#: of sherpa-onnx's and gives 57/60 on rnnt-flat, native engine, measured 2026-11-27), and the searches,
+#: not the front end, are what these tests compare
+FBANK = {"rnnt": "fast", "rnnt-flat": "knf", "tdt": "fast", "tdt-flat": "knf"}
 LAYOUTS = {"rnnt": {"blank_bias": 10.0}, "rnnt-flat": {"blank_bias": 2.0, "seed": 3},
            "tdt": {"tdt": True}, "tdt-flat": {"tdt": True, "blank_bias": 3.0, "seed": 1}}
 
@@ -123,7 +128,7 @@ def test_best_equals_sherpa_onnx_on_60_clips(nemo_models, waves, sherpa_results,
 
         if not available():
             pytest.skip("no C++ compiler for the native engine")
-    b = load_onnx_transducer(str(nemo_models[name]))
+    b = load_onnx_transducer(str(nemo_models[name]), fbank=FBANK[name])
     tdt = b.model.durations is not None
     assert tdt == name.startswith("tdt")
     enc, elen = b.encode_features(*b.features(waves))  # the strided-conv encoder: padding never leaks
@@ -147,7 +152,7 @@ def test_registry_compat_sherpa_beam_equals_sherpa_onnx(nemo_models, waves, sher
     from asrdecode.native import available
     from asrdecode.pipeline import make_pipeline, resolve_options
 
-    b = load_onnx_transducer(str(nemo_models[name]))
+    b = load_onnx_transducer(str(nemo_models[name]), fbank=FBANK[name])
     pipe = make_pipeline(b, resolve_options(b, {"decoder": "beam", "beam": 4, "compat": "sherpa", "engine": engine}))
     assert b.model.unk_as_blank is None
     enc, elen = pipe.encode(waves)

@@ -308,7 +308,7 @@ def test_bad_inputs(bundles, clips, graph) -> None:
         "int tensor": (torch.zeros(10, dtype=torch.int32), "float32"),
         "list": ([0.0] * 10, "numpy array or torch tensor"),
     }
-    for what, (audio, msg) in bad.items():
+    for _what, (audio, msg) in bad.items():
         with pytest.raises(ValueError, match=msg):
             dec.step({"a": good, "b": audio})
     with pytest.raises(KeyError, match="not open"):

@@ -299,7 +299,7 @@ def _chunked(m, enc, lengths, bounds, initial=False, **kw):
     settings = {k: v for k, v in kw.items() if k != "nbest"}
     state = initial_beam_state(m, enc.shape[0], enc.shape[2], **settings) if initial else None
     edges = [0, *bounds, enc.shape[1]]
-    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+    for a, b in zip(edges, edges[1:]):
         clen = (lengths - a).clamp(min=0, max=b - a)
         last = lengths <= b  # per utterance: this chunk holds its last frame
         out, state = beam_search(m, enc[:, a:b], clen, state=state, return_state=True, final=last, **kw)

@@ -67,7 +67,7 @@ def test_nbest_equals_exhaustive_distinct_word_sequences(graphs, top, seed):
         assert len(got) == min(N, len(want))
         assert got[0].words == one[b].words and got[0].tokens == one[b].tokens
         assert got[0].score == pytest.approx(one[b].score, rel=1e-6, abs=1e-6)
-        for h, (words, score) in zip(got, want):
+        for h, (_want_words, score) in zip(got, want):
             assert h.score == pytest.approx(score, abs=1e-4)
         # the same set of word sequences (ties at the cut may swap places)
         cut = want[-1][1]

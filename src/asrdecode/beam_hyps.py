@@ -44,7 +44,7 @@ def extend_hash(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """
     h1 = h >> 32
     h2 = h & _LOW
-    t = tokens.to(torch.int64) + 1
+    t = (tokens if tokens.dtype == torch.int64 else tokens.to(torch.int64)) + 1
     h1 = torch.remainder(torch.add(t, h1, alpha=_P1), _M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
     h2 = torch.remainder(torch.add(t, h2, alpha=_P2), _M2)
     return (h1 << 32) | h2
@@ -83,6 +83,9 @@ class BeamTree:
     _buf: tuple[torch.Tensor, ...] | None = field(default=None, init=False, repr=False,
                                                                           compare=False)
     _count: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+    _base: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+    _step: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # [3, 1, B, K]
+    _step_rows: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # its [3, B, K]
     _n: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
@@ -91,9 +94,15 @@ class BeamTree:
         """An empty tree whose steps live in preallocated ``[capacity, batch, slots]`` int64 tensors."""
         tree = cls()
         cap = max(int(capacity), 1)
-        tree._buf = tuple(torch.zeros((cap, batch, slots), dtype=torch.long, device=device) for _ in range(3))
+        tree._set_storage(torch.zeros((3, cap, batch, slots), dtype=torch.long, device=device))
         tree._count = torch.zeros(1, dtype=torch.long, device=device)
         return tree
+
+    def _set_storage(self, base: torch.Tensor) -> None:
+        """Keep ``base [3, capacity, B, K]`` (tokens, parents, data) as the storage: one tensor, so a step is
+        written by one ``index_copy_``."""
+        self._base = base
+        self._buf = tuple(base.unbind(0))
 
     @property
     def is_preallocated(self) -> bool:
@@ -115,21 +124,26 @@ class BeamTree:
         cap = self._buf[0].shape[0]
         while cap < self._n + steps:
             cap *= 2
-        grown = []
-        for old in self._buf:
-            new = old.new_zeros((cap, *old.shape[1:]))
-            new[: self._n] = old[: self._n]
-            grown.append(new)
-        self._buf = tuple(grown)
+        assert self._base is not None
+        grown = self._base.new_zeros((3, cap, *self._base.shape[2:]))
+        grown[:, : self._n] = self._base[:, : self._n]
+        self._set_storage(grown)
 
     def write(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
         """Preallocated trees: store one step at the device step counter and advance it (in place,
         static shapes, no sync). The host must have reserved room and counts it with :meth:`advance`."""
-        assert self._buf is not None, "write() needs a preallocated tree; use record()"
+        assert self._base is not None, "write() needs a preallocated tree; use record()"
         assert self._count is not None
         data = data if data.dim() == 2 else data[:, None].expand_as(tokens)
-        for buf, x in zip(self._buf, (tokens, parents, data)):
-            buf.index_copy_(0, self._count, x[None].to(buf.dtype))
+        step = self._step
+        if step is None or step.shape[2:] != tokens.shape or step.device != tokens.device:
+            step = self._step = self._base.new_empty((3, 1, *tokens.shape))
+            self._step_rows = step[:, 0]
+        if tokens.dtype == parents.dtype == data.dtype == step.dtype:  # one stack into the step buffer
+            torch.stack([tokens, parents, data], out=self._step_rows)
+        else:
+            step.copy_(torch.stack([tokens.long(), parents.long(), data.long()])[:, None])
+        self._base.index_copy_(1, self._count, step)
         self._count.add_(1)
 
     def advance(self, steps: int = 1) -> None:
@@ -163,12 +177,12 @@ class BeamTree:
         if self._buf is None:
             if self.tokens:
                 return None
-            self._buf = tuple(torch.empty((3, max(64, 2 * steps), batch, slots), dtype=torch.long,
-                                          device=device).unbind(0))
+            self._set_storage(torch.empty((3, max(64, 2 * steps), batch, slots), dtype=torch.long, device=device))
             self._count = torch.zeros(1, dtype=torch.long, device=device)
             self._n = 0
         self.reserve(steps)
         n = self._n
+        assert self._buf is not None
         return tuple(b[n : n + steps] for b in self._buf)  # type: ignore[return-value]
 
     def open_steps_native(self, steps: int, batch: int, slots: int,

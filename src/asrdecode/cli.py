@@ -11,6 +11,7 @@ Audio at any sample rate is resampled to 16 kHz (:func:`asrdecode.audio.read_aud
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
@@ -479,14 +480,11 @@ def _server_config(args: argparse.Namespace, server) -> Any:
 
         options["latency"] = check_latency("--latency", args.latency)
     try:
-        limits = Limits(max_chunk_seconds=args.max_chunk_seconds, max_stream_seconds=args.max_stream_seconds,
-                        min_audio_rate=args.min_audio_rate)
+        settings = _settings_of(args, server.ServerConfig)
+        settings["max_connections_per_client"] = settings["max_connections_per_client"] or None  # 0: no cap
         return server.ServerConfig(model=args.model, decoder=args.decoder, decoder_options=options,
-                                   max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_pending=args.max_queue,
-                                   max_streams=args.max_streams, max_connections=args.max_connections,
-                                   max_connections_per_client=args.max_connections_per_client or None,
                                    allowed_hosts=tuple(h for h in ",".join(args.allowed_hosts).split(",") if h),
-                                   drain_timeout_s=args.drain_timeout, limits=limits)
+                                   limits=Limits(**_settings_of(args, Limits)), **settings)
     except ValueError as err:
         raise CLIError(str(err)) from None
 
@@ -556,8 +554,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .serving.transcriptions import TranscriptionConfig
 
     try:
-        uploads = TranscriptionConfig(max_upload_mb=args.max_upload_mb, max_audio_seconds=args.max_upload_seconds,
-                                      long_audio_seconds=args.long_audio_seconds)
+        uploads = TranscriptionConfig(**_settings_of(args, TranscriptionConfig))
     except ValueError as err:
         raise CLIError(f"--max-upload-mb / --max-upload-seconds / --long-audio-seconds: {err}") from None
     try:
@@ -846,30 +843,15 @@ def _add_serve_command(sub: Any, raw: type) -> None:
     _add_serving(p)
     p.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     p.add_argument("--port", type=int, default=8000, help="default: %(default)s (0: any free port)")
-    p.add_argument("--max-streams", type=int, default=256, help="most concurrent streams (default: %(default)s)")
-    p.add_argument("--max-connections", type=int, default=None,
-                   help="most open TCP connections, handshakes included (default: 2 x --max-streams)")
-    p.add_argument("--max-connections-per-client", type=int, default=32,
-                   help="most open TCP connections from one client address (0: no cap; default: %(default)s; "
-                        "at most half of --max-connections)")
     p.add_argument("--allowed-hosts", action="append", default=[], metavar="NAME[,NAME...]",
                    help="Host names (DNS names clients use) the server answers to besides loopback and --host; "
                         "other Host headers are refused (DNS rebinding). Repeatable")
-    p.add_argument("--max-chunk-seconds", type=float, default=2.0,
-                   help="largest audio message, in seconds (default: %(default)s, at most 30)")
-    p.add_argument("--min-audio-rate", type=float, default=0.5,
-                   help="close streams sending less audio than this many seconds per second, over 10 s "
-                        "after 10 s (0: off; default: %(default)s)")
-    p.add_argument("--max-stream-seconds", type=float, default=600.0, help="longest stream (default: %(default)s)")
-    p.add_argument("--drain-timeout", type=float, default=30.0,
-                   help="on shutdown, seconds open streams may go on (default: %(default)s)")
-    p.add_argument("--max-upload-mb", type=float, default=25.0,
-                   help="POST /v1/audio/transcriptions: largest file, in MB (default: %(default)s)")
-    p.add_argument("--max-upload-seconds", type=float, default=3600.0,
-                   help="POST /v1/audio/transcriptions: longest audio (default: %(default)s)")
-    p.add_argument("--long-audio-seconds", type=float, default=60.0,
-                   help="POST /v1/audio/transcriptions: longer files are cut into windows at pauses, each "
-                        "decoded whole, as `transcribe` does (default: %(default)s)")
+    from .serving.protocol import Limits
+    from .serving.settings import ServerConfig, TranscriptionConfig
+
+    _add_settings(p, ServerConfig, skip=_BATCHING)
+    _add_settings(p, Limits)
+    _add_settings(p, TranscriptionConfig)
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning",
                    help="uvicorn log level (default: %(default)s)")
     from .streaming.latency import MAX_LATENCY_SECONDS, MIN_LATENCY_SECONDS, POLICIES
@@ -952,13 +934,37 @@ def _add_serving(p: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
                    help="--decoder beam: fusion weight of the per-stream boosts (without it, boosts are refused)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="another StreamDecoder keyword argument (VALUE read as JSON if it parses; repeatable)")
-    p.add_argument("--max-batch", type=int, default=32, help="streams per decoder step; 1 = no batching "
-                   "(default: %(default)s)")
-    p.add_argument("--max-wait-ms", type=float, default=10.0,
-                   help="longest wait for a batch to fill (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=8,
-                   help="per-stream chunks queued before the server stops reading it (default: %(default)s)")
+    from .serving.settings import ServerConfig
 
+    _add_settings(p, ServerConfig, only=_BATCHING)
+
+
+#: the ServerConfig fields that `serve` and `loadtest --spawn` both take
+_BATCHING = ("max_batch", "max_wait_ms", "max_pending")
+
+
+def _setting_dest(name: str, s: Any) -> str:
+    """The argparse destination of a config field's flag."""
+    return (s.flag or "--" + name.replace("_", "-"))[2:].replace("-", "_")
+
+
+def _add_settings(p: argparse.ArgumentParser, cls: type, *, only: Sequence[str] = (),
+                  skip: Sequence[str] = ()) -> None:
+    """A flag per ``cls``'s ``cli`` field (:func:`~asrdecode.configs.setting` metadata: flag, help, default)."""
+    for f in dataclasses.fields(cls):
+        s = f.metadata.get("setting")
+        if s is None or not s.cli or (only and f.name not in only) or f.name in skip:
+            continue
+        default = "" if f.default is None else " (default: %(default)s)"
+        p.add_argument(s.flag or "--" + f.name.replace("_", "-"), type={"int": int, "float": float}[s.kind],
+                       default=f.default, help=s.help.replace("%", "%%") + default)
+
+
+def _settings_of(args: argparse.Namespace, cls: type, *, only: Sequence[str] = ()) -> dict[str, Any]:
+    """``{field: value}`` of ``cls``'s ``cli`` fields from their flags."""
+    return {f.name: getattr(args, _setting_dest(f.name, f.metadata["setting"])) for f in dataclasses.fields(cls)
+            if "setting" in f.metadata and f.metadata["setting"].cli and (not only or f.name in only)
+            and hasattr(args, _setting_dest(f.name, f.metadata["setting"]))}
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``asrdecode``; returns the exit status (0, or 2 on bad input)."""

@@ -1,7 +1,8 @@
 """What each registry decoder runs: its search keyword arguments and its offline builder.
 
-Each decoder of :data:`asrdecode.registry.DECODERS` names two functions here: ``*_kwargs(bundle,
-options)``, the keyword arguments of its search (fusion models and graphs built from the option
+Each search of :data:`asrdecode.registry.DECODERS` names two functions here: ``*_kwargs(bundle,
+options)``, the keyword arguments of its search (its config's options by field name,
+:meth:`~asrdecode.registry.DecodeOptions.settings`, plus fusion models and graphs built from the option
 values), which the streaming family receives as they are; and a builder ``(bundle, options) ->
 decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]`` (one list per utterance, best first) that
 calls the same search on whole utterances. ``bundle`` needs ``kind``, ``model`` (``vocab_size``;
@@ -15,12 +16,16 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import torch
 
+from .configs import CTCBeamConfig, TransducerBeamConfig, TransducerGreedyConfig, WFSTConfig
 from .errors import DecodingInputError, FileFormatError
 from .results import Hypothesis
+
+if TYPE_CHECKING:  # (the registry imports this module: its DecodeOptions is for annotations only)
+    from .registry import DecodeOptions
 
 __all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest"]
 
@@ -30,8 +35,6 @@ Hyps = list[Hypothesis]
 NBest = list[list[Hypothesis]]
 DecodeNBest = Callable[[torch.Tensor, torch.Tensor], NBest]
 
-#: the WIND window of ``method="wind"`` when none is given (``transducer.beam_search``'s default)
-WIND_BEAM_WINDOW = 8
 #: the ``search`` of :func:`~asrdecode.models.sherpa_compat.sherpa_options` -> what the preset runs
 SHERPA_SEARCHES = {"modified": "an icefall model is sherpa-onnx's modified beam search",
                    "nemo": "a NeMo model is sherpa-onnx's NeMo modified beam search"}
@@ -53,10 +56,9 @@ def parse_boost(spec: str) -> tuple[str, float]:
     return phrase.strip(), w
 
 
-def build_fusion(opts: Any, tokenizer: Any, vocab: int, blank: int) -> list:
-    """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search."""
-    if (opts.lm or opts.word_lm or opts.boost) and opts.decoder != "beam":
-        raise DecodingInputError("--lm, --word-lm and --boost need --decoder beam")
+def build_fusion(opts: DecodeOptions, tokenizer: Any, vocab: int, blank: int) -> list:
+    """The ``[(FusionModel, weight), ...]`` of ``opts`` (token LM, word LM, phrase boosting) for a beam search
+    (the registry's :func:`~asrdecode.registry.check_options` refuses them for a search that fuses nothing)."""
     fusion: list = []
     if opts.lm:
         from .lm import NGramLM
@@ -96,20 +98,21 @@ def best_of(nbest_lists: Sequence[Sequence[Hypothesis]]) -> list[Hypothesis]:
 
 
 # --------------------------------------------------------------------------------- search kwargs
-def no_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def no_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """CTC greedy takes no options."""
     return {}
 
 
-def transducer_greedy_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.greedy``: WIND window (1: off), the symbols-per-frame cap (``compat``'s with a preset), engine."""
-    kw = {"window": opts.window or 1, "max_symbols": opts.max_symbols, "engine": opts.engine}
+def transducer_greedy_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
+    """``transducer.greedy``: its config's options (WIND window, the symbols-per-frame cap: ``compat``'s with a
+    preset, engine)."""
+    kw = opts.settings(TransducerGreedyConfig)
     if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
         kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
     return kw
 
 
-def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
+def sherpa_preset(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """:func:`~asrdecode.models.sherpa_compat.sherpa_options` of ``bundle.model`` for ``opts.decoder``.
 
     Raises:
@@ -117,16 +120,10 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
             ``opts`` set what the preset sets (``max_symbols``) or what sherpa-onnx's modified beam
             search has no counterpart for (another method, fusion).
     """
-    from .models.nemo_onnx import NemoOnnxTransducer
-    from .models.onnx_transducer import OnnxTransducer
     from .models.sherpa_compat import sherpa_options
     from .transducer._checks import DEFAULT_MAX_SYMBOLS
 
-    model = bundle.model
-    if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
-        raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer (icefall or NeMo layout) "
-                                 f"whose start context and <unk> handling can be set; "
-                                 f"{getattr(bundle, 'name', 'the model')} is a {type(model).__name__}")
+    model = sherpa_transducer(bundle)
     if opts.max_symbols != DEFAULT_MAX_SYMBOLS:
         raise DecodingInputError("--max-symbols does not combine with --compat sherpa (the preset sets it)")
     preset = sherpa_options(model, opts.decoder)
@@ -141,7 +138,33 @@ def sherpa_preset(bundle: Any, opts: Any) -> dict[str, Any]:
     return preset
 
 
-def compat_model(bundle: Any, opts: Any) -> Any:
+def sherpa_transducer(bundle: Any) -> Any:
+    """``bundle.model`` when it is a sherpa-onnx ONNX transducer (icefall or NeMo layout), whose start context
+    and ``<unk>`` handling ``--compat sherpa`` sets; else the one named error of every door."""
+    from .models.nemo_onnx import NemoOnnxTransducer
+    from .models.onnx_transducer import OnnxTransducer
+
+    model = bundle.model
+    if not isinstance(model, (OnnxTransducer, NemoOnnxTransducer)):
+        raise DecodingInputError(f"--compat sherpa needs a sherpa-onnx ONNX transducer, got {type(model).__name__} "
+                                 f"({getattr(bundle, 'name', 'the model')}; icefall or NeMo layout, whose start "
+                                 "context and <unk> handling can be set)")
+    return model
+
+
+def check_sherpa_streams(model: Any, decoder: str) -> None:
+    """A named error when ``--compat sherpa --decoder`` ``decoder`` on ``model`` is one of sherpa-onnx's own
+    beam searches, which decode whole utterances only (streaming and serve take greedy)."""
+    from .models.sherpa_compat import sherpa_options
+
+    search = sherpa_options(model, decoder).get("search")
+    if search in SHERPA_SEARCHES:
+        what = SHERPA_SEARCHES[search].replace("'s NeMo modified", "'s modified")
+        raise DecodingInputError(f"--compat sherpa --decoder {decoder} ({what}) decodes whole utterances only; "
+                                 "streaming and serve take --decoder greedy")
+
+
+def compat_model(bundle: Any, opts: DecodeOptions) -> Any:
     """``bundle.model``, or with ``opts.compat == "sherpa"`` its :func:`sherpa_model` (checked by :func:`sherpa_preset`)."""
     if opts.compat != "sherpa":
         return bundle.model
@@ -162,20 +185,20 @@ def sherpa_model(model: Any, decoder: str) -> Any:
     return model
 
 
-def ctc_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def ctc_beam_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``ctc.beam_search``: beam, fusion models, bonus, engine; plus the bundle's own word search
     (:func:`bundle_word_search`) when it has one and no LM was given."""
     return _ctc_beam_kwargs(bundle, opts, bundle_word_search(bundle, opts))
 
 
-def _ctc_beam_kwargs(bundle: Any, opts: Any, words: tuple[list, Any] | None) -> dict[str, Any]:
+def _ctc_beam_kwargs(bundle: Any, opts: DecodeOptions, words: tuple[list, Any] | None) -> dict[str, Any]:
     fusion = build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)
     if words is not None:
         fusion = [*fusion, *words[0]]
-    return {"beam": opts.beam, "beta": float(opts.beta), "engine": opts.engine, "fusion": fusion}
+    return {**opts.settings(CTCBeamConfig, skip=("nbest",)), "fusion": fusion}
 
 
-def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
+def bundle_word_search(bundle: Any, opts: DecodeOptions) -> tuple[list, Any] | None:
     """``(fusion models, word tokenizer)`` that make a CTC model's beam search give words when its
     tokens are not spelled words (phone-ctc: the lexicon-mode word LM over its pronunciations, and the
     tokenizer that turns phone ids into words), from the bundle's ``beam_words()``; ``None`` for a
@@ -187,17 +210,13 @@ def bundle_word_search(bundle: Any, opts: Any) -> tuple[list, Any] | None:
     return list(fusion), tokenizer
 
 
-def transducer_beam_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
-    """``transducer.beam_search``: beam, method (WIND: window, expansion threshold), fusion, cap, engine
-    (``compat``: the preset's cap)."""
-    cap = sherpa_preset(bundle, opts)["max_symbols"] if opts.compat == "sherpa" else opts.max_symbols
-    kw = {"beam": opts.beam, "method": opts.method, "beta": float(opts.beta), "max_symbols": cap,
-          "engine": opts.engine,
+def transducer_beam_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
+    """``transducer.beam_search``: its config's options (beam, method, WIND window and expansion threshold,
+    cap: ``compat``'s with a preset, bonus, engine) and the fusion models."""
+    kw = {**opts.settings(TransducerBeamConfig, skip=("nbest",)),
           "fusion": build_fusion(opts, bundle.tokenizer, bundle.model.vocab_size, bundle.blank_id)}
     if opts.compat == "sherpa":  # the streaming family makes its model with sherpa_model
-        kw["compat"] = "sherpa"
-    if opts.method == "wind":
-        kw.update(window=opts.window or WIND_BEAM_WINDOW, expansion_gamma=opts.expansion_gamma)
+        kw.update(max_symbols=sherpa_preset(bundle, opts)["max_symbols"], compat="sherpa")
     return kw
 
 
@@ -233,7 +252,7 @@ def check_graph_fits(graph: Any, bundle: Any, path: Any = None) -> None:
         f"`asrdecode build-graph --model {name} --lm LM --out GRAPH` (build-graph's default --model is demo-ctc)")
 
 
-def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
+def wfst_kwargs(bundle: Any, opts: DecodeOptions) -> dict[str, Any]:
     """``WFSTDecoder``: the loaded graph and the search settings (``boost`` is per utterance: :func:`word_boosts`)."""
     from .ctc.wfst import load_graph
 
@@ -241,25 +260,23 @@ def wfst_kwargs(bundle: Any, opts: Any) -> dict[str, Any]:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     if not Path(opts.graph).is_file():
         raise FileFormatError(opts.graph, None, "no such graph file")
-    return {"graph": load_graph(opts.graph), "acoustic_scale": float(opts.acoustic_scale),
-            "beam": float(opts.wfst_beam), "max_active": int(opts.max_active), "min_active": int(opts.min_active),
-            "engine": opts.engine}
+    return {"graph": load_graph(opts.graph), **opts.settings(WFSTConfig)}
 
 
-def word_boosts(opts: Any) -> dict[str, float] | None:
+def word_boosts(opts: DecodeOptions) -> dict[str, float] | None:
     """WFST: ``{word: boost}`` of ``opts.boost`` (``None``: no boosts)."""
     return dict(parse_boost(b) for b in opts.boost) or None
 
 
 # -------------------------------------------------------------------------------------- builders
-def ctc_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+def ctc_greedy(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import ctc
 
     tok, blank = bundle.tokenizer, bundle.blank_id
     return lambda x, n: [[h] for h in cast(Hyps, ctc.greedy(x, n, blank, tok))]
 
 
-def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
+def transducer_greedy(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_greedy_kwargs(bundle, opts)
@@ -267,7 +284,7 @@ def transducer_greedy(bundle: Any, opts: Any) -> DecodeNBest:
     return lambda x, n: [[h] for h in cast(Hyps, tr.greedy(model, x, n, tokenizer=tok, acceleration="eager", **kw))]
 
 
-def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
+def ctc_beam(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import ctc
 
     words = bundle_word_search(bundle, opts)  # once: its fusion and tokenizer serve the search and the text
@@ -286,7 +303,7 @@ def ctc_beam(bundle: Any, opts: Any) -> DecodeNBest:
     return decode
 
 
-def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
+def transducer_beam(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     from . import transducer as tr
 
     tok, model, kw = bundle.tokenizer, compat_model(bundle, opts), transducer_beam_kwargs(bundle, opts)
@@ -307,7 +324,7 @@ def transducer_beam(bundle: Any, opts: Any) -> DecodeNBest:
     return lambda x, n: cast(NBest, tr.beam_search(model, x, n, tokenizer=tok, nbest=opts.nbest, **kw))
 
 
-def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> DecodeNBest:
+def _sherpa_nemo_beam(model: Any, tok: Any, opts: DecodeOptions, max_symbols: int) -> DecodeNBest:
     """sherpa-onnx's NeMo modified beam search (:func:`~asrdecode.models.sherpa_nemo_search.nemo_beam_search`)
     of the NeMo-layout ``model`` (its ``<unk>`` extends like blank)."""
     from .models.sherpa_nemo_search import nemo_beam_search
@@ -321,7 +338,7 @@ def _sherpa_nemo_beam(model: Any, tok: Any, opts: Any, max_symbols: int) -> Deco
     return nemo
 
 
-def wfst(bundle: Any, opts: Any) -> DecodeNBest:
+def wfst(bundle: Any, opts: DecodeOptions) -> DecodeNBest:
     """Token passing through the graph; ``boost`` takes WORD:WEIGHT; text = the graph's output words."""
     from .ctc.wfst import WFSTDecoder
 

@@ -35,7 +35,7 @@ import torch
 
 from .errors import DecodingInputError, check_weight
 
-__all__ = ["FusionModel", "FusionScorer", "check_fusion", "gather_next_states"]
+__all__ = ["FusionModel", "FusionScorer", "PreparedFusion", "check_fusion", "gather_next_states"]
 
 
 @runtime_checkable
@@ -173,11 +173,20 @@ class FusionScorer:
         nexts = []
         for i, (m, w) in enumerate(self.fusion):
             sc, nx = m.advance(states[:, i].contiguous())
-            term = sc.to(dtype) * w
+            term = (sc if sc.dtype == dtype else sc.to(dtype)) * w
             total = term if total is None else total.add_(term)
             nexts.append(nx)
         assert total is not None  # self.models is not empty
         return total, (nexts[0].unsqueeze(-1) if len(nexts) == 1 else torch.stack(nexts, dim=-1))
+
+    def prepare(self, states: torch.Tensor, out: torch.Tensor, dtype: torch.dtype = torch.float32) -> "PreparedFusion":
+        """:meth:`advance` of a fixed states tensor ``states [N, M]`` (a view its owner updates in place),
+        for a loop calling it every frame: the weighted scores written into ``out`` (``N * V`` elements,
+        any shape and strides, e.g. a view of a candidate buffer), the next states returned. One model
+        with ``prepare_advance`` (the library's n-gram LM and boosting tree) runs with its buffers made
+        once; others call :meth:`advance` and copy. The blank column's score and state are unspecified
+        (finite, valid): for callers that mask the blank's extensions."""
+        return PreparedFusion(self, states, out, dtype)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor,
                      dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,6 +237,37 @@ class FusionScorer:
         if total is None:
             return torch.zeros(states.shape[0], dtype=dtype, device=states.device)
         return total
+
+
+class PreparedFusion:
+    """:meth:`FusionScorer.prepare`'s result: ``run()`` writes the weighted scores into ``out`` and returns
+    the next states ``[N, V, M]`` (the same tensor every call when ``stable``)."""
+
+    def __init__(self, scorer: FusionScorer, states: torch.Tensor, out: torch.Tensor, dtype: torch.dtype) -> None:
+        self.scorer, self.states, self.out, self.dtype = scorer, states, out, dtype
+        self.ready = None
+        if len(scorer.models) == 1:
+            prep = getattr(scorer.models[0], "prepare_advance", None)
+            self.ready = prep(states[:, 0]) if callable(prep) else None
+        self.stable = self.ready is not None
+        if self.ready is not None:
+            self.weight = scorer.weights[0]
+            self.scores_view = self.ready.scores.view(out.shape)
+            self.next = self.ready.nxt[:, :, None]
+            self.same_dtype = self.ready.scores.dtype == dtype
+
+    def run(self) -> torch.Tensor:
+        if self.ready is None:
+            sc, nx = self.scorer.advance(self.states, self.dtype)
+            self.out.copy_(sc.view(self.out.shape))
+            return nx
+        self.ready.run()
+        sc = self.scores_view if self.same_dtype else self.scores_view.to(self.dtype)
+        if torch.compiler.is_compiling():
+            self.out.copy_(sc * self.weight)  # (Dynamo breaks the graph at a strided out=)
+        else:
+            torch.mul(sc, self.weight, out=self.out)
+        return self.next
 
 
 def gather_next_states(next_states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -85,6 +85,37 @@ class BatchedHyps:
         """Make room for one more append; returns True if the tensors were reallocated."""
         return self.reserve(1)
 
+    @classmethod
+    def join(cls, parts: "list[BatchedHyps]") -> "BatchedHyps":
+        """One batch of the rows of ``parts``, in order (storage as wide as the widest part)."""
+        first = parts[0]
+        out = cls(sum(p.batch for p in parts), max(p.capacity for p in parts), first.lengths.device,
+                  score_dtype=first.scores.dtype, with_durations=first.durations is not None)
+        row = 0
+        for p in parts:
+            out.tokens[row:row + p.batch, :p.capacity] = p.tokens
+            out.timestamps[row:row + p.batch, :p.capacity] = p.timestamps
+            if out.durations is not None and p.durations is not None:
+                out.durations[row:row + p.batch, :p.capacity] = p.durations
+            out.lengths[row:row + p.batch] = p.lengths
+            out.scores[row:row + p.batch] = p.scores
+            row += p.batch
+        out._appends = max(p.reserved for p in parts)
+        return out
+
+    def rows(self, start: int, stop: int) -> "BatchedHyps":
+        """Rows ``start:stop`` as their own (copied) hypotheses."""
+        out = BatchedHyps(stop - start, self.capacity, self.lengths.device, score_dtype=self.scores.dtype,
+                          with_durations=self.durations is not None)
+        out.tokens.copy_(self.tokens[start:stop])
+        out.timestamps.copy_(self.timestamps[start:stop])
+        if out.durations is not None and self.durations is not None:
+            out.durations.copy_(self.durations[start:stop])
+        out.lengths.copy_(self.lengths[start:stop])
+        out.scores.copy_(self.scores[start:stop])
+        out._appends = self._appends
+        return out
+
     def reset(self) -> None:
         """Empty every hypothesis in place (storage and capacity kept): a cached loop's reuse."""
         self.lengths.zero_()

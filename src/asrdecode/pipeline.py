@@ -19,16 +19,17 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from .decoders import DecodeNBest, NBest, best_of, build_fusion, parse_boost, sherpa_preset, word_boosts
+from .decoders import DecodeNBest, NBest, best_of, build_fusion, check_sherpa_streams, parse_boost, word_boosts
+from .configs import FusionConfig, GraphConfig
 from .errors import DecodingInputError, FileFormatError
-from .registry import KINDS, METHODS, DecodeOptions, check_options, decoder_names, resolve_options
+from .registry import KINDS, DecodeOptions, Search, check_options, decoder_names, resolve_options
 from .results import Hypothesis
 
-__all__ = ["DecodeOptions", "Pipeline", "DECODERS", "METHODS", "NBest", "make_pipeline", "stream_options", "build_fusion",
+__all__ = ["DecodeOptions", "Pipeline", "DECODER_NAMES", "NBest", "make_pipeline", "stream_options", "build_fusion",
            "parse_boost", "best_of", "resolve_options"]
 
 #: decoder names per model kind (the bundle's ``kind``), from the registry
-DECODERS: dict[str, tuple[str, ...]] = {kind: decoder_names([kind]) for kind in KINDS}
+DECODER_NAMES: dict[str, tuple[str, ...]] = {kind: decoder_names([kind]) for kind in KINDS}
 
 Encode = Callable[[list[torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
 Decode = Callable[[torch.Tensor, torch.Tensor], list[Hypothesis]]
@@ -60,7 +61,7 @@ def _encoder(bundle: Any) -> Encode:
     return encode
 
 
-def check_fit(bundle: Any, options: Any) -> Any:
+def check_fit(bundle: Any, options: DecodeOptions) -> Search:
     """Every check that ``options`` fit ``bundle`` (the registry's rules, files exist) before anything
     (LM, graph) is built; returns the registry's :class:`~asrdecode.registry.Decoder`."""
     from .models.bundle import check_bundle
@@ -72,7 +73,7 @@ def check_fit(bundle: Any, options: Any) -> Any:
         raise DecodingInputError(f"--decoder {options.decoder} gives {getattr(bundle, 'name', 'the model')}'s phones, "
                                  f"not words; the decoders that give words: {', '.join(words)}")
     own = [flag for flag, given in (("--lm", options.lm), ("--word-lm", options.word_lm)) if given]
-    if words is not None and options.decoder == "beam" and own:
+    if words is not None and dec.takes(FusionConfig) and own:
         # the beam search gives words through the bundle's own lexicon word LM, which a user's LM replaces
         raise DecodingInputError(
             f"--decoder beam {' '.join(own)} gives {getattr(bundle, 'name', 'the model')}'s phones, not words: its "
@@ -82,12 +83,12 @@ def check_fit(bundle: Any, options: Any) -> Any:
         path = getattr(options, name)
         if path and not Path(path).is_file():
             raise FileFormatError(path, None, f"no such {what} file")
-    if options.decoder == "wfst" and not options.graph:
+    if dec.takes(GraphConfig) and not options.graph:
         raise DecodingInputError("--decoder wfst needs --graph PATH (build one with `asrdecode build-graph`)")
     return dec
 
 
-def make_pipeline(bundle: Any, options: Any) -> Pipeline:
+def make_pipeline(bundle: Any, options: DecodeOptions) -> Pipeline:
     """The :class:`Pipeline` of ``bundle`` (a :class:`~asrdecode.models.ModelBundle`) decoded with ``options``.
 
     Raises:
@@ -99,7 +100,7 @@ def make_pipeline(bundle: Any, options: Any) -> Pipeline:
     return Pipeline(_encoder(bundle), lambda x, n: best_of(nbest(x, n)), nbest)
 
 
-def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[dict[str, float]]]:
+def stream_options(bundle: Any, options: DecodeOptions) -> tuple[dict[str, Any], Optional[dict[str, float]]]:
     """``options`` as :class:`~asrdecode.streaming.StreamDecoder` keyword arguments (decoder and the
     registry decoder's search keyword arguments: beam, fusion models, graph, ...) and the per-stream
     boosts (WFST words), for the same decoding chunk by chunk.
@@ -108,7 +109,6 @@ def stream_options(bundle: Any, options: Any) -> tuple[dict[str, Any], Optional[
     """
     dec = check_fit(bundle, options)
     kw = {"decoder": options.decoder, **dec.search_kwargs(bundle, options)}
-    if kw.get("compat") == "sherpa" and sherpa_preset(bundle, options).get("search") in ("modified", "nemo"):
-        raise DecodingInputError("--compat sherpa --decoder beam (icefall or NeMo layout: sherpa-onnx's modified "
-                                 "beam search) decodes whole utterances only; streaming and serve take --decoder greedy")
-    return kw, word_boosts(options) if options.decoder == "wfst" else None
+    if kw.get("compat") == "sherpa":
+        check_sherpa_streams(bundle.model, options.decoder)
+    return kw, word_boosts(options) if dec.word_boosts else None

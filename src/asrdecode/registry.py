@@ -1,20 +1,23 @@
-"""The one registry of decoders and decoding options; every entry point derives from it.
+"""The one registry of decoders: a list of searches, each (name, model kinds, config, decoder class).
 
-:data:`OPTIONS` declares each decoding option once (type, default, bounds, help, CLI flag, the
-options it needs); :data:`DECODERS` declares each decoder once (name, model kinds, the options it
-takes, its search keyword arguments, offline builder and streaming family). From them come
-:class:`DecodeOptions` (its fields, checks and docstring), the CLI's decoding flags and
-``--decoder`` choices, the server's and Ray's options, and :func:`resolve_options`: the one
-function that applies a model bundle's ``decode_defaults``.
+:data:`DECODERS` lists each search once: its ``--decoder`` name, the model kinds it decodes, its
+config (:mod:`asrdecode.configs`: every setting's default, help, bounds, flag and check), its decoder
+class, the pipeline options around it (fusion, graph file, ``compat``, ``nbest``), its offline builder
+and its search keyword arguments (:mod:`asrdecode.decoders`). From them come :data:`OPTIONS` (the
+configs' ``cli`` fields: the CLI's decoding flags, the server's and Ray's keys), the ``--decoder``
+choices, the checks of :class:`DecodeOptions` and :func:`resolve_options`: the one function that
+applies a model bundle's ``decode_defaults``.
 
 Resolution rules (:func:`resolve_options`): the user's values, then the bundle's
-``decode_defaults``, then the defaults below. A value the user gave that the decoder does not take,
-or whose requirement is missing (``--beta`` without an LM), is an error naming both; a tuned value
-of the bundle that does not apply (demo-ctc's LM-tuned ``beta`` when no LM is given, phone-ctc's
+``decode_defaults``, then the defaults of the configs. A value the user gave that the decoder does not
+take, or whose requirement is missing (``--beta`` without an LM), is an error naming both; a tuned
+value of the bundle that does not apply (demo-ctc's LM-tuned ``beta`` when no LM is given, phone-ctc's
 graph when another decoder is chosen) is dropped.
 
-Adding an option: one :class:`Option` in :data:`OPTIONS`, its name in the ``options`` of the
-decoders that take it, and its use in their ``search_kwargs`` (``decoders.py``).
+Adding an option to a search: one :func:`~asrdecode.configs.setting` field in its config (``cli=True``
+for a decoding flag) and its use in the search; a decoding flag is also one typed
+:class:`DecodeOptions` field (its default read from the config; ``tests/test_configs.py`` checks the two
+agree). :mod:`asrdecode.decoders` passes the config's fields to the search by name.
 """
 
 from __future__ import annotations
@@ -22,193 +25,109 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional
 
 from . import decoders as impl
+from .configs import (COMPATS, ENGINES, KINDS, METHODS, TRANSDUCERS, BeamSetting, BetaSetting, BoostSetting,
+                      CompatConfig, CTCBeamConfig, CTCGreedyConfig, EngineSetting, FusionConfig, GraphConfig,
+                      MaxSymbolsSetting, NBestSetting, SearchConfig, Setting, SherpaBeamSetting, TransducerBeamConfig,
+                      TransducerGreedyConfig, WFSTConfig, default_of)
+from .ctc import CTCBeamDecoder, CTCGreedyDecoder
+from .ctc.wfst import WFSTDecoder
 from .errors import DecodingInputError, check_int, check_number
+from .transducer import BeamSearchDecoder, GreedyDecoder
 
-__all__ = ["Option", "Decoder", "OPTIONS", "DECODERS", "KINDS", "METHODS", "ENGINES", "COMPATS", "DecodeOptions",
-           "decoder_names", "decoder_for", "options_for", "resolve_options", "check_options", "check_types"]
+__all__ = ["Option", "Search", "OPTIONS", "OPTION", "DECODERS", "KINDS", "TRANSDUCERS", "METHODS", "ENGINES",
+           "COMPATS", "COMPAT_DEFAULTS", "DecodeOptions", "decoder_names", "decoder_for", "options_for",
+           "resolve_options", "check_options", "check_types"]
 
-KINDS = ("ctc", "rnnt", "tdt")
-TRANSDUCERS = ("rnnt", "tdt")
-#: transducer beam search methods
-METHODS = ("alsd", "aes", "wind")
-#: the search engines (``native/choice.py``)
-ENGINES = ("auto", "native", "torch")
-#: ``compat`` presets: our own decoding, or sherpa-onnx's (``models/sherpa_compat.py``)
-COMPATS = ("none", "sherpa")
-#: each preset's defaults where they differ from ours (a given option still wins): sherpa-onnx's beam
-#: searches keep 4 paths by default (its ``max_active_paths``), ours 8
-COMPAT_DEFAULTS: dict[str, dict[str, Any]] = {"none": {}, "sherpa": {"beam": 4}}
+#: each ``compat`` preset's defaults where they differ from ours (a given option still wins): sherpa-onnx's
+#: beam searches keep 4 paths by default (its ``max_active_paths``), ours 8
+COMPAT_DEFAULTS: dict[str, dict[str, Any]] = {"none": {}, "sherpa": {"beam": default_of(SherpaBeamSetting, "beam")}}
 
 #: value kinds of an option: their Python types as :meth:`DecodeOptions.from_mapping` accepts them
 _PY_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,),
                                           "path": (str, os.PathLike), "phrases": (list, tuple)}
 
 
-def _needs_lm(o: Any) -> Optional[str]:
-    return None if (o.lm or o.word_lm) else "--lm or --word-lm"
-
-
-def _needs_token_lm(o: Any) -> Optional[str]:
-    return None if o.lm else "--lm"
-
-
-def _needs_word_lm(o: Any) -> Optional[str]:
-    return None if o.word_lm else "--word-lm"
-
-
-def _needs_wind(o: Any) -> Optional[str]:
-    return None if o.method == "wind" else "--method wind"
-
-
-def _needs_wind_with_beam(o: Any) -> Optional[str]:
-    return None if o.decoder != "beam" or o.method == "wind" else "--method wind"
+def option_name(name: str, s: Setting) -> str:
+    """The registry name of config field ``name`` (its flag without ``--``, dashes as underscores)."""
+    return s.flag[2:].replace("-", "_") if s.flag else name
 
 
 @dataclass(frozen=True)
-class Option:
-    """One decoding option.
-
-    Attributes:
-        name: the :class:`DecodeOptions` field (the CLI flag is ``--name-with-dashes``).
-        kind: ``"int"``, ``"float"``, ``"str"``, ``"path"`` or ``"phrases"`` (repeatable strings).
-        default: the value when neither the user nor the model sets it (``None``: off / the decoder's own).
-        help: one line for ``--help`` and the docs.
-        low, low_open: the bound ``value >= low`` (``> low`` with ``low_open``).
-        choices: the accepted strings.
-        optional: ``None`` is a valid value.
-        requires: ``requires(options) -> None`` when the option may be set, else what it needs
-            (e.g. ``"--lm"``).
-        cpu_only: its tensors (LM, graph, boosting tree) are built on the CPU.
-        metavar: the CLI's metavar.
-        tuned: bundles tune it (``decode_defaults``); ``--help`` says so.
-    """
-
-    name: str
-    kind: str
-    default: Any
-    help: str
-    low: Optional[float] = None
-    low_open: bool = False
-    choices: Optional[tuple[str, ...]] = None
-    optional: bool = False
-    requires: Optional[Callable[[Any], Optional[str]]] = None
-    cpu_only: bool = False
-    metavar: Optional[str] = None
-    tuned: bool = False
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    def check(self, value: Any) -> Any:
-        """``value`` checked (and normalised: paths to ``str``, phrases to a tuple); a named error if bad."""
-        if value is None and self.optional:
-            return None
-        if self.kind == "phrases":
-            items = (value,) if isinstance(value, str) else tuple(value or ())
-            if not all(isinstance(b, str) for b in items):
-                raise DecodingInputError(f"{self.name} must be a list of 'PHRASE:WEIGHT' strings, got {value!r}")
-            return items
-        if self.kind == "path":
-            if isinstance(value, (str, os.PathLike)):
-                return os.fspath(value)
-            raise DecodingInputError(f"{self.flag} must be a path, got {type(value).__name__}")
-        if self.kind == "str":
-            if value not in (self.choices or ()):
-                raise DecodingInputError(f"{self.flag} must be one of {self.choices}, got {value!r}")
-            return value
-        return self._number(value)
-
-    def _number(self, value: Any) -> Any:
-        if self.kind == "int":  # an int is > low exactly when it is >= floor(low) + 1
-            low = None if self.low is None else math.floor(self.low) + 1 if self.low_open else math.ceil(self.low)
-            return check_int(self.flag, value, low=low)
-        return check_number(self.flag, value, low=self.low, low_open=self.low_open)
-
-
-#: every decoding option, in ``--help`` order
-OPTIONS: tuple[Option, ...] = (
-    Option("beam", "int", 8, "hypotheses kept by the beam search (with --compat sherpa: 4, sherpa-onnx's)", low=1),
-    Option("method", "str", "alsd", "transducer beam search: ALSD++, AES++ or WIND beam search", choices=METHODS),
-    Option("window", "int", None, "WIND window: transducer greedy (default 1: off) or --method wind (default 8)",
-           low=1, optional=True, requires=_needs_wind_with_beam),
-    Option("expansion_gamma", "float", None, "--method wind: keep a hypothesis's expansions within GAMMA "
-           "(log-score) of its best one (mAES's threshold: faster; default: off)", low=0, optional=True,
-           requires=_needs_wind, metavar="GAMMA"),
-    Option("max_symbols", "int", 10, "transducers: at most this many labels per frame, then time advances",
-           low=1),
-    Option("lm", "path", None, "token-level ARPA LM for shallow fusion (.arpa or .arpa.gz, e.g. from build-lm "
-           "--tokens)", optional=True, cpu_only=True, metavar="PATH"),
-    Option("lm_weight", "float", 0.7, "token LM weight", requires=_needs_token_lm, tuned=True),
-    Option("beta", "float", 0.0, "per-token bonus with an LM", requires=_needs_lm, tuned=True),
-    Option("word_lm", "path", None, "word-level ARPA LM for shallow fusion (.arpa or .arpa.gz; KenLM binaries "
-           "are not read)", optional=True, cpu_only=True, metavar="PATH"),
-    Option("word_lm_weight", "float", 0.5, "word LM weight", requires=_needs_word_lm),
-    Option("word_bonus", "float", 0.0, "per-word bonus with --word-lm", requires=_needs_word_lm),
-    Option("boost", "phrases", (), "boost a phrase by WEIGHT per token (repeatable); with --decoder wfst, a word "
-           "by WEIGHT", cpu_only=True, metavar='"PHRASE:WEIGHT"'),
-    Option("graph", "path", None, "TLG graph for --decoder wfst (from `asrdecode build-graph`)", optional=True,
-           cpu_only=True, metavar="PATH"),
-    Option("acoustic_scale", "float", 2.0, "acoustic scale of WFST decoding", low=0, low_open=True),
-    Option("wfst_beam", "float", 17.0, "score beam of WFST decoding (natural log)", low=0, low_open=True),
-    Option("max_active", "int", 10000, "most tokens per utterance and frame of WFST decoding", low=1),
-    Option("min_active", "int", 0, "WFST decoding keeps at least this many tokens whatever the beam "
-           "(kaldi's rule; 0: off)", low=0),
-    Option("engine", "str", "auto", "search engine: native (C++, CPU), torch (tensors), auto (native on CPU "
-           "when built)", choices=ENGINES),
-    Option("compat", "str", "none", "transducers: sherpa = decode as sherpa-onnx does on its ONNX layouts (start "
-           "context, symbols per frame, <unk> as blank; beam: its modified beam search, icefall or NeMo)",
-           choices=COMPATS),
-    Option("nbest", "int", 1, "hypotheses per utterance in the output (transcribe --format json, eval -o)",
-           low=1),
-)
-OPTION = {o.name: o for o in OPTIONS}
-
-_FUSION = ("lm", "lm_weight", "beta", "word_lm", "word_lm_weight", "word_bonus", "boost")
-
-
-@dataclass(frozen=True)
-class Decoder:
-    """One decoder for some model kinds.
+class Search:
+    """One search for some model kinds.
 
     Attributes:
         name: the ``--decoder`` name.
         kinds: the model kinds it decodes.
-        options: the :data:`OPTIONS` it takes.
+        config: its :class:`~asrdecode.configs.SearchConfig` class (the search's settings).
+        decoder: its decoder class (made with ``config=``; streams through ``init_state`` / ``advance``).
+        extras: the pipeline's option configs it takes too (fusion models, graph file, compat preset, nbest).
         search_kwargs: ``(bundle, options) -> {keyword: value}`` of its search (LMs, graph loaded);
             the offline builder and the streaming family both call the search with them.
         build: ``(bundle, options) -> decode_nbest(x, lengths) -> [[Hypothesis]]`` (offline).
-        family: the :mod:`asrdecode.streaming.families` class that streams it.
         help: one line.
     """
 
     name: str
     kinds: tuple[str, ...]
-    options: tuple[str, ...]
+    config: type[SearchConfig]
+    decoder: type
+    extras: tuple[type[SearchConfig], ...]
     search_kwargs: Callable[[Any, Any], dict[str, Any]]
     build: Callable[[Any, Any], Callable]
-    family: str
     help: str
+    #: option name -> (config field name, its Setting), for the configs' ``cli`` fields
+    settings: dict[str, tuple[str, Setting]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        found: dict[str, tuple[str, Setting]] = {}
+        for cfg in (self.config, *self.extras):
+            for n, s, _ in cfg.settings():
+                if s.cli:
+                    found.setdefault(option_name(n, s), (n, s))
+        object.__setattr__(self, "settings", found)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The registry options it takes, in :data:`OPTIONS` order."""
+        return tuple(o.name for o in OPTIONS if o.name in self.settings)
+
+    def setting(self, option: str) -> Setting:
+        """The :class:`~asrdecode.configs.Setting` of ``option`` in this search."""
+        return self.settings[option][1]
+
+    def takes(self, config: type[SearchConfig]) -> bool:
+        """Whether the search takes ``config``'s options (its own config, or one of its extras)."""
+        return config is self.config or config in self.extras
+
+    @property
+    def word_boosts(self) -> bool:
+        """``--boost`` boosts words of the search's output (WFST: boosting without fusion), not token phrases."""
+        return BoostSetting in self.extras
 
 
-#: every decoder; a (name, kind) pair is declared once
-DECODERS: tuple[Decoder, ...] = (
-    Decoder("greedy", ("ctc",), (), impl.no_kwargs, impl.ctc_greedy, "CTCGreedy", "argmax + collapse"),
-    Decoder("greedy", TRANSDUCERS, ("window", "max_symbols", "engine", "compat"), impl.transducer_greedy_kwargs,
-            impl.transducer_greedy, "TransducerGreedy", "label-looping greedy (WIND with --window)"),
-    Decoder("beam", ("ctc",), ("beam", *_FUSION, "engine", "nbest"), impl.ctc_beam_kwargs, impl.ctc_beam,
-            "CTCBeam", "batched prefix beam search, LM fusion and boosting"),
-    Decoder("beam", TRANSDUCERS, ("beam", "method", "window", "expansion_gamma", "max_symbols", *_FUSION, "engine",
-                                  "compat", "nbest"),
-            impl.transducer_beam_kwargs, impl.transducer_beam, "TransducerBeam", "ALSD++ / AES++ / WIND beam search"),
-    Decoder("wfst", ("ctc",), ("graph", "acoustic_scale", "wfst_beam", "max_active", "min_active", "boost", "engine",
-                               "nbest"),
-            impl.wfst_kwargs, impl.wfst, "WFST", "token passing over a TLG graph"),
+#: every search; a (name, kind) pair is declared once
+DECODERS: tuple[Search, ...] = (
+    Search("greedy", ("ctc",), CTCGreedyConfig, CTCGreedyDecoder, (), impl.no_kwargs, impl.ctc_greedy,
+           "argmax + collapse"),
+    Search("greedy", TRANSDUCERS, TransducerGreedyConfig, GreedyDecoder, (CompatConfig,),
+           impl.transducer_greedy_kwargs, impl.transducer_greedy, "label-looping greedy (WIND with --window)"),
+    Search("beam", ("ctc",), CTCBeamConfig, CTCBeamDecoder, (FusionConfig,), impl.ctc_beam_kwargs, impl.ctc_beam,
+           "batched prefix beam search, LM fusion and boosting"),
+    Search("beam", TRANSDUCERS, TransducerBeamConfig, BeamSearchDecoder, (FusionConfig, CompatConfig),
+           impl.transducer_beam_kwargs, impl.transducer_beam, "ALSD++ / AES++ / WIND beam search"),
+    Search("wfst", ("ctc",), WFSTConfig, WFSTDecoder, (GraphConfig, BoostSetting, NBestSetting), impl.wfst_kwargs,
+           impl.wfst, "token passing over a TLG graph"),
 )
+
+
+def search_for(decoder_cls: type) -> tuple[Search, ...]:
+    """The searches whose decoder class is ``decoder_cls``."""
+    return tuple(d for d in DECODERS if d.decoder is decoder_cls)
 
 
 def decoder_names(kinds: Iterable[str] = KINDS) -> tuple[str, ...]:
@@ -217,8 +136,8 @@ def decoder_names(kinds: Iterable[str] = KINDS) -> tuple[str, ...]:
     return tuple(dict.fromkeys(d.name for d in DECODERS if set(d.kinds) & set(kinds)))
 
 
-def decoder_for(name: str, kind: str) -> Decoder:
-    """The :class:`Decoder` ``name`` of a ``kind`` model; a named error if it does not apply."""
+def decoder_for(name: str, kind: str) -> Search:
+    """The :class:`Search` ``name`` of a ``kind`` model; a named error if it does not apply."""
     for d in DECODERS:
         if d.name == name and kind in d.kinds:
             return d
@@ -229,23 +148,121 @@ def decoder_for(name: str, kind: str) -> Decoder:
                              f"{list(decoder_names([kind]))}{hint}")
 
 
+# ------------------------------------------------------------------------------------------ options
+@dataclass(frozen=True)
+class Option:
+    """One decoding option: the registry's view of the config fields that it names (one, or several with
+    the same flag, e.g. ``--window`` of transducer greedy and of the WIND beam search).
+
+    Attributes:
+        name: the :class:`DecodeOptions` field.
+        flag: the CLI flag.
+        default: the :class:`DecodeOptions` default: the configs' default, or ``None`` ("the search's own")
+            when the configs that take it differ.
+        setting: the :class:`~asrdecode.configs.Setting` (help, kind, bounds, check, ...) of the first config
+            that declares it.
+        help: one line for ``--help`` (the searches' own defaults named where they differ).
+    """
+
+    name: str
+    flag: str
+    default: Any
+    setting: Setting
+    help: str
+
+    kind = property(lambda self: self.setting.kind)
+    choices = property(lambda self: self.setting.choices)
+    metavar = property(lambda self: self.setting.metavar)
+    tuned = property(lambda self: self.setting.tuned)
+    cpu_only = property(lambda self: self.setting.cpu_only)
+    requires = property(lambda self: self.setting.requires)
+    optional = property(lambda self: self.setting.optional or self.default is None)
+
+    def check(self, value: Any) -> Any:
+        """``value`` checked against the field's kind and bounds (an error naming the flag), then by the
+        config field's own check (an error naming the option, as the search would); normalised (paths to
+        ``str``, phrases to a tuple)."""
+        if value is None and self.optional:
+            return None
+        s = self.setting
+        if s.kind == "int":  # an int is > low exactly when it is >= floor(low) + 1
+            low = None if s.low is None else math.floor(s.low) + 1 if s.low_open else math.ceil(s.low)
+            check_int(self.flag, value, low=low, optional=s.optional)
+        elif s.kind == "float":
+            check_number(self.flag, value, low=s.low, low_open=s.low_open, optional=s.optional)
+        else:  # choices, paths, phrases: the field's check, naming the flag
+            return s.validate(self.flag, value)
+        return s.validate(self.name, value)  # a number's own check (caps, |weight|) names it as the library does
+
+
+def _options() -> tuple[Option, ...]:
+    """Every option some search takes, in :class:`DecodeOptions` field order."""
+    seen: dict[str, list[tuple[Setting, Any, str]]] = {}
+    for d in DECODERS:
+        for cfg in (d.config, *d.extras):
+            for n, s, default in cfg.settings():
+                if s.cli:
+                    seen.setdefault(option_name(n, s), []).append((s, default, d.name))
+    out = []
+    for name in (f.name for f in dataclasses.fields(DecodeOptions) if f.name != "decoder"):
+        takes = seen.pop(name)
+        defaults = {repr(d): d for _, d, _ in takes}
+        s = takes[0][0]
+        if len(defaults) == 1:
+            out.append(Option(name, s.flag or "--" + name.replace("_", "-"), takes[0][1], s, s.help))
+        else:
+            own = ", ".join(dict.fromkeys(f"{dec}: {d!r}" for _, d, dec in takes))
+            out.append(Option(name, s.flag or "--" + name.replace("_", "-"), None, s,
+                              f"{' / '.join(dict.fromkeys(t[0].help for t in takes))} (default {own})"))
+    if seen:
+        raise RuntimeError(f"DecodeOptions has no field for the option(s) {sorted(seen)}")
+    return tuple(out)
+
+
 def options_for(kinds: Iterable[str] = KINDS) -> tuple[Option, ...]:
     """The options some decoder of ``kinds`` takes, in :data:`OPTIONS` order (the CLI's flags)."""
     kinds = tuple(kinds)
-    used = {n for d in DECODERS if set(d.kinds) & set(kinds) for n in d.options}
+    used = {n for d in DECODERS if set(d.kinds) & set(kinds) for n in d.settings}
     return tuple(o for o in OPTIONS if o.name in used)
 
 
 # ----------------------------------------------------------------------------------- DecodeOptions
-class _OptionsBase:
-    """Methods of :class:`DecodeOptions` (whose fields come from :data:`OPTIONS`)."""
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Every decoding choice of the pipeline: the decoder and one field per :data:`OPTIONS` entry (the
+    searches' ``cli`` config fields; the defaults are read from the configs, where each is written once,
+    with each option's help; ``window``'s ``None`` is each search's own: greedy 1, WIND beam 8).
 
-    decoder: str  # the first field of every DecodeOptions
+    Made by :func:`resolve_options` (the bundle's tuned defaults applied) or directly; every field is
+    checked as its config checks it, the error naming the CLI flag.
+    """
+
+    decoder: str = "greedy"
+    beam: int = default_of(BeamSetting, "beam")
+    method: str = default_of(TransducerBeamConfig, "method")
+    window: Optional[int] = None
+    expansion_gamma: Optional[float] = default_of(TransducerBeamConfig, "expansion_gamma")
+    max_symbols: Optional[int] = default_of(MaxSymbolsSetting, "max_symbols")
+    lm: Optional[str] = default_of(FusionConfig, "lm")
+    lm_weight: float = default_of(FusionConfig, "lm_weight")
+    beta: float = default_of(BetaSetting, "beta")
+    word_lm: Optional[str] = default_of(FusionConfig, "word_lm")
+    word_lm_weight: float = default_of(FusionConfig, "word_lm_weight")
+    word_bonus: float = default_of(FusionConfig, "word_bonus")
+    boost: tuple[str, ...] = default_of(BoostSetting, "boost")
+    graph: Optional[str] = default_of(GraphConfig, "graph")
+    acoustic_scale: float = default_of(WFSTConfig, "acoustic_scale")
+    wfst_beam: float = default_of(WFSTConfig, "beam")
+    max_active: int = default_of(WFSTConfig, "max_active")
+    min_active: int = default_of(WFSTConfig, "min_active")
+    engine: str = default_of(EngineSetting, "engine")
+    compat: str = default_of(CompatConfig, "compat")
+    nbest: int = default_of(NBestSetting, "nbest")
 
     #: field -> the CLI flag that sets it (used in error messages)
-    FLAGS: dict[str, str] = {"decoder": "--decoder", **{o.name: o.flag for o in OPTIONS}}
+    FLAGS: ClassVar[dict[str, str]] = {"decoder": "--decoder"}
     #: options whose LM / boosting / graph tensors are built on the CPU
-    CPU_ONLY: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.cpu_only)
+    CPU_ONLY: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         if self.decoder not in decoder_names():
@@ -254,14 +271,14 @@ class _OptionsBase:
             object.__setattr__(self, o.name, o.check(getattr(self, o.name)))
 
     @classmethod
-    def from_mapping(cls, decoder: str = "greedy", options: Optional[Mapping[str, Any]] = None) -> Any:
+    def from_mapping(cls, decoder: str = "greedy", options: Optional[Mapping[str, Any]] = None) -> "DecodeOptions":
         """Options from ``{field: value}`` (the CLI's flags as keys); unknown keys and wrong types are errors."""
         opts = dict(options or {})
         check_types(opts)
-        return cls(decoder=decoder, **opts)  # type: ignore[call-arg]  # fields made from OPTIONS
+        return cls(decoder=decoder, **opts)
 
     @classmethod
-    def for_bundle(cls, bundle: Any, **given: Any) -> Any:
+    def for_bundle(cls, bundle: Any, **given: Any) -> "DecodeOptions":
         """:func:`resolve_options` of ``bundle`` with ``given`` (``None`` values count as not given)."""
         return resolve_options(bundle, given)
 
@@ -270,28 +287,26 @@ class _OptionsBase:
         return {o.name: (list(v) if isinstance(v, tuple) else v) for o in OPTIONS
                 if (v := getattr(self, o.name)) != o.default}
 
-    def with_(self, **changes: Any) -> Any:
+    def with_(self, **changes: Any) -> "DecodeOptions":
         """A copy with ``changes`` (checked again)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        return dataclasses.replace(self, **changes)
+
+    def settings(self, config: type[SearchConfig], skip: Iterable[str] = ()) -> dict[str, Any]:
+        """The keyword arguments of ``config``'s ``cli`` fields from these options (by field name: ``wfst_beam``
+        is WFST's ``beam``); an option left ``None`` whose field has a default of its own (``window``) gets it."""
+        out = {}
+        for n, s, default in config.settings():
+            if s.cli and n not in skip:
+                v = getattr(self, option_name(n, s))
+                out[n] = default if v is None and OPTION[option_name(n, s)].default is None else v
+        return out
 
 
-def _docstring() -> str:
-    lines = ["Every decoding choice of the pipeline, one field per :data:`~asrdecode.registry.OPTIONS` entry.",
-             "", "Attributes:", "    decoder: " + ", ".join(decoder_names()) + "."]
-    lines += [f"    {o.name}: {o.help} (default {o.default!r})." for o in OPTIONS]
-    return "\n".join(lines)
-
-
-if TYPE_CHECKING:
-    # its fields are made from OPTIONS at import time, which a static checker cannot follow
-    DecodeOptions = Any
-else:
-    DecodeOptions = dataclasses.make_dataclass(
-        "DecodeOptions", [("decoder", str, dataclasses.field(default="greedy"))]
-        + [(o.name, Any, dataclasses.field(default=o.default)) for o in OPTIONS],
-        bases=(_OptionsBase,), frozen=True)
-    DecodeOptions.__module__ = __name__
-    DecodeOptions.__doc__ = _docstring()
+#: every decoding option, in ``--help`` order
+OPTIONS: tuple[Option, ...] = _options()
+OPTION = {o.name: o for o in OPTIONS}
+DecodeOptions.FLAGS.update({o.name: o.flag for o in OPTIONS})
+DecodeOptions.CPU_ONLY = tuple(o.name for o in OPTIONS if o.cpu_only)
 
 
 def check_types(options: Mapping[str, Any]) -> None:
@@ -309,10 +324,10 @@ def check_types(options: Mapping[str, Any]) -> None:
 
 
 # -------------------------------------------------------------------------------------- resolution
-def check_options(kind: str, options: Any) -> Decoder:
+def check_options(kind: str, options: Any) -> Search:
     """Check that every option set in ``options`` (differing from its default) applies to its decoder
     for a ``kind`` model and has what it requires; returns the decoder."""
-    if not isinstance(options, _OptionsBase):  # DecodeOptions is its only subclass
+    if not isinstance(options, DecodeOptions):
         raise DecodingInputError(f"options must be DecodeOptions, got {type(options).__name__}")
     dec = decoder_for(options.decoder, kind)
     for o in OPTIONS:
@@ -321,7 +336,7 @@ def check_options(kind: str, options: Any) -> Decoder:
     return dec
 
 
-def _check_applies(o: Option, dec: Decoder, kind: str, options: Any) -> None:
+def _check_applies(o: Option, dec: Search, kind: str, options: Any) -> None:
     if o.name not in dec.options:
         takers = [d.name for d in DECODERS if o.name in d.options and kind in d.kinds]
         where = (f"it is an option of --decoder {' / '.join(dict.fromkeys(takers))}" if takers
@@ -329,7 +344,8 @@ def _check_applies(o: Option, dec: Decoder, kind: str, options: Any) -> None:
         takes = ", ".join(OPTION[n].flag for n in dec.options) or "no options"
         raise DecodingInputError(f"{o.flag} does not apply to --decoder {dec.name} of a {kind} model ({where}; "
                                  f"--decoder {dec.name} takes {takes})")
-    need = o.requires(options) if o.requires is not None else None
+    requires = dec.setting(o.name).requires
+    need = requires(options) if requires is not None else None
     if need is not None:
         raise DecodingInputError(f"{o.flag} needs {need} (it is not applied without it)")
 
@@ -343,7 +359,8 @@ def bundle_defaults(bundle: Any) -> dict[str, Any]:
     return tuned
 
 
-def resolve_options(bundle: Any, given: Optional[Mapping[str, Any]] = None, *, kind: Optional[str] = None) -> Any:
+def resolve_options(bundle: Any, given: Optional[Mapping[str, Any]] = None, *,
+                    kind: Optional[str] = None) -> DecodeOptions:
     """The :class:`DecodeOptions` every entry point decodes ``bundle`` with.
 
     Args:
@@ -376,10 +393,12 @@ def resolve_options(bundle: Any, given: Optional[Mapping[str, Any]] = None, *, k
     DecodeOptions(decoder=name, **given)
     keep = {k: v for k, v in tuned.items() if k in dec.options and k not in given}
     compat = given.get("compat", keep.get("compat", OPTION["compat"].default))
-    keep.update({k: v for k, v in COMPAT_DEFAULTS.get(compat, {}).items() if k in dec.options and k not in given})
+    # a preset's defaults replace ours, not the user's values nor the bundle's tuned ones
+    keep.update({k: v for k, v in COMPAT_DEFAULTS.get(compat, {}).items()
+                 if k in dec.options and k not in given and k not in keep})
     while True:  # drop the tuned values whose requirement is missing (until none is)
         opts = DecodeOptions(decoder=name, **given, **keep)
-        unmet = [k for k in keep if (req := OPTION[k].requires) is not None and req(opts) is not None]
+        unmet = [k for k in keep if (req := dec.setting(k).requires) is not None and req(opts) is not None]
         if not unmet:
             break
         keep = {k: v for k, v in keep.items() if k not in unmet}

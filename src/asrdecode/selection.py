@@ -24,37 +24,54 @@ def ordered_topk(x: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, 
     Returns:
         (values, indices), each ``[..., k, ...]``.
 
-    Cost: float32 on an accelerator: one int64 top-k over packed (score, index) keys and a few
-    element-wise kernels (:func:`_packed_topk`). Otherwise: ``torch.topk`` plus one comparison and one
-    more top-k over ``x`` (the lowest indices equal to the k-th value), and ``k * k`` comparisons.
+    Cost: float32 on an accelerator, or a small float32 tensor on the CPU: one int64 top-k over packed
+    (score, index) keys and a few element-wise kernels (:func:`_packed_topk`). Otherwise: ``torch.topk``
+    plus one comparison and one more top-k over ``x`` (the lowest indices equal to the k-th value), and two
+    sorts of the ``k`` results (equal values by ascending index).
     """
     if dim != -1 and dim != x.dim() - 1:
         val, idx = ordered_topk(x.movedim(dim, -1), k)
         return val.movedim(-1, dim), idx.movedim(-1, dim)
     n = x.shape[-1]
-    if x.dtype == torch.float32 and x.device.type != "cpu" and n < 1 << 31:
-        return _packed_topk(x, k)  # fewer kernels (a GPU's cost); on the CPU the int64 element-wise work costs more
+    if x.dtype == torch.float32 and n < 1 << 31 and (x.device.type != "cpu" or x.numel() <= PACKED_CPU_MAX):
+        return _packed_topk(x, k)  # fewer kernels (a GPU's cost); on the CPU the int64 element-wise work of a
+        # large tensor costs more than the second top-k
     val, idx = x.topk(k, dim=-1)  # values non-increasing; the indices of equal values in any order
     kth = val[..., -1:]
     # the k-th value's ties: keep the lowest indices (n marks "no such entry"); a float32 key where exact
     # (n <= 2**24: the faster top-k), else int64
     if n <= 1 << 24:
-        pos = torch.arange(n, device=x.device, dtype=torch.float32)
-        ties = -torch.where(x == kth, -pos, -float(n)).topk(k, dim=-1).values
-        ties = ties.long()
+        ties = torch.where(x == kth, _arange(n, x.device, torch.float32), float(n)).topk(k, dim=-1, largest=False)
+        ties_idx = ties.values.long()
     else:
-        ties = torch.where(x == kth, torch.arange(n, device=x.device), n).topk(k, dim=-1, largest=False).values
+        ties_idx = torch.where(x == kth, _arange(n, x.device, torch.long), n).topk(k, dim=-1, largest=False).values
     above = (val > kth).sum(dim=-1, keepdim=True)  # entries strictly better than the k-th value: kept
-    j = torch.arange(k, device=x.device)
-    fill = ties.gather(-1, (j - above).clamp(min=0))
+    j = _arange(k, x.device, torch.long)
+    fill = ties_idx.gather(-1, (j - above).clamp(min=0))
     idx = torch.where((j < above) | (fill >= n), idx, fill)
-    # equal values by ascending index: each entry's place = the entries that go before it ([..., k, k]);
-    # the values, non-increasing already, keep theirs
-    v_i, v_j = val[..., :, None], val[..., None, :]
-    before = (v_j > v_i) | ((v_j == v_i) & (idx[..., None, :] < idx[..., :, None]))
-    # (idx.clone(): with NaN scores, which compare unequal, the places may collide; every index stays valid
-    # and the caller's non-finite check names the problem)
-    return val, idx.clone().scatter_(-1, before.sum(dim=-1), idx)
+    # equal values by ascending index: the indices sorted, then stably by value (the values, non-increasing
+    # already, keep their places; with NaN scores every index stays valid and the caller's check names it)
+    by_idx, perm = idx.sort(dim=-1)
+    _, by_val = val.gather(-1, perm).sort(dim=-1, descending=True, stable=True)
+    return val, by_idx.gather(-1, by_val)
+
+
+#: most elements of a float32 CPU tensor that :func:`ordered_topk` selects from with packed keys (its cost
+#: grows with the tensor: above this the two top-k of the general path are faster)
+PACKED_CPU_MAX = 1 << 16
+_ARANGES: dict[tuple[int, torch.device, torch.dtype, bool], torch.Tensor] = {}
+
+
+def _arange(n: int, device: torch.device, dtype: torch.dtype, reverse: bool = False) -> torch.Tensor:
+    """``0..n-1`` (``reverse``: ``n-1..0``) on ``device``, made once (a constant: no kernel per call)."""
+    key = (n, device, dtype, reverse)
+    t = _ARANGES.get(key)
+    if t is None:
+        if len(_ARANGES) > 256:
+            _ARANGES.clear()
+        t = _ARANGES[key] = (torch.arange(n - 1, -1, -1, device=device, dtype=dtype) if reverse
+                             else torch.arange(n, device=device, dtype=dtype))
+    return t
 
 
 def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +81,7 @@ def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     bits = (x + 0.0).view(torch.int32).long()  # x + 0.0: -0.0 -> +0.0
     key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # negative floats: larger magnitude -> smaller key
-    rev = torch.arange(n - 1, -1, -1, device=x.device)
-    top = ((key << 32) | rev).topk(k, dim=-1).values
+    # key * 2**32 + (n - 1 - index): the key's bits above the index's (one kernel; exact in int64)
+    top = torch.add(_arange(n, x.device, torch.long, reverse=True), key, alpha=1 << 32).topk(k, dim=-1).values
     idx = (n - 1) - (top & 0xFFFFFFFF)
     return x.gather(-1, idx), idx

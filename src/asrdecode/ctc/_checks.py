@@ -8,16 +8,14 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size, check_weight
+from .. import configs
+from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size
 from ..native import _lib
 
 __all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
 
-# The CTC prefix beam search scores beam * V candidates per frame and sorts and merges them, so
-# time and memory grow with the beam: at 4096 (V = 257, one CPU thread) a frame takes ~0.1 s and
-# a step's candidate tensors ~100 MB per utterance. Wider beams are refused with a clear error
-# instead of running for minutes into an allocator failure.
-MAX_BEAM = 4096
+#: the widest CTC beam (CTCBeamConfig's cap; why: :data:`asrdecode.configs.MAX_BEAM`)
+MAX_BEAM = configs.MAX_BEAM
 
 
 def valid_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -133,27 +131,14 @@ def check_beam_search_args(
     blank_id: object,
     tokenizer: Any,
     *,
-    beam: object,
-    nbest: object,
-    beta: object,
-    beam_threshold: object,
     log_softmax: bool,
-) -> tuple[torch.Tensor, torch.Tensor, int, int, int, float, float]:
-    """The checks shared by the batched and the reference CTC beam search.
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The data checks shared by the batched and the reference CTC beam search (the settings are
+    :class:`~asrdecode.configs.CTCBeamConfig`'s, checked when it was made).
 
-    Returns ``(log_probs [B, T, V], lengths [B], blank, beam, nbest, beta, beam_threshold)``.
+    Returns ``(log_probs [B, T, V], lengths [B], blank)``.
     """
     x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
     blank = check_blank_id(blank_id, x.shape[2])
     check_tokenizer(tokenizer, x.shape[2])
-    beam_i = check_positive_int("beam", beam)
-    if beam_i > MAX_BEAM:
-        raise DecodingInputError(
-            f"beam must be <= {MAX_BEAM} (the CTC beam search's cost grows with beam * vocabulary), got {beam_i}"
-        )
-    nbest_i = check_positive_int("nbest", nbest)
-    if nbest_i > beam_i:
-        raise DecodingInputError(f"nbest must be <= beam ({beam_i}), got {nbest_i}")
-    beta_f = check_weight("beta", check_float("beta", beta))
-    threshold = check_float("beam_threshold", beam_threshold, positive=True, allow_inf=True)
-    return x, lens, blank, beam_i, nbest_i, beta_f, threshold
+    return x, lens, blank

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union, cast
 import torch
 
 from ..beam_hyps import EMPTY_HASH, BeamTree
+from ..configs import CTCBeamConfig, takes_config
 from ..errors import DecodingInputError, check_int
 from ..fusion import FusionModel, FusionScorer
 from ..native import _lib
@@ -95,11 +96,15 @@ class CTCBeamState:
         nbest = check_positive_int("nbest", nbest)
         return _finalize(self, None, self.beta, nbest, tokenizer)
 
-    @staticmethod
-    def cat(template: "CTCBeamState", states: Sequence["CTCBeamState"]) -> "CTCBeamState":
+    @classmethod
+    def join(cls, states: Sequence["CTCBeamState"], /, *, template: Optional["CTCBeamState"] = None) -> "CTCBeamState":
         """One batch state from batch-1 ``states`` (streams), written into ``template``: a fresh state of
-        the batch's size and settings (the search's fusion models may differ per batch: stacked
-        boosting trees). The batch's tree starts empty; :meth:`split_into` hands each stream its rows."""
+        the batch's size and settings made by the decoder (``init_state``; the search's fusion models may
+        differ per batch: stacked boosting trees). The batch's tree starts empty; :meth:`split_into` hands
+        each stream its rows."""
+        if template is None:
+            raise DecodingInputError("CTCBeamState.join needs template=, a fresh state of the batch's size "
+                                     "(CTCBeamDecoder.init_state)")
         for f in fields(CTCBeamState):
             if f.name == "collapse":
                 template.collapse = None if states[0].collapse is None else CollapseState.cat([s.collapse for s in states])  # type: ignore[misc]  # all set when the first is
@@ -107,7 +112,7 @@ class CTCBeamState:
                 setattr(template, f.name, torch.cat([getattr(s, f.name) for s in states]))
         return template
 
-    def split_into(self, states: Sequence["CTCBeamState"]) -> None:
+    def split_into(self, states: Sequence["CTCBeamState"], /) -> None:
         """Give each batch-1 state its row of this batch state (its tree extended by its row of the new steps)."""
         n = len(states)
         for b, st in enumerate(states):
@@ -182,11 +187,6 @@ def _no_hypothesis() -> list[Hypothesis]:
     return [Hypothesis(tokens=[], timestamps=[], score=-math.inf)]
 
 
-def _use_native(engine: object, x: torch.Tensor) -> bool:
-    """Resolve ``engine`` for emissions ``x``: True for the native engine (see :func:`beam_search`)."""
-    return use_native(engine, x.device, "log_probs")
-
-
 def _settings(batch: int, vocab: int, blank: int, beam: int, fusion: FusionArg, beta: float, beam_threshold: float,
               blank_collapse: CollapseArg, token_beam: Optional[int],
               dtype: torch.dtype) -> tuple[FusionScorer, "_Parsed", tuple]:
@@ -235,6 +235,7 @@ class _Parsed(NamedTuple):
     token_beam: Optional[int]
 
 
+@takes_config(CTCBeamConfig)
 class CTCBeamDecoder:
     """Batched CTC prefix beam search with shallow fusion: settings checked once, whole utterances
     (:meth:`decode`) or streams (:meth:`init_state`, :meth:`advance` per chunk, :meth:`finalize`; the
@@ -244,23 +245,16 @@ class CTCBeamDecoder:
         blank_id: index of the blank class.
         vocab_size: the model's classes ``V`` (needed by :meth:`init_state` unless given there; the
             emissions of every call must have ``V`` classes).
-        beam: hypotheses kept per utterance (``K``, at most ``MAX_BEAM`` = 4096).
+        config: the search's settings (:class:`~asrdecode.configs.CTCBeamConfig`: ``beam``, ``beta``,
+            ``beam_threshold``, ``blank_collapse``, ``token_beam``, ``nbest``, ``engine``; their help and
+            defaults are written there); any of them may be given as a keyword instead or on top.
         fusion: ``[(model, weight), ...]`` fusion models (:class:`asrdecode.fusion.FusionModel`:
             n-gram LM, boosting tree), vocabulary indexed by model token id.
-        beta: bonus per emitted token (insertion bonus; negative values penalise).
-        beam_threshold: candidates scoring more than this below the frame's best are pruned.
-        blank_collapse: ``None`` (off), a blank threshold in (0, 1) such as 0.999, or ``"weak"``;
-            collapsible blank frames are removed before the search (see :func:`blank_collapse`),
-            chunk by chunk when streaming.
-        token_beam: if set, only the ``token_beam`` non-blank tokens with the highest log-prob
-            at each frame extend hypotheses (token pruning, as ``beam_size_token`` in flashlight);
-            ``None`` considers every token.
-        nbest: hypotheses returned per utterance (at most ``beam``).
         tokenizer: optional, fills ``Hypothesis.text``; its vocabulary must match ``V``.
         log_softmax: normalise the emissions first (they are logits).
-        engine: ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any
-            device) or ``"auto"``: native for CPU tensors when it is available, else torch. Both
-            give the same hypotheses and share the state (a stream may switch engines).
+
+    The engines (``engine="native"``: C++, CPU tensors; ``"torch"``: any device; ``"auto"``) give the
+    same hypotheses and share the state (a stream may switch engines).
 
     Results: per utterance, up to ``nbest`` :class:`Hypothesis` sorted best first (never none: an
     utterance whose every prefix scored ``-inf``, e.g. left a lexicon-mode word LM, gets one empty
@@ -274,21 +268,15 @@ class CTCBeamDecoder:
     :class:`CTCBeamState`, so one decoder may serve several threads (one state per thread).
     """
 
-    def __init__(self, blank_id: int, *, vocab_size: Optional[int] = None, beam: int = 16, fusion: FusionArg = (),
-                 beta: float = 0.0, beam_threshold: float = 20.0, blank_collapse: CollapseArg = None,
-                 token_beam: Optional[int] = None, nbest: int = 1, tokenizer: Optional[Tokenizer] = None,
-                 log_softmax: bool = False, engine: str = "auto") -> None:
+    def __init__(self, blank_id: int, *, vocab_size: Optional[int] = None, config: Optional[CTCBeamConfig] = None,
+                 fusion: FusionArg = (), tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False,
+                 **settings: Any) -> None:
+        cfg = CTCBeamConfig.build(config, settings, caller="CTCBeamDecoder")
         if vocab_size is not None:
             vocab_size = check_positive_int("vocab_size", vocab_size)
-            check_beam_search_args(torch.empty((0, 0, vocab_size)), None, blank_id, tokenizer, beam=beam,
-                                   nbest=nbest, beta=beta, beam_threshold=beam_threshold, log_softmax=False)
-        parse_collapse(blank_collapse)
-        if token_beam is not None:
-            check_positive_int("token_beam", token_beam)
-        self.blank_id, self.vocab_size = blank_id, vocab_size
-        self.beam, self.fusion, self.beta, self.beam_threshold = beam, fusion, beta, beam_threshold
-        self.blank_collapse, self.token_beam, self.nbest = blank_collapse, token_beam, nbest
-        self.tokenizer, self.log_softmax, self.engine = tokenizer, log_softmax, engine
+            check_beam_search_args(torch.empty((0, 0, vocab_size)), None, blank_id, tokenizer, log_softmax=False)
+        self.blank_id, self.vocab_size, self.config = blank_id, vocab_size, cfg
+        self.fusion, self.tokenizer, self.log_softmax = fusion, tokenizer, log_softmax
 
     def init_state(self, batch: int, *, vocab_size: Optional[int] = None, dtype: torch.dtype = torch.float32,
                    device: Union[torch.device, str] = "cpu") -> CTCBeamState:
@@ -299,11 +287,10 @@ class CTCBeamDecoder:
         if vocab is None:
             raise DecodingInputError("vocab_size is needed: give it to CTCBeamDecoder(...) or init_state(...)")
         probe = torch.empty((batch, 0, check_positive_int("vocab_size", vocab)), dtype=dtype, device=device)
-        _, _, blank, beam, _, beta, beam_threshold = check_beam_search_args(
-            probe, None, self.blank_id, None, beam=self.beam, nbest=1, beta=self.beta,
-            beam_threshold=self.beam_threshold, log_softmax=False)
-        return _start(None, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse,
-                      self.token_beam, dtype, probe.device)[1]
+        blank = check_beam_search_args(probe, None, self.blank_id, None, log_softmax=False)[2]
+        cfg = self.config
+        return _start(None, batch, vocab, blank, cfg.beam, self.fusion, cfg.beta, cfg.beam_threshold,
+                      cfg.blank_collapse, cfg.token_beam, dtype, probe.device)[1]
 
     def advance(self, state: CTCBeamState, log_probs: torch.Tensor,
                 lengths: Optional[torch.Tensor] = None) -> CTCBeamState:
@@ -324,7 +311,7 @@ class CTCBeamDecoder:
 
     def partial(self, state: CTCBeamState) -> list[list[Hypothesis]]:
         """The current n-best lists (no end-of-sentence scores: the streams have not ended); ``state`` unchanged."""
-        return state.hypotheses(self.nbest, self.tokenizer)
+        return state.hypotheses(self.config.nbest, self.tokenizer)
 
     def decode(self, log_probs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> list[list[Hypothesis]]:
         """Whole utterances ``log_probs [B, T, V]`` (``lengths [B]``, default all ``T``): the n-best lists."""
@@ -335,23 +322,23 @@ class CTCBeamDecoder:
     def _run(self, state: Optional[CTCBeamState], log_probs: object, lengths: object,
              final: bool) -> Union[list[list[Hypothesis]], CTCBeamState]:
         """One chunk from ``state`` (None: a fresh one); the n-best lists when ``final``, else the state."""
-        x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
-            log_probs, lengths, self.blank_id, self.tokenizer, beam=self.beam, nbest=self.nbest, beta=self.beta,
-            beam_threshold=self.beam_threshold, log_softmax=self.log_softmax,
-        )
+        x, lens, blank = check_beam_search_args(log_probs, lengths, self.blank_id, self.tokenizer,
+                                                log_softmax=self.log_softmax)
+        beam, nbest, beta, beam_threshold = (self.config.beam, self.config.nbest, self.config.beta,
+                                             self.config.beam_threshold)
         if self.vocab_size is not None and x.shape[2] != self.vocab_size:
             raise DecodingInputError(f"log_probs has {x.shape[2]} classes, the decoder was made for {self.vocab_size}")
-        native = _use_native(self.engine, x)
+        native = use_native(self.config.engine, x.device, "log_probs")
         if native and state is None and final and x.shape[0] > 0:  # one engine call: search, collapse, n-best
-            rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse,
-                                 self.token_beam, nbest)
+            rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.config.blank_collapse,
+                                 self.config.token_beam, nbest)
             if rows is not None:
                 return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row]
                                     or _no_hypothesis(), self.tokenizer) for row in rows]
         batch, max_len, vocab = x.shape
         scorer, st, (collapse_on, collapse_th, token_beam) = _start(
-            state, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.blank_collapse, self.token_beam,
-            x.dtype, x.device)
+            state, batch, vocab, blank, beam, self.fusion, beta, beam_threshold, self.config.blank_collapse,
+            self.config.token_beam, x.dtype, x.device)
         if batch == 0:
             return [] if final else st
         _search_chunk(st, x, lens, scorer, blank, beam, beta, beam_threshold, collapse_on, collapse_th, token_beam,
@@ -395,65 +382,65 @@ def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer:
         run_frames_on_device(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                              beam_threshold=beam_threshold, token_beam=token_beam, mode=mode)
     else:
-        step = _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
-        n_all = int(lens_s.min()) if batch else 0  # frames that every utterance has: no masking needed
-        for t in range(x.shape[1]):
-            step(st, x[:, t], None if t < n_all else t < lens_s, frame_index[:, t])
+        _eager_frames(st, x, lens_s, frame_index,
+                      _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device))
     st.offsets = offsets + lens
 
 
-def initial_beam_state(
-    batch: int,
-    vocab_size: int,
-    blank_id: int,
-    *,
-    beam: int = 16,
-    fusion: FusionArg = (),
-    beta: float = 0.0,
-    beam_threshold: float = 20.0,
-    blank_collapse: CollapseArg = None,
-    token_beam: Optional[int] = None,
-    dtype: torch.dtype = torch.float32,
-    device: Union[torch.device, str] = "cpu",
-) -> CTCBeamState:
-    """``CTCBeamDecoder(blank_id, beam=..., ...).init_state(batch, vocab_size=vocab_size, dtype=, device=)``:
-    a fresh stream state for ``batch`` utterances of a ``vocab_size``-class model."""
+def _eager_frames(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor,
+                  step: _Stepper) -> None:
+    """The Python frame loop (no padding): ``x [B, T, V]`` into ``st`` through the step's packed buffers
+    (loaded once, stored back once), one tree step per frame."""
+    batch = x.shape[0]
+    fb = step.buffers(x.device)
+    fb.load(st, batch)
+    lens_col = lens[:, None]
+    n_all = int(lens.min()) if batch else 0  # frames that every utterance has: no masking needed
+    for t in range(x.shape[1]):
+        fb.e.copy_(x[:, t])
+        step.frame(fb, None if t < n_all else t < lens_col)
+        rec = fb.rec.clone()  # (the buffer serves the next frame)
+        st.tree.record(rec[0], rec[1], frame_index[:, t])
+    fb.store(st, batch)
+
+
+@takes_config(CTCBeamConfig)
+def initial_beam_state(batch: int, vocab_size: int, blank_id: int, *, config: Optional[CTCBeamConfig] = None,
+                       fusion: FusionArg = (), dtype: torch.dtype = torch.float32,
+                       device: Union[torch.device, str] = "cpu", **settings: Any) -> CTCBeamState:
+    """``CTCBeamDecoder(blank_id, config=config, fusion=fusion, **settings).init_state(batch, vocab_size=vocab_size,
+    dtype=, device=)``: a fresh stream state for ``batch`` utterances of a ``vocab_size``-class model."""
     check_int("batch", batch, low=0)
     check_positive_int("vocab_size", vocab_size)
-    dec = CTCBeamDecoder(blank_id, beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold,
-                         blank_collapse=blank_collapse, token_beam=token_beam)
+    dec = CTCBeamDecoder(blank_id, config=config, fusion=fusion, **settings)
     return dec.init_state(batch, vocab_size=vocab_size, dtype=dtype, device=device)
 
 
+@takes_config(CTCBeamConfig)
 def beam_search(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
     blank_id: int,
     *,
-    beam: int = 16,
+    config: Optional[CTCBeamConfig] = None,
     fusion: FusionArg = (),
-    beta: float = 0.0,
-    beam_threshold: float = 20.0,
-    blank_collapse: CollapseArg = None,
-    token_beam: Optional[int] = None,
-    nbest: int = 1,
     tokenizer: Optional[Tokenizer] = None,
     log_softmax: bool = False,
     state: Optional[CTCBeamState] = None,
     final: Any = _UNSET,
-    engine: str = "auto",
+    **settings: Any,
 ) -> Union[list[list[Hypothesis]], CTCBeamState]:
     """``CTCBeamDecoder(blank_id, ...).decode(log_probs, lengths)``: per utterance of ``log_probs [B, T, V]``
-    (``lengths [B]``, ``None``: all ``T``) up to ``nbest`` hypotheses, best first; every other argument
-    and the results as :class:`CTCBeamDecoder`.
+    (``lengths [B]``, ``None``: all ``T``) up to ``nbest`` hypotheses, best first; ``config`` and / or its
+    fields as keywords (:class:`~asrdecode.configs.CTCBeamConfig`), every other argument and the results as
+    :class:`CTCBeamDecoder`.
 
     Deprecated streaming flags (they warn): ``state=`` (the previous chunk's state) and ``final=``
     (``False``: return the updated state instead of hypotheses). Use ``dec.init_state`` /
     ``dec.advance`` / ``dec.finalize`` instead.
     """
-    dec = CTCBeamDecoder(blank_id, beam=beam, fusion=fusion, beta=beta, beam_threshold=beam_threshold,
-                         blank_collapse=blank_collapse, token_beam=token_beam, nbest=nbest, tokenizer=tokenizer,
-                         log_softmax=log_softmax, engine=engine)
+    dec = CTCBeamDecoder(blank_id, config=CTCBeamConfig.build(config, settings, caller="beam_search"),
+                         fusion=fusion, tokenizer=tokenizer, log_softmax=log_softmax)
     if state is None and final is _UNSET:
         return dec.decode(log_probs, lengths)
     warnings.warn("ctc.beam_search(state=, final=) is deprecated: use CTCBeamDecoder(blank_id, ...) with "

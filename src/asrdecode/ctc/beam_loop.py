@@ -2,10 +2,11 @@
 
 The tensor engine's frame step (:class:`~asrdecode.ctc.beam_step._Stepper`) is sync-free and
 static-shape; here it runs over a :class:`FrameLoop`: static buffers padded to :func:`bucket`
-sizes (emissions time-major ``[Tb, Bb, V]``, lengths ``[Bb]``, original frame indices ``[Tb, Bb]``,
-the ``[Bb, K]`` search state, the backpointer tree's steps ``[Tb, Bb, K]`` and the frame counter
-``t [1]`` on the device). A round is :data:`UNROLL` frames: read frame ``t``, step every utterance
-with ``t < lens`` (the others keep their state), write the tree step at ``t``, ``t += 1``. The
+sizes (emissions time-major ``[Tb, Bb, V]``, lengths ``[Bb, 1]``, original frame indices ``[Tb, Bb]``,
+the search state packed in the step's :class:`~asrdecode.ctc.beam_step.FrameBuffers`, the backpointer
+tree's tokens and parents ``[Tb, 2, Bb, K]`` (their times: the frame indices, at the end) and the frame
+counter ``t [1]`` on the device). A round is :data:`UNROLL` frames: read frame ``t``, step every
+utterance with ``t < lens`` (the others keep their state), write the tree step at ``t``, ``t += 1``. The
 rounds are replayed by :func:`~asrdecode.accel.run_until_done` (in ``"cuda_graphs"`` mode one graph
 replay per round, captured once) and the flag is read once, after the last round. Loops live in a
 :class:`~asrdecode.accel.LoopCache` keyed by the settings, the fusion models (their identity and
@@ -17,7 +18,6 @@ tensor addresses) and the bucketed sizes, so a warm call captures nothing. Padde
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import torch
@@ -33,9 +33,8 @@ UNROLL = 2
 #: the loops kept between calls (static buffers and captured graphs)
 LOOPS = LoopCache(8)
 
-#: the search state's fields, in the order :meth:`_Stepper.core` takes and returns them
-FIELDS = ("p_b", "p_nb", "fscore", "length", "last", "hash", "parent_hash", "peak", "fstates")
-STATE_NAMES = FIELDS + ("t", "x", "lens", "times", "tree_tok", "tree_par", "tree_dat")
+#: the loop's tensors: the packed search state (with its scratch rows) and the static buffers
+STATE_NAMES = ("floats", "ints", "t", "x", "lens", "times", "tree")
 
 
 def loop_mode(device: torch.device) -> str:
@@ -45,59 +44,57 @@ def loop_mode(device: torch.device) -> str:
 
 class FrameLoop:
     """Static buffers of the device frame loop for ``batch`` (bucketed) utterances of at most ``frames``
-    (bucketed, a multiple of :data:`UNROLL`) frames, with the step and its runner (captured graphs)."""
+    (bucketed, a multiple of :data:`UNROLL`) frames, with the step and its runner (captured graphs).
 
-    def __init__(self, stepper: _Stepper, scorer: FusionScorer, batch: int, frames: int, vocab: int, beam: int,
+    ``tree [Tb, 2, Bb, K]``: each frame's tree tokens and parents (the times come from ``times`` at
+    the end); the search state is the step's :class:`~asrdecode.ctc.beam_step.FrameBuffers`."""
+
+    def __init__(self, stepper: _Stepper, batch: int, frames: int, vocab: int, beam: int,
                  dtype: torch.dtype, device: torch.device, mode: str) -> None:
         self.stepper, self.batch, self.frames = stepper, batch, frames
         self.x = torch.zeros((frames, batch, vocab), dtype=dtype, device=device)
-        self.lens = torch.zeros(batch, dtype=torch.long, device=device)
+        self.lens = torch.zeros((batch, 1), dtype=torch.long, device=device)
         self.times = torch.zeros((frames, batch), dtype=torch.long, device=device)
-        self.tree_tok, self.tree_par, self.tree_dat = torch.zeros((3, frames, batch, beam), dtype=torch.long,
-                                                                  device=device).unbind(0)
+        self.tree = torch.zeros((frames, 2, batch, beam), dtype=torch.long, device=device)
         self.t = torch.zeros(1, dtype=torch.long, device=device)
-        self.p_b, self.p_nb, self.peak = torch.full((3, batch, beam), -math.inf, dtype=dtype, device=device).unbind(0)
-        self.fscore, self.length = torch.zeros((2, batch, beam), dtype=dtype, device=device).unbind(0)
-        self.last, self.hash, self.parent_hash = torch.full((3, batch, beam), -1, dtype=torch.long,
-                                                            device=device).unbind(0)
-        self.parent_hash.fill_(-2)
-        self.fstates = torch.zeros((batch, beam, scorer.num_models), dtype=torch.long, device=device)
+        self.fb = stepper.buffers(device)
+        self.floats, self.ints = self.fb.floats, self.fb.ints
+        self.rec1 = self.fb.rec[None]
         self.runner = StepRunner(mode, STATE_NAMES)
+
+    def twin(self) -> "FrameLoop":
+        """An independent copy of the loop's state (its own buffers and views, the same step), in eager
+        mode: for lockstep tests that run a round both ways from the same state (tests/lockstep.py)."""
+        T, B, V = self.x.shape
+        other = FrameLoop(self.stepper, B, T, V, self.stepper.K, self.x.dtype, self.x.device, "eager")
+        for name in STATE_NAMES:
+            getattr(other, name).copy_(getattr(self, name))
+        return other
 
     def load(self, st: Any, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor) -> None:
         """Copy a call's state ``st`` (rows ``:B``), emissions ``x [B, T, V]``, lengths and original frames
         into the buffers; the padded rows get length 0 (they keep whatever state they hold)."""
         B, T = x.shape[:2]
-        for name in FIELDS:
-            getattr(self, name)[:B].copy_(getattr(st, name))
+        self.fb.load(st, B)
         self.x[:T, :B].copy_(x.transpose(0, 1))
         self.times[:T, :B].copy_(frame_index.transpose(0, 1))
         self.lens.zero_()
-        self.lens[:B].copy_(lens)
+        self.lens[:B, 0].copy_(lens)
         self.t.zero_()
 
     def unload(self, st: Any, batch: int, frames: int) -> None:
         """The state rows ``:batch`` back into ``st`` (copies: the buffers serve the next call) and the
         ``frames`` tree steps appended to its tree."""
-        for name in FIELDS:
-            setattr(st, name, getattr(self, name)[:batch].clone())
-        st.tree.record_steps(self.tree_tok[:frames, :batch], self.tree_par[:frames, :batch],
-                             self.tree_dat[:frames, :batch])
+        self.fb.store(st, batch)
+        st.tree.record_steps(self.tree[:frames, 0, :batch], self.tree[:frames, 1, :batch],
+                             self.times[:frames, :batch])
 
 
 def _frame(loop: FrameLoop) -> None:
     """One frame at the device counter ``t``: every utterance with ``t < lens`` steps (sync-free)."""
-    e = loop.x.index_select(0, loop.t)[0]  # [Bb, V]
-    times = loop.times.index_select(0, loop.t)[0]  # [Bb]
-    active = loop.lens > loop.t
-    out = loop.stepper.core(loop.p_b, loop.p_nb, loop.fscore, loop.length, loop.last, loop.hash, loop.parent_hash,
-                            loop.peak, loop.fstates, e, active)
-    for name, value in zip(FIELDS, out):
-        setattr(loop, name, value)
-    tok, par = out[-2], out[-1]
-    loop.tree_tok.index_copy_(0, loop.t, tok[None])
-    loop.tree_par.index_copy_(0, loop.t, par[None])
-    loop.tree_dat.index_copy_(0, loop.t, times[None, :, None].expand(1, *tok.shape))
+    torch.index_select(loop.x, 0, loop.t, out=loop.fb.e3)
+    loop.stepper.frame(loop.fb, loop.lens > loop.t)
+    loop.tree.index_copy_(0, loop.t, loop.rec1)
     loop.t.add_(1)
 
 
@@ -122,7 +119,7 @@ def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_ind
 
     def make() -> FrameLoop:
         stepper = _Stepper(Bb, beam, V, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
-        return FrameLoop(stepper, scorer, Bb, Tb, V, beam, x.dtype, x.device, mode)
+        return FrameLoop(stepper, Bb, Tb, V, beam, x.dtype, x.device, mode)
 
     loop: FrameLoop = LOOPS.get(key, make)
     loop.load(st, x, lens, frame_index)

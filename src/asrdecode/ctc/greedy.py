@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from ..configs import CTCGreedyConfig
 from ..errors import DecodingInputError, check_int
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_blank_id, check_tokenizer, prepare_log_probs, valid_mask
@@ -37,13 +38,18 @@ class CTCGreedyState:
                    [Hypothesis([], [], 0.0) for _ in range(batch)])
 
     @classmethod
-    def cat(cls, states: Sequence["CTCGreedyState"]) -> "CTCGreedyState":
+    def join(cls, states: Sequence["CTCGreedyState"], /) -> "CTCGreedyState":
         """One batch state from several (their rows in order)."""
         return cls(torch.cat([s.prev for s in states]), torch.cat([s.offset for s in states]),
                    [h for s in states for h in s.hyps])
 
+    def split_into(self, states: Sequence["CTCGreedyState"], /) -> None:
+        """Give each of ``states`` (those :meth:`join` joined) its rows of this batch state."""
+        for st, part in zip(states, self.split([st.prev.shape[0] for st in states])):
+            st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
+
     def split(self, sizes: Sequence[int]) -> list["CTCGreedyState"]:
-        """The batch cut into states of ``sizes`` rows (the inverse of :meth:`cat`)."""
+        """The batch cut into states of ``sizes`` rows (the inverse of :meth:`join`)."""
         out, start = [], 0
         for n in sizes:
             out.append(CTCGreedyState(self.prev[start:start + n].clone(), self.offset[start:start + n].clone(),
@@ -59,6 +65,8 @@ class CTCGreedyDecoder:
 
     Args:
         blank_id: index of the blank class.
+        config: a :class:`~asrdecode.configs.CTCGreedyConfig` (best-path decoding has no settings; the
+            registry lists it as every search's config).
         tokenizer: optional, fills ``Hypothesis.text``.
         log_softmax: normalise the emissions first (they are logits).
 
@@ -68,7 +76,9 @@ class CTCGreedyDecoder:
     settings and :meth:`advance` returns a new state, so one decoder may serve several threads.
     """
 
-    def __init__(self, blank_id: int, *, tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False) -> None:
+    def __init__(self, blank_id: int, *, config: Optional[CTCGreedyConfig] = None,
+                 tokenizer: Optional[Tokenizer] = None, log_softmax: bool = False) -> None:
+        self.config = CTCGreedyConfig.build(config, caller="CTCGreedyDecoder")
         self.blank_id = blank_id
         self.tokenizer = tokenizer
         self.log_softmax = log_softmax

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
+from ..configs import CTCBeamConfig, takes_config
 from ..fusion import FusionModel, FusionScorer, check_fusion
 from ..results import Hypothesis, Tokenizer, attach_text
-from ._checks import check_beam_search_args, check_positive_int
-from .beam import CollapseArg, parse_collapse
+from ._checks import check_beam_search_args
+from .beam import parse_collapse
 from .collapse import blank_collapse as _blank_collapse
 
 __all__ = ["reference_beam_search"]
@@ -125,35 +126,30 @@ def _decode_one(
     return [Hypothesis(tokens=list(p), timestamps=list(h.times), score=s) for s, p, h in finals[:nbest]]
 
 
+@takes_config(CTCBeamConfig)
 def reference_beam_search(
     log_probs: torch.Tensor,
     lengths: Optional[torch.Tensor],
     blank_id: int,
     *,
-    beam: int = 16,
+    config: Optional[CTCBeamConfig] = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    beta: float = 0.0,
-    beam_threshold: float = 20.0,
-    blank_collapse: CollapseArg = None,
-    token_beam: Optional[int] = None,
-    nbest: int = 1,
     tokenizer: Optional[Tokenizer] = None,
     log_softmax: bool = False,
+    **settings: Any,
 ) -> list[list[Hypothesis]]:
     """Reference CTC prefix beam search, one utterance at a time (slow; for tests).
 
-    Arguments and results as :func:`asrdecode.ctc.beam_search` (without streaming). Scores are
-    computed in Python floats (float64).
+    Arguments and results as :func:`asrdecode.ctc.beam_search` (without streaming; ``engine`` is not
+    used). Scores are computed in Python floats (float64).
     """
-    x, lens, blank, beam, nbest, beta, beam_threshold = check_beam_search_args(
-        log_probs, lengths, blank_id, tokenizer, beam=beam, nbest=nbest, beta=beta,
-        beam_threshold=beam_threshold, log_softmax=log_softmax,
-    )
+    cfg = CTCBeamConfig.build(config, settings, caller="reference_beam_search")
+    blank_collapse, token_beam = cfg.blank_collapse, cfg.token_beam
+    x, lens, blank = check_beam_search_args(log_probs, lengths, blank_id, tokenizer, log_softmax=log_softmax)
+    beam, nbest, beta, beam_threshold = cfg.beam, cfg.nbest, cfg.beta, cfg.beam_threshold
     vocab = x.shape[2]
     fusion_l = check_fusion(fusion, vocab)
     collapse_on, collapse_th = parse_collapse(blank_collapse)
-    if token_beam is not None:
-        token_beam = check_positive_int("token_beam", token_beam)
     if collapse_on:
         x, lens, frame_index = _blank_collapse(x, lens, blank, collapse_th)
     else:

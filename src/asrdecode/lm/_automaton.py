@@ -38,7 +38,11 @@ import torch
 
 from .._validation import Checker, ValidationMark
 from ..errors import DecodingInputError
-from ._fused import FusedTables, advance_fused, build_fused, score_tokens_fused
+from ._fused import FusedTables, PreparedAdvance, advance_fused, build_fused, score_tokens_fused
+
+#: attributes that cache data derived from the arrays (:func:`~asrdecode.lm._fused.entry_tables`): not moved
+#: or pickled with the automaton, rebuilt where it is used
+_DERIVED_CACHES = frozenset({"_entry_cache"})
 
 __all__ = ["BackoffAutomaton"]
 
@@ -393,6 +397,14 @@ class BackoffAutomaton:
             return advance_fused(self, fused, states)
         return self._advance(states, self.max_chain, self.light_degree)
 
+    def prepare_advance(self, states: torch.Tensor) -> PreparedAdvance | None:
+        """:meth:`advance` of the states tensor ``states [N]`` (updated in place by the caller) with its
+        buffers made once (:class:`~asrdecode.lm._fused.PreparedAdvance`: the blank column left as is);
+        ``None`` where the fused tables do not serve (the walk)."""
+        self.ensure_valid()
+        fused = self.fused
+        return None if fused is None else PreparedAdvance(self, fused, states)
+
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of ``tokens [N, K]`` from ``states [N]`` (only those columns)."""
         self.ensure_valid()
@@ -471,9 +483,15 @@ class BackoffAutomaton:
         self.ensure_valid()
         new = object.__new__(type(self))
         for k, v in self.__dict__.items():
+            if k in _DERIVED_CACHES:  # rebuilt on the device at first use
+                continue
             new.__dict__[k] = v.to(device) if isinstance(v, torch.Tensor) else v
         new._mark = ValidationMark(new._validation_parts())  # an exact copy of a validated automaton
         return new
+
+    def __getstate__(self) -> dict:
+        """Pickled without the derived caches (rebuilt at first use)."""
+        return {k: v for k, v in self.__dict__.items() if k not in _DERIVED_CACHES}
 
     def memory_bytes(self) -> int:
         """Bytes held by all tensors (structure, dense rows and fused tables)."""

@@ -125,22 +125,82 @@ def _candidates(a: "BackoffAutomaton", t: FusedTables, ints: torch.Tensor) -> to
     return idx.clamp_max_(max(a._n_arcs - 1, 0))
 
 
+class EntryTables(NamedTuple):
+    """Per-state candidate entries (derived from :class:`FusedTables` and the arcs, for ``advance``): ``arc
+    [S, L * D]`` (int32) each entry's arc, ``n_arcs`` (a sentinel arc) where the entry is not kept; ``acc
+    [S, L * D]`` (float32) its level's accumulated back-off weight; ``label`` / ``weight`` / ``dest`` the
+    arcs' columns plus the sentinel (the blank, 0, 0: its writes land on the blank column, set after)."""
+
+    arc: torch.Tensor
+    acc: torch.Tensor
+    label: torch.Tensor
+    weight: torch.Tensor
+    dest: torch.Tensor
+
+
+#: most entries (states x levels x light degree) the :class:`EntryTables` of one automaton may have (about
+#: 20 bytes each including the arcs' copy); larger automata read the fused tables (a few more ops per call)
+MAX_ENTRY_TABLE = 1 << 23
+
+
+def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
+    """The :class:`EntryTables` of ``a`` (built at the first call, kept while the fused tables and the arcs
+    are the same tensors, unchanged), or None (no blank, no light level, or too many entries)."""
+    E = t.levels * t.degree
+    S = t.int_table.shape[0]
+    if a.blank_id is None or E == 0 or S * E > MAX_ENTRY_TABLE:
+        return None
+    sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
+    key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
+    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
+    if cache is not None and cache[0] == key:
+        return cache[1]
+    with torch.no_grad():
+        idx = _candidates(a, t, t.int_table)  # [S, E]
+        arc = torch.where(t.keep.view(torch.bool), idx, a._n_arcs).to(torch.int32)
+        acc = t.float_table[:, 1:].repeat_interleave(t.degree, dim=1).contiguous()  # level j's weight, D times
+        tables = EntryTables(arc, acc, torch.cat([a.arc_label, a.arc_label.new_full((1,), a.blank_id)]),
+                             torch.cat([a.arc_weight, a.arc_weight.new_zeros(1)]),
+                             torch.cat([a.arc_dest, a.arc_dest.new_zeros(1)]))
+    a.__dict__["_entry_cache"] = (key, tables)
+    return tables
+
+
+def _version(x: torch.Tensor) -> int:
+    """``x``'s in-place version counter (-1 for an inference tensor, which has none)."""
+    try:
+        return x._version
+    except RuntimeError:
+        return -1
+
+
 def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
     N, V = states.shape[0], a.vocab_size
     ints, floats = t.int_table[states], t.float_table[states]  # [N, 1 + L]
     blank = a.blank_id
-    # without a blank, the writes of absent entries go to one extra cell past the rows
-    flat_s = torch.empty(N * V + (blank is None), dtype=torch.float32, device=states.device)
-    flat_n = torch.empty(N * V + (blank is None), dtype=torch.int64, device=states.device)
-    scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
-    torch.index_select(a.dense_scores, 0, ints[:, 0], out=scores)
+    row = ints[:, 0]
+    if blank is not None:  # absent entries write the blank column (overwritten below): plain [N, V] rows
+        scores = a.dense_scores.index_select(0, row)
+        nxt = a.dense_next.index_select(0, row)
+        flat_s = flat_n = scores  # (unused with a blank)
+    else:  # without a blank, the writes of absent entries go to one extra cell past the rows
+        flat_s = torch.empty(N * V + 1, dtype=torch.float32, device=states.device)
+        flat_n = torch.empty(N * V + 1, dtype=torch.int64, device=states.device)
+        scores, nxt = flat_s[: N * V].view(N, V), flat_n[: N * V].view(N, V)
+        torch.index_select(a.dense_scores, 0, row, out=scores)
+        torch.index_select(a.dense_next, 0, row, out=nxt)
     scores += floats[:, :1]
-    torch.index_select(a.dense_next, 0, ints[:, 0], out=nxt)
-    if t.levels:
+    ent = entry_tables(a, t) if t.levels else None
+    if ent is not None:  # (a blank): every entry's arc, value and destination from the per-state tables
+        arc = ent.arc[states]  # [N, E]
+        pos = ent.label[arc]
+        scores.scatter_(1, pos, ent.weight[arc] + ent.acc[states])
+        nxt.scatter_(1, pos, ent.dest[arc])
+    elif t.levels:
         E = t.levels * t.degree
         idx = _candidates(a, t, ints)
-        keep = t.keep[states].view(torch.bool)
+        keep = t.keep[states] != 0  # (a comparison, not a bool view: Inductor cannot lower dtype views to bool)
         val = (a.arc_weight[idx].view(N, t.levels, t.degree) + floats[:, 1:, None]).view(N, E)
         if blank is not None:  # absent entries write the blank column, which is overwritten below
             pos = torch.where(keep, a.arc_label[idx], blank)
@@ -152,8 +212,8 @@ def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -
             flat_s.scatter_(0, pos, val.view(N * E))
             flat_n.scatter_(0, pos, a.arc_dest[idx].view(N * E))
     if blank is not None:
-        scores[:, blank] = 0.0
-        nxt[:, blank] = states
+        scores.select(1, blank).fill_(0.0)
+        nxt.select(1, blank).copy_(states)
     return scores, nxt
 
 
@@ -167,11 +227,10 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
     out_n = a.dense_next[row, tokens]
     if t.levels:
         idx = _candidates(a, t, ints)  # [N, E]
-        lab = torch.where(t.keep[states].view(torch.bool), a.arc_label[idx], -1)
-        hit, e = (lab[:, None, :] == tokens[:, :, None]).view(torch.uint8).max(dim=2)  # [N, K]
+        lab = torch.where(t.keep[states] != 0, a.arc_label[idx], -1)
+        hit_b, e = (lab[:, None, :] == tokens[:, :, None]).max(dim=2)  # [N, K]
         arc = idx.gather(1, e)
         acc = floats[:, 1:].gather(1, e // t.degree)
-        hit_b = hit.view(torch.bool)
         out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)
         out_n = torch.where(hit_b, a.arc_dest[arc], out_n)
     if a.blank_id is not None:
@@ -179,3 +238,66 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
         out_s = out_s.masked_fill(is_blank, 0.0)
         out_n = torch.where(is_blank, states[:, None].expand_as(tokens), out_n)
     return out_s, out_n
+
+
+class PreparedAdvance:
+    """:func:`advance_fused` for a fixed states tensor (``states [N]``, a view the caller updates in place),
+    with every buffer and view made once: a frame loop's LM step in about 15 kernels (a CUDA graph
+    replays them). ``run()`` returns the scores ``[N, V]`` and next states ``[N, V]`` (buffers, rewritten
+    by the next call). The blank column is left as the dense row has it (a finite score, a valid state):
+    callers mask their blank extensions (the CTC prefix search does); the scores of the other labels are
+    :func:`advance_fused`'s exactly. Integer masks only (no bool dtype views: Inductor cannot lower them)."""
+
+    def __init__(self, a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> None:
+        N, V, dev = states.shape[0], a.vocab_size, states.device
+        self.a, self.t, self.states = a, t, states
+        L, D = t.levels, t.degree
+        self.ints = torch.empty((N, 1 + L), dtype=torch.int64, device=dev)
+        self.floats = torch.empty((N, 1 + L), dtype=torch.float32, device=dev)
+        self.row, self.acc0 = self.ints[:, 0], self.floats[:, :1]
+        self.scores = torch.empty((N, V), dtype=torch.float32, device=dev)
+        self.nxt = torch.empty((N, V), dtype=torch.int64, device=dev)
+        E = L * D
+        self.E = E
+        # arcs of every level: [N, L, D] indices, written as starts + 0..D-1
+        self.idx = torch.empty((N, L, D), dtype=torch.int64, device=dev)
+        self.idx_flat = self.idx.view(N * E)
+        self.starts = self.ints[:, 1:, None]
+        self.acc = self.floats[:, 1:, None]
+        self.keep = torch.empty((N, E), dtype=torch.uint8, device=dev)
+        self.val = torch.empty((N, L, D), dtype=torch.float32, device=dev)
+        self.val_flat, self.val_2 = self.val.view(N * E), self.val.view(N, E)
+        self.lab = torch.empty((N, E), dtype=torch.int64, device=dev)
+        self.dst = torch.empty((N, E), dtype=torch.int64, device=dev)
+        self.lab_flat, self.dst_flat = self.lab.view(N * E), self.dst.view(N * E)
+        self.last_arc = max(a._n_arcs - 1, 0)
+        self.spill = torch.tensor(a.blank_id if a.blank_id is not None else 0, device=dev)
+        if a.blank_id is None and E:  # absent entries need a column of their own: one past the row
+            self.scores_pad = torch.empty((N, V + 1), dtype=torch.float32, device=dev)
+            self.nxt_pad = torch.empty((N, V + 1), dtype=torch.int64, device=dev)
+            self.scores, self.nxt = self.scores_pad[:, :V], self.nxt_pad[:, :V]
+            self.spill = torch.tensor(V, device=dev)
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        a, t, states = self.a, self.t, self.states
+        torch.index_select(t.int_table, 0, states, out=self.ints)
+        torch.index_select(t.float_table, 0, states, out=self.floats)
+        torch.index_select(a.dense_scores, 0, self.row, out=self.scores)
+        self.scores.add_(self.acc0)
+        torch.index_select(a.dense_next, 0, self.row, out=self.nxt)
+        if not self.E:
+            return self.scores, self.nxt
+        torch.add(self.starts, t.arange_d, out=self.idx).clamp_max_(self.last_arc)
+        torch.index_select(t.keep, 0, states, out=self.keep)
+        torch.index_select(a.arc_weight, 0, self.idx_flat, out=self.val_flat)
+        self.val.add_(self.acc)
+        torch.index_select(a.arc_label, 0, self.idx_flat, out=self.lab_flat)
+        torch.index_select(a.arc_dest, 0, self.idx_flat, out=self.dst_flat)
+        pos = torch.where(self.keep != 0, self.lab, self.spill)  # absent entries: the spill column
+        if a.blank_id is None:
+            self.scores_pad.scatter_(1, pos, self.val_2)
+            self.nxt_pad.scatter_(1, pos, self.dst)
+        else:
+            self.scores.scatter_(1, pos, self.val_2)
+            self.nxt.scatter_(1, pos, self.dst)
+        return self.scores, self.nxt

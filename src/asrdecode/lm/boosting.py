@@ -27,7 +27,7 @@ each hypothesis (``utterances [N]``), or assumes the batch-major layout ``[B, be
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 import torch
@@ -266,6 +266,11 @@ class BoostingTree:
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores ``[N, V]`` (bonus increments, float32) and next states ``[N, V]`` (int64) from ``states [N]``."""
         return self.automaton.advance(states)
+
+    def prepare_advance(self, states: torch.Tensor) -> Any:
+        """:meth:`advance` of a fixed ``states [N]`` tensor with its buffers made once (``.run()``; the
+        blank column left as is), or ``None``: see :meth:`BackoffAutomaton.prepare_advance`."""
+        return self.automaton.prepare_advance(states)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of only ``tokens [N, K]``."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -199,6 +199,11 @@ class NGramLM:
         whole batch, no host synchronisation, no loop over states or tokens.
         """
         return self.automaton.advance(states)
+
+    def prepare_advance(self, states: torch.Tensor) -> Any:
+        """:meth:`advance` of a fixed ``states [N]`` tensor with its buffers made once (``.run()``; the
+        blank column left as is), or ``None``: see :meth:`BackoffAutomaton.prepare_advance`."""
+        return self.automaton.prepare_advance(states)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and next states ``[N, K]`` of only ``tokens [N, K]`` from ``states [N]`` (early pruning)."""

@@ -19,12 +19,11 @@ from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 
+from ..configs import KINDS
 from ..errors import DecodingInputError
 
 __all__ = ["CTCModel", "ModelBundle", "KINDS", "check_bundle", "load_bundle", "register_loader"]
 
-#: model kinds a bundle can be
-KINDS = ("ctc", "rnnt", "tdt")
 
 
 @runtime_checkable

@@ -20,7 +20,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..audio import pad_batch
 from ..errors import DecodingInputError, FileFormatError
 from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
@@ -35,6 +34,10 @@ FRAME_SECONDS = 0.08
 #: token-LM weight and per-token bonus per model, tuned on dev by recipes/tune_lm.py (the values of
 #: TUNED in recipes/evaluate_models.py); the pipeline's defaults for these models (``decode_defaults``)
 LM_TUNED = {"demo-ctc": (0.7, 2.0), "demo-rnnt": (0.5, 1.0), "demo-tdt": (0.3, 1.0)}
+#: demo-ctc's WFST acoustic scale over a TLG of the bundled word 3-gram (benchmarks/RESULTS.md, WER synth50 /
+#: real10: 0.461 / 0.728 at 2.0, 0.429 / 0.794 at 1.5); it was the CLI's default for every model before the
+#: library's neutral 1.0 became the one default
+WFST_ACOUSTIC_SCALE = {"demo-ctc": 2.0}
 FRONTENDS = ("logmel", "hama")
 PRED_DIM = 256
 JOINT_DIM = 256
@@ -184,7 +187,8 @@ class DemoModel:
         if self.name not in LM_TUNED:
             return {}
         weight, beta = LM_TUNED[self.name]
-        return {"lm_weight": weight, "beta": beta}
+        scale = {"acoustic_scale": WFST_ACOUSTIC_SCALE[self.name]} if self.name in WFST_ACOUSTIC_SCALE else {}
+        return {"lm_weight": weight, "beta": beta, **scale}
 
     @property
     def encoder_dim(self) -> int:
@@ -257,7 +261,6 @@ def _as_wave_list(audio, lengths) -> list[torch.Tensor]:
             out.append(a.float())
         if not out:
             raise DecodingInputError("audio must not be an empty list")
-        pad_batch(out)  # validates
         return out
     raise DecodingInputError(f"audio must be a tensor, numpy array or list of waveforms, got {type(audio).__name__}")
 

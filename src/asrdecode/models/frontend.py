@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import DecodingInputError
+from .spectral import FrameMap, MelProduct
 
 __all__ = ["HamaFrontEnd", "PhoneEncoder", "PHONE_DIM", "STACK", "LogMelFrontEnd", "MelEncoder", "MEL_DIM",
            "pad_features"]
@@ -144,8 +145,8 @@ class LogMelFrontEnd:
     """
 
     def __init__(self) -> None:
-        self._window = torch.hann_window(MEL_WINDOW, periodic=True)
-        self._fbank = _mel_filterbank(512, MEL_DIM, 16000)
+        self._frame_map = FrameMap(torch.hann_window(MEL_WINDOW, periodic=True), preemph=0.0, remove_dc=True)
+        self._mel = MelProduct(_mel_filterbank(512, MEL_DIM, 16000))
 
     def log_mel(self, audio: torch.Tensor) -> torch.Tensor:
         """``audio [N]`` float in [-1, 1] at 16 kHz -> ``[T10, 80]`` float32."""
@@ -154,10 +155,9 @@ class LogMelFrontEnd:
         if audio.numel() < MEL_WINDOW:
             return torch.zeros(0, MEL_DIM)
         x = audio.detach().to(torch.float32).cpu()
-        frames = x.unfold(0, MEL_WINDOW, MEL_HOP)  # [T10, 400]
-        frames = frames - frames.mean(dim=1, keepdim=True)
-        spec = torch.fft.rfft(frames * self._window, n=512).abs().pow(2)  # [T10, 257]
-        return torch.log(spec @ self._fbank + 1e-6)
+        frames = x.unfold(0, MEL_WINDOW, MEL_HOP)  # [T10, 400], a view
+        spec = torch.fft.rfft(self._frame_map(frames, 512))  # DC removed, windowed, zero-padded: [T10, 257]
+        return self._mel(spec).add_(1e-6).log_()  # power spectrum x mel filters
 
 
 class MelEncoder(nn.Module):

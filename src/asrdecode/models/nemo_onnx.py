@@ -30,8 +30,9 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
-from .onnx_common import (OnnxMissingError, check_dim, fold_unk, kaldi_fbank, meta_float, meta_int,
+from .onnx_common import (OnnxMissingError, check_dim, encode_in_groups, fold_unk, meta_float, meta_int,
                           nemo_encoder_inputs, ort_session)
+from .spectral import kaldi_fbank_engine
 from .vocabulary import PieceTokenizer, read_tokens_txt
 
 __all__ = ["NemoFbankFrontEnd", "NemoOnnxTransducer", "NemoOnnxBundle", "load_nemo_transducer",
@@ -59,10 +60,11 @@ class NemoFbankFrontEnd:
     transducers: kaldi-native-fbank with librosa's mel filters (``is_librosa``), 0 Hz to Nyquist
     minus 400 Hz, povey window, pre-emphasis 0.97, no DC removal, no dither, ``snip_edges=False``
     (``T = (N + 80) // 160``), then ``normalize_type`` per utterance. NeMo CTC models: ``window="hann"``,
-    ``high_freq=0`` (Nyquist), as sherpa-onnx sets them for ``from_nemo_ctc``."""
+    ``high_freq=0`` (Nyquist), as sherpa-onnx sets them for ``from_nemo_ctc``. ``fbank``: who computes the
+    fbank (:data:`~asrdecode.models.spectral.FBANK_ENGINES`)."""
 
     def __init__(self, num_bins: int, normalize_type: str = "per_feature", window: str = "povey",
-                 high_freq: float = -400.0) -> None:
+                 high_freq: float = -400.0, fbank: str = "fast") -> None:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
@@ -81,9 +83,11 @@ class NemoFbankFrontEnd:
         opts.mel_opts.is_librosa = True
         opts.frame_opts.window_type = window
         self.opts, self.num_bins, self.normalize_type = opts, int(num_bins), normalize_type
+        self._fbank = kaldi_fbank_engine(knf, opts, fbank)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
-        x = kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
+        """``audio [N]`` (16 kHz) -> ``[T, num_bins]`` features, normalised per ``normalize_type``."""
+        x = self._fbank(audio)
         if not x.shape[0]:
             return x
         return per_feature_normalise(x) if self.normalize_type == "per_feature" else x
@@ -168,7 +172,7 @@ class NemoOnnxBundle:
 
     def __init__(self, name: str, encoder: Any, model: NemoOnnxTransducer, tokenizer: PieceTokenizer,
                  feature_dim: int, subsampling: int, normalize_type: str, frame_shift_ms: float = 10.0,
-                 frontend: str = "nemo-fbank") -> None:
+                 frontend: str = "nemo-fbank", fbank: str = "fast") -> None:
         self.name, self.encoder, self.model, self.tokenizer = name, encoder, model, tokenizer
         self.kind = "tdt" if model.durations else "rnnt"
         self.blank_id = model.blank_id
@@ -184,7 +188,7 @@ class NemoOnnxBundle:
                 raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
             self._fbank: Callable[[torch.Tensor], torch.Tensor] = LogMelFrontEnd().log_mel
         else:
-            self._front = NemoFbankFrontEnd(feature_dim, normalize_type)
+            self._front = NemoFbankFrontEnd(feature_dim, normalize_type, fbank=fbank)
             self._fbank = self._front.fbank
         self._enc_in = [i.name for i in encoder.get_inputs()]
 
@@ -198,6 +202,12 @@ class NemoOnnxBundle:
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
+        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
+            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
+        return encode_in_groups(self._encode, feats, lengths)
+
+    def _encode(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One onnxruntime call: ``feats [B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]``."""
         x, n = nemo_encoder_inputs(feats, lengths, self.feature_dim)
         out, out_len = self.encoder.run(None, {self._enc_in[0]: x, self._enc_in[1]: n})[:2]
         enc = torch.from_numpy(np.ascontiguousarray(out.transpose(0, 2, 1)))
@@ -238,7 +248,7 @@ def _encoder_from(path: Path, inputs: list[str], outputs: list[str]) -> Any:
 
 
 def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
-                         unk_as_blank: Optional[str] = None) -> NemoOnnxBundle:
+                         unk_as_blank: Optional[str] = None, fbank: str = "fast") -> NemoOnnxBundle:
     """Sessions of a NeMo-layout directory -> :class:`NemoOnnxBundle` (metadata checked as sherpa-onnx does).
 
     Raises:
@@ -302,4 +312,4 @@ def load_nemo_transducer(root: Path, encoder: Any, decoder: Any, joiner: Any,
     model.onnx_files = (root / "decoder.onnx", root / "joiner.onnx")
     specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 2]
     tokenizer = PieceTokenizer(pieces, model.blank_id, specials=specials)
-    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend)
+    return NemoOnnxBundle(str(root), encoder, model, tokenizer, feat_dim, subsampling, norm, shift, frontend, fbank)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError, FileFormatError
+from ..errors import DecodingInputError, FileFormatError, check_lengths
 
-__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "kaldi_fbank", "ort_session",
-           "nemo_encoder_inputs", "static_dim", "check_dim"]
+__all__ = ["META_RANGES", "OnnxMissingError", "fold_unk", "meta_int", "meta_float", "ort_session",
+           "nemo_encoder_inputs", "static_dim", "check_dim", "length_groups", "encode_in_groups", "PAD_WASTE",
+           "PAD_SLACK"]
 
 #: the accepted range of each numeric metadata value (a crafted header is refused before it sizes anything)
 META_RANGES: dict[str, tuple[float, float]] = {
@@ -22,6 +23,15 @@ META_RANGES: dict[str, tuple[float, float]] = {
     "subsampling_factor": (1, 64), "frame_shift_ms": (1.0, 1000.0), "blank_id": (0, 1_000_000),
     "pred_rnn_layers": (1, 64), "pred_hidden": (1, 65536), "durations": (0, 1000),
 }
+
+
+#: a batch is encoded in groups of similar length (:func:`encode_in_groups`) where padding every utterance
+#: to the longest would add more than this fraction of frames ...
+PAD_WASTE = 0.25
+#: ... plus this many frames (an onnxruntime call costs about as much as this many padded frames of a
+#: small encoder); a group starts only at an utterance at least this long, so a short one is never
+#: encoded padded to fewer frames than this (an encoder's convolutions need some) unless its whole batch is
+PAD_SLACK = 200
 
 
 class OnnxMissingError(DecodingInputError):
@@ -106,19 +116,6 @@ def _check_range(path: Path, key: str, value: float) -> None:
         raise FileFormatError(path, None, f"metadata {key!r} must be in {lo:g}..{hi:g}, got {value:g}")
 
 
-def kaldi_fbank(knf: Any, opts: Any, audio: torch.Tensor, num_bins: int) -> torch.Tensor:
-    """kaldi-native-fbank features of one 16 kHz waveform ``audio [N]`` with ``opts`` (``knf``: the
-    imported module) -> ``[T, num_bins]`` float32 (``[0, num_bins]`` when the audio is shorter than a frame)."""
-    f = knf.OnlineFbank(opts)
-    if audio.numel():
-        f.accept_waveform(16000, audio.detach().cpu().float().numpy())
-    f.input_finished()
-    n = f.num_frames_ready
-    if n == 0:
-        return torch.zeros(0, num_bins)
-    return torch.from_numpy(np.stack([np.asarray(f.get_frame(i), dtype=np.float32) for i in range(n)]))
-
-
 def ort_session(path: Path, model: Optional[bytes] = None) -> Any:
     """An onnxruntime CPU session of ``path`` (or of ``model``, a serialised graph read from ``path``)."""
     try:
@@ -148,3 +145,53 @@ def nemo_encoder_inputs(feats: object, lengths: torch.Tensor, feature_dim: int) 
         raise DecodingInputError(f"feats must be a float tensor [B, Tf, {feature_dim}]")
     x = feats.detach().cpu().float().transpose(1, 2).contiguous().numpy()
     return x, lengths.detach().cpu().long().numpy()
+
+
+def length_groups(lengths: Sequence[int], waste: float = PAD_WASTE, slack: int = PAD_SLACK) -> list[list[int]]:
+    """Batch indices split into groups of similar length, longest first: a group takes the next
+    utterance while padding the group to its longest adds at most ``waste`` of its frames plus ``slack``,
+    and every utterance shorter than ``slack``."""
+    order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    total = 0
+    for i in order:
+        n = int(lengths[i])
+        if cur and n >= slack and int(lengths[cur[0]]) * (len(cur) + 1) - (total + n) > waste * (total + n) + slack:
+            groups.append(cur)
+            cur, total = [], 0
+        cur.append(i)
+        total += n
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def encode_in_groups(run: Encoder, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``run`` (features ``[b, t, F]`` + lengths ``[b]`` -> output ``[b, t', C]`` + lengths ``[b]``) over a batch
+    ``feats [B, T, F]`` in :func:`length_groups`, each group cut to its longest utterance: the encoder
+    computes fewer padded frames. Output ``[B, T', C]`` (``T'`` of the longest group; frames past an
+    utterance's group's output are 0) + lengths ``[B]``. One group: ``run(feats, lengths)`` itself.
+
+    Raises:
+        DecodingInputError: ``lengths`` is not ``[B]`` integers in ``0..T``.
+    """
+    n = check_lengths(lengths, feats.shape[0], feats.shape[1], device=torch.device("cpu"))
+    groups = length_groups(n.tolist())
+    if len(groups) <= 1:
+        return run(feats, n)
+    parts = []
+    for g in groups:
+        idx = torch.tensor(g)
+        longest = max(1, int(n[idx].max()))
+        parts.append((idx, *run(feats[idx, :longest], n[idx])))
+    t_out = max(int(p[1].shape[1]) for p in parts)
+    out = parts[0][1].new_zeros(feats.shape[0], t_out, parts[0][1].shape[2])
+    out_len = torch.zeros(feats.shape[0], dtype=torch.long)
+    for idx, o, ol in parts:
+        out[idx, : o.shape[1]] = o
+        out_len[idx] = ol.long()
+    return out, out_len

@@ -19,7 +19,7 @@ width of ``x``), ``subsampling_factor`` (feature frames per encoder frame; defau
 at load, 2000 frames through the encoder) and ``frame_shift_ms`` (default 10). Front ends:
 
 - ``"kaldi-fbank"`` (the default: what sherpa-onnx computes for icefall models): Kaldi log-mel
-  filterbank by ``kaldi-native-fbank`` with sherpa-onnx's options (samples in [-1, 1], no dither,
+  filterbank as ``kaldi-native-fbank`` computes it (:class:`~asrdecode.models.spectral.KaldiFbank`) with sherpa-onnx's options (samples in [-1, 1], no dither,
   ``snip_edges=False``, ``high_freq=-400``, 25 / 10 ms frames, povey window);
 - ``"logmel"``: asrdecode's own :class:`~asrdecode.models.frontend.LogMelFrontEnd` (what
   ``asrdecode export-onnx`` writes for the bundled transducers).
@@ -38,7 +38,8 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, check_dim, kaldi_fbank, ort_session
+from .onnx_common import _check_range, check_dim, encode_in_groups, ort_session
+from .spectral import FBANK_ENGINES, kaldi_fbank_engine
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
 __all__ = ["OnnxTransducer", "OnnxTransducerBundle", "is_onnx_transducer_dir", "load_onnx_transducer",
@@ -180,9 +181,10 @@ class OnnxTransducer:
 
 class KaldiFbankFrontEnd:
     """Audio ``[N]`` (16 kHz, [-1, 1]) -> Kaldi log-mel filterbank ``[T, F]`` as sherpa-onnx computes it
-    (``T = (N + 80) // 160``: frames centred every 10 ms, ``snip_edges=False``)."""
+    (``T = (N + 80) // 160``: frames centred every 10 ms, ``snip_edges=False``); ``fbank``: who computes
+    it (:data:`~asrdecode.models.spectral.FBANK_ENGINES`: ``"fast"``, or ``"knf"`` for sherpa-onnx's bits)."""
 
-    def __init__(self, num_bins: int) -> None:
+    def __init__(self, num_bins: int, fbank: str = "fast") -> None:
         try:
             import kaldi_native_fbank as knf
         except ImportError:
@@ -197,17 +199,19 @@ class KaldiFbankFrontEnd:
         opts.mel_opts.high_freq = -400
         self.opts = opts
         self.num_bins = int(num_bins)
+        self._fbank = kaldi_fbank_engine(knf, opts, fbank)
 
     def fbank(self, audio: torch.Tensor) -> torch.Tensor:
         """Kaldi fbank features ``[T, num_bins]`` of 16 kHz ``audio [N]``, as sherpa-onnx computes them."""
-        return kaldi_fbank(self._knf, self.opts, audio, self.num_bins)
+        return self._fbank(audio)
 
 
 class OnnxTransducerBundle:
     """A sherpa-onnx-layout transducer directory as a ``ModelBundle`` (see the module docstring)."""
 
     def __init__(self, name: str, encoder: Any, model: OnnxTransducer, tokenizer: PieceTokenizer,
-                 feature_dim: int, subsampling: int, frame_shift_ms: float, frontend: str = "logmel") -> None:
+                 feature_dim: int, subsampling: int, frame_shift_ms: float, frontend: str = "logmel",
+                 fbank: str = "fast") -> None:
         from .frontend import LogMelFrontEnd
 
         self.name, self.encoder, self.model, self.tokenizer = name, encoder, model, tokenizer
@@ -223,7 +227,7 @@ class OnnxTransducerBundle:
                 raise DecodingInputError(f"the logmel front end has 80 bins, the encoder wants {self.feature_dim}")
             self._features, self._pad = LogMelFrontEnd().log_mel, 0.0
         else:  # padded with log(1e-10), as sherpa-onnx pads a batch
-            self._features, self._pad = KaldiFbankFrontEnd(self.feature_dim).fbank, KALDI_PAD
+            self._features, self._pad = KaldiFbankFrontEnd(self.feature_dim, fbank).fbank, KALDI_PAD
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """16 kHz waveforms -> features ``[B, Tf, F]`` (the ``frontend``'s) + lengths ``[B]``."""
@@ -237,6 +241,10 @@ class OnnxTransducerBundle:
         """Features ``[B, Tf, F]`` + lengths -> ``encoder_out [B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
         if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
             raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
+        return encode_in_groups(self._encode, feats, lengths)
+
+    def _encode(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One onnxruntime call: ``feats [B, Tf, F]`` + lengths -> ``encoder_out [B, T, C]`` + lengths ``[B]``."""
         x = feats.detach().cpu().float().contiguous().numpy()
         n = lengths.detach().cpu().long().numpy()
         out, out_len = self.encoder.run(None, {"x": x, "x_lens": n})[:2]
@@ -244,22 +252,27 @@ class OnnxTransducerBundle:
 
 
 def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start_context: str = "blank",
-                         unk_as_blank: Optional[str] = None) -> Any:
+                         unk_as_blank: Optional[str] = None, fbank: str = "fast") -> Any:
     """A sherpa-onnx-layout directory -> :class:`OnnxTransducerBundle` (icefall layout) or a
     :class:`~.nemo_onnx.NemoOnnxBundle` (NeMo layout).
 
     Reads icefall's layout (``x`` / ``x_lens``, stateless or stateful decoder, this module's
     docstring) and NeMo's (``audio_signal`` / ``length``: :mod:`asrdecode.models.nemo_onnx`).
     ``start_context`` / ``unk_as_blank``: see :class:`OnnxTransducer` (sherpa-onnx compatibility).
+    ``fbank``: who computes the Kaldi fbank front end (:data:`~asrdecode.models.spectral.FBANK_ENGINES`):
+    ``"fast"`` (asrdecode's, within 1.1e-3 of sherpa-onnx's) or ``"knf"`` (kaldi-native-fbank's own
+    ``OnlineFbank``: sherpa-onnx's features to the last bit, ~10x slower).
 
     Raises:
         OnnxMissingError: ``onnxruntime`` is not installed.
         FileFormatError: a file of :data:`LAYOUT` is missing or malformed, metadata is missing or
             disagrees with the graphs or ``tokens.txt``.
-        DecodingInputError: ``device`` is not the CPU.
+        DecodingInputError: ``device`` is not the CPU, ``fbank`` not one of ``FBANK_ENGINES``.
     """
     if torch.device(device).type != "cpu":
         raise DecodingInputError(f"ONNX models run on the CPU (onnxruntime), got device {str(device)!r}")
+    if fbank not in FBANK_ENGINES:
+        raise DecodingInputError(f"fbank must be one of {list(FBANK_ENGINES)}, got {fbank!r}")
     root = Path(spec)
     missing = [f for f in LAYOUT if not (root / f).is_file()]
     if missing:
@@ -269,7 +282,7 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
     if _names(encoder.get_inputs())[:1] == ["audio_signal"]:
         from .nemo_onnx import load_nemo_transducer
 
-        return load_nemo_transducer(root, encoder, decoder, joiner, unk_as_blank=unk_as_blank)
+        return load_nemo_transducer(root, encoder, decoder, joiner, unk_as_blank=unk_as_blank, fbank=fbank)
     _expect_io(enc_path, encoder, ["x", "x_lens"], ["encoder_out", "encoder_out_lens"])
     _expect_io(root / "decoder.onnx", decoder, ["y"], ["decoder_out"])
     _expect_io(root / "joiner.onnx", joiner, ["encoder_out", "decoder_out"], ["logit"])
@@ -325,7 +338,8 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
         subsampling = meta_int(enc_path, meta, "subsampling_factor")
     else:
         subsampling = _measure_subsampling(enc_path, encoder, feature_dim)
-    return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, feature_dim, subsampling, shift, frontend)
+    return OnnxTransducerBundle(str(spec), encoder, model, tokenizer, feature_dim, subsampling, shift, frontend,
+                                fbank)
 
 
 def _check_icefall_shapes(root: Path, encoder: Any, decoder: Any, joiner: Any, context: int, widths: list) -> None:

@@ -33,16 +33,16 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import DecodingInputError, check_int
+from ..configs import SherpaNemoBeamConfig, default_of, takes_config
+from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ..transducer import check_model
-from ..transducer._checks import MAX_SYMBOLS_CEILING
-from .sherpa_search import check_label_cells, check_sherpa_beam, checked_lengths, native_search_weights
+from .sherpa_search import check_label_cells, checked_lengths, native_search_weights
 
 __all__ = ["nemo_beam_search", "SHERPA_NEMO_MAX_SYMBOLS", "sherpa_log_softmax", "top_k", "partial_sort"]
 
 #: sherpa-onnx's cap on the labels a NeMo beam hypothesis emits on one frame
-SHERPA_NEMO_MAX_SYMBOLS = 10
+SHERPA_NEMO_MAX_SYMBOLS: int = default_of(SherpaNemoBeamConfig, "max_symbols")
 
 
 @dataclass
@@ -69,11 +69,13 @@ class _Net:
 
 
 @torch.no_grad()
+@takes_config(SherpaNemoBeamConfig)
 def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
-                     *, beam: int = 4, unk_id: Optional[int] = None,
-                     max_symbols: int = SHERPA_NEMO_MAX_SYMBOLS, engine: str = "auto") -> list[list[Hypothesis]]:
+                     *, config: Optional[SherpaNemoBeamConfig] = None, unk_id: Optional[int] = None,
+                     **settings: Any) -> list[list[Hypothesis]]:
     """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses (at most
-    ``beam``), best first by raw score; TDT hypotheses carry ``durations``.
+    ``beam``), best first by raw score; TDT hypotheses carry ``durations``. ``config`` and / or its fields
+    (:class:`~asrdecode.configs.SherpaNemoBeamConfig`: ``beam``, ``max_symbols``, ``engine``) as keywords.
 
     ``engine``: ``"native"`` runs the whole search in C++ (:mod:`asrdecode.native.nemo_beam`) for the
     LSTM prediction networks the C++ greedy reads (NeMo-layout ONNX files, ``LSTMTransducer``);
@@ -89,7 +91,10 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
     """
     model = check_model(model)
     v = int(model.vocab_size)
-    _check_ints(beam, max_symbols, unk_id, v)
+    cfg = SherpaNemoBeamConfig.build(config, settings, caller="nemo_beam_search")
+    beam, max_symbols, engine = cfg.beam, cfg.max_symbols, cfg.engine
+    if unk_id is not None and (not isinstance(unk_id, int) or not 0 <= unk_id < v):
+        raise DecodingInputError(f"unk_id must be None or in 0..{v - 1}, got {unk_id!r}")
     lens = checked_lengths(encoder_output, lengths)
     check_label_cells(int(lens.max()) if len(lens) else 0, beam, max_symbols)
     weights = native_search_weights(model, encoder_output, engine, "NeMo beam search", lstm_only=True)
@@ -99,13 +104,6 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
         return nemo_beam_lstm(weights, encoder_output, lens, beam=beam, unk_id=unk_id, max_symbols=max_symbols)
     enc = model.project_encoder(encoder_output)
     return [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(len(lens))]
-
-
-def _check_ints(beam: object, max_symbols: object, unk_id: object, v: int) -> None:
-    check_sherpa_beam(beam)
-    check_int("max_symbols", max_symbols, low=1, high=MAX_SYMBOLS_CEILING)
-    if unk_id is not None and (not isinstance(unk_id, int) or not 0 <= unk_id < v):
-        raise DecodingInputError(f"unk_id must be None or in 0..{v - 1}, got {unk_id!r}")
 
 
 def sherpa_log_softmax(x: torch.Tensor) -> torch.Tensor:

@@ -19,11 +19,12 @@ NeMo-layout ONNX files, ``LSTMTransducer``); ``"torch"`` this module's loop (any
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import torch
 
-from ..errors import DecodingInputError, check_int, check_lengths
+from ..configs import MAX_SHERPA_BEAM, SherpaBeamSetting, SherpaModifiedBeamConfig, check_setting, takes_config
+from ..errors import DecodingInputError, check_lengths
 from ..results import Hypothesis
 from ..selection import ordered_topk
 from ..transducer import check_model
@@ -31,19 +32,19 @@ from .sherpa_compat import length_normalised
 
 __all__ = ["modified_beam_search", "MAX_SHERPA_BEAM", "MAX_LABEL_CELLS", "check_sherpa_beam", "check_label_cells"]
 
-#: the most hypotheses the sherpa-onnx searches keep (sherpa-onnx's default is 4): every frame ranks
-#: beam x vocabulary candidates, so beam=10**6 would run for hours and allocate gigabytes
-MAX_SHERPA_BEAM = 1024
 #: the most labels one utterance's hypotheses may hold (beam x frames x labels a frame): 64 Mi int32
 #: cells, a few hundred MB of output arrays at most (a batch past it runs in several native calls)
 MAX_LABEL_CELLS = 1 << 26
 
 
 @torch.no_grad()
+@takes_config(SherpaModifiedBeamConfig)
 def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
-                         *, beam: int = 4, unk_id: Optional[int] = None, context_size: int = 0,
-                         length_norm: bool = True, engine: str = "auto") -> list[list[Hypothesis]]:
-    """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses, best first.
+                         *, config: Optional[SherpaModifiedBeamConfig] = None, unk_id: Optional[int] = None,
+                         context_size: int = 0, **settings: Any) -> list[list[Hypothesis]]:
+    """Encoder output ``[B, T, D]`` (+ ``lengths [B]``) -> per utterance its final hypotheses, best first;
+    ``config`` and / or its fields (:class:`~asrdecode.configs.SherpaModifiedBeamConfig`: ``beam``,
+    ``length_norm``, ``engine``) as keywords.
 
     Raises:
         DecodingInputError: a TDT model, ``beam`` outside ``1..MAX_SHERPA_BEAM``, ``beam * T`` past
@@ -55,7 +56,8 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
     model = check_model(model)
     if model.durations is not None:
         raise DecodingInputError("modified_beam_search is sherpa-onnx's RNN-T search; TDT models are not supported")
-    check_sherpa_beam(beam)
+    cfg = SherpaModifiedBeamConfig.build(config, settings, caller="modified_beam_search")
+    beam, length_norm, engine = cfg.beam, cfg.length_norm, cfg.engine
     lens = checked_lengths(encoder_output, lengths)
     check_label_cells(int(lens.max()) if len(lens) else 0, beam, 1)
     weights = native_search_weights(model, encoder_output, engine, "modified beam search")
@@ -84,7 +86,7 @@ def checked_lengths(encoder_output: object, lengths: Optional[torch.Tensor | Seq
 
 def check_sherpa_beam(beam: object) -> int:
     """``beam`` of the sherpa-onnx searches: an int in ``1..MAX_SHERPA_BEAM``, else a named error."""
-    return check_int("beam", beam, low=1, high=MAX_SHERPA_BEAM)
+    return cast(int, check_setting(SherpaBeamSetting, "beam", beam))
 
 
 def check_label_cells(frames: int, beam: int, max_symbols: int) -> None:
@@ -105,19 +107,18 @@ def native_search_weights(model: Any, encoder_output: torch.Tensor, engine: str,
     Raises:
         DecodingInputError: ``engine="native"`` where the C++ search cannot run (the message says why).
     """
-    from ..native.choice import use_native
+    from ..native.choice import native_fit
     from ..native.transducer_greedy_lstm import LstmJointWeights, native_greedy_weights
 
-    if not use_native(engine, encoder_output.device, "encoder_output"):
-        return None
-    weights, why = native_greedy_weights(model)
-    if lstm_only and weights is not None and not isinstance(weights, LstmJointWeights):
-        weights, why = None, f"the C++ {search} runs LSTM prediction networks, not icefall's stateless one"
-    if weights is not None and encoder_output.dtype != torch.float32:
-        weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
-    if weights is None and engine == "native":
-        raise DecodingInputError(f"engine='native' cannot run this {search}: {why}; use engine='torch' or 'auto'")
-    return weights
+    def fit() -> tuple[Any, str]:
+        weights, why = native_greedy_weights(model)
+        if lstm_only and weights is not None and not isinstance(weights, LstmJointWeights):
+            weights, why = None, f"the C++ {search} runs LSTM prediction networks, not icefall's stateless one"
+        if weights is not None and encoder_output.dtype != torch.float32:
+            weights, why = None, f"the encoder output is {encoder_output.dtype}; the C++ search is float32"
+        return weights, why
+
+    return native_fit(engine, encoder_output.device, "encoder_output", fit, f"run this {search}")
 
 
 def _one(model: Any, enc: torch.Tensor, beam: int, unk_id: Optional[int], context_size: int) -> list[Hypothesis]:

@@ -32,8 +32,8 @@ __all__ = ["NativeEngineUnavailable", "NativeEngineError", "NativeMemoryError", 
            "build", "library_path"]
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("abi.h", "abi.cpp", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_common.h",
-            "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
+_SOURCES = ("abi.h", "abi.cpp", "abi_layout.inc", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp",
+            "transducer_common.h", "transducer_beam.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.h", "dense.cpp",
             "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h", "arpa.cpp")
 _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp", "transducer_wind.cpp",
                   "transducer_greedy_lstm.cpp", "dense.cpp", "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp",
@@ -41,7 +41,7 @@ _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 # ASRDECODE_NATIVE_SANITIZE=1 (``make test-asan``): an AddressSanitizer + UBSan build in its own directory
 # (``_build_asan``); the Python process then needs libasan preloaded (LD_PRELOAD, see the Makefile).
 _SANITIZE_FLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",

@@ -205,6 +205,55 @@ struct WindArgs {
   double gamma;                        //    (mAES's expansion threshold, by the ranking score)
 };
 
+// ------------------------------------------- transducer networks in C++ (greedy, sherpa-onnx's searches)
+// A transducer's prediction and joint networks, weights borrowed from float32 C-order arrays
+// (transducer_greedy_lstm.py's LstmJointWeights / StatelessJointWeights).
+struct TransducerNet {
+  int64_t kind;                  // 0: LSTM prediction network, 1: icefall's stateless decoder
+  int64_t hidden, vocab;         // H (joint width), V
+  int64_t outputs;               // O joint outputs: V, or V + durations (TDT)
+  int64_t act;                   // joint activation: 0 tanh, 1 relu
+  int64_t pred_dim, pred_layers; // LSTM: P, L
+  int64_t embed_dim, groups, context;  // stateless: E, G, C
+  const float* table;            // LSTM: [V, 4P] the first layer's input product per label
+  const float* whh0;             // [4P, P]
+  const float* wup;              // [L-1, 4P, 2P]
+  const float* bup;              // [L-1, 4P]
+  const float* wdec;             // [H, P]
+  const float* bdec;             // [H]
+  const float* emb;              // stateless: [V, E]
+  const float* convw;            // [E, E/G, C]
+  const float* convb;            // [E] or null
+  const float* wp;               // [H, E]
+  const float* bp;               // [H]
+  const int32_t* start_ctx;      // [C] the first context (-1: embeds as zeros)
+  const float* wout;             // [O, H]
+  const float* bout;             // [O]
+};
+
+// One greedy or NeMo-beam call over a batch (asrd_transducer_greedy, asrd_nemo_beam).
+struct NetSearchArgs {
+  TransducerNet net;
+  int64_t batch, frames;         // B, Tmax of enc
+  int64_t blank;
+  int64_t unk;                   // <unk> id (stateless greedy: counted as blank; NeMo beam: skipped), -1: none
+  int64_t max_symbols;           // labels per frame, 0: no cap
+  int64_t beam;                  // NeMo beam: hypotheses kept
+  int64_t num_durations;         // TDT: D durations (0: RNN-T)
+  int64_t capacity;              // greedy: labels per utterance the outputs hold (return -1: call again, larger)
+  const float* enc;              // [B, Tmax, H] projected encoder output
+  const int32_t* lengths;        // [B]
+  const int32_t* durations;      // [D] or null
+  int32_t* out_tokens;           // greedy: [B, capacity]; NeMo beam: [B, beam, Tmax * max_symbols]
+  int32_t* out_frames;           // as out_tokens
+  int32_t* out_durs;             // TDT durations, as out_tokens (or null)
+  int32_t* counts;               // greedy: [B] labels of each utterance
+  double* scores;                // greedy: [B] each hypothesis's score
+  int32_t* out_n;                // NeMo beam: [B] hypotheses of each utterance
+  int32_t* out_len;              // NeMo beam: [B, beam] labels of each
+  double* out_score;             // NeMo beam: [B, beam]
+};
+
 // ------------------------------------------------------------------------------- WFST (wfst.cpp)
 struct WfstArgs {
   int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;

@@ -695,7 +695,7 @@ int asrd_ctc_finalize(const CtcFinalArgs* args, char* err, int64_t err_len) {
 }
 
 // Version of the C ABI below (the Python side checks it).
-int asrd_abi_version() noexcept { return 3; }
+int asrd_abi_version() noexcept { return 4; }
 
 // Runs frames [t_begin, t_end) of the CTC prefix beam search in place on the state arrays.
 // Returns 0, or 1 with a message in `err` (at most err_len bytes, NUL-terminated).

@@ -90,10 +90,12 @@ def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
     if hit is not None and hit[0] == key:
         return hit[1]
     struct = _Automaton(
-        a.arc_offsets.data_ptr(), a.arc_label.data_ptr(), a.arc_weight.data_ptr(), a.arc_dest.data_ptr(),
-        a.backoff_state.data_ptr(), a.backoff_weight.data_ptr(), a.dense_index.data_ptr(),
-        a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.final_weight.data_ptr(), a.num_states, a.vocab_size,
-        -1 if a.blank_id is None else a.blank_id,
+        arc_offsets=a.arc_offsets.data_ptr(), arc_label=a.arc_label.data_ptr(), arc_weight=a.arc_weight.data_ptr(),
+        arc_dest=a.arc_dest.data_ptr(), backoff_state=a.backoff_state.data_ptr(),
+        backoff_weight=a.backoff_weight.data_ptr(), dense_index=a.dense_index.data_ptr(),
+        dense_scores=a.dense_scores.data_ptr(), dense_next=a.dense_next.data_ptr(),
+        final_weight=a.final_weight.data_ptr(), num_states=a.num_states, vocab=a.vocab_size,
+        blank=-1 if a.blank_id is None else a.blank_id,
     )
     _STRUCTS[a] = (key, struct)
     return struct
@@ -132,8 +134,10 @@ def _word_lm_struct(w: Any) -> tuple[_WordLM, bool]:
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
     lm, trie = w.word_lm.automaton, w.trie
-    struct = _WordLM(_automaton_struct(lm), _automaton_struct(trie), *(t.data_ptr() for t in parts), w.node_bits,
-                     lm.root_fill)
+    struct = _WordLM(lm=_automaton_struct(lm), trie=_automaton_struct(trie), node_bits=w.node_bits,
+                     lm_root_fill=lm.root_fill,
+                     **{name: t.data_ptr() for name, t in zip(("end_label", "end_const", "is_start", "start_node",
+                                                                "start_score"), parts)})
     finite_end = w.end_const[torch.isfinite(w.end_const)]
     nonpositive = (_nonpositive(lm) and _nonpositive(trie) and bool((w.start_score <= 0).all())
                    and bool((finite_end <= 0).all()) and lm.root_fill <= 0)
@@ -215,7 +219,7 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
         peak=st.peak.data_ptr(), last=st.last.data_ptr(), hash=st.hash.data_ptr(),
         parent_hash=st.parent_hash.data_ptr(), fstates=st.fstates.data_ptr(),
         tok_out=ptrs[0], par_out=ptrs[1], dat_out=ptrs[2],
-        frame_index=frame_index.data_ptr(), models=ctypes.addressof(models),
+        frame_index=frame_index.data_ptr(), models=models,
     )
     err = ctypes.create_string_buffer(512)
     done = 0  # frames run (and recorded)
@@ -318,7 +322,7 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
         batch=B, beam=K, is_double=int(st.p_b.dtype == torch.float64), num_models=len(fusion),
         with_final=int(scorer is not None), nbest=n, steps=steps, beta=beta, p_b=st.p_b.data_ptr(),
         p_nb=st.p_nb.data_ptr(), fscore=st.fscore.data_ptr(), length=st.length.data_ptr(),
-        fstates=fstates.data_ptr(), models=ctypes.addressof(models), tok=tree_ptrs[0], par=tree_ptrs[1],
+        fstates=fstates.data_ptr(), models=models, tok=tree_ptrs[0], par=tree_ptrs[1],
         dat=tree_ptrs[2], out_score=out_score.data_ptr(), out_len=base, out_tok=base + 8 * B * n,
         out_dat=base + 8 * B * n * (1 + steps),
     )
@@ -421,11 +425,13 @@ def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam
     out_ints = (ctypes.c_int64 * (B * n * (1 + 2 * T)))()  # lengths | tokens | times
     base = ctypes.addressof(out_ints)
     args = _DecodeArgs(
-        B, K, V, T, x.stride(0), blank, int(x.dtype == torch.float64),
-        m if (m is not None and m < V - 1) else 0, int(token_beam is None or token_beam >= V - 1), M,
-        beta, beam_threshold, collapse, 0.0 if collapse_threshold is None else collapse_threshold, n,
-        x.data_ptr(), lengths.data_ptr(), ctypes.addressof(init), ctypes.addressof(models),
-        ctypes.addressof(out_score), base, base + 8 * B * n, base + 8 * B * n * (1 + T),
+        batch=B, beam=K, vocab=V, frames=T, x_stride=x.stride(0), blank=blank, is_double=int(x.dtype == torch.float64),
+        num_tokens=m if (m is not None and m < V - 1) else 0, merge_all=int(token_beam is None or token_beam >= V - 1),
+        num_models=M, beta=beta, threshold=beam_threshold, collapse=collapse,
+        collapse_threshold=0.0 if collapse_threshold is None else collapse_threshold, nbest=n,
+        x=x.data_ptr(), lengths=lengths.data_ptr(), init_fstates=ctypes.addressof(init),
+        models=models, out_score=ctypes.addressof(out_score), out_len=base,
+        out_tok=base + 8 * B * n, out_dat=base + 8 * B * n * (1 + T),
     )
     err = _err_buffer()
     _raise_for(_decode_function(lib)(ctypes.byref(args), err, len(err)), err)

@@ -508,19 +508,19 @@ extern "C" {
 
 // asrd::matmat for the Python bindings (the joint's encoder projection of the greedy's frames):
 // Y [A, N] = b [N] + X [A, K] W [N, K]^T, each row computed as in the searches.
-void asr_dense_matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) noexcept {
+void asrd_dense_matmat(const float* W, const float* b, const float* X, int A, int N, int K, float* Y) noexcept {
     asrd::matmat(W, b, X, A, N, K, Y);
 }
 
 // The kernels of one level (0 portable, 1 AVX2 + FMA, 2 AVX-512 product), whatever the cap, for the
 // tests: asrd::matmat (Y as above) and asrd::fast_log_softmax (out [n] of x [n]). -1 where this CPU lacks it.
-int asr_dense_matmat_on(int level, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) noexcept {
+int asrd_dense_matmat_on(int level, const float* W, const float* b, const float* X, int A, int N, int K, float* Y) noexcept {
     if (level < 0 || level > asrd::cpu_level()) return -1;
     asrd::matmat_at(level, W, b, X, A, N, K, Y);
     return 0;
 }
 
-int asr_dense_log_softmax_on(int level, const float* x, int n, float* out) noexcept {
+int asrd_dense_log_softmax_on(int level, const float* x, int n, float* out) noexcept {
     if (level < 0 || level > asrd::cpu_level() || n < 1) return -1;
     asrd::log_softmax_at(level, x, n, out);
     return 0;

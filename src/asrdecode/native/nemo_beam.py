@@ -21,16 +21,12 @@ import torch
 
 from ..errors import DecodingInputError
 from ..results import Hypothesis
-from .modified_beam import _check_rc, _checked, _f, _fn, _hypotheses, _i, _outputs, in_groups
-from .transducer_greedy_lstm import ACTS, LstmJointWeights, _project
+from .abi import NetSearchArgs
+from .modified_beam import _check_rc, _checked, _fn, _hypotheses, _outputs, in_groups
+from .transducer_greedy_lstm import LstmJointWeights, _project, net_struct
 
 __all__ = ["nemo_beam_lstm"]
 
-_F = ctypes.POINTER(ctypes.c_float)
-_IP = ctypes.POINTER(ctypes.c_int)
-_DP = ctypes.POINTER(ctypes.c_double)
-_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F, _F,
-           _F] + [ctypes.c_int] * 4 + [_IP] + [ctypes.c_int] * 3 + [_IP, _IP, _DP, _IP, _IP, _IP])
 
 
 @torch.no_grad()
@@ -51,19 +47,21 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     b, t_max, _ = enc.shape
     if t_max * max_symbols * beam >= 2 ** 31:
         raise DecodingInputError("T * max_symbols * beam must be < 2^31 (an utterance's output buffers)")
-    h = w.wenc.shape[0]
     proj_np = _project(w, enc, lens)
     durs = np.array(w.durations or [0], dtype=np.int32)
     maxlen = t_max * max_symbols
-    fn = _fn("asr_lstm_nemo_beam", _TYPES)
+    fn = _fn("asrd_nemo_beam", [ctypes.POINTER(NetSearchArgs)])
 
     def call(lo: int, hi: int) -> list[list[Hypothesis]]:
         out = _outputs(hi - lo, beam, maxlen, durations=True)
-        rc = fn(_f(np.ascontiguousarray(proj_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.table),
-                _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
-                _f(w.wout), _f(w.bout), ACTS.index(w.act), w.blank_id, v, len(w.durations or []), _i(durs),
-                -1 if unk_id is None else unk_id, max_symbols, beam,
-                _i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4]), _i(out[5]))
+        enc_part, lens_part = np.ascontiguousarray(proj_np[lo:hi]), np.ascontiguousarray(lens[lo:hi])
+        args = NetSearchArgs(
+            net=net_struct(w), batch=hi - lo, frames=t_max, blank=w.blank_id, unk=-1 if unk_id is None else unk_id,
+            max_symbols=max_symbols, beam=beam, num_durations=len(w.durations or []), enc=enc_part.ctypes.data,
+            lengths=lens_part.ctypes.data, durations=durs.ctypes.data, out_n=out[0].ctypes.data,
+            out_len=out[1].ctypes.data, out_score=out[2].ctypes.data, out_tokens=out[3].ctypes.data,
+            out_frames=out[4].ctypes.data, out_durs=out[5].ctypes.data)
+        rc = fn(ctypes.byref(args))
         _check_rc(rc, "the native NeMo beam search")
         return _hypotheses(out, hi - lo, beam, maxlen, durations=bool(w.durations))
 

@@ -174,7 +174,7 @@ class NativeBeamStep:
             emit_rows=self.emit_rows.data_ptr(), frame_rows=self.frame_rows.data_ptr(),
             joint_rows=self.joint_rows.data_ptr(), logit_pos=self.logit_pos.data_ptr(),
             selected_ok=self.selected_ok.data_ptr(), counts=ctypes.addressof(self.counts),
-            models=ctypes.addressof(self.models))
+            models=self.models)
         self._bind_state()
 
     def _bind_state(self) -> None:

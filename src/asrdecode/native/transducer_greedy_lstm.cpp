@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "abi.h"
 #include "dense.h"
 #include "guard.h"
 
@@ -188,18 +189,6 @@ static int asr_lstm_greedy_batch_impl(const float* enc, const int* lens, int B, 
     return 0;
 }
 
-// asr_lstm_greedy_batch_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
-int asr_lstm_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H,
-                          const float* table, const float* whh0, int P, int L, const float* wup, const float* bup,
-                          const float* wdec, const float* bdec, const float* wout, const float* bout, int O, int act,
-                          int blank, int V, const int* durations, int K, int max_symbols,
-                          int* out_tokens, int* out_frames, int* out_durs, int cap, int* counts, double* scores) {
-    return asrd::guard_code<int>([&] {
-        return asr_lstm_greedy_batch_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout, bout,
-                                          O, act, blank, V, durations, K, max_symbols, out_tokens, out_frames,
-                                          out_durs, cap, counts, scores);
-    });
-}
 
 }  // extern "C"
 
@@ -276,16 +265,27 @@ static int asr_stateless_greedy_batch_impl(const float* enc, const int* lens, in
     return 0;
 }
 
-// asr_stateless_greedy_batch_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
-int asr_stateless_greedy_batch(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
-                               const float* convw, const float* convb, int G, int C, const float* wp, const float* bp,
-                               const float* wout, const float* bout, int V, int blank, int unk, const int* start_ctx,
-                               int max_symbols, int* out_tokens, int* out_frames, int cap, int* counts,
-                               double* scores) {
+// One greedy call (abi.h's NetSearchArgs; net.kind picks the LSTM or the stateless decoder), behind guard.h:
+// an exception becomes kOutOfMemory (-2) or kInternalError (-3). -1: an utterance needs more than capacity.
+int asrd_transducer_greedy(const asrd::NetSearchArgs* a) {
     return asrd::guard_code<int>([&] {
-        return asr_stateless_greedy_batch_impl(enc, lens, B, Tmax, H, emb, E, convw, convb, G, C, wp, bp, wout, bout,
-                                               V, blank, unk, start_ctx, max_symbols, out_tokens, out_frames, cap,
-                                               counts, scores);
+        const asrd::TransducerNet& n = a->net;
+        const int B = static_cast<int>(a->batch), T = static_cast<int>(a->frames), H = static_cast<int>(n.hidden);
+        const int V = static_cast<int>(n.vocab), cap = static_cast<int>(a->capacity);
+        const int max_symbols = static_cast<int>(a->max_symbols), blank = static_cast<int>(a->blank);
+        if (n.kind == 0) {
+            return asr_lstm_greedy_batch_impl(
+                a->enc, a->lengths, B, T, H, n.table, n.whh0, static_cast<int>(n.pred_dim),
+                static_cast<int>(n.pred_layers), n.wup, n.bup, n.wdec, n.bdec, n.wout, n.bout,
+                static_cast<int>(n.outputs), static_cast<int>(n.act), blank, V, a->durations,
+                static_cast<int>(a->num_durations), max_symbols, a->out_tokens, a->out_frames, a->out_durs, cap,
+                a->counts, a->scores);
+        }
+        return asr_stateless_greedy_batch_impl(
+            a->enc, a->lengths, B, T, H, n.emb, static_cast<int>(n.embed_dim), n.convw, n.convb,
+            static_cast<int>(n.groups), static_cast<int>(n.context), n.wp, n.bp, n.wout, n.bout, V, blank,
+            static_cast<int>(a->unk), n.start_ctx, max_symbols, a->out_tokens, a->out_frames, cap, a->counts,
+            a->scores);
     });
 }
 

@@ -24,15 +24,20 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from ..configs import MaxSymbolsSetting, default_of
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import check_status, load
+from .abi import NetSearchArgs, TransducerNet
 
 __all__ = ["LstmJointWeights", "weights_from_lstm_transducer", "weights_from_nemo_onnx", "greedy_lstm",
            "StatelessJointWeights", "weights_from_icefall_onnx", "greedy_stateless", "native_greedy_weights",
            "native_greedy"]
 
 ACTS = ("tanh", "relu")
+
+#: the greedy searches' cap (the config's, :class:`~asrdecode.configs.MaxSymbolsSetting`)
+_MAX_SYMBOLS: Optional[int] = default_of(MaxSymbolsSetting, "max_symbols")
 
 
 @dataclass
@@ -185,7 +190,7 @@ def _f(a: np.ndarray) -> int:
 
 @torch.no_grad()
 def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Optional[torch.Tensor | Sequence[int]] = None,
-                max_symbols: Optional[int] = 10) -> list[Hypothesis]:
+                max_symbols: Optional[int] = _MAX_SYMBOLS) -> list[Hypothesis]:
     """Encoder output ``[B, T, D]`` (not projected) + ``lengths [B]`` -> one greedy hypothesis per utterance.
 
     Raises:
@@ -203,17 +208,16 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     fn = _lib_batch()
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
-    p, layers = w.whh0.shape[1], w.wup.shape[0] + 1
-    h, o = w.wdec.shape[0], w.wout.shape[0]
     cap = max(16, t_max * (max_symbols or 64))
     while True:  # one C++ call decodes the batch (joint and prediction network batched per step)
         tok, fr, du = (np.zeros((b, cap), np.int32) for _ in range(3))
         counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
-        got = fn(_f(proj), lens32.ctypes.data, b, t_max, h, _f(w.table), _f(w.whh0), p, layers, _f(w.wup),
-                 _f(w.bup), _f(w.wdec), _f(w.bdec), _f(w.wout), _f(w.bout), o, ACTS.index(w.act), w.blank_id,
-                 w.vocab_size, dur.ctypes.data, k, max_symbols or 0, tok.ctypes.data,
-                 fr.ctypes.data, du.ctypes.data, cap, counts.ctypes.data,
-                 scores.ctypes.data)
+        args = NetSearchArgs(
+            net=net_struct(w), batch=b, frames=t_max, blank=w.blank_id, unk=-1, max_symbols=max_symbols or 0,
+            num_durations=k, capacity=cap, enc=_f(proj), lengths=lens32.ctypes.data, durations=dur.ctypes.data,
+            out_tokens=tok.ctypes.data, out_frames=fr.ctypes.data, out_durs=du.ctypes.data,
+            counts=counts.ctypes.data, scores=scores.ctypes.data)
+        got = fn(ctypes.byref(args))
         check_status(got, "the native greedy search")
         if got >= 0:
             break
@@ -244,7 +248,7 @@ def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.nda
     valid = (np.arange(t_max)[None, :] < lens[:, None]).reshape(-1)
     rows = np.ascontiguousarray(enc.reshape(-1, d).numpy()[valid])
     got = np.empty((len(rows), h), np.float32)
-    fn = load().asr_dense_matmat
+    fn = load().asrd_dense_matmat
     if fn.argtypes is None:
         fn.restype = None
         fn.argtypes = [_F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
@@ -255,13 +259,26 @@ def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.nda
 
 
 def _lib_batch() -> Any:
-    fn = load().asr_lstm_greedy_batch
+    """The engine's greedy entry point: ``int asrd_transducer_greedy(const NetSearchArgs*)``."""
+    fn = load().asrd_transducer_greedy
     if fn.argtypes is None:
         fn.restype = ctypes.c_int
-        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F,
-                        _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
-                        ctypes.c_int, _IP, _IP, _IP, ctypes.c_int, _IP, _DP])
+        fn.argtypes = [ctypes.POINTER(NetSearchArgs)]
     return fn
+
+
+def net_struct(w: "LstmJointWeights | StatelessJointWeights") -> TransducerNet:
+    """abi.h's ``TransducerNet`` over ``w``'s arrays (borrowed: ``w`` must outlive the call)."""
+    if isinstance(w, LstmJointWeights):
+        return TransducerNet(
+            kind=0, hidden=w.wdec.shape[0], vocab=w.vocab_size, outputs=w.wout.shape[0], act=ACTS.index(w.act),
+            pred_dim=w.whh0.shape[1], pred_layers=w.wup.shape[0] + 1, table=_f(w.table), whh0=_f(w.whh0),
+            wup=_f(w.wup), bup=_f(w.bup), wdec=_f(w.wdec), bdec=_f(w.bdec), wout=_f(w.wout), bout=_f(w.bout))
+    return TransducerNet(
+        kind=1, hidden=w.wp.shape[0], vocab=w.vocab_size, outputs=w.wout.shape[0], act=0, embed_dim=w.emb.shape[1],
+        groups=w.groups, context=w.context_size, emb=_f(w.emb), convw=_f(w.convw),
+        convb=_f(w.convb) if w.convb is not None else None, wp=_f(w.wp), bp=_f(w.bp), wout=_f(w.wout),
+        bout=_f(w.bout))
 
 
 # ------------------------------------------------------------------------------ stateless (icefall) decoders
@@ -379,7 +396,7 @@ def _matches_onnxruntime(w: StatelessJointWeights, decoder: str | Path) -> bool:
 
 @torch.no_grad()
 def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
-                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = 10,
+                     lengths: Optional[torch.Tensor | Sequence[int]] = None, max_symbols: Optional[int] = _MAX_SYMBOLS,
                      start_context: str = "blank", unk_id: Optional[int] = None) -> list[Hypothesis]:
     """Projected encoder output ``[B, T, H]`` (icefall's ``encoder_out``) -> one greedy hypothesis per
     utterance; ``start_context`` / ``unk_id`` (``<unk>`` counted as blank, max fold) as in
@@ -393,12 +410,7 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
         raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
     b, t_max, _ = encoder_output.shape
     lens32 = _lengths(lengths, b, t_max)
-    fn = load().asr_stateless_greedy_batch
-    if fn.argtypes is None:
-        fn.restype = ctypes.c_int
-        fn.argtypes = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
-                        ctypes.c_int, _F, _F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _IP, ctypes.c_int,
-                        _IP, _IP, ctypes.c_int, _IP, _DP])
+    fn = _lib_batch()
     c = w.context_size
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":
@@ -408,11 +420,14 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     while True:  # one C++ call decodes the batch (the joint batched per step)
         tok, fr = np.zeros((b, cap), np.int32), np.zeros((b, cap), np.int32)
         counts, scores = np.zeros(b, np.int32), np.zeros(b, np.float64)
-        got = fn(_f(enc), lens32.ctypes.data, b, t_max, h, _f(w.emb), w.emb.shape[1], _f(w.convw),
-                 _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp), _f(w.bp), _f(w.wout),
-                 _f(w.bout), w.vocab_size, w.blank_id, -1 if unk_id is None else int(unk_id),
-                 start.ctypes.data, max_symbols or 0, tok.ctypes.data, fr.ctypes.data, cap,
-                 counts.ctypes.data, scores.ctypes.data)
+        net = net_struct(w)
+        net.start_ctx = start.ctypes.data
+        args = NetSearchArgs(
+            net=net, batch=b, frames=t_max, blank=w.blank_id, unk=-1 if unk_id is None else int(unk_id),
+            max_symbols=max_symbols or 0, capacity=cap, enc=_f(enc), lengths=lens32.ctypes.data,
+            out_tokens=tok.ctypes.data, out_frames=fr.ctypes.data, counts=counts.ctypes.data,
+            scores=scores.ctypes.data)
+        got = fn(ctypes.byref(args))
         check_status(got, "the native greedy search")
         if got >= 0:
             break

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <vector>
 
+#include "abi.h"
 #include "dense.h"
 #include "guard.h"
 
@@ -279,16 +280,19 @@ static int asr_lstm_nemo_beam_impl(const float* enc, const int* lens, int B, int
     return 0;
 }
 
-// asr_lstm_nemo_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
-int asr_lstm_nemo_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
-                       const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
-                       const float* bdec, const float* wout, const float* bout, int act, int blank, int V, int K,
-                       const int* durs, int unk, int max_symbols, int beam, int* out_n, int* out_len,
-                       double* out_score, int* out_tokens, int* out_frames, int* out_durs) {
+// One NeMo beam call (abi.h's NetSearchArgs; an LSTM net only) behind guard.h: an exception becomes
+// kOutOfMemory (-2) or kInternalError (-3).
+int asrd_nemo_beam(const asrd::NetSearchArgs* a) {
     return asrd::guard_code<int>([&] {
-        return asr_lstm_nemo_beam_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout, bout,
-                                       act, blank, V, K, durs, unk, max_symbols, beam, out_n, out_len, out_score,
-                                       out_tokens, out_frames, out_durs);
+        const asrd::TransducerNet& n = a->net;
+        if (n.kind != 0) return -1;
+        return asr_lstm_nemo_beam_impl(
+            a->enc, a->lengths, static_cast<int>(a->batch), static_cast<int>(a->frames), static_cast<int>(n.hidden),
+            n.table, n.whh0, static_cast<int>(n.pred_dim), static_cast<int>(n.pred_layers), n.wup, n.bup, n.wdec,
+            n.bdec, n.wout, n.bout, static_cast<int>(n.act), static_cast<int>(a->blank), static_cast<int>(n.vocab),
+            static_cast<int>(a->num_durations), a->durations, static_cast<int>(a->unk),
+            static_cast<int>(a->max_symbols), static_cast<int>(a->beam), a->out_n, a->out_len, a->out_score,
+            a->out_tokens, a->out_frames, a->out_durs);
     });
 }
 

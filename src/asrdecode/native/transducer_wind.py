@@ -97,7 +97,7 @@ class NativeWindStep:
             row_of=self.row_of.data_ptr(), enc_rows=self.enc_rows.data_ptr(), dec_rows=self.dec_rows.data_ptr(),
             parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),
             emit_rows=self.emit_rows.data_ptr(), counts=ctypes.addressof(self.counts),
-            models=ctypes.addressof(self.models), has_gamma=int(loop.gamma is not None),
+            models=self.models, has_gamma=int(loop.gamma is not None),
             gamma=0.0 if loop.gamma is None else loop.gamma)
         self.num_active = self.lib.asrd_wind_active(ctypes.byref(self.args))
 

@@ -45,6 +45,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..configs import setting
 from ..errors import check_int, check_number
 from ..streaming.latency import MAX_LATENCY_SECONDS, MIN_LATENCY_SECONDS, LatencyError, check_latency
 
@@ -126,16 +127,18 @@ class Limits:
         rate_window_s, rate_grace_s: the window and grace period of ``min_audio_rate``.
     """
 
-    max_chunk_seconds: float = 2.0
+    max_chunk_seconds: float = setting(2.0, f"largest audio message, in seconds (at most {MAX_CHUNK_SECONDS_CEILING:g})",
+                                       cli=True)
     max_text_bytes: int = 65536
-    max_stream_seconds: float = 600.0
+    max_stream_seconds: float = setting(600.0, "longest stream", cli=True)
     max_boosts: int = 256
     max_phrase_chars: int = 100
     max_boost_weight: float = 100.0
     max_abs_sample: float = 2.0
     config_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0
-    min_audio_rate: float = 0.5
+    min_audio_rate: float = setting(0.5, "close streams sending less audio than this many seconds per second, "
+                                    "over 10 s after 10 s (0: off)", cli=True)
     rate_window_s: float = 10.0
     rate_grace_s: float = 10.0
 

@@ -28,15 +28,16 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Hashable, Mapping, Optional
 
 import numpy as np
 
-from ..errors import DecodingInputError, check_int, check_number
+from ..errors import DecodingInputError
 from ..streaming.latency import LatencyError, latency_in_force
 from .batcher import BatcherClosed, DynamicBatcher
-from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, Limits, ProtocolError, StreamConfig, decode_chunk,
+from .settings import ServerConfig
+from .protocol import (CLOSE_CODES, SAMPLE_RATE, AudioRateMeter, ProtocolError, StreamConfig, decode_chunk,
                        error_message, parse_config, parse_control, result_message)
 
 try:
@@ -56,90 +57,6 @@ __all__ = ["ServerConfig", "StreamingService", "create_app", "Server", "ServerTh
 
 log = logging.getLogger("asrdecode.serving")
 STREAM_PATH = "/v1/stream"
-
-
-def _default_model() -> str:
-    from ..models import default_model
-
-    return default_model()
-
-
-@dataclass
-class ServerConfig:
-    """Settings of :func:`build_service` / ``asrdecode serve``.
-
-    Attributes:
-        model: a model spec (:func:`~asrdecode.models.load_bundle`: a bundled name, ``PATH.nemo``,
-            ``module:attribute``); default: the CLI's (:func:`~asrdecode.models.default_model`: phone-ctc
-            when hama is installed, else demo-rnnt).
-        decoder: ``greedy`` | ``beam`` | ``wfst`` (CTC only); ``None``: the model's default decoder with
-            its ``decode_defaults`` (phone-ctc: WFST over its cached graph; the demo models: greedy).
-        decoder_options: registry options (:data:`asrdecode.registry.OPTIONS`: ``beam``, ``lm``,
-            ``wfst_beam``, ...; resolved with the model as ``transcribe`` resolves them) and other
-            keyword arguments of :class:`~asrdecode.streaming.StreamDecoder` (``boost_weight``, ...).
-        max_batch: most streams per decoder step (1 = batching off).
-        max_wait_ms: longest wait of the oldest ready chunk for a batch to fill.
-        max_pending: per-stream bound on chunks queued, being decoded or waiting to be sent.
-        max_streams: most concurrent streams; more are refused with ``server_busy``.
-        max_connections: most open TCP connections (streams, handshakes in progress, HTTP);
-            more are refused with HTTP 503 and closed at once. At least ``max_streams``; default
-            (None) twice ``max_streams``.
-        max_connections_per_client: most open TCP connections from one client address (IP);
-            more are refused as over ``max_connections``. ``None``: no per-client cap. Clamped to
-            half of ``max_connections`` (at least 1), so one address holding idle sockets cannot
-            take every slot.
-        allowed_hosts: ``Host`` names the server answers to besides loopback and its bind address
-            (a DNS name clients use to reach it); other Hosts are refused (DNS rebinding).
-        handshake_timeout_s: a connection whose request head (the WebSocket handshake request)
-            is not complete this long after it was made is closed.
-        drain_timeout_s: on shutdown, how long open streams may go on before they are ended.
-        limits: the per-stream protocol limits.
-        warmup_seconds: at startup, decode this much silence once (first-call costs are paid
-            before the first client; 0 = no warm-up).
-    """
-
-    model: str = field(default_factory=_default_model)
-    decoder: Optional[str] = None
-    decoder_options: dict[str, Any] = field(default_factory=dict)
-    max_batch: int = 32
-    max_wait_ms: float = 10.0
-    max_pending: int = 8
-    max_streams: int = 256
-    max_connections: Optional[int] = None
-    max_connections_per_client: Optional[int] = 32
-    allowed_hosts: tuple[str, ...] = ()
-    handshake_timeout_s: float = 10.0
-    drain_timeout_s: float = 30.0
-    limits: Limits = field(default_factory=Limits)
-    warmup_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        from ..registry import OPTION, check_types, decoder_names
-
-        if self.decoder is not None and self.decoder not in decoder_names():
-            raise ValueError(f"decoder must be one of {list(decoder_names())} or None, got {self.decoder!r}")
-        check_types({k: v for k, v in self.decoder_options.items() if k in OPTION})
-        check_int("max_streams", self.max_streams, low=1, error=ValueError)
-        if not (isinstance(self.drain_timeout_s, (int, float)) and self.drain_timeout_s >= 0):
-            raise ValueError(f"drain_timeout_s must be >= 0, got {self.drain_timeout_s!r}")
-        if self.max_connections is None:
-            self.max_connections = 2 * self.max_streams
-        check_int("max_connections", self.max_connections, low=self.max_streams,
-                  error=lambda message: ValueError(f"{message} (at least max_streams)"))
-        per = self.max_connections_per_client
-        check_int("max_connections_per_client", per, low=1, optional=True, error=ValueError)
-        if per is not None:
-            self.max_connections_per_client = min(per, max(1, self.max_connections // 2))
-        self.allowed_hosts = tuple(_checked_host_name(h) for h in self.allowed_hosts)
-        h = self.handshake_timeout_s
-        check_number("handshake_timeout_s (seconds)", h, low=0, low_open=True, error=ValueError)
-
-
-def _checked_host_name(name: object) -> str:
-    """An ``allowed_hosts`` entry as a lower-case host name (no scheme, port, path or userinfo)."""
-    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@:?#[] \t\r\n"):
-        raise ValueError(f"allowed_hosts entries must be host names (no scheme, port or path), got {name!r}")
-    return name.strip().lower().rstrip(".")
 
 
 class _Disconnected(Exception):
@@ -597,14 +514,14 @@ def resolve_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, 
     ``transcribe`` resolves them (:func:`~asrdecode.registry.resolve_options`: the bundle's
     ``decode_defaults`` where they apply), and the other keys (StreamDecoder's own: ``boost_weight``,
     ``block_frames``, a search keyword the registry does not declare, ...)."""
-    from ..registry import OPTION, resolve_options
+    from ..registry import OPTION, decoder_for, resolve_options
 
     extras = dict(options)
     given = {k: extras.pop(k) for k in list(extras) if k in OPTION}
     opts = resolve_options(bundle, {"decoder": decoder, **given})
     if opts.nbest != 1:
         raise DecodingInputError(f"nbest {opts.nbest}: a served stream's result is its best hypothesis (nbest 1)")
-    if opts.decoder == "wfst" and opts.boost:
+    if opts.boost and decoder_for(opts.decoder, getattr(bundle, "kind", None) or "ctc").word_boosts:
         raise DecodingInputError("boost with decoder 'wfst': a served stream's word boosts are its own "
                                  "(the stream's 'boosts' in its start message)")
     return opts, extras

@@ -38,7 +38,6 @@ import os
 import tempfile
 import threading
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -46,8 +45,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..errors import AsrDecodeError, DecodingInputError, check_int, check_number
+from ..errors import AsrDecodeError, DecodingInputError, check_number
 from ..records import hypothesis_record
+from .settings import TranscriptionConfig
 
 __all__ = ["TRANSCRIPTIONS_PATH", "ERROR_CODES", "TranscriptionConfig", "Transcriber", "ApiError", "transcription_routes",
            "segments_of", "SEGMENT_GAP_SECONDS"]
@@ -61,28 +61,6 @@ LANGUAGES = {"en": "english", "english": "english"}
 #: every ``code`` of this endpoint's errors (the page has a line for each: static/errors.js)
 ERROR_CODES = ("model_not_found", "unsupported_value", "unsupported_language", "file_too_large", "audio_too_long",
                "invalid_file", "server_busy", "shutting_down")
-
-
-@dataclass(frozen=True)
-class TranscriptionConfig:
-    """Settings of the endpoint.
-
-    Attributes:
-        max_upload_mb: largest request body, in MB (OpenAI's limit is 25).
-        max_audio_seconds: longest audio accepted.
-        long_audio_seconds: longer files are decoded in windows (``transcribe --long-audio-seconds``).
-        max_waiting: most transcriptions running or waiting; more get 503.
-    """
-
-    max_upload_mb: float = 25.0
-    max_audio_seconds: float = 3600.0
-    long_audio_seconds: float = 60.0
-    max_waiting: int = 16
-
-    def __post_init__(self) -> None:
-        for name in ("max_upload_mb", "max_audio_seconds", "long_audio_seconds"):
-            check_number(name, getattr(self, name), low=0, low_open=True, error=ValueError)
-        check_int("max_waiting", self.max_waiting, low=1, error=ValueError)
 
 
 class ApiError(Exception):
@@ -103,8 +81,8 @@ class Transcriber:
     """Decodes whole files of ``bundle`` with ``options`` (resolved :class:`~asrdecode.pipeline.DecodeOptions`),
     one at a time on a worker thread; :meth:`transcribe` is the blocking call."""
 
-    def __init__(self, bundle: Any, options: Any, name: str, config: TranscriptionConfig = TranscriptionConfig()) -> None:
-        self.bundle, self.options, self.name, self.config = bundle, options, name, config
+    def __init__(self, bundle: Any, options: Any, name: str, config: Optional[TranscriptionConfig] = None) -> None:
+        self.bundle, self.options, self.name, self.config = bundle, options, name, config or TranscriptionConfig()
         self._pipeline: Any = None
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="asrdecode-transcribe")

@@ -25,20 +25,20 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from .. import ctc
-from ..ctc.wfst import WFSTStreamState
+from ..ctc.wfst import WFSTDecoder, WFSTStreamState
 from ..errors import DecodingInputError, check_number
 from ..fusion import FusionScorer
 from ..hyps import BatchedHyps
 from ..lm import BoostingTree
 from ..models.bundle import check_bundle
-from ..pipeline import DECODERS
+from ..pipeline import DECODER_NAMES
 from ..registry import decoder_for
 from ..results import Hypothesis
 from ..transducer import BeamSearchDecoder, BeamState, GreedyDecoder, GreedyState
 from ..transducer.durations import DurationRule
 from .state_batching import StatePool, shift_column
 
-__all__ = ["make_family", "DECODERS"]
+__all__ = ["make_family", "FAMILIES"]
 
 Boosts = Mapping[str, float]
 
@@ -72,16 +72,11 @@ def _compat_model(bundle: Any, decoder: str, compat: object) -> Any:
         return bundle.model
     if compat != "sherpa":
         raise DecodingInputError(f"decoder {decoder!r}: compat must be 'none' or 'sherpa', got {compat!r}")
-    from ..decoders import sherpa_model
-    from ..models.nemo_onnx import NemoOnnxTransducer
-    from ..models.onnx_transducer import OnnxTransducer
+    from ..decoders import check_sherpa_streams, sherpa_transducer
 
-    if not isinstance(bundle.model, (OnnxTransducer, NemoOnnxTransducer)):
-        raise DecodingInputError(f"compat='sherpa' needs a sherpa-onnx ONNX transducer, got {type(bundle.model).__name__}")
-    if decoder == "beam":
-        layout = "an icefall" if isinstance(bundle.model, OnnxTransducer) else "a NeMo"
-        raise DecodingInputError(f"compat='sherpa' beam on {layout} model is sherpa-onnx's modified beam search, "
-                                 "which decodes whole utterances only")
+    check_sherpa_streams(sherpa_transducer(bundle), decoder)
+    from ..decoders import sherpa_model
+
     return sherpa_model(bundle.model, decoder)
 
 
@@ -108,6 +103,12 @@ class _Family:
 
     name = ""
     steps_on_final = False
+    #: the registry search's decoder class this adapter streams
+    decoder_class: type = object
+
+    def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
+        """The adapter of ``bundle`` with the decoder's ``options`` (its keyword arguments)."""
+        raise NotImplementedError
 
     def advance(self, streams: Sequence[Any], frames: Sequence[torch.Tensor], final: Sequence[bool]) -> None:
         pick = [i for i, f in enumerate(frames) if f.shape[0] or (self.steps_on_final and final[i])]
@@ -143,12 +144,14 @@ class GreedyRow:
 class TransducerGreedy(_Family):
     """``transducer.greedy`` (RNN-T and TDT, every greedy option) per stream."""
 
+    decoder_class = GreedyDecoder
+
     name = "greedy"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         self.model = _compat_model(bundle, "greedy", options.pop("compat", "none"))
-        _check_options("greedy", options, GreedyDecoder.__init__, ("tokenizer", "state", "return_state"))
+        _check_options("greedy", options, GreedyDecoder, ("tokenizer", "state", "return_state"))
         self.options = options
         self.decoder = GreedyDecoder(self.model, **options)
         self.width = bundle.encoder_dim
@@ -258,11 +261,13 @@ class TransducerBeam(_PhraseBoosts, _Family):
     """``transducer.BeamSearchDecoder`` (ALSD++, AES++, WIND; fusion) per stream, with optional per-stream
     phrase boosting (``boost_weight``: the fusion weight of every stream's boosting tree)."""
 
+    decoder_class = BeamSearchDecoder
+
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
         self.model = _compat_model(bundle, "beam", options.pop("compat", "none"))
-        _check_options("beam", options, BeamSearchDecoder.__init__,
+        _check_options("beam", options, BeamSearchDecoder,
                        ("tokenizer", "state", "return_state", "final", "nbest"))
         self._init_boosts(boost_weight, list(options.pop("fusion", ())), self.model.vocab_size, self.model.blank_id,
                           bundle.tokenizer)
@@ -298,7 +303,7 @@ class TransducerBeam(_PhraseBoosts, _Family):
         fusion, shifts = self._stack(streams)
         slots = [s.slot for s in streams]
         states = [s.state for s in streams]
-        batch = BeamState.cat(states, self.pool.gather(slots))
+        batch = BeamState.join(states, pred_state=self.pool.gather(slots))
         if "lm_states" in batch.hyps:  # each stream's boosting states, numbered in the stacked tree
             batch.hyps["lm_states"] = shift_column(batch.hyps["lm_states"], self.boost_column, shifts)
         batch = self._decoder(fusion).advance(batch, x, lengths, final=torch.tensor(list(final)))
@@ -328,6 +333,8 @@ class TransducerBeam(_PhraseBoosts, _Family):
 class CTCGreedy(_Family):
     """``ctc.CTCGreedyDecoder`` with its streaming state (:class:`~asrdecode.ctc.CTCGreedyState`) per stream."""
 
+    decoder_class = ctc.CTCGreedyDecoder
+
     name = "greedy"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
@@ -342,9 +349,7 @@ class CTCGreedy(_Family):
 
     def step(self, states: Sequence[ctc.CTCGreedyState], x: torch.Tensor, lengths: torch.Tensor,
              final: Sequence[bool]) -> None:
-        batch = self.decoder.advance(ctc.CTCGreedyState.cat(states), x, lengths)
-        for st, part in zip(states, batch.split([1] * len(states))):
-            st.prev, st.offset, st.hyps = part.prev, part.offset, part.hyps
+        self.decoder.advance(ctc.CTCGreedyState.join(states), x, lengths).split_into(states)
 
     def result(self, state: ctc.CTCGreedyState, final: bool) -> Hypothesis:
         h = state.hyps[0]
@@ -370,10 +375,12 @@ class CTCBeam(_PhraseBoosts, _Family):
     results are its ``hypotheses()``, the final one the decoder's ``finalize`` (which adds the fusion
     models' end-of-sentence scores)."""
 
+    decoder_class = ctc.CTCBeamDecoder
+
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
         options = dict(options)
         boost_weight = options.pop("boost_weight", None)
-        _check_options("beam", options, ctc.CTCBeamDecoder.__init__,
+        _check_options("beam", options, ctc.CTCBeamDecoder,
                        ("tokenizer", "state", "final", "nbest", "log_softmax", "vocab_size"))
         self.blank = bundle.blank_id
         self.vocab = bundle.model.vocab_size
@@ -398,7 +405,7 @@ class CTCBeam(_PhraseBoosts, _Family):
              final: Sequence[bool]) -> None:
         fusion, shifts = self._stack(streams)
         states = [s.state for s in streams]
-        batch = ctc.CTCBeamState.cat(self.initial_state(len(streams), fusion), states)
+        batch = ctc.CTCBeamState.join(states, template=self.initial_state(len(streams), fusion))
         batch.fstates = shift_column(batch.fstates, self.boost_column, shifts)  # numbered in the stacked tree
         batch = self._decoder(fusion).advance(batch, x, lengths)
         batch.fstates = shift_column(batch.fstates, self.boost_column, [-d for d in shifts])
@@ -421,16 +428,18 @@ class WFST(_Family):
     """:class:`~asrdecode.ctc.wfst.WFSTDecoder` (``graph=`` and its options) per stream, with
     per-stream word boosts ``{word: boost}``."""
 
+    decoder_class = WFSTDecoder
+
     name = "wfst"
 
     def __init__(self, bundle: Any, options: dict[str, Any]) -> None:
-        from ..ctc.wfst import DecodingGraph, WFSTDecoder
+        from ..ctc.wfst import DecodingGraph
 
         options = dict(options)
         graph = options.pop("graph", None)
         if not isinstance(graph, DecodingGraph):
             raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg)")
-        _check_options("wfst", options, WFSTDecoder.__init__, ("graph", "blank_id"))
+        _check_options("wfst", options, WFSTDecoder, ("graph", "blank_id"))
         from ..decoders import check_graph_fits
 
         check_graph_fits(graph, bundle)  # a graph for another model: say which
@@ -448,9 +457,9 @@ class WFST(_Family):
         return self.decoder.init_state(1, boosts=[dict(boosts)] if boosts else None)
 
     def step(self, states: Sequence[Any], x: torch.Tensor, lengths: torch.Tensor, final: Sequence[bool]) -> None:
-        batch, bridge = WFSTStreamState.cat(states)
+        batch = WFSTStreamState.join(states)
         self.decoder.advance(batch, x, lengths)
-        batch.split_into(states, bridge)
+        batch.split_into(states)
 
     def result(self, state: Any, final: bool) -> Hypothesis:
         return (self.decoder.finalize(state) if final else self.decoder.partial(state))[0]
@@ -465,6 +474,11 @@ def make_family(bundle: Any, decoder: str, options: dict[str, Any]) -> Any:
     """The adapter of ``decoder`` for ``bundle``'s kind (the registry decoder's ``family``); a
     ValueError names the accepted names."""
     kind = check_bundle(bundle, "bundle").kind
-    if decoder not in DECODERS[kind]:
-        raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODERS[kind]}")
-    return globals()[decoder_for(decoder, kind).family](bundle, dict(options))
+    if decoder not in DECODER_NAMES[kind]:
+        raise DecodingInputError(f"unknown decoder {decoder!r} for a {kind!r} model; choose one of {DECODER_NAMES[kind]}")
+    return FAMILIES[decoder_for(decoder, kind).decoder](bundle, dict(options))
+
+
+#: the adapter of each registry search's decoder class
+FAMILIES: dict[type, type[_Family]] = {f.decoder_class: f for f in (TransducerGreedy, TransducerBeam, CTCGreedy,
+                                                                    CTCBeam, WFST)}

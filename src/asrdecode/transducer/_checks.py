@@ -5,7 +5,7 @@ The fast searches (:mod:`.greedy`, :mod:`.beam`) and the per-utterance oracles
 here, so a bad argument gets the same :class:`~asrdecode.errors.DecodingInputError` everywhere.
 
 The symbol cap: ``max_symbols`` labels on one frame force time to advance one frame. It is on by
-default (``DEFAULT_MAX_SYMBOLS = 10``, NeMo's default too), so a degenerate model that never
+default (``DEFAULT_MAX_SYMBOLS``, the config's 10, NeMo's default too), so a degenerate model that never
 emits blank finishes in ``T * 10`` steps instead of running away; ``None`` switches the cap off,
 and then a frame with more than :data:`MAX_SYMBOLS_GUARD` labels is an error. A cap above
 :data:`MAX_SYMBOLS_CEILING` is refused.
@@ -18,24 +18,24 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from ..errors import DecodingInputError, check_int, check_number, check_tokenizer_size, check_weight
+from ..configs import (MAX_SYMBOLS_CEILING, MAX_WINDOW, MaxSymbolsSetting, TransducerGreedyConfig,
+                       check_setting, default_of)
+from ..errors import DecodingInputError, check_int, check_tokenizer_size
 from .model import TransducerModel
 
 __all__ = [
     "MAX_SYMBOLS_GUARD",
     "DEFAULT_MAX_SYMBOLS",
-    "METHODS",
+    "STEP_METHODS",
     "BLANK_SCORINGS",
     "PRUNINGS",
     "check_max_symbols",
-    "resolve_max_symbols",
     "check_beam_args",
     "check_window",
-    "check_beta",
     "check_encoder_output",
     "check_tokenizer",
     "runaway_error",
@@ -48,13 +48,11 @@ __all__ = [
 ]
 
 MAX_SYMBOLS_GUARD = 100_000  # with max_symbols=None: labels on one frame before a runaway error
-#: the largest max_symbols accepted: more labels on one frame than any model emits (a frame is
-#: 10-80 ms); 10**9 would let a model that never emits blank run for hours
-MAX_SYMBOLS_CEILING = 1_000
-#: the widest WIND window (frames evaluated at once per hypothesis): its tensors grow with it
-MAX_WINDOW = 1_024
-DEFAULT_MAX_SYMBOLS = 10
-METHODS = ("alsd", "aes")
+#: the config's default cap (:class:`~asrdecode.configs.MaxSymbolsSetting`)
+DEFAULT_MAX_SYMBOLS = cast(int, default_of(MaxSymbolsSetting, "max_symbols"))
+#: the methods whose step is :mod:`.beam_alsd`'s (WIND, the third of :data:`~asrdecode.configs.METHODS`,
+#: has its own: :mod:`.beam_wind`)
+STEP_METHODS = ("alsd", "aes")
 BLANK_SCORINGS = ("lm_weighted", "none")
 PRUNINGS = ("late", "early")
 
@@ -62,27 +60,20 @@ _MISSING: Any = object()
 
 
 def check_max_symbols(max_symbols: object) -> int | None:
-    """The per-frame symbol cap: an int >= 1, or None (no cap)."""
-    checked = check_int("max_symbols", max_symbols, low=1, optional=True)
-    if checked is not None and checked > MAX_SYMBOLS_CEILING:
-        raise DecodingInputError(f"max_symbols must be <= {MAX_SYMBOLS_CEILING} (labels on one frame), "
-                                 f"got {checked}")
-    return checked
+    """The per-frame symbol cap: an int in ``1..MAX_SYMBOLS_CEILING``, or None (no cap); the config's check."""
+    return cast("int | None", check_setting(MaxSymbolsSetting, "max_symbols", max_symbols))
 
 
-def resolve_max_symbols(max_symbols: object, max_symbols_per_frame: object = _MISSING) -> int | None:
-    """``max_symbols``, or the deprecated ``max_symbols_per_frame`` keyword (same meaning) with a warning.
-
-    ``max_symbols`` is the caller's value (its default is :data:`DEFAULT_MAX_SYMBOLS`); a
-    deprecated value that disagrees with a non-default ``max_symbols`` is an error.
-    """
-    if max_symbols_per_frame is not _MISSING:
-        warnings.warn("max_symbols_per_frame is deprecated; use max_symbols (same meaning)",
-                      DeprecationWarning, stacklevel=3)
-        if max_symbols != DEFAULT_MAX_SYMBOLS and max_symbols != max_symbols_per_frame:
-            raise DecodingInputError("pass max_symbols only (max_symbols_per_frame is its deprecated alias)")
-        max_symbols = max_symbols_per_frame
-    return check_max_symbols(max_symbols)
+def deprecated_max_symbols(settings: dict[str, Any], max_symbols_per_frame: object = _MISSING) -> dict[str, Any]:
+    """A search's keyword ``settings`` with the deprecated ``max_symbols_per_frame`` (same meaning as
+    ``max_symbols``, warns) as their ``max_symbols``; both given and different is an error."""
+    if max_symbols_per_frame is _MISSING:
+        return settings
+    warnings.warn("max_symbols_per_frame is deprecated; use max_symbols (same meaning)",
+                  DeprecationWarning, stacklevel=3)
+    if "max_symbols" in settings and settings["max_symbols"] != max_symbols_per_frame:
+        raise DecodingInputError("pass max_symbols only (max_symbols_per_frame is its deprecated alias)")
+    return {**settings, "max_symbols": max_symbols_per_frame}
 
 
 class NonFiniteJointError(DecodingInputError):
@@ -124,8 +115,8 @@ def check_beam_args(
     beam = check_int("beam", beam, low=1)
     if beam > model.vocab_size:
         raise DecodingInputError(f"beam {beam} is larger than the vocabulary ({model.vocab_size} tokens)")
-    if method not in METHODS:
-        raise DecodingInputError(f"method must be one of {METHODS}, got {method!r}")
+    if method not in STEP_METHODS:
+        raise DecodingInputError(f"method must be one of {STEP_METHODS}, got {method!r}")
     if blank_scoring not in BLANK_SCORINGS:
         raise DecodingInputError(f"blank_scoring must be one of {BLANK_SCORINGS}, got {blank_scoring!r}")
     if pruning not in PRUNINGS:
@@ -136,11 +127,8 @@ def check_beam_args(
 
 
 def check_window_size(window: object) -> int:
-    """A WIND window: an int in ``1..MAX_WINDOW``."""
-    size = check_int("window", window, low=1)
-    if size > MAX_WINDOW:
-        raise DecodingInputError(f"window must be <= {MAX_WINDOW} frames, got {size}")
-    return size
+    """A WIND window: an int in ``1..MAX_WINDOW`` (the configs' check)."""
+    return cast(int, check_setting(TransducerGreedyConfig, "window", window))
 
 
 def check_window(model: TransducerModel, window: object) -> int:
@@ -149,22 +137,6 @@ def check_window(model: TransducerModel, window: object) -> int:
     if model.durations is not None:
         raise DecodingInputError("WIND beam search (method='wind') supports RNN-T models only, not TDT")
     return size
-
-
-def check_expansion_gamma(gamma: object, method: str) -> float | None:
-    """WIND's expansion threshold: None (off) or a finite number >= 0, for ``method="wind"`` only."""
-    if gamma is None:
-        return None
-    if method != "wind":
-        raise DecodingInputError("expansion_gamma is an option of method='wind' only")
-    return float(check_number("expansion_gamma", gamma, low=0))
-
-
-def check_beta(beta: object) -> float:
-    """The insertion bonus: a real number with ``|beta| <= MAX_ABS_WEIGHT`` (:func:`~asrdecode.errors.check_weight`)."""
-    if not isinstance(beta, (int, float)):  # numbers only (a tensor or string is a caller's mistake here)
-        raise DecodingInputError(f"beta must be a finite number, got {beta!r}")
-    return check_weight("beta", beta)
 
 
 def _parameter_dtype(model: object) -> torch.dtype | None:

@@ -40,14 +40,14 @@ from typing import Any, Sequence
 import torch
 
 from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
+from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..native.choice import use_native
 from ..results import Hypothesis, Tokenizer, attach_text
 from . import _checks
-from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, _encoder_width, check_beam_args, check_beta,
-                      check_encoder_output, check_expansion_gamma, check_tokenizer, check_window,
-                      resolve_max_symbols)
+from ._checks import (_MISSING, _encoder_width, check_beam_args, check_encoder_output, check_tokenizer,
+                      check_window, deprecated_max_symbols)
 from .beam_loop import SearchSettings, _BeamLoop
 from .beam_state import BeamState, carry_state, check_stream, chunk_buffer, state_hypotheses
 from .durations import DurationRule
@@ -62,38 +62,27 @@ _UNSET: Any = object()  # the deprecated ``final=`` was not passed
 _STATS: dict[tuple[str, bool], LoopStats] = {}
 
 
+@takes_config(TransducerBeamConfig)
 class BeamSearchDecoder:
     """Batched ALSD++ / AES++ / WIND beam search of RNN-T / TDT encoder output, with optional shallow
     fusion: settings checked once, any number of (streaming) searches.
 
     Args:
         model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
-        beam: hypotheses kept per utterance, ``1 <= beam <= model.vocab_size``.
-        method: "alsd" (ALSD++, every active hypothesis expands each step), "aes" (AES++,
-            frame synchronous: hypotheses on the earliest frame expand until they leave it) or
-            "wind" (WIND beam search, RNN-T: per-frame hypothesis lists; the list of the earliest
-            frame reads a window of ``window`` frames and its hypotheses may emit their next label
-            on any of them; see :mod:`~asrdecode.transducer.reference_wind_beam`).
+        config: the search's settings (:class:`~asrdecode.configs.TransducerBeamConfig`: ``beam`` (at most
+            ``model.vocab_size``), ``method``, ``window``, ``expansion_gamma``, ``blank_scoring``, ``pruning``,
+            ``max_symbols``, ``beta``, ``nbest``, ``acceleration``, ``engine``; their help and defaults are
+            written there); any of them may be given as a keyword instead or on top.
         fusion: ``[(FusionModel, weight), ...]`` (n-gram LMs, boosting trees) over the model's ids.
-        blank_scoring: "lm_weighted" (Eq. 3 of the ALSD++ paper) or "none" (Eq. 2).
-        pruning: "late" (fuse over the whole vocabulary, then select) or "early" (each
-            hypothesis's ``beam`` best acoustic candidates, then fuse and select).
-        max_symbols: a label that makes this many on one frame also advances one frame (as
-            greedy's ``max_symbols``, default 10); None = no cap (a model that never emits blank
-            then fails after ``MAX_SYMBOLS_GUARD`` labels on one frame).
-        beta: bonus added to the score of every emitted label (length reward); 0 by default.
-        nbest: hypotheses returned per utterance (``1 <= nbest <= beam``).
         tokenizer: fills ``Hypothesis.text`` when given.
-        window: WIND window (frames, ``>= 1``), used by ``method="wind"`` only.
-        expansion_gamma: WIND only: each hypothesis keeps only those of its ``beam`` best
-            continuations within ``expansion_gamma`` (log-score) of its best one (mAES's expansion
-            threshold). None (default) = off, the paper's Algorithm 3.
-        acceleration: "eager", "compile" (``torch.compile`` of the step), "cuda_graphs" (the step
-            captured once and replayed; CUDA tensors), or None/"auto" (CUDA graphs on a GPU, eager
-            elsewhere); checked against the encoder output's device at each call.
-        engine: where the search bookkeeping runs: ``"native"`` (the C++ engine, CPU tensors, eager),
-            ``"torch"`` or ``"auto"``. Both give the same hypotheses and the same streaming state.
         max_symbols_per_frame: deprecated alias of ``max_symbols`` (warns).
+
+    Methods: "alsd" (ALSD++, every active hypothesis expands each step), "aes" (AES++, frame
+    synchronous: hypotheses on the earliest frame expand until they leave it) or "wind" (WIND beam
+    search, RNN-T: per-frame hypothesis lists; the list of the earliest frame reads a window of
+    ``window`` frames and its hypotheses may emit their next label on any of them; see
+    :mod:`~asrdecode.transducer.reference_wind_beam`). ``acceleration`` is checked against the encoder
+    output's device at each call; the engines give the same hypotheses and the same streaming state.
 
     Results: ``B`` lists of up to ``nbest`` hypotheses, best first (``[0]`` is the best); scores are the
     summed fused log-scores plus the fusion end-of-sentence scores; timestamps are global frames.
@@ -105,49 +94,31 @@ class BeamSearchDecoder:
     a time (a lock).
     """
 
-    def __init__(
-        self,
-        model: TransducerModel,
-        *,
-        beam: int = 4,
-        method: str = "alsd",
-        fusion: Sequence[tuple[FusionModel, float]] = (),
-        blank_scoring: str = "lm_weighted",
-        pruning: str = "late",
-        max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
-        beta: float = 0.0,
-        nbest: int = 1,
-        tokenizer: Tokenizer | None = None,
-        window: int = 8,
-        expansion_gamma: float | None = None,
-        acceleration: str | None = None,
-        engine: str = "auto",
-        max_symbols_per_frame: Any = _MISSING,
-    ) -> None:
-        max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
+    def __init__(self, model: TransducerModel, *, config: TransducerBeamConfig | None = None,
+                 fusion: Sequence[tuple[FusionModel, float]] = (), tokenizer: Tokenizer | None = None,
+                 max_symbols_per_frame: Any = _MISSING, **settings: Any) -> None:
+        cfg = TransducerBeamConfig.build(config, deprecated_max_symbols(settings, max_symbols_per_frame),
+                                         caller="BeamSearchDecoder")
         check_model(model)
-        wind = method == "wind"
-        check_beam_args(model, beam, "aes" if wind else method, blank_scoring, pruning, max_symbols, nbest)
+        wind = cfg.method == "wind"
+        check_beam_args(model, cfg.beam, "aes" if wind else cfg.method, cfg.blank_scoring, cfg.pruning,
+                        cfg.max_symbols, cfg.nbest)
         if wind:
-            check_window(model, window)
-        beta = check_beta(beta)
+            check_window(model, cfg.window)
         check_tokenizer(tokenizer, model)
         scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
-        gamma = check_expansion_gamma(expansion_gamma, method)
         self.model = model
-        self.settings = SearchSettings(beam, method, scorer, blank_scoring, pruning, max_symbols, float(beta),
-                                       window if wind else 1, gamma)
-        self.nbest = nbest
+        self.config = cfg
+        self.settings = SearchSettings(cfg.beam, cfg.method, scorer, cfg.blank_scoring, cfg.pruning, cfg.max_symbols,
+                                       float(cfg.beta), cfg.window if wind else 1, cfg.expansion_gamma)
         self.tokenizer = tokenizer
-        self.acceleration = acceleration
-        self.engine = engine
         self.rule = DurationRule.of(model)
         # static (compile / CUDA graphs) loops of whole-utterance calls kept between calls, and the rounds per
         # frame of earlier calls (where the device loop first reads its flag); per-utterance fusion models
         # (stacked boosting trees) fix the batch, so their calls are not cached
         self._loops = LoopCache(4)
         self._loops_lock = threading.Lock()
-        self._stats = _STATS.setdefault((method, self.rule.tdt), LoopStats())
+        self._stats = _STATS.setdefault((cfg.method, self.rule.tdt), LoopStats())
         self._per_utterance = any(int(getattr(m, "num_trees", 1)) > 1 for m in scorer.models)
 
     # -- the streaming convention ------------------------------------------------------------------
@@ -200,17 +171,17 @@ class BeamSearchDecoder:
         pending = any(bool(((s > _NEG_INF) & (t < tail.shape[0])).any())
                       for s, t, tail in zip(state.hyps["score"], state.hyps["time"], state.tail))
         if not pending:  # nothing left to search: the results of the state as it is
-            return self._text(state_hypotheses(state, self.settings.scorer, self.rule, self.nbest))
+            return self._text(state_hypotheses(state, self.settings.scorer, self.rule, self.config.nbest))
         proj = state.tail[0].new_zeros((len(state.tail), 0, state.tail[0].shape[-1]))
         zeros = torch.zeros(len(state.tail), dtype=torch.long, device=proj.device)
         loop, _ = self._search(state, proj, zeros, check_stream(state, True, len(state.tail), self.settings.config,
                                                                 proj.device))
-        return self._text(loop.results(self.nbest))
+        return self._text(loop.results(self.config.nbest))
 
     def partial(self, state: BeamState) -> list[list[Hypothesis]]:
         """The current n-best lists of ``state`` (partial results; fusion end scores included); the state
         is not changed."""
-        return self._text(state_hypotheses(state, self.settings.scorer, self.rule, self.nbest))
+        return self._text(state_hypotheses(state, self.settings.scorer, self.rule, self.config.nbest))
 
     @torch.inference_mode()
     def decode(self, encoder_output: torch.Tensor,
@@ -236,9 +207,9 @@ class BeamSearchDecoder:
         if whole and not want_state:  # a cached static loop is reused by the next call: one call at a time
             with self._loops_lock:
                 loop, _ = self._search(None, self.model.project_encoder(enc), lengths, final_t, whole=True, cached=True)
-                return (self._text(loop.results(self.nbest, rows=B)) if results else []), None
+                return (self._text(loop.results(self.config.nbest, rows=B)) if results else []), None
         loop, received = self._search(state, self.model.project_encoder(enc), lengths, final_t, whole=whole)
-        nb = self._text(loop.results(self.nbest)) if results else []
+        nb = self._text(loop.results(self.config.nbest)) if results else []
         return nb, (carry_state(loop, received, self.settings.config) if want_state else None)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
@@ -247,7 +218,7 @@ class BeamSearchDecoder:
         loop and the frames received per utterance. ``cached``: a static loop of whole utterances may be one
         kept between calls (its first ``B`` rows are this call's)."""
         try:
-            mode = resolve_mode(self.acceleration, proj.device)
+            mode = resolve_mode(self.config.acceleration, proj.device)
         except ValueError as err:
             raise DecodingInputError(str(err)) from None
         if whole:  # whole utterances (or a first and last chunk)
@@ -255,11 +226,11 @@ class BeamSearchDecoder:
         else:
             enc_proj, lengths, offset, received = chunk_buffer(proj, lengths, state)
         static = mode != "eager"
-        native = use_native(self.engine, proj.device, "encoder_output", eager=not static)
+        native = use_native(self.config.engine, proj.device, "encoder_output", eager=not static)
         if static and whole and cached and not self._per_utterance:
             return self._search_cached(mode, proj, lengths), received
-        loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset, final=final_t,
-                         static=static, native=native)
+        loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset,
+                         final=None if whole else final_t, static=static, native=native)
         if loop.B and loop.T:
             check_joint_width(self.model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
         _drive(loop, StepRunner(mode, _BeamLoop.STATE), self._stats, self.settings.max_symbols)
@@ -355,41 +326,33 @@ def _drive_native(loop: _BeamLoop, max_symbols: int | None) -> None:
 # -- one-shot function and the deprecated streaming flags -------------------------------------------
 
 
+@takes_config(TransducerBeamConfig)
 def beam_search(
     model: TransducerModel,
     encoder_output: torch.Tensor,
     lengths: torch.Tensor | Sequence[int] | None = None,
     *,
-    beam: int = 4,
-    method: str = "alsd",
+    config: TransducerBeamConfig | None = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    blank_scoring: str = "lm_weighted",
-    pruning: str = "late",
-    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
-    beta: float = 0.0,
-    nbest: int = 1,
     tokenizer: Tokenizer | None = None,
-    window: int = 8,
-    expansion_gamma: float | None = None,
     state: BeamState | None = None,
     return_state: bool = False,
     final: Any = _UNSET,
-    acceleration: str | None = None,
-    engine: str = "auto",
     max_symbols_per_frame: Any = _MISSING,
+    **settings: Any,
 ) -> list[list[Hypothesis]] | tuple[list[list[Hypothesis]], BeamState]:
     """``BeamSearchDecoder(model, ...).decode(encoder_output, lengths)``: ``B`` n-best lists of
-    ``encoder_output [B, T, D]`` (``lengths [B]`` valid frames, default all); every other argument and the
-    results as :class:`BeamSearchDecoder`.
+    ``encoder_output [B, T, D]`` (``lengths [B]`` valid frames, default all); ``config`` and / or its fields
+    as keywords (:class:`~asrdecode.configs.TransducerBeamConfig`), every other argument and the results
+    as :class:`BeamSearchDecoder`.
 
     Deprecated streaming flags (they warn): ``state=`` (the previous chunk's state), ``return_state=True``
     (also return the state) and ``final=`` (the chunk ends the utterances; one flag or ``[B]``). Use
     ``dec.init_state`` / ``dec.advance(state, chunk, lengths, final=...)`` / ``dec.finalize`` instead.
     """
-    dec = BeamSearchDecoder(model, beam=beam, method=method, fusion=fusion, blank_scoring=blank_scoring,
-                            pruning=pruning, max_symbols=max_symbols, beta=beta, nbest=nbest, tokenizer=tokenizer,
-                            window=window, expansion_gamma=expansion_gamma, acceleration=acceleration,
-                            engine=engine, max_symbols_per_frame=max_symbols_per_frame)
+    dec = BeamSearchDecoder(model, config=TransducerBeamConfig.build(
+        config, deprecated_max_symbols(settings, max_symbols_per_frame), caller="beam_search"), fusion=fusion,
+        tokenizer=tokenizer)
     if state is None and not return_state and final is _UNSET:
         return dec.decode(encoder_output, lengths)
     warnings.warn("transducer.beam_search(state=, return_state=, final=) is deprecated: use "
@@ -403,8 +366,9 @@ def beam_search(
     return (nb, st) if return_state else nb
 
 
+@takes_config(TransducerBeamConfig)
 def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, dtype: torch.dtype | None = None,
-                       **options: Any) -> BeamState:
+                       config: TransducerBeamConfig | None = None, **options: Any) -> BeamState:
     """``BeamSearchDecoder(model, **options).init_state(batch, encoder_dim, dtype=dtype)``: a fresh stream
     state for ``batch`` utterances of the search with ``options`` (checked the same way)."""
     check_int("batch", batch, low=0)
@@ -412,4 +376,4 @@ def initial_beam_state(model: TransducerModel, batch: int, encoder_dim: int, *, 
     for name in ("state", "return_state", "final", "nbest", "tokenizer"):
         if name in options:
             raise DecodingInputError(f"initial_beam_state takes the search's settings only, not {name!r}")
-    return BeamSearchDecoder(model, **options).init_state(batch, encoder_dim, dtype=dtype)
+    return BeamSearchDecoder(model, config=config, **options).init_state(batch, encoder_dim, dtype=dtype)

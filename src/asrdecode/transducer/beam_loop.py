@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ..beam_hyps import EMPTY_HASH, BeamTree
 from ..fusion import FusionScorer
 from ..results import Hypothesis
-from .beam_alsd import alsd_step
+from .beam_alsd import alsd_buffers, alsd_step
 from .beam_state import _CARRIED, BeamState
 from .beam_wind import wind_step
 from .durations import DurationRule
@@ -61,9 +61,13 @@ class _BeamLoop:
     is the whole step: static shapes, no host synchronisation.
     """
 
-    #: the attributes a step replaces (for CUDA graphs: the static buffers); the tree is written in place
-    STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states",
-             "emitted", "labels", "active", "done", "busy", "tree")
+    #: the attributes a step replaces or writes (for CUDA graphs: the static buffers); most are written in
+    #: place (``out=``), the tree too
+    STATE = ("score", "fields", "pred_state", "dec_proj", "lm_states", "emitted", "labels", "active", "running",
+             "busy", "tree")
+    #: the integer fields of a hypothesis, rows of :attr:`fields` ``[F, B, S]`` (the first four identify a
+    #: transcript on a frame: the merge key); each is also an attribute, a view of its row
+    FIELDS = ("time", "hash", "nlabels", "last", "symbols")
 
     def __init__(
         self,
@@ -85,7 +89,12 @@ class _BeamLoop:
         self.dtype = enc_proj.dtype
         self.enc_proj = enc_proj  # [B, T, H]
         self.lengths = lengths[:, None]  # [B, 1]
+        # final=None: whole utterances (no chunk waits for frames to come)
+        self.streaming = final is not None
         self.final = torch.ones((B, 1), dtype=torch.bool, device=dev) if final is None else final[:, None]
+        big = torch.iinfo(torch.long).max
+        # a TDT jump past the end stops at the end; before the last chunk it is kept (next chunk)
+        self.time_cap = torch.where(self.final, self.lengths, big)  # [B, 1]
         self.offset = (torch.zeros(B, dtype=torch.long, device=dev) if offset is None else offset)[:, None]
         self._init_indices(dev)
         self._init_hypotheses(carried is None, dev)
@@ -95,13 +104,18 @@ class _BeamLoop:
         self._carried_tree: BeamTree | None = None
         if carried is not None:
             for name in _CARRIED:
-                setattr(self, name, carried.hyps[name])
+                if name in self.FIELDS:
+                    getattr(self, name).copy_(carried.hyps[name])
+                else:
+                    setattr(self, name, carried.hyps[name])
             if static:
                 self._carried_tree = carried.tree
             else:
                 self.tree = carried.tree
         self.active = self._expanding()
-        self.done = ~self.active.any()  # 0-dim: no hypothesis can step (the device loop's flag)
+        self.running = self.active.any()  # 0-dim: some hypothesis can step (``done`` is its negation)
+        if not self.wind:
+            alsd_buffers(self)
         self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
         self.native = native and not static
@@ -132,6 +146,9 @@ class _BeamLoop:
         self.lm_weighted = s.blank_scoring == "lm_weighted" and self.lam != 0.0
         self.beta = float(s.beta)
         self.max_symbols = s.max_symbols
+        # every fusion model keeps its state on the blank (its blank column is the identity): the next fusion
+        # state of any selection is then one gather of ``advance``'s next states at the hypothesis's label
+        self.lm_blank_identity = all(getattr(m, "blank_id", None) == model.blank_id for m in s.scorer.models)
 
     def reset(self, enc_proj: torch.Tensor, lengths: torch.Tensor) -> None:
         """Start a new whole-utterance search in this loop's buffers, in place (a cached static loop: the
@@ -142,12 +159,13 @@ class _BeamLoop:
         self.enc_proj[:b, :t].copy_(enc_proj)
         self.lengths.zero_()
         self.lengths[:b, 0].copy_(lengths)
+        self.time_cap.copy_(torch.where(self.final, self.lengths, torch.iinfo(torch.long).max))
         fresh = self._fresh
         assert fresh is not None, "reset() needs a loop made for fresh searches"
         self.score.fill_(_NEG_INF)
         self.score[:, 0] = 0.0
-        for x in (self.time, self.symbols, self.nlabels, self.emitted):
-            x.zero_()
+        self.fields.zero_()
+        self.emitted.zero_()
         self.hash.fill_(EMPTY_HASH)
         self.last.fill_(self.blank)
         self.labels.fill_(self.blank)
@@ -155,8 +173,8 @@ class _BeamLoop:
             dst.copy_(src)
         self.dec_proj.copy_(fresh[1])
         self.lm_states.copy_(fresh[2])
-        self.active.copy_(self._expanding())
-        self.done.copy_(~self.active.any())
+        self._expanding(out=self.active)
+        torch.any(self.active, out=self.running)
         self.busy.zero_()
         self.tree.clear()
 
@@ -173,6 +191,10 @@ class _BeamLoop:
         self.slot_idx = torch.arange(S, device=dev)[None, :]  # [1, S]
         self.slot_list = self.slot_idx // K  # [1, S]: the frame list of each slot
         self.minus_one = torch.full((1, 1), -1, dtype=torch.long, device=dev)  # "no token" (WIND's pool)
+        self.tri = torch.arange(K, device=dev)[None, :] < torch.arange(K, device=dev)[:, None]  # [K, K]: j < i
+        # 0-dim constants for the steps' ``torch.where(..., out=)`` (which takes tensors only)
+        self.neg_inf = torch.full((), _NEG_INF, dtype=self.dtype, device=dev)
+        self.blank_t = torch.full((), self.blank, dtype=torch.long, device=dev)
 
     def _init_hypotheses(self, fresh: bool, dev: torch.device) -> None:
         """The start of a search: one empty hypothesis per utterance (slot 0), fusion states; with
@@ -181,10 +203,11 @@ class _BeamLoop:
         N = B * S
         self.score = torch.full((B, S), _NEG_INF, dtype=self.dtype, device=dev)
         self.score[:, 0] = 0.0
-        zeros = torch.zeros((B, S), dtype=torch.long, device=dev)
-        self.time, self.symbols, self.nlabels = zeros, zeros.clone(), zeros.clone()
-        self.hash = torch.full((B, S), EMPTY_HASH, dtype=torch.long, device=dev)
-        self.last = torch.full((B, S), self.blank, dtype=torch.long, device=dev)
+        self.fields = torch.zeros((len(self.FIELDS), B, S), dtype=torch.long, device=dev)
+        self._rows = self.fields.unbind(0)  # the field views, made once (no op per read)
+        self.merge_key = self.fields[:4]  # [4, B, S]: time, hash, nlabels, last (equal transcripts on a frame)
+        self.hash.fill_(EMPTY_HASH)
+        self.last.fill_(self.blank)
         if fresh:  # every slot starts from the same blank-primed state: one row computed, then copied
             dec, first = model.predict(torch.full((1,), self.blank, dtype=torch.long, device=dev),
                                        model.initial_state(1, device=dev, dtype=self.dtype))
@@ -202,8 +225,27 @@ class _BeamLoop:
         self._fresh = ((tree_map(torch.clone, self.pred_state), self.dec_proj.clone(), self.lm_states.clone())
                        if fresh else None)
 
-    def _expanding(self) -> torch.Tensor:
-        """``[B, K]``: the hypotheses the next step expands.
+    # the fields as attributes: views of their rows of ``fields`` (never replaced: the steps write ``fields``
+    # in place), assigned by copying into the row
+    time = property(lambda self: self._rows[0], lambda self, x: self._rows[0].copy_(x))
+    hash = property(lambda self: self._rows[1], lambda self, x: self._rows[1].copy_(x))
+    nlabels = property(lambda self: self._rows[2], lambda self, x: self._rows[2].copy_(x))
+    last = property(lambda self: self._rows[3], lambda self, x: self._rows[3].copy_(x))
+    symbols = property(lambda self: self._rows[4], lambda self, x: self._rows[4].copy_(x))
+
+    @property
+    def _selected_ok(self) -> torch.Tensor:
+        """``[B, K]``: the last ALSD / AES step's selections that had a finite score (before merging; tests)."""
+        ok = self.__dict__.get("_native_ok")
+        return ok if ok is not None else self.__dict__["_sel_val"] > _NEG_INF
+
+    @property
+    def done(self) -> torch.Tensor:
+        """0-dim: no hypothesis can step (the device loop's flag)."""
+        return ~self.running
+
+    def _expanding(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, K]`` (``[B, 1]`` WIND; written into ``out`` when given): the hypotheses the next step expands.
 
         ALSD: every active one; AES / WIND: the active ones on the earliest frame. Before the last
         chunk (``final=False``) an utterance whose next step needs frames not received yet pauses:
@@ -211,14 +253,21 @@ class _BeamLoop:
         reads past the earliest frame), so chunked decoding takes the whole-utterance steps.
         """
         valid = self.score > _NEG_INF
-        active = valid & (self.time < self.lengths)
+        time = self.time
+        if not self.aes and not self.streaming:
+            return torch.logical_and(valid, time < self.lengths, out=out)
+        active = valid & (time < self.lengths)
         if not self.aes:
-            return active & (self.final | ~(valid & (self.time >= self.lengths)).any(dim=1, keepdim=True))
+            wait = ~(valid & (time >= self.lengths)).any(dim=1, keepdim=True)
+            return torch.logical_and(active, self.final | wait, out=out)
+        if self.wind and not self.streaming:
+            return torch.any(active, dim=1, keepdim=True, out=out)
         big = torch.iinfo(torch.long).max
-        tmin = torch.where(active, self.time, big).min(dim=1, keepdim=True).values
+        tmin = torch.where(active, time, big).min(dim=1, keepdim=True).values
         if self.wind:  # [B, 1]: the utterances whose next step pops their earliest frame's list
-            return active.any(dim=1, keepdim=True) & (self.final | (tmin + self.window <= self.lengths))
-        return active & (self.time == tmin)
+            go = self.final | (tmin + self.window <= self.lengths)
+            return torch.logical_and(active.any(dim=1, keepdim=True), go, out=out)
+        return torch.logical_and(active, time == tmin, out=out)
 
     # -- one step: expand, select, merge, update ---------------------------------------------
 
@@ -226,10 +275,10 @@ class _BeamLoop:
         """One round of the device loop (torch engine): a step, the prediction network on every row, the
         done flag. Static shapes, no host read; a finished loop is unchanged by it (every hypothesis is
         carried, its slot order aside; the tree records a step of no tokens)."""
-        self.busy = self.busy + (~self.done).long()
+        self.busy.add_(self.running)
         self.step()
         self.predict_step()
-        self.done = ~self.active.any()
+        torch.any(self.active, out=self.running)
 
     def step(self) -> None:
         """One search step (native engine, WIND, or ALSD++ / AES++)."""
@@ -254,7 +303,7 @@ class _BeamLoop:
         self.pred_state = self.model.select_state(self.pred_state, parent)
         self.dec_proj = self.dec_proj.index_select(0, parent)
         self.emitted, self.labels = eng.emitted, eng.labels
-        self._selected_ok = eng.selected_ok
+        self._native_ok = eng.selected_ok
 
     def _native_wind_step(self) -> None:
         """One WIND step with the bookkeeping on the native engine: the popped hypotheses' joint over their

@@ -51,8 +51,8 @@ class BeamState:
     tail: list[torch.Tensor]
     config: tuple[int, str, int]
 
-    @staticmethod
-    def cat(states: Sequence["BeamState"], pred_state: Any) -> "BeamState":
+    @classmethod
+    def join(cls, states: Sequence["BeamState"], /, *, pred_state: Any = None) -> "BeamState":
         """One batch state from batch-1 ``states`` (streams): tensors concatenated, per-utterance
         ``tail`` lists joined, the settings of the first, a fresh tree; ``pred_state`` is the batch's
         prediction-network state (model pytree; the streams keep theirs outside, see
@@ -66,11 +66,11 @@ class BeamState:
             else:
                 raise TypeError(f"BeamState.hyps[{name!r}] is a {type(value).__name__}; only tensors and the "
                                 "prediction state can be batched")
-        return BeamState(hyps=hyps, tree=BeamTree(), offset=torch.cat([s.offset for s in states]),
+        return cls(hyps=hyps, tree=BeamTree(), offset=torch.cat([s.offset for s in states]),
                          received=torch.cat([s.received for s in states]),
                          tail=[x for s in states for x in s.tail], config=states[0].config)
 
-    def split_into(self, states: Sequence["BeamState"]) -> Any:
+    def split_into(self, states: Sequence["BeamState"], /) -> Any:
         """Give each batch-1 state its rows of this batch state (its tree extended by its row of the new
         steps); returns the batch's prediction-network state, which the states do not hold."""
         n = len(states)

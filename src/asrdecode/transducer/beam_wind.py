@@ -51,11 +51,11 @@ def _pop(loop: _BeamLoop) -> "_WindPop":
     pslots = r0 * K + loop.k_idx  # [B, K]
     p_score = loop.score.gather(1, pslots)
     p_flat = (loop.flat_base + pslots).view(B * K)
-    # the integer fields in one gather: symbols, hash, nlabels, last
-    fields = torch.stack([loop.symbols, loop.hash, loop.nlabels, loop.last], dim=2).gather(
-        1, pslots[..., None].expand(B, K, 4))
-    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=fields[..., 0], hash=fields[..., 1],
-                    nlabels=fields[..., 2], last=fields[..., 3], live=go & (p_score > _NEG_INF), flat=p_flat,
+    # the integer fields in one gather: (time), hash, nlabels, last, symbols
+    F = loop.fields.shape[0]
+    _, p_hash, p_nl, p_last, p_sym = loop.fields.gather(2, pslots[None].expand(F, B, K)).unbind(0)
+    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=p_sym, hash=p_hash,
+                    nlabels=p_nl, last=p_last, live=go & (p_score > _NEG_INF), flat=p_flat,
                     lm=loop.scorer.select(loop.lm_states, p_flat))
 
 
@@ -158,18 +158,18 @@ def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: A
 def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best.
 
-    The integer fields of the pool (carried slots, then arrivals) travel packed in one ``[B, P, F]`` tensor:
+    The integer fields of the pool (carried slots, then arrivals) travel packed in one ``[8, B, P]`` tensor:
     one concatenation and one gather each instead of one per field (fewer kernels per round)."""
     B, K, V, S = loop.B, loop.K, loop.V, loop.S
     M = loop.lm_states.shape[-1]
     keep = torch.where(pop.go & (loop.slot_list == pop.r0), _NEG_INF, loop.score)  # the popped list is consumed
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
-    # fields: time, symbols, hash, nlabels, last, parent slot, token (-1: none), frame of the token
-    carried = torch.stack([loop.time, loop.symbols, loop.hash, loop.nlabels, loop.last, loop.slot_idx.expand(B, S),
-                           loop.minus_one.expand(B, S), loop.time], dim=2)
-    arrivals = torch.stack([new.time, new.sym, new.hash, new.nlabels, new.last, new.src, new.tok, new.frame], dim=2)
-    pool = torch.cat([carried, arrivals], dim=1)  # [B, P, 8]
-    pool_time, pool_hash, pool_nl, pool_last = pool[..., 0], pool[..., 2], pool[..., 3], pool[..., 4]
+    # fields: time, hash, nlabels, last, symbols (the loop's), parent slot, token (-1: none), frame of the token
+    carried = torch.cat([loop.fields, torch.stack([loop.slot_idx.expand(B, S), loop.minus_one.expand(B, S),
+                                                   loop.time])])
+    arrivals = torch.stack([new.time, new.hash, new.nlabels, new.last, new.sym, new.src, new.tok, new.frame])
+    pool = torch.cat([carried, arrivals], dim=2)  # [8, B, P]
+    pool_time, pool_hash, pool_nl, pool_last = pool[:4].unbind(0)
     pool_lm = torch.cat([loop.lm_states.view(B, S, M), new.lm], dim=1)
     merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl,))
     bucket = torch.remainder(loop.offset + pool_time, loop.R)  # [B, P]
@@ -178,20 +178,19 @@ def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     new_score, sel = new_score.view(B, S), sel.view(B, S)
     live = new_score > _NEG_INF
 
-    kept = pool.gather(1, sel[..., None].expand(B, S, pool.shape[2]))  # [B, S, 8]
-    parent = kept[..., 5]
-    tokens = torch.where(live, kept[..., 6], -1)
+    kept = pool.gather(2, sel[None].expand(pool.shape[0], B, S))  # [8, B, S]
+    parent = kept[5]
+    tokens = torch.where(live, kept[6], -1)
     parent_flat = (loop.flat_base + parent).view(B * S)
     loop.pred_state = loop.model.select_state(loop.pred_state, parent_flat)
     loop.dec_proj = loop.dec_proj[parent_flat]
     loop.emitted = (tokens >= 0).view(B * S)
     loop.labels = torch.where(tokens >= 0, tokens, loop.blank).view(B * S)
     loop.lm_states = loop.scorer.gather(pool_lm, sel).reshape(B * S, M)
-    loop._record(tokens, parent, loop.rule.pack_data(loop.offset + kept[..., 7], 0))
+    loop._record(tokens, parent, loop.offset + kept[7])  # (RNN-T: the tree data is the frame)
     loop.score = new_score
-    loop.time, loop.symbols, loop.hash = kept[..., 0], kept[..., 1], kept[..., 2]
-    loop.nlabels, loop.last = kept[..., 3], kept[..., 4]
-    loop.active = loop._expanding()
+    loop.fields.copy_(kept[:5])
+    loop._expanding(out=loop.active)
 
 
 @dataclass

@@ -51,14 +51,15 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
+from ..configs import TransducerGreedyConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
-from ..native.choice import ENGINES, use_native
+from ..native.choice import native_fit
 from ..results import Hypothesis, Tokenizer, attach_text
 from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model, checked_joint, replace_state_inplace
 from . import _checks
-from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols, check_tokenizer
+from ._checks import check_encoder_output, check_tokenizer
 
 __all__ = ["greedy", "GreedyState", "GreedyDecoder"]
 
@@ -89,6 +90,30 @@ class GreedyState:
         """The state of ``batch`` fresh streams (start of sequence): :meth:`GreedyDecoder.init_state`."""
         check_model(model)
         return _initial_state(model, batch, 8, torch.empty(0, device=device, dtype=dtype))
+
+    @classmethod
+    def join(cls, states: Sequence["GreedyState"], /, *, pred_state: Any = None) -> "GreedyState":
+        """One batch state of ``states`` (their rows in order); ``pred_state``: the batch's prediction-network
+        state (model pytree; the streams keep theirs outside, as
+        :class:`~asrdecode.streaming.state_batching.StatePool` does), required."""
+        if pred_state is None:
+            raise DecodingInputError("GreedyState.join needs pred_state=, the batch's prediction-network state "
+                                     "(StatePool.gather)")
+        return cls(pred_state=pred_state, dec_out=torch.cat([s.dec_out for s in states]),
+                   skip=torch.cat([s.skip for s in states]), offset=torch.cat([s.offset for s in states]),
+                   hyps=BatchedHyps.join([s.hyps for s in states]))
+
+    def split_into(self, states: Sequence["GreedyState"], /) -> Any:
+        """Give each of ``states`` (those :meth:`join` joined) its rows of this batch state; returns the batch's
+        prediction-network state, which the states do not hold (their ``pred_state`` is set to None)."""
+        row = 0
+        for st in states:
+            n = st.dec_out.shape[0]
+            st.pred_state, st.dec_out = None, self.dec_out[row:row + n].clone()
+            st.skip, st.offset = self.skip[row:row + n].clone(), self.offset[row:row + n].clone()
+            st.hyps = self.hyps.rows(row, row + n)
+            row += n
+        return self.pred_state
 
 
 #: find steps per RNN-T label-looping round of the eager loop (joint only) before the round's emit step
@@ -461,17 +486,15 @@ def _initial_state(model: TransducerModel, batch: int, capacity: int, enc: torch
     return GreedyState(pred_state=pred_state, dec_out=dec_out, skip=zeros, offset=zeros.clone(), hyps=hyps)
 
 
-def _check_settings(model: TransducerModel, loop: str, window: int, max_symbols: int | None, tokenizer: object) -> None:
+def _check_settings(model: TransducerModel, loop: str, window: int, tokenizer: object) -> None:
+    """What the config cannot check alone: the model, the tokenizer's size, WIND's loop and model type."""
     check_model(model)
     check_tokenizer(tokenizer, model)
-    if loop not in _LOOPS:
-        raise DecodingInputError(f"loop must be one of {_LOOPS}, got {loop!r}")
-    _checks.check_window_size(window)
     if window > 1 and (loop != "labels" or model.durations is not None):
         raise DecodingInputError("window > 1 (WIND) is supported for RNN-T label-looping (loop='labels')")
-    check_max_symbols(max_symbols)
 
 
+@takes_config(TransducerGreedyConfig)
 class GreedyDecoder:
     """Batched greedy decoding of RNN-T / TDT encoder output, exact w.r.t. :func:`reference_greedy`:
     settings checked once, whole utterances (:meth:`decode`) or streams (:meth:`init_state`,
@@ -479,48 +502,39 @@ class GreedyDecoder:
 
     Args:
         model: a :class:`TransducerModel` (TDT when ``model.durations`` is set).
-        loop: "labels" (label-looping) or "frames" (frame-looping baseline).
-        window: WIND window size (RNN-T label-looping); 1 disables WIND.
-        max_symbols: at most this many labels per frame (then time advances; default 10, as
-            NeMo); None = no limit (a model that never emits blank then fails after
-            ``MAX_SYMBOLS_GUARD`` labels on one frame).
-        precompute_projections: project encoder output once and each label once (paper 3.4);
-            False projects inside every joint call (the baseline of the paper's Table 4).
+        config: the search's settings (:class:`~asrdecode.configs.TransducerGreedyConfig`: ``window`` (WIND,
+            RNN-T label-looping; 1: off), ``max_symbols`` (None: no cap; a model that never emits blank then
+            fails after ``MAX_SYMBOLS_GUARD`` labels on one frame), ``loop``, ``precompute_projections``,
+            ``acceleration``, ``engine``; their help and defaults are written there); any of them may be
+            given as a keyword instead or on top.
         tokenizer: fills ``Hypothesis.text`` when given.
-        acceleration: "eager", "compile", "cuda_graphs", or None/"auto" (CUDA graphs on GPU). Compile and
-            graph modes keep their static loops (buffers, graphs) on this object per (B, T) bucket: reuse
-            one decoder across calls for warm graphs (:attr:`captures` counts the captures).
-        engine: "torch" (these tensor loops), "native" (:meth:`decode` in C++: CPU float32 encoder output,
-            eager, ``max_symbols`` set, a model whose weights the C++ greedy reads -- an
-            :class:`LSTMTransducer` or a sherpa-onnx ONNX transducer of either layout; otherwise a named
-            error, as is :meth:`advance`), or "auto" (native where it applies and is built, else torch).
-            Both engines return the same tokens, frames and durations; scores agree to float32 rounding.
+
+    Compile and graph modes keep their static loops (buffers, graphs) on this object per (B, T) bucket:
+    reuse one decoder across calls for warm graphs (:attr:`captures` counts the captures). The native
+    engine runs :meth:`decode` in C++ (CPU float32 encoder output, eager, ``max_symbols`` set, a model whose
+    weights the C++ greedy reads -- an :class:`LSTMTransducer` or a sherpa-onnx ONNX transducer of either
+    layout; otherwise ``engine="native"`` is a named error, as is :meth:`advance`); ``"auto"`` takes it where
+    it applies and is built. Both engines return the same tokens, frames and durations; scores agree to
+    float32 rounding.
 
     Results: one :class:`Hypothesis` per utterance (tokens, timestamps in global frames, TDT durations,
     score). Threads: the decoder holds only its settings; each stream's state lives in its
     :class:`GreedyState`, so one decoder may serve several threads (one state per thread).
     """
 
-    def __init__(self, model: TransducerModel, *, loop: str = "labels", window: int = 1,
-                 max_symbols: int | None = DEFAULT_MAX_SYMBOLS, precompute_projections: bool = True,
-                 tokenizer: Tokenizer | None = None, acceleration: str | None = None, engine: str = "auto") -> None:
-        _check_settings(model, loop, window, max_symbols, tokenizer)
-        if not isinstance(engine, str) or engine not in ENGINES:
-            raise DecodingInputError(f"engine must be one of {', '.join(repr(e) for e in ENGINES)}, got {engine!r}")
-        self.engine = engine
+    def __init__(self, model: TransducerModel, *, config: TransducerGreedyConfig | None = None,
+                 tokenizer: Tokenizer | None = None, **settings: Any) -> None:
+        cfg = TransducerGreedyConfig.build(config, settings, caller="GreedyDecoder")
+        _check_settings(model, cfg.loop, cfg.window, tokenizer)
+        self.config = cfg
         self.model = model
-        self.loop = loop
-        self.window = window
-        self.max_symbols = max_symbols
-        self.precompute = precompute_projections
         self.tokenizer = tokenizer
-        self.acceleration = acceleration
         #: compile / CUDA-graph loops (static buffers and captured graphs) kept between calls, per bucket
         self._cache = LoopCache(8)
         self._runners: "weakref.WeakSet[StepRunner]" = weakref.WeakSet()
         self._lock = threading.Lock()
         #: rounds per frame of earlier calls: where the next call first reads the loop's flag
-        self._stats = _loop_stats(model, "wind" if window > 1 else loop)
+        self._stats = _loop_stats(model, "wind" if cfg.window > 1 else cfg.loop)
 
     @property
     def captures(self) -> int:
@@ -560,7 +574,7 @@ class GreedyDecoder:
     def decode(self, encoder_output: torch.Tensor,
                lengths: torch.Tensor | Sequence[int] | None = None) -> list[Hypothesis]:
         """Whole utterances ``encoder_output [B, T, D]`` (``lengths [B]``): one hypothesis each."""
-        if self.engine != "torch":
+        if self.config.engine != "torch":
             enc = check_emissions("encoder_output", encoder_output, ndim=3)
             check_encoder_output(self.model, enc)
             check_finite("encoder_output", enc)
@@ -569,8 +583,8 @@ class GreedyDecoder:
             if weights is not None:
                 from ..native.transducer_greedy_lstm import native_greedy
 
-                assert self.max_symbols is not None  # _native_weights: checked
-                return attach_text(native_greedy(self.model, weights, enc, n, self.max_symbols), self.tokenizer)
+                assert self.config.max_symbols is not None  # _native_weights: checked
+                return attach_text(native_greedy(self.model, weights, enc, n, self.config.max_symbols), self.tokenizer)
         return self.partial(self._advance(None, encoder_output, lengths, whole=True))
 
     __call__ = decode
@@ -580,28 +594,22 @@ class GreedyDecoder:
         (``engine="native"`` where it cannot: a named error saying why)."""
         from ..native.transducer_greedy_lstm import native_greedy_weights
 
-        eager = resolve_mode(self.acceleration, enc.device) == "eager"
-        if not use_native(self.engine, enc.device, "encoder_output", eager=eager):  # device, mode, build first
-            return None
-        why = None
-        if self.max_symbols is None:
-            why = "max_symbols=None (the tensor engine guards a frame that never ends)"
-        elif enc.dtype != torch.float32:
-            why = f"the encoder output is {enc.dtype}; the C++ greedy is float32"
-        weights = None
-        if why is None:
-            weights, why = native_greedy_weights(self.model)
-        if weights is None:
-            if self.engine == "native":
-                raise DecodingInputError(f"engine='native' cannot decode this call: {why}; use engine='torch' or 'auto'")
-            return None
-        return weights
+        eager = resolve_mode(self.config.acceleration, enc.device) == "eager"
+
+        def fit() -> tuple[Any, str]:
+            if self.config.max_symbols is None:
+                return None, "max_symbols=None (the tensor engine guards a frame that never ends)"
+            if enc.dtype != torch.float32:
+                return None, f"the encoder output is {enc.dtype}; the C++ greedy is float32"
+            return native_greedy_weights(self.model)
+
+        return native_fit(self.config.engine, enc.device, "encoder_output", fit, "decode this call", eager=eager)
 
     def _advance(self, state: GreedyState | None, encoder_output: object, lengths: Any,
                  whole: bool = False) -> GreedyState:
         """One chunk from ``state`` (None: fresh streams, hypotheses sized for the chunk; ``whole``: a
         :meth:`decode` call, which reaches here on the tensor engine only)."""
-        if self.engine == "native" and not whole:
+        if self.config.engine == "native" and not whole:
             raise DecodingInputError("engine='native' decodes whole utterances (decode); streaming (advance) runs on "
                                      "engine='torch' or 'auto'")
         model = self.model
@@ -619,16 +627,16 @@ class GreedyDecoder:
         if not (B and T):  # nothing to decode: the streams are where they were
             return GreedyState(pred_state=state.pred_state, dec_out=state.dec_out, skip=state.skip,
                                offset=state.offset + lengths, hyps=state.hyps)
-        mode = resolve_mode(self.acceleration, enc.device)
+        mode = resolve_mode(self.config.acceleration, enc.device)
         if mode == "eager":  # the loop's tensors are this call's (no padding); it writes the state's hypotheses
-            lp = _Loop(model, enc, lengths, state, self.window, self.max_symbols, self.precompute)
-            _run_loop(lp, StepRunner("eager", _Loop.STATE), self.loop, self._stats, T, B)
+            lp = _Loop(model, enc, lengths, state, self.config.window, self.config.max_symbols, self.config.precompute_projections)
+            _run_loop(lp, StepRunner("eager", _Loop.STATE), self.config.loop, self._stats, T, B)
             return GreedyState(pred_state=lp.pred_state, dec_out=lp.dec_out, skip=(lp.t - lengths).clamp(min=0),
                                offset=lp.offset + lengths, hyps=lp.hyps)
         with self._lock:  # the cached loop's buffers serve one call at a time
             lp, run = self._static_loop(mode, enc, state)
             lp.load(enc, lengths, state)
-            _run_loop(lp, run, self.loop, self._stats, T, B)
+            _run_loop(lp, run, self.config.loop, self._stats, T, B)
             rows = lp.b_idx[:B]
             state.hyps.extend(lp.hyps)
             return GreedyState(pred_state=model.select_state(lp.pred_state, rows), dec_out=lp.dec_out[:B].clone(),
@@ -640,20 +648,20 @@ class GreedyDecoder:
         the settings, dtype and device; made at the bucket's first call."""
         B, T, D = enc.shape
         Bb, Tb = bucket(B), bucket(T)
-        key = (parameters_key(self.model), mode, self.loop, self.window, self.max_symbols, self.precompute,
+        key = (parameters_key(self.model), mode, self.config.loop, self.config.window, self.config.max_symbols, self.config.precompute_projections,
                _checks.MAX_SYMBOLS_GUARD, Bb, Tb, D, enc.dtype, enc.device)
 
         def make() -> tuple[_Loop, StepRunner]:
             model = self.model
             padded = enc.new_zeros(Bb, Tb, D)
             rows = torch.arange(Bb, device=enc.device).clamp(max=B - 1)
-            capacity = Tb * min(self.max_symbols or 2, 2) + 8
+            capacity = Tb * min(self.config.max_symbols or 2, 2) + 8
             hyps = BatchedHyps(Bb, capacity, enc.device, score_dtype=state.hyps.scores.dtype,
                                with_durations=model.durations is not None)
             zeros = torch.zeros(Bb, dtype=torch.long, device=enc.device)
             start = GreedyState(pred_state=model.select_state(state.pred_state, rows), dec_out=state.dec_out[rows],
                                 skip=zeros, offset=zeros.clone(), hyps=hyps)
-            lp = _Loop(model, padded, zeros.clone(), start, self.window, self.max_symbols, self.precompute,
+            lp = _Loop(model, padded, zeros.clone(), start, self.config.window, self.config.max_symbols, self.config.precompute_projections,
                        static=True)
             run = StepRunner(mode, _Loop.STATE)
             self._runners.add(run)
@@ -661,31 +669,28 @@ class GreedyDecoder:
 
         return self._cache.get(key, make)
 
+@takes_config(TransducerGreedyConfig)
 def greedy(
     model: TransducerModel,
     encoder_output: torch.Tensor,
     lengths: torch.Tensor | Sequence[int] | None = None,
     *,
-    loop: str = "labels",
-    window: int = 1,
-    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
-    precompute_projections: bool = True,
+    config: TransducerGreedyConfig | None = None,
     tokenizer: Tokenizer | None = None,
     state: GreedyState | None = None,
     return_state: bool = False,
-    acceleration: str | None = None,
-    engine: str = "auto",
+    **settings: Any,
 ) -> list[Hypothesis] | tuple[list[Hypothesis], GreedyState]:
     """``GreedyDecoder(model, ...).decode(encoder_output, lengths)``: one hypothesis per utterance of
-    ``encoder_output [B, T, D]`` (``lengths [B]``, default all ``T``); arguments as :class:`GreedyDecoder`.
+    ``encoder_output [B, T, D]`` (``lengths [B]``, default all ``T``); ``config`` and / or its fields as
+    keywords (:class:`~asrdecode.configs.TransducerGreedyConfig`), arguments as :class:`GreedyDecoder`.
 
     Deprecated streaming flags (they warn): ``state=`` (the previous chunk's state) and
     ``return_state=True``; such a call returns ``(hypotheses so far, new state)``. Use
     ``dec.init_state`` / ``dec.advance`` / ``dec.finalize`` instead.
     """
-    dec = GreedyDecoder(model, loop=loop, window=window, max_symbols=max_symbols,
-                        precompute_projections=precompute_projections, tokenizer=tokenizer, acceleration=acceleration,
-                        engine=engine)
+    dec = GreedyDecoder(model, config=TransducerGreedyConfig.build(config, settings, caller="greedy"),
+                        tokenizer=tokenizer)
     if state is None and not return_state:
         return dec.decode(encoder_output, lengths)
     warnings.warn("transducer.greedy(state=, return_state=) is deprecated: use GreedyDecoder(model, ...) with "

@@ -16,6 +16,7 @@ import torch
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..results import Hypothesis
 from . import _checks
+from ..configs import TransducerGreedyConfig
 from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
@@ -25,7 +26,8 @@ __all__ = ["reference_greedy"]
 
 @torch.inference_mode()
 def reference_greedy(
-    model: TransducerModel, encoder_output: torch.Tensor, max_symbols: int | None = DEFAULT_MAX_SYMBOLS
+    model: TransducerModel, encoder_output: torch.Tensor, max_symbols: int | None = DEFAULT_MAX_SYMBOLS, *,
+    config: TransducerGreedyConfig | None = None,
 ) -> Hypothesis:
     """Greedy-decode one utterance, encoder output ``[T, D]``.
 
@@ -33,7 +35,11 @@ def reference_greedy(
     its predicted duration value; a blank with duration 0 advances 1. ``max_symbols`` caps the
     labels emitted on one frame (the next label decision is replaced by a forced advance);
     ``None`` switches the cap off (a frame with over ``MAX_SYMBOLS_GUARD`` labels is then an error).
+    ``config`` (a :class:`~asrdecode.configs.TransducerGreedyConfig`): its ``max_symbols`` instead (the
+    oracle has no other setting).
     """
+    if config is not None:
+        max_symbols = TransducerGreedyConfig.build(config).max_symbols
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_encoder_output(model, encoder_output)

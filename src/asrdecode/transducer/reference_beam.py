@@ -43,16 +43,16 @@ from typing import Any, Sequence
 
 import torch
 
+from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from . import _checks
-from ._checks import (_MISSING, BLANK_SCORINGS, DEFAULT_MAX_SYMBOLS, METHODS, PRUNINGS, check_beam_args, check_beta,
-                      check_encoder_output, resolve_max_symbols)
+from ._checks import _MISSING, check_beam_args, check_encoder_output, deprecated_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
-__all__ = ["reference_beam_search", "METHODS", "BLANK_SCORINGS", "PRUNINGS"]
+__all__ = ["reference_beam_search"]
 
 
 
@@ -102,26 +102,26 @@ class _Search:
 
 
 @torch.inference_mode()
+@takes_config(TransducerBeamConfig)
 def reference_beam_search(
     model: TransducerModel,
     encoder_output: torch.Tensor,
     *,
-    beam: int = 4,
-    method: str = "alsd",
+    config: TransducerBeamConfig | None = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    blank_scoring: str = "lm_weighted",
-    pruning: str = "late",
-    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
-    beta: float = 0.0,
     max_symbols_per_frame: Any = _MISSING,
+    **settings: Any,
 ) -> list[Hypothesis]:
     """Beam-search one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
-    See the module docstring for the exact search; all arguments as in
-    :func:`asrdecode.transducer.beam.beam_search`.
+    See the module docstring for the exact search; ``config`` and / or its fields as in
+    :func:`asrdecode.transducer.beam.beam_search` (``method`` "alsd" or "aes"; ``nbest``, ``window``,
+    ``acceleration`` and ``engine`` are not used).
     """
-    max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
-    beta = check_beta(beta)
+    cfg = TransducerBeamConfig.build(config, deprecated_max_symbols(settings, max_symbols_per_frame),
+                                     caller="reference_beam_search")
+    beam, method, blank_scoring, pruning = cfg.beam, cfg.method, cfg.blank_scoring, cfg.pruning
+    max_symbols, beta = cfg.max_symbols, cfg.beta
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_encoder_output(model, encoder_output)

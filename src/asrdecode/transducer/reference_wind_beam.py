@@ -58,13 +58,13 @@ from typing import Any, Sequence
 
 import torch
 
+from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
 from . import _checks
-from ._checks import (_MISSING, DEFAULT_MAX_SYMBOLS, check_beam_args, check_beta, check_encoder_output,
-                      check_expansion_gamma, check_window, resolve_max_symbols)
+from ._checks import _MISSING, check_beam_args, check_encoder_output, check_window, deprecated_max_symbols
 from .reference_beam import _logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
@@ -121,34 +121,33 @@ _Terms = tuple[list[list[float]], list[list[float]], float, float, torch.Tensor]
 
 
 @torch.inference_mode()
+@takes_config(TransducerBeamConfig)
 def reference_wind_beam_search(
     model: TransducerModel,
     encoder_output: torch.Tensor,
     *,
-    beam: int = 4,
-    window: int = 8,
+    config: TransducerBeamConfig | None = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    blank_scoring: str = "lm_weighted",
-    pruning: str = "late",
-    max_symbols: int | None = DEFAULT_MAX_SYMBOLS,
-    beta: float = 0.0,
-    expansion_gamma: float | None = None,
     max_symbols_per_frame: Any = _MISSING,
+    **settings: Any,
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
 
-    See the module docstring for the exact search (its steps 1-5 are marked below); arguments as in
-    :func:`asrdecode.transducer.beam.beam_search`.
+    See the module docstring for the exact search (its steps 1-5 are marked below); ``config`` and / or
+    its fields as in :func:`asrdecode.transducer.beam.beam_search` (the method is "wind"; ``nbest``,
+    ``acceleration`` and ``engine`` are not used).
     """
-    max_symbols = resolve_max_symbols(max_symbols, max_symbols_per_frame)
-    beta = check_beta(beta)
+    cfg = TransducerBeamConfig.build(config, {"method": "wind",
+                                              **deprecated_max_symbols(settings, max_symbols_per_frame)},
+                                     caller="reference_wind_beam_search")
+    beam, window, blank_scoring, pruning = cfg.beam, cfg.window, cfg.blank_scoring, cfg.pruning
+    max_symbols, beta, gamma = cfg.max_symbols, cfg.beta, cfg.expansion_gamma
     check_model(model)
     check_emissions("encoder_output", encoder_output, ndim=2)
     check_encoder_output(model, encoder_output)
     check_finite("encoder_output", encoder_output)
     check_beam_args(model, beam, "aes", blank_scoring, pruning, max_symbols, 1)
     check_window(model, window)
-    gamma = check_expansion_gamma(expansion_gamma, "wind")
     scorer = FusionScorer(fusion, model.vocab_size, model.blank_id)
     s = _Search(model, model.project_encoder(encoder_output), scorer, beam, window, blank_scoring, pruning,
                 max_symbols, beta, gamma)

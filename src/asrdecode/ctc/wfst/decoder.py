@@ -12,27 +12,22 @@ token) entries appended per frame; the 1-best is traced back after the last fram
 from __future__ import annotations
 
 import threading
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
+from ...configs import WFSTConfig, takes_config
 from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths, check_weight
 from ...results import Hypothesis
 from ...native import wfst as native_wfst
-from .._checks import check_float, check_positive_int
-from ...native.choice import ENGINES as _ENGINES
-from ..beam import _use_native
+from .._checks import check_float
+from ...native.choice import use_native
 from . import fixed as _fixed
 from .graph import DecodingGraph
 from .lattice import LatticeRecorder, UtteranceLattice
 from .stream_state import WFSTStreamState, _g, _History, _Tokens
 
 __all__ = ["WFSTDecoder", "WFSTStreamState", "attach_search_index"]
-
-#: the tensor engine's frame loops: "fixed" (static shapes, no host reads, CUDA graphs: :mod:`.fixed`),
-#: "dynamic" (tokens compacted every frame: fewer operations, host reads per frame), "auto" (fixed on
-#: accelerators, dynamic on the CPU, where it is 4-9x faster and the native engine is the default anyway)
-_LOOPS = ("auto", "fixed", "dynamic")
 
 _NEG = float("-inf")
 _BIG = torch.iinfo(torch.int64).max
@@ -63,34 +58,33 @@ def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torc
     return _expand_ranges(lo, _g(ptr, states + 1) - lo)
 
 
+@takes_config(WFSTConfig)
 class WFSTDecoder:
     """Viterbi beam search of CTC log-probs over a TLG graph.
 
     Args:
         graph: the decoding graph (moved to the emissions' device on first use).
-        beam: keep tokens whose score is within ``beam`` of the utterance's best (natural log;
-            ``> 0``, ``inf`` = no beam pruning).
-        max_active: at most this many tokens per utterance after each frame (an int ``>= 1``).
-        acoustic_scale: weight of the log-probs relative to the graph's (LM) scores (finite, ``> 0``).
+        config: the search's settings (:class:`~asrdecode.configs.WFSTConfig`: ``beam``, ``max_active``,
+            ``min_active``, ``acoustic_scale``, ``lattice_beam``, ``dense_min_degree``, ``dense_memory_mb``,
+            ``loop``, ``engine``; their help, bounds and defaults are written there); any of them may be
+            given as a keyword instead or on top, and read as an attribute (``dec.beam``).
         blank_id: the model's blank id (must match the graph's; default: the graph's).
-        lattice_beam: when a lattice or an n-best list is asked for, keep the lattice arcs on paths
-            within ``lattice_beam`` of the best path (natural log, ``> 0``). Recording happens only then.
-        dense_min_degree: states with at least this many emitting arcs (one per token) get a dense
-            ``[token] -> arc`` row, so that each frame only looks at the arcs of tokens that can
-            reach the beam (acoustic pre-pruning); ``dense_memory_mb`` caps those rows' memory.
-            Pre-pruning only skips arcs the beam would remove: results are the same without it.
-        min_active: kaldi's rule (its FasterDecoder default is 20): when fewer than ``min_active``
-            tokens of an utterance pass the beam, the best ``min_active`` (after recombination) are
-            kept anyway, so that a locally narrow beam cannot lose every continuation of the better
-            path. ``0`` (default): the beam alone. Turns the acoustic pre-pruning off.
-        engine: where :meth:`advance` runs the frame loop, as in :func:`asrdecode.ctc.beam_search`:
-            ``"native"`` (the C++ engine, CPU tensors), ``"torch"`` (the tensor engine, any device) or
-            ``"auto"`` (native for CPU emissions when the engine is available). Both give the same
-            hypotheses, n-best lists and lattices and share the state (a stream may switch engines).
-        loop: the tensor engine's 1-best frame loop: ``"fixed"`` (static shapes, no host reads in the
-            loop, CUDA graphs kept between calls), ``"dynamic"`` (tokens compacted every frame, host
-            reads per frame) or ``"auto"`` (fixed on accelerators, dynamic on the CPU). Lattice and
-            n-best recording always run the dynamic loop. Every loop gives the same results.
+
+    Settings: tokens within ``beam`` of the utterance's best survive a frame (natural log; ``inf``: no
+    beam pruning), at most ``max_active`` per utterance; ``acoustic_scale`` weighs the log-probs against
+    the graph's (LM) scores. A lattice or n-best list (recorded only when asked for) keeps the arcs on
+    paths within ``lattice_beam`` of the best. States with at least ``dense_min_degree`` emitting arcs get
+    a dense ``[token] -> arc`` row (``dense_memory_mb`` caps their memory), so that each frame only looks
+    at the arcs of tokens that can reach the beam (acoustic pre-pruning: the same results without it).
+    ``min_active`` is kaldi's rule (its FasterDecoder default is 20): when fewer tokens of an utterance
+    pass the beam, the best ``min_active`` (after recombination) are kept anyway (0: the beam alone; it
+    turns the pre-pruning off). ``engine``: where :meth:`advance` runs the frame loop, as in
+    :func:`asrdecode.ctc.beam_search` (both engines give the same hypotheses, n-best lists and lattices
+    and share the state). ``loop``: the tensor engine's 1-best frame loop, ``"fixed"`` (static shapes, no
+    host reads in the loop, CUDA graphs kept between calls), ``"dynamic"`` (tokens compacted every frame,
+    host reads per frame) or ``"auto"`` (fixed on accelerators, dynamic on the CPU, where it is 4-9x faster
+    and the native engine is the default anyway); lattice and n-best recording always run the dynamic
+    loop, and every loop gives the same results.
 
     Streaming: ``state = dec.init_state(B)``, ``dec.advance(state, chunk, lengths)`` per chunk (in place),
     ``dec.finalize(state)`` (``dec.partial(state)`` so far); ``dec(log_probs, lengths)`` is one call.
@@ -98,53 +92,26 @@ class WFSTDecoder:
     per thread); a state must not be advanced by two threads at once.
     """
 
-    def __init__(
-        self,
-        graph: DecodingGraph,
-        beam: float = 17.0,
-        max_active: int = 10000,
-        acoustic_scale: float = 1.0,
-        blank_id: int | None = None,
-        lattice_beam: float = 8.0,
-        dense_min_degree: int = 64,
-        dense_memory_mb: float = 512.0,
-        engine: str = "auto",
-        min_active: int = 0,
-        loop: str = "auto",
-    ) -> None:
-        if not isinstance(loop, str) or loop not in _LOOPS:
-            raise DecodingInputError(f"loop must be one of {', '.join(map(repr, _LOOPS))}, got {loop!r}")
-        self.loop = loop
-        beam = check_float("beam", beam, positive=True, allow_inf=True)
-        lattice_beam = check_float("lattice_beam", lattice_beam, positive=True, allow_inf=True)
-        acoustic_scale = check_weight("acoustic_scale", check_float("acoustic_scale", acoustic_scale, positive=True))
-        dense_min_degree = check_positive_int("dense_min_degree", dense_min_degree)
-        dense_memory_mb = check_float("dense_memory_mb", dense_memory_mb)
-        if dense_memory_mb < 0:
-            raise DecodingInputError(f"dense_memory_mb must be >= 0, got {dense_memory_mb}")
-        max_active = check_positive_int("max_active", max_active)
-        if isinstance(min_active, bool) or not isinstance(min_active, int) or min_active < 0:
-            raise DecodingInputError(f"min_active must be an int >= 0, got {min_active!r}")
-        self.min_active = int(min_active)
+    def __init__(self, graph: DecodingGraph, *, config: WFSTConfig | None = None, blank_id: int | None = None,
+                 **settings: Any) -> None:
+        self.config = WFSTConfig.build(config, settings, caller="WFSTDecoder")
         if blank_id is not None and int(blank_id) != graph.blank_id:
             raise DecodingInputError(f"blank_id {blank_id} differs from the graph's blank id {graph.blank_id}")
-        if not isinstance(engine, str) or engine not in _ENGINES:
-            raise DecodingInputError(f"engine must be one of {', '.join(map(repr, _ENGINES))}, got {engine!r}")
-        self.engine = engine
         self.graph = graph
-        self.beam = float(beam)
-        self.max_active = int(max_active)
-        self.acoustic_scale = float(acoustic_scale)
         self.blank_id = graph.blank_id
-        self.lattice_beam = float(lattice_beam)
-        self.dense_min_degree = int(dense_min_degree)
-        self.dense_memory_mb = float(dense_memory_mb)
         self._dense: tuple | None = None
         self._packed: tuple | None = None
         self._state_max: tuple | None = None
         self._fixed_arrays: tuple | None = None
         self._local = threading.local()  # per-thread scratch arrays (a decoder may serve several threads)
         self._move_lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        """The config's settings read as attributes (``dec.beam``: ``dec.config.beam``)."""
+        config = self.__dict__.get("config")
+        if config is not None and name in WFSTConfig.names():
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -182,8 +149,8 @@ class WFSTDecoder:
     def _saved_index(self, g: DecodingGraph) -> dict | None:
         """The graph's attached search index when it was made with this decoder's dense settings."""
         index = g._search_index
-        if index is None or index.get("dense_min_degree") != self.dense_min_degree \
-                or index.get("dense_memory_mb") != self.dense_memory_mb:
+        if index is None or index.get("dense_min_degree") != self.config.dense_min_degree \
+                or index.get("dense_memory_mb") != self.config.dense_memory_mb:
             return None
         return index
 
@@ -215,7 +182,7 @@ class WFSTDecoder:
         """The arrays of the fixed-shape search (:mod:`.fixed`), or None when the tensor engine runs the
         per-frame loop on ``device`` (``loop``) or the fixed one cannot run on ``g`` (no emitting arcs,
         or a graph beyond int32 arc rows)."""
-        if self.loop == "dynamic" or (self.loop == "auto" and device.type == "cpu"):
+        if self.config.loop == "dynamic" or (self.config.loop == "auto" and device.type == "cpu"):
             return None
         if self._fixed_arrays is not None and self._fixed_arrays[0] is g:
             return self._fixed_arrays[1]
@@ -238,9 +205,9 @@ class WFSTDecoder:
         out = None
         deg = g.e_ptr[1:] - g.e_ptr[:-1]
         V = g.vocab_size
-        cap = int(self.dense_memory_mb * 2**20 // (8 * V))
-        if g.e_src.numel() and cap > 0 and int(deg.max()) >= self.dense_min_degree:
-            cand = torch.nonzero(deg >= self.dense_min_degree).squeeze(1)
+        cap = int(self.config.dense_memory_mb * 2**20 // (8 * V))
+        if g.e_src.numel() and cap > 0 and int(deg.max()) >= self.config.dense_min_degree:
+            cand = torch.nonzero(deg >= self.config.dense_min_degree).squeeze(1)
             if cand.numel() > cap:
                 cand = cand[torch.sort(torch.topk(deg[cand], cap).indices).values]
             row = torch.full((g.num_states,), -1, dtype=torch.int64, device=g.device)
@@ -262,7 +229,7 @@ class WFSTDecoder:
         """The derived arrays this decoder computes from its graph on first use (packed arc rows,
         dense token rows) with the settings they depend on, for :func:`attach_search_index`."""
         g = self.graph
-        return {"dense_min_degree": self.dense_min_degree, "dense_memory_mb": self.dense_memory_mb,
+        return {"dense_min_degree": self.config.dense_min_degree, "dense_memory_mb": self.config.dense_memory_mb,
                 "arc_rows": self._arc_rows(g), "dense": self._dense_rows(g)}
 
     def _boost_table(self, boosts: Sequence[Mapping[str, float] | None] | None, B: int, device) -> torch.Tensor | None:
@@ -286,10 +253,10 @@ class WFSTDecoder:
             return t
         S = self.graph.num_states
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
-        inside = t.score >= _g(top, t.b) - self.beam
+        inside = t.score >= _g(top, t.b) - self.config.beam
         # the beam first when it alone decides (the best score is the same before and after
         # recombination): fewer to sort
-        if self.min_active == 0 and not bool(inside.all()):  # (often all are: no gathers)
+        if self.config.min_active == 0 and not bool(inside.all()):  # (often all are: no gathers)
             t = t.take(torch.nonzero(inside).squeeze(1))
         key = t.b * S + t.s
         n = key.shape[0]
@@ -302,8 +269,8 @@ class WFSTDecoder:
         first.index_fill_(0, key, _BIG)
         if win.shape[0] < n:
             t = t.take(win)
-        if self.min_active:
-            inside = t.score >= _g(top, t.b) - self.beam
+        if self.config.min_active:
+            inside = t.score >= _g(top, t.b) - self.config.beam
             if not bool(inside.all()):
                 counts = torch.bincount(t.b, minlength=B)
                 order = torch.argsort(t.score, descending=True, stable=True)
@@ -311,15 +278,15 @@ class WFSTDecoder:
                 start = torch.cumsum(counts, 0) - counts
                 rank = torch.empty_like(order)
                 rank[order] = torch.arange(order.shape[0], device=order.device) - start[t.b[order]]
-                t = t.take(torch.nonzero(inside | (rank < self.min_active)).squeeze(1))
+                t = t.take(torch.nonzero(inside | (rank < self.config.min_active)).squeeze(1))
         counts = torch.bincount(t.b, minlength=B)
-        if int(counts.max()) > self.max_active:
+        if int(counts.max()) > self.config.max_active:
             order = torch.argsort(t.score, descending=True, stable=True)
             order = order[torch.argsort(t.b[order], stable=True)]
             bs = t.b[order]
             start = torch.cumsum(counts, 0) - counts
             rank = torch.arange(bs.shape[0], device=bs.device) - start[bs]
-            keep = order[rank < self.max_active]
+            keep = order[rank < self.config.max_active]
             t = t.take(torch.sort(keep).values)
         return t
 
@@ -357,7 +324,7 @@ class WFSTDecoder:
         if boost is not None:
             est = est + _g(boost.reshape(-1), bb * boost.shape[1] + _g(g.e_olabel, ba))
             bmax = boost.max(1).values.clamp(min=0)
-        cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.beam
+        cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.config.beam
         # per token i of utterance b: the tokens k with am[b, k] >= cutoff[b] - score[i] - e_max - bmax[b]
         Vg = g.vocab_size
         hb = _g(cur.b, high_i)
@@ -481,7 +448,7 @@ class WFSTDecoder:
         hid0 = hist.add(torch.full((B,), -1, device=dev), zero, zero - 1, zero - 1, torch.zeros(B, dtype=torch.bool, device=dev))
         toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
         boost = self._boost_table(boosts, B, dev)
-        rec = LatticeRecorder(self.lattice_beam, g.eps_depth) if lattice else None
+        rec = LatticeRecorder(self.config.lattice_beam, g.eps_depth) if lattice else None
         ga = None if lattice else self._graph_arrays(g, dev)
         if ga is not None:  # the fixed-shape passes: no host reads
             toks = _fixed.closure_fixed(self, ga, toks, B, hist, boost)
@@ -513,14 +480,14 @@ class WFSTDecoder:
                 f"log_probs has {V} classes but the graph reads tokens up to {self.graph.vocab_size - 1}"
             )
         g = self._graph_on(x.device)
-        am = x.float() * self.acoustic_scale
-        if _use_native(self.engine, x):
+        am = x.float() * self.config.acoustic_scale
+        if use_native(self.config.engine, x.device, "log_probs"):
             rows = self._arc_rows(g)
             if rows is not None:
                 native_wfst.run_frames(self, state, am, lens, rows, self._emit_max(g))
                 state.offset = state.offset + lens
                 return state
-            if self.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
+            if self.config.engine == "native":  # pragma: no cover - graphs beyond int32 arc rows
                 raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
         ga = self._graph_arrays(g, x.device) if state.lattice is None else None
         if ga is not None:  # 1-best: the fixed-shape device loop (:mod:`.fixed`)
@@ -528,7 +495,7 @@ class WFSTDecoder:
             state.offset = state.offset + lens
             return state
         toks = state.toks
-        dense = self._dense_rows(g) if not self.min_active else None
+        dense = self._dense_rows(g) if not self.config.min_active else None
         rows = self._arc_rows(g)
         # the frames every utterance has, and the last one any has: two host reads per call instead of
         # two per frame (an utterance without tokens past its end changes nothing either way)
@@ -573,11 +540,11 @@ class WFSTDecoder:
         if boost is not None:
             score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
         # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
-        if self.min_active:
+        if self.config.min_active:
             sel = torch.arange(score.shape[0], device=dev)
         else:
             top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= _g(top, b) - self.beam).squeeze(1)
+            sel = torch.nonzero(score >= _g(top, b) - self.config.beam).squeeze(1)
         if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
             sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
         tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)

@@ -9,7 +9,8 @@ rule of the search depends on, as in the native engine). One frame:
    gives every candidate its (slot, arc); candidates are in (utterance, token, arc) order. A frame
    needing more than ``M`` sets the overflow flag (the call then runs again with a larger budget;
    arcs are never dropped silently);
-2. **prune**: the beam (best - beam), recombination by destination state through a dense
+2. **prune**: the beam (best - beam; each utterance's best as the best of its slots' bests),
+   recombination by destination state through a dense
    ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate index)`` packed in an
    int64: highest score, earliest candidate on ties), the winners laid out in rows of ``C`` per
    utterance (order kept; more sets the overflow flag), ``min_active`` / ``max_active`` as a stable
@@ -53,7 +54,8 @@ STATE_NAMES = ("x", "lens", "t", "tok_s", "tok_sc", "tok_h", "over", "need", "re
 
 class GraphArrays:
     """A graph's arrays the fixed-shape step reads, with a dummy state ``S`` (no arcs) for empty slots:
-    ``e_lo, e_deg, p_lo, p_deg [S + 1]``, the packed emitting arc rows ``[A, 4]`` int32, epsilon arcs
+    ``e_lo, e_deg, p_lo, p_deg [S + 1]``, the packed emitting arc rows ``[A, 4]`` int32 and their columns
+    ``c_lab2, c_dst, c_word [A]`` int32, ``c_score [A]`` float32, epsilon arcs
     ``p_dst, p_olabel [Ap]`` int64 and ``p_score [Ap]`` float32; ``P`` the largest epsilon degree,
     ``D`` the largest emitting degree (host ints, read once per graph)."""
 
@@ -69,6 +71,11 @@ class GraphArrays:
         self.p_dst, self.p_olabel = g.p_dst.long(), g.p_olabel.long()
         self.p_score = g.p_score.float()
         self.D, self.P = torch.stack([self.e_deg.max(), self.p_deg.max()]).tolist()
+        # the emitting rows' columns, each contiguous: four 1-D gathers per frame instead of one row
+        # gather (on a GPU the [A, 4] row gather took 20x the time of a column's)
+        cols = rows.t().contiguous()
+        self.c_lab2, self.c_dst, self.c_word = cols[0], cols[1], cols[2]
+        self.c_score = cols[3].view(torch.float32)
         self.A, self.Ap = int(rows.shape[0]), int(self.p_dst.shape[0])
         self.eps_depth = int(g.eps_depth) if self.P > 0 else 0
 
@@ -103,7 +110,9 @@ class Search:
         self.rec_prev = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_word = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_lab2 = torch.zeros((stages, Bb, K), dtype=i64, device=dev)
-        self.scratch = torch.full((Bb * S + 1,), _MIN64, dtype=i64, device=dev)
+        # recombination scratch: a key per (utterance, state), then one per candidate that takes no part
+        # (distinct addresses: on a GPU, atomics of every pruned candidate on one dummy key serialise)
+        self.scratch = torch.full((Bb * S + max(M, Bb * self.R),), _MIN64, dtype=i64, device=dev)
         self.ar_M = torch.arange(M, device=dev)
         self.ar_B = torch.arange(Bb, device=dev)
         self.ar_K = torch.arange(K, device=dev)
@@ -111,17 +120,30 @@ class Search:
         self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
         self.ar_C = torch.arange(C, device=dev)
         self.neg = torch.full((), _NEG, device=dev)
+        self.zero1 = torch.zeros(1, dtype=i64, device=dev)
         self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
 
     # -- prune ---------------------------------------------------------------------------------------
     def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Winners (bool, like ``cand``) of recombination by ``key`` (utterance * S + state; only ``cand``
         take part): the highest packed ``comp`` (score, then earliest) of each key."""
-        key = torch.where(cand, key, self.Bb * self.S).view(-1)
+        spare = self.Bb * self.S + torch.arange(cand.numel(), device=cand.device).view(cand.shape)
+        key = torch.where(cand, key, spare).view(-1)
         self.scratch.scatter_reduce_(0, key, comp.view(-1), "amax")
         win = cand & (_g(self.scratch, key).view(cand.shape) == comp)
         self.scratch.index_fill_(0, key, _MIN64)
         return win
+
+    def _utterance_max(self, score: torch.Tensor, slot: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """``[Bb]`` the highest ``score [M]`` of each utterance's candidates (``slot [M]`` their token slot,
+        ``valid [M]``; -inf for none): a max per slot by a scatter (a slot's arcs meet on one cell, the
+        candidates past the budget's end on cells of their own), then a max over each utterance's slots.
+        (A scatter-max straight into ``Bb`` cells makes every atomic wait on a few addresses on a GPU, and
+        a running max over the ``M`` candidates is one slow sequential scan there.)"""
+        n = self.Bb * self.K
+        cell = torch.where(valid, slot, n + self.ar_M)
+        per_slot = torch.full((n + self.M,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
+        return per_slot[:n].view(self.Bb, self.K).amax(1)
 
     def _keep_counts(self, win: torch.Tensor, inside: torch.Tensor) -> torch.Tensor:
         """``[Bb]`` how many of each row's winners ``win [Bb, R]`` stay: min_active (``inside``: the winners
@@ -150,11 +172,19 @@ class Search:
         self.over |= (n > self.K).any(0, keepdim=True)
         self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
         ok = keep & (pos < self.K)
-        return torch.where(ok, self.ar_B[:, None] * self.K + pos, self.Bb * self.K)
+        return torch.where(ok, self.ar_B[:, None] * self.K + pos, self._spare(keep))
+
+    def _spare(self, like: torch.Tensor) -> torch.Tensor:
+        """Distinct targets past the ``Bb * K`` slots, one per entry of ``like`` (dropped entries of a
+        scatter: on a GPU, one shared dummy target serialises their writes)."""
+        return self.Bb * self.K + torch.arange(like.numel(), device=like.device).view(like.shape)
 
     def _scatter_slots(self, tgt: torch.Tensor, fill: Any, values: torch.Tensor) -> torch.Tensor:
-        out = torch.full((self.Bb * self.K + 1,), fill, dtype=values.dtype, device=values.device)
-        return out.scatter_(0, tgt.view(-1), values.reshape(-1))[:-1].view(self.Bb, self.K)
+        """``[Bb, K]`` slots filled with ``fill``, ``values`` scattered to their targets ``tgt`` (same shape;
+        dropped entries target :meth:`_spare` positions)."""
+        n = self.Bb * self.K
+        out = torch.full((n + tgt.numel(),), fill, dtype=values.dtype, device=values.device)
+        return out.scatter_(0, tgt.view(-1), values.reshape(-1))[:n].view(self.Bb, self.K)
 
     # -- stages --------------------------------------------------------------------------------------
     def emitting(self, am: torch.Tensor, live: torch.Tensor, r: torch.Tensor) -> None:
@@ -171,30 +201,34 @@ class Search:
         valid = self.ar_M < total
         arc = _g(ga.e_lo, _g(s, slot)) + self.ar_M - (_g(cum, slot) - _g(deg, slot))
         arc = torch.where(valid, arc, 0)
-        rw = torch.index_select(ga.rows, 0, arc)
-        lab2, dst, word = rw[:, 0].long(), rw[:, 1].long(), rw[:, 2].long()
+        lab2, dst, word = _g(ga.c_lab2, arc).long(), _g(ga.c_dst, arc).long(), _g(ga.c_word, arc).long()
         b = torch.div(slot, K, rounding_mode="floor")
-        score = _g(self.tok_sc.view(-1), slot) + rw[:, 3].contiguous().view(torch.float32)
+        score = _g(self.tok_sc.view(-1), slot) + _g(ga.c_score, arc)
         score = score + _g(am.reshape(-1), b * V + (lab2 >> 1))
         if self.boost is not None:
             score = score + _g(self.boost.view(-1), b * self.boost.shape[1] + word)
         score = torch.where(valid, score, self.neg)
-        top = torch.full((Bb,), _NEG, device=am.device).scatter_reduce_(0, b, score, "amax")
+        top = self._utterance_max(score, slot, valid)
         inside = valid & (score >= _g(top - self.beam, b))
         cand = valid if self.min_active else inside
         comp = (_mono(score) << 32) + (M - 1 - self.ar_M)
         win = self._recombine(b * S + dst, comp, cand)
         # the winners in rows of C per utterance, candidate order kept
+        # each utterance's candidates [starts, ends) of the flat order (clamped to the budget: an
+        # overflowing frame's results are dropped and the call reruns)
+        ends = cum.view(Bb, K)[:, -1].clamp(max=M)
+        starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
         wl = win.long()
         cw = torch.cumsum(wl, 0)
-        n = torch.zeros(Bb, dtype=torch.int64, device=am.device).index_add_(0, b, wl)
-        base = torch.cumsum(n, 0) - n
+        cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
+        base = _g(cw0, starts)
+        n = _g(cw0, ends) - base
         pos = cw - 1 - _g(base, b)
         self.over |= (n > self.C).any(0, keepdim=True)
         self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
-        tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C)
-        src = torch.zeros(Bb * self.C + 1, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
-        src = src[:-1].view(Bb, self.C)
+        tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C + self.ar_M)
+        src = torch.zeros(Bb * self.C + M, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
+        src = src[: Bb * self.C].view(Bb, self.C)
         r_win = self.ar_C[None, :] < n.clamp(max=self.C)[:, None]
         r_score = torch.where(r_win, _g(score, src.view(-1)).view(Bb, self.C), self.neg)
         r_in = _g(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
@@ -277,7 +311,7 @@ class Search:
         rank = torch.arange(b.shape[0], device=dev) - _g(torch.cumsum(n, 0) - n, b)
         self.over |= (n > K).any(0, keepdim=True)
         self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
-        tgt = torch.where(rank < K, b * K + rank, Bb * K)
+        tgt = torch.where(rank < K, b * K + rank, self._spare(rank))
         self.tok_s.copy_(self._scatter_slots(tgt, self.S, _g(toks.s, order).long()))
         self.tok_sc.copy_(self._scatter_slots(tgt, _NEG, _g(toks.score, order).float()))
         hid = self._scatter_slots(tgt, -1, _g(toks.hid, order).long())

@@ -51,10 +51,13 @@ class WFSTStreamState:
     boost: torch.Tensor | None
     batch: int
     lattice: LatticeRecorder | None = None
+    #: a joined batch state's link to the states it joined (:meth:`split_into` reads it)
+    bridge: "WFSTBridge | None" = None
 
-    @staticmethod
-    def cat(states: Sequence["WFSTStreamState"]) -> tuple["WFSTStreamState", "WFSTBridge"]:
-        """One batch state from batch-1 ``states`` (see the module docstring) and the bridge to split it."""
+    @classmethod
+    def join(cls, states: Sequence["WFSTStreamState"], /) -> "WFSTStreamState":
+        """One batch state from batch-1 ``states`` (see the module docstring), holding the bridge that
+        :meth:`split_into` splits it by."""
         if any(getattr(s, "lattice", None) is not None for s in states):
             raise DecodingInputError("WFST states that record a lattice cannot be batched across streams")
         counts = torch.tensor([s.toks.b.numel() for s in states], dtype=torch.long)
@@ -71,10 +74,13 @@ class WFSTStreamState:
             width = next(b for b in boosts if b is not None).shape[1]
             boost = torch.cat([b if b is not None else torch.zeros(1, width) for b in boosts])
         offset = torch.cat([s.offset for s in states])
-        return WFSTStreamState(toks, hist, offset, boost, len(states)), WFSTBridge(carried, owner)
+        return cls(toks, hist, offset, boost, len(states), bridge=WFSTBridge(carried, owner))
 
-    def split_into(self, states: Sequence["WFSTStreamState"], bridge: "WFSTBridge") -> None:
-        """Give each of ``states`` (the batch-1 states :meth:`cat` joined) its part of this batch state."""
+    def split_into(self, states: Sequence["WFSTStreamState"], /) -> None:
+        """Give each of ``states`` (the batch-1 states :meth:`join` joined) its part of this batch state."""
+        bridge = self.bridge
+        if bridge is None:
+            raise DecodingInputError("split_into needs a batch state made by WFSTStreamState.join")
         hist = self.hist
         m = bridge.carried.numel()
         owner = _history_owners(hist, bridge)
