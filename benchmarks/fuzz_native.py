@@ -7,7 +7,7 @@ benchmarks/fuzz_native.py --cases 100000`` (libstdc++ preloaded too: ASan's C++ 
 Each case draws an entry point (CTC prefix beam search with and without blank collapse, streamed or whole;
 WFST token passing; transducer ALSD++ / AES++ / WIND steps and the whole ALSD++ / AES++ / WIND search
 with the networks in C++; the C++ modified beam search over LSTM and stateless weights; the backpointer and
-emission-check helpers)
+emission-check helpers; the ARPA reader on random, damaged files)
 and random or mutated inputs: fusion set-ups of n-gram LMs, boosting trees, word LMs and user models
 (rows), each valid or with one array mutated in place (an element set to an extreme value, a
 reversal, a truncation), random graphs and mutated graphs with their search index, tensors of random
@@ -357,6 +357,48 @@ def case_check(rng, P):
     return _lib.log_prob_extremes(x, lengths)
 
 
+def _arpa_text(rng) -> bytes:
+    """A small well-formed ARPA text (orders 1-4, every n-gram's context present), as bytes."""
+    words = ["<s>", "</s>", "<unk>"] + sorted({"".join(rng.choice("abé") for _ in range(rng.randint(1, 3)))
+                                                for _ in range(rng.randint(1, 6))})
+    order = rng.randint(1, 4)
+    grams = [[(w,) for w in words]]
+    for _ in range(2, order + 1):
+        grams.append(sorted({g + (rng.choice(words),) for g in rng.sample(grams[-1], min(4, len(grams[-1])))}))
+    num = lambda: rng.choice(("-1.5", "-0.25", "-99", "0", "-2e-3", "-1E+1") if rng.random() < 0.98  # noqa: E731
+                             else ("+0.5", "-inf", "x", "1e999", "-0x1"))
+    lines = ["\\data\\"] + [f"ngram {k}={len(g)}" for k, g in enumerate(grams, start=1)]
+    for k, g in enumerate(grams, start=1):
+        lines += ["", f"\\{k}-grams:"] + [f"{num()}\t{' '.join(x)}" + (f"\t{num()}" if k < order and rng.random() < 0.5
+                                                                       else "") for x in g]
+    return ("\n".join(lines + ["", "\\end\\", ""])).encode()
+
+
+def case_arpa(rng, P):
+    """The native ARPA reader: small random files, damaged in a few random bytes or not, plain or gzip,
+    read in random block sizes (a model, None: the Python reader's turn, or a named error)."""
+    import gzip
+    import tempfile
+
+    from asrdecode.lm.arpa import _read_native
+    from asrdecode.native import arpa as native_arpa
+
+    data = bytearray(_arpa_text(rng))
+    for _ in range(rng.choice((0, 0, 1, 3))):
+        i = rng.randrange(len(data))
+        data[i:i + rng.randint(0, 2)] = bytes(rng.randrange(256) for _ in range(rng.randint(0, 2)))
+    gz = rng.random() < 0.2
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("f.arpa.gz" if gz else "f.arpa")
+        path.write_bytes(gzip.compress(bytes(data)) if gz else bytes(data))
+        old = native_arpa.CHUNK
+        native_arpa.CHUNK = rng.choice((1, 3, 17, 1 << 16))
+        try:
+            return _read_native(path, rng.choice((None, 1 << 20, 64)))
+        finally:
+            native_arpa.CHUNK = old
+
+
 ENTRIES = {
     "ctc_beam (whole)": lambda rng, P: case_ctc(rng, P, False, False),
     "ctc_beam (streamed)": lambda rng, P: case_ctc(rng, P, False, True),
@@ -371,6 +413,7 @@ ENTRIES = {
     "nemo beam (LSTM, RNN-T / TDT)": case_nemo_beam,
     "backtrack": case_backtrack,
     "check_log_probs": case_check,
+    "arpa reader": case_arpa,
 }
 
 

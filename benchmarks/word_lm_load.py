@@ -1,25 +1,39 @@
 #!/usr/bin/env python3
-"""Word LM load time: asrdecode's pyctcdecode facade vs pyctcdecode (KenLM) on one large ARPA file.
+"""ARPA load time and memory: asrdecode's readers and word LM vs KenLM's ``kenlm.Model`` and pyctcdecode.
 
-The ARPA file is synthetic and reproducible (:func:`synthetic_arpa`, seed fixed): 47k words and
-1.1M n-grams in a 3-gram model, every n-gram's context and suffix present (KenLM loads it without
-a warning), about 35 MB of text. Measured in one run, one thread, interleaved, each the fastest of
-``--runs``:
+The ARPA file is synthetic and reproducible (:func:`synthetic_arpa`, seed fixed): by default 47k words
+and 1.1M n-grams in a 3-gram model, every n-gram's context and suffix present (KenLM loads it without
+a warning), about 38 MB of text; ``--scale 14`` makes one of about 500 MB (14x the n-grams, 3x the
+words), written to a temporary folder and deleted afterwards. Every load runs in its own process (the
+imports done first, not timed), so that its peak memory is its own: ``peak MB`` is the process's peak
+resident set, ``+MB`` its growth over the resident set before the load (the imports' memory, torch's
+included, left out), both from ``/proc/self/status`` (``VmHWM``, ``VmRSS``). Wall and CPU seconds
+(every thread of the process; the CPU time is the steadier figure on a shared machine). Interleaved
+runs, one thread, the fastest and the median of ``--runs``:
 
+* ``kenlm.Model``: KenLM's Python module reading the ARPA (probing hash tables);
 * ``pyctcdecode``: ``pyctcdecode.build_ctcdecoder(labels, path)`` (KenLM parses the ARPA; pyctcdecode
   reads its unigrams);
-* ``asrdecode first``: ``asrdecode.compat.build_ctcdecoder(labels, path)`` with an empty cache folder
-  (the ARPA is parsed and the parsed arrays are written to the cache);
-* ``asrdecode cached``: the same call again (the parsed arrays are memory-mapped from the cache).
+* ``read_arpa native`` / ``read_arpa Python``: :func:`asrdecode.lm.read_arpa` with ``engine="native"``
+  (the C++ reader) and ``engine="torch"`` (the numpy block reader);
+* ``asrdecode first load``: ``asrdecode.compat.build_ctcdecoder(labels, path)`` with an empty cache
+  folder (the ARPA read, the word LM built and written to the cache);
+* ``asrdecode cached``: the same call again (the built word LM memory-mapped from the cache).
 
-Usage: OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py [--runs 3] [--out FILE.md]
+The peers run in ``--peer-python`` (an interpreter with ``kenlm`` and ``pyctcdecode``; default: this one);
+their rows are left out, with a note, where it has neither.
+
+Usage: OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py [--runs 3] [--scale 1] [--peer-python PY] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,81 +113,140 @@ def synthetic_arpa(path: str | os.PathLike, n_words: int = 47_000, n_bigrams: in
     return path
 
 
-def _time(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+LOADERS = ("kenlm.Model", "pyctcdecode", "read_arpa native", "read_arpa Python", "asrdecode first load",
+           "asrdecode cached")
+PEERS = ("kenlm.Model", "pyctcdecode")
+
+
+def _status_mb(field: str) -> float:
+    """A memory line of /proc/self/status in MB: ``VmRSS`` (now) or ``VmHWM`` (the peak of this process's
+    own memory; ``ru_maxrss`` is not used: Linux carries it over from the parent's memory across fork and
+    exec, so a child of a large parent would report the parent's)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _child(name: str, arpa: str, cache: str) -> None:
+    """One load of ``name`` in this process; prints ``{"s", "cpu", "peak_mb", "grow_mb"}`` as JSON (wall and
+    CPU seconds of every thread of the process)."""
+    if name in PEERS:
+        import logging
+
+        import kenlm  # noqa: F401
+        import pyctcdecode
+
+        logging.getLogger("pyctcdecode").setLevel(logging.ERROR)
+        fn = (lambda: kenlm.Model(arpa)) if name == "kenlm.Model" else (
+            lambda: pyctcdecode.build_ctcdecoder(LABELS, arpa))
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        os.environ["ASRDECODE_CACHE"] = cache
+        from asrdecode.compat import build_ctcdecoder
+        from asrdecode.lm import read_arpa
+        from asrdecode.native import available
+
+        available()  # the engine built and loaded before the clock starts
+        fn = {"read_arpa native": lambda: read_arpa(arpa, engine="native"),
+              "read_arpa Python": lambda: read_arpa(arpa, engine="torch")}.get(
+            name, lambda: build_ctcdecoder(LABELS, arpa))
+    before = _status_mb("VmRSS")
+    c0, t0 = time.process_time(), time.perf_counter()
+    keep = fn()
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _status_mb("VmHWM")
+    del keep
+    print(json.dumps({"s": dt, "cpu": cpu, "peak_mb": peak, "grow_mb": peak - before}))
+
+
+def _peer_ok(python: str) -> bool:
+    r = subprocess.run([python, "-c", "import kenlm, pyctcdecode"], capture_output=True)
+    return r.returncode == 0
+
+
+def _run(python: str, name: str, arpa: Path, cache: Path) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([python, __file__, "--child", name, "--arpa", str(arpa), "--cache", str(cache)],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0, help="n-grams x scale, words x scale ** 0.4 (14: ~500 MB)")
     ap.add_argument("--arpa", help="an existing ARPA file (default: the synthetic one, written to a temp folder)")
-    ap.add_argument("--no-peer", action="store_true", help="skip pyctcdecode (not installed)")
+    ap.add_argument("--peer-python", default=sys.executable, help="a Python with kenlm and pyctcdecode")
+    ap.add_argument("--only", help="comma-separated loaders (default: all)")
     ap.add_argument("--out", help="append the table to this markdown file")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        _child(args.child, args.arpa, args.cache)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="word_lm_load_"))
     try:
         if args.arpa:
             arpa = Path(args.arpa)
         else:
             t0 = time.perf_counter()
-            arpa = synthetic_arpa(tmp / "synthetic.arpa")
+            f = args.scale
+            arpa = synthetic_arpa(tmp / "synthetic.arpa", n_words=int(47_000 * f ** 0.4), n_bigrams=int(600_000 * f),
+                                  n_trigrams=int(500_000 * f))
             print(f"# wrote {arpa} ({arpa.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)
-        from asrdecode.compat import build_ctcdecoder as ours
-
+        names = [n for n in LOADERS if not args.only or n in args.only.split(",")]
+        note = ""
+        if any(n in PEERS for n in names) and not _peer_ok(args.peer_python):
+            names = [n for n in names if n not in PEERS]
+            note = f"kenlm / pyctcdecode are not importable in {args.peer_python}: the peer rows are left out."
         cache = tmp / "cache"
-        os.environ["ASRDECODE_CACHE"] = str(cache)
-
-        def first() -> None:
-            shutil.rmtree(cache, ignore_errors=True)
-            ours(LABELS, str(arpa))
-
-        def cached() -> None:
-            ours(LABELS, str(arpa))
-
-        peer = None
-        if not args.no_peer:
-            import logging
-
-            import pyctcdecode
-
-            logging.getLogger("pyctcdecode").setLevel(logging.ERROR)
-
-            def peer() -> None:
-                pyctcdecode.build_ctcdecoder(LABELS, str(arpa))
-
-        best: dict[str, float] = {}
-        times: dict[str, list[float]] = {}
+        res: dict[str, list[dict]] = {n: [] for n in names}
         for _ in range(args.runs):
-            for name, fn in (("pyctcdecode (KenLM)", peer), ("asrdecode, first load", first),
-                             ("asrdecode, cached", cached)):
-                if fn is None:
-                    continue
-                dt = _time(fn)
-                best[name] = min(best.get(name, float("inf")), dt)
-                times.setdefault(name, []).append(dt)
-                print(f"# {name}: {dt:.2f} s", file=sys.stderr, flush=True)
-        base = best.get("pyctcdecode (KenLM)")
-        med = {k: float(np.median(v)) for k, v in times.items()}
-        mbase = med.get("pyctcdecode (KenLM)")
-        size = arpa.stat().st_size / 1e6
-        lines = [f"### Word LM load time ({time.strftime('%Y-%m-%d')})", "",
-                 f"`OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py` — `build_ctcdecoder(labels, arpa)` on the "
-                 f"synthetic {size:.0f} MB ARPA (47k words, 1.1M n-grams), {args.runs} interleaved runs, one thread.",
-                 "", "| loader | fastest s | / pyctcdecode | median s | / pyctcdecode |", "|---|---|---|---|---|"]
-        for name, s in best.items():
-            m = med[name]
-            lines.append(f"| {name} | {s:.2f} | {s / base:.2f} | {m:.2f} | {m / mbase:.2f} |" if base
-                         else f"| {name} | {s:.2f} | - | {m:.2f} | - |")
-        text = "\n".join(lines) + "\n"
-        print(text)
+            for name in names:
+                if name == "asrdecode first load":
+                    shutil.rmtree(cache, ignore_errors=True)
+                r = _run(args.peer_python if name in PEERS else sys.executable, name, arpa, cache)
+                res[name].append(r)
+                print(f"# {name}: {r['s']:.2f} s ({r['cpu']:.2f} s CPU), peak {r['peak_mb']:.0f} MB "
+                      f"(+{r['grow_mb']:.0f})", file=sys.stderr, flush=True)
+        print(_table(res, arpa, args, note))
         if args.out:
-            with open(args.out, "a", encoding="utf-8") as f:
-                f.write("\n" + text)
+            with open(args.out, "a", encoding="utf-8") as fh:
+                fh.write("\n" + _table(res, arpa, args, note))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _table(res: dict[str, list[dict]], arpa: Path, args: argparse.Namespace, note: str) -> str:
+    size = arpa.stat().st_size / 1e6
+    best = {k: min(r["s"] for r in v) for k, v in res.items()}
+    med = {k: float(np.median([r["s"] for r in v])) for k, v in res.items()}
+    cpu = {k: min(r["cpu"] for r in v) for k, v in res.items()}
+    peak = {k: max(r["peak_mb"] for r in v) for k, v in res.items()}
+    grow = {k: max(r["grow_mb"] for r in v) for k, v in res.items()}
+    lines = [f"### ARPA load time and memory ({time.strftime('%Y-%m-%d')}, {size:.0f} MB ARPA)", "",
+             f"`OMP_NUM_THREADS=1 python3 benchmarks/word_lm_load.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` — "
+             f"the {size:.0f} MB ARPA, each load in its own process, {args.runs} interleaved runs, one thread; "
+             "wall seconds (fastest, median), CPU seconds (fewest), peak resident MB and its growth over the "
+             "imports (+MB); ratios to each peer: fastest wall, median wall, CPU, +MB.", ""]
+    if note:
+        lines += [note, ""]
+    cols = [c for c in PEERS if c in best]
+    head = "| loader | fastest s | median s | CPU s | peak MB | +MB |" + "".join(f" / {c} |" for c in cols)
+    lines += [head, "|---|---|---|---|---|---|" + "---|" * len(cols)]
+    for name in res:
+        row = f"| {name} | {best[name]:.2f} | {med[name]:.2f} | {cpu[name]:.2f} | {peak[name]:.0f} | {grow[name]:.0f} |"
+        for c in cols:
+            row += (f" {best[name] / best[c]:.2f}, {med[name] / med[c]:.2f}, {cpu[name] / max(cpu[c], 1e-9):.2f}, "
+                    f"{grow[name] / max(grow[c], 1):.2f} |")
+        lines.append(row)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -247,13 +247,16 @@ class BackoffAutomaton:
         the non-terminal steps up to it; ``ceil(log2 S) + 1`` rounds of two gathers cover every chain
         of at most S steps, so a state whose successor is then no terminal lies on, or leads into, a
         cycle. O(S log S) work in log S tensor rounds (a 147k-state LM with a 2-state cycle took the
-        old one-step-per-round walk 632 s: one round per state)."""
+        old one-step-per-round walk 632 s: one round per state); it stops as soon as every pointer is
+        a terminal (log2 of the longest chain: an n-gram LM's chains are at most its order long)."""
         S = self.num_states
         ptr = torch.where(self.terminal, torch.arange(S, device=self.backoff_state.device), self.backoff_state)
         depth = (~self.terminal).to(torch.int64)
         for _ in range(max(1, S).bit_length() + 1):
             depth = depth + depth[ptr]
             ptr = ptr[ptr]
+            if bool(self.terminal[ptr].all()):  # every chain has ended: more rounds change nothing
+                break
         if S and not bool(self.terminal[ptr].all()):
             raise DecodingInputError("automaton: backoff links form a cycle that reaches no terminal state "
                                      f"(state {int(torch.nonzero(~self.terminal[ptr])[0])} is on or leads into it)")

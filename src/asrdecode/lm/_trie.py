@@ -23,16 +23,24 @@ class NGramTrie:
         self.offset: list[int] = []  # per order: node id of the first node of that order
         self.node_of: list[np.ndarray] = []  # per order: node id of each n-gram (file order)
         self.num_nodes = 1
+        self.parent: list[np.ndarray] = []  # per order: node id of each n-gram's context (file order)
+        self.suffix: list[np.ndarray] | None = None  # the model's suffix links, when they hold
 
     @classmethod
     def build(cls, model) -> "NGramTrie":  # model: ArpaModel (import cycle avoided)
+        """The trie of ``model``'s n-grams; raises :class:`FileFormatError` (naming the line) for a duplicate
+        or an n-gram without its context. Uses the model's links (``context`` / ``suffix``) when they hold."""
         trie = cls(len(model.vocab))
         W = trie.n_words
+        links = _links_hold(model)
+        trie.suffix = model.suffix if links else None
         for k in range(1, model.order + 1):
             words = model.words[k - 1].astype(np.int64)
             n = words.shape[0]
             if k == 1:
                 parent = np.zeros(n, dtype=np.int64)
+            elif links:  # a 2-gram's context is its first word (the 1-gram of that index)
+                parent = trie.node_of[k - 2][words[:, 0] if k == 2 else model.context[k - 1]]
             else:
                 parent = trie.lookup(words[:, : k - 1])
                 missing = np.flatnonzero(parent < 0)
@@ -57,6 +65,7 @@ class NGramTrie:
             trie.keys.append(skey)
             trie.offset.append(trie.num_nodes)
             trie.node_of.append(node_of)
+            trie.parent.append(parent)
             trie.num_nodes += n
         return trie
 
@@ -79,6 +88,22 @@ class NGramTrie:
             cur = np.where(found, self.offset[i] + pos_c, -1)
         return cur
 
+    def suffix_nodes(self, words: np.ndarray, k: int) -> np.ndarray:
+        """Node ids ``[n_k]`` of the longest proper suffix that is a node of each ``k``-gram of the model
+        (``words [n_k, k]``, the model's, in file order): from the model's links when it has them, else
+        :meth:`longest_suffix_node`."""
+        if self.suffix is not None and k == 2:  # a 2-gram's longest proper suffix is its last word
+            return self.node_of[0][np.asarray(words)[:, 1]]
+        if self.suffix is not None and k > 2:
+            link = self.suffix[k - 1]
+            m, idx = link & 63, link >> 6
+            out = np.zeros(link.shape[0], dtype=np.int64)
+            for j in np.unique(m).tolist():
+                sel = m == j
+                out[sel] = self.node_of[j - 1][idx[sel]]
+            return out
+        return self.longest_suffix_node(np.asarray(words, dtype=np.int64)[:, 1:], k - 1)
+
     def longest_suffix_node(self, words: np.ndarray, max_len: int) -> np.ndarray:
         """Node id of the longest suffix of each row of ``words [M, j]`` of length <= ``max_len`` that is a node.
 
@@ -97,3 +122,44 @@ class NGramTrie:
             out[idx[hit]] = node[hit]
             done[idx[hit]] = True
         return out
+
+
+def _links_hold(model) -> bool:
+    """Whether ``model`` has the native reader's trie links and they still name its words: each 1-gram's
+    index is its word id, each n-gram's context (orders >= 3) holds its first ``k - 1`` words and its
+    suffix its last ``m`` (a model whose arrays were replaced or edited since reading fails this and is
+    looked up instead)."""
+    ctx, suf = getattr(model, "context", None), getattr(model, "suffix", None)
+    if not ctx or not suf or len(ctx) != model.order or len(suf) != model.order:
+        return False
+    uni = model.words[0]
+    if uni.shape[1:] != (1,) or not np.array_equal(uni[:, 0], np.arange(uni.shape[0])):
+        return False  # a 2-gram's links are its words: each 1-gram's index must be its word id
+    for k in range(3, model.order + 1):
+        words = model.words[k - 1]
+        n = words.shape[0]
+        c, s = ctx[k - 1], suf[k - 1]
+        if c.shape != (n,) or s.shape != (n,) or c.dtype != np.int64 or s.dtype != np.int64:
+            return False
+        if n == 0:
+            continue
+        prev = model.words[k - 2]
+        if int(c.min()) < 0 or int(c.max()) >= prev.shape[0] or not _rows_equal(prev, c, words[:, : k - 1]):
+            return False
+        m, idx = s & 63, s >> 6
+        if int(m.min()) < 1 or int(m.max()) > k - 1 or int(idx.min()) < 0:
+            return False
+        for j in np.unique(m).tolist():
+            sel = m == j
+            tail, at = model.words[j - 1], idx[sel]
+            if int(at.max()) >= tail.shape[0] or not _rows_equal(tail, at, words[sel, k - j:]):
+                return False
+    return True
+
+
+def _rows_equal(table: np.ndarray, rows: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether ``table[rows]`` equals ``expected`` (int32 ``[n, j]`` each), each row compared as one item."""
+    j = table.shape[1]
+    as_item = np.dtype((np.void, 4 * j))
+    left = np.ascontiguousarray(table, dtype=np.int32).view(as_item).reshape(-1)[rows]
+    return bool(np.array_equal(left, np.ascontiguousarray(expected, dtype=np.int32).view(as_item).reshape(-1)))

@@ -71,6 +71,13 @@ class ArpaModel:
         has_backoff: per order, bool ``[n_k]``: whether the file gave a backoff weight.
         lines: per order, int64 ``[n_k]`` line number of each n-gram (0 when built in memory).
         path: the file it was read from (for error messages), if any.
+        context, suffix: the n-gram trie's links as the native reader found them (empty lists when
+            unknown): per order ``k >= 3``, int64 ``[n_k]``: the index (in order ``k - 1``) of each
+            n-gram's context, and ``(index << 6) | m`` of its longest proper suffix that is an n-gram
+            (of order ``m``); orders 1 and 2 have empty entries (a 2-gram's context is its first word
+            and its longest proper suffix its last: a 1-gram's index is its word id).
+            :class:`~asrdecode.lm._trie.NGramTrie` uses them after checking that they still name the
+            n-grams' own words (else it looks them up).
     """
 
     vocab: list[str]
@@ -80,6 +87,8 @@ class ArpaModel:
     has_backoff: list[np.ndarray]
     lines: list[np.ndarray] = field(default_factory=list)
     path: str | None = None
+    context: list[np.ndarray] = field(default_factory=list)
+    suffix: list[np.ndarray] = field(default_factory=list)
 
     @property
     def order(self) -> int:
@@ -145,12 +154,19 @@ MAX_ARPA_BYTES = 1 << 36  # 64 GiB of text by default (read_arpa's max_bytes)
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES) -> ArpaModel:
+def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES, engine: str = "auto") -> ArpaModel:
     """Read an ARPA file (gzip-compressed when it starts with the gzip magic bytes) into an :class:`ArpaModel`.
 
     Reading is bounded: a line longer than ``MAX_LINE_BYTES`` (1 MiB), more than ``max_bytes``
     of (decompressed) text, or a gzip file that expands over ``MAX_GZIP_RATIO`` (200) times its
     size is an error, so a gzip bomb or ``/dev/zero`` never grows memory or runs unbounded.
+
+    ``engine``: ``"auto"`` (the native engine's reader, :mod:`asrdecode.native.arpa`, when the engine
+    is available, else the Python readers), ``"native"`` (it, or
+    :class:`~asrdecode.native.NativeEngineUnavailable`) or ``"torch"`` (the Python readers: numpy
+    blocks, then line by line). Every reader gives the same model; a file the native reader does not
+    take (malformed, or unusual such as ``-inf`` values) is read by the Python readers, which name
+    the file and line of an error.
 
     Raises:
         FileNotFoundError: no such file.
@@ -165,6 +181,11 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
         raise FileNotFoundError(f"ARPA file {path} does not exist")
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
         raise DecodingInputError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
+    if _native_reader(engine):
+        native = _read_native(path, max_bytes)
+        if native is not None and not _duplicates_of_the_top_order(native):
+            return native
+        # else: the line reader names the file and line of the problem
     data = _bounded_bytes(path, max_bytes)
     if data is not None:
         model = _parse_fast(data, str(path))
@@ -178,6 +199,26 @@ def read_arpa(path: str | os.PathLike, *, max_bytes: int | None = MAX_ARPA_BYTES
     for _ in lines:  # read to the end: a truncated or corrupt gzip tail (its CRC) is an error too
         pass
     return model
+
+
+def _read_native(path: Path, max_bytes: int | None) -> ArpaModel | None:
+    """``path`` read by the native engine (:mod:`asrdecode.native.arpa`), or ``None`` where it does not take it."""
+    from ..native import arpa as native_arpa
+
+    r = native_arpa.read(path, max_bytes, max_line_bytes=MAX_LINE_BYTES, max_gzip_ratio=MAX_GZIP_RATIO)
+    if r is None:
+        return None
+    return ArpaModel(r.vocab, r.words, r.logprob, r.backoff, r.has_backoff, r.lines, str(path), context=r.context,
+                     suffix=r.suffix)
+
+
+def _native_reader(engine: object) -> bool:
+    """Whether ``engine`` (see :func:`read_arpa`) picks the native reader here."""
+    import torch
+
+    from ..native.choice import use_native
+
+    return use_native(engine, torch.device("cpu"), "path")
 
 
 #: the fast path's limit on a file's (decompressed) size; larger files are read line by line
@@ -664,6 +705,19 @@ def _check_structure(model: ArpaModel) -> None:
     from ._trie import NGramTrie
 
     NGramTrie.build(model)  # raises FileFormatError naming the line
+
+
+def _duplicates_of_the_top_order(model: ArpaModel) -> bool:
+    """Whether the highest order of a model the native reader just read holds an n-gram twice (the reader
+    found every missing context and every duplicate of the lower orders itself): its (context, last
+    word) keys sorted, neighbours compared (8 bytes per n-gram, not a trie)."""
+    N = model.order
+    if N < 2 or model.words[N - 1].shape[0] < 2:
+        return False
+    context = model.words[1][:, 0].astype(np.int64) if N == 2 else model.context[N - 1]
+    key = context * max(len(model.vocab), 1) + model.words[N - 1][:, -1]
+    key.sort()
+    return bool(np.any(key[1:] == key[:-1]))
 
 
 def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:

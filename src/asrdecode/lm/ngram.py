@@ -362,7 +362,9 @@ def _with_unk(model: ArpaModel, log10p: float) -> ArpaModel:
     hb[0] = np.concatenate([hb[0], [False]])
     lines = list(model.lines) if model.lines else [np.zeros(len(x), dtype=np.int64) for x in lp]
     lines[0] = np.concatenate([lines[0], [0]])
-    return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path)
+    # a 1-gram appended moves no n-gram: the reader's trie links still hold
+    return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path, context=model.context,
+                     suffix=model.suffix)
 
 
 def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
@@ -386,24 +388,21 @@ def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
 def _label_of_words(model: ArpaModel, index: Mapping[str, int], tmap: TokenMap,
                     ignore_unmapped_words: bool) -> np.ndarray:
     """Word id -> model label ``[n_words]``: a token id, or -1 never predicted, -2 ``<unk>``, -3 ``</s>``."""
+    token = tmap.token
+    special = {UNK: -2, EOS: -3, BOS: -1}
+    found = [special.get(w, None) if w in special else token(w) for w in index]  # one look-up per word
     label_of = np.full(len(model.vocab), -1, dtype=np.int64)
-    for w, i in index.items():
-        if w == UNK:
-            label_of[i] = -2
-        elif w == EOS:
-            label_of[i] = -3
-        elif w == BOS:
-            label_of[i] = -1
-        else:
-            t = tmap.token(w)
-            if t is not None:
-                label_of[i] = t
-            elif not ignore_unmapped_words:
-                k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
-                raise FileFormatError(
-                    model.path, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
-                    "(for a word-level LM use WordNGramLM / --word-lm)"
-                )
+    ids = np.fromiter(index.values(), dtype=np.int64, count=len(index))
+    mapped = np.fromiter((-4 if t is None else t for t in found), dtype=np.int64, count=len(found))
+    label_of[ids] = np.where(mapped == -4, -1, mapped)
+    if not ignore_unmapped_words and bool((mapped == -4).any()):
+        j = int(np.flatnonzero(mapped == -4)[0])
+        w, i = list(index)[j], int(ids[j])
+        k = int(np.flatnonzero(model.words[0][:, 0] == i)[0])
+        raise FileFormatError(
+            model.path, model.line_of(1, k), f"the LM word {w!r} names no model token under {tmap!r} "
+            "(for a word-level LM use WordNGramLM / --word-lm)"
+        )
     return label_of
 
 
@@ -414,7 +413,7 @@ def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray
     for k in range(1, model.order):
         nodes = trie.node_of[k - 1]
         backoff_weight[nodes] = model.backoff[k - 1] * LN10
-        backoff_state[nodes] = trie.longest_suffix_node(model.words[k - 1].astype(np.int64)[:, 1:], k - 1)
+        backoff_state[nodes] = trie.suffix_nodes(model.words[k - 1], k)
     return backoff_state, backoff_weight
 
 
@@ -429,8 +428,8 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
     for k in range(1, N + 1):
         words = model.words[k - 1].astype(np.int64)
         lp = model.logprob[k - 1] * LN10
-        src = trie.lookup(words[:, : k - 1])
-        dst = trie.node_of[k - 1] if k < N else trie.longest_suffix_node(words[:, 1:], N - 1)
+        src = trie.parent[k - 1]
+        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(words, N)
         lab = label_of[words[:, -1]]
         eos = lab == -3
         final_direct[src[eos]] = lp[eos]

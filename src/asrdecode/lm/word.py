@@ -336,17 +336,18 @@ class WordNGramLM:
         words = _lm_words(model)
         _warn_case_mismatch(words, [t for t, p in zip(bounds.text, pieces) if p is not None])
         word_lm = _word_label_lm(model, words, device)
-        node_text, node_of, parent, word_label, look = _char_trie(model, words, lookahead)
-        oov = len(node_text)  # the out-of-vocabulary node: every partial word that no LM word starts with
+        chars = _char_trie(model, words, lookahead)
+        word_label, look = chars.word_label, chars.look
+        oov = chars.size  # the out-of-vocabulary node: every partial word that no LM word starts with
         partial_oov = -math.inf if lexicon else float(unk_offset)
         per_char = 0.0 if lexicon else float(unk_char_offset)
-        depth = np.array([len(t) for t in node_text], dtype=np.float64)
-        trie = _trie_automaton(node_text, node_of, parent, look, depth, bounds, pieces, blank_id, partial_oov,
+        depth = chars.depth.astype(np.float64)
+        trie = _trie_automaton(chars, look, depth, bounds, pieces, blank_id, partial_oov,
                                per_char, dense_memory_mb, device)
         S = oov + 1
         end_label, end_const, applied = _word_ends(word_label, look, depth, len(words), oov, partial_oov, per_char, lexicon,
                                                    word_bonus, unk_offset)
-        is_start, start_node, start_score = _word_starts(bounds, node_of, oov, applied, per_char, V)
+        is_start, start_node, start_score = _word_starts(bounds, chars, oov, applied, per_char, V)
         node_bits = max(1, int(S - 1).bit_length())
         if word_lm.num_states.bit_length() + node_bits > 62:
             raise DecodingInputError(f"the word LM ({word_lm.num_states} states) and trie ({S} nodes) "
@@ -524,44 +525,105 @@ def _word_label_lm(model: ArpaModel, words: list[str], device: torch.device | st
     return NGramLM.from_arpa_model(model, token_map=wmap, dense_memory_mb=0.0, device=device)
 
 
-def _char_trie(model: ArpaModel, words: list[str],
-               lookahead: bool) -> tuple[list[str], dict[str, int], list[int], np.ndarray, np.ndarray]:
-    """Step 2: the character trie of the LM's words (node 0 = the empty word): each node's text, the node
-    of each text, each node's parent, the label of the word ending at each node (``<unk>``'s: none) and
-    each node's lookahead (best unigram completion, ln)."""
+_CODES = 0x110000  # code points: a node's key is parent * _CODES + its last character
+
+
+class _CharTrie:
+    """The character trie of the LM's words (node 0: the empty word; every prefix of every word numbered
+    in order of first appearance, words in order, prefixes by length) as arrays ``[T]``: each node's
+    parent, last character (code point; node 0: -1) and depth (characters), the label of the word ending
+    there (``<unk>``'s where none) and its lookahead (best unigram completion, ln)."""
+
+    def __init__(self, parent: np.ndarray, char: np.ndarray, depth: np.ndarray, word_label: np.ndarray,
+                 look: np.ndarray) -> None:
+        self.parent, self.char, self.depth, self.word_label, self.look = parent, char, depth, word_label, look
+        self.size = int(parent.shape[0])
+        self._keys = parent[1:] * _CODES + char[1:]
+        self._key_order = np.argsort(self._keys, kind="stable")
+        self._texts: list[str] | None = None
+
+    def texts(self) -> list[str]:
+        """The text of every node (a parent comes before its children)."""
+        if self._texts is None:
+            out = [""] * self.size
+            for n, (p, c) in enumerate(zip(self.parent.tolist(), self.char.tolist())):
+                if n:
+                    out[n] = out[p] + chr(c)
+            self._texts = out
+        return self._texts
+
+    def find(self, texts: Sequence[str]) -> np.ndarray:
+        """The node ``[len(texts)]`` of each text, -1 where it is no prefix of an LM word."""
+        n = len(texts)
+        node = np.zeros(n, dtype=np.int64)
+        lens = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+        if n == 0 or int(lens.max()) == 0 or self.size == 1:
+            return np.where(lens == 0, 0, -1)
+        codes = _code_points(texts)
+        start = np.cumsum(lens) - lens
+        sorted_keys = self._keys[self._key_order]
+        for d in range(1, int(lens.max()) + 1):
+            idx = np.flatnonzero((lens >= d) & (node >= 0))
+            key = node[idx] * _CODES + codes[start[idx] + d - 1]
+            at = np.minimum(np.searchsorted(sorted_keys, key), sorted_keys.shape[0] - 1)
+            node[idx] = np.where(sorted_keys[at] == key, self._key_order[at] + 1, -1)
+        return node
+
+
+def _code_points(texts: Sequence[str]) -> np.ndarray:
+    """The code points of ``texts`` one after another ``[sum of lengths]`` (int64)."""
+    return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+
+
+def _char_trie(model: ArpaModel, words: list[str], lookahead: bool) -> _CharTrie:
+    """Step 2: the :class:`_CharTrie` of the LM's words, built depth by depth with numpy (no Python object
+    per prefix): the prefixes of depth ``d`` are the distinct (depth ``d - 1`` node, character) pairs of the
+    words that long, each numbered by where it first appears."""
     Wn = len(words)
-    # ---- character trie of the LM's words (node 0 = the empty word)
-    # every prefix of every word, numbered in order of first appearance
-    node_text = [""] + list(dict.fromkeys(w[:i] for w in words for i in range(1, len(w) + 1)))
-    node_of: dict[str, int] = {t: i for i, t in enumerate(node_text)}
-    parent = [0] + [node_of[t[:-1]] for t in node_text[1:]]
-    T = len(node_text)
+    lens = np.fromiter((len(w) for w in words), dtype=np.int64, count=Wn)
+    codes = _code_points(words)
+    start = np.cumsum(lens) - lens  # where each word's characters (and its prefixes) come in the order
+    canon = np.zeros(Wn, dtype=np.int64)  # each word's node at the current depth, numbered depth by depth
+    firsts, parents, chars, depths = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], [np.full(1, -1)], [np.zeros(1, np.int64)]
+    count = 1
+    for d in range(1, int(lens.max()) + 1 if Wn else 1):
+        idx = np.flatnonzero(lens >= d)
+        pos = start[idx] + d - 1
+        uniq, first, inv = np.unique(canon[idx] * _CODES + codes[pos], return_index=True, return_inverse=True)
+        canon[idx] = count + inv.reshape(-1)
+        firsts.append(pos[first] + 1)  # + 1: after the root
+        parents.append(uniq // _CODES)
+        chars.append(uniq % _CODES)
+        depths.append(np.full(uniq.shape[0], d, dtype=np.int64))
+        count += uniq.shape[0]
+    order = np.argsort(np.concatenate(firsts), kind="stable")  # canonical ids by first appearance
+    node = np.empty(count, dtype=np.int64)
+    node[order] = np.arange(count)
+    parent = node[np.concatenate(parents)][order]
+    char, depth = np.concatenate(chars)[order], np.concatenate(depths)[order]
+    T = count
     word_label = np.full(T, Wn, dtype=np.int64)  # label of the word ending at each node (<unk>: none)
     uni = np.full(T, -np.inf, dtype=np.float64)  # unigram ln p of the word at each node
     uni_lp = _unigram_logprobs(model) * LN10
-    vocab_pos = {w: i for i, w in enumerate(model.vocab)}
-    for label, w in enumerate(words):
-        n = node_of[w]
-        word_label[n] = label
-        uni[n] = uni_lp[vocab_pos[w]]
+    at = node[canon]  # each word's own node
+    word_label[at] = np.arange(Wn)
+    uni[at] = uni_lp[[i for i, w in enumerate(model.vocab) if w not in (BOS, EOS, UNK)]]
     look = np.zeros(T, dtype=np.float64)
     if lookahead and T > 1:
         best = uni.copy()
-        depth = np.array([len(s) for s in node_text], dtype=np.int64)
-        par = np.asarray(parent, dtype=np.int64)
         for d in range(int(depth.max()), 0, -1):
             nodes = np.flatnonzero(depth == d)
-            np.maximum.at(best, par[nodes], best[nodes])
+            np.maximum.at(best, parent[nodes], best[nodes])
         look = np.where(np.isfinite(best), best, 0.0)
         look[0] = 0.0
-    return node_text, node_of, parent, word_label, look
+    return _CharTrie(parent, char, depth, word_label, look)
 
 
-def _trie_arcs(node_text: list[str], node_of: dict[str, int], parent: list[int], bounds: WordBoundaries,
+def _trie_arcs(trie: _CharTrie, bounds: WordBoundaries,
                pieces: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step 3a: the trie automaton's arcs (source node, continuation token, destination node), unsorted;
-    the OOV node (``len(node_text)``) loops on every continuation token."""
-    T = len(node_text)
+    the OOV node (``trie.size``) loops on every continuation token."""
+    T = trie.size
     oov = T
     cont: dict[str, list[int]] = {}
     for t, (starts, txt) in enumerate(zip(bounds.starts_word, bounds.text)):
@@ -574,17 +636,19 @@ def _trie_arcs(node_text: list[str], node_of: dict[str, int], parent: list[int],
     # one-character tokens, all nodes at once: node n is reached from its parent by its last character
     src_a, lab_a, dst_a = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     if T > 1:
-        last = np.array([t[-1] for t in node_text[1:]])
-        par_a = np.asarray(parent, dtype=np.int64)
+        last = trie.char[1:]
+        par_a = trie.parent
         for txt, toks in cont.items():
             if len(txt) != 1:
                 continue
-            nodes = np.flatnonzero(last == txt) + 1
+            nodes = np.flatnonzero(last == ord(txt)) + 1
             for t in toks:
                 src_a.append(par_a[nodes])
                 lab_a.append(np.full(len(nodes), t, dtype=np.int64))
                 dst_a.append(nodes)
     if max_len > 1:  # longer tokens: the node's suffixes of 2..max_len characters
+        node_text = trie.texts()
+        node_of = {t: i for i, t in enumerate(node_text)}
         for n in range(1, T):
             s = node_text[n]
             for ln in range(2, min(max_len, len(s)) + 1):
@@ -606,16 +670,16 @@ def _trie_arcs(node_text: list[str], node_of: dict[str, int], parent: list[int],
     return src, lab, dst
 
 
-def _trie_automaton(node_text: list[str], node_of: dict[str, int], parent: list[int], look: np.ndarray,
+def _trie_automaton(trie: _CharTrie, look: np.ndarray,
                     depth: np.ndarray, bounds: WordBoundaries, pieces: Sequence[str | None], blank_id: int | None,
                     partial_oov: float, per_char: float, dense_memory_mb: float,
                     device: torch.device | str | None) -> BackoffAutomaton:
     """Step 3: the trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node."""
     # ---- trie automaton: arcs (node, continuation token) -> node, backoff to the OOV node
-    T = len(node_text)
+    T = trie.size
     oov = T
     V = len(pieces)
-    src, lab, dst = _trie_arcs(node_text, node_of, parent, bounds, pieces)
+    src, lab, dst = _trie_arcs(trie, bounds, pieces)
     perm = np.argsort(src * V + lab, kind="stable")
     src, lab, dst = src[perm], lab[perm], dst[perm]
     look_oov = np.concatenate([look, [0.0]])
@@ -659,15 +723,16 @@ def _word_ends(word_label: np.ndarray, look: np.ndarray, depth: np.ndarray, Wn: 
     return end_label, end_const, applied
 
 
-def _word_starts(bounds: WordBoundaries, node_of: dict[str, int], oov: int, applied: np.ndarray, per_char: float,
+def _word_starts(bounds: WordBoundaries, trie: _CharTrie, oov: int, applied: np.ndarray, per_char: float,
                  V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step 5: the word-starting tokens, the node each opens and the score each adds there."""
     # ---- word-starting tokens: the node they open and the score they add there
     is_start = np.array(bounds.starts_word, dtype=bool)
     start_node = np.zeros(V, dtype=np.int64)
     start_score = np.zeros(V, dtype=np.float64)
-    for t in np.flatnonzero(is_start).tolist():
-        node = node_of.get(bounds.text[t], oov)
+    starts = np.flatnonzero(is_start).tolist()
+    found = trie.find([bounds.text[t] for t in starts])
+    for t, node in zip(starts, np.where(found >= 0, found, oov).tolist()):
         start_node[t] = node
         start_score[t] = applied[node] + (per_char * len(bounds.text[t]) if node == oov else 0.0)
     return is_start, start_node, start_score

@@ -35,11 +35,10 @@ _HERE = Path(__file__).resolve().parent
 _SOURCES = ("abi.h", "abi.cpp", "abi_layout.inc", "engine.h", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp",
             "transducer_common.h", "transducer_beam.cpp", "transducer_beam_step.h", "transducer_beam_net.cpp",
             "transducer_pred.h", "transducer_wind_step.h", "transducer_wind.cpp", "transducer_greedy_lstm.cpp",
-            "dense.h", "dense.cpp",
-            "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h")
+            "dense.h", "dense.cpp", "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "guard.h", "arpa.cpp")
 _COMPILE_UNITS = ("abi.cpp", "ctc_beam.cpp", "tree.cpp", "wfst.cpp", "checks.cpp", "transducer_beam.cpp",
                   "transducer_beam_net.cpp", "transducer_wind.cpp", "transducer_greedy_lstm.cpp", "dense.cpp",
-                  "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp")
+                  "transducer_modified_beam.cpp", "transducer_nemo_beam.cpp", "arpa.cpp")
 # -O3 without -march=native: the binary runs on any x86-64 CPU. No fast-math (IEEE arithmetic, the
 # same results as the tensor engine); no FMA contraction except where the code asks for it.
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")

@@ -305,4 +305,26 @@ struct WfstArgs {
   const int64_t* tok_nid;   // lattice node ids (lattice only)
 };
 
+// ------------------------------------------------------------------------------ ARPA (arpa.cpp)
+// One chunk of an ARPA file per asrd_arpa_feed call; the outputs are bound after the header (the
+// call that returns 1), each order's arrays sized by its declared count.
+struct ArpaArgs {
+  const uint8_t* data;           // this chunk [length]
+  int64_t length;
+  int64_t final_chunk;           // 1: the file ends with this chunk
+  int64_t consumed;              // out: bytes of the chunk read (less than length when the header ends)
+  int64_t max_order;             // capacity of counts
+  int64_t order;                 // out after the header; in: the order the outputs are bound for
+  int64_t* counts;               // [max_order] out: the declared count of each order
+  const int64_t* capacity;       // [order] in: each order's output length (its count)
+  int32_t* const* words;         // [order] -> [n_k, k] word ids (1-gram index)
+  double* const* logprob;        // [order] -> [n_k] log10 probabilities
+  double* const* backoff;        // [order] -> [n_k] log10 backoffs, zero-filled by the caller (written
+  uint8_t* const* has_backoff;   //   where the line has one) / [n_k] zero-filled, 1 where it has one
+  int64_t* const* lines;         // [order] -> [n_k] line of each n-gram
+  int64_t* const* context;       // [order] -> [n_k] (k >= 3): index of the context (k-1)-gram in its order
+  int64_t* const* suffix;        // [order] -> [n_k] (k >= 3): (index << 6) | order of the longest proper
+                                 //   suffix that is an n-gram (a 2-gram's links are its words)
+};
+
 }  // namespace asrd

@@ -20,7 +20,7 @@ from .abi_base import c_layout
 __all__ = [
     "Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
     "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "TransducerSearchArgs", "WfstArgs",
-    "MIRRORS", "c_layout",
+    "ArpaArgs", "MIRRORS", "c_layout",
 ]
 
 
@@ -161,8 +161,17 @@ class WfstArgs(_Struct):
     ]
 
 
+class ArpaArgs(_Struct):
+    _c_name_ = "ArpaArgs"
+    _fields_ = [
+        ("data", _P), ("length", _I), ("final_chunk", _I), ("consumed", _I), ("max_order", _I), ("order", _I),
+        ("counts", _P), ("capacity", _P), ("words", _P), ("logprob", _P), ("backoff", _P), ("has_backoff", _P),
+        ("lines", _P), ("context", _P), ("suffix", _P),
+    ]
+
+
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (
     Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs, CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs,
-    WindArgs, TransducerNet, NetSearchArgs, TransducerSearchArgs, WfstArgs,
+    WindArgs, TransducerNet, NetSearchArgs, TransducerSearchArgs, WfstArgs, ArpaArgs,
 )}
