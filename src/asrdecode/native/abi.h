@@ -232,27 +232,29 @@ struct TransducerNet {
   const float* bout;             // [O]
 };
 
-// One greedy or NeMo-beam call over a batch (asrd_transducer_greedy, asrd_nemo_beam).
+// One greedy, modified-beam or NeMo-beam call over a batch (asrd_transducer_greedy, asrd_modified_beam,
+// asrd_nemo_beam).
 struct NetSearchArgs {
   TransducerNet net;
   int64_t batch, frames;         // B, Tmax of enc
   int64_t blank;
-  int64_t unk;                   // <unk> id (stateless greedy: counted as blank; NeMo beam: skipped), -1: none
+  int64_t unk;                   // <unk> id (stateless greedy: counted as blank; the beams: extends like blank), -1: none
+  int64_t fold;                  // modified beam: <unk> id folded into blank's logit by max first, -1: none
   int64_t max_symbols;           // labels per frame, 0: no cap
-  int64_t beam;                  // NeMo beam: hypotheses kept
+  int64_t beam;                  // the beams: hypotheses kept
   int64_t num_durations;         // TDT: D durations (0: RNN-T)
   int64_t capacity;              // greedy: labels per utterance the outputs hold (return -1: call again, larger)
   const float* enc;              // [B, Tmax, H] projected encoder output
   const int32_t* lengths;        // [B]
   const int32_t* durations;      // [D] or null
-  int32_t* out_tokens;           // greedy: [B, capacity]; NeMo beam: [B, beam, Tmax * max_symbols]
+  int32_t* out_tokens;           // greedy: [B, capacity]; modified beam: [B, beam, Tmax]; NeMo beam: [B, beam, Tmax * max_symbols]
   int32_t* out_frames;           // as out_tokens
   int32_t* out_durs;             // TDT durations, as out_tokens (or null)
   int32_t* counts;               // greedy: [B] labels of each utterance
   double* scores;                // greedy: [B] each hypothesis's score
-  int32_t* out_n;                // NeMo beam: [B] hypotheses of each utterance
-  int32_t* out_len;              // NeMo beam: [B, beam] labels of each
-  double* out_score;             // NeMo beam: [B, beam]
+  int32_t* out_n;                // the beams: [B] hypotheses of each utterance
+  int32_t* out_len;              // the beams: [B, beam] labels of each
+  double* out_score;             // the beams: [B, beam]
 };
 
 // A whole ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp): one call per batch.

@@ -131,10 +131,10 @@ class TransducerNet(_Struct):
 class NetSearchArgs(_Struct):
     _c_name_ = "NetSearchArgs"
     _fields_ = [
-        ("net", TransducerNet), ("batch", _I), ("frames", _I), ("blank", _I), ("unk", _I), ("max_symbols", _I),
-        ("beam", _I), ("num_durations", _I), ("capacity", _I), ("enc", _P), ("lengths", _P), ("durations", _P),
-        ("out_tokens", _P), ("out_frames", _P), ("out_durs", _P), ("counts", _P), ("scores", _P), ("out_n", _P),
-        ("out_len", _P), ("out_score", _P),
+        ("net", TransducerNet), ("batch", _I), ("frames", _I), ("blank", _I), ("unk", _I), ("fold", _I),
+        ("max_symbols", _I), ("beam", _I), ("num_durations", _I), ("capacity", _I), ("enc", _P), ("lengths", _P),
+        ("durations", _P), ("out_tokens", _P), ("out_frames", _P), ("out_durs", _P), ("counts", _P), ("scores", _P),
+        ("out_n", _P), ("out_len", _P), ("out_score", _P),
     ]
 
 

@@ -23,22 +23,10 @@ import torch
 from ..errors import DecodingInputError, check_finite
 from ..results import Hypothesis
 from ._lib import check_status, load
-from .transducer_greedy_lstm import ACTS, LstmJointWeights, StatelessJointWeights, _lengths, _project
+from .abi import NetSearchArgs
+from .transducer_greedy_lstm import LstmJointWeights, StatelessJointWeights, _lengths, _project, net_struct
 
 __all__ = ["modified_beam_lstm", "modified_beam_stateless", "native_modified_beam"]
-
-_F = ctypes.POINTER(ctypes.c_float)
-_IP = ctypes.POINTER(ctypes.c_int)
-_DP = ctypes.POINTER(ctypes.c_double)
-
-
-def _f(a: np.ndarray) -> Any:
-    return a.ctypes.data_as(_F)
-
-
-def _i(a: np.ndarray) -> Any:
-    return a.ctypes.data_as(_IP)
-
 
 def _checked(encoder_output: object, width: int, lengths: Any, beam: object, vocab: int,
              ids: dict[str, Optional[int]]) -> tuple[torch.Tensor, np.ndarray]:
@@ -110,15 +98,28 @@ def _fn(name: str, argtypes: list[Any]) -> Any:
     return fn
 
 
-_OUT_TYPES = [_IP, _IP, _DP, _IP, _IP]
-_LSTM_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, _F, ctypes.c_int, ctypes.c_int, _F, _F, _F, _F,
-                _F, _F] + [ctypes.c_int] * 7 + _OUT_TYPES)
-_STATELESS_TYPES = ([_F, _IP, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F, ctypes.c_int, _F, _F, ctypes.c_int,
-                     ctypes.c_int, _F, _F, _F, _F] + [ctypes.c_int] * 4 + [_IP, ctypes.c_int] + _OUT_TYPES)
+def _beam_call(w: "LstmJointWeights | StatelessJointWeights", enc: np.ndarray, lens: np.ndarray, t_max: int,
+               beam: int, unk_id: Optional[int], fold_unk_id: Optional[int], start: Optional[np.ndarray] = None
+               ) -> Callable[[int, int], list[list[Hypothesis]]]:
+    """The modified beam search of rows ``lo:hi`` of ``enc [B, T, H]`` (projected) as one engine call
+    (``asrd_modified_beam``; abi.h's NetSearchArgs built by field name)."""
+    fn = _fn("asrd_modified_beam", [ctypes.POINTER(NetSearchArgs)])
 
+    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
+        out = _outputs(hi - lo, beam, t_max)
+        part, part_lens = np.ascontiguousarray(enc[lo:hi]), np.ascontiguousarray(lens[lo:hi])
+        net = net_struct(w)
+        if start is not None:
+            net.start_ctx = start.ctypes.data
+        args = NetSearchArgs(
+            net=net, batch=hi - lo, frames=t_max, blank=w.blank_id, unk=-1 if unk_id is None else unk_id,
+            fold=-1 if fold_unk_id is None else fold_unk_id, beam=beam, enc=part.ctypes.data,
+            lengths=part_lens.ctypes.data, out_n=out[0].ctypes.data, out_len=out[1].ctypes.data,
+            out_score=out[2].ctypes.data, out_tokens=out[3].ctypes.data, out_frames=out[4].ctypes.data)
+        _check_rc(fn(ctypes.byref(args)), "the native modified beam search")
+        return _hypotheses(out, hi - lo, beam, t_max)
 
-def _ptrs(out: list[np.ndarray]) -> list[Any]:
-    return [_i(out[0]), _i(out[1]), out[2].ctypes.data_as(_DP), _i(out[3]), _i(out[4])]
+    return call
 
 
 @torch.no_grad()
@@ -138,20 +139,8 @@ def modified_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     d, v = w.wenc.shape[1], w.vocab_size
     enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
     b, t_max, _ = enc.shape
-    h = w.wenc.shape[0]
     proj_np = _project(w, enc, lens)
-    fn = _fn("asr_lstm_modified_beam", _LSTM_TYPES)
-
-    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
-        out = _outputs(hi - lo, beam, t_max)
-        rc = fn(_f(np.ascontiguousarray(proj_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.table),
-                _f(w.whh0), w.whh0.shape[1], w.wup.shape[0] + 1, _f(w.wup), _f(w.bup), _f(w.wdec), _f(w.bdec),
-                _f(w.wout), _f(w.bout), w.wout.shape[0], ACTS.index(w.act), w.blank_id, v,
-                -1 if unk_id is None else unk_id, -1 if fold_unk_id is None else fold_unk_id, beam, *_ptrs(out))
-        _check_rc(rc, "the native modified beam search")
-        return _hypotheses(out, hi - lo, beam, t_max)
-
-    return in_groups(b, beam * t_max, call)
+    return in_groups(b, beam * t_max, _beam_call(w, proj_np, lens, t_max, beam, unk_id, fold_unk_id))
 
 
 @torch.no_grad()
@@ -170,18 +159,7 @@ def modified_beam_stateless(w: StatelessJointWeights, encoder_output: torch.Tens
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":
         start[:-1] = -1
-    fn = _fn("asr_stateless_modified_beam", _STATELESS_TYPES)
-    enc_np = enc.numpy()
-
-    def call(lo: int, hi: int) -> list[list[Hypothesis]]:
-        out = _outputs(hi - lo, beam, t_max)
-        rc = fn(_f(np.ascontiguousarray(enc_np[lo:hi])), _i(lens[lo:hi]), hi - lo, t_max, h, _f(w.emb),
-                w.emb.shape[1], _f(w.convw), _f(w.convb) if w.convb is not None else None, w.groups, c, _f(w.wp),
-                _f(w.bp), _f(w.wout), _f(w.bout), v, w.blank_id, -1 if unk_id is None else unk_id,
-                -1 if fold_unk_id is None else fold_unk_id, _i(start), beam, *_ptrs(out))
-        _check_rc(rc, "the native modified beam search")
-        return _hypotheses(out, hi - lo, beam, t_max)
-
+    call = _beam_call(w, enc.numpy(), lens, t_max, beam, unk_id, fold_unk_id, start)
     return in_groups(b, beam * t_max, call)
 
 

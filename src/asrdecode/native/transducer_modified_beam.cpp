@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "abi.h"
 #include "dense.h"
 #include "guard.h"
 #include "transducer_pred.h"
@@ -282,18 +283,6 @@ static int asr_lstm_modified_beam_impl(const float* enc, const int* lens, int B,
     return 0;
 }
 
-// asr_lstm_modified_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
-int asr_lstm_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* table,
-                           const float* whh0, int P, int L, const float* wup, const float* bup, const float* wdec,
-                           const float* bdec, const float* wout, const float* bout, int O, int act, int blank, int V,
-                           int unk, int fold, int beam, int* out_n, int* out_len, double* out_score,
-                           int* out_tokens, int* out_frames) {
-    return asrd::guard_code<int>([&] {
-        return asr_lstm_modified_beam_impl(enc, lens, B, Tmax, H, table, whh0, P, L, wup, bup, wdec, bdec, wout,
-                                           bout, O, act, blank, V, unk, fold, beam, out_n, out_len, out_score,
-                                           out_tokens, out_frames);
-    });
-}
 
 // icefall's stateless decoder (embedding, grouped conv over C labels, relu, projection wp / bp) and a
 // tanh joint: enc [B, Tmax, H] (icefall's projected encoder_out); start_ctx [C]. Outputs as above.
@@ -312,16 +301,25 @@ static int asr_stateless_modified_beam_impl(const float* enc, const int* lens, i
     return 0;
 }
 
-// asr_stateless_modified_beam_impl behind guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3).
-int asr_stateless_modified_beam(const float* enc, const int* lens, int B, int Tmax, int H, const float* emb, int E,
-                                const float* convw, const float* convb, int G, int C, const float* wp,
-                                const float* bp, const float* wout, const float* bout, int V, int blank, int unk,
-                                int fold, const int* start_ctx, int beam, int* out_n, int* out_len,
-                                double* out_score, int* out_tokens, int* out_frames) {
+// One modified beam call (abi.h's NetSearchArgs; net.kind picks the LSTM or the stateless decoder) behind
+// guard.h: an exception becomes kOutOfMemory (-2) or kInternalError (-3); -1: arguments refused.
+int asrd_modified_beam(const asrd::NetSearchArgs* a) {
     return asrd::guard_code<int>([&] {
-        return asr_stateless_modified_beam_impl(enc, lens, B, Tmax, H, emb, E, convw, convb, G, C, wp, bp, wout,
-                                                bout, V, blank, unk, fold, start_ctx, beam, out_n, out_len,
-                                                out_score, out_tokens, out_frames);
+        const asrd::TransducerNet& n = a->net;
+        const int B = static_cast<int>(a->batch), T = static_cast<int>(a->frames), H = static_cast<int>(n.hidden);
+        const int V = static_cast<int>(n.vocab), blank = static_cast<int>(a->blank);
+        const int unk = static_cast<int>(a->unk), fold = static_cast<int>(a->fold), beam = static_cast<int>(a->beam);
+        if (n.kind == 0) {
+            return asr_lstm_modified_beam_impl(
+                a->enc, a->lengths, B, T, H, n.table, n.whh0, static_cast<int>(n.pred_dim),
+                static_cast<int>(n.pred_layers), n.wup, n.bup, n.wdec, n.bdec, n.wout, n.bout,
+                static_cast<int>(n.outputs), static_cast<int>(n.act), blank, V, unk, fold, beam, a->out_n,
+                a->out_len, a->out_score, a->out_tokens, a->out_frames);
+        }
+        return asr_stateless_modified_beam_impl(
+            a->enc, a->lengths, B, T, H, n.emb, static_cast<int>(n.embed_dim), n.convw, n.convb,
+            static_cast<int>(n.groups), static_cast<int>(n.context), n.wp, n.bp, n.wout, n.bout, V, blank, unk, fold,
+            n.start_ctx, beam, a->out_n, a->out_len, a->out_score, a->out_tokens, a->out_frames);
     });
 }
 
