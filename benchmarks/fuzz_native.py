@@ -30,6 +30,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+import suite_paths  # noqa: E402  (tests/ and its subfolders: the test modules imported below)
+
+suite_paths.add_to_sys_path()
 
 from asrdecode import ctc  # noqa: E402
 from asrdecode.ctc.wfst import WFSTDecoder  # noqa: E402

@@ -87,7 +87,7 @@ def _sherpa_best(rec, waves) -> list[list[str]]:
 def _nemo_compat_beam(fns: dict, b, encs, enc_all, len_all, rec, np_waves) -> None:
     """NeMo layout: ``--compat sherpa --decoder beam`` (sherpa-onnx's NeMo modified beam search, the
     C++ engine); prints how many clips' best tokens equal sherpa-onnx's and the torch engine's. This
-    model's ``per_feature`` features differ from sherpa-onnx's on some clips (tests/test_sherpa_onnx.py
+    model's ``per_feature`` features differ from sherpa-onnx's on some clips (tests/models/test_sherpa_onnx.py
     test_nemo_per_feature_agreement), so some clips differ before the search; the same model without
     normalisation agrees on 60/60 with either engine (measured 2026-11-25)."""
     kw = dict(beam=4, unk_id=b.model.unk_id)

@@ -1,5 +1,7 @@
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 # One thread unless OMP_NUM_THREADS says otherwise: the suite must pass with 1 and with 2 threads
 # (`OMP_NUM_THREADS=2 python -m pytest`), so float results are never compared bit for bit.
@@ -10,6 +12,14 @@ os.environ["ASRDECODE_PHONE_WORDS"] = "500"
 os.environ["ASRDECODE_CACHE"] = tempfile.mkdtemp(prefix="asrdecode-test-cache-")
 
 import torch  # noqa: E402
+
+# Tests live in one folder per package module (tests/ctc, tests/lm, ...) and import each other and the
+# shared helpers here by bare module name: every folder goes on sys.path (pytest adds only a file's own).
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suite_paths  # noqa: E402
+
+suite_paths.add_to_sys_path()
 
 torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"] or 1)))
 

@@ -3,7 +3,7 @@ manifest reader, fed random bytes and mutated valid files (hypothesis strategies
 
 The contract: every input either parses or raises a *named* error (a ``ValueError`` subclass of
 :class:`asrdecode.errors.AsrDecodeError`), never another exception, never a hang, never unbounded
-memory. ``tests/test_fuzz_parsers.py`` runs a few hundred inputs per parser in CI;
+memory. ``tests/app/test_fuzz_parsers.py`` runs a few hundred inputs per parser in CI;
 ``benchmarks/fuzz_parsers.py`` runs >= 10,000 per parser and records count, time and peak memory.
 """
 

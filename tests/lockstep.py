@@ -1,7 +1,7 @@
 """Lockstep comparison of a device loop's rounds: each round run in the loop's own mode (compile, CUDA
 graphs, compiled graphs) and eagerly on a copy of the same state, the state tensors compared after every
 round. The first round and state field that differ say where a compiled round leaves the eager one
-(used by tests/test_compile_exact.py, on the CPU and, with a GPU, on CUDA)."""
+(used by tests/app/test_compile_exact.py, on the CPU and, with a GPU, on CUDA)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ the batch's prediction-network state) and ``batch.split_into(states)``, which gi
 (returning what the streams do not hold: the transducer searches' prediction-network state, else None).
 
 The decoders and states conform by their signatures (no base class); the checks at the bottom make mypy
-verify each of them, and ``tests/test_configs.py`` checks them at run time.
+verify each of them, and ``tests/app/test_configs.py`` checks them at run time.
 """
 
 from __future__ import annotations

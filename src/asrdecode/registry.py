@@ -16,7 +16,7 @@ graph when another decoder is chosen) is dropped.
 
 Adding an option to a search: one :func:`~asrdecode.configs.setting` field in its config (``cli=True``
 for a decoding flag) and its use in the search; a decoding flag is also one typed
-:class:`DecodeOptions` field (its default read from the config; ``tests/test_configs.py`` checks the two
+:class:`DecodeOptions` field (its default read from the config; ``tests/app/test_configs.py`` checks the two
 agree). :mod:`asrdecode.decoders` passes the config's fields to the search by name.
 """
 

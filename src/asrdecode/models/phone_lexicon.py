@@ -49,7 +49,7 @@ def hama_phone_symbols() -> tuple[str, ...]:
 def _fast_g2p() -> Any:
     """hama's G2P model with two pure speed-ups that leave its output unchanged: the vocabulary's
     token maps built once (hama rebuilds a dict per character) and inputs not padded to 128
-    positions (the encoder masks padding; ``tests/test_phone_bundle.py`` checks equality)."""
+    positions (the encoder masks padding; ``tests/models/test_phone_bundle.py`` checks equality)."""
     hama = require_hama("G2P pronunciations")
     from hama.tokenizer import EncodedText, TextTokenizer
     from hama.vocab import Vocabulary

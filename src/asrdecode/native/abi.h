@@ -1,6 +1,6 @@
 // The native engine's C ABI: every struct the Python drivers fill, declared once. The ctypes mirrors
 // live in asrdecode/native/abi.py; abi.cpp exports each struct's size and each field's offset and size
-// (asrd_abi_field), and tests/test_native_abi.py checks every mirror against them.
+// (asrd_abi_field), and tests/native/test_native_abi.py checks every mirror against them.
 #pragma once
 
 #include <cstdint>
