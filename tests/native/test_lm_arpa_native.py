@@ -225,7 +225,7 @@ def test_engine_is_checked(tmp_path):
 def test_the_c_entry_points_refuse_bad_arguments():
     from asrdecode.native.abi import ArpaArgs
 
-    lib = native_arpa._functions(_lib.load())
+    lib = _lib.load()
     err = ctypes.create_string_buffer(64)
     assert lib.asrd_arpa_open(0) is None
     assert lib.asrd_arpa_feed(None, ctypes.byref(ArpaArgs()), err, 64) == -1

@@ -91,3 +91,22 @@ def test_generator_names_a_line_it_cannot_read(tmp_path):
         abi_gen.parse_header("struct A {\n  int64_t a;\n  int64_t b[4];\n};\n")
     with pytest.raises(abi_gen.AbiHeaderError, match="no ctypes mapping"):
         abi_gen.render_mirrors(abi_gen.parse_header("struct A {\n  uint16_t a;\n};\n"))
+
+
+def test_exports_table_lists_every_c_export_and_the_library_has_them():
+    """native/exports.py is the one table of the C exports' signatures: every ``asrd_*`` function the sources
+    define is listed (and nothing else), and the loaded library exports each with its table signature."""
+    import re
+    from pathlib import Path
+
+    from asrdecode.native.exports import EXPORTS
+
+    src = Path(_lib.__file__).parent
+    defined = set()
+    for path in src.glob("*.cpp"):
+        defined |= set(re.findall(r"^(?:int|void|int64_t|void\*)\s+(asrd_\w+)\(", path.read_text(), re.M))
+    assert defined == set(EXPORTS)
+    lib = _lib.load()
+    for name, (restype, argtypes) in EXPORTS.items():
+        fn = getattr(lib, name)
+        assert (fn.restype, fn.argtypes) == (restype, argtypes), name

@@ -223,19 +223,9 @@ def load() -> ctypes.CDLL:
         except OSError as err:
             _error = f"loading the native engine failed: {err}"
             raise NativeEngineUnavailable(_error) from None
-        lib.asrd_ctc_beam_run.restype = ctypes.c_int
-        lib.asrd_ctc_beam_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_ctc_finalize.restype = ctypes.c_int
-        lib.asrd_ctc_finalize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_ctc_collapse.restype = ctypes.c_int
-        lib.asrd_ctc_collapse.argtypes = [ctypes.c_void_p]
-        lib.asrd_backtrack.restype = ctypes.c_int
-        lib.asrd_backtrack.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] + [
-            ctypes.c_void_p] * 3
-        lib.asrd_check_log_probs.restype = None
-        lib.asrd_check_log_probs.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-        _lib = lib
+        from .exports import bind
+
+        _lib = bind(lib)  # every export's signature, from one table
         return lib
 
 

@@ -38,22 +38,6 @@ CHUNK = 1 << 22
 _MAX_ORDER = 32  # arpa.cpp's kMaxOrder
 _MORE, _NEED_OUTPUTS, _DONE, _FALLBACK, _BAD_ARGS = 0, 1, 2, 3, -1
 _GZIP_MAGIC = b"\x1f\x8b"
-_ready: set[int] = set()
-
-
-def _functions(lib: ctypes.CDLL) -> ctypes.CDLL:
-    """``lib`` with the ARPA entry points' signatures set (once per library)."""
-    if id(lib) not in _ready:
-        lib.asrd_arpa_open.restype = ctypes.c_void_p
-        lib.asrd_arpa_open.argtypes = [ctypes.c_int64]
-        lib.asrd_arpa_close.restype = None
-        lib.asrd_arpa_close.argtypes = [ctypes.c_void_p]
-        lib.asrd_arpa_feed.restype = ctypes.c_int
-        lib.asrd_arpa_feed.argtypes = [ctypes.c_void_p, ctypes.POINTER(ArpaArgs), ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_arpa_vocab.restype = ctypes.c_int64
-        lib.asrd_arpa_vocab.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        _ready.add(id(lib))
-    return lib
 
 
 @dataclass
@@ -110,7 +94,7 @@ def read(path: str | os.PathLike, max_bytes: Optional[int], *, max_line_bytes: i
     (see the module docstring); the limits as :func:`~asrdecode.lm.read_arpa`'s (``max_bytes`` of text,
     ``max_line_bytes`` per line, a gzip file's text at most ``max_gzip_ratio`` times its size). Raises
     :class:`~asrdecode.native._lib.NativeEngineUnavailable` without the engine."""
-    lib = _functions(_lib.load())
+    lib = _lib.load()
     path = Path(path)
     try:
         raw = open(path, "rb", buffering=0)

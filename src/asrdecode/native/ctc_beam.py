@@ -358,19 +358,6 @@ def _raise_for(rc: int, err: ctypes.Array) -> None:
     raise DecodingInputError(f"native CTC beam search: {message}")
 
 
-_decode_fn = None
-
-
-def _decode_function(lib: ctypes.CDLL):
-    global _decode_fn
-    if _decode_fn is None:
-        fn = lib.asrd_ctc_beam_decode
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        _decode_fn = fn
-    return _decode_fn
-
-
 _ERR = threading.local()
 
 
@@ -434,7 +421,7 @@ def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam
         out_tok=base + 8 * B * n, out_dat=base + 8 * B * n * (1 + T),
     )
     err = _err_buffer()
-    _raise_for(_decode_function(lib)(ctypes.byref(args), err, len(err)), err)
+    _raise_for(lib.asrd_ctc_beam_decode(ctypes.byref(args), err, len(err)), err)
     scores = out_score[:]
     ints = out_ints[:]
     off_tok, off_dat = B * n, B * n * (1 + T)

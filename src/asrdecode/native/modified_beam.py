@@ -90,12 +90,6 @@ def _check_rc(rc: int, what: str) -> None:
         raise DecodingInputError(f"{what} refused its arguments")
 
 
-def _fn(name: str, argtypes: list[Any]) -> Any:
-    fn = getattr(load(), name)
-    if fn.argtypes is None:
-        fn.restype = ctypes.c_int
-        fn.argtypes = argtypes
-    return fn
 
 
 def _beam_call(w: "LstmJointWeights | StatelessJointWeights", enc: np.ndarray, lens: np.ndarray, t_max: int,
@@ -103,7 +97,7 @@ def _beam_call(w: "LstmJointWeights | StatelessJointWeights", enc: np.ndarray, l
                ) -> Callable[[int, int], list[list[Hypothesis]]]:
     """The modified beam search of rows ``lo:hi`` of ``enc [B, T, H]`` (projected) as one engine call
     (``asrd_modified_beam``; abi.h's NetSearchArgs built by field name)."""
-    fn = _fn("asrd_modified_beam", [ctypes.POINTER(NetSearchArgs)])
+    fn = load().asrd_modified_beam
 
     def call(lo: int, hi: int) -> list[list[Hypothesis]]:
         out = _outputs(hi - lo, beam, t_max)

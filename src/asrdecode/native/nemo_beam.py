@@ -22,7 +22,8 @@ import torch
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from .abi import NetSearchArgs
-from .modified_beam import _check_rc, _checked, _fn, _hypotheses, _outputs, in_groups
+from ._lib import load
+from .modified_beam import _check_rc, _checked, _hypotheses, _outputs, in_groups
 from .transducer_greedy_lstm import LstmJointWeights, _project, net_struct
 
 __all__ = ["nemo_beam_lstm"]
@@ -50,7 +51,7 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     proj_np = _project(w, enc, lens)
     durs = np.array(w.durations or [0], dtype=np.int32)
     maxlen = t_max * max_symbols
-    fn = _fn("asrd_nemo_beam", [ctypes.POINTER(NetSearchArgs)])
+    fn = load().asrd_nemo_beam
 
     def call(lo: int, hi: int) -> list[list[Hypothesis]]:
         out = _outputs(hi - lo, beam, maxlen, durations=True)

@@ -28,25 +28,6 @@ from .ctc_beam import _Model, _describe
 
 __all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows", "check_logits"]
 
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_D = ctypes.c_double
-
-
-_LIB: Any = None
-
-
-def _lib() -> Any:
-    global _LIB
-    if _LIB is None:
-        lib = load()
-        lib.asrd_transducer_beam_step.restype = ctypes.c_int
-        lib.asrd_transducer_beam_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        lib.asrd_transducer_joint_rows.restype = _I
-        lib.asrd_transducer_joint_rows.argtypes = [_I, _I, _I, _P, _P, _P, _P, _P]
-        _LIB = lib
-    return _LIB
-
 
 #: tree steps reserved at a time (the engine writes each step's records at the next free one)
 _TREE_CHUNK = 64
@@ -130,7 +111,7 @@ class NativeBeamStep:
     """
 
     def __init__(self, loop: Any, scorer: FusionScorer) -> None:
-        self.lib = _lib()
+        self.lib = load()
         B, K, T = loop.B, loop.K, loop.T
         N = B * K
         for name in _STATE:

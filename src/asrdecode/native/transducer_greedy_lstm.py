@@ -181,7 +181,6 @@ def weights_from_nemo_onnx(decoder: str | Path, joiner: str | Path, blank_id: in
 
 # array arguments go as addresses (c_void_p): a cast per argument would cost about a microsecond each,
 # per call; the arrays are float32 / int32 / float64 C-contiguous as each function's comment says
-_F = _IP = _DP = ctypes.c_void_p
 
 
 def _f(a: np.ndarray) -> int:
@@ -205,7 +204,7 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     b, t_max, _ = encoder_output.shape
     lens32 = _lengths(lengths, b, t_max)
     proj = _project(w, encoder_output.detach().cpu().float(), lens32)
-    fn = _lib_batch()
+    fn = load().asrd_transducer_greedy
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
     cap = max(16, t_max * (max_symbols or 64))
@@ -249,25 +248,12 @@ def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.nda
     valid = None if full else (np.arange(t_max)[None, :] < lens[:, None]).reshape(-1)
     rows = np.ascontiguousarray(enc.reshape(-1, d).numpy() if valid is None else enc.reshape(-1, d).numpy()[valid])
     got = np.empty((len(rows), h), np.float32)
-    fn = load().asrd_dense_matmat
-    if fn.argtypes is None:
-        fn.restype = None
-        fn.argtypes = [_F, _F, _F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
-    fn(_f(w.wenc), _f(w.benc), _f(rows), len(rows), h, d, _f(got))
+    load().asrd_dense_matmat(_f(w.wenc), _f(w.benc), _f(rows), len(rows), h, d, _f(got))
     if valid is None:
         return got.reshape(b, t_max, h)
     out = np.zeros((b * t_max, h), np.float32)
     out[valid] = got
     return out.reshape(b, t_max, h)
-
-
-def _lib_batch() -> Any:
-    """The engine's greedy entry point: ``int asrd_transducer_greedy(const NetSearchArgs*)``."""
-    fn = load().asrd_transducer_greedy
-    if fn.argtypes is None:
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.POINTER(NetSearchArgs)]
-    return fn
 
 
 def net_struct(w: "LstmJointWeights | StatelessJointWeights") -> TransducerNet:
@@ -413,7 +399,7 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
         raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
     b, t_max, _ = encoder_output.shape
     lens32 = _lengths(lengths, b, t_max)
-    fn = _lib_batch()
+    fn = load().asrd_transducer_greedy
     c = w.context_size
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":

@@ -33,18 +33,9 @@ from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, _l
 
 __all__ = ["search", "search_weights"]
 
-_LIB: Any = None
 _ERR = threading.local()
 
 
-def _fn() -> Any:
-    global _LIB
-    if _LIB is None:
-        lib = load()
-        lib.asrd_transducer_beam_search.restype = ctypes.c_int
-        lib.asrd_transducer_beam_search.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-        _LIB = lib
-    return _LIB.asrd_transducer_beam_search
 
 
 def _addr(a: Optional[np.ndarray]) -> Optional[int]:
@@ -160,7 +151,7 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
         err = getattr(_ERR, "buf", None) or ctypes.create_string_buffer(512)
         _ERR.buf = err
-        rc = _fn()(ctypes.byref(args), err, len(err))
+        rc = load().asrd_transducer_beam_search(ctypes.byref(args), err, len(err))
         if rc != 0:
             message = err.value.decode(errors="replace")
             check_status(rc, "native transducer beam search", message)

@@ -24,26 +24,6 @@ from .transducer_beam import TreeRecords, check_logits, user_model_rows
 
 __all__ = ["NativeWindStep"]
 
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_D = ctypes.c_double
-
-
-_LIB: Any = None
-
-
-def _lib() -> Any:
-    global _LIB
-    if _LIB is None:
-        lib = load()
-        for name in ("asrd_wind_pop", "asrd_wind_active"):
-            getattr(lib, name).restype = _I
-            getattr(lib, name).argtypes = [_P]
-        lib.asrd_wind_step.restype = ctypes.c_int
-        lib.asrd_wind_step.argtypes = [_P, ctypes.c_char_p, _I]
-        _LIB = lib
-    return _LIB
-
 
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
 
@@ -58,7 +38,7 @@ class NativeWindStep:
     """
 
     def __init__(self, loop: Any, scorer: FusionScorer) -> None:
-        self.lib = _lib()
+        self.lib = load()
         B, K, S, W = loop.B, loop.K, loop.S, loop.window
         N = B * S
         for name in _STATE:

@@ -22,29 +22,6 @@ from .abi import WfstArgs as _Args
 
 __all__ = ["run_frames"]
 
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_F = ctypes.c_float
-
-
-_bound = False
-
-
-def _lib() -> ctypes.CDLL:
-    global _bound
-    lib = load()
-    if not _bound:
-        lib.asrd_wfst_run.restype = _P
-        lib.asrd_wfst_run.argtypes = [ctypes.POINTER(_Args)]
-        lib.asrd_wfst_sizes.restype = None
-        lib.asrd_wfst_sizes.argtypes = [_P, _P]
-        lib.asrd_wfst_copy.restype = None
-        lib.asrd_wfst_copy.argtypes = [_P, _P]
-        lib.asrd_wfst_free.restype = None
-        lib.asrd_wfst_free.argtypes = [_P]
-        _bound = True
-    return lib
-
 
 def _ptr(t: torch.Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
@@ -56,7 +33,7 @@ def run_frames(decoder: Any, state: Any, am: torch.Tensor, lengths: torch.Tensor
     the acoustic scale) with ``lengths [B]`` valid frames; ``rows`` are the graph's packed emitting arcs
     ``[A, 4]`` int32 and ``e_max [S]`` each state's best emitting arc score. Updates ``state`` in place
     (tokens, history, lattice; not the offset)."""
-    lib = _lib()
+    lib = load()
     g = decoder.graph
     g.ensure_valid()
     B, T, V = am.shape
