@@ -202,9 +202,7 @@ class NemoOnnxBundle:
     @torch.no_grad()
     def encode_features(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Features ``[B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]`` (CPU, float32)."""
-        if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != self.feature_dim:
-            raise DecodingInputError(f"feats must be a float tensor [B, Tf, {self.feature_dim}]")
-        return encode_in_groups(self._encode, feats, lengths)
+        return encode_in_groups(self._encode, feats, lengths, self.feature_dim)
 
     def _encode(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One onnxruntime call: ``feats [B, Tf, F]`` + lengths -> encoder output ``[B, T, C]`` + lengths ``[B]``."""

@@ -134,6 +134,12 @@ def ort_session(path: Path, model: Optional[bytes] = None) -> Any:
         raise FileFormatError(path, None, f"not a loadable ONNX model: {first}") from None
 
 
+def check_feats(feats: object, feature_dim: int) -> None:
+    """Raise :class:`DecodingInputError` unless ``feats`` is a tensor ``[B, Tf, feature_dim]``."""
+    if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != feature_dim:
+        raise DecodingInputError(f"feats must be a float tensor [B, Tf, {feature_dim}]")
+
+
 def nemo_encoder_inputs(feats: object, lengths: torch.Tensor, feature_dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Features ``[B, Tf, F]`` + lengths ``[B]`` -> a NeMo ONNX encoder's inputs: float32 ``[B, F, Tf]``
     and int64 ``[B]`` (``audio_signal`` / ``length``).
@@ -141,8 +147,8 @@ def nemo_encoder_inputs(feats: object, lengths: torch.Tensor, feature_dim: int) 
     Raises:
         DecodingInputError: ``feats`` is not a tensor ``[B, Tf, feature_dim]``.
     """
-    if not isinstance(feats, torch.Tensor) or feats.dim() != 3 or feats.shape[2] != feature_dim:
-        raise DecodingInputError(f"feats must be a float tensor [B, Tf, {feature_dim}]")
+    check_feats(feats, feature_dim)
+    assert isinstance(feats, torch.Tensor)
     x = feats.detach().cpu().float().transpose(1, 2).contiguous().numpy()
     return x, lengths.detach().cpu().long().numpy()
 
@@ -170,15 +176,19 @@ def length_groups(lengths: Sequence[int], waste: float = PAD_WASTE, slack: int =
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
-def encode_in_groups(run: Encoder, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_in_groups(run: Encoder, feats: torch.Tensor, lengths: torch.Tensor, feature_dim: Optional[int] = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """``run`` (features ``[b, t, F]`` + lengths ``[b]`` -> output ``[b, t', C]`` + lengths ``[b]``) over a batch
     ``feats [B, T, F]`` in :func:`length_groups`, each group cut to its longest utterance: the encoder
     computes fewer padded frames. Output ``[B, T', C]`` (``T'`` of the longest group; frames past an
     utterance's group's output are 0) + lengths ``[B]``. One group: ``run(feats, lengths)`` itself.
 
     Raises:
-        DecodingInputError: ``lengths`` is not ``[B]`` integers in ``0..T``.
+        DecodingInputError: ``feats`` is not a tensor ``[B, T, feature_dim]`` (when given), or ``lengths`` is
+            not ``[B]`` integers in ``0..T``.
     """
+    if feature_dim is not None:
+        check_feats(feats, feature_dim)
     n = check_lengths(lengths, feats.shape[0], feats.shape[1], device=torch.device("cpu"))
     groups = length_groups(n.tolist())
     if len(groups) <= 1:
