@@ -38,14 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from asrdecode import ctc  # noqa: E402
-from asrdecode.ctc.beam_step import _Stepper  # noqa: E402
+from asrdecode.ctc.beam_step import Stepper  # noqa: E402
 from asrdecode.lm import BoostingTree, NGramLM  # noqa: E402
 from asrdecode.lm._automaton import BackoffAutomaton  # noqa: E402
 from asrdecode.lm.word_cache import cached_word_lm  # noqa: E402
 from asrdecode.models import load  # noqa: E402
 from asrdecode.models.demo import ASSETS, LM_TUNED  # noqa: E402
 from asrdecode.transducer import BeamSearchDecoder  # noqa: E402
-from asrdecode.transducer.beam_loop import _BeamLoop  # noqa: E402
+from asrdecode.transducer.beam_loop import BeamLoop  # noqa: E402
 
 PHRASES = ["elinor", "marianne", "sense and sensibility", "mrs jennings", "colonel brandon"]
 
@@ -181,7 +181,7 @@ def per_round(lines: list[str], clips: int) -> None:
             out.append(f"{max(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}")
         lines.append(f"| {name} | {len(counts)} | {out[0]} | {out[1]} |")
 
-    undo = [counting(_BeamLoop, "round"), counting(_Stepper, "frame")]
+    undo = [counting(BeamLoop, "round"), counting(Stepper, "frame")]
     try:
         lines += ["", "| search | rounds | ops/round walk | ops/round fused |", "|---|---|---|---|"]
         demo, lp_all, len_all = demo_outputs("demo-ctc", clips, ctc_head=True)

@@ -26,11 +26,11 @@ from .native import _lib as _native_lib
 
 __all__ = ["EMPTY_HASH", "extend_hash", "BeamTree"]
 
-_M1 = 2147483647  # 2**31 - 1, prime
-_M2 = 2147483629  # prime
-_P1 = 1000003  # prime base
-_P2 = 999983  # prime base
-_LOW = (1 << 32) - 1
+HASH_M1 = 2147483647  # 2**31 - 1, prime
+HASH_M2 = 2147483629  # prime
+HASH_P1 = 1000003  # prime base
+HASH_P2 = 999983  # prime base
+HASH_LOW = (1 << 32) - 1
 
 #: Hash of the empty prefix.
 EMPTY_HASH = 0
@@ -43,10 +43,10 @@ def extend_hash(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     ``hi' = (hi * Pi + token + 1) mod Mi`` for two prime moduli, where ``h = (h1 << 32) | h2``.
     """
     h1 = h >> 32
-    h2 = h & _LOW
+    h2 = h & HASH_LOW
     t = (tokens if tokens.dtype == torch.int64 else tokens.to(torch.int64)) + 1
-    h1 = torch.remainder(torch.add(t, h1, alpha=_P1), _M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
-    h2 = torch.remainder(torch.add(t, h2, alpha=_P2), _M2)
+    h1 = torch.remainder(torch.add(t, h1, alpha=HASH_P1), HASH_M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
+    h2 = torch.remainder(torch.add(t, h2, alpha=HASH_P2), HASH_M2)
     return (h1 << 32) | h2
 
 
@@ -54,8 +54,8 @@ def hash_sequence(tokens: list[int]) -> int:
     """Python reference of :func:`extend_hash` applied token by token from :data:`EMPTY_HASH`."""
     h1 = h2 = 0
     for tok in tokens:
-        h1 = (h1 * _P1 + tok + 1) % _M1
-        h2 = (h2 * _P2 + tok + 1) % _M2
+        h1 = (h1 * HASH_P1 + tok + 1) % HASH_M1
+        h2 = (h2 * HASH_P2 + tok + 1) % HASH_M2
     return (h1 << 32) | h2
 
 

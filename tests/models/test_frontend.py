@@ -139,11 +139,11 @@ def test_read_encoder(tmp_path) -> None:
 
 def test_bundle_features_validate_a_list_of_waveforms() -> None:
     """A list of waveforms is checked one by one (each 1-D float), nothing padded to check it."""
-    from asrdecode.models.demo import _as_wave_list
+    from asrdecode.models.demo import as_wave_list
 
-    waves = _as_wave_list([torch.zeros(400), np.zeros(10, dtype=np.float64)], None)
+    waves = as_wave_list([torch.zeros(400), np.zeros(10, dtype=np.float64)], None)
     assert [w.shape for w in waves] == [(400,), (10,)] and all(w.dtype == torch.float32 for w in waves)
     for bad, match in (([], "empty"), ([torch.zeros(3), torch.zeros(2, 3)], r"audio\[1\]"),
                        ([torch.zeros(3, dtype=torch.int16)], r"audio\[0\]")):
         with pytest.raises(DecodingInputError, match=match):
-            _as_wave_list(bad, None)
+            as_wave_list(bad, None)

@@ -163,7 +163,7 @@ def test_merges_are_equal_transcripts(monkeypatch, engine, durations, method):
     if engine == "graphs":
         pytest.skip("reads the tree between steps: a static tree counts its steps ahead, per batch of rounds")
     checked = {"merges": 0}
-    orig_step = beam_mod._BeamLoop.step
+    orig_step = beam_mod.BeamLoop.step
 
     def step(self):
         orig_step(self)
@@ -183,7 +183,7 @@ def test_merges_are_equal_transcripts(monkeypatch, engine, durations, method):
                     assert key in live  # merged into an equal transcript on the same frame
                     checked["merges"] += 1
 
-    monkeypatch.setattr(beam_mod._BeamLoop, "step", step)
+    monkeypatch.setattr(beam_mod.BeamLoop, "step", step)
     for seed in range(4):
         m = random_model(300 + seed, V, BLANK, durations, blank_bias=1.0)
         beam_search(m, _enc(seed, 2, 8), beam=4, method=method, max_symbols=2)

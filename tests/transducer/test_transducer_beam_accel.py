@@ -256,13 +256,13 @@ def test_ops_per_round_stay_bounded(method, bound):
     """ATen ops of one device-loop round (views included; about the kernel launches of a replay on a GPU),
     without fusion at B=8, beam 4 (WIND window 8): a guard against ops creeping into the round."""
     from asrdecode.accel import count_device_syncs
-    from asrdecode.transducer.beam_loop import _BeamLoop
+    from asrdecode.transducer.beam_loop import BeamLoop
     from transducer_models import random_encoder
 
     m = random_model(3, V, BLANK, None, blank_bias=1.0)
     dec = beam_mod.BeamSearchDecoder(m, beam=4, method=method, engine="torch")
     enc = random_encoder(1, 8, 30)
-    loop = _BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), dec.settings)
+    loop = BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), dec.settings)
     with torch.inference_mode():
         for _ in range(3):
             loop.round()
@@ -299,13 +299,13 @@ def test_ops_with_fusion_stay_bounded(emulated_graphs, lm, method, round_bound, 
     """ATen ops (about a GPU's kernel launches) of one round and of a whole warm call on the emulated
     CUDA-graph path, with shallow fusion: a guard against ops creeping into the fused round."""
     from asrdecode.accel import count_device_syncs
-    from asrdecode.transducer.beam_loop import _BeamLoop
+    from asrdecode.transducer.beam_loop import BeamLoop
     from transducer_models import random_encoder
 
     m = random_model(3, V, BLANK, None, blank_bias=1.0)
     kw = dict(beam=4, method=method, engine="torch", fusion=[(lm, 0.4)], beta=0.3)
     enc = random_encoder(1, 8, 30)
-    loop = _BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), beam_mod.BeamSearchDecoder(m, **kw).settings)
+    loop = BeamLoop(m, m.project_encoder(enc), torch.full((8,), 30), beam_mod.BeamSearchDecoder(m, **kw).settings)
     with torch.inference_mode():
         for _ in range(3):
             loop.round()

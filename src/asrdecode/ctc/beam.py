@@ -37,9 +37,9 @@ from ..native.ctc_beam import finalize as native_finalize
 from ..native.ctc_beam import run_frames
 from ..results import Hypothesis, Tokenizer, attach_text
 from .beam_loop import loop_mode, run_frames_on_device
-from .beam_step import _Stepper
+from .beam_step import Stepper
 from ._checks import check_beam_search_args, check_positive_int
-from .collapse import CollapseState, _check_threshold, stream_collapse
+from .collapse import CollapseState, check_threshold, stream_collapse
 
 #: one n-best list (best first) per utterance
 NBest = list[list[Hypothesis]]
@@ -62,7 +62,7 @@ def parse_collapse(blank_collapse: CollapseArg) -> tuple[bool, Optional[float]]:
         return True, None
     if isinstance(blank_collapse, bool):
         raise DecodingInputError("blank_collapse must be None, 'weak' or a threshold in (0, 1), got a bool")
-    return True, _check_threshold(blank_collapse)
+    return True, check_threshold(blank_collapse)
 
 
 @dataclass
@@ -383,12 +383,12 @@ def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer:
                              beam_threshold=beam_threshold, token_beam=token_beam, mode=mode)
     else:
         _eager_frames(st, x, lens_s, frame_index,
-                      _Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device))
+                      Stepper(batch, beam, vocab, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device))
     st.offsets = offsets + lens
 
 
 def _eager_frames(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor,
-                  step: _Stepper) -> None:
+                  step: Stepper) -> None:
     """The Python frame loop (no padding): ``x [B, T, V]`` into ``st`` through the step's packed buffers
     (loaded once, stored back once), one tree step per frame."""
     batch = x.shape[0]

@@ -1,6 +1,6 @@
 """The CTC prefix beam search's frame loop as a device loop (DESIGN rule 3): CUDA graphs on a GPU.
 
-The tensor engine's frame step (:class:`~asrdecode.ctc.beam_step._Stepper`) is sync-free and
+The tensor engine's frame step (:class:`~asrdecode.ctc.beam_step.Stepper`) is sync-free and
 static-shape; here it runs over a :class:`FrameLoop`: static buffers padded to :func:`bucket`
 sizes (emissions time-major ``[Tb, Bb, V]``, lengths ``[Bb, 1]``, original frame indices ``[Tb, Bb]``,
 the search state packed in the step's :class:`~asrdecode.ctc.beam_step.FrameBuffers`, the backpointer
@@ -24,7 +24,7 @@ import torch
 
 from ..accel import LoopCache, StepRunner, bucket, resolve_mode, run_until_done
 from ..fusion import FusionScorer
-from .beam_step import _Stepper
+from .beam_step import Stepper
 
 __all__ = ["FrameLoop", "loop_mode", "run_frames_on_device", "LOOPS", "UNROLL"]
 
@@ -49,7 +49,7 @@ class FrameLoop:
     ``tree [Tb, 2, Bb, K]``: each frame's tree tokens and parents (the times come from ``times`` at
     the end); the search state is the step's :class:`~asrdecode.ctc.beam_step.FrameBuffers`."""
 
-    def __init__(self, stepper: _Stepper, batch: int, frames: int, vocab: int, beam: int,
+    def __init__(self, stepper: Stepper, batch: int, frames: int, vocab: int, beam: int,
                  dtype: torch.dtype, device: torch.device, mode: str) -> None:
         self.stepper, self.batch, self.frames = stepper, batch, frames
         self.x = torch.zeros((frames, batch, vocab), dtype=dtype, device=device)
@@ -118,7 +118,7 @@ def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_ind
            scorer.graph_key())
 
     def make() -> FrameLoop:
-        stepper = _Stepper(Bb, beam, V, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
+        stepper = Stepper(Bb, beam, V, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
         return FrameLoop(stepper, Bb, Tb, V, beam, x.dtype, x.device, mode)
 
     loop: FrameLoop = LOOPS.get(key, make)

@@ -33,10 +33,10 @@ from typing import Any, Optional
 
 import torch
 
-from ..beam_hyps import _LOW, _M1, _M2, _P1, _P2
+from ..beam_hyps import HASH_LOW, HASH_M1, HASH_M2, HASH_P1, HASH_P2
 from ..fusion import FusionScorer
 
-__all__ = ["_Stepper", "FrameBuffers", "FLOAT_FIELDS", "INT_FIELDS"]
+__all__ = ["Stepper", "FrameBuffers", "FLOAT_FIELDS", "INT_FIELDS"]
 
 #: a :class:`~asrdecode.ctc.beam.CTCBeamState` (not imported: that module imports this one)
 CTCBeamState = Any
@@ -59,7 +59,7 @@ class FrameBuffers:
     ``p(c) + y[k]``; of a stay: ``stay_nb``) and its ``p_b`` (``-inf`` for an extension; ``stay_b``).
     """
 
-    def __init__(self, step: "_Stepper", device: torch.device) -> None:
+    def __init__(self, step: "Stepper", device: torch.device) -> None:
         B, K, M, Mm = step.B, step.K, step.M_used, step.scorer.num_models
         dt, lg = step.dtype, torch.long
         self.floats = torch.zeros((6, B, K), dtype=dt, device=device)
@@ -154,7 +154,7 @@ class FrameBuffers:
         st.fstates = self.fst[:, :rows].permute(1, 2, 0).contiguous()
 
 
-class _Stepper:
+class Stepper:
     """One frame of the batched prefix beam search over :class:`FrameBuffers` (sync-free).
 
     Extensions are scored for a set of ``M`` candidate tokens per utterance: the whole vocabulary,
@@ -208,8 +208,8 @@ class _Stepper:
             self.tok_tab = col
             self.dec_tab = torch.stack([src, col, e_idx])
         self.hash_shift = torch.tensor([32, 0], device=device)[:, None, None]
-        self.hash_mul = torch.tensor([_P1, _P2], device=device)[:, None, None]
-        self.hash_mod = torch.tensor([_M1, _M2], device=device)[:, None, None]
+        self.hash_mul = torch.tensor([HASH_P1, HASH_P2], device=device)[:, None, None]
+        self.hash_mod = torch.tensor([HASH_M1, HASH_M2], device=device)[:, None, None]
 
     def buffers(self, device: torch.device) -> FrameBuffers:
         return FrameBuffers(self, device)
@@ -349,10 +349,10 @@ class _Stepper:
             torch.where(act, fb.rec, self.idle_rec, out=fb.rec)
 
 
-def _extend_hash(step: _Stepper, h: torch.Tensor, tok_1: torch.Tensor) -> torch.Tensor:
+def _extend_hash(step: Stepper, h: torch.Tensor, tok_1: torch.Tensor) -> torch.Tensor:
     """:func:`asrdecode.beam_hyps.extend_hash` of ``h [1, B, K]`` by the tokens ``tok_1 - 1`` (the same
     values), both halves at once (``[2, B, K]``)."""
-    halves = (h >> step.hash_shift) & _LOW
+    halves = (h >> step.hash_shift) & HASH_LOW
     return ((torch.addcmul(tok_1, halves, step.hash_mul) % step.hash_mod) << step.hash_shift).sum(0)
 
 

@@ -23,7 +23,7 @@ from ._checks import check_blank_id, prepare_log_probs, valid_mask
 __all__ = ["blank_collapse", "blank_frames", "compact_frames", "CollapseState", "stream_collapse"]
 
 
-def _check_threshold(threshold: Optional[float]) -> Optional[float]:
+def check_threshold(threshold: Optional[float]) -> Optional[float]:
     if threshold is None:
         return None
     try:
@@ -97,7 +97,7 @@ def blank_collapse(
     x, lens = prepare_log_probs(log_probs, lengths, log_softmax=log_softmax)
     vocab = x.shape[2]
     blank = check_blank_id(blank_id, vocab)
-    th = _check_threshold(threshold)
+    th = check_threshold(threshold)
     batch, max_len, _ = x.shape
     valid = valid_mask(lens, max_len)
     is_blank = blank_frames(x, blank, th) & valid

@@ -203,7 +203,7 @@ class DemoModel:
         arrays, 16 kHz, float in [-1, 1]), a single 1-D waveform, or a padded ``[B, N]`` tensor with
         ``lengths [B]`` in samples.
         """
-        waves = _as_wave_list(audio, lengths)
+        waves = as_wave_list(audio, lengths)
         if self._front is None:
             self._front = LogMelFrontEnd() if self.frontend == "logmel" else HamaFrontEnd()
         if isinstance(self._front, LogMelFrontEnd):
@@ -231,7 +231,7 @@ class DemoModel:
         return self.encode_features(feats, flen)
 
 
-def _as_wave_list(audio, lengths) -> list[torch.Tensor]:
+def as_wave_list(audio, lengths) -> list[torch.Tensor]:
     if isinstance(audio, np.ndarray):
         audio = torch.from_numpy(np.asarray(audio, dtype=np.float32))
     if isinstance(audio, torch.Tensor):

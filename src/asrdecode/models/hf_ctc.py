@@ -109,9 +109,9 @@ class HFCTCBundle:
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A list of 16 kHz waveforms ``[N]`` -> the extractor's samples ``[B, N, 1]`` + lengths ``[B]``."""
-        from .demo import _as_wave_list
+        from .demo import as_wave_list
 
-        waves = [w.numpy() for w in _as_wave_list(audio, lengths)]
+        waves = [w.numpy() for w in as_wave_list(audio, lengths)]
         flen = torch.tensor([w.shape[0] for w in waves], dtype=torch.long)
         # an empty waveform has no mean / variance to normalise with: one zero sample stands in (0 frames anyway)
         waves = [w if w.shape[0] else np.zeros(1, dtype=np.float32) for w in waves]

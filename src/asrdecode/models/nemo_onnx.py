@@ -194,9 +194,9 @@ class NemoOnnxBundle:
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """16 kHz waveforms -> normalised features ``[B, Tf, F]`` (padded with 0, as sherpa-onnx) + lengths ``[B]``."""
-        from .demo import _as_wave_list
+        from .demo import as_wave_list
 
-        feats = [self._fbank(w) for w in _as_wave_list(audio, lengths)]
+        feats = [self._fbank(w) for w in as_wave_list(audio, lengths)]
         return pad_features(feats, self.feature_dim)
 
     @torch.no_grad()

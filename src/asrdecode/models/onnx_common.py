@@ -91,7 +91,7 @@ def meta_int(path: Path, meta: dict[str, str], key: str, default: Optional[int] 
         value = int(raw.strip())
     except ValueError:
         raise FileFormatError(path, None, f"metadata {key!r} must be an integer, got {raw!r}") from None
-    _check_range(path, key, value)
+    check_range(path, key, value)
     return value
 
 
@@ -106,11 +106,11 @@ def meta_float(path: Path, meta: dict[str, str], key: str, default: float) -> fl
         raise FileFormatError(path, None, f"metadata {key!r} must be a number, got {raw!r}") from None
     if not math.isfinite(value):
         raise FileFormatError(path, None, f"metadata {key!r} must be finite, got {raw!r}")
-    _check_range(path, key, value)
+    check_range(path, key, value)
     return value
 
 
-def _check_range(path: Path, key: str, value: float) -> None:
+def check_range(path: Path, key: str, value: float) -> None:
     lo, hi = META_RANGES.get(key, (-math.inf, math.inf))
     if not lo <= value <= hi:
         raise FileFormatError(path, None, f"metadata {key!r} must be in {lo:g}..{hi:g}, got {value:g}")

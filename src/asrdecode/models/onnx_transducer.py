@@ -38,7 +38,7 @@ import torch
 from ..errors import DecodingInputError, FileFormatError
 from .frontend import pad_features
 from .onnx_common import META_RANGES, OnnxMissingError, fold_unk, meta_float, meta_int  # noqa: F401 (re-exported)
-from .onnx_common import _check_range, check_dim, encode_in_groups, ort_session
+from .onnx_common import check_range, check_dim, encode_in_groups, ort_session
 from .spectral import FBANK_ENGINES, kaldi_fbank_engine
 from .vocabulary import BLANK_PIECES, PieceTokenizer, read_tokens_txt
 
@@ -231,9 +231,9 @@ class OnnxTransducerBundle:
 
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """16 kHz waveforms -> features ``[B, Tf, F]`` (the ``frontend``'s) + lengths ``[B]``."""
-        from .demo import _as_wave_list
+        from .demo import as_wave_list
 
-        feats = [self._features(w) for w in _as_wave_list(audio, lengths)]
+        feats = [self._features(w) for w in as_wave_list(audio, lengths)]
         return pad_features(feats, self.feature_dim, self._pad)
 
     @torch.no_grad()
@@ -308,7 +308,7 @@ def load_onnx_transducer(spec: str, device: torch.device | str = "cpu", *, start
         raise FileFormatError(enc_path, None, f"metadata 'durations' must be comma-separated ints, got {raw_d!r}") from None
     if durations is not None:
         for d in durations:
-            _check_range(enc_path, "durations", d)
+            check_range(enc_path, "durations", d)
         if len(set(durations)) != len(durations) or max(durations) == 0:
             raise FileFormatError(enc_path, None, f"metadata 'durations' must be distinct with one > 0, got {raw_d!r}")
     widths = [i.shape[-1] if i.shape else None for i in joiner.get_inputs()[:2]]

@@ -162,10 +162,10 @@ class PhoneCTCBundle:
     def features(self, audio: Any, lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Audio (list of 16 kHz waveforms, one waveform, or ``[B, N]`` + ``lengths``) -> hama's phone
         log-probs ``[B, T, 191]`` and their lengths ``[B]``."""
-        from .demo import _as_wave_list
+        from .demo import as_wave_list
         from .frontend import HamaFrontEnd
 
-        waves = _as_wave_list(audio, lengths)
+        waves = as_wave_list(audio, lengths)
         if self._front is None:
             self._front = HamaFrontEnd()
         feats = [self._front.phone_log_probs(w) for w in waves]

@@ -145,7 +145,7 @@ def _word_lm_struct(w: Any) -> tuple[_WordLM, bool]:
     return struct, nonpositive
 
 
-def _describe(desc: _Model, model: FusionModel, weight: float) -> bool:
+def describe_fusion(desc: _Model, model: FusionModel, weight: float) -> bool:
     """Fill ``desc`` for a model the engine reads natively (automaton or word LM); False: it is not one
     (the driver hands its rows over)."""
     desc.weight = weight
@@ -206,7 +206,7 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
     num_tokens = m if (m is not None and m < V - 1) else 0
     merge_all = token_beam is None or token_beam >= V - 1
     models = (_Model * max(len(fusion), 1))()
-    rows = [i for i, (model, weight) in enumerate(fusion) if not _describe(models[i], model, weight)]
+    rows = [i for i, (model, weight) in enumerate(fusion) if not describe_fusion(models[i], model, weight)]
     frame_index = frame_index.to(torch.int64).contiguous()
     views = st.tree.open_steps_native(T, B, K, x.device)
     out = None if views is not None else tuple(torch.empty((T, B, K), dtype=torch.int64) for _ in range(3))
@@ -310,7 +310,7 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
     fusion = scorer.fusion if scorer is not None else []
     models = (_Model * max(len(fusion), 1))()
     for i, (model, weight) in enumerate(fusion):
-        if not _describe(models[i], model, weight):
+        if not describe_fusion(models[i], model, weight):
             f = model.final(st.fstates[:, :, i].reshape(B * K)).to(st.p_b.dtype).contiguous()
             keep.append(f)
             models[i].rows_scores = f.data_ptr()
@@ -384,7 +384,7 @@ def decode(x: torch.Tensor, lengths: torch.Tensor, scorer: FusionScorer, *, beam
     M = len(fusion)
     models = (_Model * max(M, 1))()
     for i, (model, weight) in enumerate(fusion):
-        if not _describe(models[i], model, weight):
+        if not describe_fusion(models[i], model, weight):
             return None
     # the fresh state's fusion states: FusionScorer.initial's columns, [B * K] each (not stacked)
     utterances = (torch.arange(B).repeat_interleave(K) if any(scorer.takes_utterances) else None)

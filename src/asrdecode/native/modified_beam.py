@@ -24,11 +24,11 @@ from ..errors import DecodingInputError, check_finite
 from ..results import Hypothesis
 from ._lib import check_status, load
 from .abi import NetSearchArgs
-from .transducer_greedy_lstm import LstmJointWeights, StatelessJointWeights, _lengths, _project, net_struct
+from .transducer_greedy_lstm import LstmJointWeights, StatelessJointWeights, lengths_int32, project_encoder_output, net_struct
 
 __all__ = ["modified_beam_lstm", "modified_beam_stateless", "native_modified_beam"]
 
-def _checked(encoder_output: object, width: int, lengths: Any, beam: object, vocab: int,
+def checked_inputs(encoder_output: object, width: int, lengths: Any, beam: object, vocab: int,
              ids: dict[str, Optional[int]]) -> tuple[torch.Tensor, np.ndarray]:
     """(encoder output ``[B, T, width]`` float32 CPU contiguous, finite; lengths ``[B]`` int32) or a named error."""
     if not isinstance(encoder_output, torch.Tensor) or encoder_output.dim() != 3 or encoder_output.shape[2] != width:
@@ -42,10 +42,10 @@ def _checked(encoder_output: object, width: int, lengths: Any, beam: object, voc
             raise DecodingInputError(f"{name} must be None or in 0..{vocab - 1}, got {v!r}")
     check_finite("encoder_output", encoder_output)
     b, t_max, _ = encoder_output.shape
-    return encoder_output.detach().float().contiguous(), _lengths(lengths, b, t_max)
+    return encoder_output.detach().float().contiguous(), lengths_int32(lengths, b, t_max)
 
 
-def _outputs(b: int, beam: int, maxlen: int, durations: bool = False) -> list[np.ndarray]:
+def output_buffers(b: int, beam: int, maxlen: int, durations: bool = False) -> list[np.ndarray]:
     """out_n [B], out_len [B, beam], out_score [B, beam], out_tokens / out_frames (/ out_durations with
     ``durations``) [B, beam, maxlen]; each at least one element."""
     cells = max(1, b * beam * maxlen)
@@ -53,8 +53,8 @@ def _outputs(b: int, beam: int, maxlen: int, durations: bool = False) -> list[np
             *(np.zeros(cells, np.int32) for _ in range(3 if durations else 2))]
 
 
-def _hypotheses(out: list[np.ndarray], b: int, beam: int, maxlen: int, durations: bool = False) -> list[list[Hypothesis]]:
-    """The C++ outputs (:func:`_outputs`) as per utterance its hypotheses; ``durations``: read them from
+def hypotheses_from_outputs(out: list[np.ndarray], b: int, beam: int, maxlen: int, durations: bool = False) -> list[list[Hypothesis]]:
+    """The C++ outputs (:func:`output_buffers`) as per utterance its hypotheses; ``durations``: read them from
     the third label array."""
     n, lens, scores = out[:3]
     tok, fr, *du = (a[: b * beam * maxlen].reshape(b, beam, maxlen) for a in out[3:])
@@ -83,7 +83,7 @@ def in_groups(b: int, cells: int, call: Callable[[int, int], list[list[Hypothesi
     return [hyps for lo in range(0, b, step) for hyps in call(lo, min(b, lo + step))]
 
 
-def _check_rc(rc: int, what: str) -> None:
+def check_rc(rc: int, what: str) -> None:
     """0, or the named error of the C call's return code: guard.h's codes, or -1 (arguments refused)."""
     check_status(rc, what)
     if rc != 0:
@@ -100,7 +100,7 @@ def _beam_call(w: "LstmJointWeights | StatelessJointWeights", enc: np.ndarray, l
     fn = load().asrd_modified_beam
 
     def call(lo: int, hi: int) -> list[list[Hypothesis]]:
-        out = _outputs(hi - lo, beam, t_max)
+        out = output_buffers(hi - lo, beam, t_max)
         part, part_lens = np.ascontiguousarray(enc[lo:hi]), np.ascontiguousarray(lens[lo:hi])
         net = net_struct(w)
         if start is not None:
@@ -110,8 +110,8 @@ def _beam_call(w: "LstmJointWeights | StatelessJointWeights", enc: np.ndarray, l
             fold=-1 if fold_unk_id is None else fold_unk_id, beam=beam, enc=part.ctypes.data,
             lengths=part_lens.ctypes.data, out_n=out[0].ctypes.data, out_len=out[1].ctypes.data,
             out_score=out[2].ctypes.data, out_tokens=out[3].ctypes.data, out_frames=out[4].ctypes.data)
-        _check_rc(fn(ctypes.byref(args)), "the native modified beam search")
-        return _hypotheses(out, hi - lo, beam, t_max)
+        check_rc(fn(ctypes.byref(args)), "the native modified beam search")
+        return hypotheses_from_outputs(out, hi - lo, beam, t_max)
 
     return call
 
@@ -131,9 +131,9 @@ def modified_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     if w.durations:
         raise DecodingInputError("modified beam search is sherpa-onnx's RNN-T search; TDT joints are not supported")
     d, v = w.wenc.shape[1], w.vocab_size
-    enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
+    enc, lens = checked_inputs(encoder_output, d, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
     b, t_max, _ = enc.shape
-    proj_np = _project(w, enc, lens)
+    proj_np = project_encoder_output(w, enc, lens)
     return in_groups(b, beam * t_max, _beam_call(w, proj_np, lens, t_max, beam, unk_id, fold_unk_id))
 
 
@@ -148,7 +148,7 @@ def modified_beam_stateless(w: StatelessJointWeights, encoder_output: torch.Tens
     if start_context not in ("blank", "sherpa"):
         raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
     h, v, c = w.wp.shape[0], w.vocab_size, w.context_size
-    enc, lens = _checked(encoder_output, h, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
+    enc, lens = checked_inputs(encoder_output, h, lengths, beam, v, {"unk_id": unk_id, "fold_unk_id": fold_unk_id})
     b, t_max, _ = enc.shape
     start = np.full(c, w.blank_id, dtype=np.int32)
     if start_context == "sherpa":

@@ -23,8 +23,8 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis
 from .abi import NetSearchArgs
 from ._lib import load
-from .modified_beam import _check_rc, _checked, _hypotheses, _outputs, in_groups
-from .transducer_greedy_lstm import LstmJointWeights, _project, net_struct
+from .modified_beam import check_rc, checked_inputs, hypotheses_from_outputs, output_buffers, in_groups
+from .transducer_greedy_lstm import LstmJointWeights, project_encoder_output, net_struct
 
 __all__ = ["nemo_beam_lstm"]
 
@@ -44,17 +44,17 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
     if not isinstance(max_symbols, int) or isinstance(max_symbols, bool) or max_symbols < 1:
         raise DecodingInputError(f"max_symbols must be an int >= 1, got {max_symbols!r}")
     d, v = w.wenc.shape[1], w.vocab_size
-    enc, lens = _checked(encoder_output, d, lengths, beam, v, {"unk_id": unk_id})
+    enc, lens = checked_inputs(encoder_output, d, lengths, beam, v, {"unk_id": unk_id})
     b, t_max, _ = enc.shape
     if t_max * max_symbols * beam >= 2 ** 31:
         raise DecodingInputError("T * max_symbols * beam must be < 2^31 (an utterance's output buffers)")
-    proj_np = _project(w, enc, lens)
+    proj_np = project_encoder_output(w, enc, lens)
     durs = np.array(w.durations or [0], dtype=np.int32)
     maxlen = t_max * max_symbols
     fn = load().asrd_nemo_beam
 
     def call(lo: int, hi: int) -> list[list[Hypothesis]]:
-        out = _outputs(hi - lo, beam, maxlen, durations=True)
+        out = output_buffers(hi - lo, beam, maxlen, durations=True)
         enc_part, lens_part = np.ascontiguousarray(proj_np[lo:hi]), np.ascontiguousarray(lens[lo:hi])
         args = NetSearchArgs(
             net=net_struct(w), batch=hi - lo, frames=t_max, blank=w.blank_id, unk=-1 if unk_id is None else unk_id,
@@ -63,7 +63,7 @@ def nemo_beam_lstm(w: LstmJointWeights, encoder_output: torch.Tensor,
             out_len=out[1].ctypes.data, out_score=out[2].ctypes.data, out_tokens=out[3].ctypes.data,
             out_frames=out[4].ctypes.data, out_durs=out[5].ctypes.data)
         rc = fn(ctypes.byref(args))
-        _check_rc(rc, "the native NeMo beam search")
-        return _hypotheses(out, hi - lo, beam, maxlen, durations=bool(w.durations))
+        check_rc(rc, "the native NeMo beam search")
+        return hypotheses_from_outputs(out, hi - lo, beam, maxlen, durations=bool(w.durations))
 
     return in_groups(b, beam * maxlen, call)

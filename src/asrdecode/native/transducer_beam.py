@@ -1,14 +1,14 @@
 """Driver of the ALSD++ / AES++ beam search steps on the native engine (``transducer_beam.cpp``).
 
 :class:`NativeBeamStep` runs the search bookkeeping of one step of
-:class:`asrdecode.transducer.beam._BeamLoop` (``method="alsd"`` / ``"aes"``) in one engine call: the
+:class:`asrdecode.transducer.beam.BeamLoop` (``method="alsd"`` / ``"aes"``) in one engine call: the
 joint's log-softmax, fusion scores, the top ``beam`` candidates with the carried hypotheses, merging,
 the state update, the tree records and the hypotheses the next step expands, all in place on the
 loop's ``[B, K]`` state tensors (their memory, no copy). The joint network runs before the call, in
 torch, on the frame of every slot (``frame_rows``: the engine says which); the prediction network
 runs after it, in torch, on the rows the engine reports as emitting (``emit_rows``).
 
-Fusion models are read as the CTC engine reads them (:func:`asrdecode.native.ctc_beam._describe`):
+Fusion models are read as the CTC engine reads them (:func:`asrdecode.native.ctc_beam.describe_fusion`):
 NGramLM / BoostingTree automata and WordNGramLM natively, any other model through its ``advance``
 rows, computed before each step for every hypothesis.
 """
@@ -24,7 +24,8 @@ from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ._lib import check_status, load
 from .abi import TransducerBeamArgs as _Args
-from .ctc_beam import _Model, _describe
+from .abi import FusionDesc as _Model
+from .ctc_beam import describe_fusion
 
 __all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows", "check_logits"]
 
@@ -99,7 +100,7 @@ class TreeRecords:
 
 
 class NativeBeamStep:
-    """The native step of one ALSD++ / AES++ search (``loop``: a ``_BeamLoop``, CPU, eager).
+    """The native step of one ALSD++ / AES++ search (``loop``: a ``BeamLoop``, CPU, eager).
 
     Before :meth:`run`: ``joint_rows[:num_active]`` are the slots the step expands and
     ``frame_rows[:num_active]`` their encoder rows (``b * T + frame``); the joint runs on those rows only.
@@ -136,7 +137,7 @@ class NativeBeamStep:
         self.counts = (ctypes.c_int64 * 2)()
         fusion = scorer.fusion
         self.models = (_Model * max(len(fusion), 1))()
-        self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
+        self.row_models = [i for i, (m, w) in enumerate(fusion) if not describe_fusion(self.models[i], m, w)]
         self.err = ctypes.create_string_buffer(512)
         self.num_active = self.lib.asrd_transducer_joint_rows(
             B, K, T, loop.time.data_ptr(), loop.active.data_ptr(), self.frame_rows.data_ptr(),

@@ -7,7 +7,7 @@
 // the expanding slots (WIND: of the popped lists' (hypothesis, window frame) pairs; one matrix product),
 // the step, the prediction-network rows moved to their hypotheses and advanced on the emitting ones. At
 // the end every slot's final score (the fusion end-of-sentence scores added) and its labels; the caller
-// ranks them as _BeamLoop.results does. Whole utterances only (streaming keeps the per-step engine).
+// ranks them as BeamLoop.results does. Whole utterances only (streaming keeps the per-step engine).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -311,7 +311,7 @@ class Search {
     return true;
   }
 
-  // Every slot's final score (score + end-of-sentence scores, as _BeamLoop.results adds them) and its labels
+  // Every slot's final score (score + end-of-sentence scores, as BeamLoop.results adds them) and its labels
   // and data backtracked from the tree; the caller ranks them as the tensor engine does.
   std::string finish() {
     const int64_t B = a_.batch, K = S_;

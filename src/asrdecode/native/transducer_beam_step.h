@@ -5,7 +5,7 @@
 // arrays of a TransducerBeamArgs. Shared by the per-step entry point (transducer_beam.cpp: the networks
 // run in torch between the steps) and the whole search with the networks in C++ (transducer_beam_net.cpp).
 //
-// Same rules and the same arithmetic order as the tensor step (_BeamLoop.step / _select): candidates
+// Same rules and the same arithmetic order as the tensor step (BeamLoop.step / _select): candidates
 // `score + ((lp_tok + lp_dur) + add)` (late pruning) or `(score + top_acoustic) + add` (early), the K best
 // with ties to the lower candidate index, then equal (hash, frame, length, last token) hypotheses merged
 // into the best one by log-sum-exp.
@@ -319,7 +319,7 @@ class TransducerBeamStep {
     return n_hash_[i] == n_hash_[j] && n_time_[i] == n_time_[j] && n_nl_[i] == n_nl_[j] && n_last_[i] == n_last_[j];
   }
 
-  // The hypotheses of utterance b the next step expands (_BeamLoop._expanding).
+  // The hypotheses of utterance b the next step expands (BeamLoop._expanding).
   void update_active(int64_t b) {
     const T ninf = asrd::neg_inf<T>();
     const int64_t K = K_, base = b * K;

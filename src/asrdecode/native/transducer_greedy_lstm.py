@@ -202,8 +202,8 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
     if max_symbols is not None and (not isinstance(max_symbols, int) or max_symbols < 1):
         raise DecodingInputError(f"max_symbols must be an int >= 1 or None, got {max_symbols!r}")
     b, t_max, _ = encoder_output.shape
-    lens32 = _lengths(lengths, b, t_max)
-    proj = _project(w, encoder_output.detach().cpu().float(), lens32)
+    lens32 = lengths_int32(lengths, b, t_max)
+    proj = project_encoder_output(w, encoder_output.detach().cpu().float(), lens32)
     fn = load().asrd_transducer_greedy
     dur = np.asarray(w.durations or [0], dtype=np.int32)
     k = len(w.durations) if w.durations else 0
@@ -225,7 +225,7 @@ def greedy_lstm(w: LstmJointWeights, encoder_output: torch.Tensor, lengths: Opti
             for i, n in enumerate(counts.tolist())]
 
 
-def _lengths(lengths: Optional[torch.Tensor | Sequence[int]], b: int, t_max: int) -> np.ndarray:
+def lengths_int32(lengths: Optional[torch.Tensor | Sequence[int]], b: int, t_max: int) -> np.ndarray:
     """``lengths`` (``None``: all ``t_max``) as int32 ``[b]``, checked in ``0..t_max`` (numpy: a few
     microseconds a call, where the tensor checks took tens)."""
     if lengths is None:
@@ -238,7 +238,7 @@ def _lengths(lengths: Optional[torch.Tensor | Sequence[int]], b: int, t_max: int
     return got.astype(np.int32)
 
 
-def _project(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.ndarray:
+def project_encoder_output(w: LstmJointWeights, enc: torch.Tensor, lens: np.ndarray) -> np.ndarray:
     """The joint's encoder projection ``[B, T, H]`` of ``enc [B, T, D]`` by the engine's matrix product
     (each frame's row the same whatever the batch), over the frames within ``lens`` only (padding rows
     stay zero, never read)."""
@@ -398,7 +398,7 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
     if start_context not in ("blank", "sherpa"):
         raise DecodingInputError(f"start_context must be 'blank' or 'sherpa', got {start_context!r}")
     b, t_max, _ = encoder_output.shape
-    lens32 = _lengths(lengths, b, t_max)
+    lens32 = lengths_int32(lengths, b, t_max)
     fn = load().asrd_transducer_greedy
     c = w.context_size
     start = np.full(c, w.blank_id, dtype=np.int32)

@@ -27,8 +27,8 @@ from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import check_status, load
 from .abi import FusionDesc, TransducerSearchArgs
-from .ctc_beam import _describe
-from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, _lengths, _project,
+from .ctc_beam import describe_fusion
+from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, lengths_int32, project_encoder_output,
                                      native_greedy_weights, net_struct)
 
 __all__ = ["search", "search_weights"]
@@ -65,7 +65,7 @@ def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]
     fusion = scorer.fusion
     models = (FusionDesc * max(len(fusion), 1))()
     for i, (m, wt) in enumerate(fusion):
-        if not _describe(models[i], m, wt):
+        if not describe_fusion(models[i], m, wt):
             return None
     slots = (settings.window + 1) * settings.beam if settings.method == "wind" else settings.beam
     n = batch * slots
@@ -114,9 +114,9 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         return None
     if B == 0:
         return []
-    lens32 = _lengths(lengths, B, T)
+    lens32 = lengths_int32(lengths, B, T)
     if isinstance(w, LstmJointWeights):  # the joint's encoder projection, by the engine's matrix product
-        enc = _project(w, encoder_output.detach().cpu().float(), lens32)
+        enc = project_encoder_output(w, encoder_output.detach().cpu().float(), lens32)
     else:  # icefall's encoder output is projected already
         enc = np.ascontiguousarray(encoder_output.detach().cpu().float().numpy())
     lens = lens32.astype(np.int64)
@@ -167,7 +167,7 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
 def _hypotheses(score: np.ndarray, length: np.ndarray, tok: np.ndarray, dat: np.ndarray, rule: Any,
                 nbest: int) -> list[list[Hypothesis]]:
     """The ``nbest`` best of the engine's slots (final scores ``[B, K]``, label counts ``[B, K]``, labels and
-    data ``[B, K, cap]``) per utterance, ranked by ``torch.topk`` as :meth:`_BeamLoop.results` ranks them."""
+    data ``[B, K, cap]``) per utterance, ranked by ``torch.topk`` as :meth:`BeamLoop.results` ranks them."""
     vals, slots = torch.from_numpy(score).topk(nbest, dim=1)
     out: list[list[Hypothesis]] = []
     for b, (row_v, row_s) in enumerate(zip(vals.tolist(), slots.tolist())):

@@ -1,6 +1,6 @@
 """Driver of the WIND beam search steps on the native engine (``transducer_wind.cpp``).
 
-:class:`NativeWindStep` runs one step of :class:`asrdecode.transducer.beam._BeamLoop` with
+:class:`NativeWindStep` runs one step of :class:`asrdecode.transducer.beam.BeamLoop` with
 ``method="wind"`` in two engine calls around the joint network: :meth:`pop` picks each stepping
 utterance's earliest frame list and lists the (hypothesis, window frame) rows the joint must score;
 :meth:`run` takes those logits and does the rest of the step in place on the loop's ``[B, S]`` state
@@ -19,7 +19,8 @@ from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ._lib import check_status, load
 from .abi import WindArgs as _Args
-from .ctc_beam import _Model, _describe
+from .abi import FusionDesc as _Model
+from .ctc_beam import describe_fusion
 from .transducer_beam import TreeRecords, check_logits, user_model_rows
 
 __all__ = ["NativeWindStep"]
@@ -29,7 +30,7 @@ _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
 
 
 class NativeWindStep:
-    """The native steps of one WIND search (``loop``: a ``_BeamLoop`` with ``method="wind"``, CPU, eager).
+    """The native steps of one WIND search (``loop``: a ``BeamLoop`` with ``method="wind"``, CPU, eager).
 
     :meth:`pop` returns the number ``m`` of joint rows: encoder rows ``enc_rows[:m]`` (``b * T + frame``)
     and hypothesis rows ``dec_rows[:m]``. After :meth:`run`: the loop's state holds the new hypotheses,
@@ -61,7 +62,7 @@ class NativeWindStep:
         self.counts = (ctypes.c_int64 * 2)()
         fusion = scorer.fusion
         self.models = (_Model * max(len(fusion), 1))()
-        self.row_models = [i for i, (m, w) in enumerate(fusion) if not _describe(self.models[i], m, w)]
+        self.row_models = [i for i, (m, w) in enumerate(fusion) if not describe_fusion(self.models[i], m, w)]
         self.err = ctypes.create_string_buffer(512)
         self._keep: list[torch.Tensor] = []
         self.records = TreeRecords(loop.tree, B, S)

@@ -1,5 +1,5 @@
 // One WIND beam search step of asrdecode.transducer.beam (method="wind") on the native engine: the
-// bookkeeping of one step (_BeamLoop._wind_step) for every utterance, in place on the [B, S] state arrays
+// bookkeeping of one step (BeamLoop._wind_step) for every utterance, in place on the [B, S] state arrays
 // of a WindArgs (S = (window + 1) * beam: a ring of per-frame lists of `beam` slots). Shared by the
 // per-step entry points (transducer_wind.cpp: the networks run in torch between the calls) and the whole
 // search with the networks in C++ (transducer_beam_net.cpp).

@@ -56,7 +56,7 @@ STEP_METHODS = ("alsd", "aes")
 BLANK_SCORINGS = ("lm_weighted", "none")
 PRUNINGS = ("late", "early")
 
-_MISSING: Any = object()
+MISSING: Any = object()
 
 
 def check_max_symbols(max_symbols: object) -> int | None:
@@ -64,10 +64,10 @@ def check_max_symbols(max_symbols: object) -> int | None:
     return cast("int | None", check_setting(MaxSymbolsSetting, "max_symbols", max_symbols))
 
 
-def deprecated_max_symbols(settings: dict[str, Any], max_symbols_per_frame: object = _MISSING) -> dict[str, Any]:
+def deprecated_max_symbols(settings: dict[str, Any], max_symbols_per_frame: object = MISSING) -> dict[str, Any]:
     """A search's keyword ``settings`` with the deprecated ``max_symbols_per_frame`` (same meaning as
     ``max_symbols``, warns) as their ``max_symbols``; both given and different is an error."""
-    if max_symbols_per_frame is _MISSING:
+    if max_symbols_per_frame is MISSING:
         return settings
     warnings.warn("max_symbols_per_frame is deprecated; use max_symbols (same meaning)",
                   DeprecationWarning, stacklevel=3)
@@ -152,7 +152,7 @@ def _parameter_dtype(model: object) -> torch.dtype | None:
     return None
 
 
-def _encoder_width(model: object) -> int | None:
+def encoder_width(model: object) -> int | None:
     proj = getattr(model, "enc_proj", None)
     return int(proj.in_features) if isinstance(proj, torch.nn.Linear) else None
 
@@ -172,7 +172,7 @@ def check_encoder_output(model: TransducerModel, enc: torch.Tensor) -> None:
             f"encoder_output has dtype {enc.dtype} but the model's parameters are {want}; "
             f"cast it with encoder_output.to({want})"
         )
-    width = _encoder_width(model)
+    width = encoder_width(model)
     if width is not None and enc.shape[-1] != width:
         raise DecodingInputError(f"encoder_output has width {enc.shape[-1]} but the model expects {width} "
                                  f"(shape {tuple(enc.shape)})")

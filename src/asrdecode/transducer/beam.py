@@ -13,7 +13,7 @@ selection, merging. A round (step, prediction network, done flag) is replayed on
 :func:`~asrdecode.accel.run_until_done`, which reads the done flag at O(log) check points only. The modules:
 
 - :mod:`.beam_state`: :class:`BeamState` (what a stream carries) and the chunk buffer;
-- :mod:`.beam_loop`: the loop state of one call (:class:`~.beam_loop._BeamLoop`), the settings;
+- :mod:`.beam_loop`: the loop state of one call (:class:`~.beam_loop.BeamLoop`), the settings;
 - :mod:`.beam_alsd`: one ALSD++ / AES++ step; :mod:`.beam_wind`: one WIND step;
 - this module: :class:`BeamSearchDecoder` (settings checked once; ``init_state`` / ``advance`` /
   ``finalize`` / ``partial`` / ``decode``), the step driver, and the one-shot :func:`beam_search`.
@@ -46,9 +46,9 @@ from ..fusion import FusionModel, FusionScorer
 from ..native.choice import use_native
 from ..results import Hypothesis, Tokenizer, attach_text
 from . import _checks
-from ._checks import (_MISSING, _encoder_width, check_beam_args, check_encoder_output, check_tokenizer,
+from ._checks import (MISSING, encoder_width, check_beam_args, check_encoder_output, check_tokenizer,
                       check_window, deprecated_max_symbols)
-from .beam_loop import SearchSettings, _BeamLoop
+from .beam_loop import SearchSettings, BeamLoop
 from .beam_state import BeamState, carry_state, check_stream, chunk_buffer, state_hypotheses
 from .durations import DurationRule
 from .model import TransducerModel, check_joint_width, check_model
@@ -96,7 +96,7 @@ class BeamSearchDecoder:
 
     def __init__(self, model: TransducerModel, *, config: TransducerBeamConfig | None = None,
                  fusion: Sequence[tuple[FusionModel, float]] = (), tokenizer: Tokenizer | None = None,
-                 max_symbols_per_frame: Any = _MISSING, **settings: Any) -> None:
+                 max_symbols_per_frame: Any = MISSING, **settings: Any) -> None:
         cfg = TransducerBeamConfig.build(config, deprecated_max_symbols(settings, max_symbols_per_frame),
                                          caller="BeamSearchDecoder")
         check_model(model)
@@ -132,7 +132,7 @@ class BeamSearchDecoder:
         (:meth:`BeamState.cat`)."""
         check_int("batch", batch, low=0)
         if encoder_dim is None:
-            encoder_dim = _encoder_width(self.model)
+            encoder_dim = encoder_width(self.model)
             if encoder_dim is None:
                 raise DecodingInputError("encoder_dim is needed: this model does not declare its encoder width")
         check_int("encoder_dim", encoder_dim, low=1)
@@ -231,7 +231,7 @@ class BeamSearchDecoder:
         return search(self.model, self.settings, enc, lengths, self.config.nbest, _checks.MAX_SYMBOLS_GUARD)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
-                whole: bool = False, cached: bool = False) -> tuple[_BeamLoop, torch.Tensor]:
+                whole: bool = False, cached: bool = False) -> tuple[BeamLoop, torch.Tensor]:
         """Run the search on the projected chunk ``proj [B, T, H]`` until no hypothesis can step; returns the
         loop and the frames received per utterance. ``cached``: a static loop of whole utterances may be one
         kept between calls (its first ``B`` rows are this call's)."""
@@ -247,15 +247,15 @@ class BeamSearchDecoder:
         native = use_native(self.config.engine, proj.device, "encoder_output", eager=not static)
         if static and whole and cached and not self._per_utterance:
             return self._search_cached(mode, proj, lengths), received
-        loop = _BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset,
+        loop = BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset,
                          final=None if whole else final_t, static=static, native=native)
         if loop.B and loop.T:
             check_joint_width(self.model, loop.enc_proj[:1, 0], loop.dec_proj[:1])
-        _drive(loop, StepRunner(mode, _BeamLoop.STATE), self._stats, self.settings.max_symbols)
+        _drive(loop, StepRunner(mode, BeamLoop.STATE), self._stats, self.settings.max_symbols)
         loop.finish()
         return loop, received
 
-    def _search_cached(self, mode: str, proj: torch.Tensor, lengths: torch.Tensor) -> _BeamLoop:
+    def _search_cached(self, mode: str, proj: torch.Tensor, lengths: torch.Tensor) -> BeamLoop:
         """Whole utterances on a static loop kept between calls (:class:`~asrdecode.accel.LoopCache`, keyed by
         the model's parameters, the mode and the bucketed ``B`` / ``T``, dtype and device): the chunk is
         copied into its buffers (rows and frames padded), its state reset in place, and its runner's graphs
@@ -265,13 +265,13 @@ class BeamSearchDecoder:
         key = (parameters_key(self.model), self.settings.scorer.graph_key(), mode, bucket(B, 4), bucket(T, 16), H,
                proj.dtype, proj.device)
 
-        def make() -> tuple[_BeamLoop, StepRunner]:
+        def make() -> tuple[BeamLoop, StepRunner]:
             Bb, Tb = key[3], key[4]
             buf = proj.new_zeros((Bb, Tb, H))
             # tree room for twice the rounds of earlier calls: a later call rarely grows it (a new capture)
-            loop = _BeamLoop(self.model, buf, torch.zeros(Bb, dtype=torch.long, device=proj.device), self.settings,
+            loop = BeamLoop(self.model, buf, torch.zeros(Bb, dtype=torch.long, device=proj.device), self.settings,
                              static=True, capacity=2 * self._stats.estimate(Tb))
-            return loop, StepRunner(mode, _BeamLoop.STATE)
+            return loop, StepRunner(mode, BeamLoop.STATE)
 
         loop, run = self._loops.get(key, make)
         loop.reset(proj, lengths)
@@ -290,16 +290,16 @@ class BeamSearchDecoder:
 # -- the driver --------------------------------------------------------------------------------------
 
 
-def _round(loop: _BeamLoop) -> None:
+def _round(loop: BeamLoop) -> None:
     """One round of the device loop (what torch.compile compiles and a CUDA graph captures)."""
     loop.round()
 
 
-def _done(loop: _BeamLoop) -> torch.Tensor:
+def _done(loop: BeamLoop) -> torch.Tensor:
     return loop.done
 
 
-def _drive(loop: _BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int | None) -> None:
+def _drive(loop: BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int | None) -> None:
     """Run ``loop``'s rounds until no hypothesis is active (:func:`~asrdecode.accel.run_until_done`: the done
     flag is read at O(log) check points only, every round a masked no-op once the search ended). A static
     loop's tree gets room for each batch of rounds before it runs (``on_check``); the native engine's
@@ -325,7 +325,7 @@ def _drive(loop: _BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int 
     stats.update(int(loop.busy), loop.T)  # the rounds needed, not the overshoot (one read)
 
 
-def _drive_native(loop: _BeamLoop, max_symbols: int | None) -> None:
+def _drive_native(loop: BeamLoop, max_symbols: int | None) -> None:
     """Step ``loop`` on the native engine until no hypothesis is active; the prediction network runs on
     the rows that emitted (none: skipped)."""
     eng = loop._engine
@@ -356,7 +356,7 @@ def beam_search(
     state: BeamState | None = None,
     return_state: bool = False,
     final: Any = _UNSET,
-    max_symbols_per_frame: Any = _MISSING,
+    max_symbols_per_frame: Any = MISSING,
     **settings: Any,
 ) -> list[list[Hypothesis]] | tuple[list[list[Hypothesis]], BeamState]:
     """``BeamSearchDecoder(model, ...).decode(encoder_output, lengths)``: ``B`` n-best lists of

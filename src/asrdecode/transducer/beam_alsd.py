@@ -1,6 +1,6 @@
 """One ALSD++ / AES++ step of the batched transducer beam search (the torch engine).
 
-The step is a sync-free function of the loop state (:class:`~asrdecode.transducer.beam_loop._BeamLoop`):
+The step is a sync-free function of the loop state (:class:`~asrdecode.transducer.beam_loop.BeamLoop`):
 one joint call for every hypothesis at its frame, fusion (late or early pruning, Eq. 2 / Eq. 3 blank
 scoring), the ``K`` best of the candidates and the carried hypotheses, time advance, merging of equal
 transcripts, state moves and tree records. The rules are those of
@@ -24,15 +24,15 @@ from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
 from .model import checked_joint
 
-#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
-_BeamLoop = Any
+#: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
+BeamLoop = Any
 
 __all__ = ["alsd_step", "alsd_buffers"]
 
 _NEG_INF = float("-inf")
 
 
-def alsd_buffers(loop: _BeamLoop) -> None:
+def alsd_buffers(loop: BeamLoop) -> None:
     """The step's preallocated candidate buffer and per-column tables (set on ``loop`` once per call).
 
     ``cand [B, K, W + 1]``: each hypothesis's ``W`` candidates (late pruning: ``V * D`` columns
@@ -60,15 +60,15 @@ def alsd_buffers(loop: _BeamLoop) -> None:
                                   torch.tensor(loop.beta, dtype=loop.dtype, device=dev))
 
 
-def alsd_step(loop: _BeamLoop) -> None:
+def alsd_step(loop: BeamLoop) -> None:
     """One ALSD++ / AES++ step of ``loop`` (torch engine): expand the active hypotheses at their frames,
     keep the ``K`` best candidates (carried ones included), advance time by the duration rule, merge equal
     transcripts on the same frame, move the prediction-network and fusion states to their hypotheses and
-    record the tree; :meth:`_BeamLoop.predict_step` then runs the network on the emitting rows."""
+    record the tree; :meth:`BeamLoop.predict_step` then runs the network on the emitting rows."""
     B, K, V, D = loop.B, loop.K, loop.V, loop.D
     N = B * K
     sel_val, sel_idx, lm_next, top_c = _select(loop)
-    loop._sel_val = sel_val  # (tests read the selections' scores: :attr:`_BeamLoop._selected_ok`)
+    loop._sel_val = sel_val  # (tests read the selections' scores: :attr:`BeamLoop._selected_ok`)
     parent = sel_idx // loop.cand_width
     col = sel_idx % loop.cand_width  # [B, K]: the candidate column; cand_width - 1 is the carry
     emitted = loop.emitted_bk
@@ -119,7 +119,7 @@ def alsd_step(loop: _BeamLoop) -> None:
     loop._expanding(out=loop.active)
 
 
-def _advance_tdt(loop: _BeamLoop, c: torch.Tensor, emitted: torch.Tensor, blanked: torch.Tensor,
+def _advance_tdt(loop: BeamLoop, c: torch.Tensor, emitted: torch.Tensor, blanked: torch.Tensor,
                  p_time: torch.Tensor, p_sym: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """TDT time advance: the new times and symbol counts ``[B, K]`` and the labels' durations."""
     dur = loop.dvals[c % loop.D]  # [B, K] duration value
@@ -135,7 +135,7 @@ def _advance_tdt(loop: _BeamLoop, c: torch.Tensor, emitted: torch.Tensor, blanke
     return torch.minimum(p_time + adv, loop.time_cap), symbols, label_adv
 
 
-def _move_fusion_states(loop: _BeamLoop, parent_flat: torch.Tensor, lm_next: torch.Tensor | None, late: bool,
+def _move_fusion_states(loop: BeamLoop, parent_flat: torch.Tensor, lm_next: torch.Tensor | None, late: bool,
                         col: torch.Tensor) -> None:
     """The fusion states of the new hypotheses: the parent's, advanced by the emitted label."""
     if lm_next is None:  # no fusion: states [N, 0]
@@ -155,7 +155,7 @@ def _move_fusion_states(loop: _BeamLoop, parent_flat: torch.Tensor, lm_next: tor
     loop.lm_states = sc.where(loop.emitted, nxt, lm_prev)
 
 
-def _select(loop: _BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """ALSD / AES candidates at each hypothesis's frame, fused, and the top ``K`` (carried ones included).
 
     Returns the selected scores ``[B, K]`` (best first, equal ones by index) and their indices into

@@ -1,9 +1,9 @@
 """The loop state of one batched transducer beam search call (ALSD++, AES++, WIND; torch or native engine).
 
-:class:`_BeamLoop` holds the ``[B, S]`` hypothesis tensors of a call (``S = beam``, WIND: ``(window + 1) *
+:class:`BeamLoop` holds the ``[B, S]`` hypothesis tensors of a call (``S = beam``, WIND: ``(window + 1) *
 beam``), the prediction-network and fusion states of every hypothesis and the backpointer tree. Its
-:meth:`~_BeamLoop.step` is one search step: :func:`~asrdecode.transducer.beam_alsd.alsd_step`,
-:func:`~asrdecode.transducer.beam_wind.wind_step`, or the native engine's step; :meth:`~_BeamLoop.predict_step`
+:meth:`~BeamLoop.step` is one search step: :func:`~asrdecode.transducer.beam_alsd.alsd_step`,
+:func:`~asrdecode.transducer.beam_wind.wind_step`, or the native engine's step; :meth:`~BeamLoop.predict_step`
 then runs the prediction network for the hypotheses that emitted. :class:`SearchSettings` are the checked
 settings of a search (one per decoder object, shared read-only by its calls).
 """
@@ -21,7 +21,7 @@ from ..beam_hyps import EMPTY_HASH, BeamTree
 from ..fusion import FusionScorer
 from ..results import Hypothesis
 from .beam_alsd import alsd_buffers, alsd_step
-from .beam_state import _CARRIED, BeamState
+from .beam_state import CARRIED, BeamState
 from .beam_wind import wind_step
 from .durations import DurationRule
 from .model import TransducerModel
@@ -53,7 +53,7 @@ class SearchSettings:
         return (self.beam, self.method, self.window)
 
 
-class _BeamLoop:
+class BeamLoop:
     """Loop state of one batched beam search: ``[B, S]`` tensors updated by :meth:`step`.
 
     With ``static=True`` (torch.compile, CUDA graphs) the tree is preallocated and written in place
@@ -103,7 +103,7 @@ class _BeamLoop:
         self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
         if carried is not None:
-            for name in _CARRIED:
+            for name in CARRIED:
                 if name in self.FIELDS:
                     getattr(self, name).copy_(carried.hyps[name])
                 else:

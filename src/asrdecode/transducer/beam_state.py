@@ -19,8 +19,8 @@ from ..fusion import FusionScorer
 from ..results import Hypothesis
 from .durations import DurationRule
 
-#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
-_BeamLoop = Any
+#: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
+BeamLoop = Any
 
 __all__ = ["BeamState", "chunk_buffer", "carry_state", "check_stream", "state_hypotheses"]
 
@@ -87,7 +87,7 @@ class BeamState:
         return self.hyps["pred_state"]
 
 
-_CARRIED = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states")
+CARRIED = ("score", "time", "symbols", "hash", "nlabels", "last", "pred_state", "dec_proj", "lm_states")
 
 
 def check_stream(state: BeamState | None, final: Any, batch: int, config: tuple[int, str, int],
@@ -125,12 +125,12 @@ def chunk_buffer(
     return buf, new_len, state.offset, state.received + lengths
 
 
-def carry_state(loop: _BeamLoop, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
+def carry_state(loop: BeamLoop, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
     """The state after a chunk: frames before each utterance's earliest hypothesis are dropped."""
     valid = loop.score > _NEG_INF
     big = torch.iinfo(torch.long).max
     start = torch.where(valid, loop.time, big).min(dim=1).values  # [B]; every utterance has a hypothesis
-    hyps = {name: getattr(loop, name) for name in _CARRIED}
+    hyps = {name: getattr(loop, name) for name in CARRIED}
     hyps["time"] = loop.time - start[:, None]
     st, ln = start.tolist(), loop.lengths[:, 0].tolist()
     tail = [loop.enc_proj[b, min(st[b], ln[b]) : ln[b]].clone() for b in range(loop.B)]

@@ -1,6 +1,6 @@
 """One WIND beam-search step (RNN-T, method="wind"; Algorithm 3 of the WIND paper), torch engine.
 
-The loop state (:class:`~asrdecode.transducer.beam_loop._BeamLoop`) keeps per-frame hypothesis lists in
+The loop state (:class:`~asrdecode.transducer.beam_loop.BeamLoop`) keeps per-frame hypothesis lists in
 a ring of ``window + 1`` lists of ``beam`` slots. A step, for every utterance that takes one: (1) pop the
 list of the earliest frame, (2) Equation 1 over the window for its hypotheses, (3) the prefix search,
 (4) each expanding hypothesis's ``beam`` best continuations, (5) every list merged with its arrivals and
@@ -19,15 +19,15 @@ from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
 from .model import checked_joint
 
-#: a :class:`~asrdecode.transducer.beam_loop._BeamLoop` (not imported: that module imports this one)
-_BeamLoop = Any
+#: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
+BeamLoop = Any
 
 __all__ = ["wind_step"]
 
 _NEG_INF = float("-inf")
 
 
-def wind_step(loop: _BeamLoop) -> None:
+def wind_step(loop: BeamLoop) -> None:
     """One WIND step (module :mod:`~asrdecode.transducer.reference_wind_beam`, steps 1-5) for every
     utterance whose earliest frame list is popped: prefix search, windowed expansions (each
     hypothesis's ``beam`` best), then every frame list merged with its arrivals and pruned to ``beam``."""
@@ -38,7 +38,7 @@ def wind_step(loop: _BeamLoop) -> None:
     _merge(loop, pop, arrivals)
 
 
-def _pop(loop: _BeamLoop) -> "_WindPop":
+def _pop(loop: BeamLoop) -> "_WindPop":
     """Step 1: per utterance, the list of the earliest frame any hypothesis is on, and its hypotheses."""
     B, K, R = loop.B, loop.K, loop.R
     go = loop.active  # [B, 1]
@@ -59,7 +59,7 @@ def _pop(loop: _BeamLoop) -> "_WindPop":
                     lm=loop.scorer.select(loop.lm_states, p_flat))
 
 
-def _window(loop: _BeamLoop, pop: "_WindPop") -> "_WindWindow":
+def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
     """Step 2: Equation 1 over the window for the popped hypotheses (fusion added later)."""
     B, K, V, W = loop.B, loop.K, loop.V, loop.window
     blank, dev = loop.blank, loop.score.device
@@ -85,7 +85,7 @@ def _window(loop: _BeamLoop, pop: "_WindPop") -> "_WindWindow":
                        no_lm=no_lm)
 
 
-def _prefix_search(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
+def _prefix_search(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
     """Step 3: ``B = A + (v,)`` on this frame gets A's paths "then v here" and A is removed (A's
     score updated in ``pop.score``). Returns late pruning's fusion rows and which hypotheses expand."""
     B, K, V = loop.B, loop.K, loop.V
@@ -109,7 +109,7 @@ def _prefix_search(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow") -> tupl
     return lm_full, lm_next, pop.live & ~pair.any(dim=1)
 
 
-def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
+def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
                      expand: torch.Tensor) -> "_WindArrivals":
     """Step 4: each expanding hypothesis's ``K`` best (label, frame) or whole-window blank continuations."""
     B, K, V, W = loop.B, loop.K, loop.V, loop.window
@@ -155,7 +155,7 @@ def _expansions(loop: _BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: A
                          src=src, tok=torch.where(lab, tok, -1), frame=pop.tmin + j, lm=new_lm)
 
 
-def _merge(loop: _BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
+def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best.
 
     The integer fields of the pool (carried slots, then arrivals) travel packed in one ``[8, B, P]`` tensor:

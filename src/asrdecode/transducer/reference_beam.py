@@ -48,7 +48,7 @@ from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from . import _checks
-from ._checks import _MISSING, check_beam_args, check_encoder_output, deprecated_max_symbols
+from ._checks import MISSING, check_beam_args, check_encoder_output, deprecated_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
@@ -69,7 +69,7 @@ class _Hyp:
     lm_states: torch.Tensor  # [1, M]
 
 
-def _logaddexp(a: float, b: float) -> float:
+def logaddexp(a: float, b: float) -> float:
     if a == -math.inf:
         return b
     if b == -math.inf:
@@ -109,7 +109,7 @@ def reference_beam_search(
     *,
     config: TransducerBeamConfig | None = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    max_symbols_per_frame: Any = _MISSING,
+    max_symbols_per_frame: Any = MISSING,
     **settings: Any,
 ) -> list[Hypothesis]:
     """Beam-search one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
@@ -221,7 +221,7 @@ def _merge_equal(new: list[_Hyp]) -> list[_Hyp]:
     for h in new:  # ``new`` is sorted best first, so the first of a group is its best
         key = (h.tokens, h.t)
         if key in merged:
-            merged[key].score = _logaddexp(merged[key].score, h.score)
+            merged[key].score = logaddexp(merged[key].score, h.score)
         else:
             merged[key] = h
     return list(merged.values())

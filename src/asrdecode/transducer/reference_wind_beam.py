@@ -64,8 +64,8 @@ from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
 from .model import TransducerModel, check_model
 from . import _checks
-from ._checks import _MISSING, check_beam_args, check_encoder_output, check_window, deprecated_max_symbols
-from .reference_beam import _logaddexp
+from ._checks import MISSING, check_beam_args, check_encoder_output, check_window, deprecated_max_symbols
+from .reference_beam import logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
 
@@ -87,7 +87,7 @@ def _recombine_prune(hyps: list[_Hyp], beam: int) -> list[_Hyp]:
     merged: dict[tuple[int, ...], _Hyp] = {}
     for h in sorted(hyps, key=lambda x: -x.score):  # best first: the first of a group is its best
         if h.tokens in merged:
-            merged[h.tokens].score = _logaddexp(merged[h.tokens].score, h.score)
+            merged[h.tokens].score = logaddexp(merged[h.tokens].score, h.score)
         else:
             merged[h.tokens] = _Hyp(h.score, h.t, h.symbols, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states)
     return sorted(merged.values(), key=lambda x: -x.score)[:beam]
@@ -128,7 +128,7 @@ def reference_wind_beam_search(
     *,
     config: TransducerBeamConfig | None = None,
     fusion: Sequence[tuple[FusionModel, float]] = (),
-    max_symbols_per_frame: Any = _MISSING,
+    max_symbols_per_frame: Any = MISSING,
     **settings: Any,
 ) -> list[Hypothesis]:
     """WIND beam search of one utterance, encoder output ``[T, D]``; returns its hypotheses, best first.
@@ -209,7 +209,7 @@ def _prefix_search(s: _Search, hyps: list[_Hyp], terms: list[_Terms]) -> tuple[l
         ai = index.get(b.tokens[:-1])
         if ai is None or (s.cap is not None and hyps[ai].symbols + 1 >= s.cap):
             continue
-        new_scores[bi] = _logaddexp(new_scores[bi], hyps[ai].score + terms[ai][0][0][b.tokens[-1]])
+        new_scores[bi] = logaddexp(new_scores[bi], hyps[ai].score + terms[ai][0][0][b.tokens[-1]])
         removed.add(ai)
     return new_scores, removed
 

@@ -24,8 +24,8 @@ from .._checks import check_float
 from ...native.choice import use_native
 from . import fixed as _fixed
 from .graph import DecodingGraph
-from .lattice import LatticeRecorder, UtteranceLattice
-from .stream_state import WFSTStreamState, _g, _History, _Tokens
+from .lattice import LatticeRecorder, UtteranceLattice, take1d
+from .stream_state import History, Tokens, WFSTStreamState
 
 __all__ = ["WFSTDecoder", "WFSTStreamState", "attach_search_index"]
 
@@ -49,13 +49,13 @@ def _expand_ranges(lo: torch.Tensor, cnt: torch.Tensor) -> tuple[torch.Tensor, t
     """For ranges ``lo[i] : lo[i] + cnt[i]``: (range index, position) of every element, each ``[M]``."""
     tok = torch.repeat_interleave(torch.arange(lo.shape[0], device=lo.device), cnt)
     first = torch.cumsum(cnt, 0) - cnt
-    return tok, _g(lo - first, tok) + torch.arange(tok.shape[0], device=lo.device)
+    return tok, take1d(lo - first, tok) + torch.arange(tok.shape[0], device=lo.device)
 
 
 def _expand(ptr: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For tokens in ``states [N]``: (token index, arc index) of every outgoing arc, each ``[M]``."""
-    lo = _g(ptr, states)
-    return _expand_ranges(lo, _g(ptr, states + 1) - lo)
+    lo = take1d(ptr, states)
+    return _expand_ranges(lo, take1d(ptr, states + 1) - lo)
 
 
 @takes_config(WFSTConfig)
@@ -212,12 +212,12 @@ class WFSTDecoder:
                 cand = cand[torch.sort(torch.topk(deg[cand], cap).indices).values]
             row = torch.full((g.num_states,), -1, dtype=torch.int64, device=g.device)
             row[cand] = torch.arange(cand.numel(), device=g.device)
-            arc_row = _g(row, g.e_src)
+            arc_row = take1d(row, g.e_src)
             on = torch.nonzero(arc_row >= 0).squeeze(1)
-            key = _g(arc_row, on) * V + _g(g.e_ilabel, on)
+            key = take1d(arc_row, on) * V + take1d(g.e_ilabel, on)
             if key.numel() > 1 and not bool((key[1:] >= key[:-1]).all()):  # arcs not sorted by token
                 order = torch.argsort(key, stable=True)
-                on, key = _g(on, order), _g(key, order)
+                on, key = take1d(on, order), take1d(key, order)
             small = torch.int32 if g.e_src.shape[0] < 2**31 else torch.int64
             ptr = torch.zeros(cand.numel() * V + 1, dtype=small, device=g.device)
             ptr[1:] = torch.cumsum(torch.bincount(key, minlength=cand.numel() * V), 0)
@@ -246,14 +246,14 @@ class WFSTDecoder:
                 table[b, index[w]] = check_weight(f"boosts[{b}][{w!r}]", check_float(f"boosts[{b}][{w!r}]", v))
         return table.to(device)
 
-    def _prune(self, t: _Tokens, B: int) -> _Tokens:
+    def _prune(self, t: Tokens, B: int) -> Tokens:
         """Recombine same (utterance, state) keeping the best (earliest on ties), beam (with
         ``min_active``: or among the best ``min_active``), max_active."""
         if t.b.numel() == 0:
             return t
         S = self.graph.num_states
         top = torch.full((B,), _NEG, device=t.b.device).scatter_reduce(0, t.b, t.score, "amax")
-        inside = t.score >= _g(top, t.b) - self.config.beam
+        inside = t.score >= take1d(top, t.b) - self.config.beam
         # the beam first when it alone decides (the best score is the same before and after
         # recombination): fewer to sort
         if self.config.min_active == 0 and not bool(inside.all()):  # (often all are: no gathers)
@@ -263,14 +263,14 @@ class WFSTDecoder:
         best, first = self._buffers(B * S, key.device)
         best.scatter_reduce_(0, key, t.score, "amax")
         idx = torch.arange(n, device=key.device)
-        first.scatter_reduce_(0, key, torch.where(t.score == _g(best, key), idx, _BIG), "amin")
-        win = torch.nonzero(_g(first, key) == idx).squeeze(1)
+        first.scatter_reduce_(0, key, torch.where(t.score == take1d(best, key), idx, _BIG), "amin")
+        win = torch.nonzero(take1d(first, key) == idx).squeeze(1)
         best.index_fill_(0, key, _NEG)  # reset only what was touched
         first.index_fill_(0, key, _BIG)
         if win.shape[0] < n:
             t = t.take(win)
         if self.config.min_active:
-            inside = t.score >= _g(top, t.b) - self.config.beam
+            inside = t.score >= take1d(top, t.b) - self.config.beam
             if not bool(inside.all()):
                 counts = torch.bincount(t.b, minlength=B)
                 order = torch.argsort(t.score, descending=True, stable=True)
@@ -290,7 +290,7 @@ class WFSTDecoder:
             t = t.take(torch.sort(keep).values)
         return t
 
-    def _candidates(self, g: DecodingGraph, dense: tuple, cur: _Tokens, am_t: torch.Tensor, boost, B: int
+    def _candidates(self, g: DecodingGraph, dense: tuple, cur: Tokens, am_t: torch.Tensor, boost, B: int
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(token index, arc index) of the emitting arcs worth scoring this frame.
 
@@ -301,12 +301,12 @@ class WFSTDecoder:
         row, ptr, arcs, e_max = dense
         dev = cur.b.device
         V = am_t.shape[1]
-        r = _g(row, cur.s)
+        r = take1d(row, cur.s)
         high = r >= 0
         low_i = torch.nonzero(~high).squeeze(1)
         high_i = torch.nonzero(high).squeeze(1)
-        tok_l, arc_l = _expand(g.e_ptr, _g(cur.s, low_i))
-        tok_l = _g(low_i, tok_l)
+        tok_l, arc_l = _expand(g.e_ptr, take1d(cur.s, low_i))
+        tok_l = take1d(low_i, tok_l)
         if high_i.numel() == 0:
             return tok_l, arc_l
         # a lower bound of the frame's best score: expand each utterance's best token
@@ -314,33 +314,33 @@ class WFSTDecoder:
         best_src = torch.full((B,), _NEG, device=dev).scatter_reduce(0, cur.b, cur.score, "amax")
         idx = torch.arange(n, device=dev)
         first = torch.full((B,), n, device=dev).scatter_reduce(
-            0, cur.b, torch.where(cur.score == _g(best_src, cur.b), idx, n), "amin")
-        first = _g(first, torch.nonzero(first < n).squeeze(1))
-        bt, ba = _expand(g.e_ptr, _g(cur.s, first))
-        bt = _g(first, bt)
-        bb = _g(cur.b, bt)
-        est = _g(cur.score, bt) + _g(g.e_score, ba) + _g(am_t.reshape(-1), bb * V + _g(g.e_ilabel, ba))
+            0, cur.b, torch.where(cur.score == take1d(best_src, cur.b), idx, n), "amin")
+        first = take1d(first, torch.nonzero(first < n).squeeze(1))
+        bt, ba = _expand(g.e_ptr, take1d(cur.s, first))
+        bt = take1d(first, bt)
+        bb = take1d(cur.b, bt)
+        est = take1d(cur.score, bt) + take1d(g.e_score, ba) + take1d(am_t.reshape(-1), bb * V + take1d(g.e_ilabel, ba))
         bmax = torch.zeros(B, device=dev)
         if boost is not None:
-            est = est + _g(boost.reshape(-1), bb * boost.shape[1] + _g(g.e_olabel, ba))
+            est = est + take1d(boost.reshape(-1), bb * boost.shape[1] + take1d(g.e_olabel, ba))
             bmax = boost.max(1).values.clamp(min=0)
         cutoff = torch.full((B,), _NEG, device=dev).scatter_reduce(0, bb, est, "amax") - self.config.beam
         # per token i of utterance b: the tokens k with am[b, k] >= cutoff[b] - score[i] - e_max - bmax[b]
         Vg = g.vocab_size
-        hb = _g(cur.b, high_i)
-        thr = _g(cutoff - e_max - bmax, hb) - _g(cur.score, high_i)
+        hb = take1d(cur.b, high_i)
+        thr = take1d(cutoff - e_max - bmax, hb) - take1d(cur.score, high_i)
         rows_am = torch.index_select(am_t[:, :Vg], 0, hb)
         pt, k = torch.nonzero(rows_am >= thr.unsqueeze(1), as_tuple=True)
-        key = _g(_g(r, high_i), pt) * g.vocab_size + k
-        lo = _g(ptr, key).long()
-        n_arcs = _g(ptr, key + 1) - lo
+        key = take1d(take1d(r, high_i), pt) * g.vocab_size + k
+        lo = take1d(ptr, key).long()
+        n_arcs = take1d(ptr, key + 1) - lo
         pair, pos = _expand_ranges(lo, n_arcs)
-        return torch.cat([tok_l, _g(_g(high_i, pt), pair)]), torch.cat([arc_l, _g(arcs, pos)])
+        return torch.cat([tok_l, take1d(take1d(high_i, pt), pair)]), torch.cat([arc_l, take1d(arcs, pos)])
 
     def _closure(
-        self, t: _Tokens, frontier: torch.Tensor, B: int, hist: _History, offset: torch.Tensor, frame: int, boost,
+        self, t: Tokens, frontier: torch.Tensor, B: int, hist: History, offset: torch.Tensor, frame: int, boost,
         rec: LatticeRecorder | None = None,
-    ) -> _Tokens:
+    ) -> Tokens:
         """Epsilon passes from the tokens ``frontier`` (indices into ``t``); returns the closed set."""
         g = self.graph
         for _ in range(g.eps_depth):
@@ -350,22 +350,22 @@ class WFSTDecoder:
             tok, arc = _expand(g.p_ptr, f.s)
             if tok.numel() == 0:
                 break
-            b = _g(f.b, tok)
-            arc_score = _g(g.p_score, arc)
-            score = _g(f.score, tok) + arc_score
-            word = _g(g.p_olabel, arc)
+            b = take1d(f.b, tok)
+            arc_score = take1d(g.p_score, arc)
+            score = take1d(f.score, tok) + arc_score
+            word = take1d(g.p_olabel, arc)
             if boost is not None:
-                bw = _g(boost.reshape(-1), b * boost.shape[1] + word)
+                bw = take1d(boost.reshape(-1), b * boost.shape[1] + word)
                 score = score + bw
                 arc_score = arc_score + bw
             no_token = torch.full_like(word, -1)
-            frames = _g(offset, b) + frame
-            hid = hist.add(_g(f.hid, tok), word, frames, no_token, torch.zeros_like(word, dtype=torch.bool))
+            frames = take1d(offset, b) + frame
+            hid = hist.add(take1d(f.hid, tok), word, frames, no_token, torch.zeros_like(word, dtype=torch.bool))
             if rec is not None:
-                rec.epsilon(b, _g(f.s, tok), _g(g.p_dst, arc), word, frames, arc_score, score)
-            new = _Tokens(b, _g(g.p_dst, arc), score, hid)
+                rec.epsilon(b, take1d(f.s, tok), take1d(g.p_dst, arc), word, frames, arc_score, score)
+            new = Tokens(b, take1d(g.p_dst, arc), score, hid)
             n_old = t.b.shape[0]
-            merged = _Tokens.cat(t, new)
+            merged = Tokens.cat(t, new)
             # the new tokens that survive recombination and pruning form the next frontier
             is_new = torch.cat([torch.zeros(n_old, dtype=torch.bool, device=b.device), torch.ones_like(b, dtype=torch.bool)])
             kept = self._prune_idx(merged, B)
@@ -373,9 +373,9 @@ class WFSTDecoder:
             frontier = torch.nonzero(is_new[kept]).squeeze(1)
         return t
 
-    def _prune_idx(self, t: _Tokens, B: int) -> torch.Tensor:
+    def _prune_idx(self, t: Tokens, B: int) -> torch.Tensor:
         """Indices (ascending) of the tokens :meth:`_prune` keeps (it keeps the input order)."""
-        marker = _Tokens(t.b, t.s, t.score, torch.arange(t.b.shape[0], device=t.b.device))
+        marker = Tokens(t.b, t.s, t.score, torch.arange(t.b.shape[0], device=t.b.device))
         return self._prune(marker, B).hid
 
     # -- decoding --------------------------------------------------------------------------
@@ -443,10 +443,10 @@ class WFSTDecoder:
         dev = torch.device(device)
         g = self._graph_on(dev)
         B = int(batch)
-        hist = _History()
+        hist = History()
         zero = torch.zeros(B, dtype=torch.int64, device=dev)
         hid0 = hist.add(torch.full((B,), -1, device=dev), zero, zero - 1, zero - 1, torch.zeros(B, dtype=torch.bool, device=dev))
-        toks = _Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
+        toks = Tokens(torch.arange(B, device=dev), torch.full((B,), g.start, device=dev), torch.zeros(B, device=dev), hid0)
         boost = self._boost_table(boosts, B, dev)
         rec = LatticeRecorder(self.config.lattice_beam, g.eps_depth) if lattice else None
         ga = None if lattice else self._graph_arrays(g, dev)
@@ -458,7 +458,7 @@ class WFSTDecoder:
             rec.nid = rec.close_step(toks.b, toks.s, toks.score, g.num_states)
             at_start = torch.nonzero(toks.s == g.start).squeeze(1)
             rec.start_node = torch.full((B,), -1, dtype=torch.int64, device=dev).index_copy_(
-                0, _g(toks.b, at_start), _g(rec.nid, at_start))
+                0, take1d(toks.b, at_start), take1d(rec.nid, at_start))
         return WFSTStreamState(toks, hist, zero.clone(), boost, B, rec)
 
     @torch.no_grad()
@@ -507,8 +507,8 @@ class WFSTDecoder:
         state.offset = state.offset + lens
         return state
 
-    def _frame(self, state: "WFSTStreamState", toks: _Tokens, live: torch.Tensor | None, am_t: torch.Tensor, t: int,
-               dense: tuple | None, rows: torch.Tensor | None) -> _Tokens:
+    def _frame(self, state: "WFSTStreamState", toks: Tokens, live: torch.Tensor | None, am_t: torch.Tensor, t: int,
+               dense: tuple | None, rows: torch.Tensor | None) -> Tokens:
         """One frame of the tensor engine: the tokens ``toks`` (``live [N]``: their utterance has frame ``t``;
         ``None``: all have)
         expanded over their emitting arcs scored with ``am_t [B, V]`` (scaled log-probs), pruned, recorded in
@@ -527,46 +527,46 @@ class WFSTDecoder:
             tok, arc = _expand(g.e_ptr, cur.s)
         else:
             tok, arc = self._candidates(g, dense, cur, am_t, boost, B)
-        b = _g(cur.b, tok)
+        b = take1d(cur.b, tok)
         if rows is None:  # pragma: no cover - graphs too large for int32 rows
-            lab2 = _g(g.e_ilabel, arc) * 2 + _g(g.e_start, arc).long()
-            dst_a, word_a, arc_sc = _g(g.e_dst, arc), _g(g.e_olabel, arc), _g(g.e_score, arc)
+            lab2 = take1d(g.e_ilabel, arc) * 2 + take1d(g.e_start, arc).long()
+            dst_a, word_a, arc_sc = take1d(g.e_dst, arc), take1d(g.e_olabel, arc), take1d(g.e_score, arc)
         else:
             r = torch.index_select(rows, 0, arc)
             lab2, dst_a, word_a = r[:, 0].long(), r[:, 1].long(), r[:, 2].long()
             arc_sc = r[:, 3].contiguous().view(torch.float32)
         lab = lab2 >> 1
-        score = _g(cur.score, tok) + arc_sc + _g(am_t.reshape(-1), _g(cur.b * V, tok) + lab)
+        score = take1d(cur.score, tok) + arc_sc + take1d(am_t.reshape(-1), take1d(cur.b * V, tok) + lab)
         if boost is not None:
-            score = score + _g(boost.reshape(-1), b * boost.shape[1] + word_a)
+            score = score + take1d(boost.reshape(-1), b * boost.shape[1] + word_a)
         # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
         if self.config.min_active:
             sel = torch.arange(score.shape[0], device=dev)
         else:
             top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= _g(top, b) - self.config.beam).squeeze(1)
+            sel = torch.nonzero(score >= take1d(top, b) - self.config.beam).squeeze(1)
         if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
-            sel = _g(sel, torch.argsort(_g(tok, sel) * g.e_src.shape[0] + _g(arc, sel)))
-        tok, arc, b, lab, score = _g(tok, sel), _g(arc, sel), _g(b, sel), _g(lab, sel), _g(score, sel)
-        word, dst, starts = _g(word_a, sel), _g(dst_a, sel), _g(lab2, sel) & 1 == 1
+            sel = take1d(sel, torch.argsort(take1d(tok, sel) * g.e_src.shape[0] + take1d(arc, sel)))
+        tok, arc, b, lab, score = take1d(tok, sel), take1d(arc, sel), take1d(b, sel), take1d(lab, sel), take1d(score, sel)
+        word, dst, starts = take1d(word_a, sel), take1d(dst_a, sel), take1d(lab2, sel) & 1 == 1
         if rec is not None:
-            graph_part = _g(g.e_score, arc)
+            graph_part = take1d(g.e_score, arc)
             if boost is not None:
-                graph_part = graph_part + _g(boost.reshape(-1), b * boost.shape[1] + word)
+                graph_part = graph_part + take1d(boost.reshape(-1), b * boost.shape[1] + word)
             assert rec.nid is not None  # set by init_state / every step
-            cur_nid = rec.nid if all_live else _g(rec.nid, live_idx)  # type: ignore[arg-type]  # set: not all_live
-            rec.emitting(_g(cur_nid, tok), b, dst, word, lab, starts,
-                         _g(offset, b) + t, graph_part, _g(am_t.reshape(-1), b * V + lab), score)
-        new = _Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
+            cur_nid = rec.nid if all_live else take1d(rec.nid, live_idx)  # type: ignore[arg-type]  # set: not all_live
+            rec.emitting(take1d(cur_nid, tok), b, dst, word, lab, starts,
+                         take1d(offset, b) + t, graph_part, take1d(am_t.reshape(-1), b * V + lab), score)
+        new = Tokens(b, dst, score, torch.arange(b.shape[0], device=dev))  # hid: local index for now
         new = self._prune(new, B)
         sel = new.hid
-        new.hid = hist.add(_g(cur.hid, _g(tok, sel)), _g(word, sel), _g(offset, new.b) + t, _g(lab, sel),
-                           _g(starts, sel))
+        new.hid = hist.add(take1d(cur.hid, take1d(tok, sel)), take1d(word, sel), take1d(offset, new.b) + t, take1d(lab, sel),
+                           take1d(starts, sel))
         new = self._closure(new, torch.arange(new.b.shape[0], device=dev), B, hist, offset, t, boost, rec)
         if rec is not None:
             nid = rec.close_step(new.b, new.s, new.score, S)
-            rec.nid = nid if all_live else torch.cat([_g(rec.nid, dead_idx), nid])  # type: ignore[arg-type]  # set: not all_live
-        return new if all_live else _Tokens.cat(kept, new)  # type: ignore[arg-type]  # kept: set when not all_live
+            rec.nid = nid if all_live else torch.cat([take1d(rec.nid, dead_idx), nid])  # type: ignore[arg-type]  # set: not all_live
+        return new if all_live else Tokens.cat(kept, new)  # type: ignore[arg-type]  # kept: set when not all_live
 
     def hypotheses(self, state: "WFSTStreamState", nbest: int | None = None, return_lattice: bool = False):
         """The 1-best of each utterance so far (final weights applied; the state is not changed).
@@ -599,9 +599,9 @@ class WFSTDecoder:
 
     def _lattices(self, state: "WFSTStreamState") -> list[UtteranceLattice | None]:
         toks, g = state.toks, self.graph
-        fin = _g(g.final_score, toks.s)
+        fin = take1d(g.final_score, toks.s)
         any_final = _any_per_utterance(torch.isfinite(fin), toks.b, state.batch)
-        fin = torch.where(_g(any_final, toks.b), fin, torch.zeros_like(fin))
+        fin = torch.where(take1d(any_final, toks.b), fin, torch.zeros_like(fin))
         assert state.lattice is not None and state.lattice.nid is not None  # checked by hypotheses()
         return state.lattice.utterances(state.lattice.nid, toks.b, fin, state.batch)
 
@@ -682,7 +682,7 @@ class WFSTDecoder:
             end = start
         return spans[::-1]
 
-    def _best(self, toks: _Tokens, B: int, hist: _History) -> list[Hypothesis]:
+    def _best(self, toks: Tokens, B: int, hist: History) -> list[Hypothesis]:
         g = self.graph
         fin = toks.score + g.final_score[toks.s]
         any_final = _any_per_utterance(torch.isfinite(fin), toks.b, B)

@@ -20,7 +20,7 @@ rule of the search depends on, as in the native engine). One frame:
    survivors are the next frontier; an utterance without epsilon candidates keeps its tokens.
 
 History entries go to a record ``[stages, Bb, K]`` (predecessor ref, word, ``2 * token + starts``)
-that is compacted into the state's :class:`~.stream_state._History` after the loop (predecessors
+that is compacted into the state's :class:`~.stream_state.History` after the loop (predecessors
 first). Lattices are not recorded here: a state recording one runs the dynamic engine
 (:meth:`WFSTDecoder._frame`). Rounds of :data:`UNROLL` frames run through
 :func:`~asrdecode.accel.run_until_done` (one CUDA graph replay per round on a GPU), buffers live in a
@@ -35,7 +35,8 @@ from typing import Any
 import torch
 
 from ...accel import LoopCache, StepRunner, bucket, resolve_mode, run_until_done
-from .stream_state import _g, _History, _Tokens
+from .lattice import take1d
+from .stream_state import History, Tokens
 
 __all__ = ["GraphArrays", "FixedLoop", "run_fixed", "closure_fixed", "LOOPS", "UNROLL"]
 
@@ -130,7 +131,7 @@ class Search:
         spare = self.Bb * self.S + torch.arange(cand.numel(), device=cand.device).view(cand.shape)
         key = torch.where(cand, key, spare).view(-1)
         self.scratch.scatter_reduce_(0, key, comp.view(-1), "amax")
-        win = cand & (_g(self.scratch, key).view(cand.shape) == comp)
+        win = cand & (take1d(self.scratch, key).view(cand.shape) == comp)
         self.scratch.index_fill_(0, key, _MIN64)
         return win
 
@@ -192,24 +193,24 @@ class Search:
         frame, ``r [1]`` the record stage."""
         ga, Bb, K, M, S, V = self.ga, self.Bb, self.K, self.M, self.S, am.shape[1]
         s = self.tok_s.view(-1)
-        deg = (_g(ga.e_deg, s).view(Bb, K) * live[:, None]).view(-1)
+        deg = (take1d(ga.e_deg, s).view(Bb, K) * live[:, None]).view(-1)
         cum = torch.cumsum(deg, 0)
         total = cum[-1:]
         self.need[:1] = torch.maximum(self.need[:1], total)
         self.over |= total > M
         slot = torch.searchsorted(cum, self.ar_M, right=True).clamp_(max=Bb * K - 1)
         valid = self.ar_M < total
-        arc = _g(ga.e_lo, _g(s, slot)) + self.ar_M - (_g(cum, slot) - _g(deg, slot))
+        arc = take1d(ga.e_lo, take1d(s, slot)) + self.ar_M - (take1d(cum, slot) - take1d(deg, slot))
         arc = torch.where(valid, arc, 0)
-        lab2, dst, word = _g(ga.c_lab2, arc).long(), _g(ga.c_dst, arc).long(), _g(ga.c_word, arc).long()
+        lab2, dst, word = take1d(ga.c_lab2, arc).long(), take1d(ga.c_dst, arc).long(), take1d(ga.c_word, arc).long()
         b = torch.div(slot, K, rounding_mode="floor")
-        score = _g(self.tok_sc.view(-1), slot) + _g(ga.c_score, arc)
-        score = score + _g(am.reshape(-1), b * V + (lab2 >> 1))
+        score = take1d(self.tok_sc.view(-1), slot) + take1d(ga.c_score, arc)
+        score = score + take1d(am.reshape(-1), b * V + (lab2 >> 1))
         if self.boost is not None:
-            score = score + _g(self.boost.view(-1), b * self.boost.shape[1] + word)
+            score = score + take1d(self.boost.view(-1), b * self.boost.shape[1] + word)
         score = torch.where(valid, score, self.neg)
         top = self._utterance_max(score, slot, valid)
-        inside = valid & (score >= _g(top - self.beam, b))
+        inside = valid & (score >= take1d(top - self.beam, b))
         cand = valid if self.min_active else inside
         comp = (_mono(score) << 32) + (M - 1 - self.ar_M)
         win = self._recombine(b * S + dst, comp, cand)
@@ -221,25 +222,25 @@ class Search:
         wl = win.long()
         cw = torch.cumsum(wl, 0)
         cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
-        base = _g(cw0, starts)
-        n = _g(cw0, ends) - base
-        pos = cw - 1 - _g(base, b)
+        base = take1d(cw0, starts)
+        n = take1d(cw0, ends) - base
+        pos = cw - 1 - take1d(base, b)
         self.over |= (n > self.C).any(0, keepdim=True)
         self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
         tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C + self.ar_M)
         src = torch.zeros(Bb * self.C + M, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
         src = src[: Bb * self.C].view(Bb, self.C)
         r_win = self.ar_C[None, :] < n.clamp(max=self.C)[:, None]
-        r_score = torch.where(r_win, _g(score, src.view(-1)).view(Bb, self.C), self.neg)
-        r_in = _g(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
+        r_score = torch.where(r_win, take1d(score, src.view(-1)).view(Bb, self.C), self.neg)
+        r_in = take1d(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
         keep = self._select(r_score, r_win, self._keep_counts(r_win, r_in))
         tgt2 = self._compact(keep)
-        new_s = self._scatter_slots(tgt2, S, _g(dst, src.view(-1)).view(Bb, self.C))
+        new_s = self._scatter_slots(tgt2, S, take1d(dst, src.view(-1)).view(Bb, self.C))
         new_sc = self._scatter_slots(tgt2, _NEG, r_score)
-        prev = _g(_g(self.tok_h.view(-1), slot), src.view(-1)).view(Bb, self.C)
+        prev = take1d(take1d(self.tok_h.view(-1), slot), src.view(-1)).view(Bb, self.C)
         new_prev = self._scatter_slots(tgt2, -1, prev)
-        new_word = self._scatter_slots(tgt2, -1, _g(word, src.view(-1)).view(Bb, self.C))
-        new_lab2 = self._scatter_slots(tgt2, 0, _g(lab2, src.view(-1)).view(Bb, self.C))
+        new_word = self._scatter_slots(tgt2, -1, take1d(word, src.view(-1)).view(Bb, self.C))
+        new_lab2 = self._scatter_slots(tgt2, 0, take1d(lab2, src.view(-1)).view(Bb, self.C))
         filled = new_s < S
         new_h = torch.where(filled, r * (Bb * K) + self.slot_id, -1)
         row = live[:, None]
@@ -255,12 +256,12 @@ class Search:
         """One epsilon pass from the frontier slots; ``r [1]`` the record stage."""
         ga, Bb, K, P, S = self.ga, self.Bb, self.K, self.P, self.S
         s = self.tok_s
-        pdeg = _g(ga.p_deg, s.view(-1)).view(Bb, K) * self.front
+        pdeg = take1d(ga.p_deg, s.view(-1)).view(Bb, K) * self.front
         cvalid = self.ar_P[None, None, :] < pdeg[:, :, None]  # [Bb, K, P]
-        arc = (_g(ga.p_lo, s.view(-1)).view(Bb, K, 1) + self.ar_P).clamp_(max=max(ga.Ap - 1, 0)).view(-1)
-        cdst = _g(ga.p_dst, arc).view(Bb, K * P)
-        word = _g(ga.p_olabel, arc).view(Bb, K * P)
-        csc = (self.tok_sc[:, :, None] + _g(ga.p_score, arc).view(Bb, K, P)).view(Bb, K * P)
+        arc = (take1d(ga.p_lo, s.view(-1)).view(Bb, K, 1) + self.ar_P).clamp_(max=max(ga.Ap - 1, 0)).view(-1)
+        cdst = take1d(ga.p_dst, arc).view(Bb, K * P)
+        word = take1d(ga.p_olabel, arc).view(Bb, K * P)
+        csc = (self.tok_sc[:, :, None] + take1d(ga.p_score, arc).view(Bb, K, P)).view(Bb, K * P)
         if self.boost is not None:
             csc = csc + torch.gather(self.boost, 1, word)
         cvalid = cvalid.view(Bb, K * P)
@@ -300,27 +301,27 @@ class Search:
         self.rec_lab2.index_copy_(0, r, torch.full_like(new_word, _EPS_LAB2)[None])
 
     # -- state in and out ----------------------------------------------------------------------------
-    def load_tokens(self, toks: _Tokens, B: int) -> torch.Tensor:
+    def load_tokens(self, toks: Tokens, B: int) -> torch.Tensor:
         """Put the flat tokens ``toks`` (utterances ``< B``) into the slots, each utterance's order kept;
         returns their history ids by load position ``[Bb * K]`` (slot refs ``-1 - position`` point there).
         More than ``K`` tokens in an utterance sets the overflow flag."""
         Bb, K, dev = self.Bb, self.K, self.tok_s.device
         order = torch.argsort(toks.b, stable=True)
-        b = _g(toks.b, order)
+        b = take1d(toks.b, order)
         n = torch.zeros(Bb, dtype=torch.int64, device=dev).index_add_(0, b, torch.ones_like(b))
-        rank = torch.arange(b.shape[0], device=dev) - _g(torch.cumsum(n, 0) - n, b)
+        rank = torch.arange(b.shape[0], device=dev) - take1d(torch.cumsum(n, 0) - n, b)
         self.over |= (n > K).any(0, keepdim=True)
         self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
         tgt = torch.where(rank < K, b * K + rank, self._spare(rank))
-        self.tok_s.copy_(self._scatter_slots(tgt, self.S, _g(toks.s, order).long()))
-        self.tok_sc.copy_(self._scatter_slots(tgt, _NEG, _g(toks.score, order).float()))
-        hid = self._scatter_slots(tgt, -1, _g(toks.hid, order).long())
+        self.tok_s.copy_(self._scatter_slots(tgt, self.S, take1d(toks.s, order).long()))
+        self.tok_sc.copy_(self._scatter_slots(tgt, _NEG, take1d(toks.score, order).float()))
+        hid = self._scatter_slots(tgt, -1, take1d(toks.hid, order).long())
         filled = self.tok_s < self.S
         self.tok_h.copy_(torch.where(filled, -1 - self.slot_id, -1))
         return hid.view(-1)
 
-    def unload(self, B: int, stages: int, loaded_hid: torch.Tensor, hist: _History, offset: torch.Tensor
-               ) -> _Tokens:
+    def unload(self, B: int, stages: int, loaded_hid: torch.Tensor, hist: History, offset: torch.Tensor
+               ) -> Tokens:
         """Append the first ``stages`` record stages' entries to ``hist`` (``offset [B]``: the utterances'
         frame offsets) and return the slots' tokens (utterances ``< B``) with their history ids."""
         Bb, K, dev = self.Bb, self.K, self.tok_s.device
@@ -332,20 +333,20 @@ class Search:
 
         def resolve(ref: torch.Tensor) -> torch.Tensor:
             """Record refs (ids, or ``-1 - load position``) as history ids."""
-            inner = _g(ids, ref.clamp(min=0, max=max(stages * Bb * K - 1, 0))) if stages else ref
-            return torch.where(ref >= 0, inner, _g(loaded_hid, (-1 - ref).clamp(min=0)))
+            inner = take1d(ids, ref.clamp(min=0, max=max(stages * Bb * K - 1, 0))) if stages else ref
+            return torch.where(ref >= 0, inner, take1d(loaded_hid, (-1 - ref).clamp(min=0)))
 
         if n:
-            prev = resolve(_g(self.rec_prev[:stages].reshape(-1), idx))
-            lab2 = _g(self.rec_lab2[:stages].reshape(-1), idx)
+            prev = resolve(take1d(self.rec_prev[:stages].reshape(-1), idx))
+            lab2 = take1d(self.rec_lab2[:stages].reshape(-1), idx)
             stage = torch.div(idx, Bb * K, rounding_mode="floor")
             b = torch.div(idx, K, rounding_mode="floor") % Bb
-            frame = _g(offset, b) + torch.div(stage, self.stages_per_frame, rounding_mode="floor") + self.frame0
-            hist.add(prev, _g(word, idx), frame, lab2 >> 1, (lab2 & 1) == 1)
+            frame = take1d(offset, b) + torch.div(stage, self.stages_per_frame, rounding_mode="floor") + self.frame0
+            hist.add(prev, take1d(word, idx), frame, lab2 >> 1, (lab2 & 1) == 1)
         s = self.tok_s[:B].reshape(-1)
         on = torch.nonzero(s < self.S).squeeze(1)
-        return _Tokens(torch.div(on, K, rounding_mode="floor"), _g(s, on), _g(self.tok_sc[:B].reshape(-1), on),
-                       resolve(_g(self.tok_h[:B].reshape(-1), on)))
+        return Tokens(torch.div(on, K, rounding_mode="floor"), take1d(s, on), take1d(self.tok_sc[:B].reshape(-1), on),
+                       resolve(take1d(self.tok_h[:B].reshape(-1), on)))
 
     stages_per_frame = 1
     frame0 = 0
@@ -448,8 +449,8 @@ def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor,
     return not loop.flags[0]
 
 
-def closure_fixed(decoder: Any, ga: GraphArrays, toks: _Tokens, B: int, hist: _History, boost: torch.Tensor | None
-                  ) -> _Tokens:
+def closure_fixed(decoder: Any, ga: GraphArrays, toks: Tokens, B: int, hist: History, boost: torch.Tensor | None
+                  ) -> Tokens:
     """The epsilon closure of the start tokens ``toks`` (one per utterance, frame -1) with the fixed-shape
     passes run once (slots bound the closure exactly: no overflow)."""
     if ga.eps_depth == 0:

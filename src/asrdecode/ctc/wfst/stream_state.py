@@ -1,7 +1,7 @@
 """The WFST decoder's carried state between chunks, and its batching across streams.
 
 A :class:`WFSTStreamState` holds a batch's active tokens (utterance, graph state, score, history
-id), the backpointer history (:class:`_History`, appended frame by frame) and the frames consumed.
+id), the backpointer history (:class:`History`, appended frame by frame) and the frames consumed.
 Streaming sessions keep one batch-1 state per stream: :meth:`WFSTStreamState.cat` makes one batch
 state whose history starts with one *bridge* entry per carried token (the batched call never
 backtracks through them), and :meth:`WFSTStreamState.split_into` appends each stream's new history
@@ -16,37 +16,32 @@ from typing import Sequence
 import torch
 
 from ...errors import DecodingInputError
-from .lattice import LatticeRecorder
+from .lattice import LatticeRecorder, take1d
 
 __all__ = ["WFSTStreamState", "WFSTBridge"]
 
 
-def _g(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x[idx]`` for 1-D ``x`` (``index_select`` is much faster than advanced indexing on CPU)."""
-    return torch.index_select(x, 0, idx)
-
-
 @dataclass
-class _Tokens:
+class Tokens:
     b: torch.Tensor  # [N] utterance
     s: torch.Tensor  # [N] state
     score: torch.Tensor  # [N] float32
     hid: torch.Tensor  # [N] history id
 
-    def take(self, idx: torch.Tensor) -> "_Tokens":
-        return _Tokens(_g(self.b, idx), _g(self.s, idx), _g(self.score, idx), _g(self.hid, idx))
+    def take(self, idx: torch.Tensor) -> "Tokens":
+        return Tokens(take1d(self.b, idx), take1d(self.s, idx), take1d(self.score, idx), take1d(self.hid, idx))
 
     @staticmethod
-    def cat(a: "_Tokens", c: "_Tokens") -> "_Tokens":
-        return _Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
+    def cat(a: "Tokens", c: "Tokens") -> "Tokens":
+        return Tokens(torch.cat([a.b, c.b]), torch.cat([a.s, c.s]), torch.cat([a.score, c.score]), torch.cat([a.hid, c.hid]))
 
 
 @dataclass
 class WFSTStreamState:
     """A batch's decoding state between chunks: active tokens, backpointer history, frames consumed ``[B]``."""
 
-    toks: "_Tokens"
-    hist: "_History"
+    toks: "Tokens"
+    hist: "History"
     offset: torch.Tensor
     boost: torch.Tensor | None
     batch: int
@@ -63,11 +58,11 @@ class WFSTStreamState:
         counts = torch.tensor([s.toks.b.numel() for s in states], dtype=torch.long)
         owner = torch.repeat_interleave(torch.arange(len(states)), counts)
         carried = torch.cat([s.toks.hid for s in states])
-        hist = _History()
+        hist = History()
         m = carried.numel()
         neg = torch.full((m,), -1, dtype=torch.long)
         bridge = hist.add(neg, torch.zeros(m, dtype=torch.long), neg, neg, torch.zeros(m, dtype=torch.bool))
-        toks = _Tokens(owner, torch.cat([s.toks.s for s in states]), torch.cat([s.toks.score for s in states]), bridge)
+        toks = Tokens(owner, torch.cat([s.toks.s for s in states]), torch.cat([s.toks.score for s in states]), bridge)
         boosts = [s.boost for s in states]
         boost = None
         if any(b is not None for b in boosts):
@@ -106,11 +101,11 @@ class WFSTStreamState:
                             cols["start"][idx])
             mine = torch.nonzero(toks.b == i).squeeze(1)
             mt = toks.take(mine)
-            st.toks = _Tokens(torch.zeros_like(mt.b), mt.s, mt.score, local[mt.hid])
+            st.toks = Tokens(torch.zeros_like(mt.b), mt.s, mt.score, local[mt.hid])
             st.offset = self.offset[i : i + 1].clone()
 
 
-class _History:
+class History:
     """Per-entry arrays appended frame by frame: predecessor id, word, frame, token (-1 = epsilon arc)."""
 
     def __init__(self) -> None:
@@ -142,7 +137,7 @@ class WFSTBridge:
     owner: torch.Tensor
 
 
-def _history_owners(hist: _History, bridge: WFSTBridge) -> torch.Tensor:
+def _history_owners(hist: History, bridge: WFSTBridge) -> torch.Tensor:
     """The stream of every entry of the batch history (an entry's stream is its predecessor's)."""
     owner = torch.empty(hist.size, dtype=torch.long)
     m = bridge.carried.numel()
