@@ -27,11 +27,9 @@ class Struct(ctypes.Structure):
 
 
 def c_layout(lib: ctypes.CDLL) -> dict[str, tuple[int, list[tuple[str, int, int]]]]:
-    """The library's layout table: per C struct, ``(sizeof, [(field, offset, size), ...])`` in declaration order."""
+    """The library's layout table: per C struct, ``(sizeof, [(field, offset, size), ...])`` in declaration order
+    (``lib`` as :func:`~asrdecode.native._lib.load` returns it: its signatures bound from ``exports.py``)."""
     fn = lib.asrd_abi_field
-    fn.restype = ctypes.c_int
-    fn.argtypes = [I, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(I),
-                   ctypes.POINTER(I)]
     out: dict[str, tuple[int, list[tuple[str, int, int]]]] = {}
     t, f, off, size = ctypes.c_char_p(), ctypes.c_char_p(), I(), I()
     i = 0
