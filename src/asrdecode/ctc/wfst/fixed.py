@@ -120,6 +120,8 @@ class Search:
         self.ar_P = torch.arange(max(P, 1), device=dev)
         self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
         self.ar_C = torch.arange(C, device=dev)
+        # 0.. of the longest per-frame row a step numbers (candidates, a row of winners, spare targets)
+        self.ar_any = torch.arange(max(M, Bb * self.R, Bb * C), device=dev)
         self.neg = torch.full((), _NEG, device=dev)
         self.zero1 = torch.zeros(1, dtype=i64, device=dev)
         self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
@@ -128,7 +130,7 @@ class Search:
     def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Winners (bool, like ``cand``) of recombination by ``key`` (utterance * S + state; only ``cand``
         take part): the highest packed ``comp`` (score, then earliest) of each key."""
-        spare = self.Bb * self.S + torch.arange(cand.numel(), device=cand.device).view(cand.shape)
+        spare = self.Bb * self.S + self._arange(cand.numel()).view(cand.shape)
         key = torch.where(cand, key, spare).view(-1)
         self.scratch.scatter_reduce_(0, key, comp.view(-1), "amax")
         win = cand & (take1d(self.scratch, key).view(cand.shape) == comp)
@@ -162,7 +164,7 @@ class Search:
             return win  # statically: no row can hold more than max_active
         masked = torch.where(win, score, self.neg)
         order = torch.sort(masked, dim=1, descending=True, stable=True).indices
-        rank = torch.empty_like(order).scatter_(1, order, torch.arange(R, device=order.device).expand(self.Bb, R))
+        rank = torch.empty_like(order).scatter_(1, order, self._arange(R).expand(self.Bb, R))
         return win & (rank < k[:, None])
 
     def _compact(self, keep: torch.Tensor) -> torch.Tensor:
@@ -178,7 +180,11 @@ class Search:
     def _spare(self, like: torch.Tensor) -> torch.Tensor:
         """Distinct targets past the ``Bb * K`` slots, one per entry of ``like`` (dropped entries of a
         scatter: on a GPU, one shared dummy target serialises their writes)."""
-        return self.Bb * self.K + torch.arange(like.numel(), device=like.device).view(like.shape)
+        return self.Bb * self.K + self._arange(like.numel()).view(like.shape)
+
+    def _arange(self, n: int) -> torch.Tensor:
+        """``0..n-1``: a view of the buffer made once when the frame steps' sizes ask (no kernel per step)."""
+        return self.ar_any[:n] if n <= self.ar_any.numel() else torch.arange(n, device=self.ar_any.device)
 
     def _scatter_slots(self, tgt: torch.Tensor, fill: Any, values: torch.Tensor) -> torch.Tensor:
         """``[Bb, K]`` slots filled with ``fill``, ``values`` scattered to their targets ``tgt`` (same shape;
@@ -274,7 +280,7 @@ class Search:
         top = m_sc.amax(1)
         inside = m_valid & (m_sc >= (top - self.beam)[:, None])
         cand = m_valid if self.min_active else inside
-        col = torch.arange(R, device=s.device)
+        col = self._arange(R)
         comp = (_mono(m_sc) << 32) + (R - 1 - col)
         win = self._recombine(self.ar_B[:, None] * S + m_s, comp, cand)
         keep = self._select(m_sc, win, self._keep_counts(win, inside))
