@@ -124,6 +124,9 @@ class NGramTrie:
         return out
 
 
+_LINK_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def _links_hold(model) -> bool:
     """Whether ``model`` has the native reader's trie links and they still name its words: each 1-gram's
     index is its word id, each n-gram's context (orders >= 3) holds its first ``k - 1`` words and its
@@ -139,7 +142,7 @@ def _links_hold(model) -> bool:
         words = model.words[k - 1]
         n = words.shape[0]
         c, s = ctx[k - 1], suf[k - 1]
-        if c.shape != (n,) or s.shape != (n,) or c.dtype != np.int64 or s.dtype != np.int64:
+        if c.shape != (n,) or s.shape != (n,) or c.dtype not in _LINK_DTYPES or s.dtype not in _LINK_DTYPES:
             return False
         if n == 0:
             continue

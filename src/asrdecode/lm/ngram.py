@@ -357,14 +357,16 @@ def _with_unk(model: ArpaModel, log10p: float) -> ArpaModel:
     words = list(model.words)
     words[0] = np.concatenate([words[0], np.array([[uid]], dtype=np.int32)])
     lp, bo, hb = list(model.logprob), list(model.backoff), list(model.has_backoff)
-    lp[0] = np.concatenate([lp[0], [log10p]])
-    bo[0] = np.concatenate([bo[0], [0.0]])
+    lp[0] = np.concatenate([lp[0], np.array([log10p], dtype=lp[0].dtype)])
+    bo[0] = np.concatenate([bo[0], np.zeros(1, dtype=bo[0].dtype)])
     hb[0] = np.concatenate([hb[0], [False]])
-    lines = list(model.lines) if model.lines else [np.zeros(len(x), dtype=np.int64) for x in lp]
-    lines[0] = np.concatenate([lines[0], [0]])
-    # a 1-gram appended moves no n-gram: the reader's trie links still hold
+    lines = list(model.lines)
+    if lines:
+        lines[0] = np.concatenate([lines[0], [0]])
+    # a 1-gram appended moves no n-gram: the reader's trie links and line runs still hold (the runs end
+    # before it: its line is unknown)
     return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path, context=model.context,
-                     suffix=model.suffix)
+                     suffix=model.suffix, line_runs=model.line_runs)
 
 
 def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
@@ -412,7 +414,7 @@ def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray
     backoff_weight = np.zeros(S, dtype=np.float64)
     for k in range(1, model.order):
         nodes = trie.node_of[k - 1]
-        backoff_weight[nodes] = model.backoff[k - 1] * LN10
+        backoff_weight[nodes] = model.backoff[k - 1].astype(np.float64) * LN10
         backoff_state[nodes] = trie.suffix_nodes(model.words[k - 1], k)
     return backoff_state, backoff_weight
 
@@ -427,7 +429,7 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
     final_direct = np.full(S, np.nan, dtype=np.float64)
     for k in range(1, N + 1):
         words = model.words[k - 1].astype(np.int64)
-        lp = model.logprob[k - 1] * LN10
+        lp = model.logprob[k - 1].astype(np.float64) * LN10
         src = trie.parent[k - 1]
         dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(words, N)
         lab = label_of[words[:, -1]]

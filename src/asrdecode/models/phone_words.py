@@ -109,7 +109,7 @@ def _build(model: Any, table: Mapping[tuple[int, ...], str], symbols: Sequence[s
     model = drop_words(model, [w for w in model.vocab if w not in keep and w not in _SPECIAL])
     spelled = {w: "".join(_char(t) for t in p) for p, w in table.items()}
     renamed = ArpaModel([spelled.get(w, w) for w in model.vocab], model.words, model.logprob, model.backoff,
-                        model.has_backoff, model.lines, model.path)
+                        model.has_backoff, model.lines, model.path, line_runs=model.line_runs)
     pieces: list[Optional[str]] = []
     for i, s in enumerate(symbols):
         pieces.append(None if i == blank_id else "|" if s in BOUNDARIES else _char(i))
