@@ -106,14 +106,23 @@ struct Field {
   size_t n;
 };
 
-// A slot of an n-gram table: the n-gram's index in its order (kEmpty: a free slot) and the low bits
-// of its key's hash; the key itself (context index, last word) is read back from the output arrays
-// when the check bits match (8 bytes a slot: the table is the reader's largest allocation).
-struct NGramSlot {
-  uint32_t index;
-  uint32_t check;
+// A slot of an n-gram table (4 bytes: the table is the reader's largest allocation) is one uint32:
+// the n-gram's index in its order in the low `bits` bits (2^bits > the order's count, so a slot is
+// never kEmpty, the free slot) and the low bits of its key's hash above them; the key itself (context
+// index, last word) is read back from the output arrays when those check bits match.
+struct NGramTable {
+  std::vector<uint32_t> slots;
+  uint32_t index_mask = 0;  // the low `bits` bits
+  int bits = 0;
+
+  void reset(int64_t count) {
+    bits = 1;
+    while (bits < 32 && (int64_t{1} << bits) <= count) ++bits;
+    index_mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+    slots.assign(static_cast<size_t>(count + count / 2 + 16), kEmpty);  // load at most 2/3
+  }
+  uint32_t tag(uint64_t hash) const { return bits == 32 ? 0 : static_cast<uint32_t>(hash) << bits; }
 };
-static_assert(sizeof(NGramSlot) == 8, "NGramSlot is 8 bytes");
 
 // A slot of the vocabulary table: the word id (kEmpty: free) and the high bits of the word's hash.
 struct WordSlot {
@@ -299,7 +308,7 @@ class Parser {
     word_start_.reserve(declared_[1]);
     word_len_.reserve(declared_[1]);
     tables_.assign(order_ + 1, {});
-    for (int64_t k = 2; k < order_; ++k) tables_[k].assign(ngram_table_size(declared_[k]), NGramSlot{kEmpty, 0});
+    for (int64_t k = 2; k < order_; ++k) tables_[k].reset(declared_[k]);
     waiting_ = false;
     return true;
   }
@@ -337,10 +346,8 @@ class Parser {
     return key(ctx, w[k - 1]);
   }
 
-  // A power of two over n / 0.7 (linear probing stays short; 12-byte slots keep the tables small).
-  // The n-gram tables (the large ones): any size, load at most 2/3 (home slots by home()).
-  static size_t ngram_table_size(int64_t n) { return static_cast<size_t>(n + n / 2 + 16); }
-
+  // The vocabulary table: a power of two over n / 0.7 (linear probing stays short). The n-gram tables
+  // (the large ones, NGramTable): any size, load at most 2/3 (home slots by home()).
   // Home slot of a hash in a table of `size` slots: the high bits of hash * size (any size).
   static size_t home(uint64_t hash, size_t size) {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * size) >> 64);
@@ -386,21 +393,22 @@ class Parser {
   }
 
   // Index in order k (>= 2) of the n-gram (context index in order k - 1, last word), -1 when absent;
-  // `slot` and `check` get the probe's end (the free slot on a miss) and the hash's check bits.
-  int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot, uint32_t* check) const {
-    const std::vector<NGramSlot>& t = tables_[k];
-    const size_t size = t.size();
+  // `slot` and `tag` get the probe's end (the free slot on a miss) and the slot's check bits.
+  int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot, uint32_t* tag) const {
+    const NGramTable& t = tables_[k];
+    const size_t size = t.slots.size();
     const uint64_t want = key(ctx, w);
     const uint64_t hash = mix(want);
-    *check = static_cast<uint32_t>(hash);  // home() uses the high bits
+    *tag = t.tag(hash);  // the low bits of the hash (home() uses the high ones)
+    const uint32_t mask = t.index_mask;
     size_t h = home(hash, size);
     while (true) {
-      const NGramSlot& s = t[h];
-      if (s.index == kEmpty) {
+      const uint32_t s = t.slots[h];
+      if (s == kEmpty) {
         *slot = h;
         return -1;
       }
-      if (s.check == *check && key_of(k, s.index) == want) return s.index;
+      if ((s & ~mask) == *tag && key_of(k, s & mask) == want) return s & mask;
       h = h + 1 == size ? 0 : h + 1;
     }
   }
@@ -409,8 +417,8 @@ class Parser {
   int64_t find_sequence(const int32_t* w, int64_t m) const {
     int64_t idx = w[0];
     size_t slot;
-    uint32_t check;
-    for (int64_t j = 2; j <= m && idx >= 0; ++j) idx = find_ngram(j, idx, w[j - 1], &slot, &check);
+    uint32_t tag;
+    for (int64_t j = 2; j <= m && idx >= 0; ++j) idx = find_ngram(j, idx, w[j - 1], &slot, &tag);
     return idx;
   }
 
@@ -468,7 +476,7 @@ class Parser {
       }
     }
     const bool insert2 = k == 2 && order_ > 2;
-    const size_t tsize = order_ > 2 ? tables_[2].size() : 0;
+    const size_t tsize = order_ > 2 ? tables_[2].slots.size() : 0;
     for (int64_t q = 0; q < n; ++q) {
       const Field* f = &fields_[q * (kMaxOrder + 2)];
       int32_t* w = &ids_[q * kMaxOrder];
@@ -478,10 +486,10 @@ class Parser {
         w[j] = static_cast<int32_t>(id);
       }
       if (k >= 3) {
-        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
-        __builtin_prefetch(&tables_[2][home(mix(key(w[1], w[2])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[0], w[1])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[1], w[2])), tsize)]);
       } else if (insert2) {
-        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[0], w[1])), tsize)]);
       }
     }
     for (int64_t q = 0; q < n; ++q) {
@@ -521,9 +529,9 @@ class Parser {
       if (ctx < 0) return fail_at(line, "an n-gram without its context");
       if (k > 2) set_link(context_, k, i, ctx);  // before the insertion: the table reads the key back
       if (k < order_) {  // a state of the trie: insert it (a duplicate is the line reader's error)
-        uint32_t check = 0;
-        if (find_ngram(k, ctx, w[k - 1], &slot, &check) >= 0) return fail_at(line, "duplicate n-gram");
-        tables_[k][slot] = NGramSlot{static_cast<uint32_t>(i), check};
+        uint32_t tag = 0;
+        if (find_ngram(k, ctx, w[k - 1], &slot, &tag) >= 0) return fail_at(line, "duplicate n-gram");
+        tables_[k].slots[slot] = tag | static_cast<uint32_t>(i);
       }
       if (k > 2) {  // a 2-gram's links are its words: its context is w[0], its longest suffix w[1]
         int64_t m = k - 1, at = -1;  // the longest proper suffix w[k-m..k-1] that is an n-gram
@@ -580,7 +588,7 @@ class Parser {
   std::vector<int64_t> word_start_;
   std::vector<size_t> word_len_;
   std::vector<WordSlot> vocab_slots_;
-  std::vector<std::vector<NGramSlot>> tables_;
+  std::vector<NGramTable> tables_;
   static constexpr int64_t kBatch = 32;
   struct Queued {
     const uint8_t* p;
