@@ -272,6 +272,10 @@ def _native_reader(engine: object) -> bool:
     return use_native(engine, torch.device("cpu"), "path")
 
 
+#: how :class:`ArpaModel` holds its scores: part of the cache keys of what is built from them (an LM built
+#: from float64 scores differs in the last bit of some weights)
+SCORES = "float32 log10"
+
 #: the least float64 that rounds to float32 +inf (a backoff this large is an error: the model keeps float32)
 F32_OVERFLOW = 2.0**128 - 2.0**103
 

@@ -157,6 +157,7 @@ class NGramLM:
         terminal[0] = True
         bos_node = trie.lookup(np.array([[index[BOS]]]))[0]
         bos_state = int(bos_node) if N > 1 else 0
+        del trie, final_direct  # before the automaton's own tables: the trie's keys are 24 bytes an n-gram
         t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
         automaton = BackoffAutomaton(
             vocab_size=V,
@@ -421,38 +422,50 @@ def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray
 
 def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tokens: np.ndarray, V: int,
                 S: int) -> tuple[np.ndarray, ...]:
-    """The n-grams as token arcs in CSR order: ``offsets [S+1]``, ``label``, ``weight``, ``dest`` (sorted
-    by source, then label; ``<unk>`` n-grams fan out to every unmapped token) and each state's direct
-    ``</s>`` weight ``[S]`` (NaN where the state has none)."""
+    """The n-grams as token arcs in CSR order: ``offsets [S+1]``, ``label``, ``weight`` (float32: the
+    float64 ``log10 p * ln 10`` rounded once), ``dest`` (sorted by source, then label; ``<unk>`` n-grams
+    fan out to every unmapped token) and each state's direct ``</s>`` weight ``[S]`` (float64, NaN where
+    the state has none).
+
+    Order ``k``'s arcs leave the states of order ``k - 1``, whose ids come in one block after those of
+    the lower orders: each order is sorted on its own and written straight into the output arrays (no
+    concatenated copy of every arc)."""
     N = model.order
-    src_l, lab_l, w_l, dst_l = [], [], [], []
+    U = unk_tokens.size
+    labels = [label_of[model.words[k - 1][:, -1]] for k in range(1, N + 1)]  # of each n-gram's last word
+    total = sum(int(np.count_nonzero(lab >= 0)) + int(np.count_nonzero(lab == -2)) * U for lab in labels)
+    out_lab = np.empty(total, dtype=np.int64)
+    out_w = np.empty(total, dtype=np.float32)
+    out_dst = np.empty(total, dtype=np.int64)
+    per_state = np.zeros(S, dtype=np.int64)
     final_direct = np.full(S, np.nan, dtype=np.float64)
+    at = 0
     for k in range(1, N + 1):
-        words = model.words[k - 1].astype(np.int64)
+        lab = labels[k - 1]
         lp = model.logprob[k - 1].astype(np.float64) * LN10
         src = trie.parent[k - 1]
-        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(words, N)
-        lab = label_of[words[:, -1]]
+        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(model.words[k - 1], N)
         eos = lab == -3
         final_direct[src[eos]] = lp[eos]
         ok = lab >= 0
-        src_l.append(src[ok])
-        lab_l.append(lab[ok])
-        w_l.append(lp[ok])
-        dst_l.append(dst[ok])
+        parts = [(src[ok], lab[ok], lp[ok], dst[ok])]
         unk = lab == -2
-        if unk.any() and unk_tokens.size:
-            m = int(unk.sum())
-            src_l.append(np.repeat(src[unk], unk_tokens.size))
-            lab_l.append(np.tile(unk_tokens, m))
-            w_l.append(np.repeat(lp[unk], unk_tokens.size))
-            dst_l.append(np.repeat(dst[unk], unk_tokens.size))
-    src, lab, wts, dst = (np.concatenate(x) for x in (src_l, lab_l, w_l, dst_l))
-    perm = np.argsort(src * V + lab, kind="stable")
-    src, lab, wts, dst = src[perm], lab[perm], wts[perm], dst[perm]
+        if unk.any() and U:
+            parts.append((np.repeat(src[unk], U), np.tile(unk_tokens, int(unk.sum())), np.repeat(lp[unk], U),
+                          np.repeat(dst[unk], U)))
+        del lp, eos, ok, unk
+        s, lb, w, d = (np.concatenate(x) if len(parts) > 1 else x[0] for x in zip(*parts))
+        del parts
+        perm = np.argsort(s * V + lb, kind="stable")
+        n = perm.shape[0]
+        np.take(lb, perm, out=out_lab[at:at + n])
+        out_w[at:at + n] = w[perm]  # float64 -> float32: the one rounding
+        np.take(d, perm, out=out_dst[at:at + n])
+        per_state += np.bincount(s, minlength=S)
+        at += n
     offsets = np.zeros(S + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
-    return offsets, lab, wts, dst, final_direct
+    np.cumsum(per_state, out=offsets[1:])
+    return offsets, out_lab, out_w, out_dst, final_direct
 
 
 def _final_weights(model: ArpaModel, final_direct: np.ndarray, backoff_state: np.ndarray,

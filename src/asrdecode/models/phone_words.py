@@ -123,12 +123,12 @@ def phone_word_lm(symbols: Sequence[str], blank_id: int, lm: str | os.PathLike, 
     lexicon spells), built once and cached (two entries: the model and the word table)."""
     import torch
 
-    from ..lm.arpa import read_arpa
+    from ..lm.arpa import SCORES, read_arpa
     from ..lm.word_cache import load_word_lm, save_word_lm
     from .graph_cache import cached_file, file_digest
     from .phone_lexicon import read_phone_lexicon
 
-    inputs = {"artefact": "phone-word-lm/1", "lm": file_digest(lm), "lexicon": file_digest(lexicon),
+    inputs = {"artefact": "phone-word-lm/1", "lm": file_digest(lm), "scores": SCORES, "lexicon": file_digest(lexicon),
               "symbols": list(symbols), "blank": int(blank_id), "words": words, "boundaries": list(BOUNDARIES)}
     tag = f"phone-word-lm-{'all' if words is None else words}"
 
