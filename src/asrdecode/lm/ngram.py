@@ -429,11 +429,13 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
 
     Order ``k``'s arcs leave the states of order ``k - 1``, whose ids come in one block after those of
     the lower orders: each order is sorted on its own and written straight into the output arrays (no
-    concatenated copy of every arc)."""
+    concatenated copy of every arc; an order's temporaries freed as soon as they are used)."""
     N = model.order
     U = unk_tokens.size
-    labels = [label_of[model.words[k - 1][:, -1]] for k in range(1, N + 1)]  # of each n-gram's last word
-    total = sum(int(np.count_nonzero(lab >= 0)) + int(np.count_nonzero(lab == -2)) * U for lab in labels)
+    total = 0
+    for k in range(1, N + 1):
+        lab = label_of[model.words[k - 1][:, -1]]
+        total += int(np.count_nonzero(lab >= 0)) + int(np.count_nonzero(lab == -2)) * U
     out_lab = np.empty(total, dtype=np.int64)
     out_w = np.empty(total, dtype=np.float32)
     out_dst = np.empty(total, dtype=np.int64)
@@ -441,31 +443,47 @@ def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tok
     final_direct = np.full(S, np.nan, dtype=np.float64)
     at = 0
     for k in range(1, N + 1):
-        lab = labels[k - 1]
-        lp = model.logprob[k - 1].astype(np.float64) * LN10
-        src = trie.parent[k - 1]
-        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(model.words[k - 1], N)
-        eos = lab == -3
-        final_direct[src[eos]] = lp[eos]
-        ok = lab >= 0
-        parts = [(src[ok], lab[ok], lp[ok], dst[ok])]
-        unk = lab == -2
-        if unk.any() and U:
-            parts.append((np.repeat(src[unk], U), np.tile(unk_tokens, int(unk.sum())), np.repeat(lp[unk], U),
-                          np.repeat(dst[unk], U)))
-        del lp, eos, ok, unk
-        s, lb, w, d = (np.concatenate(x) if len(parts) > 1 else x[0] for x in zip(*parts))
-        del parts
-        perm = np.argsort(s * V + lb, kind="stable")
+        s, lb, w, d = _order_arcs(model, trie, label_of, unk_tokens, k, final_direct)
+        key = s * V
+        key += lb
+        per_state += np.bincount(s, minlength=S)
+        del s
+        perm = np.argsort(key, kind="stable")
+        del key
         n = perm.shape[0]
         np.take(lb, perm, out=out_lab[at:at + n])
-        out_w[at:at + n] = w[perm]  # float64 -> float32: the one rounding
+        np.take(w, perm, out=out_w[at:at + n])
         np.take(d, perm, out=out_dst[at:at + n])
-        per_state += np.bincount(s, minlength=S)
+        del lb, w, d, perm
         at += n
     offsets = np.zeros(S + 1, dtype=np.int64)
     np.cumsum(per_state, out=offsets[1:])
     return offsets, out_lab, out_w, out_dst, final_direct
+
+
+def _order_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tokens: np.ndarray, k: int,
+                final_direct: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Order ``k``'s token arcs, unsorted: source, label, float32 weight, dest ``[A_k]`` each; the direct
+    ``</s>`` weights (float64) go into ``final_direct [S]``."""
+    N = model.order
+    U = unk_tokens.size
+    lab = label_of[model.words[k - 1][:, -1]]
+    lp32 = model.logprob[k - 1]
+    src = trie.parent[k - 1]
+    eos = np.flatnonzero(lab == -3)
+    final_direct[src[eos]] = lp32[eos].astype(np.float64) * LN10
+    ok = np.flatnonzero(lab >= 0)
+    unk = np.flatnonzero(lab == -2) if U else np.zeros(0, dtype=np.int64)
+    dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(model.words[k - 1], N)
+    d = dst[ok] if not unk.size else np.concatenate([dst[ok], np.repeat(dst[unk], U)])
+    del dst
+    s = src[ok] if not unk.size else np.concatenate([src[ok], np.repeat(src[unk], U)])
+    lb = lab[ok] if not unk.size else np.concatenate([lab[ok], np.tile(unk_tokens, unk.size)])
+    del lab
+    w = (lp32[ok].astype(np.float64) * LN10).astype(np.float32)  # the float64 product, rounded once
+    if unk.size:
+        w = np.concatenate([w, np.repeat((lp32[unk].astype(np.float64) * LN10).astype(np.float32), U)])
+    return s, lb, w, d
 
 
 def _final_weights(model: ArpaModel, final_direct: np.ndarray, backoff_state: np.ndarray,
