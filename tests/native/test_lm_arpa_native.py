@@ -355,3 +355,18 @@ def test_int32_links_are_refused_for_an_order_past_their_range():
         assert lib.asrd_arpa_feed(reader, ctypes.byref(args), err, 64) == -1
     finally:
         lib.asrd_arpa_close(reader)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.floats(min_value=-2.0**100, max_value=0, allow_nan=False, width=32), min_size=1, max_size=40))
+def test_written_scores_read_back_bit_for_bit(tmp_path_factory, values):
+    """write_arpa's float32 scores: 7 digits where they read back to the same float32, else the exact repr."""
+    ngrams = {(f"w{i}",): (v, -v / 2 if i % 2 else None) for i, v in enumerate(values)}
+    ngrams.update({("<s>",): (-99.0, 0.0), ("</s>",): (-1.0, None), ("<s>", "w0"): (-0.5, None)})  # order 2
+    model = arpa_mod.ArpaModel.from_dict(ngrams)
+    path = arpa_mod.write_arpa(model, tmp_path_factory.mktemp("w") / "w.arpa")
+    _same(arpa_mod.read_arpa(path, engine="native"), arpa_mod.read_arpa(path, engine="torch"))
+    back = arpa_mod.read_arpa(path)
+    for f in ("logprob", "backoff"):
+        assert getattr(back, f)[0].tobytes() == getattr(model, f)[0].tobytes(), f
+    assert "-99\t<s>" in path.read_text()  # the short form where it is exact

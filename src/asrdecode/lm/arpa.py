@@ -797,17 +797,27 @@ def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
             hb = model.has_backoff[k - 1]
             vocab = model.vocab
             out = []
-            # Python floats (repr round-trips exactly); numpy 2 scalars would print as np.float64(...).
-            lp_list, bo_list = lp.tolist(), bo.tolist()
+            lp_list, bo_list = score_texts(lp), score_texts(bo)
             for i in range(words.shape[0]):
                 text = " ".join(vocab[j] for j in words[i])
                 if hb[i]:
-                    out.append(f"{lp_list[i]!r}\t{text}\t{bo_list[i]!r}\n")
+                    out.append(f"{lp_list[i]}\t{text}\t{bo_list[i]}\n")
                 else:
-                    out.append(f"{lp_list[i]!r}\t{text}\n")
+                    out.append(f"{lp_list[i]}\t{text}\n")
             f.write("".join(out))
         f.write("\n\\end\\\n")
     return path
+
+
+def score_texts(values: np.ndarray) -> list[str]:
+    """The decimal text of each float32 score ``[n]`` that reads back (float64, then float32) to it exactly:
+    7 significant digits where they do (an ARPA file's usual precision), else the float64 ``repr``."""
+    values = np.asarray(values, dtype=np.float32)
+    short = [f"{v:.7g}" for v in values.tolist()]
+    back = np.array([float(x) for x in short], dtype=np.float64).astype(np.float32) if short else values
+    exact = (back == values) & (np.signbit(back) == np.signbit(values))
+    full = values.tolist()  # Python floats: repr round-trips exactly (numpy 2 scalars print as np.float32(...))
+    return [x if ok else repr(v) for x, ok, v in zip(short, exact.tolist(), full)]
 
 
 def find_kenlm_tool(name: str = "lmplz") -> Path:

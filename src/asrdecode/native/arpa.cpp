@@ -9,7 +9,8 @@
 //
 // It reads a strict subset of what the Python line reader accepts and gives exactly its values
 // there: numbers are plain decimals ([+-]digits[.digits][e[+-]digits], parsed correctly rounded by
-// std::from_chars, as Python's float(), then rounded to float32 as numpy's astype does); count lines are "ngram K=COUNT" with plain digits. Anything
+// std::from_chars, as Python's float(), then rounded to float32 as numpy's astype rounds); count
+// lines are "ngram K=COUNT" with plain digits. A backoff that float32 cannot hold stops it too. Anything
 // else (a malformed or unusual line, a duplicate, a word outside the 1-grams, a missing context,
 // a line over the length limit) stops it with kArpaFallback and a message naming the line; the
 // Python line reader then reads the file again and raises its named error (or accepts what only it
@@ -17,9 +18,9 @@
 // handed over as one '\n'-separated blob).
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -204,6 +205,17 @@ class Parser {
     return n;
   }
 
+  // The runs of order k's n-grams on consecutive lines, as pairs (index of the run's first n-gram, its
+  // line), copied into out when cap (int64 values) is enough; returns the number of values (-1: no
+  // such order).
+  int64_t lines(int64_t k, int64_t* out, int64_t cap) const {
+    if (k < 1 || k >= static_cast<int64_t>(runs_.size())) return -1;
+    const std::vector<int64_t>& r = runs_[k];
+    const int64_t n = static_cast<int64_t>(r.size());
+    if (out && cap >= n && n > 0) std::memcpy(out, r.data(), sizeof(int64_t) * n);
+    return n;
+  }
+
  private:
   int fail(const char* why) { return fail_at(lineno_, why); }
 
@@ -313,19 +325,6 @@ class Parser {
     return true;
   }
 
- public:
-  // The runs of order k's n-grams on consecutive lines, as pairs (index of the run's first n-gram, its
-  // line), copied into out when cap (int64 values) is enough; returns the number of values (-1: no
-  // such order).
-  int64_t lines(int64_t k, int64_t* out, int64_t cap) const {
-    if (k < 1 || k >= static_cast<int64_t>(runs_.size())) return -1;
-    const std::vector<int64_t>& r = runs_[k];
-    const int64_t n = static_cast<int64_t>(r.size());
-    if (out && cap >= n && n > 0) std::memcpy(out, r.data(), sizeof(int64_t) * n);
-    return n;
-  }
-
- private:
   // Link i of order k (context or suffix array; int32 or int64 as bound).
   int64_t link(const std::vector<void*>& a, int64_t k, int64_t i) const {
     return wide_ ? static_cast<const int64_t*>(a[k - 1])[i] : static_cast<const int32_t*>(a[k - 1])[i];
@@ -346,13 +345,13 @@ class Parser {
     return key(ctx, w[k - 1]);
   }
 
-  // The vocabulary table: a power of two over n / 0.7 (linear probing stays short). The n-gram tables
-  // (the large ones, NGramTable): any size, load at most 2/3 (home slots by home()).
   // Home slot of a hash in a table of `size` slots: the high bits of hash * size (any size).
   static size_t home(uint64_t hash, size_t size) {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * size) >> 64);
   }
 
+  // The vocabulary table's size: a power of two over n / 0.7 (linear probing stays short). The n-gram
+  // tables (the large ones, NGramTable): any size, load at most 2/3 (home slots by home()).
   static size_t table_size(int64_t n) {
     size_t s = 16;
     while (s * 7 < static_cast<size_t>(n) * 10 + 10) s <<= 1;
