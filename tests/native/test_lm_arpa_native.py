@@ -370,3 +370,16 @@ def test_written_scores_read_back_bit_for_bit(tmp_path_factory, values):
     for f in ("logprob", "backoff"):
         assert getattr(back, f)[0].tobytes() == getattr(model, f)[0].tobytes(), f
     assert "-99\t<s>" in path.read_text()  # the short form where it is exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, 5]), max_size=30))
+def test_line_runs_give_back_the_lines(steps):
+    """runs_of_lines / lines_of_runs / ArpaModel.line_of agree with the per n-gram lines (0: unknown)."""
+    lines = np.cumsum(steps).astype(np.int64) * (np.arange(len(steps)) % 7 != 3)  # some lines unknown
+    runs = arpa_mod.runs_of_lines(lines)
+    assert np.array_equal(arpa_mod.lines_of_runs(runs, len(lines)), lines)
+    model = arpa_mod.ArpaModel([f"w{i}" for i in range(len(lines))], [np.arange(len(lines), dtype=np.int32)[:, None]],
+                               [np.zeros(len(lines))], [np.zeros(len(lines))], [np.zeros(len(lines), bool)],
+                               line_runs=[runs])
+    assert [model.line_of(1, i) for i in range(len(lines) + 1)] == [int(x) or None for x in lines] + [None]

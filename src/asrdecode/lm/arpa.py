@@ -182,7 +182,7 @@ def runs_of_lines(lines: np.ndarray) -> np.ndarray:
     lines = np.asarray(lines, dtype=np.int64)
     n = lines.shape[0]
     new = np.ones(n, dtype=bool)
-    new[1:] = np.diff(lines) != 1
+    new[1:] = (np.diff(lines) != 1) | (lines[:-1] <= 0)  # an unknown line (0) is a run of its own
     start = np.flatnonzero(new)
     return np.concatenate([np.stack([start, lines[start]], axis=1), [[n, 0]]]).astype(np.int64)
 
