@@ -34,12 +34,14 @@ def _slow(path):
 def _same(a, b) -> None:
     assert a.vocab == b.vocab and a.order == b.order
     for k in range(a.order):
-        for f in ("words", "logprob", "backoff", "has_backoff", "lines"):
+        for f in ("words", "logprob", "backoff", "has_backoff"):
             x, y = getattr(a, f)[k], getattr(b, f)[k]
             assert x.dtype == y.dtype and x.shape == y.shape, (k, f)
             assert np.array_equal(x, y), (k, f)
-            if x.dtype == np.float64:  # bit for bit (signed zeros too)
-                assert np.array_equal(x.view(np.int64), y.view(np.int64)), (k, f)
+            if x.dtype == np.float32:  # bit for bit (signed zeros too)
+                assert np.array_equal(x.view(np.int32), y.view(np.int32)), (k, f)
+        # the lines, kept per n-gram (the Python readers) or as runs (the native reader)
+        assert np.array_equal(a.line_numbers(k + 1), b.line_numbers(k + 1)), k
 
 
 def _links_equal_lookups(model) -> None:
@@ -258,3 +260,126 @@ def test_a_model_without_unk_keeps_its_links(tmp_path):
     b = NGramLM.from_arpa_model(arpa_mod.read_arpa(path, engine="torch"), token_map=tmap)
     assert torch.equal(a.automaton.arc_dest, b.automaton.arc_dest)
     assert torch.equal(a.automaton.backoff_state, b.automaton.backoff_state)
+
+
+def _with_blank_lines(text: str, rng: random.Random) -> str:
+    """``text`` with whitespace-only lines put between random n-gram lines (the line reader skips them)."""
+    out = []
+    for line in text.split("\n"):
+        out.append(line)
+        if line and not line.startswith(("\\", "ngram")) and rng.random() < 0.3:
+            out += [rng.choice(["", " ", "\t \t"])] * rng.randint(1, 3)
+    return "\n".join(out)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), order=st.integers(1, 4), wide=st.booleans())
+def test_compact_arrays_have_the_narrow_dtypes(tmp_path_factory, monkeypatch, seed, order, wide):
+    """float32 scores, int32 ids and links (int64 past NARROW_LINKS n-grams of an order), no line per
+    n-gram: the runs of lines, which give the line reader's lines, blank lines inside sections too."""
+    rng = random.Random(seed)
+    path = tmp_path_factory.mktemp("n") / "w.arpa"
+    path.write_text(_with_blank_lines(random_word_arpa(rng, ["a", "b", "ab", "ba", "abc"], order), rng))
+    with monkeypatch.context() as patch:  # the examples share the fixture: undo it after each
+        if wide:
+            patch.setattr(native_arpa, "NARROW_LINKS", 1)
+        model = arpa_mod.read_arpa(path, engine="native")
+    python = _slow(path)
+    _same(model, python)
+    assert model.lines == [] and len(model.line_runs) == order
+    links = np.int64 if wide and order > 2 else np.int32
+    for k in range(order):
+        assert model.words[k].dtype == np.int32
+        assert model.logprob[k].dtype == np.float32 and model.backoff[k].dtype == np.float32
+        assert python.logprob[k].dtype == np.float32 and python.backoff[k].dtype == np.float32
+        if k >= 2:
+            assert model.context[k].dtype == links and model.suffix[k].dtype == links
+        runs = model.line_runs[k]
+        breaks = int(np.count_nonzero(np.diff(python.lines[k]) != 1)) + 1 if python.lines[k].size else 0
+        assert runs.dtype == np.int64 and runs.shape == (breaks + 1, 2)  # one row per run, then the end
+    _links_equal_lookups(model)
+
+
+def test_scores_are_the_floats_rounded_to_float32(tmp_path):
+    """Each score is Python's float() of the text rounded to float32; a backoff past float32's range is
+    the line reader's named error."""
+    text = BASE.replace("\tc\n", "\tc\t-0.30103000000000001\n", 1)
+    path = tmp_path / "f.arpa"
+    path.write_text(text)
+    model = arpa_mod.read_arpa(path, engine="native")
+    c = model.vocab.index("c")
+    assert model.backoff[0][c] == np.float32(-0.30103000000000001)
+    assert model.backoff[0][c].tobytes() == np.float64(-0.30103).astype(np.float32).tobytes()
+    path.write_text(BASE.replace("\tc\n", "\tc\t1e39\n", 1))
+    with pytest.raises(FileFormatError, match=r"f\.arpa:\d+: backoff weight 1e\+39 is beyond float32"):
+        arpa_mod.read_arpa(path, engine="native")
+
+
+@pytest.mark.parametrize("with_unk", [True, False])
+def test_an_error_found_after_reading_names_the_line(tmp_path, with_unk):
+    """A check after reading (a word no model token spells) names the file and the word's line from the
+    native reader's line runs, blank lines inside the section and a model without <unk> included."""
+    text = random_word_arpa(random.Random(2), ["a", "b", "zz"], 3, with_unk=with_unk)
+    text = text.replace("\\1-grams:\n", "\\1-grams:\n\n  \n", 1)
+    lines = text.split("\n")
+    at = lines.index(next(ln for ln in lines if ln.split("\t")[1:2] == ["zz"])) + 1
+    path = tmp_path / "w.arpa"
+    path.write_text(text)
+    model = arpa_mod.read_arpa(path, engine="native")
+    assert model.lines == [] and model.line_of(1, model.vocab.index("zz")) == at
+    tmap = TokenMap(3, 0, [None, "a", "b"])
+    with pytest.raises(FileFormatError, match=rf"w\.arpa:{at}: the LM word 'zz' names no model token"):
+        NGramLM.from_arpa_model(model, token_map=tmap)
+    dropped = arpa_mod.drop_words(model, ["a"])  # the runs follow the n-grams kept
+    assert dropped.line_of(1, dropped.vocab.index("zz")) == at
+
+
+def test_int32_links_are_refused_for_an_order_past_their_range():
+    """The C++ reader binds int32 links only while every order below the highest stays under 2^25."""
+    from asrdecode.native.abi import ArpaArgs
+
+    lib = _lib.load()
+    err = ctypes.create_string_buffer(64)
+    reader = lib.asrd_arpa_open(1 << 20)
+    try:
+        head = f"\\data\\\nngram 1=2\nngram 2={native_arpa.NARROW_LINKS}\nngram 3=1\n\\1-grams:\n"
+        text = np.frombuffer(head.encode(), dtype=np.uint8).copy()
+        counts = np.zeros(4, dtype=np.int64)
+        args = ArpaArgs(data=text.ctypes.data, length=text.size, max_order=4, counts=counts.ctypes.data)
+        assert lib.asrd_arpa_feed(reader, ctypes.byref(args), err, 64) == 1
+        out = native_arpa._Outputs([int(c) for c in counts[:3]])  # np.empty / np.zeros: no page touched
+        assert out.link_bytes == 8 and out.context[2].dtype == np.int64
+        out.bind(args)
+        args.link_bytes = 4
+        args.data, args.length = text.ctypes.data + args.consumed, text.size - args.consumed
+        assert lib.asrd_arpa_feed(reader, ctypes.byref(args), err, 64) == -1
+    finally:
+        lib.asrd_arpa_close(reader)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.floats(min_value=-2.0**100, max_value=0, allow_nan=False, width=32), min_size=1, max_size=40))
+def test_written_scores_read_back_bit_for_bit(tmp_path_factory, values):
+    """write_arpa's float32 scores: 7 digits where they read back to the same float32, else the exact repr."""
+    ngrams = {(f"w{i}",): (v, -v / 2 if i % 2 else None) for i, v in enumerate(values)}
+    ngrams.update({("<s>",): (-99.0, 0.0), ("</s>",): (-1.0, None), ("<s>", "w0"): (-0.5, None)})  # order 2
+    model = arpa_mod.ArpaModel.from_dict(ngrams)
+    path = arpa_mod.write_arpa(model, tmp_path_factory.mktemp("w") / "w.arpa")
+    _same(arpa_mod.read_arpa(path, engine="native"), arpa_mod.read_arpa(path, engine="torch"))
+    back = arpa_mod.read_arpa(path)
+    for f in ("logprob", "backoff"):
+        assert getattr(back, f)[0].tobytes() == getattr(model, f)[0].tobytes(), f
+    assert "-99\t<s>" in path.read_text()  # the short form where it is exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, 5]), max_size=30))
+def test_line_runs_give_back_the_lines(steps):
+    """runs_of_lines / lines_of_runs / ArpaModel.line_of agree with the per n-gram lines (0: unknown)."""
+    lines = np.cumsum(steps).astype(np.int64) * (np.arange(len(steps)) % 7 != 3)  # some lines unknown
+    runs = arpa_mod.runs_of_lines(lines)
+    assert np.array_equal(arpa_mod.lines_of_runs(runs, len(lines)), lines)
+    model = arpa_mod.ArpaModel([f"w{i}" for i in range(len(lines))], [np.arange(len(lines), dtype=np.int32)[:, None]],
+                               [np.zeros(len(lines))], [np.zeros(len(lines))], [np.zeros(len(lines), bool)],
+                               line_runs=[runs])
+    assert [model.line_of(1, i) for i in range(len(lines) + 1)] == [int(x) or None for x in lines] + [None]

@@ -48,8 +48,8 @@ def with_unigrams(model: ArpaModel, words: Sequence[str]) -> ArpaModel:
         return model
     n = len(model.vocab)
     new_ids = np.arange(n, n + len(extra), dtype=model.words[0].dtype)
-    lines = (list(model.lines) if len(model.lines) == model.order
-             else [np.zeros(len(x), np.int64) for x in model.logprob])
+    # per n-gram lines where the model has them; else none (its line runs end before the n-grams added)
+    lines = list(model.lines) if len(model.lines) == model.order else []
     parts = [list(model.words), list(model.logprob), list(model.backoff), list(model.has_backoff), lines]
     unk = model.word_index().get(UNK)
     if unk is None:
@@ -57,7 +57,8 @@ def with_unigrams(model: ArpaModel, words: Sequence[str]) -> ArpaModel:
         parts[1][0] = np.concatenate([model.logprob[0], np.full(len(extra), -100.0)])
         parts[2][0] = np.concatenate([model.backoff[0], np.zeros(len(extra))])
         parts[3][0] = np.concatenate([model.has_backoff[0], np.zeros(len(extra), dtype=bool)])
-        parts[4][0] = np.concatenate([lines[0], np.zeros(len(extra), dtype=np.int64)])
+        if lines:
+            parts[4][0] = np.concatenate([lines[0], np.zeros(len(extra), dtype=np.int64)])
     else:
         for k in range(model.order):
             rows = np.flatnonzero((model.words[k] == unk).any(axis=1))
@@ -65,11 +66,12 @@ def with_unigrams(model: ArpaModel, words: Sequence[str]) -> ArpaModel:
                 continue
             grams = np.repeat(model.words[k][rows][None], len(extra), axis=0)  # [E, R, k+1]
             grams = np.where(grams == unk, new_ids[:, None, None], grams).reshape(-1, k + 1)
-            for p, src in zip(parts, (model.words, model.logprob, model.backoff, model.has_backoff, lines)):
+            for p, src in zip(parts[:len(parts) if lines else 4],
+                              (model.words, model.logprob, model.backoff, model.has_backoff, lines)):
                 add = grams if p is parts[0] else np.tile(src[k][rows], len(extra))
                 p[k] = np.concatenate([p[k], add.astype(src[k].dtype)])
     return ArpaModel(list(model.vocab) + extra, parts[0], parts[1], parts[2], parts[3], parts[4],
-                     path=f"{model.path} (+{len(extra)} lexicon words scored as <unk>)")
+                     path=f"{model.path} (+{len(extra)} lexicon words scored as <unk>)", line_runs=model.line_runs)
 
 
 def word_spans(tokens: Sequence[int], times: Sequence[int], bounds: WordBoundaries) -> list[tuple[str, int, int]]:

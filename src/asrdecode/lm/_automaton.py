@@ -213,8 +213,9 @@ class BackoffAutomaton:
             self.arc_label = torch.zeros(1, dtype=torch.int64, device=dev)
             self.arc_weight = torch.zeros(1, dtype=torch.float32, device=dev)
             self.arc_dest = torch.zeros(1, dtype=torch.int64, device=dev)
-        arc_state = torch.repeat_interleave(torch.arange(S, device=dev), self.degree)
-        self.arc_key = arc_state * V + self.arc_label[: self._n_arcs]
+        # each arc's source state, then in place its key (one int64 array an arc, not two)
+        self.arc_key = torch.repeat_interleave(torch.arange(S, device=dev), self.degree)
+        self.arc_key.mul_(V).add_(self.arc_label[: self._n_arcs])
         if self._n_arcs == 0:
             self.arc_key = torch.full((1,), -1, dtype=torch.int64, device=dev)
         depth = self._chain_depth()

@@ -35,7 +35,7 @@ class NGramTrie:
         links = _links_hold(model)
         trie.suffix = model.suffix if links else None
         for k in range(1, model.order + 1):
-            words = model.words[k - 1].astype(np.int64)
+            words = model.words[k - 1]  # int32 [n, k]: only columns are widened (no int64 copy of the whole)
             n = words.shape[0]
             if k == 1:
                 parent = np.zeros(n, dtype=np.int64)
@@ -52,7 +52,8 @@ class NGramTrie:
                         model.path, model.line_of(k, i),
                         f"the {k}-gram '{text}' has no {k - 1}-gram for its context '{ctx}'",
                     )
-            key = parent * W + words[:, k - 1]
+            key = parent * W
+            key += words[:, k - 1]
             perm = np.argsort(key, kind="stable")
             skey = key[perm]
             dup = np.flatnonzero(skey[1:] == skey[:-1])
@@ -60,8 +61,9 @@ class NGramTrie:
                 i = int(perm[dup[0] + 1])
                 text = " ".join(model.vocab[j] for j in words[i])
                 raise FileFormatError(model.path, model.line_of(k, i), f"duplicate {k}-gram '{text}'")
+            del key
             node_of = np.empty(n, dtype=np.int64)
-            node_of[perm] = trie.num_nodes + np.arange(n, dtype=np.int64)
+            node_of[perm] = np.arange(trie.num_nodes, trie.num_nodes + n, dtype=np.int64)
             trie.keys.append(skey)
             trie.offset.append(trie.num_nodes)
             trie.node_of.append(node_of)
@@ -124,6 +126,9 @@ class NGramTrie:
         return out
 
 
+_LINK_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def _links_hold(model) -> bool:
     """Whether ``model`` has the native reader's trie links and they still name its words: each 1-gram's
     index is its word id, each n-gram's context (orders >= 3) holds its first ``k - 1`` words and its
@@ -139,7 +144,7 @@ def _links_hold(model) -> bool:
         words = model.words[k - 1]
         n = words.shape[0]
         c, s = ctx[k - 1], suf[k - 1]
-        if c.shape != (n,) or s.shape != (n,) or c.dtype != np.int64 or s.dtype != np.int64:
+        if c.shape != (n,) or s.shape != (n,) or c.dtype not in _LINK_DTYPES or s.dtype not in _LINK_DTYPES:
             return False
         if n == 0:
             continue

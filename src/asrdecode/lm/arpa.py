@@ -66,18 +66,24 @@ class ArpaModel:
     Attributes:
         vocab: every word of the 1-grams, in file order; word id = index in this list.
         words: per order ``k`` (index ``k - 1``), int32 ``[n_k, k]`` word ids of each n-gram.
-        logprob: per order, float64 ``[n_k]`` log10 probabilities.
-        backoff: per order, float64 ``[n_k]`` log10 backoff weights (0 where absent).
+        logprob: per order, float32 ``[n_k]`` log10 probabilities: the file's decimal read as Python's
+            ``float()`` reads it, then rounded to float32 (any float64 given is rounded so); the LMs built
+            from a model compute in float64 from these values and keep float32 weights.
+        backoff: per order, float32 ``[n_k]`` log10 backoff weights (0 where absent), rounded alike.
         has_backoff: per order, bool ``[n_k]``: whether the file gave a backoff weight.
-        lines: per order, int64 ``[n_k]`` line number of each n-gram (0 when built in memory).
+        lines: per order, int64 ``[n_k]`` line number of each n-gram (0 when built in memory), or an
+            empty list where the lines are kept as ``line_runs`` (the native reader) or unknown.
         path: the file it was read from (for error messages), if any.
         context, suffix: the n-gram trie's links as the native reader found them (empty lists when
-            unknown): per order ``k >= 3``, int64 ``[n_k]``: the index (in order ``k - 1``) of each
-            n-gram's context, and ``(index << 6) | m`` of its longest proper suffix that is an n-gram
-            (of order ``m``); orders 1 and 2 have empty entries (a 2-gram's context is its first word
-            and its longest proper suffix its last: a 1-gram's index is its word id).
-            :class:`~asrdecode.lm._trie.NGramTrie` uses them after checking that they still name the
-            n-grams' own words (else it looks them up).
+            unknown): per order ``k >= 3``, int32 ``[n_k]`` (int64 for orders of 2^25 n-grams or more):
+            the index (in order ``k - 1``) of each n-gram's context, and ``(index << 6) | m`` of its
+            longest proper suffix that is an n-gram (of order ``m``); orders 1 and 2 have empty entries
+            (a 2-gram's context is its first word and its longest proper suffix its last: a 1-gram's
+            index is its word id). :class:`~asrdecode.lm._trie.NGramTrie` uses them after checking that
+            they still name the n-grams' own words (else it looks them up).
+        line_runs: the lines without one number per n-gram (empty list when unused): per order, int64
+            ``[R_k + 1, 2]``: each run of n-grams on consecutive lines as (index of its first n-gram,
+            its line), then ``(n_k, 0)`` (where the n-grams of known lines end). See :meth:`line_of`.
     """
 
     vocab: list[str]
@@ -89,6 +95,12 @@ class ArpaModel:
     path: str | None = None
     context: list[np.ndarray] = field(default_factory=list)
     suffix: list[np.ndarray] = field(default_factory=list)
+    line_runs: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        with np.errstate(over="ignore"):  # a log10 value beyond float32's range is -inf (readers refuse +inf)
+            self.logprob = [np.asarray(x, dtype=np.float32) for x in self.logprob]
+            self.backoff = [np.asarray(x, dtype=np.float32) for x in self.backoff]
 
     @property
     def order(self) -> int:
@@ -104,9 +116,24 @@ class ArpaModel:
 
     def line_of(self, order: int, i: int) -> int | None:
         """File line of the ``i``-th n-gram of ``order`` (``None`` when unknown)."""
-        if self.lines and self.lines[order - 1].shape[0] > i and self.lines[order - 1][i] > 0:
+        if len(self.lines) >= order and self.lines[order - 1].shape[0] > i and self.lines[order - 1][i] > 0:
             return int(self.lines[order - 1][i])
+        if len(self.line_runs) >= order:
+            runs = self.line_runs[order - 1]
+            if runs.shape[0] >= 2 and 0 <= i < int(runs[-1, 0]):
+                j = int(np.searchsorted(runs[:-1, 0], i, side="right")) - 1
+                line = int(runs[j, 1] + (i - runs[j, 0]))
+                return line if runs[j, 1] > 0 else None
         return None
+
+    def line_numbers(self, order: int) -> np.ndarray:
+        """The line of every n-gram of ``order``: int64 ``[n_k]`` (0 where unknown)."""
+        n = self.words[order - 1].shape[0]
+        if len(self.lines) >= order and self.lines[order - 1].shape[0] == n:
+            return self.lines[order - 1].astype(np.int64)
+        if len(self.line_runs) >= order:
+            return lines_of_runs(self.line_runs[order - 1], n)
+        return np.zeros(n, dtype=np.int64)
 
     @classmethod
     def from_dict(cls, ngrams: dict[tuple[str, ...], tuple[float, float | None]]) -> "ArpaModel":
@@ -135,6 +162,29 @@ class ArpaModel:
             bos.append(np.array([0.0 if bo is None else bo for _, _, bo in items], dtype=np.float64))
             hbs.append(np.array([bo is not None for _, _, bo in items], dtype=bool))
         return cls(vocab, words, lps, bos, hbs, [np.zeros(len(x), dtype=np.int64) for x in lps])
+
+
+def lines_of_runs(runs: np.ndarray, n: int) -> np.ndarray:
+    """Per n-gram lines ``[n]`` (int64, 0 past the runs' end) from runs ``[R + 1, 2]`` (see ``ArpaModel.line_runs``)."""
+    out = np.zeros(n, dtype=np.int64)
+    if runs.shape[0] < 2:
+        return out
+    end = min(int(runs[-1, 0]), n)
+    start = runs[:-1, 0]
+    # line - index is constant along a run: repeat each run's offset over its length
+    lengths = np.diff(np.minimum(np.append(start, end), end))
+    out[:end] = np.repeat(runs[:-1, 1] - start, np.maximum(lengths, 0)) + np.arange(end, dtype=np.int64)
+    return out
+
+
+def runs_of_lines(lines: np.ndarray) -> np.ndarray:
+    """The runs ``[R + 1, 2]`` (see ``ArpaModel.line_runs``) of per n-gram lines ``[n]``."""
+    lines = np.asarray(lines, dtype=np.int64)
+    n = lines.shape[0]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (np.diff(lines) != 1) | (lines[:-1] <= 0)  # an unknown line (0) is a run of its own
+    start = np.flatnonzero(new)
+    return np.concatenate([np.stack([start, lines[start]], axis=1), [[n, 0]]]).astype(np.int64)
 
 
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
@@ -208,8 +258,9 @@ def _read_native(path: Path, max_bytes: int | None) -> ArpaModel | None:
     r = native_arpa.read(path, max_bytes, max_line_bytes=MAX_LINE_BYTES, max_gzip_ratio=MAX_GZIP_RATIO)
     if r is None:
         return None
-    return ArpaModel(r.vocab, r.words, r.logprob, r.backoff, r.has_backoff, r.lines, str(path), context=r.context,
-                     suffix=r.suffix)
+    runs = [np.concatenate([x, [[w.shape[0], 0]]]).astype(np.int64) for x, w in zip(r.runs, r.words)]
+    return ArpaModel(r.vocab, r.words, r.logprob, r.backoff, r.has_backoff, [], str(path), context=r.context,
+                     suffix=r.suffix, line_runs=runs)
 
 
 def _native_reader(engine: object) -> bool:
@@ -220,6 +271,13 @@ def _native_reader(engine: object) -> bool:
 
     return use_native(engine, torch.device("cpu"), "path")
 
+
+#: how :class:`ArpaModel` holds its scores: part of the cache keys of what is built from them (an LM built
+#: from float64 scores differs in the last bit of some weights)
+SCORES = "float32 log10"
+
+#: the least float64 that rounds to float32 +inf (a backoff this large is an error: the model keeps float32)
+F32_OVERFLOW = 2.0**128 - 2.0**103
 
 #: the fast path's limit on a file's (decompressed) size; larger files are read line by line
 FAST_PARSE_MAX_BYTES = 1 << 31
@@ -450,7 +508,7 @@ def _fast_block(block: bytes, first_line: int, k: int, order: int, index: dict[b
             bo[has_bo] = tok[first[has_bo] + k + 1].astype(np.float64)
         except (ValueError, TypeError):
             return None
-        if np.any(np.isnan(bo) | (bo == np.inf)):
+        if np.any(np.isnan(bo) | (bo >= F32_OVERFLOW)):
             return None
     word_fields = (first[:, None] + 1 + np.arange(k)[None, :]).reshape(-1)
     if keys is not None:
@@ -690,6 +748,8 @@ def _read_ngram_scores(lines: _Lines, parts: list[bytes], k: int, order: int) ->
         raise lines.error(lines.lineno, f"backoff weight {_show(parts[k + 1])} is not a number") from None
     if bo != bo or bo == float("inf"):
         raise lines.error(lines.lineno, f"backoff weight {bo} is not finite")
+    if bo >= F32_OVERFLOW:
+        raise lines.error(lines.lineno, f"backoff weight {bo} is beyond float32's range (the model keeps float32)")
     if k == order:
         raise lines.error(lines.lineno, f"{k}-grams of the highest order cannot have a backoff weight")
     return lp, bo
@@ -714,8 +774,9 @@ def _duplicates_of_the_top_order(model: ArpaModel) -> bool:
     N = model.order
     if N < 2 or model.words[N - 1].shape[0] < 2:
         return False
-    context = model.words[1][:, 0].astype(np.int64) if N == 2 else model.context[N - 1]
-    key = context * max(len(model.vocab), 1) + model.words[N - 1][:, -1]
+    key = (model.words[1][:, 0] if N == 2 else model.context[N - 1]).astype(np.int64)
+    key *= max(len(model.vocab), 1)  # in place: one int64 array at a time
+    key += model.words[N - 1][:, -1]
     key.sort()
     return bool(np.any(key[1:] == key[:-1]))
 
@@ -736,17 +797,27 @@ def write_arpa(model: ArpaModel, path: str | os.PathLike) -> Path:
             hb = model.has_backoff[k - 1]
             vocab = model.vocab
             out = []
-            # Python floats (repr round-trips exactly); numpy 2 scalars would print as np.float64(...).
-            lp_list, bo_list = lp.tolist(), bo.tolist()
+            lp_list, bo_list = score_texts(lp), score_texts(bo)
             for i in range(words.shape[0]):
                 text = " ".join(vocab[j] for j in words[i])
                 if hb[i]:
-                    out.append(f"{lp_list[i]!r}\t{text}\t{bo_list[i]!r}\n")
+                    out.append(f"{lp_list[i]}\t{text}\t{bo_list[i]}\n")
                 else:
-                    out.append(f"{lp_list[i]!r}\t{text}\n")
+                    out.append(f"{lp_list[i]}\t{text}\n")
             f.write("".join(out))
         f.write("\n\\end\\\n")
     return path
+
+
+def score_texts(values: np.ndarray) -> list[str]:
+    """The decimal text of each float32 score ``[n]`` that reads back (float64, then float32) to it exactly:
+    7 significant digits where they do (an ARPA file's usual precision), else the float64 ``repr``."""
+    values = np.asarray(values, dtype=np.float32)
+    short = [f"{v:.7g}" for v in values.tolist()]
+    back = np.array([float(x) for x in short], dtype=np.float64).astype(np.float32) if short else values
+    exact = (back == values) & (np.signbit(back) == np.signbit(values))
+    full = values.tolist()  # Python floats: repr round-trips exactly (numpy 2 scalars print as np.float32(...))
+    return [x if ok else repr(v) for x, ok, v in zip(short, exact.tolist(), full)]
 
 
 def find_kenlm_tool(name: str = "lmplz") -> Path:
@@ -868,13 +939,16 @@ def drop_words(model: ArpaModel, words: Iterable[str]) -> ArpaModel:
 def _keep_words(model: ArpaModel, keep: np.ndarray, path: str) -> ArpaModel:
     """The n-grams of ``model`` made of kept words only (``keep [len(vocab)]``), word ids renumbered."""
     new_id = np.cumsum(keep) - 1
-    words, lps, bos, hbs, lines = [], [], [], [], []
+    words, lps, bos, hbs, lines, runs = [], [], [], [], [], []
     for k in range(model.order):
         m = keep[model.words[k]].all(axis=1)
         words.append(new_id[model.words[k][m]].astype(model.words[k].dtype))
         lps.append(model.logprob[k][m])
         bos.append(model.backoff[k][m])
         hbs.append(model.has_backoff[k][m])
-        lines.append(model.lines[k][m] if k < len(model.lines) else np.zeros(int(m.sum()), dtype=np.int64))
+        if model.lines:
+            lines.append(model.line_numbers(k + 1)[m])
+        elif model.line_runs:  # runs stay runs (one order's lines at a time)
+            runs.append(runs_of_lines(model.line_numbers(k + 1)[m]))
     vocab = [w for w, kp in zip(model.vocab, keep) if kp]
-    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=path)
+    return ArpaModel(vocab, words, lps, bos, hbs, lines, path=path, line_runs=runs)

@@ -157,6 +157,7 @@ class NGramLM:
         terminal[0] = True
         bos_node = trie.lookup(np.array([[index[BOS]]]))[0]
         bos_state = int(bos_node) if N > 1 else 0
+        del trie, final_direct  # before the automaton's own tables: the trie's keys are 24 bytes an n-gram
         t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dt, device=device)  # noqa: E731
         automaton = BackoffAutomaton(
             vocab_size=V,
@@ -357,14 +358,16 @@ def _with_unk(model: ArpaModel, log10p: float) -> ArpaModel:
     words = list(model.words)
     words[0] = np.concatenate([words[0], np.array([[uid]], dtype=np.int32)])
     lp, bo, hb = list(model.logprob), list(model.backoff), list(model.has_backoff)
-    lp[0] = np.concatenate([lp[0], [log10p]])
-    bo[0] = np.concatenate([bo[0], [0.0]])
+    lp[0] = np.concatenate([lp[0], np.array([log10p], dtype=lp[0].dtype)])
+    bo[0] = np.concatenate([bo[0], np.zeros(1, dtype=bo[0].dtype)])
     hb[0] = np.concatenate([hb[0], [False]])
-    lines = list(model.lines) if model.lines else [np.zeros(len(x), dtype=np.int64) for x in lp]
-    lines[0] = np.concatenate([lines[0], [0]])
-    # a 1-gram appended moves no n-gram: the reader's trie links still hold
+    lines = list(model.lines)
+    if lines:
+        lines[0] = np.concatenate([lines[0], [0]])
+    # a 1-gram appended moves no n-gram: the reader's trie links and line runs still hold (the runs end
+    # before it: its line is unknown)
     return ArpaModel(model.vocab + [UNK], words, lp, bo, hb, lines, model.path, context=model.context,
-                     suffix=model.suffix)
+                     suffix=model.suffix, line_runs=model.line_runs)
 
 
 def _check_token_list(name: str, tokens, vocab_size: int) -> list[int]:
@@ -412,45 +415,75 @@ def _backoff_arcs(model: ArpaModel, trie: NGramTrie, S: int) -> tuple[np.ndarray
     backoff_weight = np.zeros(S, dtype=np.float64)
     for k in range(1, model.order):
         nodes = trie.node_of[k - 1]
-        backoff_weight[nodes] = model.backoff[k - 1] * LN10
+        backoff_weight[nodes] = model.backoff[k - 1].astype(np.float64) * LN10
         backoff_state[nodes] = trie.suffix_nodes(model.words[k - 1], k)
     return backoff_state, backoff_weight
 
 
 def _token_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tokens: np.ndarray, V: int,
                 S: int) -> tuple[np.ndarray, ...]:
-    """The n-grams as token arcs in CSR order: ``offsets [S+1]``, ``label``, ``weight``, ``dest`` (sorted
-    by source, then label; ``<unk>`` n-grams fan out to every unmapped token) and each state's direct
-    ``</s>`` weight ``[S]`` (NaN where the state has none)."""
+    """The n-grams as token arcs in CSR order: ``offsets [S+1]``, ``label``, ``weight`` (float32: the
+    float64 ``log10 p * ln 10`` rounded once), ``dest`` (sorted by source, then label; ``<unk>`` n-grams
+    fan out to every unmapped token) and each state's direct ``</s>`` weight ``[S]`` (float64, NaN where
+    the state has none).
+
+    Order ``k``'s arcs leave the states of order ``k - 1``, whose ids come in one block after those of
+    the lower orders: each order is sorted on its own and written straight into the output arrays (no
+    concatenated copy of every arc; an order's temporaries freed as soon as they are used)."""
     N = model.order
-    src_l, lab_l, w_l, dst_l = [], [], [], []
-    final_direct = np.full(S, np.nan, dtype=np.float64)
+    U = unk_tokens.size
+    total = 0
     for k in range(1, N + 1):
-        words = model.words[k - 1].astype(np.int64)
-        lp = model.logprob[k - 1] * LN10
-        src = trie.parent[k - 1]
-        dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(words, N)
-        lab = label_of[words[:, -1]]
-        eos = lab == -3
-        final_direct[src[eos]] = lp[eos]
-        ok = lab >= 0
-        src_l.append(src[ok])
-        lab_l.append(lab[ok])
-        w_l.append(lp[ok])
-        dst_l.append(dst[ok])
-        unk = lab == -2
-        if unk.any() and unk_tokens.size:
-            m = int(unk.sum())
-            src_l.append(np.repeat(src[unk], unk_tokens.size))
-            lab_l.append(np.tile(unk_tokens, m))
-            w_l.append(np.repeat(lp[unk], unk_tokens.size))
-            dst_l.append(np.repeat(dst[unk], unk_tokens.size))
-    src, lab, wts, dst = (np.concatenate(x) for x in (src_l, lab_l, w_l, dst_l))
-    perm = np.argsort(src * V + lab, kind="stable")
-    src, lab, wts, dst = src[perm], lab[perm], wts[perm], dst[perm]
+        lab = label_of[model.words[k - 1][:, -1]]
+        total += int(np.count_nonzero(lab >= 0)) + int(np.count_nonzero(lab == -2)) * U
+    out_lab = np.empty(total, dtype=np.int64)
+    out_w = np.empty(total, dtype=np.float32)
+    out_dst = np.empty(total, dtype=np.int64)
+    per_state = np.zeros(S, dtype=np.int64)
+    final_direct = np.full(S, np.nan, dtype=np.float64)
+    at = 0
+    for k in range(1, N + 1):
+        s, lb, w, d = _order_arcs(model, trie, label_of, unk_tokens, k, final_direct)
+        key = s * V
+        key += lb
+        per_state += np.bincount(s, minlength=S)
+        del s
+        perm = np.argsort(key, kind="stable")
+        del key
+        n = perm.shape[0]
+        np.take(lb, perm, out=out_lab[at:at + n])
+        np.take(w, perm, out=out_w[at:at + n])
+        np.take(d, perm, out=out_dst[at:at + n])
+        del lb, w, d, perm
+        at += n
     offsets = np.zeros(S + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=S), out=offsets[1:])
-    return offsets, lab, wts, dst, final_direct
+    np.cumsum(per_state, out=offsets[1:])
+    return offsets, out_lab, out_w, out_dst, final_direct
+
+
+def _order_arcs(model: ArpaModel, trie: NGramTrie, label_of: np.ndarray, unk_tokens: np.ndarray, k: int,
+                final_direct: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Order ``k``'s token arcs, unsorted: source, label, float32 weight, dest ``[A_k]`` each; the direct
+    ``</s>`` weights (float64) go into ``final_direct [S]``."""
+    N = model.order
+    U = unk_tokens.size
+    lab = label_of[model.words[k - 1][:, -1]]
+    lp32 = model.logprob[k - 1]
+    src = trie.parent[k - 1]
+    eos = np.flatnonzero(lab == -3)
+    final_direct[src[eos]] = lp32[eos].astype(np.float64) * LN10
+    ok = np.flatnonzero(lab >= 0)
+    unk = np.flatnonzero(lab == -2) if U else np.zeros(0, dtype=np.int64)
+    dst = trie.node_of[k - 1] if k < N else trie.suffix_nodes(model.words[k - 1], N)
+    d = dst[ok] if not unk.size else np.concatenate([dst[ok], np.repeat(dst[unk], U)])
+    del dst
+    s = src[ok] if not unk.size else np.concatenate([src[ok], np.repeat(src[unk], U)])
+    lb = lab[ok] if not unk.size else np.concatenate([lab[ok], np.tile(unk_tokens, unk.size)])
+    del lab
+    w = (lp32[ok].astype(np.float64) * LN10).astype(np.float32)  # the float64 product, rounded once
+    if unk.size:
+        w = np.concatenate([w, np.repeat((lp32[unk].astype(np.float64) * LN10).astype(np.float32), U)])
+    return s, lb, w, d
 
 
 def _final_weights(model: ArpaModel, final_direct: np.ndarray, backoff_state: np.ndarray,

@@ -20,7 +20,7 @@ import torch
 
 from ..errors import DecodingInputError, FileFormatError
 from ._automaton import BackoffAutomaton
-from .arpa import BOS, EOS, KENLM_BINARY_MAGIC, KENLM_BINARY_MESSAGE, UNK, drop_words, read_arpa
+from .arpa import BOS, EOS, KENLM_BINARY_MAGIC, KENLM_BINARY_MESSAGE, SCORES, UNK, drop_words, read_arpa
 from .ngram import NGramLM
 from .._validation import ValidationMark
 from .tokens import TokenMap
@@ -152,7 +152,7 @@ def cached_word_lm(path: str | os.PathLike, tokenizer: Any, *, vocab_size: Optio
         if isinstance(keep_words, str):
             raise DecodingInputError("keep_words must be a collection of words, got a string")
         keep = sorted(set(keep_words))
-    inputs = {"artefact": FORMAT, "arpa": file_digest(p), "pieces": pieces, "blank_id": blank_id, "options": opts,
+    inputs = {"artefact": FORMAT, "arpa": file_digest(p), "scores": SCORES, "pieces": pieces, "blank_id": blank_id, "options": opts,
               "keep_words": None if keep is None else hashlib.sha256("\n".join(keep).encode("utf-8")).hexdigest()}
 
     def build(tmp: Path) -> None:

@@ -109,7 +109,7 @@ def _build(model: Any, table: Mapping[tuple[int, ...], str], symbols: Sequence[s
     model = drop_words(model, [w for w in model.vocab if w not in keep and w not in _SPECIAL])
     spelled = {w: "".join(_char(t) for t in p) for p, w in table.items()}
     renamed = ArpaModel([spelled.get(w, w) for w in model.vocab], model.words, model.logprob, model.backoff,
-                        model.has_backoff, model.lines, model.path)
+                        model.has_backoff, model.lines, model.path, line_runs=model.line_runs)
     pieces: list[Optional[str]] = []
     for i, s in enumerate(symbols):
         pieces.append(None if i == blank_id else "|" if s in BOUNDARIES else _char(i))
@@ -123,12 +123,12 @@ def phone_word_lm(symbols: Sequence[str], blank_id: int, lm: str | os.PathLike, 
     lexicon spells), built once and cached (two entries: the model and the word table)."""
     import torch
 
-    from ..lm.arpa import read_arpa
+    from ..lm.arpa import SCORES, read_arpa
     from ..lm.word_cache import load_word_lm, save_word_lm
     from .graph_cache import cached_file, file_digest
     from .phone_lexicon import read_phone_lexicon
 
-    inputs = {"artefact": "phone-word-lm/1", "lm": file_digest(lm), "lexicon": file_digest(lexicon),
+    inputs = {"artefact": "phone-word-lm/1", "lm": file_digest(lm), "scores": SCORES, "lexicon": file_digest(lexicon),
               "symbols": list(symbols), "blank": int(blank_id), "words": words, "boundaries": list(BOUNDARIES)}
     tag = f"phone-word-lm-{'all' if words is None else words}"
 

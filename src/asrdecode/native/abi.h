@@ -320,12 +320,12 @@ struct ArpaArgs {
   int64_t* counts;               // [max_order] out: the declared count of each order
   const int64_t* capacity;       // [order] in: each order's output length (its count)
   int32_t* const* words;         // [order] -> [n_k, k] word ids (1-gram index)
-  double* const* logprob;        // [order] -> [n_k] log10 probabilities
-  double* const* backoff;        // [order] -> [n_k] log10 backoffs, zero-filled by the caller (written
+  float* const* logprob;         // [order] -> [n_k] log10 probabilities (float32)
+  float* const* backoff;         // [order] -> [n_k] log10 backoffs, zero-filled by the caller (written
   uint8_t* const* has_backoff;   //   where the line has one) / [n_k] zero-filled, 1 where it has one
-  int64_t* const* lines;         // [order] -> [n_k] line of each n-gram
-  int64_t* const* context;       // [order] -> [n_k] (k >= 3): index of the context (k-1)-gram in its order
-  int64_t* const* suffix;        // [order] -> [n_k] (k >= 3): (index << 6) | order of the longest proper
+  int64_t link_bytes;            // 4: context / suffix are int32 (every order below the top < 2^25), 8: int64
+  void* const* context;          // [order] -> [n_k] (k >= 3): index of the context (k-1)-gram in its order
+  void* const* suffix;           // [order] -> [n_k] (k >= 3): (index << 6) | order of the longest proper
                                  //   suffix that is an n-gram (a 2-gram's links are its words)
 };
 

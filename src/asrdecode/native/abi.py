@@ -166,7 +166,7 @@ class ArpaArgs(_Struct):
     _fields_ = [
         ("data", _P), ("length", _I), ("final_chunk", _I), ("consumed", _I), ("max_order", _I), ("order", _I),
         ("counts", _P), ("capacity", _P), ("words", _P), ("logprob", _P), ("backoff", _P), ("has_backoff", _P),
-        ("lines", _P), ("context", _P), ("suffix", _P),
+        ("link_bytes", _I), ("context", _P), ("suffix", _P),
     ]
 
 

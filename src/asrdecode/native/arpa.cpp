@@ -1,13 +1,16 @@
 // ARPA text reading on the native engine (asrdecode/lm/arpa.py, asrdecode/native/arpa.py): one pass
 // over the bytes, fed in chunks (a plain file read in blocks, or gzip decompressed by Python in
-// blocks), every n-gram written straight into the caller's arrays (word ids, log10 probability,
-// backoff, whether it has one, line) together with its links into the n-gram trie (the file index
-// of its context (k-1)-gram and of its longest proper suffix that is an n-gram; orders >= 3: a
-// 2-gram's are its two words).
+// blocks), every n-gram written straight into the caller's arrays (word ids, log10 probability and
+// backoff as float32, whether it has a backoff) together with its links into the n-gram trie (the
+// file index of its context (k-1)-gram and of its longest proper suffix that is an n-gram; orders
+// >= 3: a 2-gram's are its two words; int32 where the counts allow, else int64). Lines are not kept
+// per n-gram: each order's runs of n-grams on consecutive lines are (asrd_arpa_lines), so that an
+// error found later still names its line.
 //
 // It reads a strict subset of what the Python line reader accepts and gives exactly its values
 // there: numbers are plain decimals ([+-]digits[.digits][e[+-]digits], parsed correctly rounded by
-// std::from_chars, as Python's float()); count lines are "ngram K=COUNT" with plain digits. Anything
+// std::from_chars, as Python's float(), then rounded to float32 as numpy's astype rounds); count
+// lines are "ngram K=COUNT" with plain digits. A backoff that float32 cannot hold stops it too. Anything
 // else (a malformed or unusual line, a duplicate, a word outside the 1-grams, a missing context,
 // a line over the length limit) stops it with kArpaFallback and a message naming the line; the
 // Python line reader then reads the file again and raises its named error (or accepts what only it
@@ -17,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -103,15 +107,23 @@ struct Field {
   size_t n;
 };
 
-// A slot of an n-gram table: the key (context index << 32 | last word) and the n-gram's index in its
-// order (kEmpty: a free slot); 12 bytes, so that a probe is one cache miss.
-#pragma pack(push, 4)
-struct NGramSlot {
-  uint64_t key;
-  uint32_t index;
+// A slot of an n-gram table (4 bytes: the table is the reader's largest allocation) is one uint32:
+// the n-gram's index in its order in the low `bits` bits (2^bits > the order's count, so a slot is
+// never kEmpty, the free slot) and the low bits of its key's hash above them; the key itself (context
+// index, last word) is read back from the output arrays when those check bits match.
+struct NGramTable {
+  std::vector<uint32_t> slots;
+  uint32_t index_mask = 0;  // the low `bits` bits
+  int bits = 0;
+
+  void reset(int64_t count) {
+    bits = 1;
+    while (bits < 32 && (int64_t{1} << bits) <= count) ++bits;
+    index_mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+    slots.assign(static_cast<size_t>(count + count / 2 + 16), kEmpty);  // load at most 2/3
+  }
+  uint32_t tag(uint64_t hash) const { return bits == 32 ? 0 : static_cast<uint32_t>(hash) << bits; }
 };
-#pragma pack(pop)
-static_assert(sizeof(NGramSlot) == 12, "NGramSlot is packed");
 
 // A slot of the vocabulary table: the word id (kEmpty: free) and the high bits of the word's hash.
 struct WordSlot {
@@ -190,6 +202,17 @@ class Parser {
   int64_t vocab(uint8_t* out, int64_t cap) const {
     const int64_t n = arena_.empty() ? 0 : static_cast<int64_t>(arena_.size()) - 1;  // no trailing '\n'
     if (out && cap >= n && n > 0) std::memcpy(out, arena_.data(), n);
+    return n;
+  }
+
+  // The runs of order k's n-grams on consecutive lines, as pairs (index of the run's first n-gram, its
+  // line), copied into out when cap (int64 values) is enough; returns the number of values (-1: no
+  // such order).
+  int64_t lines(int64_t k, int64_t* out, int64_t cap) const {
+    if (k < 1 || k >= static_cast<int64_t>(runs_.size())) return -1;
+    const std::vector<int64_t>& r = runs_[k];
+    const int64_t n = static_cast<int64_t>(r.size());
+    if (out && cap >= n && n > 0) std::memcpy(out, r.data(), sizeof(int64_t) * n);
     return n;
   }
 
@@ -272,14 +295,16 @@ class Parser {
   // The output arrays (sized by the declared counts) and the hash tables.
   bool bind(const asrd::ArpaArgs* a) {
     if (a->order != order_ || !a->capacity || !a->words || !a->logprob || !a->backoff || !a->has_backoff ||
-        !a->lines || !a->context || !a->suffix) {
+        !a->context || !a->suffix || (a->link_bytes != 4 && a->link_bytes != 8)) {
       return false;
     }
+    wide_ = a->link_bytes == 8;
     for (int64_t k = 1; k <= order_; ++k) {
       const int64_t c = declared_[k];
       if (a->capacity[k - 1] != c) return false;
+      if (!wide_ && k < order_ && c >= kNarrowLimit) return false;  // a link of int32 could not hold it
       if (c > 0 && (!a->words[k - 1] || !a->logprob[k - 1] || !a->backoff[k - 1] || !a->has_backoff[k - 1] ||
-                    !a->lines[k - 1] || (k > 2 && (!a->context[k - 1] || !a->suffix[k - 1])))) {
+                    (k > 2 && (!a->context[k - 1] || !a->suffix[k - 1])))) {
         return false;
       }
     }
@@ -287,27 +312,46 @@ class Parser {
     logprob_.assign(a->logprob, a->logprob + order_);
     backoff_.assign(a->backoff, a->backoff + order_);
     has_backoff_.assign(a->has_backoff, a->has_backoff + order_);
-    lines_.assign(a->lines, a->lines + order_);
     context_.assign(a->context, a->context + order_);
     suffix_.assign(a->suffix, a->suffix + order_);
+    runs_.assign(order_ + 1, {});
+    last_line_.assign(order_ + 1, -1);
     vocab_slots_.assign(table_size(declared_[1]), WordSlot{kEmpty, 0});
     word_start_.reserve(declared_[1]);
     word_len_.reserve(declared_[1]);
     tables_.assign(order_ + 1, {});
-    for (int64_t k = 2; k < order_; ++k) tables_[k].assign(ngram_table_size(declared_[k]), NGramSlot{0, kEmpty});
+    for (int64_t k = 2; k < order_; ++k) tables_[k].reset(declared_[k]);
     waiting_ = false;
     return true;
   }
 
-  // A power of two over n / 0.7 (linear probing stays short; 12-byte slots keep the tables small).
-  // The n-gram tables (the large ones): any size, load at most 2/3 (home slots by home()).
-  static size_t ngram_table_size(int64_t n) { return static_cast<size_t>(n + n / 2 + 16); }
+  // Link i of order k (context or suffix array; int32 or int64 as bound).
+  int64_t link(const std::vector<void*>& a, int64_t k, int64_t i) const {
+    return wide_ ? static_cast<const int64_t*>(a[k - 1])[i] : static_cast<const int32_t*>(a[k - 1])[i];
+  }
+
+  void set_link(std::vector<void*>& a, int64_t k, int64_t i, int64_t v) {
+    if (wide_) {
+      static_cast<int64_t*>(a[k - 1])[i] = v;
+    } else {
+      static_cast<int32_t*>(a[k - 1])[i] = static_cast<int32_t>(v);
+    }
+  }
+
+  // The key (context index << 32 | last word) of n-gram i of order k >= 2, from the output arrays.
+  uint64_t key_of(int64_t k, int64_t i) const {
+    const int32_t* w = words_[k - 1] + i * k;
+    const int64_t ctx = k == 2 ? w[0] : link(context_, k, i);
+    return key(ctx, w[k - 1]);
+  }
 
   // Home slot of a hash in a table of `size` slots: the high bits of hash * size (any size).
   static size_t home(uint64_t hash, size_t size) {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * size) >> 64);
   }
 
+  // The vocabulary table's size: a power of two over n / 0.7 (linear probing stays short). The n-gram
+  // tables (the large ones, NGramTable): any size, load at most 2/3 (home slots by home()).
   static size_t table_size(int64_t n) {
     size_t s = 16;
     while (s * 7 < static_cast<size_t>(n) * 10 + 10) s <<= 1;
@@ -347,19 +391,23 @@ class Parser {
     }
   }
 
-  // Index in order k (>= 2) of the n-gram (context index in order k - 1, last word), -1 when absent.
-  int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot) const {
-    const std::vector<NGramSlot>& t = tables_[k];
-    const size_t size = t.size();
-    const uint64_t key = (static_cast<uint64_t>(ctx) << 32) | static_cast<uint64_t>(w);
-    size_t h = home(mix(key), size);
+  // Index in order k (>= 2) of the n-gram (context index in order k - 1, last word), -1 when absent;
+  // `slot` and `tag` get the probe's end (the free slot on a miss) and the slot's check bits.
+  int64_t find_ngram(int64_t k, int64_t ctx, int64_t w, size_t* slot, uint32_t* tag) const {
+    const NGramTable& t = tables_[k];
+    const size_t size = t.slots.size();
+    const uint64_t want = key(ctx, w);
+    const uint64_t hash = mix(want);
+    *tag = t.tag(hash);  // the low bits of the hash (home() uses the high ones)
+    const uint32_t mask = t.index_mask;
+    size_t h = home(hash, size);
     while (true) {
-      const NGramSlot& s = t[h];
-      if (s.index == kEmpty) {
+      const uint32_t s = t.slots[h];
+      if (s == kEmpty) {
         *slot = h;
         return -1;
       }
-      if (s.key == key) return s.index;
+      if ((s & ~mask) == *tag && key_of(k, s & mask) == want) return s & mask;
       h = h + 1 == size ? 0 : h + 1;
     }
   }
@@ -368,7 +416,8 @@ class Parser {
   int64_t find_sequence(const int32_t* w, int64_t m) const {
     int64_t idx = w[0];
     size_t slot;
-    for (int64_t j = 2; j <= m && idx >= 0; ++j) idx = find_ngram(j, idx, w[j - 1], &slot);
+    uint32_t tag;
+    for (int64_t j = 2; j <= m && idx >= 0; ++j) idx = find_ngram(j, idx, w[j - 1], &slot, &tag);
     return idx;
   }
 
@@ -426,7 +475,7 @@ class Parser {
       }
     }
     const bool insert2 = k == 2 && order_ > 2;
-    const size_t tsize = order_ > 2 ? tables_[2].size() : 0;
+    const size_t tsize = order_ > 2 ? tables_[2].slots.size() : 0;
     for (int64_t q = 0; q < n; ++q) {
       const Field* f = &fields_[q * (kMaxOrder + 2)];
       int32_t* w = &ids_[q * kMaxOrder];
@@ -436,10 +485,10 @@ class Parser {
         w[j] = static_cast<int32_t>(id);
       }
       if (k >= 3) {
-        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
-        __builtin_prefetch(&tables_[2][home(mix(key(w[1], w[2])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[0], w[1])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[1], w[2])), tsize)]);
       } else if (insert2) {
-        __builtin_prefetch(&tables_[2][home(mix(key(w[0], w[1])), tsize)]);
+        __builtin_prefetch(&tables_[2].slots[home(mix(key(w[0], w[1])), tsize)]);
       }
     }
     for (int64_t q = 0; q < n; ++q) {
@@ -449,7 +498,7 @@ class Parser {
     return kMore;
   }
 
-  static uint64_t key(int64_t ctx, int64_t w) { return (static_cast<uint64_t>(ctx) << 32) | static_cast<uint64_t>(w); }
+  static uint64_t key(int64_t ctx, int64_t w) { return (static_cast<uint64_t>(ctx) << 32) | static_cast<uint32_t>(w); }
 
   // One n-gram of the current order: fields f (f[k + 1].p null: no backoff), word ids (null: 1-grams).
   int ngram(const Field* f, const int32_t* ids, int64_t line) {
@@ -460,6 +509,8 @@ class Parser {
     if (!parse_number(f[0].p, f[0].n, &lp) || lp > 0) return fail_at(line, "log probability");
     const bool has_bo = f[k + 1].p != nullptr;
     if (has_bo && (k == order_ || !parse_number(f[k + 1].p, f[k + 1].n, &bo))) return fail_at(line, "backoff weight");
+    const float lp32 = static_cast<float>(lp), bo32 = static_cast<float>(bo);
+    if (bo32 == std::numeric_limits<float>::infinity()) return fail_at(line, "backoff weight over float32's range");
     int32_t* w = words_[k - 1] + i * k;
     size_t slot = 0;
     if (k == 1) {
@@ -475,9 +526,11 @@ class Parser {
       std::memcpy(w, ids, sizeof(int32_t) * k);
       const int64_t ctx = find_sequence(w, k - 1);
       if (ctx < 0) return fail_at(line, "an n-gram without its context");
+      if (k > 2) set_link(context_, k, i, ctx);  // before the insertion: the table reads the key back
       if (k < order_) {  // a state of the trie: insert it (a duplicate is the line reader's error)
-        if (find_ngram(k, ctx, w[k - 1], &slot) >= 0) return fail_at(line, "duplicate n-gram");
-        tables_[k][slot] = NGramSlot{key(ctx, w[k - 1]), static_cast<uint32_t>(i)};
+        uint32_t tag = 0;
+        if (find_ngram(k, ctx, w[k - 1], &slot, &tag) >= 0) return fail_at(line, "duplicate n-gram");
+        tables_[k].slots[slot] = tag | static_cast<uint32_t>(i);
       }
       if (k > 2) {  // a 2-gram's links are its words: its context is w[0], its longest suffix w[1]
         int64_t m = k - 1, at = -1;  // the longest proper suffix w[k-m..k-1] that is an n-gram
@@ -485,16 +538,19 @@ class Parser {
           at = find_sequence(w + (k - m), m);
           if (at >= 0) break;
         }
-        context_[k - 1][i] = ctx;
-        suffix_[k - 1][i] = (at << 6) | m;  // m >= 1: the last word is a 1-gram
+        set_link(suffix_, k, i, (at << 6) | m);  // m >= 1: the last word is a 1-gram
       }
     }
-    logprob_[k - 1][i] = lp;
+    logprob_[k - 1][i] = lp32;
     if (has_bo) {  // the caller zero-filled both (a top order's pages are never touched)
-      backoff_[k - 1][i] = bo;
+      backoff_[k - 1][i] = bo32;
       has_backoff_[k - 1][i] = 1;
     }
-    lines_[k - 1][i] = line;
+    if (line != last_line_[k] + 1) {  // a new run of consecutive lines
+      runs_[k].push_back(i);
+      runs_[k].push_back(line);
+    }
+    last_line_[k] = line;
     filled_[k] = i + 1;
     return kMore;
   }
@@ -512,12 +568,16 @@ class Parser {
     return kMore;
   }
 
+  // Link arrays of int32 hold indices below this (a suffix link is (index << 6) | order).
+  static constexpr int64_t kNarrowLimit = int64_t{1} << 25;
+
   int64_t max_line_;
   int phase_ = 0;  // 0: before \data\, 1: the counts, 2: the sections, 3: after \end\ .
   int64_t lineno_ = 0;
   int64_t order_ = 0;
   int64_t k_ = 0;
   bool waiting_ = false;  // the counts are out, the outputs not bound yet
+  bool wide_ = false;     // int64 links (else int32)
   std::vector<int64_t> declared_, filled_;
   std::string pending_;
   asrd::ArpaArgs* args_ = nullptr;
@@ -527,7 +587,7 @@ class Parser {
   std::vector<int64_t> word_start_;
   std::vector<size_t> word_len_;
   std::vector<WordSlot> vocab_slots_;
-  std::vector<std::vector<NGramSlot>> tables_;
+  std::vector<NGramTable> tables_;
   static constexpr int64_t kBatch = 32;
   struct Queued {
     const uint8_t* p;
@@ -540,9 +600,11 @@ class Parser {
   uint64_t hashes_[kBatch * kMaxOrder];
   int32_t ids_[kBatch * kMaxOrder];
   std::vector<int32_t*> words_;
-  std::vector<double*> logprob_, backoff_;
+  std::vector<float*> logprob_, backoff_;
   std::vector<uint8_t*> has_backoff_;
-  std::vector<int64_t*> lines_, context_, suffix_;
+  std::vector<void*> context_, suffix_;
+  std::vector<std::vector<int64_t>> runs_;  // per order: (first index, line) of each run of lines
+  std::vector<int64_t> last_line_;          // per order: the line of its last n-gram
 };
 
 }  // namespace
@@ -570,6 +632,13 @@ void asrd_arpa_close(void* reader) noexcept { delete static_cast<Parser*>(reader
 int asrd_arpa_feed(void* reader, asrd::ArpaArgs* a, char* err, int64_t err_len) noexcept {
   if (!reader || !a) return kBadArgs;
   return asrd::guard_code<int>([&] { return static_cast<Parser*>(reader)->feed(a, err, err_len); });
+}
+
+// Order k's runs of n-grams on consecutive lines: pairs (index of the run's first n-gram, its line),
+// copied into out when cap (int64 values) is enough; returns the number of values (-1: no order k).
+int64_t asrd_arpa_lines(void* reader, int64_t k, int64_t* out, int64_t cap) noexcept {
+  if (!reader) return -1;
+  return static_cast<Parser*>(reader)->lines(k, out, cap);
 }
 
 // The 1-gram words joined by '\n'; copies them into out when cap is enough; returns their size.

@@ -2,11 +2,12 @@
 
 The file is read in blocks of :data:`CHUNK` bytes (4 MiB; gzip data decompressed block by block), each
 block handed to the C++ reader, which parses it in one pass and writes every n-gram straight into numpy
-arrays sized by the header's counts: word ids, log10 probabilities, backoffs, lines, and the n-gram
-trie's links (each n-gram's context and longest proper suffix, :class:`~asrdecode.lm.arpa.ArpaModel`'s
-``context`` / ``suffix``). No Python object is made per n-gram, and memory holds one block of text
-at a time (the line reader's limits apply: line length, ``max_bytes``, the gzip ratio, given by the
-caller).
+arrays sized by the header's counts: int32 word ids, float32 log10 probabilities and backoffs, and the
+n-gram trie's links (each n-gram's context and longest proper suffix, :class:`~asrdecode.lm.arpa.ArpaModel`'s
+``context`` / ``suffix``: int32 while every order below the highest has under 2^25 n-grams, else
+int64). Lines are kept as runs (``ArpaModel.line_runs``), not per n-gram. No Python object
+is made per n-gram, and memory holds one block of text at a time (the line reader's limits apply: line
+length, ``max_bytes``, the gzip ratio, given by the caller).
 
 :func:`read` returns the arrays (:class:`NativeArpa`; ``asrdecode.lm.arpa`` makes the
 :class:`~asrdecode.lm.arpa.ArpaModel`, this module does not import it), or ``None`` for anything the
@@ -38,19 +39,22 @@ CHUNK = 1 << 22
 _MAX_ORDER = 32  # arpa.cpp's kMaxOrder
 _MORE, _NEED_OUTPUTS, _DONE, _FALLBACK, _BAD_ARGS = 0, 1, 2, 3, -1
 _GZIP_MAGIC = b"\x1f\x8b"
+#: int32 links hold indices below this (a suffix link is ``(index << 6) | order``); arpa.cpp's kNarrowLimit
+NARROW_LINKS = 1 << 25
 
 
 @dataclass
 class NativeArpa:
     """What the reader found: the 1-gram words and, per order, the arrays of
-    :class:`~asrdecode.lm.arpa.ArpaModel` (``context`` / ``suffix``: its trie links)."""
+    :class:`~asrdecode.lm.arpa.ArpaModel` (``context`` / ``suffix``: its trie links) and the runs of
+    n-grams on consecutive lines (int64 ``[R_k, 2]``: index of a run's first n-gram, its line)."""
 
     vocab: list[str]
     words: list[np.ndarray]
     logprob: list[np.ndarray]
     backoff: list[np.ndarray]
     has_backoff: list[np.ndarray]
-    lines: list[np.ndarray]
+    runs: list[np.ndarray]
     context: list[np.ndarray]
     suffix: list[np.ndarray]
 
@@ -62,24 +66,32 @@ class _Outputs:
         order = len(counts)
         self.counts = counts
         self.words = [np.empty((c, k), dtype=np.int32) for k, c in enumerate(counts, start=1)]
-        self.logprob = [np.empty(c, dtype=np.float64) for c in counts]
+        self.logprob = [np.empty(c, dtype=np.float32) for c in counts]
         # zero-filled (the reader writes only the backoffs a line has): calloc'd pages never written stay
         # out of memory, as the highest order's do
-        self.backoff = [np.zeros(c, dtype=np.float64) for c in counts]
+        self.backoff = [np.zeros(c, dtype=np.float32) for c in counts]
         self.has_backoff = [np.zeros(c, dtype=bool) for c in counts]
-        self.lines = [np.empty(c, dtype=np.int64) for c in counts]
         # the trie links of orders >= 3 (a 1-gram has none; a 2-gram's are its words)
-        self.context = [np.empty(c if k > 2 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
-        self.suffix = [np.empty(c if k > 2 else 0, dtype=np.int64) for k, c in enumerate(counts, start=1)]
+        links = link_dtype(counts)
+        self.context = [np.empty(c if k > 2 else 0, dtype=links) for k, c in enumerate(counts, start=1)]
+        self.suffix = [np.empty(c if k > 2 else 0, dtype=links) for k, c in enumerate(counts, start=1)]
+        self.link_bytes = links.itemsize
         self.capacity = np.asarray(counts, dtype=np.int64)
         table = ctypes.c_void_p * order
         self.tables = {name: table(*(a.ctypes.data for a in getattr(self, name)))
-                       for name in ("words", "logprob", "backoff", "has_backoff", "lines", "context", "suffix")}
+                       for name in ("words", "logprob", "backoff", "has_backoff", "context", "suffix")}
 
     def bind(self, args: ArpaArgs) -> None:
+        args.link_bytes = self.link_bytes
         args.capacity = self.capacity.ctypes.data
         for name, table in self.tables.items():
             setattr(args, name, ctypes.cast(table, ctypes.c_void_p))
+
+
+def link_dtype(counts: list[int]) -> np.dtype:
+    """The trie links' dtype for these declared counts: int32 while every order below the highest has
+    under :data:`NARROW_LINKS` n-grams, else int64."""
+    return np.dtype(np.int32 if all(c < NARROW_LINKS for c in counts[:-1]) else np.int64)
 
 
 def _fits(counts: list[int], text_bytes: int) -> bool:
@@ -178,5 +190,17 @@ def _arrays(lib: ctypes.CDLL, reader: int, out: _Outputs) -> Optional[NativeArpa
     vocab = text.split("\n") if out.counts[0] else []
     if len(vocab) != out.counts[0]:
         return None
-    return NativeArpa(vocab, out.words, out.logprob, out.backoff, out.has_backoff, out.lines, out.context,
-                      out.suffix)
+    return NativeArpa(vocab, out.words, out.logprob, out.backoff, out.has_backoff, _runs(lib, reader, len(out.counts)),
+                      out.context, out.suffix)
+
+
+def _runs(lib: ctypes.CDLL, reader: int, order: int) -> list[np.ndarray]:
+    """Per order, the reader's runs of n-grams on consecutive lines (int64 ``[R_k, 2]``: first index, line)."""
+    out = []
+    for k in range(1, order + 1):
+        n = int(lib.asrd_arpa_lines(reader, k, None, 0))
+        runs = np.empty(max(n, 0), dtype=np.int64)
+        if n > 0:
+            lib.asrd_arpa_lines(reader, k, runs.ctypes.data, n)
+        out.append(runs.reshape(-1, 2))
+    return out

@@ -52,6 +52,7 @@ EXPORTS: dict[str, tuple[Any, list[Any]]] = {
     "asrd_arpa_close": (None, [_P]),
     "asrd_arpa_feed": (_INT, [_P, ctypes.POINTER(ArpaArgs), _C, _I]),
     "asrd_arpa_vocab": (_I, [_P, _P, _I]),
+    "asrd_arpa_lines": (_I, [_P, _I, _P, _I]),
 }
 
 
