@@ -9,9 +9,16 @@ the networks those of the native greedy search (the weights
 ONNX RNN-T), the fusion models read natively (token n-gram LM, boosting trees, word LM). Hypotheses equal the
 tensor engine's (tokens, timestamps, durations; scores to float32 rounding of the networks).
 
-:func:`search` returns ``None`` where this path does not apply (another model or dtype, a fusion model the
-engine does not read); the caller then takes the per-step path. Streaming chunks take the per-step path
-too (their state carries the model's own prediction-network state).
+:func:`search_chunk` runs one chunk of streams the same way (one engine call per chunk): the carried
+:class:`~asrdecode.transducer.BeamState` goes in (hypothesis arrays, the prediction network's rows as the
+engine holds them: LSTM ``h, c`` per layer, a stateless decoder's context, the fusion states), the search
+runs until no hypothesis can step without frames not received yet (the per-step path's rule), and the state
+after it comes back as a ``BeamState`` in the model's own layout (``pred_state``, ``dec_proj``), the
+chunk's tree records appended to its tree: chunked decoding equals whole-utterance decoding when each
+utterance's last chunk is final, and the state moves freely between this path and the per-step one.
+
+Both return ``None`` where this path does not apply (another model or dtype, a fusion model the engine
+does not read, a prediction state of another layout); the caller then takes the per-step path.
 """
 
 from __future__ import annotations
@@ -26,16 +33,14 @@ import torch
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import check_status, load
-from .abi import FusionDesc, TransducerSearchArgs
+from .abi import FusionDesc, TransducerChunkArgs, TransducerSearchArgs
 from .ctc_beam import describe_fusion
 from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, lengths_int32, project_encoder_output,
                                      native_greedy_weights, net_struct)
 
-__all__ = ["search", "search_weights"]
+__all__ = ["search", "search_chunk", "search_weights"]
 
 _ERR = threading.local()
-
-
 
 
 def _addr(a: Optional[np.ndarray]) -> Optional[int]:
@@ -67,7 +72,7 @@ def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]
     for i, (m, wt) in enumerate(fusion):
         if not describe_fusion(models[i], m, wt):
             return None
-    slots = (settings.window + 1) * settings.beam if settings.method == "wind" else settings.beam
+    slots = _slots(settings)
     n = batch * slots
     utt = torch.arange(batch).repeat_interleave(slots) if any(scorer.takes_utterances) else None
     init = scorer.initial(n, torch.device("cpu"), utterances=utt).to(torch.int64).contiguous()
@@ -86,6 +91,68 @@ def _start_context(model: Any, w: LstmJointWeights | StatelessJointWeights) -> n
     return start
 
 
+def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settings: Any, rule: Any,
+                 enc: np.ndarray, lens: np.ndarray, init: torch.Tensor, models: Any, symbol_guard: int,
+                 keep: list) -> TransducerSearchArgs:
+    """abi.h's ``TransducerSearchArgs`` of a search of ``enc [B, T, H]`` (projected, float32) with ``lens [B]``
+    (int64) frames and fresh fusion states ``init [B*S, M]``; the arrays it borrows are appended to ``keep``."""
+    lam = float(sum(settings.scorer.weights))
+    wind = settings.method == "wind"
+    durations = np.asarray(rule.values, dtype=np.int64)
+    start = _start_context(model, w)
+    keep += [durations, start, enc, lens, init]
+    net = net_struct(w)
+    net.start_ctx = _addr(start)
+    B, T = enc.shape[0], enc.shape[1]
+    return TransducerSearchArgs(
+        net=net, batch=B, beam=settings.beam, num_durations=len(rule.values), frames=T,
+        blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
+        early=int(settings.pruning == "early"),
+        lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
+        max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
+        num_models=init.shape[1], pack=rule.pack, capacity=0, fold=_fold_id(model, w), lam=lam,
+        wind=int(wind), window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
+        gamma=0.0 if settings.gamma is None else float(settings.gamma),
+        beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
+        init_states=init.data_ptr(), models=models)
+
+
+def _call(fn: Any, args: Any) -> None:
+    """Run the engine entry point ``fn`` on ``args``; its error as the named error."""
+    err = getattr(_ERR, "buf", None) or ctypes.create_string_buffer(512)
+    _ERR.buf = err
+    rc = fn(ctypes.byref(args), err, len(err))
+    if rc != 0:
+        message = err.value.decode(errors="replace")
+        check_status(rc, "native transducer beam search", message)
+        raise DecodingInputError(f"native transducer beam search: {message}")
+
+
+def _fits(model: Any, settings: Any, width: Optional[int]) -> Optional[tuple[Any, Any]]:
+    """``(weights, duration rule)`` when the engine runs ``model`` with ``settings`` on encoder output of
+    ``width`` features (None: projected frames, not checked), else None."""
+    from ..transducer.durations import DurationRule
+
+    w = search_weights(model)
+    if w is None:
+        return None
+    rule = DurationRule.of(model)
+    if settings.method == "wind" and rule.tdt:
+        return None  # WIND is RNN-T only (the decoder refuses it before)
+    if width is not None and width != (w.wenc.shape[1] if isinstance(w, LstmJointWeights) else w.wp.shape[0]):
+        return None
+    return w, rule
+
+
+def _project(w: LstmJointWeights | StatelessJointWeights, encoder_output: torch.Tensor,
+             lens32: np.ndarray) -> np.ndarray:
+    """The engine's frames ``[B, T, H]`` (float32) of ``encoder_output [B, T, D]``: the joint's encoder
+    projection by the engine's matrix product (LSTM weights), icefall's output as it is (projected already)."""
+    if isinstance(w, LstmJointWeights):
+        return project_encoder_output(w, encoder_output.detach().cpu().float(), lens32)
+    return np.ascontiguousarray(encoder_output.detach().cpu().float().numpy())
+
+
 def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: torch.Tensor, nbest: int,
            symbol_guard: int) -> Optional[list[list[Hypothesis]]]:
     """The n-best lists of whole utterances ``encoder_output [B, T, D]`` (checked; as the model's
@@ -94,52 +161,28 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
     does not apply. ``symbol_guard``: without a label cap, more labels than this on one frame is the
     runaway error."""
     from ..transducer import _checks
-    from ..transducer.durations import DurationRule
 
-    wind = settings.method == "wind"
     if encoder_output.dtype != torch.float32:
         return None
-    w = search_weights(model)
-    if w is None:
+    fit = _fits(model, settings, encoder_output.shape[2])
+    if fit is None:
         return None
+    w, rule = fit
     fusion = _fusion(settings, encoder_output.shape[0])
     if fusion is None:
         return None
-    models, init, num_models = fusion
-    rule = DurationRule.of(model)
-    if wind and rule.tdt:
-        return None  # WIND is RNN-T only (the decoder refuses it before)
-    B, T, D = encoder_output.shape
-    if D != (w.wenc.shape[1] if isinstance(w, LstmJointWeights) else w.wp.shape[0]):
-        return None
+    models, init, _ = fusion
+    B, T, _ = encoder_output.shape
     if B == 0:
         return []
     lens32 = lengths_int32(lengths, B, T)
-    if isinstance(w, LstmJointWeights):  # the joint's encoder projection, by the engine's matrix product
-        enc = project_encoder_output(w, encoder_output.detach().cpu().float(), lens32)
-    else:  # icefall's encoder output is projected already
-        enc = np.ascontiguousarray(encoder_output.detach().cpu().float().numpy())
-    lens = lens32.astype(np.int64)
-    durations = np.asarray(rule.values, dtype=np.int64)
-    start = _start_context(model, w)
-    lam = float(sum(settings.scorer.weights))
-    K = settings.beam
-    S = (settings.window + 1) * K if wind else K  # slots per utterance (WIND: its ring of frame lists)
+    keep: list = []
+    args = _search_args(model, w, settings, rule, _project(w, encoder_output, lens32), lens32.astype(np.int64), init,
+                        models, symbol_guard, keep)
+    S = _slots(settings)
     cap = max(16, T * (settings.max_symbols or 4))
     while True:
-        net = net_struct(w)
-        net.start_ctx = _addr(start)
-        args = TransducerSearchArgs(
-            net=net, batch=B, beam=K, num_durations=len(rule.values), frames=T,
-            blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
-            early=int(settings.pruning == "early"),
-            lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
-            max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
-            num_models=num_models, pack=rule.pack, capacity=cap, fold=_fold_id(model, w), lam=lam,
-            wind=int(wind), window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
-            gamma=0.0 if settings.gamma is None else float(settings.gamma),
-            beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
-            init_states=init.data_ptr(), models=models)
+        args.capacity = cap
         # written by the engine: every score and length, the labels up to each length (not zeroed: the label
         # arrays are large and mostly unread)
         out_score = np.empty((B, S), np.float32)
@@ -149,19 +192,146 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         counts = np.zeros(3, np.int64)
         args.out_score, args.out_len = _addr(out_score), _addr(out_len)
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
-        err = getattr(_ERR, "buf", None) or ctypes.create_string_buffer(512)
-        _ERR.buf = err
-        rc = load().asrd_transducer_beam_search(ctypes.byref(args), err, len(err))
-        if rc != 0:
-            message = err.value.decode(errors="replace")
-            check_status(rc, "native transducer beam search", message)
-            raise DecodingInputError(f"native transducer beam search: {message}")
+        _call(load().asrd_transducer_beam_search, args)
         if counts[2]:
             raise _checks.runaway_error()
         if counts[1] <= cap:
             break
         cap = int(counts[1])  # a hypothesis longer than the outputs held: once more with room for it
-    return _hypotheses(out_score, out_len, out_tok, out_dat, rule, min(nbest, K))
+    return _hypotheses(out_score, out_len, out_tok, out_dat, rule, min(nbest, settings.beam))
+
+
+def _slots(settings: Any) -> int:
+    """Hypothesis slots per utterance: the beam, WIND its ring of ``window + 1`` frame lists of it."""
+    return (settings.window + 1) * settings.beam if settings.method == "wind" else settings.beam
+
+
+def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, lengths: torch.Tensor,
+                 final: torch.Tensor, symbol_guard: int, *, projected: bool = False) -> Any:
+    """One chunk of ``B`` streams in one engine call: ``frames [B, T, D]`` (encoder output as the model's
+    ``project_encoder`` takes it; ``projected``: frames the engine reads as they are, ``[B, T, H]``) with
+    ``lengths [B]`` valid frames, ``final [B]`` (the chunk ends those utterances), from ``state`` (a
+    :class:`~asrdecode.transducer.BeamState`; None: fresh streams). Returns the state after the chunk (the
+    passed one is consumed: its tree is extended), or ``None`` where this path does not apply."""
+    from ..transducer import _checks
+    from ..transducer.beam_state import chunk_buffer
+
+    B = frames.shape[0]
+    if frames.dtype != torch.float32 or frames.device.type != "cpu" or B == 0:
+        return None
+    fit = _fits(model, settings, None if projected else frames.shape[2])
+    fusion = None if fit is None else _fusion(settings, B)
+    if fit is None or fusion is None:
+        return None
+    w, rule = fit
+    models, init, M = fusion
+    S, H = _slots(settings), w.wdec.shape[0] if isinstance(w, LstmJointWeights) else w.wp.shape[0]
+    carried = _carried_arrays(w, state, B * S, M)
+    if carried is None and (state is not None or not _fresh_layout(model, w)):
+        return None
+    lens32 = lengths_int32(lengths, B, frames.shape[1])
+    proj = torch.from_numpy(np.ascontiguousarray(frames.numpy()) if projected else _project(w, frames, lens32))
+    buf, buf_len, offset, received = chunk_buffer(proj, lengths, state)
+    enc = np.ascontiguousarray(buf.numpy())
+    keep: list = []
+    args = _search_args(model, w, settings, rule, enc, buf_len.numpy().astype(np.int64), init, models,
+                        symbol_guard, keep)
+    hyps = carried if carried is not None else _fresh_arrays(w, B * S, M)
+    off = np.ascontiguousarray(offset.numpy(), dtype=np.int64)
+    fin = np.ascontiguousarray(final.numpy(), dtype=np.uint8)
+    g = np.empty((B * S, H), np.float32)
+    counts = np.zeros(3, np.int64)
+    args.counts = _addr(counts)
+    room = max(64, 4 * (enc.shape[1] + 1) * (1 + (settings.max_symbols or 2)))
+    while True:
+        records = np.empty((room, 3, B * S), np.int64)
+        chunk = TransducerChunkArgs(search=args, carried=int(carried is not None), offset=_addr(off),
+                                    final_chunk=_addr(fin), pred_g=_addr(g), records=_addr(records),
+                                    record_capacity=room, **{k: _addr(v) for k, v in hyps.items()})
+        _call(load().asrd_transducer_beam_chunk, chunk)
+        if counts[2]:
+            raise _checks.runaway_error()
+        steps = int(counts[0])
+        if steps <= room:
+            break
+        room = steps  # more steps than the records held: once more with room for them (nothing was written)
+    return _state_after(model, settings, state, hyps, g, records[:steps], buf, buf_len, offset, received, B, S)
+
+
+def _fresh_layout(model: Any, w: LstmJointWeights | StatelessJointWeights) -> bool:
+    """Whether ``model``'s prediction state is the engine's rows: LSTM ``(h, c)`` ``[L, N, P]``, or a stateless
+    decoder's ``(context,)`` only."""
+    st = model.initial_state(1)
+    if isinstance(w, LstmJointWeights):
+        L, P = w.wup.shape[0] + 1, w.whh0.shape[1]
+        return isinstance(st, tuple) and len(st) == 2 and all(tuple(x.shape) == (L, 1, P) for x in st)
+    return isinstance(st, tuple) and len(st) == 1 and tuple(st[0].shape) == (1, w.context_size)
+
+
+def _fresh_arrays(w: LstmJointWeights | StatelessJointWeights, N: int, M: int) -> dict[str, np.ndarray]:
+    """Room for the state the engine writes after a fresh chunk (``N`` slots, ``M`` fusion models)."""
+    out = {name: np.empty(N, np.int64) for name in ("time", "symbols", "hash", "nlabels", "last")}
+    out["score"] = np.empty(N, np.float32)
+    out["lm_states"] = np.empty((N, M), np.int64)
+    if isinstance(w, LstmJointWeights):
+        L, P = w.wup.shape[0] + 1, w.whh0.shape[1]
+        out["pred_h"], out["pred_c"] = np.empty((N, L, P), np.float32), np.empty((N, L, P), np.float32)
+    else:
+        out["pred_ctx"] = np.empty((N, w.context_size), np.int32)
+    return out
+
+
+def _carried_arrays(w: LstmJointWeights | StatelessJointWeights, state: Any, N: int,
+                    M: int) -> Optional[dict[str, np.ndarray]]:
+    """The engine's copies of ``state``'s hypotheses (``N`` slots, ``M`` fusion models; written back in place
+    by the call), or ``None``: no state, or one the engine does not read (another dtype, device or layout)."""
+    if state is None:
+        return None
+    hyps = state.hyps
+    if hyps["score"].dtype != torch.float32 or hyps["score"].device.type != "cpu" or hyps["score"].numel() != N \
+            or tuple(hyps["lm_states"].shape) != (N, M) or any(t.dtype != torch.float32 for t in state.tail):
+        return None
+    out = {name: np.array(hyps[name].reshape(-1).numpy(), dtype=np.int64) for name in
+           ("time", "symbols", "hash", "nlabels", "last")}
+    out["score"] = np.array(hyps["score"].reshape(-1).numpy(), dtype=np.float32)
+    out["lm_states"] = np.array(hyps["lm_states"].numpy(), dtype=np.int64)
+    pred = hyps["pred_state"]
+    if isinstance(w, LstmJointWeights):
+        L, P = w.wup.shape[0] + 1, w.whh0.shape[1]
+        if not (isinstance(pred, tuple) and len(pred) == 2 and all(tuple(x.shape) == (L, N, P) for x in pred)):
+            return None
+        out["pred_h"], out["pred_c"] = (np.ascontiguousarray(x.detach().float().permute(1, 0, 2).numpy())
+                                        for x in pred)
+    else:
+        if not (isinstance(pred, tuple) and len(pred) == 1 and tuple(pred[0].shape) == (N, w.context_size)):
+            return None
+        out["pred_ctx"] = np.ascontiguousarray(pred[0].numpy(), dtype=np.int32)
+    return out
+
+
+def _state_after(model: Any, settings: Any, state: Any, hyps: dict[str, np.ndarray], g: np.ndarray,
+                 records: np.ndarray, buf: torch.Tensor, buf_len: torch.Tensor, offset: torch.Tensor,
+                 received: torch.Tensor, B: int, S: int) -> Any:
+    """The :class:`~asrdecode.transducer.BeamState` after a chunk from the engine's arrays ``hyps`` (its rows of
+    the prediction network, in the model's layout: ``pred_state`` and ``dec_proj``, as ``model.predict`` /
+    ``project_decoder`` give them), the prediction outputs ``g [B*S, H]`` and the chunk's tree ``records
+    [steps, 3, B*S]``."""
+    from ..beam_hyps import BeamTree
+    from ..transducer.beam_state import state_after
+
+    t = {k: torch.from_numpy(v) for k, v in hyps.items()}
+    out: dict[str, Any] = {name: t[name].view(B, S) for name in ("score", "time", "symbols", "hash", "nlabels", "last")}
+    out["lm_states"] = t["lm_states"]
+    if "pred_h" in t:  # LSTM: the model's (h, c) [L, N, P]; its output is the top layer's h
+        h, c = t["pred_h"].permute(1, 0, 2).contiguous(), t["pred_c"].permute(1, 0, 2).contiguous()
+        out["pred_state"], out["dec_proj"] = (h, c), model.project_decoder(h[-1])
+    else:  # stateless: the model's (context,); its output is the engine's g
+        out["pred_state"], out["dec_proj"] = (t["pred_ctx"].long(),), model.project_decoder(torch.from_numpy(g))
+    tree = state.tree if state is not None else BeamTree()
+    if len(records):
+        rec = torch.from_numpy(records).view(len(records), 3, B, S)
+        tree.record_steps(rec[:, 0], rec[:, 1], rec[:, 2])
+    return state_after(out, tree, buf, buf_len, offset, received, settings.config)
 
 
 def _hypotheses(score: np.ndarray, length: np.ndarray, tok: np.ndarray, dat: np.ndarray, rule: Any,
