@@ -242,7 +242,7 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
     g = np.empty((B * S, H), np.float32)
     counts = np.zeros(3, np.int64)
     args.counts = _addr(counts)
-    room = max(64, 4 * (enc.shape[1] + 1) * (1 + (settings.max_symbols or 2)))
+    room = record_room(enc.shape[1], settings.max_symbols)
     while True:
         records = np.empty((room, 3, B * S), np.int64)
         chunk = TransducerChunkArgs(search=args, carried=int(carried is not None), offset=_addr(off),
@@ -256,6 +256,12 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
             break
         room = steps  # more steps than the records held: once more with room for them (nothing was written)
     return _state_after(model, settings, state, hyps, g, records[:steps], buf, buf_len, offset, received, B, S)
+
+
+def record_room(frames: int, max_symbols: Optional[int]) -> int:
+    """Steps a chunk of ``frames`` frames gets tree-record room for at first (a chunk that takes more steps is
+    searched again with room for them): a few steps per frame and label."""
+    return max(64, 4 * (frames + 1) * (1 + (max_symbols or 2)))
 
 
 def _fresh_layout(model: Any, w: LstmJointWeights | StatelessJointWeights) -> bool:
@@ -328,9 +334,9 @@ def _state_after(model: Any, settings: Any, state: Any, hyps: dict[str, np.ndarr
     else:  # stateless: the model's (context,); its output is the engine's g
         out["pred_state"], out["dec_proj"] = (t["pred_ctx"].long(),), model.project_decoder(torch.from_numpy(g))
     tree = state.tree if state is not None else BeamTree()
-    if len(records):
-        rec = torch.from_numpy(records).view(len(records), 3, B, S)
-        tree.record_steps(rec[:, 0], rec[:, 1], rec[:, 2])
+    if len(records):  # the steps appended as the per-step path records them (a list tree stays one)
+        rec = torch.from_numpy(records.copy()).view(len(records), 3, B, S)
+        tree.extend(BeamTree(*(list(rec[:, i].unbind(0)) for i in range(3))))
     return state_after(out, tree, buf, buf_len, offset, received, settings.config)
 
 
