@@ -28,7 +28,9 @@ not an utterance's last (``final=False``) pauses that utterance's search at the 
 frames not yet received (ALSD: a hypothesis reached the chunk end; WIND: the window passes it; AES
 never reads ahead), and a TDT jump past the chunk end is kept for the next chunk, so chunked decoding
 takes exactly the whole-utterance steps when the last chunk is marked ``final=True`` (tests: random
-chunk boundaries). ``finalize`` ends the utterances not ended yet with an empty final chunk.
+chunk boundaries). ``finalize`` ends the utterances not ended yet with an empty final chunk. Where the
+native engine reads the model and the fusion models (:mod:`asrdecode.native.transducer_search`), a chunk is
+one engine call with the networks in C++ (the state converted at the boundary), else the per-step path.
 """
 
 from __future__ import annotations
