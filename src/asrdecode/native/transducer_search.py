@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -33,7 +34,7 @@ import torch
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ._lib import check_status, load
-from .abi import FusionDesc, TransducerChunkArgs, TransducerSearchArgs
+from .abi import FusionDesc, TransducerChunkArgs, TransducerNet, TransducerSearchArgs
 from .ctc_beam import describe_fusion
 from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, lengths_int32, project_encoder_output,
                                      native_greedy_weights, net_struct)
@@ -63,15 +64,17 @@ def _fold_id(model: Any, w: LstmJointWeights | StatelessJointWeights) -> int:
     return int(unk)
 
 
-def _fusion(settings: Any, batch: int) -> Optional[tuple[Any, torch.Tensor, int]]:
-    """The fusion descriptors, the fresh hypotheses' states ``[B*S, M]`` (int64; ``S`` slots per utterance)
-    and ``M``; ``None`` when a model is not read natively."""
+def _fusion(settings: Any, batch: int, fresh: bool = True) -> Optional[tuple[Any, torch.Tensor, int]]:
+    """The fusion descriptors, the fresh hypotheses' states ``[B*S, M]`` (int64; ``S`` slots per utterance;
+    not ``fresh``: ``[0, M]``, the caller has states) and ``M``; ``None`` when a model is not read natively."""
     scorer = settings.scorer
     fusion = scorer.fusion
     models = (FusionDesc * max(len(fusion), 1))()
     for i, (m, wt) in enumerate(fusion):
         if not describe_fusion(models[i], m, wt):
             return None
+    if not fresh:
+        return models, torch.zeros((0, len(fusion)), dtype=torch.int64), len(fusion)
     slots = _slots(settings)
     n = batch * slots
     utt = torch.arange(batch).repeat_interleave(slots) if any(scorer.takes_utterances) else None
@@ -91,6 +94,20 @@ def _start_context(model: Any, w: LstmJointWeights | StatelessJointWeights) -> n
     return start
 
 
+#: abi.h's TransducerNet over the arrays of each live weights object, by its id (the weights are read-only; a
+#: new read of the model is a new object; an entry goes with its object)
+_NETS: dict[int, TransducerNet] = {}
+
+
+def _net(w: LstmJointWeights | StatelessJointWeights) -> TransducerNet:
+    """``net_struct(w)``, made once per weights object (a copy goes into each call's arguments)."""
+    net = _NETS.get(id(w))
+    if net is None:
+        net = _NETS[id(w)] = net_struct(w)
+        weakref.finalize(w, _NETS.pop, id(w), None)
+    return net
+
+
 def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settings: Any, rule: Any,
                  enc: np.ndarray, lens: np.ndarray, init: torch.Tensor, models: Any, symbol_guard: int,
                  keep: list) -> TransducerSearchArgs:
@@ -101,11 +118,9 @@ def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settin
     durations = np.asarray(rule.values, dtype=np.int64)
     start = _start_context(model, w)
     keep += [durations, start, enc, lens, init]
-    net = net_struct(w)
-    net.start_ctx = _addr(start)
     B, T = enc.shape[0], enc.shape[1]
-    return TransducerSearchArgs(
-        net=net, batch=B, beam=settings.beam, num_durations=len(rule.values), frames=T,
+    args = TransducerSearchArgs(
+        net=_net(w), batch=B, beam=settings.beam, num_durations=len(rule.values), frames=T,
         blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
         early=int(settings.pruning == "early"),
         lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
@@ -115,6 +130,8 @@ def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settin
         gamma=0.0 if settings.gamma is None else float(settings.gamma),
         beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
         init_states=init.data_ptr(), models=models)
+    args.net.start_ctx = _addr(start)  # (a copy of the cached struct: the field of this call's)
+    return args
 
 
 def _call(fn: Any, args: Any) -> None:
@@ -220,7 +237,7 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
     if frames.dtype != torch.float32 or frames.device.type != "cpu" or B == 0:
         return None
     fit = _fits(model, settings, None if projected else frames.shape[2])
-    fusion = None if fit is None else _fusion(settings, B)
+    fusion = None if fit is None else _fusion(settings, B, fresh=state is None)
     if fit is None or fusion is None:
         return None
     w, rule = fit
@@ -229,6 +246,8 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
     carried = _carried_arrays(w, state, B * S, M)
     if carried is None and (state is not None or not _fresh_layout(model, w)):
         return None
+    if carried is not None:
+        init = torch.from_numpy(carried["lm_states"])  # (the engine reads the carried states)
     lens32 = lengths_int32(lengths, B, frames.shape[1])
     proj = torch.from_numpy(np.ascontiguousarray(frames.numpy()) if projected else _project(w, frames, lens32))
     buf, buf_len, offset, received = chunk_buffer(proj, lengths, state)
@@ -324,15 +343,20 @@ def _state_after(model: Any, settings: Any, state: Any, hyps: dict[str, np.ndarr
     [steps, 3, B*S]``."""
     from ..beam_hyps import BeamTree
     from ..transducer.beam_state import state_after
+    from ..transducer.model import LSTMTransducer
 
     t = {k: torch.from_numpy(v) for k, v in hyps.items()}
     out: dict[str, Any] = {name: t[name].view(B, S) for name in ("score", "time", "symbols", "hash", "nlabels", "last")}
     out["lm_states"] = t["lm_states"]
+    g_t = torch.from_numpy(g)
     if "pred_h" in t:  # LSTM: the model's (h, c) [L, N, P]; its output is the top layer's h
         h, c = t["pred_h"].permute(1, 0, 2).contiguous(), t["pred_c"].permute(1, 0, 2).contiguous()
-        out["pred_state"], out["dec_proj"] = (h, c), model.project_decoder(h[-1])
-    else:  # stateless: the model's (context,); its output is the engine's g
-        out["pred_state"], out["dec_proj"] = (t["pred_ctx"].long(),), model.project_decoder(torch.from_numpy(g))
+        out["pred_state"] = (h, c)
+        # an LSTMTransducer's project_decoder is the joint's decoder layer, the engine's g to float rounding (no
+        # product here); NeMo's joint projects itself (project_decoder: the identity of the output)
+        out["dec_proj"] = g_t if isinstance(model, LSTMTransducer) else model.project_decoder(h[-1])
+    else:  # stateless: the model's (context,); its output is the engine's g (project_decoder: the identity)
+        out["pred_state"], out["dec_proj"] = (t["pred_ctx"].long(),), model.project_decoder(g_t)
     tree = state.tree if state is not None else BeamTree()
     if len(records):  # the steps appended as the per-step path records them (a list tree stays one)
         rec = torch.from_numpy(records.copy()).view(len(records), 3, B, S)
