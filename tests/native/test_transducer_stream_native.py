@@ -212,6 +212,32 @@ def test_records_room_is_grown(lm):
     assert _keys(got, 6) == _keys(want, 6)
 
 
+def test_runaway_and_bad_carried_states_are_named_errors():
+    """No symbol cap and a model that never emits blank: the chunk stops at the guard (the per-step path's
+    error); a carried hypothesis on a negative frame is refused by the engine; the state passed in is
+    unchanged by a failed chunk."""
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.transducer import _checks
+
+    m = random_model(0, V, BLANK, None, blank_bias=-30.0).float()
+    enc = random_encoder(0, 1, 4).float()
+    dec = BeamSearchDecoder(m, beam=2, max_symbols=None, engine="native")
+    with mock.patch.object(_checks, "MAX_SYMBOLS_GUARD", 50), chunk_calls() as seen:
+        with pytest.raises(DecodingInputError, match="labels on one frame"):
+            dec.advance(dec.init_state(1), enc[:, :2])
+    assert seen["declined"] == 0
+    m = random_model(1, V, BLANK, None).float()
+    dec = BeamSearchDecoder(m, beam=2, max_symbols=2, engine="native")
+    state = dec.advance(dec.init_state(1), enc[:, :2])
+    state.hyps["time"] = state.hyps["time"].clone()  # (an inference tensor: a copy to edit)
+    state.hyps["time"][0, 0] = -1  # slot 0: the best hypothesis
+    before = [t.clone() for t in (state.hyps["score"], state.hyps["time"])], len(state.tree)
+    with pytest.raises(DecodingInputError, match="carried frames"):
+        dec.advance(state, enc[:, 2:])
+    assert len(state.tree) == before[1]
+    assert all(torch.equal(a, b) for a, b in zip(before[0], (state.hyps["score"], state.hyps["time"])))
+
+
 def test_what_the_engine_does_not_read_streams_per_step(lm):
     """A float64 model, or a state of another dtype, declines the one-call path: the per-step path streams it
     (same results as the tensor engine)."""
