@@ -32,7 +32,7 @@ The whole search in one engine call with the networks in C++ (issue 38): ALSD++ 
 The same search streamed (demo-rnnt's 60 clips in 0.5 s chunks of encoder output, batch 1 and 16): one engine
 call per chunk vs the per-step path vs whole utterances in one call, against the default greedy, one run:
 
-    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --streaming [--chunk 0.5] [--repeats 3]
+    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --streaming [--chunk 0.5] [--repeats 5]
 
 Peer comparison, run with NeMo's interpreter (see results_nemo.md): NeMo's batched malsd_batch /
 maes_batch (CUDA graphs off) and its per-utterance BeamRNNTInfer alsd / maes and BeamTDTInfer
@@ -632,7 +632,7 @@ def streaming_main(repeats: int, chunk_s: float) -> None:
     ``chunk_s`` chunks of encoder output (80 ms frames), batch 1 (clip by clip) and 16 (16 streams in lockstep),
     one thread, interleaved in one run: one engine call per chunk (the default), the per-step path (networks
     in torch, one C++ call per step: the one-call chunk path switched off), the whole utterances in one call,
-    against the default greedy (C++, whole utterances)."""
+    against the default greedy (C++, whole utterances); the fastest of ``repeats`` interleaved runs each."""
     from unittest import mock
 
     from asrdecode.models import load
@@ -667,7 +667,7 @@ def streaming_main(repeats: int, chunk_s: float) -> None:
         parts = clip_batches(enc, lengths, batch)
         fns = {name: (lambda fn=fn, parts=parts: [h for e, n in parts for h in fn(e, n)])
                for name, fn in decoders.items()}
-        times = time_many(fns, repeats=repeats, warmup=1)
+        times = time_many(fns, repeats=repeats, warmup=1, stat="min")  # (the fastest: a loaded machine)
         base = times["default greedy (C++, whole utterances)"]
         whole = fns["ALSD++ beam 4 + token LM, whole utterances (one engine call)"]()
         for name, t in times.items():
