@@ -23,10 +23,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from asrdecode.errors import DecodingInputError
 from asrdecode.lm.boosting import BoostingTree
 from asrdecode.native import _lib
 from asrdecode.native import transducer_search as ts
-from asrdecode.transducer import BeamState
+from asrdecode.transducer import BeamState, _checks
 from asrdecode.transducer.beam import BeamSearchDecoder
 from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_lm
 
@@ -95,26 +96,37 @@ def _keys(nbest, digits: int = 5) -> list:
     return [hyp_key(r, digits) for r in nbest]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 40), method=st.sampled_from(["alsd", "aes", "wind"]), tdt=st.booleans(),
        fusion=st.sampled_from(["none", "lm", "boost"]),
        bounds=st.lists(st.integers(1, T - 1), max_size=6).map(lambda b: sorted(set(b))),
        lengths=st.lists(st.integers(0, T), min_size=3, max_size=3), mark=st.lists(st.booleans(), min_size=3, max_size=3),
-       window=st.integers(1, 5))
-def test_random_chunkings_equal_whole_utterances(lm, seed, method, tdt, fusion, bounds, lengths, mark, window):
+       window=st.integers(1, 5), beam=st.integers(1, 4), pruning=st.sampled_from(["late", "early"]),
+       cap=st.sampled_from([2, 3, None]))
+def test_random_chunkings_equal_whole_utterances(lm, seed, method, tdt, fusion, bounds, lengths, mark, window, beam,
+                                                 pruning, cap):
     """Any chunking of a batch of different lengths, each utterance's last chunk marked final or not (RNN-T;
     TDT marks it): every chunk is one engine call and the n-best lists equal whole-utterance decoding."""
     tdt = tdt and method != "wind"  # WIND is RNN-T only
-    m = random_model(seed, V, BLANK, TDT if tdt else None, blank_bias=0.5 + 0.1 * (seed % 8)).float()
+    bias = 3.0 if cap is None else 0.5 + 0.1 * (seed % 8)  # no cap: a blank-leaning model (no runaway)
+    m = random_model(seed, V, BLANK, TDT if tdt else None, blank_bias=bias).float()
     enc = random_encoder(seed, 3, T).float()
     lengths = torch.tensor(lengths)
-    kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=_fusion(fusion, lm, 3))
+    kw = dict(beam=beam, nbest=beam, method=method, pruning=pruning, max_symbols=cap, fusion=_fusion(fusion, lm, 3))
     if method == "wind":
         kw["window"] = window
     dec = BeamSearchDecoder(m, engine="native", **kw)
-    whole = dec.decode(enc, lengths)
-    with chunk_calls() as seen:
-        got, _ = _stream(dec, enc, lengths, bounds, mark=[True] * 3 if tdt else mark)
+    with mock.patch.object(_checks, "MAX_SYMBOLS_GUARD", 60):  # no cap: a runaway is found fast, by both
+        try:
+            whole = dec.decode(enc, lengths)
+        except DecodingInputError:
+            whole = None
+        with chunk_calls() as seen:
+            if whole is None:  # the same steps: the same runaway
+                with pytest.raises(DecodingInputError, match="labels on one frame"):
+                    _stream(dec, enc, lengths, bounds, mark=[True] * 3 if tdt else mark)
+                return
+            got, _ = _stream(dec, enc, lengths, bounds, mark=[True] * 3 if tdt else mark)
     assert seen["declined"] == 0 and seen["calls"] >= len(bounds) + 2  # init_state and every chunk
     assert _keys(got, 6) == _keys(whole, 6)
 
@@ -216,9 +228,6 @@ def test_runaway_and_bad_carried_states_are_named_errors():
     """No symbol cap and a model that never emits blank: the chunk stops at the guard (the per-step path's
     error); a carried hypothesis on a negative frame is refused by the engine; the state passed in is
     unchanged by a failed chunk."""
-    from asrdecode.errors import DecodingInputError
-    from asrdecode.transducer import _checks
-
     m = random_model(0, V, BLANK, None, blank_bias=-30.0).float()
     enc = random_encoder(0, 1, 4).float()
     dec = BeamSearchDecoder(m, beam=2, max_symbols=None, engine="native")
