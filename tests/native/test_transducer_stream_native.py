@@ -295,3 +295,15 @@ def test_sherpa_onnx_layouts_stream_on_the_new_path(onnx_models, name, options):
         want = BeamSearchDecoder(model, engine="torch", **kw).decode(enc, lengths)
         assert _keys(got, 4) == _keys(want, 4), (name, options, method)
         assert any(h.tokens for r in got for h in r)
+    # the state in the model's layout (NeMo: (h, c) and the decoder output as dec_proj; icefall: the context):
+    # chunks alternating between the one-call path and the per-step path (onnxruntime's networks)
+    dec = BeamSearchDecoder(model, engine="native", beam=3, nbest=3, max_symbols=3)
+    state = dec.init_state(2, width)
+    for i, (a, b) in enumerate(((0, 2), (2, 5), (5, 7), (7, 9))):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        if i % 2:
+            with per_step():
+                state = dec.advance(state, enc[:, a:b], clen, final=lengths <= b)
+        else:
+            state = dec.advance(state, enc[:, a:b], clen, final=lengths <= b)
+    assert _keys(dec.finalize(state), 4) == _keys(dec.decode(enc, lengths), 4), (name, options)

@@ -226,7 +226,7 @@ def _slots(settings: Any) -> int:
 def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, lengths: torch.Tensor,
                  final: torch.Tensor, symbol_guard: int, *, projected: bool = False) -> Any:
     """One chunk of ``B`` streams in one engine call: ``frames [B, T, D]`` (encoder output as the model's
-    ``project_encoder`` takes it; ``projected``: frames the engine reads as they are, ``[B, T, H]``) with
+    ``project_encoder`` takes it; ``projected``: as it gives them, the state's tail frames) with
     ``lengths [B]`` valid frames, ``final [B]`` (the chunk ends those utterances), from ``state`` (a
     :class:`~asrdecode.transducer.BeamState`; None: fresh streams). Returns the state after the chunk (the
     passed one is consumed: its tree is extended), or ``None`` where this path does not apply."""
@@ -248,10 +248,18 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
         return None
     if carried is not None:
         init = torch.from_numpy(carried["lm_states"])  # (the engine reads the carried states)
-    lens32 = lengths_int32(lengths, B, frames.shape[1])
-    proj = torch.from_numpy(np.ascontiguousarray(frames.numpy()) if projected else _project(w, frames, lens32))
-    buf, buf_len, offset, received = chunk_buffer(proj, lengths, state)
-    enc = np.ascontiguousarray(buf.numpy())
+    # the state's tail holds the frames as the model's project_encoder gives them; the engine reads the joint's
+    # projection of the encoder output: the same frames (an LSTMTransducer's projection, made by the engine;
+    # icefall: projected already), or (NeMo: project_encoder is the identity, the joint projects) the
+    # buffer of encoder frames projected by the engine (each row as the whole-utterance call projects it)
+    later = _projects_buffer(model, w)
+    if projected or later:
+        x = frames
+    else:
+        x = torch.from_numpy(_project(w, frames, lengths_int32(lengths, B, frames.shape[1])))
+    buf, buf_len, offset, received = chunk_buffer(x, lengths, state)
+    enc = (_project(w, buf, lengths_int32(buf_len, B, buf.shape[1])) if later
+           else np.ascontiguousarray(buf.numpy()))
     keep: list = []
     args = _search_args(model, w, settings, rule, enc, buf_len.numpy().astype(np.int64), init, models,
                         symbol_guard, keep)
@@ -281,6 +289,14 @@ def record_room(frames: int, max_symbols: Optional[int]) -> int:
     """Steps a chunk of ``frames`` frames gets tree-record room for at first (a chunk that takes more steps is
     searched again with room for them): a few steps per frame and label."""
     return max(64, 4 * (frames + 1) * (1 + (max_symbols or 2)))
+
+
+def _projects_buffer(model: Any, w: LstmJointWeights | StatelessJointWeights) -> bool:
+    """Whether the engine projects the encoder frames that the model's ``project_encoder`` passes as they are
+    (a NeMo-layout model: its joint projects them), so a chunk's buffer is projected after it is assembled."""
+    from ..transducer.model import LSTMTransducer
+
+    return isinstance(w, LstmJointWeights) and not isinstance(model, LSTMTransducer)
 
 
 def _fresh_layout(model: Any, w: LstmJointWeights | StatelessJointWeights) -> bool:

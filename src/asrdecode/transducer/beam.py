@@ -246,7 +246,7 @@ class BeamSearchDecoder:
 
     def _native_chunk(self, state: BeamState | None, frames: torch.Tensor, lengths: torch.Tensor,
                       final_t: torch.Tensor, projected: bool = False) -> BeamState | None:
-        """One chunk ``frames [B, T, D]`` (``projected``: ``[B, T, H]``, as the engine reads them) of the streams
+        """One chunk ``frames [B, T, D]`` (``projected``: ``[B, T, H]``, as ``project_encoder`` gives them) of the streams
         of ``state`` (None: fresh) on the native engine with the networks in C++
         (:func:`asrdecode.native.transducer_search.search_chunk`): the state after it, or None where that path
         does not apply (the per-step path then searches)."""
