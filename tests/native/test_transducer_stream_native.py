@@ -212,6 +212,33 @@ def test_join_and_split_streams(lm):
     assert _keys(got, 5) == _keys(whole, 5)
 
 
+def test_bundled_word_lm_streams_on_the_new_path():
+    """The bundled word 3-gram (its states: word-LM state and trie node, read natively) with the token 4-gram on a
+    random float32 model of the demo vocabulary: chunked on the new path = whole utterances in one call."""
+    from asrdecode.lm import NGramLM, WordNGramLM
+    from asrdecode.models.demo import ASSETS
+    from asrdecode.tokenizers import SentencePieceTokenizer
+    from asrdecode.transducer import LSTMTransducer
+
+    tok = SentencePieceTokenizer(ASSETS / "tokenizer.model", blank_id=256)
+    token_lm = NGramLM.from_arpa(ASSETS / "token-4gram.arpa.gz", vocab_size=257, blank_id=256)
+    word_lm = WordNGramLM.from_arpa(ASSETS / "word-3gram.arpa.gz", tok, vocab_size=257, blank_id=256)
+    torch.manual_seed(5)
+    m = LSTMTransducer(257, 8, 16, 16, blank_id=256).eval()
+    with torch.no_grad():
+        m.joint_out.weight.mul_(3.0)
+        m.joint_out.bias[256] += 1.0
+    enc = torch.randn(2, 12, 8, generator=torch.Generator().manual_seed(5))
+    lengths = torch.tensor([12, 9])
+    dec = BeamSearchDecoder(m, beam=4, nbest=4, max_symbols=3, fusion=[(token_lm, 0.3), (word_lm, 0.3)],
+                            engine="native")
+    with chunk_calls() as seen:
+        got, _ = _stream(dec, enc, lengths, [4, 7])
+    assert seen == {"calls": 4, "declined": 0}
+    assert _keys(got, 6) == _keys(dec.decode(enc, lengths), 6)
+    assert any(h.tokens for r in got for h in r)
+
+
 def test_records_room_is_grown(lm):
     """A chunk that takes more steps than its tree-record room is searched again with room for them."""
     m = random_model(3, V, BLANK, TDT, blank_bias=0.8).float()
