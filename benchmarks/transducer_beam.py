@@ -29,6 +29,11 @@ The whole search in one engine call with the networks in C++ (issue 38): ALSD++ 
 
     OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --native-search [--repeats 3]
 
+The same search streamed (demo-rnnt's 60 clips in 0.5 s chunks of encoder output, batch 1 and 16): one engine
+call per chunk vs the per-step path vs whole utterances in one call, against the default greedy, one run:
+
+    OMP_NUM_THREADS=1 python3 benchmarks/transducer_beam.py --streaming [--chunk 0.5] [--repeats 5]
+
 Peer comparison, run with NeMo's interpreter (see results_nemo.md): NeMo's batched malsd_batch /
 maes_batch (CUDA graphs off) and its per-utterance BeamRNNTInfer alsd / maes and BeamTDTInfer
 default / maes (a Python loop over the batch), beam 4, on the same weights, interleaved with ours:
@@ -612,6 +617,70 @@ def native_search_main(repeats: int) -> None:
                           "RTFx (decoder)", "best = tensor engine's"], rows))
 
 
+def stream_chunks(dec, enc: torch.Tensor, lengths: torch.Tensor, frames: int) -> list:
+    """Best hypotheses of the streams ``enc [B, T, D]`` (``lengths [B]``) fed to ``dec`` (a BeamSearchDecoder)
+    ``frames`` encoder frames at a time, each utterance's last chunk final."""
+    state = dec.init_state(enc.shape[0], enc.shape[2])
+    for a in range(0, enc.shape[1], frames):
+        b = a + frames
+        state = dec.advance(state, enc[:, a:b], (lengths - a).clamp(min=0, max=frames), final=lengths <= b)
+    return [row[0] for row in dec.finalize(state)]
+
+
+def streaming_main(repeats: int, chunk_s: float) -> None:
+    """Issue 38 item 1, streaming: ALSD++ beam 4 + the bundled token 4-gram on demo-rnnt's 60 clips fed in
+    ``chunk_s`` chunks of encoder output (80 ms frames), batch 1 (clip by clip) and 16 (16 streams in lockstep),
+    one thread, interleaved in one run: one engine call per chunk (the default), the per-step path (networks
+    in torch, one C++ call per step: the one-call chunk path switched off), the whole utterances in one call,
+    against the default greedy (C++, whole utterances); the fastest of ``repeats`` interleaved runs each."""
+    from unittest import mock
+
+    from asrdecode.models import load
+    from asrdecode.native import transducer_search
+    from asrdecode.transducer.beam import BeamSearchDecoder
+
+    demo = load("demo-rnnt")
+    lm = bundled_lm(demo)
+    encs = list(encoded_test_sets(demo))
+    width = max(e.shape[1] for _, e, _, _ in encs)
+    enc = torch.cat([torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])) for _, e, _, _ in encs])
+    lengths = torch.cat([n for _, _, n, _ in encs])
+    model = demo.model
+    dec = BeamSearchDecoder(model, beam=4, fusion=[(lm, 0.5)], max_symbols=MAX_SYMBOLS)
+    frames = max(1, round(chunk_s / 0.08))
+
+    def per_step(e, n):
+        with mock.patch.object(transducer_search, "search_chunk", return_value=None):
+            return stream_chunks(dec, e, n, frames)
+
+    label = f"{frames * 0.08:g} s chunks"
+    decoders = {
+        "default greedy (C++, whole utterances)": lambda e, n: greedy(model, e, n, max_symbols=MAX_SYMBOLS),
+        "ALSD++ beam 4 + token LM, whole utterances (one engine call)": lambda e, n: [
+            row[0] for row in dec.decode(e, n)],
+        f"ALSD++ beam 4 + token LM, {label} (one engine call per chunk)": lambda e, n: stream_chunks(
+            dec, e, n, frames),
+        f"ALSD++ beam 4 + token LM, {label} (per-step path)": per_step,
+    }
+    rows: list[list[object]] = []
+    for batch in (1, 16):
+        parts = clip_batches(enc, lengths, batch)
+        fns = {name: (lambda fn=fn, parts=parts: [h for e, n in parts for h in fn(e, n)])
+               for name, fn in decoders.items()}
+        times = time_many(fns, repeats=repeats, warmup=1, stat="min")  # (the fastest: a loaded machine)
+        base = times["default greedy (C++, whole utterances)"]
+        whole = fns["ALSD++ beam 4 + token LM, whole utterances (one engine call)"]()
+        for name, t in times.items():
+            same = ""
+            if "chunks" in name:
+                got = fns[name]()
+                same = f"{sum(a.tokens == b.tokens and a.timestamps == b.timestamps for a, b in zip(got, whole))}/60"
+            rows.append([batch, name, t * 1e3, t / base, float(lengths.sum()) * 0.08 / t, same])
+        print(rows[-len(times):], flush=True)
+    print(markdown_table(["batch", "decoder (demo-rnnt, 60 clips)", "ms (60 clips)", "x default greedy",
+                          "RTFx (decoder)", "best = whole utterance's"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int, default=150)
@@ -626,8 +695,15 @@ def main() -> None:
     ap.add_argument("--tune-lm", action="store_true", help="only the LM weight / beta / blank scoring tuning")
     ap.add_argument("--native-search", action="store_true",
                     help="only ALSD++ beam 4 + token LM / default greedy on demo-rnnt's 60 clips, batch 1 and 16")
+    ap.add_argument("--streaming", action="store_true",
+                    help="only ALSD++ beam 4 + token LM streamed in chunks (one call per chunk vs per step) / greedy, "
+                         "demo-rnnt's 60 clips, batch 1 and 16")
+    ap.add_argument("--chunk", type=float, default=0.5, help="--streaming: chunk length in seconds of audio")
     args = ap.parse_args()
     single_thread()
+    if args.streaming:
+        streaming_main(args.repeats, args.chunk)
+        return
     if args.tune_lm:
         tune_lm_main()
         return

@@ -174,8 +174,9 @@ def test_exact_ties_follow_the_shared_rule(lm):
 
 
 def test_what_the_engine_does_not_read_takes_the_per_step_path(lm):
-    """float64, a fusion model without a native reader, a subclass with its own joint, a stream: the
-    one-call path declines (or is not asked) and the per-step engine gives the tensor engine's results."""
+    """float64, a fusion model without a native reader, a subclass with its own joint: the one-call path
+    declines and the per-step engine gives the tensor engine's results; a stream is not a whole-utterance
+    call (its chunks take the one-call chunk path: test_transducer_stream_native.py)."""
     m32 = random_model(3, V, BLANK, None).float()
     enc32 = random_encoder(3, 2, 6).float()
 
@@ -202,7 +203,7 @@ def test_what_the_engine_does_not_read_takes_the_per_step_path(lm):
         st = dec.advance(dec.init_state(2), enc32[:, :4], final=False)
         st = dec.advance(st, enc32[:, 4:], final=True)
         streamed = dec.finalize(st)
-    assert seen["calls"] == 0  # streams carry the model's own prediction-network state
+    assert seen["calls"] == 0  # chunks are searched by ts.search_chunk
     assert [hyp_key(r, 5) for r in streamed] == [hyp_key(r, 5) for r in dec.decode(enc32)]
 
 

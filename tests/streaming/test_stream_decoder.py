@@ -159,6 +159,35 @@ def test_streaming_equals_offline(bundles, clips, graph, family: str) -> None:
         assert finals[1].hypothesis.tokens == dec.offline(clips[1]).tokens
 
 
+@pytest.mark.parametrize("family", ["rnnt-beam-alsd-boost", "tdt-beam-alsd", "rnnt-beam-wind"])
+def test_beam_chunks_run_in_one_engine_call(bundles, clips, graph, family: str) -> None:
+    """The transducer beam families (demo models: float32 LSTMTransducers) search every batched step's chunk in
+    one native engine call (the StatePool joining and splitting the streams' BeamStates, per-stream boosting
+    trees), with results equal to offline decoding."""
+    from unittest import mock
+
+    from asrdecode.native import _lib
+    from asrdecode.native import transducer_search as ts
+
+    if not _lib.available():
+        pytest.skip("native engine unavailable")
+    seen = {"calls": 0, "declined": 0}
+    real = ts.search_chunk
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen["calls" if out is not None else "declined"] += 1
+        return out
+
+    dec, boost_pair = _decoder(bundles, graph, family)
+    boosts = {} if boost_pair is None else {0: boost_pair[0], 2: boost_pair[1]}
+    with mock.patch.object(ts, "search_chunk", spy):
+        finals, _ = run_schedule(dec, clips, boosts, seed=3)
+    assert seen["calls"] > len(clips) and seen["declined"] == 0
+    for i, wave in enumerate(clips):
+        _same(finals[i].hypothesis, dec.offline(wave, boosts.get(i)))
+
+
 @pytest.mark.parametrize("family", ["rnnt-greedy", "tdt-beam-alsd", "ctc-beam-boost"])
 def test_result_does_not_depend_on_the_other_streams(bundles, clips, graph, family: str) -> None:
     """A stream decoded alone (one chunk) and amid others gives the same results."""

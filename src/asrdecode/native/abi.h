@@ -284,6 +284,32 @@ struct TransducerSearchArgs {
   int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
 };
 
+// One chunk of a streaming ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp):
+// the search of `search` (its enc [B, T, H] is the chunk's buffer: the carried frames, then the new ones;
+// its out_* fields are not used) from the carried state below, until no hypothesis can step without frames
+// not received yet; the state after it is written back in place, with the tree records of its steps. When
+// counts[0] (steps) > record_capacity nothing is written (call again with room for counts[0] steps).
+struct TransducerChunkArgs {
+  TransducerSearchArgs search;
+  int64_t carried;                 // 1: start from the state below; 0: fresh hypotheses (search.init_states)
+  const int64_t* offset;           // [B] global frame of enc's frame 0
+  const uint8_t* final_chunk;      // [B] 1: the chunk ends the utterance
+  float* score;                    // [B, S] in (carried) / out
+  int64_t* time;                   // [B, S] in / out: frame relative to enc's frame 0
+  int64_t* symbols;                // [B, S] labels on the current frame
+  int64_t* hash;                   // [B, S] prefix hash
+  int64_t* nlabels;                // [B, S] transcript length
+  int64_t* last;                   // [B, S] last label (blank: none)
+  int64_t* lm_states;              // [B*S, M] in (carried) / out
+  float* pred_h;                   // LSTM: [B*S, L, P] in (carried) / out
+  float* pred_c;                   // LSTM: [B*S, L, P]
+  int32_t* pred_ctx;               // stateless: [B*S, C] in (carried) / out
+  float* pred_g;                   // [B*S, H] out: each slot's prediction output after the joint's projection
+  int64_t* records;                // [record_capacity, 3, B*S] out: per step the tree records (token, parent
+                                   //   slot, frame * pack + duration) of every slot
+  int64_t record_capacity;         // steps `records` holds
+};
+
 // ------------------------------------------------------------------------------- WFST (wfst.cpp)
 struct WfstArgs {
   int64_t batch, frames, vocab, num_states, eps_depth, max_active, boost_width, lattice;

@@ -19,8 +19,8 @@ from .abi_base import c_layout
 
 __all__ = [
     "Automaton", "WordLM", "FusionDesc", "CtcBeamArgs", "CollapseArgs", "CtcFinalArgs", "CtcDecodeArgs",
-    "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "TransducerSearchArgs", "WfstArgs",
-    "ArpaArgs", "MIRRORS", "c_layout",
+    "TransducerBeamArgs", "WindArgs", "TransducerNet", "NetSearchArgs", "TransducerSearchArgs",
+    "TransducerChunkArgs", "WfstArgs", "ArpaArgs", "MIRRORS", "c_layout",
 ]
 
 
@@ -150,6 +150,15 @@ class TransducerSearchArgs(_Struct):
     ]
 
 
+class TransducerChunkArgs(_Struct):
+    _c_name_ = "TransducerChunkArgs"
+    _fields_ = [
+        ("search", TransducerSearchArgs), ("carried", _I), ("offset", _P), ("final_chunk", _P), ("score", _P),
+        ("time", _P), ("symbols", _P), ("hash", _P), ("nlabels", _P), ("last", _P), ("lm_states", _P),
+        ("pred_h", _P), ("pred_c", _P), ("pred_ctx", _P), ("pred_g", _P), ("records", _P), ("record_capacity", _I),
+    ]
+
+
 class WfstArgs(_Struct):
     _c_name_ = "WfstArgs"
     _fields_ = [
@@ -173,5 +182,5 @@ class ArpaArgs(_Struct):
 #: every mirror, by C struct name
 MIRRORS: dict[str, type] = {cls._c_name_: cls for cls in (
     Automaton, WordLM, FusionDesc, CtcBeamArgs, CollapseArgs, CtcFinalArgs, CtcDecodeArgs, TransducerBeamArgs,
-    WindArgs, TransducerNet, NetSearchArgs, TransducerSearchArgs, WfstArgs, ArpaArgs,
+    WindArgs, TransducerNet, NetSearchArgs, TransducerSearchArgs, TransducerChunkArgs, WfstArgs, ArpaArgs,
 )}

@@ -28,13 +28,14 @@ EXPORTS: dict[str, tuple[Any, list[Any]]] = {
     "asrd_check_log_probs": (None, [_P, _I, _I, _I, _I, _I, _P, _P]),
     "asrd_backtrack": (_INT, [_P] * 3 + [_I] * 3 + [_P, _I] + [_P] * 3),
     # transducer searches: one step (transducer_beam.cpp, transducer_wind.cpp), the whole search with the
-    # networks (transducer_beam_net.cpp), greedy / sherpa-onnx's searches (transducer_*.cpp)
+    # networks and one streaming chunk of it (transducer_beam_net.cpp), greedy / sherpa-onnx's searches (transducer_*.cpp)
     "asrd_transducer_beam_step": (_INT, _WITH_ERROR),
     "asrd_transducer_joint_rows": (_I, [_I, _I, _I, _P, _P, _P, _P, _P]),
     "asrd_wind_pop": (_I, [_P]),
     "asrd_wind_active": (_I, [_P]),
     "asrd_wind_step": (_INT, _WITH_ERROR),
     "asrd_transducer_beam_search": (_INT, _WITH_ERROR),
+    "asrd_transducer_beam_chunk": (_INT, _WITH_ERROR),
     "asrd_transducer_greedy": (_INT, [ctypes.POINTER(NetSearchArgs)]),
     "asrd_modified_beam": (_INT, [ctypes.POINTER(NetSearchArgs)]),
     "asrd_nemo_beam": (_INT, [ctypes.POINTER(NetSearchArgs)]),

@@ -7,7 +7,9 @@
 // the expanding slots (WIND: of the popped lists' (hypothesis, window frame) pairs; one matrix product),
 // the step, the prediction-network rows moved to their hypotheses and advanced on the emitting ones. At
 // the end every slot's final score (the fusion end-of-sentence scores added) and its labels; the caller
-// ranks them as BeamLoop.results does. Whole utterances only (streaming keeps the per-step engine).
+// ranks them as BeamLoop.results does. A stream's chunk (asrd_transducer_beam_chunk) runs the same search from
+// a carried state and gives the state back (hypotheses, prediction-network rows, fusion states, the chunk's
+// tree records) instead of the results.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +26,7 @@ namespace {
 
 using asrd::FusionDesc;
 using asrd::TransducerBeamArgs;
+using asrd::TransducerChunkArgs;
 using asrd::TransducerSearchArgs;
 using asrd::WindArgs;
 
@@ -61,23 +64,41 @@ std::string check_args(const TransducerSearchArgs& a) {
   return "";
 }
 
-// The search of one batch on prediction network `pred` (LstmPred or StatelessPred).
+// What a chunk's carried state must satisfy (the arrays it names, frames and contexts in range).
+std::string check_chunk(const TransducerChunkArgs& c) {
+  const TransducerSearchArgs& a = c.search;
+  const int64_t S = a.wind ? (a.window + 1) * a.beam : a.beam, N = a.batch * S;
+  const bool lstm = a.net.kind == 0;
+  if (!c.offset || !c.final_chunk || !c.score || !c.time || !c.symbols || !c.hash || !c.nlabels || !c.last ||
+      (a.num_models && !c.lm_states) || !c.pred_g || (lstm && (!c.pred_h || !c.pred_c)) || (!lstm && !c.pred_ctx) ||
+      c.record_capacity < 0 || (c.record_capacity && !c.records))
+    return "transducer chunk: a state array is missing";
+  if (!c.carried) return "";
+  for (int64_t r = 0; r < N; ++r)  // (a removed hypothesis's frame is never read)
+    if (c.score[r] > asrd::neg_inf<float>() && c.time[r] < 0) return "transducer chunk: carried frames must be >= 0";
+  if (!lstm)
+    for (int64_t i = 0; i < N * a.net.context; ++i)
+      if (c.pred_ctx[i] < -1 || c.pred_ctx[i] >= a.net.vocab) return "transducer chunk: carried context out of range";
+  return "";
+}
+
+// The search of one batch on prediction network `pred` (LstmPred or StatelessPred); with `chunk`, one chunk of
+// a stream (its carried state read and written back).
 template <class Pred>
 class Search {
  public:
-  Search(const TransducerSearchArgs& a, Pred& pred)
-      : a_(a), pred_(pred), S_(a.wind ? (a.window + 1) * a.beam : a.beam), N_(a.batch * S_) {}
+  Search(const TransducerSearchArgs& a, Pred& pred, const TransducerChunkArgs* chunk = nullptr)
+      : a_(a), c_(chunk), pred_(pred), S_(a.wind ? (a.window + 1) * a.beam : a.beam), N_(a.batch * S_) {}
 
   std::string run() {
     init();
     if (a_.wind) return run_wind();
     asrd::tbeam::TransducerBeamStep<float> step(s_);
+    if (c_)  // a chunk's first step expands what the carried hypotheses may expand
+      for (int64_t b = 0; b < a_.batch; ++b) step.update_active(b);
     int64_t n = asrd::tbeam::joint_rows(a_.batch, a_.beam, a_.frames, time_.data(), active_.data(),
                                         frame_rows_.data(), joint_rows_.data(), logit_pos_.data());
-    if (N_ > 0) {  // every slot starts from the blank-primed state of one row
-      pred_.start(1);
-      pred_.advance(std::vector<int>(static_cast<size_t>(N_), 0), std::vector<int>(static_cast<size_t>(N_), -1));
-    }
+    start_networks();
     steps_ = 0;
     while (n > 0) {
       joint(n);
@@ -100,7 +121,7 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
-    return finish();
+    return c_ ? write_chunk() : finish();
   }
 
  private:
@@ -153,10 +174,7 @@ class Search {
       asrd::twind::update_active(w, b);
       stepping += active[static_cast<size_t>(b)];
     }
-    if (N_ > 0) {
-      pred_.start(1);
-      pred_.advance(std::vector<int>(static_cast<size_t>(N_), 0), std::vector<int>(static_cast<size_t>(N_), -1));
-    }
+    start_networks();
     asrd::twind::WindStep<float> step(w);
     steps_ = 0;
     while (stepping > 0) {
@@ -184,7 +202,44 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
-    return finish();
+    return c_ ? write_chunk() : finish();
+  }
+
+  // Every slot starts from the blank-primed state of one row, or (a carried chunk) from its carried rows.
+  void start_networks() {
+    if (N_ == 0) return;
+    if (c_ && c_->carried) {
+      load(pred_);
+      return;
+    }
+    pred_.start(1);
+    pred_.advance(std::vector<int>(static_cast<size_t>(N_), 0), std::vector<int>(static_cast<size_t>(N_), -1));
+  }
+
+  void load(asrd::LstmPred& p) { p.load(static_cast<int>(N_), c_->pred_h, c_->pred_c); }
+  void load(asrd::StatelessPred& p) { p.load(static_cast<int>(N_), c_->pred_ctx); }
+  void save(const asrd::LstmPred& p) const { p.save(c_->pred_h, c_->pred_c); }
+  void save(const asrd::StatelessPred& p) const { p.save(c_->pred_ctx); }
+
+  // A chunk's end: the state written back and the steps' tree records (nothing when they do not fit:
+  // counts[0] steps, the caller calls again with that room).
+  std::string write_chunk() {
+    const TransducerChunkArgs& c = *c_;
+    a_.counts[1] = 0;
+    if (steps_ > c.record_capacity) return "";
+    const size_t N = static_cast<size_t>(N_), H = static_cast<size_t>(a_.net.hidden);
+    std::copy(score_.begin(), score_.end(), c.score);
+    std::copy(time_.begin(), time_.end(), c.time);
+    std::copy(sym_.begin(), sym_.end(), c.symbols);
+    std::copy(hash_.begin(), hash_.end(), c.hash);
+    std::copy(nl_.begin(), nl_.end(), c.nlabels);
+    std::copy(last_.begin(), last_.end(), c.last);
+    if (a_.num_models) std::copy(lm_.begin(), lm_.end(), c.lm_states);
+    std::copy(tree_.begin(), tree_.begin() + 3 * N * static_cast<size_t>(steps_), c.records);
+    if (N_ == 0) return "";
+    save(pred_);
+    for (size_t r = 0; r < N; ++r) std::copy(pred_.g(static_cast<int>(r)), pred_.g(static_cast<int>(r)) + H, c.pred_g + r * H);
+    return "";
   }
 
   // The network rows follow their parents and step on the emitting survivors (a label sequence computed
@@ -216,6 +271,19 @@ class Search {
     }
     offset_.assign(static_cast<size_t>(B), 0);
     final_.assign(static_cast<size_t>(B), 1);
+    if (c_) {
+      offset_.assign(c_->offset, c_->offset + B);
+      final_.assign(c_->final_chunk, c_->final_chunk + B);
+    }
+    if (c_ && c_->carried) {
+      score_.assign(c_->score, c_->score + N);
+      time_.assign(c_->time, c_->time + N);
+      sym_.assign(c_->symbols, c_->symbols + N);
+      hash_.assign(c_->hash, c_->hash + N);
+      nl_.assign(c_->nlabels, c_->nlabels + N);
+      last_.assign(c_->last, c_->last + N);
+      if (M) lm_.assign(c_->lm_states, c_->lm_states + N * static_cast<size_t>(M));
+    }
     for (auto* v : {&parent_flat_, &labels64_, &emit_rows_, &frame_rows_, &joint_rows_, &logit_pos_}) v->assign(N, 0);
     emitted_.assign(N, 0);
     parents_.assign(N, 0);
@@ -361,6 +429,7 @@ class Search {
   }
 
   const TransducerSearchArgs& a_;
+  const TransducerChunkArgs* c_;
   Pred& pred_;
   const int64_t S_, N_;
   int64_t steps_ = 0;
@@ -374,8 +443,10 @@ class Search {
   std::vector<asrd::SeqKey> keys_;
 };
 
-std::string search(const TransducerSearchArgs& a) {
+// The search of `a` (whole utterances), or with `chunk` one chunk of a stream.
+std::string search(const TransducerSearchArgs& a, const TransducerChunkArgs* chunk = nullptr) {
   std::string err = check_args(a);
+  if (err.empty() && chunk) err = check_chunk(*chunk);
   if (!err.empty()) return err;
   a.counts[0] = a.counts[1] = a.counts[2] = 0;
   const asrd::TransducerNet& t = a.net;
@@ -384,12 +455,12 @@ std::string search(const TransducerSearchArgs& a) {
     const asrd::Net n{t.table, t.whh0, i(t.pred_dim), i(t.pred_layers), t.wup, t.bup, t.wdec, t.bdec, i(t.hidden),
                       t.wout, t.bout, i(t.outputs), i(t.act)};
     asrd::LstmPred pred(n, i(a.blank));
-    return Search<asrd::LstmPred>(a, pred).run();
+    return Search<asrd::LstmPred>(a, pred, chunk).run();
   }
   const asrd::StatelessNet n{t.emb, i(t.embed_dim), t.convw, t.convb, i(t.groups), i(t.context), t.wp, t.bp,
                              i(t.hidden)};
   asrd::StatelessPred pred(n, t.start_ctx);
-  return Search<asrd::StatelessPred>(a, pred).run();
+  return Search<asrd::StatelessPred>(a, pred, chunk).run();
 }
 
 }  // namespace
@@ -400,6 +471,12 @@ extern "C" {
 // or 1 with a message in `err` (guard.h's codes for an exception).
 int asrd_transducer_beam_search(const TransducerSearchArgs* args, char* err, int64_t err_len) {
   return asrd::guard_message([&] { return search(*args); }, err, err_len);
+}
+
+// One chunk of a streaming ALSD++ / AES++ / WIND search with the networks in C++ (see TransducerChunkArgs):
+// the carried state in, the state after the chunk and its steps' tree records out. Returns as above.
+int asrd_transducer_beam_chunk(const TransducerChunkArgs* args, char* err, int64_t err_len) {
+  return asrd::guard_message([&] { return search(args->search, args); }, err, err_len);
 }
 
 }  // extern "C"

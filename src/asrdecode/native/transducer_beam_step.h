@@ -319,7 +319,9 @@ class TransducerBeamStep {
     return n_hash_[i] == n_hash_[j] && n_time_[i] == n_time_[j] && n_nl_[i] == n_nl_[j] && n_last_[i] == n_last_[j];
   }
 
-  // The hypotheses of utterance b the next step expands (BeamLoop._expanding).
+  // The hypotheses of utterance b the next step expands (BeamLoop._expanding); also how a search that starts
+  // from a carried state (a stream's next chunk) finds its first step's hypotheses.
+ public:
   void update_active(int64_t b) {
     const T ninf = asrd::neg_inf<T>();
     const int64_t K = K_, base = b * K;
@@ -340,6 +342,7 @@ class TransducerBeamStep {
     }
   }
 
+ private:
   const TransducerBeamArgs& a_;
   const int64_t K_, V_, D_, NM_;
   const asrd::Fusion<T> fusion_;

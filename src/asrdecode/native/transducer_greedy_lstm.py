@@ -435,13 +435,29 @@ def _tensor_key(name: str, t: torch.Tensor) -> tuple[Any, ...]:
     return (name, t.data_ptr(), t._version, t.dtype, t.device, tuple(t.shape))
 
 
+def _module_keys(module: torch.nn.Module, prefix: str, out: list[tuple[Any, ...]]) -> None:
+    """The keys of ``module``'s own parameters and buffers, then its children's (depth first): what
+    ``named_parameters`` / ``named_buffers`` walk, read from the modules' dicts directly (their generators
+    cost ~0.2 ms a call, paid by every native search call; a per-chunk cost when streaming)."""
+    for name, p in module._parameters.items():
+        if p is not None:
+            out.append(_tensor_key(prefix + name, p))
+    for name, b in module._buffers.items():
+        if b is not None:
+            out.append(_tensor_key(prefix + name, b))
+    for name, child in module._modules.items():
+        if child is not None:
+            _module_keys(child, prefix + name + ".", out)
+
+
 def _source_key(model: Any) -> tuple[Any, ...]:
     """What the native weights of ``model`` derive from: every named parameter and buffer of a
     ``torch.nn.Module`` (``load_state_dict``, an optimizer step or an in-place edit changes the version or
     the address), else the ONNX files' (path, size, mtime_ns)."""
     if isinstance(model, torch.nn.Module):
-        return (tuple(_tensor_key(n, p) for n, p in model.named_parameters())
-                + tuple(_tensor_key(n, b) for n, b in model.named_buffers()))
+        keys: list[tuple[Any, ...]] = []
+        _module_keys(model, "", keys)
+        return tuple(keys)
     out = []
     for f in model.onnx_files:
         try:

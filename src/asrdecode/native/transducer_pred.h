@@ -52,6 +52,24 @@ public:
 
     const float* g(int row) const { return &g_[static_cast<size_t>(row) * n_.H]; }
 
+    // `rows` rows with the states h, c [rows, L, P] (a carried search); their outputs g from h's top layer,
+    // by the product predict_rows ends with (each row as it computes it).
+    void load(int rows, const float* h, const float* c) {
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, P = n_.P;
+        h_.assign(h, h + rows * S);
+        c_.assign(c, c + rows * S);
+        g_.resize(static_cast<size_t>(rows) * n_.H);
+        X_.resize(rows * P);
+        for (int r = 0; r < rows; ++r) std::memcpy(&X_[r * P], &h_[r * S + (n_.L - 1) * P], sizeof(float) * P);
+        if (rows > 0) matmat(n_.wdec, n_.bdec, X_.data(), rows, n_.H, n_.P, g_.data());
+    }
+
+    // The rows' states into h, c [rows, L, P].
+    void save(float* h, float* c) const {
+        std::memcpy(h, h_.data(), sizeof(float) * h_.size());
+        std::memcpy(c, c_.data(), sizeof(float) * c_.size());
+    }
+
     // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0. With `keys`, keys[j]
     // names the label sequence row j holds after its step: a step to a sequence this object computed before
     // is copied from its cache (up to kCacheFloats floats of states; a row's step never depends on the
@@ -149,6 +167,15 @@ public:
     }
 
     const float* g(int row) const { return &out_[static_cast<size_t>(at_[row]) * n_.H]; }
+
+    // `rows` rows with the contexts ctx [rows, C] (a carried search).
+    void load(int rows, const int* ctx) {
+        ctx_.assign(ctx, ctx + static_cast<size_t>(rows) * n_.C);
+        resolve(rows);
+    }
+
+    // The rows' contexts into ctx [rows, C].
+    void save(int* ctx) const { std::memcpy(ctx, ctx_.data(), sizeof(int) * ctx_.size()); }
 
     // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context (outputs are
     // cached per context already: `keys` is not needed).

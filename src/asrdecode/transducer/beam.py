@@ -28,7 +28,9 @@ not an utterance's last (``final=False``) pauses that utterance's search at the 
 frames not yet received (ALSD: a hypothesis reached the chunk end; WIND: the window passes it; AES
 never reads ahead), and a TDT jump past the chunk end is kept for the next chunk, so chunked decoding
 takes exactly the whole-utterance steps when the last chunk is marked ``final=True`` (tests: random
-chunk boundaries). ``finalize`` ends the utterances not ended yet with an empty final chunk.
+chunk boundaries). ``finalize`` ends the utterances not ended yet with an empty final chunk. Where the
+native engine reads the model and the fusion models (:mod:`asrdecode.native.transducer_search`), a chunk is
+one engine call with the networks in C++ (the state converted at the boundary), else the per-step path.
 """
 
 from __future__ import annotations
@@ -174,8 +176,11 @@ class BeamSearchDecoder:
             return self._text(state_hypotheses(state, self.settings.scorer, self.rule, self.config.nbest))
         proj = state.tail[0].new_zeros((len(state.tail), 0, state.tail[0].shape[-1]))
         zeros = torch.zeros(len(state.tail), dtype=torch.long, device=proj.device)
-        loop, _ = self._search(state, proj, zeros, check_stream(state, True, len(state.tail), self.settings.config,
-                                                                proj.device))
+        final_t = check_stream(state, True, len(state.tail), self.settings.config, proj.device)
+        st = self._native_chunk(state, proj, zeros, final_t, projected=True)
+        if st is not None:
+            return self._text(state_hypotheses(st, self.settings.scorer, self.rule, self.config.nbest))
+        loop, _ = self._search(state, proj, zeros, final_t)
         return self._text(loop.results(self.config.nbest))
 
     def partial(self, state: BeamState) -> list[list[Hypothesis]]:
@@ -208,6 +213,11 @@ class BeamSearchDecoder:
             nb = self._native_search(enc, lengths)
             if nb is not None:  # the whole search in one engine call, the networks in C++
                 return (self._text(nb) if results else []), None
+        if not (whole and not want_state):
+            st = self._native_chunk(state, enc, lengths, final_t)
+            if st is not None:  # the chunk in one engine call, the networks in C++
+                nb = self._text(state_hypotheses(st, self.settings.scorer, self.rule, self.config.nbest)) if results else []
+                return nb, (st if want_state else None)
         if whole and not want_state:  # a cached static loop is reused by the next call: one call at a time
             with self._loops_lock:
                 loop, _ = self._search(None, self.model.project_encoder(enc), lengths, final_t, whole=True, cached=True)
@@ -216,19 +226,36 @@ class BeamSearchDecoder:
         nb = self._text(loop.results(self.config.nbest)) if results else []
         return nb, (carry_state(loop, received, self.settings.config) if want_state else None)
 
+    def _one_call(self, device: torch.device) -> bool:
+        """Whether the engine rule and the acceleration mode let the one-call native engine search here."""
+        try:
+            eager = resolve_mode(self.config.acceleration, device) == "eager"
+        except ValueError:
+            return False  # _search reports it
+        return eager and use_native(self.config.engine, device, "encoder_output")
+
     def _native_search(self, enc: torch.Tensor, lengths: torch.Tensor) -> list[list[Hypothesis]] | None:
         """Whole utterances ``enc [B, T, D]`` on the native engine with the networks in C++
         (:func:`asrdecode.native.transducer_search.search`), or None: the engine rule or the model, its dtype,
         the method or a fusion model do not allow it (the per-step path then searches)."""
-        try:
-            eager = resolve_mode(self.config.acceleration, enc.device) == "eager"
-        except ValueError:
-            return None  # _search reports it
-        if not eager or not use_native(self.config.engine, enc.device, "encoder_output"):
+        if not self._one_call(enc.device):
             return None
         from ..native.transducer_search import search
 
         return search(self.model, self.settings, enc, lengths, self.config.nbest, _checks.MAX_SYMBOLS_GUARD)
+
+    def _native_chunk(self, state: BeamState | None, frames: torch.Tensor, lengths: torch.Tensor,
+                      final_t: torch.Tensor, projected: bool = False) -> BeamState | None:
+        """One chunk ``frames [B, T, D]`` (``projected``: ``[B, T, H]``, as ``project_encoder`` gives them) of the streams
+        of ``state`` (None: fresh) on the native engine with the networks in C++
+        (:func:`asrdecode.native.transducer_search.search_chunk`): the state after it, or None where that path
+        does not apply (the per-step path then searches)."""
+        if not self._one_call(frames.device):
+            return None
+        from ..native.transducer_search import search_chunk
+
+        return search_chunk(self.model, self.settings, state, frames, lengths, final_t, _checks.MAX_SYMBOLS_GUARD,
+                            projected=projected)
 
     def _search(self, state: BeamState | None, proj: torch.Tensor, lengths: torch.Tensor, final_t: torch.Tensor,
                 whole: bool = False, cached: bool = False) -> tuple[BeamLoop, torch.Tensor]:

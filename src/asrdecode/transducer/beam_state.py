@@ -2,8 +2,9 @@
 
 :class:`BeamState` holds the ``[B, S]`` hypothesis tensors, the backpointer tree, and per utterance the
 projected encoder frames still needed (``tail``). :func:`chunk_buffer` builds the frames a chunk searches
-(the tail, then the chunk's new frames), :func:`carry_state` the state after it, :func:`check_stream` checks
-a state against a call, :func:`state_hypotheses` reads the current n-best out of a state.
+(the tail, then the chunk's new frames), :func:`carry_state` (from a tensor-engine loop) and :func:`state_after`
+(from any search's arrays: the one-call native engine's) the state after it, :func:`check_stream` checks a
+state against a call, :func:`state_hypotheses` reads the current n-best out of a state.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .durations import DurationRule
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
 BeamLoop = Any
 
-__all__ = ["BeamState", "chunk_buffer", "carry_state", "check_stream", "state_hypotheses"]
+__all__ = ["BeamState", "chunk_buffer", "carry_state", "state_after", "check_stream", "state_hypotheses"]
 
 _NEG_INF = float("-inf")
 
@@ -127,15 +128,23 @@ def chunk_buffer(
 
 def carry_state(loop: BeamLoop, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
     """The state after a chunk: frames before each utterance's earliest hypothesis are dropped."""
-    valid = loop.score > _NEG_INF
-    big = torch.iinfo(torch.long).max
-    start = torch.where(valid, loop.time, big).min(dim=1).values  # [B]; every utterance has a hypothesis
     hyps = {name: getattr(loop, name) for name in CARRIED}
-    hyps["time"] = loop.time - start[:, None]
-    st, ln = start.tolist(), loop.lengths[:, 0].tolist()
-    tail = [loop.enc_proj[b, min(st[b], ln[b]) : ln[b]].clone() for b in range(loop.B)]
-    return BeamState(hyps=hyps, tree=loop.tree, offset=loop.offset[:, 0] + start, received=received,
-                     tail=tail, config=config)
+    return state_after(hyps, loop.tree, loop.enc_proj, loop.lengths[:, 0], loop.offset[:, 0], received, config)
+
+
+def state_after(hyps: dict[str, Any], tree: BeamTree, enc_proj: torch.Tensor, lengths: torch.Tensor,
+                offset: torch.Tensor, received: torch.Tensor, config: tuple[int, str, int]) -> BeamState:
+    """The state after a chunk searched on the buffer ``enc_proj [B, T, H]`` (``lengths [B]`` frames, buffer
+    frame 0 at global frame ``offset [B]``) that left the hypotheses ``hyps`` (:data:`CARRIED`; ``time``
+    relative to the buffer) and ``tree``: times re-based to each utterance's earliest hypothesis, the frames
+    before it dropped (``hyps`` is updated)."""
+    score, time = hyps["score"], hyps["time"]
+    big = torch.iinfo(torch.long).max
+    start = torch.where(score > _NEG_INF, time, big).min(dim=1).values  # [B]; every utterance has a hypothesis
+    hyps["time"] = time - start[:, None]
+    st, ln = start.tolist(), lengths.tolist()
+    tail = [enc_proj[b, min(st[b], ln[b]) : ln[b]].clone() for b in range(score.shape[0])]
+    return BeamState(hyps=hyps, tree=tree, offset=offset + start, received=received, tail=tail, config=config)
 
 
 def state_hypotheses(state: BeamState, scorer: FusionScorer, rule: DurationRule, nbest: int) -> list[list[Hypothesis]]:
