@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
+from unittest import mock
 
 import torch
 
@@ -95,3 +98,19 @@ def assert_same_hypothesis(got, want, rel: float = 1e-9) -> None:
     assert (got.tokens, got.timestamps, got.durations, got.text) == (want.tokens, want.timestamps, want.durations,
                                                                      want.text)
     assert abs(got.score - want.score) <= rel * max(1.0, abs(want.score)), (got.score, want.score)
+
+
+@contextmanager
+def engine_calls(module: Any, name: str) -> Iterator[dict[str, int]]:
+    """Count the calls of ``module.name`` (a native one-call path that returns ``None`` where it does not
+    apply) that ran (``calls``) and that declined (``declined``)."""
+    seen = {"calls": 0, "declined": 0}
+    real = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        seen["calls" if out is not None else "declined"] += 1
+        return out
+
+    with mock.patch.object(module, name, spy):
+        yield seen

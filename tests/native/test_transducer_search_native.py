@@ -9,7 +9,6 @@ made where both engines compute the same logits bit for bit (a joint whose outpu
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from unittest import mock
 
 import pytest
@@ -23,7 +22,7 @@ from asrdecode.transducer import LSTMTransducer, _checks
 from asrdecode.transducer.beam import BeamSearchDecoder, beam_search
 from asrdecode.transducer.reference_beam import reference_beam_search
 from test_ctc_helpers import TableBigram
-from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_lm
+from transducer_models import FUSION_BLANK, FUSION_V, engine_calls, hyp_key, random_encoder, random_model, tiny_lm
 
 pytestmark = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
 
@@ -36,19 +35,9 @@ def lm(tmp_path_factory):
     return tiny_lm(tmp_path_factory.mktemp("search_native_lm"))
 
 
-@contextmanager
 def whole_searches():
     """Count the searches the one-call path ran (``calls``) and the ones it declined (``declined``)."""
-    seen = {"calls": 0, "declined": 0}
-    real = ts.search
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen["calls" if out is not None else "declined"] += 1
-        return out
-
-    with mock.patch.object(ts, "search", spy):
-        yield seen
+    return engine_calls(ts, "search")
 
 
 def _fusion(kind: str, lm, batch: int) -> list:

@@ -29,7 +29,7 @@ from asrdecode.native import _lib
 from asrdecode.native import transducer_search as ts
 from asrdecode.transducer import BeamState, _checks
 from asrdecode.transducer.beam import BeamSearchDecoder
-from transducer_models import FUSION_BLANK, FUSION_V, hyp_key, random_encoder, random_model, tiny_lm
+from transducer_models import FUSION_BLANK, FUSION_V, engine_calls, hyp_key, random_encoder, random_model, tiny_lm
 
 pytestmark = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
 
@@ -43,19 +43,9 @@ def lm(tmp_path_factory):
     return tiny_lm(tmp_path_factory.mktemp("stream_native_lm"))
 
 
-@contextmanager
 def chunk_calls():
     """Count the chunks the one-call path searched (``calls``) and declined (``declined``)."""
-    seen = {"calls": 0, "declined": 0}
-    real = ts.search_chunk
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen["calls" if out is not None else "declined"] += 1
-        return out
-
-    with mock.patch.object(ts, "search_chunk", spy):
-        yield seen
+    return engine_calls(ts, "search_chunk")
 
 
 @contextmanager

@@ -164,24 +164,16 @@ def test_beam_chunks_run_in_one_engine_call(bundles, clips, graph, family: str) 
     """The transducer beam families (demo models: float32 LSTMTransducers) search every batched step's chunk in
     one native engine call (the StatePool joining and splitting the streams' BeamStates, per-stream boosting
     trees), with results equal to offline decoding."""
-    from unittest import mock
+    from transducer_models import engine_calls
 
     from asrdecode.native import _lib
     from asrdecode.native import transducer_search as ts
 
     if not _lib.available():
         pytest.skip("native engine unavailable")
-    seen = {"calls": 0, "declined": 0}
-    real = ts.search_chunk
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen["calls" if out is not None else "declined"] += 1
-        return out
-
     dec, boost_pair = _decoder(bundles, graph, family)
     boosts = {} if boost_pair is None else {0: boost_pair[0], 2: boost_pair[1]}
-    with mock.patch.object(ts, "search_chunk", spy):
+    with engine_calls(ts, "search_chunk") as seen:
         finals, _ = run_schedule(dec, clips, boosts, seed=3)
     assert seen["calls"] > len(clips) and seen["declined"] == 0
     for i, wave in enumerate(clips):
