@@ -22,7 +22,7 @@ from ..fusion import FusionScorer
 from ..results import Hypothesis
 from .beam_alsd import alsd_buffers, alsd_step
 from .beam_state import CARRIED, BeamState
-from .beam_wind import wind_step
+from .beam_wind import wind_buffers, wind_step
 from .durations import DurationRule
 from .model import TransducerModel
 
@@ -114,7 +114,9 @@ class BeamLoop:
                 self.tree = carried.tree
         self.active = self._expanding()
         self.running = self.active.any()  # 0-dim: some hypothesis can step (``done`` is its negation)
-        if not self.wind:
+        if self.wind:
+            wind_buffers(self)
+        else:
             alsd_buffers(self)
         self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
