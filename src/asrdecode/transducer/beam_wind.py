@@ -46,7 +46,8 @@ __all__ = ["wind_step", "wind_buffers"]
 
 _NEG_INF = float("-inf")
 #: rows of the merge pool: the loop's fields (time, hash, nlabels, last, symbols), then the parent slot, the
-#: token (-1: none) and the frame of the token
+#: token (-1: none) and the frame of the token; with fusion also the row of the entry's fusion state in the
+#: step's state table (:func:`_merge`)
 _POOL_ROWS = 8
 
 
@@ -62,15 +63,24 @@ def wind_buffers(loop: BeamLoop) -> None:
     P = S + Q
     dev = loop.score.device
     loop.is_blank = torch.arange(V, device=dev) == loop.blank  # [V]
+    loop.win_3, loop.b_idx_3 = loop.win.view(1, 1, W), loop.b_idx.view(B, 1, 1)
+    loop.lengths_3 = loop.lengths[..., None]  # [B, 1, 1] (a view: reset() writes the lengths in place)
     loop.q_rank = (torch.arange(Q, device=dev) // K)[None, :]  # [1, Q]: the popped rank each arrival comes from
     loop.pool_before = torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]  # [P, P]: j < i
     loop.cand = torch.empty((B, K, W, V), dtype=loop.dtype, device=dev)
     loop.cand_blank = loop.cand.select(3, loop.blank)  # [B, K, W]
     loop.cand_flat = loop.cand.view(B, K, W * V)
     loop.cand_first = loop.cand.select(2, 0)  # [B, K, V]: the window's first frame
-    pool = loop.pool = torch.empty((_POOL_ROWS, B, P), dtype=torch.long, device=dev)
+    pool = loop.pool = torch.empty((_POOL_ROWS + int(loop.fused), B, P), dtype=torch.long, device=dev)
     pool[5, :, :S] = torch.arange(S, device=dev)  # a carried slot is its own parent, emits no token
     pool[6, :, :S] = -1
+    if loop.fused:  # a carried slot keeps its fusion state: its row of lm_states
+        pool[8, :, :S] = loop.flat_base + loop.slot_idx
+        # an arrival's label state: a row of the next states after lm_states (late pruning: advance's
+        # [B*K, V, M], row (popped hypothesis) * V + label; early: score_tokens' [B*K, K, M], one per arrival)
+        popped = loop.b_idx * K + loop.q_rank  # [B, Q]: each arrival's popped hypothesis
+        loop.lm_arrival_row = (B * S + popped * V if not loop.early
+                               else B * S + torch.arange(B * Q, device=dev).view(B, Q))
     loop.pool_fields, loop.pool_frame, loop.pool_new = pool[:5, :, :S], pool[7, :, :S], pool[:, :, S:]
     loop.pool_time, loop.pool_hash, loop.pool_nl, loop.pool_last = pool[:4].unbind(0)
     loop.pool_key = pool[:4, :, :, None]  # [4, B, P, 1]: time, hash, nlabels, last (a transcript on a frame)
@@ -78,14 +88,11 @@ def wind_buffers(loop: BeamLoop) -> None:
     M = loop.lm_states.shape[-1]
     loop.lm_pop = torch.empty((B * K, M), dtype=torch.long, device=dev)
     loop.lm_prep = None
-    loop.lm_next_blank = None
     if loop.fused and not loop.early:
         loop.lm_scores = torch.empty((B * K, V), dtype=loop.dtype, device=dev)
         loop.lm_scores_4 = loop.lm_scores.view(B, K, 1, V)
         loop.lm_scores_bkv = loop.lm_scores.view(B, K, V)
         loop.lm_prep = loop.scorer.prepare(loop.lm_pop, loop.lm_scores, loop.dtype)
-        if loop.lm_prep.stable:  # its next states are one buffer: the blank's column is set to the state
-            loop.lm_next_blank = loop.lm_prep.next.select(1, loop.blank)  # [B*K, M]
 
 
 def wind_step(loop: BeamLoop) -> None:
@@ -107,7 +114,8 @@ def _pop(loop: BeamLoop) -> "_WindPop":
     pending = (loop.score > _NEG_INF) & (loop.time < loop.lengths)
     tmin = torch.where(pending, loop.time, torch.iinfo(torch.long).max).amin(dim=1, keepdim=True)
     tmin = torch.where(go, tmin, 0)  # [B, 1]
-    r0 = torch.remainder(loop.offset + tmin, R)  # the popped list
+    # the popped list (whole utterances: offset 0, no op)
+    r0 = torch.remainder(loop.offset + tmin if loop.streaming else tmin, R)
     pslots = torch.add(loop.k_idx, r0, alpha=K)  # [B, K]
     p_score = loop.score.gather(1, pslots)
     p_flat = (loop.flat_base + pslots).view(B * K)
@@ -118,8 +126,6 @@ def _pop(loop: BeamLoop) -> "_WindPop":
         torch.index_select(loop.lm_states, 0, p_flat, out=loop.lm_pop)
         if loop.lm_prep is not None:
             lm_next = loop.lm_prep.run()  # [B*K, V, M]; the weighted scores into loop.lm_scores
-            if loop.lm_next_blank is not None:  # a blank keeps the state (the prepared buffer leaves it open)
-                loop.lm_next_blank.copy_(loop.lm_pop)
     return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, fields=fields,
                     live=go & (p_score > _NEG_INF), flat=p_flat, lm_next=lm_next)
 
@@ -129,32 +135,35 @@ def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
     [B, K, W, V]``: column ``v`` of window frame ``j`` is label ``v`` first on frame ``j`` (blanks before it),
     ``-inf`` past the utterance's end (:func:`_fuse` then adds the fusion scores and the blank)."""
     B, K, W = loop.B, loop.K, loop.window
-    frames = pop.tmin + loop.win  # [B, W]
-    fvalid = (frames < loop.lengths)[:, None, :]  # [B, 1, W]
-    enc = loop.enc_proj[loop.b_idx, frames.clamp(max=max(loop.T - 1, 0))]  # [B, W, H]
+    frames = pop.tmin[..., None] + loop.win_3  # [B, 1, W]
+    fvalid = frames < loop.lengths_3  # [B, 1, W]; the invalid frames are the window's end
+    enc = loop.enc_proj[loop.b_idx_3, frames.clamp(max=max(loop.T - 1, 0))]  # [B, 1, W, H]
     dec = loop.dec_proj.index_select(0, pop.flat).view(B, K, 1, -1)
-    enc = enc[:, None].expand(B, K, W, enc.shape[-1])
+    enc = enc.expand(B, K, W, enc.shape[-1])
     logits = checked_joint(loop.model, enc, dec)
     if logits.dtype != loop.dtype:
         logits = logits.to(loop.dtype)
     lp = torch.log_softmax(logits, dim=-1)  # [B, K, W, V]
     lpb = lp[..., loop.blank]  # [B, K, W]
-    blank_fr = torch.where(fvalid, (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb, 0.0)
-    label_base = torch.cumsum(blank_fr, dim=-1) - blank_fr
+    blank_fr = (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb
+    # the blanks before each frame (the invalid frames are a suffix: a valid frame's sum has none), and at the
+    # window's last valid frame the blank on all of it (a running sum, as the oracle's and the native engine's)
+    cum = torch.cumsum(blank_fr, dim=-1)
+    label_base = cum - blank_fr
     if loop.lm_weighted:
         label_base = label_base + loop.lam * torch.log1p(-torch.exp(lpb))
     if loop.beta:
         label_base = label_base + loop.beta
-    last_frame = loop.win == fvalid.sum(dim=-1, keepdim=True) - 1  # [B, 1, W]
+    label_base = torch.where(fvalid, label_base, loop.neg_inf)  # no label past the utterance's end
+    last_frame = loop.win_3 == fvalid.sum(dim=-1, keepdim=True) - 1  # [B, 1, W]
     torch.add(label_base[..., None], lp, out=loop.cand)
-    torch.where(fvalid[..., None], loop.cand, loop.neg_inf, out=loop.cand)
     ac = None
     if loop.early:  # the acoustic scores (Equation 1 alone), the same layout
         blank_ac = torch.where(fvalid, lpb, 0.0)
-        ac = torch.where(fvalid[..., None], (torch.cumsum(blank_ac, -1) - blank_ac)[..., None] + lp, _NEG_INF)
-        ac = torch.where(loop.is_blank, torch.where(last_frame, blank_ac.sum(-1, keepdim=True),
-                                                    _NEG_INF)[..., None], ac)
-    return _WindWindow(whole=blank_fr.sum(dim=-1, keepdim=True), last_frame=last_frame, ac=ac)
+        cum_ac = torch.cumsum(blank_ac, -1)
+        ac = torch.where(fvalid[..., None], (cum_ac - blank_ac)[..., None] + lp, _NEG_INF)
+        ac = torch.where(loop.is_blank, torch.where(last_frame, cum_ac, _NEG_INF)[..., None], ac)
+    return _WindWindow(cum=cum, last_frame=last_frame, ac=ac)
 
 
 def _prefix_search(loop: BeamLoop, pop: "_WindPop") -> torch.Tensor:
@@ -162,11 +171,13 @@ def _prefix_search(loop: BeamLoop, pop: "_WindPop") -> torch.Tensor:
     score updated in ``pop.score``). Returns which popped hypotheses expand ``[B, K]``."""
     B, K = loop.B, loop.K
     _, p_hash, p_nl, p_last, p_sym = pop.fields.unbind(0)
-    # pair (b, a), [B, K(b), K(a)]: b live, b's transcript a's plus b's last label (a dead: its score -inf)
-    pair = (pop.live[:, :, None] & (p_nl[:, :, None] == p_nl[:, None, :] + 1)
-            & (p_hash[:, :, None] == extend_hash(p_hash[:, None, :], p_last[:, :, None])))
+    # pair (b, a), [B, K(b), K(a)]: b live, b's transcript a's plus b's last label, a below the symbol cap
+    # after one more label (a dead: its score -inf adds nothing)
+    a_len = p_nl + 1
     if loop.max_symbols is not None:
-        pair = pair & (p_sym[:, None, :] < loop.max_symbols - 1)
+        a_len = torch.where(p_sym < loop.max_symbols - 1, a_len, -1)  # (no transcript has length -1)
+    pair = (pop.live[:, :, None] & (p_nl[:, :, None] == a_len[:, None, :])
+            & (p_hash[:, :, None] == extend_hash(p_hash[:, None, :], p_last[:, :, None])))
     last_ab = p_last[:, None, :].expand(B, K, K)  # [B, K(a), K(b)]: b's last label
     complete = pop.score[:, :, None] + loop.cand_first.gather(2, last_ab)  # a's paths "then b's label here"
     if loop.early and loop.fused:
@@ -184,7 +195,7 @@ def _fuse(loop: BeamLoop, win: "_WindWindow") -> None:
     window's last frame; ``-inf`` on the others), written into ``loop.cand``."""
     if loop.lm_prep is not None:
         loop.cand.add_(loop.lm_scores_4)
-    torch.where(win.last_frame, win.whole, loop.neg_inf, out=loop.cand_blank)
+    torch.where(win.last_frame, win.cum, loop.neg_inf, out=loop.cand_blank)
 
 
 def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: torch.Tensor) -> "_WindArrivals":
@@ -192,27 +203,23 @@ def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: tor
     B, K, V = loop.B, loop.K, loop.V
     Q = K * K
     M = loop.lm_states.shape[-1]
-    new_lm = None
+    lm_next = pop.lm_next
     if win.ac is not None:  # early pruning: the K best by the acoustic score, then fused
         rank, col = ordered_topk(win.ac.view(B, K, -1), K)  # [B, K, K]
         val = loop.cand_flat.gather(2, col)
-        tok = col % V
         if loop.fused:
-            lm_s, lm_nx = loop.scorer.score_tokens(loop.lm_pop, tok.view(B * K, K), dtype=loop.dtype)
+            lm_s, lm_nx = loop.scorer.score_tokens(loop.lm_pop, (col % V).view(B * K, K), dtype=loop.dtype)
             val = val + lm_s.view(B, K, K)  # blank: score 0
-            new_lm = lm_nx.view(B, Q, M)
+            lm_next = lm_nx
     else:
         val, col = ordered_topk(loop.cand_flat, K)
         rank = val
-        tok = col % V
-        if pop.lm_next is not None:
-            new_lm = loop.scorer.gather(pop.lm_next, tok.view(B * K, K)).view(B, Q, M)
-    j = col // V
-    keep = expand[..., None]
+    # a hypothesis that does not expand (removed by the prefix search, not popped): -inf continuations
+    val = torch.where(expand, pop.score, loop.neg_inf)[..., None] + val  # [B, K, K]
     if loop.gamma is not None:  # mAES's expansion threshold: near the hypothesis's best continuation only
-        keep = keep & (rank >= rank[..., :1] - loop.gamma)
-    val = torch.where(keep, pop.score[..., None] + val, _NEG_INF).view(B, Q)
-    tok, j = tok.view(B, Q), j.view(B, Q)
+        val = torch.where(rank >= rank[..., :1] - loop.gamma, val, _NEG_INF)
+    val, col = val.view(B, Q), col.view(B, Q)
+    tok, j = col % V, col // V
     src = torch.add(loop.q_rank, pop.r0, alpha=K)  # [B, Q]: the parent's slot
     # the parents' fields, each repeated for its K continuations: one expand
     _, p_hash, p_nl, p_last, p_sym = pop.fields[..., None].expand(-1, B, K, K).reshape(-1, B, Q).unbind(0)
@@ -223,12 +230,12 @@ def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: tor
     if loop.max_symbols is not None:
         forced = sym >= loop.max_symbols  # (labels only: a blank has 0)
         time, sym = time + forced, torch.where(forced, 0, sym)
-    if new_lm is not None and loop.lm_next_blank is None:  # a blank keeps its parent's fusion state
-        parent_lm = loop.lm_pop.view(B, K, 1, M).expand(B, K, K, M).reshape(B, Q, M)
-        new_lm = loop.scorer.where(lab, new_lm, parent_lm)
-    return _WindArrivals(score=val, time=time, sym=sym, hash=torch.where(lab, extend_hash(p_hash, tok), p_hash),
-                         nlabels=p_nl + lab, last=torch.where(lab, tok, p_last), src=src,
-                         tok=torch.where(lab, tok, -1), frame=frame, lm=new_lm)
+    rows = [time, torch.where(lab, extend_hash(p_hash, tok), p_hash), p_nl + lab, torch.where(lab, tok, p_last), sym,
+            src, torch.where(lab, tok, -1), frame]
+    if lm_next is not None:  # the row of each arrival's fusion state (a blank keeps its parent's)
+        label_row = loop.lm_arrival_row if loop.early else loop.lm_arrival_row + tok
+        rows.append(torch.where(lab, label_row, loop.flat_base + src))
+    return _WindArrivals(score=val, rows=rows, lm_next=None if lm_next is None else lm_next.reshape(-1, M))
 
 
 def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
@@ -237,30 +244,30 @@ def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     The integer fields of the pool (carried slots, then arrivals) travel packed in ``loop.pool [8, B, P]``:
     one copy, one stack and one gather instead of one per field (fewer kernels per round)."""
     B, K, S = loop.B, loop.K, loop.S
-    M = loop.lm_states.shape[-1]
     keep = torch.where(pop.go & (loop.slot_list == pop.r0), _NEG_INF, loop.score)  # the popped list is consumed
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
     loop.pool_fields.copy_(loop.fields)
     loop.pool_frame.copy_(loop.time)
-    torch.stack([new.time, new.hash, new.nlabels, new.last, new.sym, new.src, new.tok, new.frame], out=loop.pool_new)
+    torch.stack(new.rows, out=loop.pool_new)
     merged = merge_equal(pool_score, loop.pool_key, loop.pool_key_t, loop.pool_before)
-    bucket = torch.remainder(loop.offset + loop.pool_time, loop.R)  # [B, P]
+    bucket = torch.remainder(loop.offset + loop.pool_time if loop.streaming else loop.pool_time, loop.R)  # [B, P]
     by_list = torch.where(bucket[:, None, :] == loop.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
     new_score, sel = ordered_topk(by_list, K)
     new_score, sel = new_score.view(B, S), sel.view(B, S)
 
-    kept = loop.pool.gather(2, sel.expand(_POOL_ROWS, B, S))  # [8, B, S]
+    kept = loop.pool.gather(2, sel.expand(loop.pool.shape[0], B, S))  # [8 (9), B, S]
     parent = kept[5]
     tokens = torch.where(new_score > _NEG_INF, kept[6], -1)
     parent_flat = (loop.flat_base + parent).view(B * S)
     loop.pred_state = loop.model.select_state(loop.pred_state, parent_flat)
     loop.dec_proj = loop.dec_proj.index_select(0, parent_flat)
-    loop.emitted = (tokens >= 0).view(B * S)
-    loop.labels = torch.where(tokens >= 0, tokens, loop.blank).view(B * S)
-    if new.lm is not None:  # (with fusion)
-        pool_lm = torch.cat([loop.lm_states.view(B, S, M), new.lm], dim=1)
-        loop.lm_states = loop.scorer.gather(pool_lm, sel).reshape(B * S, M)
-    loop._record(tokens, parent, loop.offset + kept[7])  # (RNN-T: the tree data is the frame)
+    emitted = tokens >= 0
+    loop.emitted = emitted.view(B * S)
+    loop.labels = torch.where(emitted, tokens, loop.blank).view(B * S)
+    if new.lm_next is not None:  # (with fusion) carried slots' states, then the arrivals' next states
+        loop.lm_states = loop.scorer.select(torch.cat([loop.lm_states, new.lm_next]), kept[8].view(B * S))
+    # (RNN-T: the tree data is the frame)
+    loop._record(tokens, parent, loop.offset + kept[7] if loop.streaming else kept[7])
     loop.score = new_score
     loop.fields.copy_(kept[:5])
     loop._expanding(out=loop.active)
@@ -298,7 +305,7 @@ class _WindPop:
 class _WindWindow:
     """What the window gives the later parts of a step (the candidates are in ``loop.cand``)."""
 
-    whole: torch.Tensor  # [B, K, 1] the blank on the whole window (with its fusion term)
+    cum: torch.Tensor  # [B, K, W] the blank's running sum over the window (with its fusion term)
     last_frame: torch.Tensor  # [B, 1, W] the window's last frame inside the utterance
     ac: torch.Tensor | None  # [B, K, W, V] early pruning: the acoustic scores of the candidates
 
@@ -308,12 +315,5 @@ class _WindArrivals:
     """The ``K * K`` expansions ``[B, Q]`` of a WIND step, to be merged into the frame lists."""
 
     score: torch.Tensor
-    time: torch.Tensor
-    sym: torch.Tensor
-    hash: torch.Tensor
-    nlabels: torch.Tensor
-    last: torch.Tensor
-    src: torch.Tensor  # parent slot
-    tok: torch.Tensor  # label or -1 (blank)
-    frame: torch.Tensor  # the frame the label is on
-    lm: torch.Tensor | None  # [B, Q, M] (None without fusion)
+    rows: list[torch.Tensor]  # the pool's rows (:data:`_POOL_ROWS`, then the fusion state's row)
+    lm_next: torch.Tensor | None  # [X, M] the fusion states the arrivals' rows point into (after lm_states)
