@@ -328,6 +328,48 @@ def test_merge_equal_matches_a_loop():
             assert all(abs(x - y) <= 1e-12 for x, y in zip(got[b].tolist(), want) if y > neg)
 
 
+def test_sorted_merge_equals_pairwise():
+    """The O(P log P) merge of the WIND step (large pools: sort, group runs) against the pairwise definition:
+    live entries equal in every key merge into the best (the first on exact ties), log-sum-exp."""
+    from asrdecode.transducer.beam_wind import merge_sorted
+
+    g = torch.Generator().manual_seed(0)
+    neg = float("-inf")
+    for _ in range(300):
+        B, P = 3, 14
+        hsh = torch.randint(0, 3, (B, P), generator=g)
+        time = torch.randint(0, 3, (B, P), generator=g)
+        nl, last = hsh.clone(), torch.randint(0, 2, (B, P), generator=g)
+        score = torch.randint(-3, 2, (B, P), generator=g).double() / 2  # exact ties
+        score[torch.rand(B, P, generator=g) < 0.3] = neg
+        ok = score > neg
+        eq = ((hsh[:, :, None] == hsh[:, None, :]) & (time[:, :, None] == time[:, None, :])
+              & (nl[:, :, None] == nl[:, None, :]) & (last[:, :, None] == last[:, None, :]) & ok[:, :, None] & ok[:, None, :])
+        s_i, s_j = score[:, :, None], score[:, None, :]
+        idx = torch.arange(P)
+        better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
+        want = torch.where(ok & ~better.any(dim=2), torch.logsumexp(torch.where(eq, s_j, neg), dim=2), neg)
+        got = merge_sorted(score, hsh, time * 3 + last, (nl, time, last))
+        assert torch.equal(got == neg, want == neg)
+        assert torch.allclose(got[want > neg], want[want > neg], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_sorted_merge_path_equals_the_pairwise_path(lm, monkeypatch, pruning):
+    """A pool above ``PAIRWISE_MAX`` (beam 16 and more) merges by sorting: forced on a small search, it gives
+    the hypotheses of the all-pairs merge."""
+    from asrdecode.transducer import beam_wind
+
+    m = random_model(8, V, BLANK, None, blank_bias=1.0)
+    enc = _enc(8, 3, 12)
+    lengths = torch.tensor([12, 9, 5])
+    kw = dict(beam=3, nbest=3, method="wind", window=3, max_symbols=3, fusion=[(lm, 0.4)], beta=0.2,
+              pruning=pruning, engine="torch")
+    pairwise = beam_search(m, enc, lengths, **kw)
+    monkeypatch.setattr(beam_wind, "PAIRWISE_MAX", 0)
+    assert [_key(r, 9) for r in beam_search(m, enc, lengths, **kw)] == [_key(r, 9) for r in pairwise]
+
+
 def test_hash_collision_is_not_merged(monkeypatch):
     """With a degenerate hash (every prefix collides) the WIND merge and prefix search rely on length /
     last token / frame only and the result departs from the oracle: the oracle comparison catches

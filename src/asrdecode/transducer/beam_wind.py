@@ -13,7 +13,7 @@ window's candidates of every popped hypothesis are written into one preallocated
 one ordered top-k; the popped hypotheses' integer fields are one gather of the packed ``fields [F, B, S]``
 and repeat for their continuations by one expand; the merge pool ``[8, B, S + K*K]`` is a preallocated
 buffer (carried fields copied, arrivals stacked in place); equal transcripts merge by one all-pairs
-comparison (``[B, P, P]``: small, static); the fusion states advance by the scorer's prepared advance
+comparison (``[B, P, P]``: small, static; a large beam's pool by sorting); the fusion states advance by the scorer's prepared advance
 (:meth:`~asrdecode.fusion.FusionScorer.prepare`: its buffers made once); no LM op runs without fusion.
 
 One utterance's frame lists are popped one per round, smallest frame first, because two pops of one
@@ -42,13 +42,17 @@ from .model import checked_joint
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
 BeamLoop = Any
 
-__all__ = ["wind_step", "wind_buffers"]
+__all__ = ["wind_step", "wind_buffers", "merge_equal", "merge_sorted", "PAIRWISE_MAX"]
 
 _NEG_INF = float("-inf")
 #: rows of the merge pool: the loop's fields (time, hash, nlabels, last, symbols), then the parent slot, the
 #: token (-1: none) and the frame of the token; with fusion also the row of the entry's fusion state in the
 #: step's state table (:func:`_merge`)
 _POOL_ROWS = 8
+#: the largest merge pool (``P = (window + 1) * beam + beam**2`` entries per utterance) merged by the all-pairs
+#: comparison (``[B, P, P]``, a few ops); larger pools (beam 16 and more) take the sorted merge (O(P log P)
+#: work, ~40 ops): all pairs would cost O(beam**4) per step
+PAIRWISE_MAX = 160
 
 
 def wind_buffers(loop: BeamLoop) -> None:
@@ -66,7 +70,9 @@ def wind_buffers(loop: BeamLoop) -> None:
     loop.win_3, loop.b_idx_3 = loop.win.view(1, 1, W), loop.b_idx.view(B, 1, 1)
     loop.lengths_3 = loop.lengths[..., None]  # [B, 1, 1] (a view: reset() writes the lengths in place)
     loop.q_rank = (torch.arange(Q, device=dev) // K)[None, :]  # [1, Q]: the popped rank each arrival comes from
-    loop.pool_before = torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]  # [P, P]: j < i
+    # [P, P]: j < i (the all-pairs merge's tie order; None: the sorted merge)
+    loop.pool_before = (torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]
+                        if P <= PAIRWISE_MAX else None)
     loop.cand = torch.empty((B, K, W, V), dtype=loop.dtype, device=dev)
     loop.cand_blank = loop.cand.select(3, loop.blank)  # [B, K, W]
     loop.cand_flat = loop.cand.view(B, K, W * V)
@@ -249,7 +255,11 @@ def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     loop.pool_fields.copy_(loop.fields)
     loop.pool_frame.copy_(loop.time)
     torch.stack(new.rows, out=loop.pool_new)
-    merged = merge_equal(pool_score, loop.pool_key, loop.pool_key_t, loop.pool_before)
+    if loop.pool_before is not None:
+        merged = merge_equal(pool_score, loop.pool_key, loop.pool_key_t, loop.pool_before)
+    else:
+        merged = merge_sorted(pool_score, loop.pool_hash, loop.pool_time * (loop.V + 1) + loop.pool_last,
+                              (loop.pool_nl,))
     bucket = torch.remainder(loop.offset + loop.pool_time if loop.streaming else loop.pool_time, loop.R)  # [B, P]
     by_list = torch.where(bucket[:, None, :] == loop.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
     new_score, sel = ordered_topk(by_list, K)
@@ -284,6 +294,34 @@ def merge_equal(score: torch.Tensor, key_i: torch.Tensor, key_j: torch.Tensor, b
     total = torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2)
     beaten = (eq & ((s_j > s_i) | ((s_j == s_i) & before))).any(dim=2)
     return torch.where(beaten, _NEG_INF, total)
+
+
+def merge_sorted(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
+                 check: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Merge equal entries of ``[B, P]`` candidates (static shapes, O(P log P)): entries are sorted by
+    ``(key1, key2)`` (stable, so equal keys keep their order), a group is a run of adjacent live
+    entries equal in both keys and in every tensor of ``check``; its best entry (the first one on
+    ties) gets the log-sum-exp of the group's scores, every other entry ``-inf``. For pools too large for
+    :func:`merge_equal`'s all-pairs comparison (``P > PAIRWISE_MAX``: beams of 16 and more)."""
+    B, P = score.shape
+    # removed entries sort after the live ones of their key1, so equal live entries are adjacent
+    _, order = torch.sort(torch.where(score > _NEG_INF, key2, torch.iinfo(torch.long).max), dim=1, stable=True)
+    keys = torch.stack([key1, key2, *check], dim=2).gather(1, order[..., None].expand(B, P, 2 + len(check)))
+    _, by1 = torch.sort(keys[..., 0], dim=1, stable=True)
+    order = order.gather(1, by1)
+    keys = keys.gather(1, by1[..., None].expand_as(keys))
+    s = score.gather(1, order)
+    live = s > _NEG_INF
+    same = live[:, 1:] & live[:, :-1] & (keys[:, 1:] == keys[:, :-1]).all(dim=2)
+    start = torch.cat([torch.ones_like(same[:, :1]), ~same], dim=1)
+    seg = torch.cumsum(start.long(), dim=1) - 1  # [B, P] group of each sorted entry
+    top = torch.full_like(s, _NEG_INF).scatter_reduce(1, seg, s, "amax", include_self=True).gather(1, seg)
+    total = torch.zeros_like(s).scatter_add(1, seg, torch.where(live, torch.exp(s - top), 0.0)).gather(1, seg)
+    pos = torch.arange(P, device=score.device).expand(B, P)
+    first = torch.full_like(seg, P).scatter_reduce(1, seg, torch.where(live & (s == top), pos, P), "amin",
+                                                   include_self=True).gather(1, seg)
+    merged_sorted = torch.where(live & (pos == first), top + torch.log(total), _NEG_INF)
+    return torch.empty_like(merged_sorted).scatter(1, order, merged_sorted)
 
 
 @dataclass
