@@ -114,13 +114,13 @@ class BeamLoop:
                 self.tree = carried.tree
         self.active = self._expanding()
         self.running = self.active.any()  # 0-dim: some hypothesis can step (``done`` is its negation)
-        if self.wind:
-            wind_buffers(self)
-        else:
-            alsd_buffers(self)
-        self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
         self.native = native and not static
+        if not self.wind:
+            alsd_buffers(self)
+        elif not self.native:  # (the native WIND step keeps its own buffers)
+            wind_buffers(self)
+        self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         self._engine: Any = None
         if self.native:
             from ..native.transducer_beam import NativeBeamStep
