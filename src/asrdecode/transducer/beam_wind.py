@@ -56,45 +56,60 @@ PAIRWISE_MAX = 160
 
 
 def wind_buffers(loop: BeamLoop) -> None:
-    """The WIND step's constants and preallocated buffers (set on ``loop`` once per loop).
-
-    ``cand [B, K, W, V]``: each popped hypothesis's window candidates (``cand_blank`` its blank column);
-    ``pool [8, B, P]`` (``P = S + K*K``): the merge pool, carried slots then arrivals (the carried slots'
-    parent and token rows constant); ``lm_pop [B*K, M]`` and ``lm_prep``: the popped hypotheses' fusion
-    states and their prepared advance (late pruning with fusion; None otherwise)."""
-    B, K, V, W, S = loop.B, loop.K, loop.V, loop.window, loop.S
-    Q = K * K
-    P = S + Q
+    """The WIND step's constants and preallocated buffers (set on ``loop`` once per loop): ``cand [B, K, W, V]``,
+    each popped hypothesis's window candidates (``cand_blank`` its blank column, ``cand_first`` its first
+    frame), the index views of the window, the merge pool (:func:`_pool_buffers`) and the fusion buffers
+    (:func:`_fusion_buffers`)."""
+    B, K, V, W = loop.B, loop.K, loop.V, loop.window
     dev = loop.score.device
     loop.is_blank = torch.arange(V, device=dev) == loop.blank  # [V]
     loop.win_3, loop.b_idx_3 = loop.win.view(1, 1, W), loop.b_idx.view(B, 1, 1)
     loop.lengths_3 = loop.lengths[..., None]  # [B, 1, 1] (a view: reset() writes the lengths in place)
-    loop.q_rank = (torch.arange(Q, device=dev) // K)[None, :]  # [1, Q]: the popped rank each arrival comes from
-    # [P, P]: j < i (the all-pairs merge's tie order; None: the sorted merge)
-    loop.pool_before = (torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]
-                        if P <= PAIRWISE_MAX else None)
+    loop.q_rank = (torch.arange(K * K, device=dev) // K)[None, :]  # [1, Q]: the popped rank of each arrival
     loop.cand = torch.empty((B, K, W, V), dtype=loop.dtype, device=dev)
     loop.cand_blank = loop.cand.select(3, loop.blank)  # [B, K, W]
     loop.cand_flat = loop.cand.view(B, K, W * V)
     loop.cand_first = loop.cand.select(2, 0)  # [B, K, V]: the window's first frame
+    _pool_buffers(loop)
+    _fusion_buffers(loop)
+
+
+def _pool_buffers(loop: BeamLoop) -> None:
+    """``pool [8 (+1 with fusion), B, P]`` (``P = S + K*K``): the merge pool, carried slots then arrivals (the
+    carried slots' parent, token and fusion-row entries constant), its views, and the tie order of the
+    all-pairs merge (``pool_before [P, P]``: ``j < i``; None: the pool takes the sorted merge)."""
+    B, K, S = loop.B, loop.K, loop.S
+    P = S + K * K
+    dev = loop.score.device
+    loop.pool_before = (torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]
+                        if P <= PAIRWISE_MAX else None)
     pool = loop.pool = torch.empty((_POOL_ROWS + int(loop.fused), B, P), dtype=torch.long, device=dev)
     pool[5, :, :S] = torch.arange(S, device=dev)  # a carried slot is its own parent, emits no token
     pool[6, :, :S] = -1
     if loop.fused:  # a carried slot keeps its fusion state: its row of lm_states
         pool[8, :, :S] = loop.flat_base + loop.slot_idx
-        # an arrival's label state: a row of the next states after lm_states (late pruning: advance's
-        # [B*K, V, M], row (popped hypothesis) * V + label; early: score_tokens' [B*K, K, M], one per arrival)
-        popped = loop.b_idx * K + loop.q_rank  # [B, Q]: each arrival's popped hypothesis
-        loop.lm_arrival_row = (B * S + popped * V if not loop.early
-                               else B * S + torch.arange(B * Q, device=dev).view(B, Q))
     loop.pool_fields, loop.pool_frame, loop.pool_new = pool[:5, :, :S], pool[7, :, :S], pool[:, :, S:]
     loop.pool_time, loop.pool_hash, loop.pool_nl, loop.pool_last = pool[:4].unbind(0)
     loop.pool_key = pool[:4, :, :, None]  # [4, B, P, 1]: time, hash, nlabels, last (a transcript on a frame)
     loop.pool_key_t = pool[:4, :, None, :]  # [4, B, 1, P]
-    M = loop.lm_states.shape[-1]
-    loop.lm_pop = torch.empty((B * K, M), dtype=torch.long, device=dev)
+
+
+def _fusion_buffers(loop: BeamLoop) -> None:
+    """``lm_pop [B*K, M]``: the popped hypotheses' fusion states; ``lm_prep``: their prepared advance (late
+    pruning with fusion, scores into ``lm_scores [B*K, V]``; else None); ``lm_arrival_row [B, Q]``: where an
+    arrival's label state lies in the step's state table (after ``lm_states``: late pruning, advance's next
+    states ``[B*K, V, M]`` at row (popped hypothesis) * V + label; early, score_tokens' ``[B*K, K, M]``, one
+    row per arrival)."""
+    B, K, V, S = loop.B, loop.K, loop.V, loop.S
+    dev = loop.score.device
+    loop.lm_pop = torch.empty((B * K, loop.lm_states.shape[-1]), dtype=torch.long, device=dev)
     loop.lm_prep = None
-    if loop.fused and not loop.early:
+    if not loop.fused:
+        return
+    popped = loop.b_idx * K + loop.q_rank  # [B, Q]: each arrival's popped hypothesis
+    loop.lm_arrival_row = (B * S + popped * V if not loop.early
+                           else B * S + torch.arange(B * K * K, device=dev).view(B, K * K))
+    if not loop.early:
         loop.lm_scores = torch.empty((B * K, V), dtype=loop.dtype, device=dev)
         loop.lm_scores_4 = loop.lm_scores.view(B, K, 1, V)
         loop.lm_scores_bkv = loop.lm_scores.view(B, K, V)
@@ -247,8 +262,9 @@ def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: tor
 def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best.
 
-    The integer fields of the pool (carried slots, then arrivals) travel packed in ``loop.pool [8, B, P]``:
-    one copy, one stack and one gather instead of one per field (fewer kernels per round)."""
+    The integer fields of the pool (carried slots, then arrivals) travel packed in ``loop.pool [8 (9 with
+    fusion), B, P]``: one copy, one stack and one gather instead of one per field (fewer kernels per round);
+    equal entries merge by :func:`merge_equal` (all pairs) or, a large pool, :func:`merge_sorted`."""
     B, K, S = loop.B, loop.K, loop.S
     keep = torch.where(pop.go & (loop.slot_list == pop.r0), _NEG_INF, loop.score)  # the popped list is consumed
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
