@@ -299,10 +299,39 @@ def test_bad_inputs(tmp_path):
     assert math.isfinite(beam_search(m, enc, method="wind", window=100, beam=4)[0][0].score)
 
 
+def test_merge_equal_matches_a_loop():
+    """The all-pairs merge of the WIND step against a plain loop over the entries: live entries equal in
+    every key merge into the best (the first on exact ties), whose score becomes the log-sum-exp of the
+    group's; the others and the removed entries are ``-inf``."""
+    from asrdecode.transducer.beam_wind import merge_equal
+
+    g = torch.Generator().manual_seed(0)
+    neg = float("-inf")
+    for _ in range(200):
+        B, P = 3, 14
+        keys = torch.stack([torch.randint(0, 3, (B, P), generator=g), torch.randint(0, 3, (B, P), generator=g),
+                            torch.randint(0, 2, (B, P), generator=g)])
+        score = torch.randint(-3, 2, (B, P), generator=g).double() / 2  # exact ties
+        score[torch.rand(B, P, generator=g) < 0.3] = neg
+        before = torch.arange(P)[None, :] < torch.arange(P)[:, None]
+        got = merge_equal(score, keys[..., None], keys[:, :, None, :], before)
+        for b in range(B):
+            groups: dict[tuple, list[int]] = {}
+            for i in range(P):
+                if score[b, i] > neg:
+                    groups.setdefault(tuple(keys[:, b, i].tolist()), []).append(i)
+            want = [neg] * P
+            for members in groups.values():
+                best = max(members, key=lambda i: (float(score[b, i]), -i))
+                want[best] = math.log(sum(math.exp(float(score[b, i])) for i in members))
+            assert [x == neg for x in got[b].tolist()] == [x == neg for x in want], b
+            assert all(abs(x - y) <= 1e-12 for x, y in zip(got[b].tolist(), want) if y > neg)
+
+
 def test_sorted_merge_equals_pairwise():
-    """The O(P log P) merge of the WIND step (sort, group runs) against the pairwise definition:
+    """The O(P log P) merge of the WIND step (large pools: sort, group runs) against the pairwise definition:
     live entries equal in every key merge into the best (the first on exact ties), log-sum-exp."""
-    from asrdecode.transducer.beam_wind import _merge_equal
+    from asrdecode.transducer.beam_wind import merge_sorted
 
     g = torch.Generator().manual_seed(0)
     neg = float("-inf")
@@ -320,9 +349,25 @@ def test_sorted_merge_equals_pairwise():
         idx = torch.arange(P)
         better = eq & ((s_j > s_i) | ((s_j == s_i) & (idx[None, None, :] < idx[None, :, None])))
         want = torch.where(ok & ~better.any(dim=2), torch.logsumexp(torch.where(eq, s_j, neg), dim=2), neg)
-        got = _merge_equal(score, hsh, time * 3 + last, (nl, time, last))
+        got = merge_sorted(score, hsh, time * 3 + last, (nl, time, last))
         assert torch.equal(got == neg, want == neg)
         assert torch.allclose(got[want > neg], want[want > neg], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_sorted_merge_path_equals_the_pairwise_path(lm, monkeypatch, pruning):
+    """A pool above ``PAIRWISE_MAX`` (beam 16 and more) merges by sorting: forced on a small search, it gives
+    the hypotheses of the all-pairs merge."""
+    from asrdecode.transducer import beam_wind
+
+    m = random_model(8, V, BLANK, None, blank_bias=1.0)
+    enc = _enc(8, 3, 12)
+    lengths = torch.tensor([12, 9, 5])
+    kw = dict(beam=3, nbest=3, method="wind", window=3, max_symbols=3, fusion=[(lm, 0.4)], beta=0.2,
+              pruning=pruning, engine="torch")
+    pairwise = beam_search(m, enc, lengths, **kw)
+    monkeypatch.setattr(beam_wind, "PAIRWISE_MAX", 0)
+    assert [_key(r, 9) for r in beam_search(m, enc, lengths, **kw)] == [_key(r, 9) for r in pairwise]
 
 
 def test_hash_collision_is_not_merged(monkeypatch):

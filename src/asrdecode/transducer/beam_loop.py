@@ -22,7 +22,7 @@ from ..fusion import FusionScorer
 from ..results import Hypothesis
 from .beam_alsd import alsd_buffers, alsd_step
 from .beam_state import CARRIED, BeamState
-from .beam_wind import wind_step
+from .beam_wind import wind_buffers, wind_step
 from .durations import DurationRule
 from .model import TransducerModel
 
@@ -114,11 +114,13 @@ class BeamLoop:
                 self.tree = carried.tree
         self.active = self._expanding()
         self.running = self.active.any()  # 0-dim: some hypothesis can step (``done`` is its negation)
-        if not self.wind:
-            alsd_buffers(self)
-        self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         # the native engine runs the steps' bookkeeping (the networks stay torch calls)
         self.native = native and not static
+        if not self.wind:
+            alsd_buffers(self)
+        elif not self.native:  # (the native WIND step keeps its own buffers)
+            wind_buffers(self)
+        self.busy = torch.zeros((), dtype=torch.long, device=dev)  # rounds run before ``done`` (not the overshoot)
         self._engine: Any = None
         if self.native:
             from ..native.transducer_beam import NativeBeamStep

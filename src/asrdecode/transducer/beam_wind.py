@@ -6,6 +6,26 @@ list of the earliest frame, (2) Equation 1 over the window for its hypotheses, (
 (4) each expanding hypothesis's ``beam`` best continuations, (5) every list merged with its arrivals and
 pruned to ``beam``. The rules are those of
 :func:`~asrdecode.transducer.reference_wind_beam.reference_wind_beam_search`.
+
+A round is a GPU's kernel launches, so the step keeps its op count low (as the ALSD++ step does): the
+window's candidates of every popped hypothesis are written into one preallocated ``[B, K, W, V]`` buffer
+(the fusion scores added in place, the whole-window blank written into the blank column) and selected by
+one ordered top-k; the popped hypotheses' integer fields are one gather of the packed ``fields [F, B, S]``
+and repeat for their continuations by one expand; the merge pool ``[8, B, S + K*K]`` is a preallocated
+buffer (carried fields copied, arrivals stacked in place); equal transcripts merge by one all-pairs
+comparison (``[B, P, P]``: small, static; a large beam's pool by sorting); the fusion states advance by the scorer's prepared advance
+(:meth:`~asrdecode.fusion.FusionScorer.prepare`: its buffers made once); no LM op runs without fusion.
+
+One utterance's frame lists are popped one per round, smallest frame first, because two pops of one
+utterance never commute in general (so a round cannot take several): a pop at frame ``t0`` sends its
+continuations to frames ``t0 .. t0 + window`` (labels on their frame, the whole-window blank to the
+window's end; which of them, only its scores decide), and each of those lists, once popped, sends on
+again, so any frame ``t1 > t0`` may receive hypotheses from ``t0``'s pop or from a pop it causes before
+``t1`` is the smallest pending frame (with window 1: ``t0``'s blank continuations go straight to
+``t0 + 1``). Popping ``t1`` early would expand a list that the oracle expands only after those arrivals
+were merged into it and pruned to ``beam`` (different hypotheses), and the arrivals would then form a
+second list at ``t1``. Nor do two pops of one frame commute: the second pops what the first emitted
+there. So the rounds of a call are the oracle's pops of its busiest utterance, exactly.
 """
 
 from __future__ import annotations
@@ -22,9 +42,78 @@ from .model import checked_joint
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
 BeamLoop = Any
 
-__all__ = ["wind_step"]
+__all__ = ["wind_step", "wind_buffers", "merge_equal", "merge_sorted", "PAIRWISE_MAX"]
 
 _NEG_INF = float("-inf")
+#: rows of the merge pool: the loop's fields (time, hash, nlabels, last, symbols), then the parent slot, the
+#: token (-1: none) and the frame of the token; with fusion also the row of the entry's fusion state in the
+#: step's state table (:func:`_merge`)
+_POOL_ROWS = 8
+#: the largest merge pool (``P = (window + 1) * beam + beam**2`` entries per utterance) merged by the all-pairs
+#: comparison (``[B, P, P]``, a few ops); larger pools (beam 16 and more) take the sorted merge (O(P log P)
+#: work, ~40 ops): all pairs would cost O(beam**4) per step
+PAIRWISE_MAX = 160
+
+
+def wind_buffers(loop: BeamLoop) -> None:
+    """The WIND step's constants and preallocated buffers (set on ``loop`` once per loop): ``cand [B, K, W, V]``,
+    each popped hypothesis's window candidates (``cand_blank`` its blank column, ``cand_first`` its first
+    frame), the index views of the window, the merge pool (:func:`_pool_buffers`) and the fusion buffers
+    (:func:`_fusion_buffers`)."""
+    B, K, V, W = loop.B, loop.K, loop.V, loop.window
+    dev = loop.score.device
+    loop.is_blank = torch.arange(V, device=dev) == loop.blank  # [V]
+    loop.win_3, loop.b_idx_3 = loop.win.view(1, 1, W), loop.b_idx.view(B, 1, 1)
+    loop.lengths_3 = loop.lengths[..., None]  # [B, 1, 1] (a view: reset() writes the lengths in place)
+    loop.q_rank = (torch.arange(K * K, device=dev) // K)[None, :]  # [1, Q]: the popped rank of each arrival
+    loop.cand = torch.empty((B, K, W, V), dtype=loop.dtype, device=dev)
+    loop.cand_blank = loop.cand.select(3, loop.blank)  # [B, K, W]
+    loop.cand_flat = loop.cand.view(B, K, W * V)
+    loop.cand_first = loop.cand.select(2, 0)  # [B, K, V]: the window's first frame
+    _pool_buffers(loop)
+    _fusion_buffers(loop)
+
+
+def _pool_buffers(loop: BeamLoop) -> None:
+    """``pool [8 (+1 with fusion), B, P]`` (``P = S + K*K``): the merge pool, carried slots then arrivals (the
+    carried slots' parent, token and fusion-row entries constant), its views, and the tie order of the
+    all-pairs merge (``pool_before [P, P]``: ``j < i``; None: the pool takes the sorted merge)."""
+    B, K, S = loop.B, loop.K, loop.S
+    P = S + K * K
+    dev = loop.score.device
+    loop.pool_before = (torch.arange(P, device=dev)[None, :] < torch.arange(P, device=dev)[:, None]
+                        if P <= PAIRWISE_MAX else None)
+    pool = loop.pool = torch.empty((_POOL_ROWS + int(loop.fused), B, P), dtype=torch.long, device=dev)
+    pool[5, :, :S] = torch.arange(S, device=dev)  # a carried slot is its own parent, emits no token
+    pool[6, :, :S] = -1
+    if loop.fused:  # a carried slot keeps its fusion state: its row of lm_states
+        pool[8, :, :S] = loop.flat_base + loop.slot_idx
+    loop.pool_fields, loop.pool_frame, loop.pool_new = pool[:5, :, :S], pool[7, :, :S], pool[:, :, S:]
+    loop.pool_time, loop.pool_hash, loop.pool_nl, loop.pool_last = pool[:4].unbind(0)
+    loop.pool_key = pool[:4, :, :, None]  # [4, B, P, 1]: time, hash, nlabels, last (a transcript on a frame)
+    loop.pool_key_t = pool[:4, :, None, :]  # [4, B, 1, P]
+
+
+def _fusion_buffers(loop: BeamLoop) -> None:
+    """``lm_pop [B*K, M]``: the popped hypotheses' fusion states; ``lm_prep``: their prepared advance (late
+    pruning with fusion, scores into ``lm_scores [B*K, V]``; else None); ``lm_arrival_row [B, Q]``: where an
+    arrival's label state lies in the step's state table (after ``lm_states``: late pruning, advance's next
+    states ``[B*K, V, M]`` at row (popped hypothesis) * V + label; early, score_tokens' ``[B*K, K, M]``, one
+    row per arrival)."""
+    B, K, V, S = loop.B, loop.K, loop.V, loop.S
+    dev = loop.score.device
+    loop.lm_pop = torch.empty((B * K, loop.lm_states.shape[-1]), dtype=torch.long, device=dev)
+    loop.lm_prep = None
+    if not loop.fused:
+        return
+    popped = loop.b_idx * K + loop.q_rank  # [B, Q]: each arrival's popped hypothesis
+    loop.lm_arrival_row = (B * S + popped * V if not loop.early
+                           else B * S + torch.arange(B * K * K, device=dev).view(B, K * K))
+    if not loop.early:
+        loop.lm_scores = torch.empty((B * K, V), dtype=loop.dtype, device=dev)
+        loop.lm_scores_4 = loop.lm_scores.view(B, K, 1, V)
+        loop.lm_scores_bkv = loop.lm_scores.view(B, K, V)
+        loop.lm_prep = loop.scorer.prepare(loop.lm_pop, loop.lm_scores, loop.dtype)
 
 
 def wind_step(loop: BeamLoop) -> None:
@@ -33,218 +122,203 @@ def wind_step(loop: BeamLoop) -> None:
     hypothesis's ``beam`` best), then every frame list merged with its arrivals and pruned to ``beam``."""
     pop = _pop(loop)
     win = _window(loop, pop)
-    lm_full, lm_next, expand = _prefix_search(loop, pop, win)
-    arrivals = _expansions(loop, pop, win, lm_full, lm_next, expand)
-    _merge(loop, pop, arrivals)
+    expand = _prefix_search(loop, pop)
+    _fuse(loop, win)
+    _merge(loop, pop, _expansions(loop, pop, win, expand))
 
 
 def _pop(loop: BeamLoop) -> "_WindPop":
-    """Step 1: per utterance, the list of the earliest frame any hypothesis is on, and its hypotheses."""
+    """Step 1: per utterance, the list of the earliest frame any hypothesis is on, and its hypotheses (with
+    fusion: their states in ``loop.lm_pop``; late pruning: their fusion scores in ``loop.lm_scores``)."""
     B, K, R = loop.B, loop.K, loop.R
     go = loop.active  # [B, 1]
-    valid = loop.score > _NEG_INF
-    pending = valid & (loop.time < loop.lengths)
-    big = torch.iinfo(torch.long).max
-    tmin = torch.where(pending, loop.time, big).min(dim=1, keepdim=True).values
+    pending = (loop.score > _NEG_INF) & (loop.time < loop.lengths)
+    tmin = torch.where(pending, loop.time, torch.iinfo(torch.long).max).amin(dim=1, keepdim=True)
     tmin = torch.where(go, tmin, 0)  # [B, 1]
-    r0 = torch.remainder(loop.offset + tmin, R)  # the popped list
-    pslots = r0 * K + loop.k_idx  # [B, K]
+    # the popped list (whole utterances: offset 0, no op)
+    r0 = torch.remainder(loop.offset + tmin if loop.streaming else tmin, R)
+    pslots = torch.add(loop.k_idx, r0, alpha=K)  # [B, K]
     p_score = loop.score.gather(1, pslots)
     p_flat = (loop.flat_base + pslots).view(B * K)
-    # the integer fields in one gather: (time), hash, nlabels, last, symbols
-    F = loop.fields.shape[0]
-    _, p_hash, p_nl, p_last, p_sym = loop.fields.gather(2, pslots[None].expand(F, B, K)).unbind(0)
-    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, sym=p_sym, hash=p_hash,
-                    nlabels=p_nl, last=p_last, live=go & (p_score > _NEG_INF), flat=p_flat,
-                    lm=loop.scorer.select(loop.lm_states, p_flat))
+    # the integer fields in one gather: time, hash, nlabels, last, symbols
+    fields = loop.fields.gather(2, pslots.expand(loop.fields.shape[0], B, K))
+    lm_next = None
+    if loop.fused:
+        torch.index_select(loop.lm_states, 0, p_flat, out=loop.lm_pop)
+        if loop.lm_prep is not None:
+            lm_next = loop.lm_prep.run()  # [B*K, V, M]; the weighted scores into loop.lm_scores
+    return _WindPop(go=go, tmin=tmin, r0=r0, slots=pslots, score=p_score, fields=fields,
+                    live=go & (p_score > _NEG_INF), flat=p_flat, lm_next=lm_next)
 
 
 def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
-    """Step 2: Equation 1 over the window for the popped hypotheses (fusion added later)."""
-    B, K, V, W = loop.B, loop.K, loop.V, loop.window
-    blank, dev = loop.blank, loop.score.device
-    frames = pop.tmin + loop.win  # [B, W]
-    fvalid = (frames < loop.lengths)[:, None, :]  # [B, 1, W]
-    enc = loop.enc_proj[loop.b_idx, frames.clamp(max=max(loop.T - 1, 0))]  # [B, W, H]
-    dec = loop.dec_proj[pop.flat].view(B, K, 1, -1)
-    enc = enc[:, None].expand(B, K, W, enc.shape[-1])
-    lp = torch.log_softmax(checked_joint(loop.model, enc, dec).to(loop.dtype), dim=-1)  # [B, K, W, V]
-    lpb = lp[..., blank]  # [B, K, W]
-    blank_fr = torch.where(fvalid, (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb, 0.0)
-    blank_ac = torch.where(fvalid, lpb, 0.0)
-    nonblank = loop.lam * torch.log1p(-torch.exp(lpb)) if loop.lm_weighted else torch.zeros_like(lpb)
-    label_base = torch.cumsum(blank_fr, dim=-1) - blank_fr + nonblank + loop.beta  # [B, K, W]
-    whole = blank_fr.sum(dim=-1)  # [B, K]: blank over the whole window
-    n = fvalid.sum(dim=-1, keepdim=True)  # [B, 1, 1]
-    last_frame = loop.win == n - 1  # [B, 1, W]
-    is_blank = torch.arange(V, device=dev) == blank
-    # candidate columns j * V + v: label v first on window frame j; (n - 1) * V + blank: blank on all
-    blank_col = torch.where(last_frame, whole[..., None], _NEG_INF)[..., None]  # [B, K, W, 1]
-    no_lm = torch.where(is_blank, blank_col, torch.where(fvalid[..., None], label_base[..., None] + lp, _NEG_INF))
-    return _WindWindow(lp=lp, fvalid=fvalid, blank_ac=blank_ac, last_frame=last_frame, is_blank=is_blank,
-                       no_lm=no_lm)
+    """Step 2: Equation 1 over the window for the popped hypotheses, without fusion, into ``loop.cand
+    [B, K, W, V]``: column ``v`` of window frame ``j`` is label ``v`` first on frame ``j`` (blanks before it),
+    ``-inf`` past the utterance's end (:func:`_fuse` then adds the fusion scores and the blank)."""
+    B, K, W = loop.B, loop.K, loop.window
+    frames = pop.tmin[..., None] + loop.win_3  # [B, 1, W]
+    fvalid = frames < loop.lengths_3  # [B, 1, W]; the invalid frames are the window's end
+    enc = loop.enc_proj[loop.b_idx_3, frames.clamp(max=max(loop.T - 1, 0))]  # [B, 1, W, H]
+    dec = loop.dec_proj.index_select(0, pop.flat).view(B, K, 1, -1)
+    enc = enc.expand(B, K, W, enc.shape[-1])
+    logits = checked_joint(loop.model, enc, dec)
+    if logits.dtype != loop.dtype:
+        logits = logits.to(loop.dtype)
+    lp = torch.log_softmax(logits, dim=-1)  # [B, K, W, V]
+    lpb = lp[..., loop.blank]  # [B, K, W]
+    blank_fr = (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb
+    # the blanks before each frame (the invalid frames are a suffix: a valid frame's sum has none), and at the
+    # window's last valid frame the blank on all of it (a running sum, as the oracle's and the native engine's)
+    cum = torch.cumsum(blank_fr, dim=-1)
+    label_base = cum - blank_fr
+    if loop.lm_weighted:
+        label_base = label_base + loop.lam * torch.log1p(-torch.exp(lpb))
+    if loop.beta:
+        label_base = label_base + loop.beta
+    label_base = torch.where(fvalid, label_base, loop.neg_inf)  # no label past the utterance's end
+    last_frame = loop.win_3 == fvalid.sum(dim=-1, keepdim=True) - 1  # [B, 1, W]
+    torch.add(label_base[..., None], lp, out=loop.cand)
+    ac = None
+    if loop.early:  # the acoustic scores (Equation 1 alone), the same layout
+        blank_ac = torch.where(fvalid, lpb, 0.0)
+        cum_ac = torch.cumsum(blank_ac, -1)
+        ac = torch.where(fvalid[..., None], (cum_ac - blank_ac)[..., None] + lp, _NEG_INF)
+        ac = torch.where(loop.is_blank, torch.where(last_frame, cum_ac, _NEG_INF)[..., None], ac)
+    return _WindWindow(cum=cum, last_frame=last_frame, ac=ac)
 
 
-def _prefix_search(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow") -> tuple[Any, Any, torch.Tensor]:
+def _prefix_search(loop: BeamLoop, pop: "_WindPop") -> torch.Tensor:
     """Step 3: ``B = A + (v,)`` on this frame gets A's paths "then v here" and A is removed (A's
-    score updated in ``pop.score``). Returns late pruning's fusion rows and which hypotheses expand."""
-    B, K, V = loop.B, loop.K, loop.V
-    pair = (pop.live[:, :, None] & pop.live[:, None, :] & (pop.nlabels[:, :, None] == pop.nlabels[:, None, :] + 1)
-            & (pop.hash[:, :, None] == extend_hash(pop.hash[:, None, :], pop.last[:, :, None])))  # [B, K(b), K(a)]
+    score updated in ``pop.score``). Returns which popped hypotheses expand ``[B, K]``."""
+    B, K = loop.B, loop.K
+    _, p_hash, p_nl, p_last, p_sym = pop.fields.unbind(0)
+    # pair (b, a), [B, K(b), K(a)]: b live, b's transcript a's plus b's last label, a below the symbol cap
+    # after one more label (a dead: its score -inf adds nothing)
+    a_len = p_nl + 1
     if loop.max_symbols is not None:
-        pair = pair & (pop.sym[:, None, :] + 1 < loop.max_symbols)
-    last_bk = pop.last[:, :, None].expand(B, K, K)  # token v of pair (b, a)
-    if loop.early:
-        lm_v, _ = loop.scorer.score_tokens(pop.lm, last_bk.transpose(1, 2).reshape(B * K, K), dtype=loop.dtype)
-        lm_v = lm_v.view(B, K, K).transpose(1, 2)  # [B, K(b), K(a)]
-        lm_full = lm_next = None
-    else:
-        lm_full, lm_next = loop.scorer.advance(pop.lm, dtype=loop.dtype)  # [B*K, V], [B*K, V, M]
-        lm_full = lm_full.view(B, K, V)
-        lm_v = lm_full[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0]
-    first = win.no_lm[:, :, 0, :]  # [B, K(a), V]: the window's first frame
-    complete = pop.score[:, None, :] + first[:, None].expand(B, K, K, V).gather(3, last_bk[..., None])[..., 0] + lm_v
-    pop.score = torch.logsumexp(torch.cat([pop.score[..., None], torch.where(pair, complete, _NEG_INF)], dim=2),
-                                dim=2)
-    return lm_full, lm_next, pop.live & ~pair.any(dim=1)
+        a_len = torch.where(p_sym < loop.max_symbols - 1, a_len, -1)  # (no transcript has length -1)
+    pair = (pop.live[:, :, None] & (p_nl[:, :, None] == a_len[:, None, :])
+            & (p_hash[:, :, None] == extend_hash(p_hash[:, None, :], p_last[:, :, None])))
+    last_ab = p_last[:, None, :].expand(B, K, K)  # [B, K(a), K(b)]: b's last label
+    complete = pop.score[:, :, None] + loop.cand_first.gather(2, last_ab)  # a's paths "then b's label here"
+    if loop.early and loop.fused:
+        lm_v, _ = loop.scorer.score_tokens(loop.lm_pop, last_ab.reshape(B * K, K), dtype=loop.dtype)
+        complete = complete + lm_v.view(B, K, K)
+    elif loop.lm_prep is not None:
+        complete = complete + loop.lm_scores_bkv.gather(2, last_ab)
+    pop.score = torch.logsumexp(torch.cat([pop.score[:, None, :], torch.where(pair.mT, complete, _NEG_INF)],
+                                          dim=1), dim=1)
+    return pop.live & ~pair.any(dim=1)
 
 
-def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", lm_full: Any, lm_next: Any,
-                     expand: torch.Tensor) -> "_WindArrivals":
+def _fuse(loop: BeamLoop, win: "_WindWindow") -> None:
+    """The candidates' fusion scores (late pruning) and the blank on the whole window (the blank column of the
+    window's last frame; ``-inf`` on the others), written into ``loop.cand``."""
+    if loop.lm_prep is not None:
+        loop.cand.add_(loop.lm_scores_4)
+    torch.where(win.last_frame, win.cum, loop.neg_inf, out=loop.cand_blank)
+
+
+def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: torch.Tensor) -> "_WindArrivals":
     """Step 4: each expanding hypothesis's ``K`` best (label, frame) or whole-window blank continuations."""
-    B, K, V, W = loop.B, loop.K, loop.V, loop.window
-    M = loop.lm_states.shape[-1]
-    C = W * V
-    if loop.early:
-        ac = torch.where(win.fvalid[..., None], (torch.cumsum(win.blank_ac, -1) - win.blank_ac)[..., None] + win.lp,
-                         _NEG_INF)
-        ac = torch.where(win.is_blank, torch.where(win.last_frame, win.blank_ac.sum(-1)[..., None],
-                                                   _NEG_INF)[..., None], ac)
-        rank, col = ordered_topk(ac.reshape(B, K, C), K)  # [B, K, K]
-        val = win.no_lm.reshape(B, K, C).gather(2, col)
-        tok = col % V
-        lm_s, lm_nx = loop.scorer.score_tokens(pop.lm, tok.view(B * K, K), dtype=loop.dtype)
-        val = val + lm_s.view(B, K, K)  # blank: score 0
-        new_lm = lm_nx.view(B, K * K, M)
-    else:
-        fused = win.no_lm + torch.where(win.is_blank, 0.0, lm_full)[:, :, None, :]
-        val, col = ordered_topk(fused.reshape(B, K, C), K)
-        rank = val
-        tok = col % V
-        new_lm = loop.scorer.gather(lm_next.view(B * K, V, M), tok.view(B * K, K)).view(B, K * K, M)
-    j = col // V
+    B, K, V = loop.B, loop.K, loop.V
     Q = K * K
-    keep = expand[..., None]
+    M = loop.lm_states.shape[-1]
+    lm_next = pop.lm_next
+    if win.ac is not None:  # early pruning: the K best by the acoustic score, then fused
+        rank, col = ordered_topk(win.ac.view(B, K, -1), K)  # [B, K, K]
+        val = loop.cand_flat.gather(2, col)
+        if loop.fused:
+            lm_s, lm_nx = loop.scorer.score_tokens(loop.lm_pop, (col % V).view(B * K, K), dtype=loop.dtype)
+            val = val + lm_s.view(B, K, K)  # blank: score 0
+            lm_next = lm_nx
+    else:
+        val, col = ordered_topk(loop.cand_flat, K)
+        rank = val
+    # a hypothesis that does not expand (removed by the prefix search, not popped): -inf continuations
+    val = torch.where(expand, pop.score, loop.neg_inf)[..., None] + val  # [B, K, K]
     if loop.gamma is not None:  # mAES's expansion threshold: near the hypothesis's best continuation only
-        keep = keep & (rank >= rank[..., :1] - loop.gamma)
-    val = torch.where(keep, pop.score[..., None] + val, _NEG_INF).view(B, Q)
-    tok, j = tok.view(B, Q), j.view(B, Q)
-    src = pop.slots[:, :, None].expand(B, K, K).reshape(B, Q)  # the parent's slot
-    rep = lambda x: x[:, :, None].expand(B, K, K).reshape(B, Q)  # noqa: E731
+        val = torch.where(rank >= rank[..., :1] - loop.gamma, val, _NEG_INF)
+    val, col = val.view(B, Q), col.view(B, Q)
+    tok, j = col % V, col // V
+    src = torch.add(loop.q_rank, pop.r0, alpha=K)  # [B, Q]: the parent's slot
+    # the parents' fields, each repeated for its K continuations: one expand
+    _, p_hash, p_nl, p_last, p_sym = pop.fields[..., None].expand(-1, B, K, K).reshape(-1, B, Q).unbind(0)
     lab = tok != loop.blank
-    sym = torch.where(lab, torch.where(j == 0, rep(pop.sym) + 1, 1), 0)
-    time = pop.tmin + j + (~lab).long()  # a label lands on its frame, the blank after the window
+    frame = pop.tmin + j
+    sym = torch.where(lab, torch.where(j == 0, p_sym + 1, 1), 0)
+    time = frame + ~lab  # a label lands on its frame, the blank after the window
     if loop.max_symbols is not None:
-        forced = lab & (sym >= loop.max_symbols)
-        time, sym = time + forced.long(), torch.where(forced, 0, sym)
-    new_lm = loop.scorer.where(lab, new_lm,
-                               loop.scorer.select(loop.lm_states, (loop.flat_base + src).view(-1)).view(B, Q, M))
-    return _WindArrivals(score=val, time=time, sym=sym, hash=torch.where(lab, extend_hash(rep(pop.hash), tok),
-                                                                         rep(pop.hash)),
-                         nlabels=rep(pop.nlabels) + lab.long(), last=torch.where(lab, tok, rep(pop.last)),
-                         src=src, tok=torch.where(lab, tok, -1), frame=pop.tmin + j, lm=new_lm)
+        forced = sym >= loop.max_symbols  # (labels only: a blank has 0)
+        time, sym = time + forced, torch.where(forced, 0, sym)
+    rows = [time, torch.where(lab, extend_hash(p_hash, tok), p_hash), p_nl + lab, torch.where(lab, tok, p_last), sym,
+            src, torch.where(lab, tok, -1), frame]
+    if lm_next is not None:  # the row of each arrival's fusion state (a blank keeps its parent's)
+        label_row = loop.lm_arrival_row if loop.early else loop.lm_arrival_row + tok
+        rows.append(torch.where(lab, label_row, loop.flat_base + src))
+    return _WindArrivals(score=val, rows=rows, lm_next=None if lm_next is None else lm_next.reshape(-1, M))
 
 
 def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     """Step 5: every frame list with its arrivals: merge equal transcripts, keep the ``K`` best.
 
-    The integer fields of the pool (carried slots, then arrivals) travel packed in one ``[8, B, P]`` tensor:
-    one concatenation and one gather each instead of one per field (fewer kernels per round)."""
-    B, K, V, S = loop.B, loop.K, loop.V, loop.S
-    M = loop.lm_states.shape[-1]
+    The integer fields of the pool (carried slots, then arrivals) travel packed in ``loop.pool [8 (9 with
+    fusion), B, P]``: one copy, one stack and one gather instead of one per field (fewer kernels per round);
+    equal entries merge by :func:`merge_equal` (all pairs) or, a large pool, :func:`merge_sorted`."""
+    B, K, S = loop.B, loop.K, loop.S
     keep = torch.where(pop.go & (loop.slot_list == pop.r0), _NEG_INF, loop.score)  # the popped list is consumed
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
-    # fields: time, hash, nlabels, last, symbols (the loop's), parent slot, token (-1: none), frame of the token
-    carried = torch.cat([loop.fields, torch.stack([loop.slot_idx.expand(B, S), loop.minus_one.expand(B, S),
-                                                   loop.time])])
-    arrivals = torch.stack([new.time, new.hash, new.nlabels, new.last, new.sym, new.src, new.tok, new.frame])
-    pool = torch.cat([carried, arrivals], dim=2)  # [8, B, P]
-    pool_time, pool_hash, pool_nl, pool_last = pool[:4].unbind(0)
-    pool_lm = torch.cat([loop.lm_states.view(B, S, M), new.lm], dim=1)
-    merged = _merge_equal(pool_score, pool_hash, pool_time * (V + 1) + pool_last, (pool_nl,))
-    bucket = torch.remainder(loop.offset + pool_time, loop.R)  # [B, P]
+    loop.pool_fields.copy_(loop.fields)
+    loop.pool_frame.copy_(loop.time)
+    torch.stack(new.rows, out=loop.pool_new)
+    if loop.pool_before is not None:
+        merged = merge_equal(pool_score, loop.pool_key, loop.pool_key_t, loop.pool_before)
+    else:
+        merged = merge_sorted(pool_score, loop.pool_hash, loop.pool_time * (loop.V + 1) + loop.pool_last,
+                              (loop.pool_nl,))
+    bucket = torch.remainder(loop.offset + loop.pool_time if loop.streaming else loop.pool_time, loop.R)  # [B, P]
     by_list = torch.where(bucket[:, None, :] == loop.r_idx, merged[:, None, :], _NEG_INF)  # [B, R, P]
     new_score, sel = ordered_topk(by_list, K)
     new_score, sel = new_score.view(B, S), sel.view(B, S)
-    live = new_score > _NEG_INF
 
-    kept = pool.gather(2, sel[None].expand(pool.shape[0], B, S))  # [8, B, S]
+    kept = loop.pool.gather(2, sel.expand(loop.pool.shape[0], B, S))  # [8 (9), B, S]
     parent = kept[5]
-    tokens = torch.where(live, kept[6], -1)
+    tokens = torch.where(new_score > _NEG_INF, kept[6], -1)
     parent_flat = (loop.flat_base + parent).view(B * S)
     loop.pred_state = loop.model.select_state(loop.pred_state, parent_flat)
-    loop.dec_proj = loop.dec_proj[parent_flat]
-    loop.emitted = (tokens >= 0).view(B * S)
-    loop.labels = torch.where(tokens >= 0, tokens, loop.blank).view(B * S)
-    loop.lm_states = loop.scorer.gather(pool_lm, sel).reshape(B * S, M)
-    loop._record(tokens, parent, loop.offset + kept[7])  # (RNN-T: the tree data is the frame)
+    loop.dec_proj = loop.dec_proj.index_select(0, parent_flat)
+    emitted = tokens >= 0
+    loop.emitted = emitted.view(B * S)
+    loop.labels = torch.where(emitted, tokens, loop.blank).view(B * S)
+    if new.lm_next is not None:  # (with fusion) carried slots' states, then the arrivals' next states
+        loop.lm_states = loop.scorer.select(torch.cat([loop.lm_states, new.lm_next]), kept[8].view(B * S))
+    # (RNN-T: the tree data is the frame)
+    loop._record(tokens, parent, loop.offset + kept[7] if loop.streaming else kept[7])
     loop.score = new_score
     loop.fields.copy_(kept[:5])
     loop._expanding(out=loop.active)
 
 
-@dataclass
-class _WindPop:
-    """The popped frame list of a WIND step: per utterance ``[B, 1]``, per popped hypothesis ``[B, K]``."""
-
-    go: torch.Tensor  # [B, 1] utterances that take a step
-    tmin: torch.Tensor  # [B, 1] the earliest frame
-    r0: torch.Tensor  # [B, 1] its list in the ring
-    slots: torch.Tensor  # [B, K] the list's slots
-    score: torch.Tensor
-    sym: torch.Tensor
-    hash: torch.Tensor
-    nlabels: torch.Tensor
-    last: torch.Tensor
-    live: torch.Tensor  # [B, K] popped live hypotheses (all on frame tmin)
-    flat: torch.Tensor  # [B*K] their rows in the flat hypothesis tensors
-    lm: torch.Tensor  # [B*K, M] their fusion states
+def merge_equal(score: torch.Tensor, key_i: torch.Tensor, key_j: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """Merge equal entries of ``score [B, P]`` by one all-pairs comparison ``[B, P, P]`` (small, static):
+    entries ``i`` and ``j`` are equal when every key is (``key_i [F, B, P, 1]`` and ``key_j [F, B, 1, P]``:
+    views of the keys ``[F, B, P]``); the best entry of a group (the first on exact ties: ``before [P, P]``
+    is ``j < i``) gets the log-sum-exp of the group's scores, every other one ``-inf`` (``-inf`` entries add
+    nothing; a group of them stays ``-inf``)."""
+    eq = (key_i == key_j).all(dim=0)  # [B, P(i), P(j)]
+    s_i, s_j = score[:, :, None], score[:, None, :]
+    total = torch.logsumexp(torch.where(eq, s_j, _NEG_INF), dim=2)
+    beaten = (eq & ((s_j > s_i) | ((s_j == s_i) & before))).any(dim=2)
+    return torch.where(beaten, _NEG_INF, total)
 
 
-@dataclass
-class _WindWindow:
-    """Equation 1 over a window for the popped hypotheses."""
-
-    lp: torch.Tensor  # [B, K, W, V] joint log-probs
-    fvalid: torch.Tensor  # [B, 1, W] window frames inside the utterance
-    blank_ac: torch.Tensor  # [B, K, W] blank log-probs (acoustic only)
-    last_frame: torch.Tensor  # [B, 1, W] the window's last valid frame
-    is_blank: torch.Tensor  # [V]
-    no_lm: torch.Tensor  # [B, K, W, V] candidate scores before fusion
-
-
-@dataclass
-class _WindArrivals:
-    """The ``K * K`` expansions ``[B, Q]`` of a WIND step, to be merged into the frame lists."""
-
-    score: torch.Tensor
-    time: torch.Tensor
-    sym: torch.Tensor
-    hash: torch.Tensor
-    nlabels: torch.Tensor
-    last: torch.Tensor
-    src: torch.Tensor  # parent slot
-    tok: torch.Tensor  # label or -1 (blank)
-    frame: torch.Tensor  # the frame the label is on
-    lm: torch.Tensor  # [B, Q, M]
-
-
-def _merge_equal(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
+def merge_sorted(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
                  check: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Merge equal entries of ``[B, P]`` candidates (static shapes, O(P log P)): entries are sorted by
     ``(key1, key2)`` (stable, so equal keys keep their order), a group is a run of adjacent live
     entries equal in both keys and in every tensor of ``check``; its best entry (the first one on
-    ties) gets the log-sum-exp of the group's scores, every other entry ``-inf``."""
+    ties) gets the log-sum-exp of the group's scores, every other entry ``-inf``. For pools too large for
+    :func:`merge_equal`'s all-pairs comparison (``P > PAIRWISE_MAX``: beams of 16 and more)."""
     B, P = score.shape
     # removed entries sort after the live ones of their key1, so equal live entries are adjacent
     _, order = torch.sort(torch.where(score > _NEG_INF, key2, torch.iinfo(torch.long).max), dim=1, stable=True)
@@ -264,3 +338,36 @@ def _merge_equal(score: torch.Tensor, key1: torch.Tensor, key2: torch.Tensor,
                                                    include_self=True).gather(1, seg)
     merged_sorted = torch.where(live & (pos == first), top + torch.log(total), _NEG_INF)
     return torch.empty_like(merged_sorted).scatter(1, order, merged_sorted)
+
+
+@dataclass
+class _WindPop:
+    """The popped frame list of a WIND step: per utterance ``[B, 1]``, per popped hypothesis ``[B, K]``."""
+
+    go: torch.Tensor  # [B, 1] utterances that take a step
+    tmin: torch.Tensor  # [B, 1] the earliest frame
+    r0: torch.Tensor  # [B, 1] its list in the ring
+    slots: torch.Tensor  # [B, K] the list's slots
+    score: torch.Tensor  # [B, K]
+    fields: torch.Tensor  # [F, B, K]: time, hash, nlabels, last, symbols
+    live: torch.Tensor  # [B, K] popped live hypotheses (all on frame tmin)
+    flat: torch.Tensor  # [B*K] their rows in the flat hypothesis tensors
+    lm_next: torch.Tensor | None  # [B*K, V, M] fusion states after each label (late pruning with fusion)
+
+
+@dataclass
+class _WindWindow:
+    """What the window gives the later parts of a step (the candidates are in ``loop.cand``)."""
+
+    cum: torch.Tensor  # [B, K, W] the blank's running sum over the window (with its fusion term)
+    last_frame: torch.Tensor  # [B, 1, W] the window's last frame inside the utterance
+    ac: torch.Tensor | None  # [B, K, W, V] early pruning: the acoustic scores of the candidates
+
+
+@dataclass
+class _WindArrivals:
+    """The ``K * K`` expansions ``[B, Q]`` of a WIND step, to be merged into the frame lists."""
+
+    score: torch.Tensor
+    rows: list[torch.Tensor]  # the pool's rows (:data:`_POOL_ROWS`, then the fusion state's row)
+    lm_next: torch.Tensor | None  # [X, M] the fusion states the arrivals' rows point into (after lm_states)
