@@ -100,6 +100,7 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
+    a_.counts[3] = joint_rows_read_;
     return finish();
   }
 
@@ -157,22 +158,21 @@ class Search {
       pred_.start(1);
       pred_.advance(std::vector<int>(static_cast<size_t>(N_), 0), std::vector<int>(static_cast<size_t>(N_), -1));
     }
-    asrd::twind::WindStep<float> step(w);
+    // the step asks for the joint of the window frames it reads (a_.wind == 2: all of them)
+    asrd::twind::WindStep<float> step(w, [this](int64_t m, const int64_t* enc, const int64_t* dec) {
+      std::copy(enc, enc + m, frame_rows_.begin());
+      std::copy(dec, dec + m, joint_rows_.begin());
+      joint(m);
+      return static_cast<const float*>(logits_.data());
+    }, a_.wind == 2);
     steps_ = 0;
     while (stepping > 0) {
-      const int64_t m = asrd::twind::wind_pop<float>(w);
-      for (int64_t i = 0; i < m; ++i) {  // the joint's rows: (encoder row, hypothesis row) pairs
-        frame_rows_[static_cast<size_t>(i)] = enc_rows[static_cast<size_t>(i)];
-        joint_rows_[static_cast<size_t>(i)] = dec_rows[static_cast<size_t>(i)];
-      }
-      joint(m);
+      asrd::twind::wind_pop<float>(w);
       tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
       int64_t* rec = tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
       w.tok_out = rec;
       w.par_out = rec + N_;
       w.dat_out = rec + 2 * N_;
-      w.logits = logits_.data();
-      w.logit_rows = m;
       const std::string err = step.run();
       if (!err.empty()) return err;
       ++steps_;
@@ -184,6 +184,7 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
+    a_.counts[3] = joint_rows_read_;
     return finish();
   }
 
@@ -269,6 +270,7 @@ class Search {
   // (<unk> folded into blank by max where asked, as fold_unk's "max").
   void joint(int64_t n) {
     const int64_t H = a_.net.hidden, O = a_.net.outputs;
+    joint_rows_read_ += n;
     Z_.resize(static_cast<size_t>(n * H));
     for (int64_t i = 0; i < n; ++i)
       asrd::joint_hidden(a_.enc + frame_rows_[i] * H, pred_.g(static_cast<int>(joint_rows_[i])), static_cast<int>(H),
@@ -363,7 +365,7 @@ class Search {
   const TransducerSearchArgs& a_;
   Pred& pred_;
   const int64_t S_, N_;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0, joint_rows_read_ = 0;
   TransducerBeamArgs s_{};
   int64_t counts_[2] = {0, 0};
   std::vector<float> score_, Z_, logits_;
@@ -377,7 +379,7 @@ class Search {
 std::string search(const TransducerSearchArgs& a) {
   std::string err = check_args(a);
   if (!err.empty()) return err;
-  a.counts[0] = a.counts[1] = a.counts[2] = 0;
+  a.counts[0] = a.counts[1] = a.counts[2] = a.counts[3] = 0;
   const asrd::TransducerNet& t = a.net;
   const auto i = [](int64_t x) { return static_cast<int>(x); };
   if (t.kind == 0) {
