@@ -160,6 +160,7 @@ class Search {
     }
     // the step asks for the joint of the window frames it reads (a_.wind == 2: all of them)
     asrd::twind::WindStep<float> step(w, [this](int64_t m, const int64_t* enc, const int64_t* dec) {
+      pred_.ensure(dec, m);  // the prediction-network steps of the popped hypotheses that waited
       std::copy(enc, enc + m, frame_rows_.begin());
       std::copy(dec, dec + m, joint_rows_.begin());
       joint(m);
@@ -197,7 +198,7 @@ class Search {
       labels_[r] = step_it ? static_cast<int>(labels64_[r]) : -1;
       keys_[r] = asrd::SeqKey{hash_[r], nl_[r], labels64_[r]};
     }
-    pred_.advance(parents_, labels_, &keys_);
+    pred_.advance(parents_, labels_, &keys_, a_.wind != 0);  // WIND: a step waits until its row is popped
   }
 
   void init() {
