@@ -358,9 +358,20 @@ class WindStep {
     const int64_t src = c.r0 * K_ + k;
     const int64_t* st = c.fst + src * NM_;
     auto& top = tops_[hh];
+    // With a full best list only a candidate above its worst value can enter (candidates come in column
+    // order, so a tie never does); the rank of a candidate is at most its row value (fusion scores <= 0)
+    // unless the fusion is unbounded: the columns worth a look are picked by one plain pass first.
+    const T floor = top.full() ? top.worst_value() : ninf;
     if (!a_.early) {
       const bool bounded = !fused || fusion_.bounded();
-      for (int64_t v = 0; v < V; ++v) {
+      sel_.clear();
+      if (bounded) {
+        for (int64_t v = 0; v < V; ++v)
+          if (row[v] > floor) sel_.push_back(v);
+      } else {
+        for (int64_t v = 0; v < V; ++v) sel_.push_back(v);
+      }
+      for (const int64_t v : sel_) {
         const int64_t col = j * V + v;
         T val = row[v];
         if (!(val > ninf)) continue;
@@ -375,7 +386,7 @@ class WindStep {
     } else {
       for (int64_t v = 0; v < V; ++v) {
         const T ac = v == a_.blank ? (j == c.n - 1 ? whole_ac_[hh] : ninf) : bac + lp[v];
-        if (ac > ninf) top.push(ac, j * V + v, row[v]);
+        if (ac > ninf && ac > floor) top.push(ac, j * V + v, row[v]);
       }
     }
     if (j == c.n - 1) {
@@ -638,6 +649,7 @@ class WindStep {
   std::vector<int64_t> lm_done_;
   std::vector<T> lp0_, row0_, lp_, row_;  // frame 0 of an utterance's hypotheses [K, V]; a later frame [V]
   std::vector<T> terms_;
+  std::vector<int64_t> sel_;  // the columns of a frame worth a look
   std::vector<int64_t> req_, enc_rows_, dec_rows_;  // a round's hypotheses and their joint rows
   std::vector<const T*> rows_;                      // their logits
   std::vector<Entry> pool_;
