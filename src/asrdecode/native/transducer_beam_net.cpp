@@ -4,8 +4,9 @@
 // are transducer_pred.h's prediction networks (LSTM, icefall's stateless decoder) and dense.h's joint
 // pieces (the kernels the native greedy and modified beam searches run), the fusion models (token n-gram
 // LM, boosting tree, word LM) are read natively (transducer_common.h's Fusion). Each step: the joint of
-// the expanding slots (WIND: of the popped lists' (hypothesis, window frame) pairs; one matrix product),
-// the step, the prediction-network rows moved to their hypotheses and advanced on the emitting ones. At
+// the expanding slots (one matrix product; WIND: of the window frames the step reads, a product per
+// round), the step, the prediction-network rows moved to their hypotheses and advanced on the emitting
+// ones (WIND: when the hypothesis is popped). At
 // the end every slot's final score (the fusion end-of-sentence scores added) and its labels; the caller
 // ranks them as BeamLoop.results does. Whole utterances only (streaming keeps the per-step engine).
 #include <algorithm>

@@ -5,13 +5,16 @@
 // search with the networks in C++ (transducer_beam_net.cpp).
 //
 // wind_pop picks each stepping utterance's earliest frame list and says which (hypothesis, window frame)
-// pairs the joint must score (a popped live hypothesis on every window frame inside the utterance); the
-// caller runs the joint on those rows. WindStep then does the rest: log-softmax, Equation 1 over the
-// window, the prefix search, each expanding hypothesis's `beam` best (label, frame) or whole-window-blank
-// continuations, and every frame list merged with its arrivals (equal transcripts by log-sum-exp) and
-// pruned to `beam`; it writes the tree records, the parents (whose prediction-network states the caller
-// moves) and the emitting rows (where it runs the network). Same rules and arithmetic order as the tensor
-// step; ties go to the lower candidate / pool index.
+// pairs the joint may score (a popped live hypothesis on every window frame inside the utterance); the
+// per-step caller runs the joint on all of those rows, the one-call search (transducer_beam_net.cpp) hands
+// WindStep a WindJoint that computes the rows it asks for. WindStep then does the rest: log-softmax,
+// Equation 1 over the window, the prefix search, each expanding hypothesis's `beam` best (label, frame) or
+// whole-window-blank continuations, and every frame list merged with its arrivals (equal transcripts by
+// log-sum-exp) and pruned to `beam`; it writes the tree records, the parents (whose prediction-network
+// states the caller moves) and the emitting rows (where it runs the network). Same rules and arithmetic
+// order as the tensor step; ties go to the lower candidate / pool index. The window is read frame by
+// frame (read_windows): a hypothesis stops reading once no later frame can place a candidate among its
+// `beam` best, which keeps exactly the candidates of the whole window.
 #pragma once
 
 #include <algorithm>
