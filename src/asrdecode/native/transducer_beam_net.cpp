@@ -161,7 +161,9 @@ class Search {
     }
     // the step asks for the joint of the window frames it reads (a_.wind == 2: all of them)
     asrd::twind::WindStep<float> step(w, [this](int64_t m, const int64_t* enc, const int64_t* dec) {
-      pred_.ensure(dec, m);  // the prediction-network steps of the popped hypotheses that waited
+      // the prediction-network steps of the popped hypotheses that waited (with those of the next frames'
+      // hypotheses, up to kRoundRows rows: a product of a few rows costs about as much)
+      pred_.ensure(dec, m, asrd::twind::kRoundRows, [this]() -> const std::vector<int64_t>& { return next_rows(); });
       std::copy(enc, enc + m, frame_rows_.begin());
       std::copy(dec, dec + m, joint_rows_.begin());
       joint(m);
@@ -188,6 +190,18 @@ class Search {
     a_.counts[0] = steps_;
     a_.counts[3] = joint_rows_read_;
     return finish();
+  }
+
+  // WIND: the rows of every hypothesis by its frame (earliest first, then the row): popped in this order.
+  const std::vector<int64_t>& next_rows() {
+    by_time_.clear();
+    for (int64_t r = 0; r < N_; ++r)
+      if (score_[static_cast<size_t>(r)] > asrd::neg_inf<float>()) by_time_.push_back(r);
+    std::sort(by_time_.begin(), by_time_.end(), [this](int64_t x, int64_t y) {
+      return time_[static_cast<size_t>(x)] != time_[static_cast<size_t>(y)]
+                 ? time_[static_cast<size_t>(x)] < time_[static_cast<size_t>(y)] : x < y;
+    });
+    return by_time_;
   }
 
   // The network rows follow their parents and step on the emitting survivors (a label sequence computed
@@ -372,7 +386,7 @@ class Search {
   int64_t counts_[2] = {0, 0};
   std::vector<float> score_, Z_, logits_;
   std::vector<int64_t> time_, sym_, hash_, nl_, last_, lm_, offset_, parent_flat_, labels64_, emit_rows_,
-      frame_rows_, joint_rows_, logit_pos_, tree_;
+      frame_rows_, joint_rows_, logit_pos_, tree_, by_time_;
   std::vector<uint8_t> active_, final_, emitted_;
   std::vector<int> parents_, labels_;
   std::vector<asrd::SeqKey> keys_;

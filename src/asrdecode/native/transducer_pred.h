@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -130,30 +131,46 @@ public:
     // The waiting steps of rows[:n] computed (those of one sequence once; a sequence computed before is
     // copied from the cache).
     void ensure(const int64_t* rows, int64_t n) {
+        ensure(rows, n, 0, [this]() -> const std::vector<int64_t>& { return ready_; });
+    }
+
+    // The same; when it computes fewer than `min_rows` steps (but some), the waiting steps of the rows that
+    // more() lists (likely asked for next) join them in its order up to `min_rows` (a product of a few rows
+    // is bound by reading the weights: more rows cost little more).
+    template <class More>
+    void ensure(const int64_t* rows, int64_t n, int64_t min_rows, More&& more) {
         rows_.clear();
         emit_.clear();
         emit_key_.clear();
         same_.clear();
         pending_.clear();
-        for (int64_t i = 0; i < n; ++i) {
-            const int j = static_cast<int>(rows[i]);
-            if (j < 0 || j >= static_cast<int>(wait_.size()) || wait_[j] < 0) continue;
-            const int label = wait_[j];
-            wait_[j] = -1;
-            if (copy_cached(wait_key_[j], j)) continue;
-            const auto first = pending_.emplace(wait_key_[j], j);
-            if (!first.second) {  // the same sequence as an earlier row here: copied after it
-                same_.emplace_back(j, first.first->second);
-                continue;
-            }
-            rows_.push_back(j);
-            emit_.push_back(label);
-            emit_key_.push_back(wait_key_[j]);
+        for (int64_t i = 0; i < n; ++i) take(rows[i]);
+        const size_t want = static_cast<size_t>(std::max<int64_t>(min_rows, 0));
+        if (!rows_.empty() && rows_.size() < want) {
+            const std::vector<int64_t>& extra = more();
+            for (size_t i = 0; i < extra.size() && rows_.size() < want; ++i) take(extra[i]);
         }
         step_rows(true);
     }
 
 private:
+    // Row j's waiting step into this batch of steps (from the cache, or after an earlier row of its sequence).
+    void take(int64_t row) {
+        const int j = static_cast<int>(row);
+        if (j < 0 || j >= static_cast<int>(wait_.size()) || wait_[j] < 0) return;
+        const int label = wait_[j];
+        wait_[j] = -1;
+        if (copy_cached(wait_key_[j], j)) return;
+        const auto first = pending_.emplace(wait_key_[j], j);
+        if (!first.second) {  // the same sequence as an earlier row here: copied after it
+            same_.emplace_back(j, first.first->second);
+            return;
+        }
+        rows_.push_back(j);
+        emit_.push_back(label);
+        emit_key_.push_back(wait_key_[j]);
+    }
+
     // One step of the rows rows_ on emit_ (in place), the rows of same_ copied from their first, remembered.
     void step_rows(bool remember_them) {
         const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
@@ -223,6 +240,8 @@ public:
 
     // Every row's output is computed by advance (its context's, once): nothing waits.
     void ensure(const int64_t* /*rows*/, int64_t /*n*/) {}
+    template <class More>
+    void ensure(const int64_t* /*rows*/, int64_t /*n*/, int64_t /*min_rows*/, More&& /*more*/) {}
 
     // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context (outputs are
     // cached per context already: `keys` is not needed).

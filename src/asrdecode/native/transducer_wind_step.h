@@ -93,6 +93,10 @@ struct Entry {
 template <typename T>
 using WindJoint = std::function<const T*(int64_t m, const int64_t* enc_rows, const int64_t* dec_rows)>;
 
+// The joint rows worth one matrix product (dense.cpp's row chunk: the cost per row stops falling there);
+// the one-call search computes the waiting prediction-network steps in batches of at least this many.
+constexpr int64_t kRoundRows = 12;
+
 // The lazy window's bound is exact up to the float rounding of the terms it bounds (a few operations on
 // values of the bound's magnitude): a later frame is skipped only when the kept beam-th best candidate
 // is above the bound by this relative margin (plus a small absolute one per window frame).
