@@ -118,6 +118,7 @@ class WindStep {
     row0_.resize(KV);
     lp_.resize(static_cast<size_t>(V_));
     row_.resize(static_cast<size_t>(V_));
+    sel_.resize(static_cast<size_t>(V_));
     lm_full_.resize(BK * static_cast<size_t>(V_));
     lm_done_.assign(BK * static_cast<size_t>(V_), 0);
     for (auto* v : {&p_score_, &new_score_, &cum_, &cum_ac_, &whole_ac_, &lm_max_}) v->resize(BK);
@@ -371,14 +372,14 @@ class WindStep {
     const T floor = top.full() ? top.worst_value() : ninf;
     if (!a_.early) {
       const bool bounded = !fused || fusion_.bounded();
-      sel_.clear();
-      if (bounded) {
-        for (int64_t v = 0; v < V; ++v)
-          if (row[v] > floor) sel_.push_back(v);
-      } else {
-        for (int64_t v = 0; v < V; ++v) sel_.push_back(v);
+      int64_t* sel = sel_.data();  // [V]
+      int64_t picked = 0;
+      for (int64_t v = 0; v < V; ++v) {  // branch-free: the picked columns first, in order
+        sel[picked] = v;
+        picked += !bounded || row[v] > floor;
       }
-      for (const int64_t v : sel_) {
+      for (int64_t i = 0; i < picked; ++i) {
+        const int64_t v = sel[i];
         const int64_t col = j * V + v;
         T val = row[v];
         if (!(val > ninf)) continue;
