@@ -93,8 +93,9 @@ struct Entry {
 template <typename T>
 using WindJoint = std::function<const T*(int64_t m, const int64_t* enc_rows, const int64_t* dec_rows)>;
 
-// The joint rows worth one matrix product (dense.cpp's row chunk: the cost per row stops falling there);
-// the one-call search computes the waiting prediction-network steps in batches of at least this many.
+// The rows worth one matrix product (dense.cpp's row chunk: the cost per row stops falling there); the
+// one-call search computes the waiting prediction-network steps in batches of at least this many (reading
+// the window in blocks of frames to reach it was measured no faster: the unused rows cost the gain).
 constexpr int64_t kRoundRows = 12;
 
 // The lazy window's bound is exact up to the float rounding of the terms it bounds (a few operations on
