@@ -570,6 +570,7 @@ def native_search_main(repeats: int) -> None:
     from unittest import mock
 
     from asrdecode.models import load
+    from asrdecode.native import transducer_search
     from asrdecode.transducer.beam import BeamSearchDecoder
 
     demo = load("demo-rnnt")
@@ -587,6 +588,12 @@ def native_search_main(repeats: int) -> None:
                 return beam_search(model, e, n, **kw)
         return run
 
+    def full_window(**kw):  # the engine reads every window frame (its lazy window off)
+        def run(e, n):
+            with mock.patch.dict(os.environ, {transducer_search.FULL_WINDOW_ENV: "1"}):
+                return beam_search(model, e, n, **kw)
+        return run
+
     decoders = {
         "default greedy (C++)": lambda e, n: greedy(model, e, n, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 + token LM (one engine call)": lambda e, n: beam_search(
@@ -595,12 +602,15 @@ def native_search_main(repeats: int) -> None:
             model, e, n, beam=4, method="aes", fusion=fusion, max_symbols=MAX_SYMBOLS),
         "WIND beam 4 + token LM (one engine call)": lambda e, n: beam_search(
             model, e, n, beam=4, method="wind", fusion=fusion, max_symbols=MAX_SYMBOLS),
+        "WIND beam 4 + token LM (one engine call, full window)": full_window(
+            beam=4, method="wind", fusion=fusion, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 (one engine call)": lambda e, n: beam_search(model, e, n, beam=4, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 + token LM (per-step native)": per_step(beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS),
         "ALSD++ beam 4 + token LM (tensor engine)": lambda e, n: beam_search(
             model, e, n, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS, engine="torch"),
     }
     rows: list[list[object]] = []
+    wind_notes: list[str] = []
     for batch in (1, 16):
         parts = clip_batches(enc, lengths, batch)
         fns = {name: (lambda fn=fn, parts=parts: [fn(e, n) for e, n in parts]) for name, fn in decoders.items()}
@@ -609,12 +619,30 @@ def native_search_main(repeats: int) -> None:
         same = beam_search(model, enc, lengths, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS)
         want = beam_search(model, enc, lengths, beam=4, fusion=fusion, max_symbols=MAX_SYMBOLS, engine="torch")
         agree = sum(a.tokens == b.tokens and a.timestamps == b.timestamps for a, b in zip(same, want))
+        wind_notes.append(f"batch {batch}: " + wind_window_note(decoders, parts, transducer_search.last_counts))
         for name, t in times.items():
             rows.append([batch, name, t * 1e3, t / base, float(lengths.sum()) * 0.08 / t,
                          f"{agree}/{len(same)}" if "one engine call" in name and "ALSD++ beam 4 +" in name else ""])
         print(rows[-len(times):], flush=True)
     print(markdown_table(["batch", "decoder (demo-rnnt, 60 clips)", "ms (60 clips)", "x default greedy",
                           "RTFx (decoder)", "best = tensor engine's"], rows))
+    print("\n".join(wind_notes))
+
+
+def wind_window_note(decoders: dict, parts: list, last_counts) -> str:
+    """WIND's lazy window against the full window on ``parts``: the joint rows each computed (the engine's
+    counter) and the utterances whose n-best lists are equal (tokens, timestamps, scores)."""
+    outs, joint_rows = [], []
+    for name in ("WIND beam 4 + token LM (one engine call)", "WIND beam 4 + token LM (one engine call, full window)"):
+        hyps, total = [], 0
+        for e, n in parts:
+            hyps += decoders[name](e, n)
+            total += last_counts()["joint_rows"]
+        outs.append([(h.tokens, h.timestamps, h.score) for h in hyps])
+        joint_rows.append(total)
+    same = sum(a == b for a, b in zip(*outs))
+    return (f"WIND joint rows {joint_rows[0]} (lazy window) / {joint_rows[1]} (full window), "
+            f"best hypotheses equal (tokens, frames, score) {same}/{len(outs[0])}")
 
 
 def stream_chunks(dec, enc: torch.Tensor, lengths: torch.Tensor, frames: int) -> list:

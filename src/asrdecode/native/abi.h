@@ -269,7 +269,8 @@ struct TransducerSearchArgs {
   int64_t num_models, pack;
   int64_t capacity;                // labels each output hypothesis holds (counts[1] > capacity: call again, larger)
   int64_t fold;                    // <unk> id folded into blank by max (-1: none)
-  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots)
+  int64_t wind, window;            // 1: WIND beam search over `window` frames (RNN-T; S = (window + 1) * K slots),
+                                   //   2: the same reading every window frame (no lazy window: its check)
   int64_t has_gamma;               // WIND: 1 keeps a hypothesis's expansions within gamma of its best one
   double lam, beta, gamma;
   const int64_t* durations;        // [D] duration values
@@ -281,7 +282,7 @@ struct TransducerSearchArgs {
   int64_t* out_len;                // [B, S] its labels (-1: no hypothesis)
   int64_t* out_tok;                // [B, S, capacity]
   int64_t* out_dat;                // [B, S, capacity] frame * pack + duration
-  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard
+  int64_t* counts;                 // out: [0] steps, [1] longest hypothesis, [2] stopped by symbol_guard, [3] joint rows
 };
 
 // One chunk of a streaming ALSD++ / AES++ / WIND search with the networks in C++ (transducer_beam_net.cpp):

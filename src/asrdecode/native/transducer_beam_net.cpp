@@ -4,8 +4,9 @@
 // are transducer_pred.h's prediction networks (LSTM, icefall's stateless decoder) and dense.h's joint
 // pieces (the kernels the native greedy and modified beam searches run), the fusion models (token n-gram
 // LM, boosting tree, word LM) are read natively (transducer_common.h's Fusion). Each step: the joint of
-// the expanding slots (WIND: of the popped lists' (hypothesis, window frame) pairs; one matrix product),
-// the step, the prediction-network rows moved to their hypotheses and advanced on the emitting ones. At
+// the expanding slots (one matrix product; WIND: of the window frames the step reads, a product per
+// round), the step, the prediction-network rows moved to their hypotheses and advanced on the emitting
+// ones (WIND: when the hypothesis is popped). At
 // the end every slot's final score (the fusion end-of-sentence scores added) and its labels; the caller
 // ranks them as BeamLoop.results does. A stream's chunk (asrd_transducer_beam_chunk) runs the same search from
 // a carried state and gives the state back (hypotheses, prediction-network rows, fusion states, the chunk's
@@ -121,6 +122,7 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
+    a_.counts[3] = joint_rows_read_;
     return c_ ? write_chunk() : finish();
   }
 
@@ -175,22 +177,24 @@ class Search {
       stepping += active[static_cast<size_t>(b)];
     }
     start_networks();
-    asrd::twind::WindStep<float> step(w);
+    // the step asks for the joint of the window frames it reads (a_.wind == 2: all of them)
+    asrd::twind::WindStep<float> step(w, [this](int64_t m, const int64_t* enc, const int64_t* dec) {
+      // the prediction-network steps of the popped hypotheses that waited (with those of the next frames'
+      // hypotheses, up to kRoundRows rows: a product of a few rows costs about as much)
+      pred_.ensure(dec, m, asrd::twind::kRoundRows, [this]() -> const std::vector<int64_t>& { return next_rows(); });
+      std::copy(enc, enc + m, frame_rows_.begin());
+      std::copy(dec, dec + m, joint_rows_.begin());
+      joint(m);
+      return static_cast<const float*>(logits_.data());
+    }, a_.wind == 2);
     steps_ = 0;
     while (stepping > 0) {
-      const int64_t m = asrd::twind::wind_pop<float>(w);
-      for (int64_t i = 0; i < m; ++i) {  // the joint's rows: (encoder row, hypothesis row) pairs
-        frame_rows_[static_cast<size_t>(i)] = enc_rows[static_cast<size_t>(i)];
-        joint_rows_[static_cast<size_t>(i)] = dec_rows[static_cast<size_t>(i)];
-      }
-      joint(m);
+      asrd::twind::wind_pop<float>(w);
       tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
       int64_t* rec = tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
       w.tok_out = rec;
       w.par_out = rec + N_;
       w.dat_out = rec + 2 * N_;
-      w.logits = logits_.data();
-      w.logit_rows = m;
       const std::string err = step.run();
       if (!err.empty()) return err;
       ++steps_;
@@ -202,6 +206,7 @@ class Search {
       }
     }
     a_.counts[0] = steps_;
+    a_.counts[3] = joint_rows_read_;
     return c_ ? write_chunk() : finish();
   }
 
@@ -218,7 +223,7 @@ class Search {
 
   void load(asrd::LstmPred& p) { p.load(static_cast<int>(N_), c_->pred_h, c_->pred_c); }
   void load(asrd::StatelessPred& p) { p.load(static_cast<int>(N_), c_->pred_ctx); }
-  void save(const asrd::LstmPred& p) const { p.save(c_->pred_h, c_->pred_c); }
+  void save(asrd::LstmPred& p) const { p.save(c_->pred_h, c_->pred_c); }
   void save(const asrd::StatelessPred& p) const { p.save(c_->pred_ctx); }
 
   // A chunk's end: the state written back and the steps' tree records (nothing when they do not fit:
@@ -242,6 +247,18 @@ class Search {
     return "";
   }
 
+  // WIND: the rows of every hypothesis by its frame (earliest first, then the row): popped in this order.
+  const std::vector<int64_t>& next_rows() {
+    by_time_.clear();
+    for (int64_t r = 0; r < N_; ++r)
+      if (score_[static_cast<size_t>(r)] > asrd::neg_inf<float>()) by_time_.push_back(r);
+    std::sort(by_time_.begin(), by_time_.end(), [this](int64_t x, int64_t y) {
+      return time_[static_cast<size_t>(x)] != time_[static_cast<size_t>(y)]
+                 ? time_[static_cast<size_t>(x)] < time_[static_cast<size_t>(y)] : x < y;
+    });
+    return by_time_;
+  }
+
   // The network rows follow their parents and step on the emitting survivors (a label sequence computed
   // before is copied from the network's cache).
   void advance_networks() {
@@ -251,7 +268,7 @@ class Search {
       labels_[r] = step_it ? static_cast<int>(labels64_[r]) : -1;
       keys_[r] = asrd::SeqKey{hash_[r], nl_[r], labels64_[r]};
     }
-    pred_.advance(parents_, labels_, &keys_);
+    pred_.advance(parents_, labels_, &keys_, a_.wind != 0);  // WIND: a step waits until its row is popped
   }
 
   void init() {
@@ -337,6 +354,7 @@ class Search {
   // (<unk> folded into blank by max where asked, as fold_unk's "max").
   void joint(int64_t n) {
     const int64_t H = a_.net.hidden, O = a_.net.outputs;
+    joint_rows_read_ += n;
     Z_.resize(static_cast<size_t>(n * H));
     for (int64_t i = 0; i < n; ++i)
       asrd::joint_hidden(a_.enc + frame_rows_[i] * H, pred_.g(static_cast<int>(joint_rows_[i])), static_cast<int>(H),
@@ -432,12 +450,12 @@ class Search {
   const TransducerChunkArgs* c_;
   Pred& pred_;
   const int64_t S_, N_;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0, joint_rows_read_ = 0;
   TransducerBeamArgs s_{};
   int64_t counts_[2] = {0, 0};
   std::vector<float> score_, Z_, logits_;
   std::vector<int64_t> time_, sym_, hash_, nl_, last_, lm_, offset_, parent_flat_, labels64_, emit_rows_,
-      frame_rows_, joint_rows_, logit_pos_, tree_;
+      frame_rows_, joint_rows_, logit_pos_, tree_, by_time_;
   std::vector<uint8_t> active_, final_, emitted_;
   std::vector<int> parents_, labels_;
   std::vector<asrd::SeqKey> keys_;
@@ -448,7 +466,7 @@ std::string search(const TransducerSearchArgs& a, const TransducerChunkArgs* chu
   std::string err = check_args(a);
   if (err.empty() && chunk) err = check_chunk(*chunk);
   if (!err.empty()) return err;
-  a.counts[0] = a.counts[1] = a.counts[2] = 0;
+  a.counts[0] = a.counts[1] = a.counts[2] = a.counts[3] = 0;
   const asrd::TransducerNet& t = a.net;
   const auto i = [](int64_t x) { return static_cast<int>(x); };
   if (t.kind == 0) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -45,6 +46,8 @@ public:
         h_.assign(static_cast<size_t>(rows) * n_.L * n_.P, 0.f);
         c_.assign(h_.size(), 0.f);
         g_.resize(static_cast<size_t>(rows) * n_.H);
+        wait_.assign(static_cast<size_t>(rows), -1);
+        wait_key_.assign(static_cast<size_t>(rows), SeqKey{0, 0, 0});
         std::vector<int> all(rows), labels(rows, blank_);
         for (int r = 0; r < rows; ++r) all[r] = r;
         predict_rows(n_, all, labels, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
@@ -59,13 +62,19 @@ public:
         h_.assign(h, h + rows * S);
         c_.assign(c, c + rows * S);
         g_.resize(static_cast<size_t>(rows) * n_.H);
+        wait_.assign(static_cast<size_t>(rows), -1);
+        wait_key_.assign(static_cast<size_t>(rows), SeqKey{0, 0, 0});
         X_.resize(rows * P);
         for (int r = 0; r < rows; ++r) std::memcpy(&X_[r * P], &h_[r * S + (n_.L - 1) * P], sizeof(float) * P);
         if (rows > 0) matmat(n_.wdec, n_.bdec, X_.data(), rows, n_.H, n_.P, g_.data());
     }
 
-    // The rows' states into h, c [rows, L, P].
-    void save(float* h, float* c) const {
+    // The rows' states into h, c [rows, L, P] (the steps still waiting computed first: their g too).
+    void save(float* h, float* c) {
+        ready_.clear();
+        for (size_t j = 0; j < wait_.size(); ++j)
+            if (wait_[j] >= 0) ready_.push_back(static_cast<int64_t>(j));
+        ensure(ready_.data(), static_cast<int64_t>(ready_.size()));
         std::memcpy(h, h_.data(), sizeof(float) * h_.size());
         std::memcpy(c, c_.data(), sizeof(float) * c_.size());
     }
@@ -73,50 +82,132 @@ public:
     // New row j continues row parents[j], one step on labels[j] where labels[j] >= 0. With `keys`, keys[j]
     // names the label sequence row j holds after its step: a step to a sequence this object computed before
     // is copied from its cache (up to kCacheFloats floats of states; a row's step never depends on the
-    // others, so the copy is what the step computes).
+    // others, so the copy is what the step computes). With `defer` (and keys) a row's step waits until
+    // ensure() asks for its output (a row the search drops before then is never computed). The rows are
+    // updated in place: a row that continues itself without a step is not touched.
     void advance(const std::vector<int>& parents, const std::vector<int>& labels,
-                 const std::vector<SeqKey>* keys = nullptr) {
+                 const std::vector<SeqKey>* keys = nullptr, bool defer = false) {
         const int R = static_cast<int>(parents.size());
         const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
-        nh_.resize(R * S);
-        nc_.resize(R * S);
-        ng_.resize(R * H);
+        defer = defer && keys;
+        ready_.clear();  // a step from a row whose own step waits: that one first
+        for (int j = 0; j < R; ++j)
+            if (labels[j] >= 0 && wait_[parents[j]] >= 0) ready_.push_back(parents[j]);
+        ensure(ready_.data(), static_cast<int64_t>(ready_.size()));
+        moved_.clear();  // the rows that take another row's state: gathered first, then written
+        for (int j = 0; j < R; ++j)
+            if (parents[j] != j) moved_.push_back(j);
+        const size_t M = moved_.size();
+        mh_.resize(M * S);
+        mc_.resize(M * S);
+        mg_.resize(M * H);
+        mwait_.resize(M);
+        mkey_.resize(M);
+        for (size_t i = 0; i < M; ++i) {
+            const size_t p = parents[moved_[i]];
+            std::memcpy(&mh_[i * S], &h_[p * S], sizeof(float) * S);
+            std::memcpy(&mc_[i * S], &c_[p * S], sizeof(float) * S);
+            std::memcpy(&mg_[i * H], &g_[p * H], sizeof(float) * H);
+            mwait_[i] = wait_[p];
+            mkey_[i] = wait_key_[p];
+        }
+        h_.resize(R * S);
+        c_.resize(R * S);
+        g_.resize(R * H);
+        wait_.resize(R, -1);
+        wait_key_.resize(R);
+        for (size_t i = 0; i < M; ++i) {
+            const size_t j = moved_[i];
+            std::memcpy(&h_[j * S], &mh_[i * S], sizeof(float) * S);
+            std::memcpy(&c_[j * S], &mc_[i * S], sizeof(float) * S);
+            std::memcpy(&g_[j * H], &mg_[i * H], sizeof(float) * H);
+            wait_[j] = mwait_[i];
+            wait_key_[j] = mkey_[i];
+        }
         rows_.clear();
         emit_.clear();
+        emit_key_.clear();
         same_.clear();
         pending_.clear();
         for (int j = 0; j < R; ++j) {
-            const size_t p = parents[j];
-            if (labels[j] >= 0 && keys) {
+            if (labels[j] < 0) continue;
+            wait_[j] = -1;
+            if (keys) {
                 if (copy_cached((*keys)[j], j)) continue;
+                if (defer) {
+                    wait_[j] = labels[j];
+                    wait_key_[j] = (*keys)[j];
+                    continue;
+                }
                 const auto first = pending_.emplace((*keys)[j], j);
                 if (!first.second) {  // the same sequence as an earlier row of this step: copied after it
                     same_.emplace_back(j, first.first->second);
                     continue;
                 }
             }
-            std::memcpy(&nh_[j * S], &h_[p * S], sizeof(float) * S);
-            std::memcpy(&nc_[j * S], &c_[p * S], sizeof(float) * S);
-            std::memcpy(&ng_[j * H], &g_[p * H], sizeof(float) * H);
-            if (labels[j] >= 0) {
-                rows_.push_back(j);
-                emit_.push_back(labels[j]);
-            }
+            rows_.push_back(j);
+            emit_.push_back(labels[j]);
+            if (keys) emit_key_.push_back((*keys)[j]);
         }
-        predict_rows(n_, rows_, emit_, nh_.data(), nc_.data(), ng_.data(), X_, Gt_, Hg_);
-        for (const auto& [j, src] : same_) {
-            std::memcpy(&nh_[j * S], &nh_[src * S], sizeof(float) * S);
-            std::memcpy(&nc_[j * S], &nc_[src * S], sizeof(float) * S);
-            std::memcpy(&ng_[j * H], &ng_[src * H], sizeof(float) * H);
+        step_rows(keys != nullptr);
+    }
+
+    // The waiting steps of rows[:n] computed (those of one sequence once; a sequence computed before is
+    // copied from the cache).
+    void ensure(const int64_t* rows, int64_t n) {
+        ensure(rows, n, 0, [this]() -> const std::vector<int64_t>& { return ready_; });
+    }
+
+    // The same; when it computes fewer than `min_rows` steps (but some), the waiting steps of the rows that
+    // more() lists (likely asked for next) join them in its order up to `min_rows` (a product of a few rows
+    // is bound by reading the weights: more rows cost little more).
+    template <class More>
+    void ensure(const int64_t* rows, int64_t n, int64_t min_rows, More&& more) {
+        rows_.clear();
+        emit_.clear();
+        emit_key_.clear();
+        same_.clear();
+        pending_.clear();
+        for (int64_t i = 0; i < n; ++i) take(rows[i]);
+        const size_t want = static_cast<size_t>(std::max<int64_t>(min_rows, 0));
+        if (!rows_.empty() && rows_.size() < want) {
+            const std::vector<int64_t>& extra = more();
+            for (size_t i = 0; i < extra.size() && rows_.size() < want; ++i) take(extra[i]);
         }
-        if (keys)
-            for (int j : rows_) remember((*keys)[j], j);
-        h_.swap(nh_);
-        c_.swap(nc_);
-        g_.swap(ng_);
+        step_rows(true);
     }
 
 private:
+    // Row j's waiting step into this batch of steps (from the cache, or after an earlier row of its sequence).
+    void take(int64_t row) {
+        const int j = static_cast<int>(row);
+        if (j < 0 || j >= static_cast<int>(wait_.size()) || wait_[j] < 0) return;
+        const int label = wait_[j];
+        wait_[j] = -1;
+        if (copy_cached(wait_key_[j], j)) return;
+        const auto first = pending_.emplace(wait_key_[j], j);
+        if (!first.second) {  // the same sequence as an earlier row here: copied after it
+            same_.emplace_back(j, first.first->second);
+            return;
+        }
+        rows_.push_back(j);
+        emit_.push_back(label);
+        emit_key_.push_back(wait_key_[j]);
+    }
+
+    // One step of the rows rows_ on emit_ (in place), the rows of same_ copied from their first, remembered.
+    void step_rows(bool remember_them) {
+        const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
+        predict_rows(n_, rows_, emit_, h_.data(), c_.data(), g_.data(), X_, Gt_, Hg_);
+        for (const auto& [j, src] : same_) {
+            std::memcpy(&h_[j * S], &h_[src * S], sizeof(float) * S);
+            std::memcpy(&c_[j * S], &c_[src * S], sizeof(float) * S);
+            std::memcpy(&g_[j * H], &g_[src * H], sizeof(float) * H);
+        }
+        if (remember_them)
+            for (size_t i = 0; i < rows_.size(); ++i) remember(emit_key_[i], static_cast<size_t>(rows_[i]));
+    }
+
     static constexpr size_t kCacheFloats = size_t(1) << 23;  // 32 MB
 
     bool copy_cached(const SeqKey& key, int j) {
@@ -124,25 +215,28 @@ private:
         if (it == cache_.end()) return false;
         const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
         const float* e = &cached_[it->second];
-        std::memcpy(&nh_[j * S], e, sizeof(float) * S);
-        std::memcpy(&nc_[j * S], e + S, sizeof(float) * S);
-        std::memcpy(&ng_[j * H], e + 2 * S, sizeof(float) * H);
+        std::memcpy(&h_[j * S], e, sizeof(float) * S);
+        std::memcpy(&c_[j * S], e + S, sizeof(float) * S);
+        std::memcpy(&g_[j * H], e + 2 * S, sizeof(float) * H);
         return true;
     }
 
-    void remember(const SeqKey& key, int j) {
+    void remember(const SeqKey& key, size_t j) {
         const size_t S = static_cast<size_t>(n_.L) * n_.P, H = n_.H;
         if (cached_.size() + 2 * S + H > kCacheFloats) return;
         if (!cache_.emplace(key, cached_.size()).second) return;
-        cached_.insert(cached_.end(), &nh_[j * S], &nh_[j * S] + S);
-        cached_.insert(cached_.end(), &nc_[j * S], &nc_[j * S] + S);
-        cached_.insert(cached_.end(), &ng_[j * H], &ng_[j * H] + H);
+        cached_.insert(cached_.end(), &h_[j * S], &h_[j * S] + S);
+        cached_.insert(cached_.end(), &c_[j * S], &c_[j * S] + S);
+        cached_.insert(cached_.end(), &g_[j * H], &g_[j * H] + H);
     }
 
     Net n_;
     int blank_;
-    std::vector<float> h_, c_, g_, nh_, nc_, ng_, X_, Gt_, Hg_, cached_;
-    std::vector<int> rows_, emit_;
+    std::vector<float> h_, c_, g_, mh_, mc_, mg_, X_, Gt_, Hg_, cached_;
+    std::vector<int> rows_, emit_, moved_;
+    std::vector<int64_t> ready_;
+    std::vector<int> wait_, mwait_;         // per row: the label of its waiting step (-1: none)
+    std::vector<SeqKey> wait_key_, mkey_, emit_key_;   //   and the sequence it makes
     std::vector<std::pair<size_t, size_t>> same_;  // (row, the earlier row of this step with its sequence)
     std::unordered_map<SeqKey, size_t, SeqKeyHash> cache_;
     std::unordered_map<SeqKey, size_t, SeqKeyHash> pending_;
@@ -177,10 +271,15 @@ public:
     // The rows' contexts into ctx [rows, C].
     void save(int* ctx) const { std::memcpy(ctx, ctx_.data(), sizeof(int) * ctx_.size()); }
 
+    // Every row's output is computed by advance (its context's, once): nothing waits.
+    void ensure(const int64_t* /*rows*/, int64_t /*n*/) {}
+    template <class More>
+    void ensure(const int64_t* /*rows*/, int64_t /*n*/, int64_t /*min_rows*/, More&& /*more*/) {}
+
     // New row j continues row parents[j]; labels[j] >= 0 shifts that label into its context (outputs are
     // cached per context already: `keys` is not needed).
     void advance(const std::vector<int>& parents, const std::vector<int>& labels,
-                 const std::vector<SeqKey>* /*keys*/ = nullptr) {
+                 const std::vector<SeqKey>* /*keys*/ = nullptr, bool /*defer*/ = false) {
         const int R = static_cast<int>(parents.size()), C = n_.C;
         next_.resize(static_cast<size_t>(R) * C);
         for (int j = 0; j < R; ++j) {

@@ -24,6 +24,7 @@ does not read, a prediction state of another layout); the caller then takes the 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import weakref
 from typing import Any, Optional
@@ -39,9 +40,17 @@ from .ctc_beam import describe_fusion
 from .transducer_greedy_lstm import (LstmJointWeights, StatelessJointWeights, lengths_int32, project_encoder_output,
                                      native_greedy_weights, net_struct)
 
-__all__ = ["search", "search_chunk", "search_weights"]
+__all__ = ["search", "search_chunk", "search_weights", "last_counts", "FULL_WINDOW_ENV"]
 
 _ERR = threading.local()
+
+#: Set to 1: WIND reads every window frame (the lazy window off; its check in the tests and benchmarks).
+FULL_WINDOW_ENV = "ASRDECODE_WIND_FULL_WINDOW"
+
+
+def last_counts() -> dict[str, int]:
+    """This thread's last engine search: its ``steps`` and the ``joint_rows`` it computed (empty before one)."""
+    return dict(getattr(_ERR, "counts", {}))
 
 
 def _addr(a: Optional[np.ndarray]) -> Optional[int]:
@@ -126,7 +135,8 @@ def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settin
         lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
         max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
         num_models=init.shape[1], pack=rule.pack, capacity=0, fold=_fold_id(model, w), lam=lam,
-        wind=int(wind), window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
+        wind=(2 if os.environ.get(FULL_WINDOW_ENV) == "1" else 1) if wind else 0,
+        window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
         gamma=0.0 if settings.gamma is None else float(settings.gamma),
         beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
         init_states=init.data_ptr(), models=models)
@@ -206,10 +216,11 @@ def search(model: Any, settings: Any, encoder_output: torch.Tensor, lengths: tor
         out_len = np.empty((B, S), np.int64)
         out_tok = np.empty((B, S, cap), np.int64)
         out_dat = np.empty((B, S, cap), np.int64)
-        counts = np.zeros(3, np.int64)
+        counts = np.zeros(4, np.int64)
         args.out_score, args.out_len = _addr(out_score), _addr(out_len)
         args.out_tok, args.out_dat, args.counts = _addr(out_tok), _addr(out_dat), _addr(counts)
         _call(load().asrd_transducer_beam_search, args)
+        _ERR.counts = {"steps": int(counts[0]), "joint_rows": int(counts[3])}
         if counts[2]:
             raise _checks.runaway_error()
         if counts[1] <= cap:
@@ -267,7 +278,7 @@ def search_chunk(model: Any, settings: Any, state: Any, frames: torch.Tensor, le
     off = np.ascontiguousarray(offset.numpy(), dtype=np.int64)
     fin = np.ascontiguousarray(final.numpy(), dtype=np.uint8)
     g = np.empty((B * S, H), np.float32)
-    counts = np.zeros(3, np.int64)
+    counts = np.zeros(4, np.int64)  # steps, longest, runaway, joint rows
     args.counts = _addr(counts)
     room = record_room(enc.shape[1], settings.max_symbols)
     while True:
