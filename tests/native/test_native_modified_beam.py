@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import suite_paths
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asrdecode.errors import DecodingInputError
@@ -31,13 +31,31 @@ from asrdecode.native.modified_beam import modified_beam_lstm, modified_beam_sta
 from asrdecode.native.transducer_greedy_lstm import native_greedy_weights, weights_from_lstm_transducer  # noqa: E402
 
 
+#: scores this close (float32 rounding of the networks: C++ vs torch) are a near-tie, whose order the
+#: engines may decide either way
+NEAR_TIE = 1e-4
+
+
 def _same_lists(got, want) -> None:
-    """Per utterance: the same hypotheses (tokens, frames) in the same order, scores within 1e-3."""
+    """Per utterance: the same hypotheses (tokens, frames) in the same order, scores within 1e-3, except
+    that hypotheses whose scores are within NEAR_TIE of each other may come in either order, and one
+    within NEAR_TIE of the list's last score may be another such (a near-tie at the cut)."""
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        assert [(h.tokens, h.timestamps) for h in g] == [(h.tokens, h.timestamps) for h in w]
-        for a, b in zip(g, w):
+        assert len(g) == len(w)
+        for a, b in zip(g, w):  # both lists best first: a near-tie swap keeps the sorted scores close
             assert a.score == pytest.approx(b.score, abs=1e-3)
+        keys_g = [(h.tokens, h.timestamps) for h in g]
+        keys_w = [(h.tokens, h.timestamps) for h in w]
+        if keys_g == keys_w:
+            continue
+        for a, b, ka, kb in zip(g, w, keys_g, keys_w):  # where they differ, a near-tie decided the order
+            assert ka == kb or abs(a.score - b.score) <= NEAR_TIE, "the lists differ without a near-tie"
+        cut = min(h.score for h in w)
+        for h, k in zip(g, keys_g):  # a hypothesis only one list has: a near-tie at the cut
+            assert k in keys_w or h.score - cut <= NEAR_TIE, "a hypothesis differs without a near-tie at the cut"
+        for h, k in zip(w, keys_w):
+            assert k in keys_g or h.score - cut <= NEAR_TIE, "a hypothesis differs without a near-tie at the cut"
 
 
 def _lstm_model(seed: int, vocab: int, layers: int, blank: int) -> LSTMTransducer:
@@ -52,6 +70,8 @@ def _lstm_model(seed: int, vocab: int, layers: int, blank: int) -> LSTMTransduce
 @given(seed=st.integers(0, 10_000), vocab=st.integers(2, 24), layers=st.integers(1, 2), blank=st.integers(0, 23),
        beam=st.sampled_from([1, 2, 4, 8]), lens=st.lists(st.integers(0, 25), min_size=1, max_size=4),
        unk=st.one_of(st.none(), st.integers(0, 23)), length_norm=st.booleans())
+# two hypotheses 4e-6 apart (float32 rounding) that the engines order either way
+@example(seed=469, vocab=15, layers=2, blank=22, beam=4, lens=[0, 21, 0], unk=21, length_norm=False)
 def test_lstm_equals_the_python_search(seed, vocab, layers, blank, beam, lens, unk, length_norm) -> None:
     t = _lstm_model(seed, vocab, layers, blank)
     unk = None if unk is None else unk % vocab
