@@ -394,7 +394,10 @@ def _one_shot_config(config: TransducerBeamConfig | None, settings: dict[str, An
     if hit is None:
         hit = TransducerBeamConfig.build(config, settings, caller="beam_search")
         if len(_CONFIGS) >= _CONFIGS_KEPT:
-            _CONFIGS.pop(next(iter(_CONFIGS)), None)
+            try:
+                _CONFIGS.pop(next(iter(_CONFIGS)), None)
+            except (StopIteration, RuntimeError):  # emptied or changed by another thread meanwhile
+                pass
         _CONFIGS[key] = hit
     return hit
 
