@@ -290,6 +290,21 @@ def test_bad_inputs(tmp_path):
         reference_beam_search(m, enc[0], beam=0)
 
 
+def test_one_shot_config_per_argument_types():
+    """One-shot calls reuse the config built for the same keyword settings, never one of equal values of
+    another type: beam=2.0 / True stay errors after beam=2 was searched, and the results repeat."""
+    m = random_model(0, V, BLANK, None)
+    enc = _enc(0, 2, 5)
+    first = beam_search(m, enc, beam=2, max_symbols=3)
+    for bad in (2.0, True):
+        with pytest.raises(DecodingInputError, match="beam must be an int"):
+            beam_search(m, enc, beam=bad, max_symbols=3)
+    again = beam_search(m, enc, beam=2, max_symbols=3)
+    assert [_key(row) for row in again] == [_key(row) for row in first]
+    with pytest.raises(DecodingInputError):
+        beam_search(m, enc, beam=2, max_symbols=0)
+
+
 # -- streaming: chunked == whole -----------------------------------------------------------------
 
 

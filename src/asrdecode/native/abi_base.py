@@ -4,6 +4,7 @@ keyword-only struct base, the scalar ctypes and the reader of the library's own 
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 __all__ = ["Struct", "P", "I", "D", "F", "c_layout"]
@@ -14,12 +15,18 @@ D = ctypes.c_double
 F = ctypes.c_float
 
 
+@functools.lru_cache(maxsize=None)
+def _names(cls: type) -> frozenset[str]:
+    """The field names of a struct class (made once per class: a set per instance cost ~1 us a struct)."""
+    return frozenset(f[0] for f in cls._fields_)  # type: ignore[attr-defined]
+
+
 class Struct(ctypes.Structure):
     """A C struct filled by field name (a positional argument would bind by declaration order)."""
 
     def __init__(self, **fields: Any) -> None:
         super().__init__()
-        names = {f[0] for f in self._fields_}
+        names = _names(type(self))
         for key, value in fields.items():
             if key not in names:
                 raise TypeError(f"{type(self).__name__} has no field {key!r}")

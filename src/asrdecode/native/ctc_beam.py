@@ -81,9 +81,11 @@ def _nonpositive(a: BackoffAutomaton) -> bool:
 _STRUCTS: "weakref.WeakKeyDictionary[BackoffAutomaton, tuple[tuple[Any, ...], _Automaton]]" = weakref.WeakKeyDictionary()
 
 
-def _automaton_struct(a: BackoffAutomaton) -> _Automaton:
-    """The engine's view of ``a``'s arrays (validated; cached while they stay where they are)."""
-    a.ensure_valid()
+def _automaton_struct(a: BackoffAutomaton, validated: bool = False) -> _Automaton:
+    """The engine's view of ``a``'s arrays (validated here unless ``validated``: just now by the caller; cached
+    while they stay where they are)."""
+    if not validated:
+        a.ensure_valid()
     key = (a.arc_offsets.data_ptr(), a.dense_scores.data_ptr(), a.dense_next.data_ptr(), a.arc_label.data_ptr(),
            a.final_weight.data_ptr(), a._mark)
     hit = _STRUCTS.get(a)
@@ -152,8 +154,8 @@ def describe_fusion(desc: _Model, model: FusionModel, weight: float) -> bool:
     a = native_automaton(model)
     if a is not None:
         desc.kind = 0
-        desc.nonpositive = int(_nonpositive(a))
-        desc.automaton = _automaton_struct(a)
+        desc.nonpositive = int(_nonpositive(a))  # (validates a)
+        desc.automaton = _automaton_struct(a, validated=True)
         return True
     w = native_word_lm(model)
     if w is not None:

@@ -31,6 +31,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace asrd {
 
@@ -103,14 +106,60 @@ inline __m128 exp_poly4(__m128 x) {
 }
 #endif
 
+#if defined(__x86_64__)
+#define ASRD_EXP8 1
+// exp_poly4 on eight lanes: the same operations lane by lane (AVX2 without FMA: no product is fused).
+__attribute__((target("avx2"))) inline __m256 exp_poly8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256i n = _mm256_cvtps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)));
+  const __m256 nf = _mm256_cvtepi32_ps(n);
+  const __m256 r = _mm256_add_ps(_mm256_sub_ps(x, _mm256_mul_ps(nf, _mm256_set1_ps(0.693359375f))),
+                                 _mm256_mul_ps(nf, _mm256_set1_ps(2.12194440e-4f)));
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// sum_exp_shifted's four-lane accumulation over the first `n8` (a multiple of 8) values, the exps eight at a
+// time: each eight's low four added to the lanes, then its high four, as four-lane steps add them.
+__attribute__((target("avx2"))) inline __m128 sum_exp_lanes8(const float* x, int64_t n8, float shift) {
+  __m128 acc = _mm_setzero_ps();
+  const __m256 sh = _mm256_set1_ps(shift);
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 e = exp_poly8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(e));
+    acc = _mm_add_ps(acc, _mm256_extractf128_ps(e, 1));
+  }
+  return acc;
+}
+
+inline bool has_avx2() {
+  static const bool have = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  return have;
+}
+#endif
+
 // sum_i exp(x[i] - shift) over x [n] (float32): four lanes at a time with exp_poly4 on x86-64 (arguments
-// clamped to [-87, 88], so exp(-inf) counts as ~1e-38), std::exp elsewhere. Summed in float.
+// clamped to [-87, 88], so exp(-inf) counts as ~1e-38; with AVX2 the exps of eight values at once, added
+// four by four in the same order), std::exp elsewhere. Summed in float.
 inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
   int64_t i = 0;
   float total = 0.0f;
 #if defined(__SSE2__)
   __m128 acc = _mm_setzero_ps();
   const __m128 sh = _mm_set1_ps(shift);
+#if defined(ASRD_EXP8)
+  if (has_avx2()) {
+    i = n / 8 * 8;
+    acc = sum_exp_lanes8(x, i, shift);
+  }
+#endif
   for (; i + 4 <= n; i += 4) acc = _mm_add_ps(acc, exp_poly4(_mm_sub_ps(_mm_loadu_ps(x + i), sh)));
   alignas(16) float lanes[4];
   _mm_store_ps(lanes, acc);
@@ -118,6 +167,27 @@ inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
 #endif
   for (; i < n; ++i) total += std::exp(x[i] - shift);
   return total;
+}
+
+// The largest of x [n] as the loop `m = std::max(m, x[i])` from -inf finds it (NaNs skipped, -inf for none):
+// four lanes at a time on x86-64 (the maximum of the same values; only a zero maximum could differ, in its
+// sign, so that one is found by the loop itself).
+inline float max_of(const float* x, int64_t n) {
+  float mx = neg_inf<float>();
+  int64_t i = 0;
+#if defined(__SSE2__)
+  __m128 acc = _mm_set1_ps(mx);
+  for (; i + 4 <= n; i += 4) acc = _mm_max_ps(_mm_loadu_ps(x + i), acc);  // a NaN lane of x keeps acc's
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, acc);
+  for (float v : lanes) mx = std::max(mx, v);
+#endif
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == 0.0f) {
+    mx = neg_inf<float>();
+    for (i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  }
+  return mx;
 }
 
 // The C ABI's error convention: 0 for no message, else 1 with the message copied (truncated) into `err`.

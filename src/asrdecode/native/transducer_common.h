@@ -92,11 +92,12 @@ class Fusion {
 template <typename T>
 inline void log_softmax(const T* x, int64_t n, T* out) {
   T mx = neg_inf<T>();
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   T sum;
   if constexpr (std::is_same_v<T, float>) {
+    mx = max_of(x, n);
     sum = sum_exp_shifted(x, n, mx);
   } else {
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
     sum = T(0);
     for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
   }

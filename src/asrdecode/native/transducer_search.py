@@ -117,30 +117,57 @@ def _net(w: LstmJointWeights | StatelessJointWeights) -> TransducerNet:
     return net
 
 
+#: the fields of TransducerSearchArgs that the weights, the model's ids and the settings fix, by those values
+#: (weights by id, checked through a weak reference), with the arrays they point to: a call copies one
+#: (a few microseconds less than filling every field) and fills its own (at most _FIXED_KEPT, the oldest dropped)
+_FIXED: dict[tuple, tuple[Any, TransducerSearchArgs, tuple[np.ndarray, np.ndarray]]] = {}
+_FIXED_KEPT = 32
+
+
+def _fixed_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settings: Any, rule: Any,
+                symbol_guard: int, num_models: int) -> tuple[TransducerSearchArgs, tuple[np.ndarray, np.ndarray]]:
+    """A fresh copy of the ``TransducerSearchArgs`` fields fixed by ``w``, ``model``'s ids and ``settings`` (the
+    per-call ones zero), and the arrays it points to (durations, the stateless decoder's start context)."""
+    fold, start = _fold_id(model, w), _start_context(model, w)
+    lam = float(sum(settings.scorer.weights))
+    # WIND: 1 reads the window lazily, 2 every frame (FULL_WINDOW_ENV)
+    wind = (2 if os.environ.get(FULL_WINDOW_ENV) == "1" else 1) if settings.method == "wind" else 0
+    key = (id(w), fold, start.tobytes(), settings.beam, settings.method, wind, settings.pruning, settings.blank_scoring,
+           lam, settings.max_symbols, settings.window, settings.gamma, settings.beta, symbol_guard, num_models,
+           tuple(rule.values), rule.tdt, rule.pack)
+    hit = _FIXED.get(key)
+    if hit is None or hit[0]() is not w:
+        durations = np.asarray(rule.values, dtype=np.int64)
+        args = TransducerSearchArgs(
+            net=_net(w), beam=settings.beam, num_durations=len(rule.values), blank=w.blank_id, tdt=int(rule.tdt),
+            aes=int(settings.method == "aes"), early=int(settings.pruning == "early"),
+            lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
+            max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
+            num_models=num_models, pack=rule.pack, capacity=0, fold=fold, lam=lam, wind=wind,
+            window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
+            gamma=0.0 if settings.gamma is None else float(settings.gamma), beta=float(settings.beta),
+            durations=_addr(durations))
+        args.net.start_ctx = _addr(start)  # (a copy of the cached net struct: this entry's field)
+        hit = (weakref.ref(w), args, (durations, start))
+        if len(_FIXED) >= _FIXED_KEPT:
+            try:
+                _FIXED.pop(next(iter(_FIXED)), None)
+            except (StopIteration, RuntimeError):  # emptied or changed by another thread meanwhile
+                pass
+        _FIXED[key] = hit
+    return TransducerSearchArgs.from_buffer_copy(hit[1]), hit[2]
+
+
 def _search_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settings: Any, rule: Any,
                  enc: np.ndarray, lens: np.ndarray, init: torch.Tensor, models: Any, symbol_guard: int,
                  keep: list) -> TransducerSearchArgs:
     """abi.h's ``TransducerSearchArgs`` of a search of ``enc [B, T, H]`` (projected, float32) with ``lens [B]``
     (int64) frames and fresh fusion states ``init [B*S, M]``; the arrays it borrows are appended to ``keep``."""
-    lam = float(sum(settings.scorer.weights))
-    wind = settings.method == "wind"
-    durations = np.asarray(rule.values, dtype=np.int64)
-    start = _start_context(model, w)
-    keep += [durations, start, enc, lens, init]
-    B, T = enc.shape[0], enc.shape[1]
-    args = TransducerSearchArgs(
-        net=_net(w), batch=B, beam=settings.beam, num_durations=len(rule.values), frames=T,
-        blank=w.blank_id, tdt=int(rule.tdt), aes=int(settings.method == "aes"),
-        early=int(settings.pruning == "early"),
-        lm_weighted=int(settings.blank_scoring == "lm_weighted" and lam != 0.0),
-        max_symbols=-1 if settings.max_symbols is None else settings.max_symbols, symbol_guard=symbol_guard,
-        num_models=init.shape[1], pack=rule.pack, capacity=0, fold=_fold_id(model, w), lam=lam,
-        wind=(2 if os.environ.get(FULL_WINDOW_ENV) == "1" else 1) if wind else 0,
-        window=settings.window if wind else 0, has_gamma=int(settings.gamma is not None),
-        gamma=0.0 if settings.gamma is None else float(settings.gamma),
-        beta=float(settings.beta), durations=_addr(durations), enc=_addr(enc), lengths=_addr(lens),
-        init_states=init.data_ptr(), models=models)
-    args.net.start_ctx = _addr(start)  # (a copy of the cached struct: the field of this call's)
+    args, arrays = _fixed_args(model, w, settings, rule, symbol_guard, init.shape[1])
+    keep += [*arrays, enc, lens, init, models]
+    args.batch, args.frames = enc.shape[0], enc.shape[1]
+    args.enc, args.lengths, args.init_states = _addr(enc), _addr(lens), init.data_ptr()
+    args.models = models
     return args
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 
@@ -207,12 +207,15 @@ class BeamSearchDecoder:
         check_finite("encoder_output", enc)
         B, T, _ = enc.shape
         lengths = check_lengths(lengths, B, T, device=enc.device)
-        final_t = check_stream(state, final, B, self.settings.config, enc.device)
-        whole = state is None and bool(final_t.all())
+        fresh_whole = state is None and final is True  # decode(): whole utterances, no stream flags to check
+        final_t = None if fresh_whole else check_stream(state, final, B, self.settings.config, enc.device)
+        whole = fresh_whole or (state is None and bool(cast(torch.Tensor, final_t).all()))
         if whole and not want_state:
             nb = self._native_search(enc, lengths)
             if nb is not None:  # the whole search in one engine call, the networks in C++
                 return (self._text(nb) if results else []), None
+        if final_t is None:  # (check_stream's flags of final=True)
+            final_t = torch.ones(B, dtype=torch.bool, device=enc.device)
         if not (whole and not want_state):
             st = self._native_chunk(state, enc, lengths, final_t)
             if st is not None:  # the chunk in one engine call, the networks in C++
@@ -371,6 +374,34 @@ def _drive_native(loop: BeamLoop, max_symbols: int | None) -> None:
 # -- one-shot function and the deprecated streaming flags -------------------------------------------
 
 
+#: the configs of one-shot :func:`beam_search` calls made from keyword settings alone, by the settings (each
+#: value with its type: 4 and 4.0 are different arguments): a repeated call skips building and checking the same
+#: frozen config again (at most _CONFIGS_KEPT kept, the oldest dropped)
+_CONFIGS: dict[tuple, TransducerBeamConfig] = {}
+_CONFIGS_KEPT = 64
+
+
+def _one_shot_config(config: TransducerBeamConfig | None, settings: dict[str, Any]) -> TransducerBeamConfig:
+    """``TransducerBeamConfig.build(config, settings)`` (checked); for keyword settings alone the config built
+    for the same settings before."""
+    if config is not None:
+        return TransducerBeamConfig.build(config, settings, caller="beam_search")
+    try:
+        key = tuple((name, type(value), value) for name, value in sorted(settings.items()))
+        hit = _CONFIGS.get(key)
+    except TypeError:  # an unhashable value: built (and checked) every call
+        return TransducerBeamConfig.build(config, settings, caller="beam_search")
+    if hit is None:
+        hit = TransducerBeamConfig.build(config, settings, caller="beam_search")
+        if len(_CONFIGS) >= _CONFIGS_KEPT:
+            try:
+                _CONFIGS.pop(next(iter(_CONFIGS)), None)
+            except (StopIteration, RuntimeError):  # emptied or changed by another thread meanwhile
+                pass
+        _CONFIGS[key] = hit
+    return hit
+
+
 @takes_config(TransducerBeamConfig)
 def beam_search(
     model: TransducerModel,
@@ -395,9 +426,8 @@ def beam_search(
     (also return the state) and ``final=`` (the chunk ends the utterances; one flag or ``[B]``). Use
     ``dec.init_state`` / ``dec.advance(state, chunk, lengths, final=...)`` / ``dec.finalize`` instead.
     """
-    dec = BeamSearchDecoder(model, config=TransducerBeamConfig.build(
-        config, deprecated_max_symbols(settings, max_symbols_per_frame), caller="beam_search"), fusion=fusion,
-        tokenizer=tokenizer)
+    dec = BeamSearchDecoder(model, config=_one_shot_config(config, deprecated_max_symbols(settings, max_symbols_per_frame)),
+                            fusion=fusion, tokenizer=tokenizer)
     if state is None and not return_state and final is _UNSET:
         return dec.decode(encoder_output, lengths)
     warnings.warn("transducer.beam_search(state=, return_state=, final=) is deprecated: use "
