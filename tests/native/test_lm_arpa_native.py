@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asrdecode.errors import DecodingInputError, FileFormatError
@@ -161,6 +161,7 @@ def test_what_the_native_reader_does_not_take_gets_the_line_readers_answer(tmp_p
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 10**6), st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=3)), min_size=1, max_size=4))
+@example(7588, [(651256, b"\x00")])  # "\end\" then a NUL: the numpy reader took it for the end marker
 def test_damaged_files_read_as_the_line_reader_reads_them(tmp_path_factory, seed, edits):
     data = bytearray(random_word_arpa(random.Random(seed), ["ab", "b", "ca"], 1 + seed % 3).encode())
     for at, new in edits:

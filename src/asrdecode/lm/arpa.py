@@ -331,15 +331,16 @@ def _parse_fast(data: bytes, where: str) -> ArpaModel | None:
     if first_section != b"\\1-grams:" or max_line_length(data) > MAX_LINE_BYTES:
         return None
     # the section lines: "\k-grams:" for k = 1..order, then "\end\" (each alone on its line)
+    names = [f"\\{k}-grams:".encode() for k in range(1, order + 1)] + [b"\\end\\"]
     marks = [first + 1]
-    for name in [f"\\{k}-grams:".encode() for k in range(2, order + 1)] + [b"\\end\\"]:
+    for name in names[1:]:
         at = data.find(b"\n" + name, marks[-1]) + 1
         if at <= 0:
             return None
         marks.append(at)
-    for at in marks:
+    for at, name in zip(marks, names):  # each alone on its line, as the line reader reads it (stripped)
         eol = data.find(b"\n", at)
-        if data[at:eol if eol >= 0 else len(data)].split()[0:1] != [data[at:eol if eol >= 0 else len(data)].strip()]:
+        if data[at:eol if eol >= 0 else len(data)].strip() != name:
             return None
     vocab: list[str] = []
     index: dict[bytes, int] = {}
