@@ -65,7 +65,8 @@ std::string check_args(const TransducerSearchArgs& a) {
   return "";
 }
 
-// What a chunk's carried state must satisfy (the arrays it names, frames and contexts in range).
+// What a chunk's carried state must satisfy (the arrays it names; frames, symbol and label counts within
+// +-2^40, a live hypothesis's frame >= 0 and last label in [0, V), contexts and offsets in range).
 std::string check_chunk(const TransducerChunkArgs& c) {
   const TransducerSearchArgs& a = c.search;
   const int64_t S = a.wind ? (a.window + 1) * a.beam : a.beam, N = a.batch * S;
