@@ -109,3 +109,22 @@ def test_per_step_path_refuses_a_negative_carried_frame():
     _edit(state, "score", (1, 0), float("-inf"))
     with mock.patch.object(ts, "search_chunk", lambda *a, **k: None):
         assert dec.finalize(dec.advance(state, frames, final=True))[1]
+
+
+def test_finalize_refuses_a_fusion_state_outside_the_lm(tmp_path):
+    """``finalize`` adds the LM's end-of-sentence scores of the carried fusion states: a state outside the
+    automaton is a named error (it was an IndexError), the state unchanged."""
+    from transducer_models import tiny_lm
+
+    m = random_model(1, V, BLANK, None, blank_bias=0.5).float()
+    dec = BeamSearchDecoder(m, beam=3, max_symbols=2, fusion=[(tiny_lm(tmp_path), 0.5)], engine="native")
+    state = dec.advance(dec.init_state(1), random_encoder(1, 1, 4).float(), final=True)
+    want = dec.finalize(state)
+    state.hyps["lm_states"] = state.hyps["lm_states"].clone()
+    good = state.hyps["lm_states"].clone()
+    state.hyps["lm_states"][0, 0] = 10**6
+    with pytest.raises(DecodingInputError, match="lm_states.*must be in"):
+        dec.finalize(state)
+    assert torch.equal(state.hyps["lm_states"][1:], good[1:])
+    state.hyps["lm_states"] = good
+    assert [h.tokens for h in dec.finalize(state)[0]] == [h.tokens for h in want[0]]

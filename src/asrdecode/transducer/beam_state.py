@@ -164,6 +164,7 @@ def state_hypotheses(state: BeamState, scorer: FusionScorer, rule: DurationRule,
     them at its end (``scorer``'s end-of-sentence scores added); the state is not changed."""
     score = state.hyps["score"]
     if scorer.num_models:
+        scorer.check_states(state.hyps["lm_states"], "state lm_states")
         score = score + scorer.final(state.hyps["lm_states"], dtype=score.dtype).view(score.shape)
     vals, slots = score.topk(min(nbest, score.shape[1]), dim=1)
     seqs = state.tree.backtrack(torch.where(vals > _NEG_INF, slots, -1))
