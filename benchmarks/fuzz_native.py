@@ -5,8 +5,9 @@ $(c++ -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREAD
 benchmarks/fuzz_native.py --cases 100000`` (libstdc++ preloaded too: ASan's C++ exception interceptor needs it).
 
 Each case draws an entry point (CTC prefix beam search with and without blank collapse, streamed or whole;
-WFST token passing; transducer ALSD++ / AES++ / WIND steps and the whole ALSD++ / AES++ / WIND search
-with the networks in C++; the C++ modified beam search over LSTM and stateless weights; the backpointer and
+WFST token passing; transducer ALSD++ / AES++ / WIND steps, the whole ALSD++ / AES++ / WIND search
+with the networks in C++ and its streaming chunks (carried states mutated too), WIND's lazy and full
+window; the C++ modified beam search over LSTM and stateless weights; the backpointer and
 emission-check helpers; the ARPA reader on random, damaged files)
 and random or mutated inputs: fusion set-ups of n-gram LMs, boosting trees, word LMs and user models
 (rows), each valid or with one array mutated in place (an element set to an extreme value, a
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import os
 import random
 import sys
 import time
@@ -252,8 +255,9 @@ def case_transducer(rng, P, method: str):
         kw = dict(beam=rng.randint(1, min(V, 5)), method=method, engine="native", fusion=fusion,
                   max_symbols=rng.randint(1, 3))  # None: a fusion bonus may keep a label loop going 1e5 steps
         if method == "wind":
-            kw["window"] = rng.randint(1, 4)
-        return transducer_beam(m, enc, lengths, **kw)
+            kw["window"] = _wind_window(rng)
+        with _full_window(rng.random() < 0.5):
+            return transducer_beam(m, enc, lengths, **kw)
     finally:
         if narrow:
             del m.joint
@@ -282,10 +286,139 @@ def case_transducer_search(rng, P):
     guard = _checks.MAX_SYMBOLS_GUARD
     _checks.MAX_SYMBOLS_GUARD = 64  # no cap: a runaway search stops early
     try:
-        extra = dict(window=rng.randint(1, 4), expansion_gamma=rng.choice((None, 1.0))) if method == "wind" else {}
-        return transducer_beam(_MODELS[key], enc, lengths, beam=rng.randint(1, min(V, 5)), method=method,
-                               pruning=rng.choice(("late", "early")), engine="native", fusion=fusion,
-                               max_symbols=cap, beta=rng.choice((0.0, 0.5)), **extra)
+        extra = dict(window=_wind_window(rng), expansion_gamma=rng.choice((None, 1.0))) if method == "wind" else {}
+        with _full_window(rng.random() < 0.5):
+            return transducer_beam(_MODELS[key], enc, lengths, beam=rng.randint(1, min(V, 5)), method=method,
+                                   pruning=rng.choice(("late", "early")), engine="native", fusion=fusion,
+                                   max_symbols=cap, beta=rng.choice((0.0, 0.5)), **extra)
+    finally:
+        _checks.MAX_SYMBOLS_GUARD = guard
+
+
+def _wind_window(rng) -> int:
+    """A WIND window: 1 a quarter of the time, else 2-5 (the lazy window reads frames beyond the first)."""
+    return 1 if rng.random() < 0.25 else rng.randint(2, 5)
+
+
+@contextlib.contextmanager
+def _full_window(on: bool):
+    """WIND reads every window frame (``ASRDECODE_WIND_FULL_WINDOW=1``) inside, or its lazy window."""
+    from asrdecode.native.transducer_search import FULL_WINDOW_ENV
+
+    old = os.environ.get(FULL_WINDOW_ENV)
+    os.environ[FULL_WINDOW_ENV] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[FULL_WINDOW_ENV]
+        else:
+            os.environ[FULL_WINDOW_ENV] = old
+
+
+def _icefall(P):
+    """A small icefall-layout stateless transducer (onnxruntime; vocab 12, context 2; built once), or None
+    without onnxruntime."""
+    if "icefall" not in _MODELS:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            _MODELS["icefall"] = None
+            return None
+        import tempfile
+
+        from sherpa_models import build_icefall
+
+        from asrdecode.models.onnx_transducer import load_onnx_transducer
+
+        path = build_icefall(Path(tempfile.mkdtemp()) / "icefall", seed=2, vocab=12, context=2, dim=8, emb=4)
+        _MODELS["icefall"] = load_onnx_transducer(str(path)).model
+    return _MODELS["icefall"]
+
+
+STATE_FIELDS = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states", "pred_state")
+
+
+def mutate_state(rng, state) -> None:
+    """Carried hypotheses changed in place (shapes kept): one field's elements set to extremes, a frame set
+    negative or (stateless) a context out of range, the cases the chunk entry checks."""
+    hyps = state.hyps
+    name = rng.choice(STATE_FIELDS + ("time", "pred_state"))
+    value = hyps[name]
+    if name == "pred_state":
+        value = tuple(x.clone() for x in value)
+        t = rng.choice(value)
+    else:
+        value = t = value.clone()
+    hyps[name] = value
+    flat = t.view(-1)
+    if flat.numel() == 0:
+        return
+    for _ in range(rng.randint(1, 2)):
+        i = rng.randrange(flat.numel())
+        if t.is_floating_point():
+            flat[i] = rng.choice(FLOATS)
+        elif name == "time" and rng.random() < 0.7:
+            flat[i] = rng.choice((-1, -(2**31), 10**6))
+        else:
+            info = torch.iinfo(t.dtype)
+            flat[i] = max(info.min, min(info.max, rng.choice(INTS + (-2, 12, 13))))
+
+
+def case_transducer_chunk(rng, P):
+    """Streaming ALSD++ / AES++ / WIND, one engine call per chunk (``asrd_transducer_beam_chunk`` through
+    ``BeamSearchDecoder.advance`` / ``finalize``): random float32 LSTM RNN-T / TDT models or an icefall
+    stateless one, random chunkings, lengths and final flags, fusion on or off, WIND windows 1-5 with the lazy
+    or the full window, and (sometimes) a carried state mutated between chunks."""
+    from transducer_models import random_model
+
+    from asrdecode.transducer import _checks
+    from asrdecode.transducer.beam import BeamSearchDecoder
+
+    method = rng.choice(("alsd", "aes", "wind"))
+    stateless = rng.random() < 0.3 and _icefall(P) is not None
+    tdt = method != "wind" and not stateless and rng.random() < 0.3
+    cap = rng.choice((None, 1, 2, 3)) if method != "wind" else rng.choice((1, 2, 3))
+    if stateless:
+        m, V, D = _icefall(P), 12, 8
+        fusion = []
+        if rng.random() < 0.2:  # a user model (the per-step path); its blank is the model's (0)
+            fusion.append((RowsModel(V, rng.randrange(1000), rng.random() < 0.2), 0.5))
+            fusion[0][0].blank_id = 0
+    else:
+        V = rng.choice((6, 8))
+        key = ("chunk", V, tdt, rng.randrange(3), rng.choice((1, 2)), cap is None)
+        if key not in _MODELS:
+            _MODELS[key] = random_model(key[3], V, V - 1, [0, 1, 2] if tdt else None, pred_layers=key[4],
+                                        blank_bias=4.0 if cap is None else 1.0).float()
+        m, D = _MODELS[key], 5
+        fusion = [(f, w) for f, w in fusion_setup(rng, P, V) if getattr(f, "vocab_size", V) == V]
+    B, T = rng.randint(1, 3), rng.randint(0, 9)
+    enc = torch.randn(B, T, D) * rng.choice((1.0, 1.0, 10.0, 1e30))
+    lengths = torch.tensor([rng.randint(0, T) for _ in range(B)])
+    mark = torch.ones(B, dtype=torch.bool) if tdt else torch.tensor([rng.random() < 0.7 for _ in range(B)])
+    bounds = sorted({rng.randint(1, T - 1) for _ in range(rng.randint(0, 4))}) if T > 1 else []
+    beam = rng.randint(1, 4)
+    kw = dict(beam=beam, nbest=rng.randint(1, beam), method=method, pruning=rng.choice(("late", "early")),
+              max_symbols=cap, fusion=fusion, beta=rng.choice((0.0, 0.5)))
+    if method == "wind":
+        kw["window"] = _wind_window(rng)
+    mutate_at = rng.randrange(len(bounds) + 2) if rng.random() < 0.3 else -1
+    guard = _checks.MAX_SYMBOLS_GUARD
+    _checks.MAX_SYMBOLS_GUARD = 64  # no cap: a runaway search stops early
+    try:
+        with _full_window(rng.random() < 0.5):
+            dec = BeamSearchDecoder(m, engine="native", **kw)
+            state = dec.init_state(B, D)
+            edges = [0, *bounds, T]
+            for i, (a, b) in enumerate(zip(edges, edges[1:])):
+                if i == mutate_at:
+                    mutate_state(rng, state)
+                clen = (lengths - a).clamp(min=0, max=b - a)
+                state = dec.advance(state, enc[:, a:b], clen, final=(lengths <= b) & mark)
+            if mutate_at == len(edges) - 1:
+                mutate_state(rng, state)
+            return dec.finalize(state)
     finally:
         _checks.MAX_SYMBOLS_GUARD = guard
 
@@ -411,6 +544,7 @@ ENTRIES = {
     "transducer aes": lambda rng, P: case_transducer(rng, P, "aes"),
     "transducer wind": lambda rng, P: case_transducer(rng, P, "wind"),
     "transducer search (networks in C++)": case_transducer_search,
+    "transducer chunk (streaming, networks in C++)": case_transducer_chunk,
     "modified beam (LSTM)": lambda rng, P: case_modified_beam(rng, P, False),
     "modified beam (stateless)": lambda rng, P: case_modified_beam(rng, P, True),
     "nemo beam (LSTM, RNN-T / TDT)": case_nemo_beam,
@@ -425,6 +559,7 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--only", default="", help="only the entry points whose name contains this")
     args = ap.parse_args()
     torch.set_num_threads(1)
     _lib.load()
@@ -432,10 +567,10 @@ def main() -> None:
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
     P = Pools(rng)
-    counts: dict = {k: collections.Counter() for k in ENTRIES}
+    names = [k for k in ENTRIES if args.only in k]
+    counts: dict = {k: collections.Counter() for k in names}
     other = []
     t0 = time.time()
-    names = list(ENTRIES)
     for i in range(args.cases):
         name = names[i % len(names)]
         try:

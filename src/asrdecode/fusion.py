@@ -228,6 +228,21 @@ class FusionScorer:
         broadcasts over the leading dimensions)."""
         return torch.where(take_new[..., None], new, old)
 
+    def check_states(self, states: torch.Tensor, name: str = "lm_states") -> None:
+        """Every state ``[N, M]`` of an n-gram LM or boosting tree (their automaton's states) is one of its
+        states, else a named error (a host read: for states that come from outside, as a carried stream's)."""
+        from .lm._automaton import BackoffAutomaton
+
+        for i, m in enumerate(self.models):
+            auto = getattr(m, "automaton", None)
+            if not isinstance(auto, BackoffAutomaton) or states.shape[0] == 0:
+                continue
+            col, n = states[:, i], auto.final_weight.shape[0]
+            lo, hi = int(col.min()), int(col.max())
+            if lo < 0 or hi >= n:
+                raise DecodingInputError(f"{name}[:, {i}] must be in [0, {n}) (fusion[{i}]'s states), "
+                                         f"found values in [{lo}, {hi}]")
+
     def final(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""
         total = None

@@ -65,7 +65,8 @@ std::string check_args(const TransducerSearchArgs& a) {
   return "";
 }
 
-// What a chunk's carried state must satisfy (the arrays it names, frames and contexts in range).
+// What a chunk's carried state must satisfy (the arrays it names; frames, symbol and label counts within
+// +-2^40, a live hypothesis's frame >= 0 and last label in [0, V), contexts and offsets in range).
 std::string check_chunk(const TransducerChunkArgs& c) {
   const TransducerSearchArgs& a = c.search;
   const int64_t S = a.wind ? (a.window + 1) * a.beam : a.beam, N = a.batch * S;
@@ -74,9 +75,18 @@ std::string check_chunk(const TransducerChunkArgs& c) {
       (a.num_models && !c.lm_states) || !c.pred_g || (lstm && (!c.pred_h || !c.pred_c)) || (!lstm && !c.pred_ctx) ||
       c.record_capacity < 0 || (c.record_capacity && !c.records))
     return "transducer chunk: a state array is missing";
+  constexpr int64_t kBound = int64_t(1) << 40;  // the step adds to these (a removed slot's too): no overflow
+  const auto out_of_bound = [](int64_t v) { return v < -kBound || v > kBound; };
+  for (int64_t b = 0; b < a.batch; ++b)
+    if (c.offset[b] < 0 || c.offset[b] > kBound) return "transducer chunk: offset must be in [0, 2^40]";
   if (!c.carried) return "";
-  for (int64_t r = 0; r < N; ++r)  // (a removed hypothesis's frame is never read)
-    if (c.score[r] > asrd::neg_inf<float>() && c.time[r] < 0) return "transducer chunk: carried frames must be >= 0";
+  for (int64_t r = 0; r < N; ++r) {
+    if (out_of_bound(c.time[r]) || out_of_bound(c.symbols[r]) || out_of_bound(c.nlabels[r]))
+      return "transducer chunk: carried frames, symbol and label counts must be within +-2^40";
+    if (!(c.score[r] > asrd::neg_inf<float>())) continue;  // a removed hypothesis: its frame and label unread
+    if (c.time[r] < 0) return "transducer chunk: carried frames must be >= 0";
+    if (c.last[r] < 0 || c.last[r] >= a.net.vocab) return "transducer chunk: carried last label out of range";
+  }
   if (!lstm)
     for (int64_t i = 0; i < N * a.net.context; ++i)
       if (c.pred_ctx[i] < -1 || c.pred_ctx[i] >= a.net.vocab) return "transducer chunk: carried context out of range";

@@ -97,10 +97,22 @@ def check_stream(state: BeamState | None, final: Any, batch: int, config: tuple[
     if state is not None and (len(state.tail) != batch or state.config != config):
         raise DecodingInputError(f"state is for batch {len(state.tail)} and (beam, method, window) {state.config}, "
                                  f"not batch {batch} and {config}")
+    if state is not None:
+        check_carried_frames(state)
     final_t = torch.as_tensor(final, dtype=torch.bool, device=device).reshape(-1)
     if final_t.numel() not in (1, batch):
         raise DecodingInputError(f"final must be one flag or {batch} flags, got {final_t.numel()}")
     return final_t.expand(batch).clone()
+
+
+def check_carried_frames(state: BeamState) -> None:
+    """Every live carried hypothesis (score ``[B, S]`` above -inf) is on a frame ``>= 0`` (its ``time [B, S]``);
+    the per-step path indexes the buffer with it (the one-call engine refuses it alike)."""
+    score, time = state.hyps["score"], state.hyps["time"]
+    if score.shape != time.shape:
+        raise DecodingInputError(f"state: score {tuple(score.shape)} and time {tuple(time.shape)} differ in shape")
+    if bool(((time < 0) & (score > float("-inf"))).any()):
+        raise DecodingInputError("state: carried frames must be >= 0 (a live hypothesis has time < 0)")
 
 
 def chunk_buffer(
@@ -152,6 +164,7 @@ def state_hypotheses(state: BeamState, scorer: FusionScorer, rule: DurationRule,
     them at its end (``scorer``'s end-of-sentence scores added); the state is not changed."""
     score = state.hyps["score"]
     if scorer.num_models:
+        scorer.check_states(state.hyps["lm_states"], "state lm_states")
         score = score + scorer.final(state.hyps["lm_states"], dtype=score.dtype).view(score.shape)
     vals, slots = score.topk(min(nbest, score.shape[1]), dim=1)
     seqs = state.tree.backtrack(torch.where(vals > _NEG_INF, slots, -1))
