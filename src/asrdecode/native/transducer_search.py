@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError
+from ..recent import RecentValues
 from ..results import Hypothesis
 from ._lib import check_status, load
 from .abi import FusionDesc, TransducerChunkArgs, TransducerNet, TransducerSearchArgs
@@ -119,9 +120,8 @@ def _net(w: LstmJointWeights | StatelessJointWeights) -> TransducerNet:
 
 #: the fields of TransducerSearchArgs that the weights, the model's ids and the settings fix, by those values
 #: (weights by id, checked through a weak reference), with the arrays they point to: a call copies one
-#: (a few microseconds less than filling every field) and fills its own (at most _FIXED_KEPT, the oldest dropped)
-_FIXED: dict[tuple, tuple[Any, TransducerSearchArgs, tuple[np.ndarray, np.ndarray]]] = {}
-_FIXED_KEPT = 32
+#: (a few microseconds less than filling every field) and fills its own (the last 32 kept)
+_FIXED: RecentValues[tuple[Any, TransducerSearchArgs, tuple[np.ndarray, np.ndarray]]] = RecentValues(32)
 
 
 def _fixed_args(model: Any, w: LstmJointWeights | StatelessJointWeights, settings: Any, rule: Any,
@@ -148,13 +148,7 @@ def _fixed_args(model: Any, w: LstmJointWeights | StatelessJointWeights, setting
             gamma=0.0 if settings.gamma is None else float(settings.gamma), beta=float(settings.beta),
             durations=_addr(durations))
         args.net.start_ctx = _addr(start)  # (a copy of the cached net struct: this entry's field)
-        hit = (weakref.ref(w), args, (durations, start))
-        if len(_FIXED) >= _FIXED_KEPT:
-            try:
-                _FIXED.pop(next(iter(_FIXED)), None)
-            except (StopIteration, RuntimeError):  # emptied or changed by another thread meanwhile
-                pass
-        _FIXED[key] = hit
+        hit = _FIXED.put(key, (weakref.ref(w), args, (durations, start)))
     return TransducerSearchArgs.from_buffer_copy(hit[1]), hit[2]
 
 

@@ -46,6 +46,7 @@ from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
 from ..native.choice import use_native
+from ..recent import RecentValues
 from ..results import Hypothesis, Tokenizer, attach_text
 from . import _checks
 from ._checks import (MISSING, encoder_width, check_beam_args, check_encoder_output, check_tokenizer,
@@ -376,9 +377,8 @@ def _drive_native(loop: BeamLoop, max_symbols: int | None) -> None:
 
 #: the configs of one-shot :func:`beam_search` calls made from keyword settings alone, by the settings (each
 #: value with its type: 4 and 4.0 are different arguments): a repeated call skips building and checking the same
-#: frozen config again (at most _CONFIGS_KEPT kept, the oldest dropped)
-_CONFIGS: dict[tuple, TransducerBeamConfig] = {}
-_CONFIGS_KEPT = 64
+#: frozen config again (the last 64 kept)
+_CONFIGS: RecentValues[TransducerBeamConfig] = RecentValues(64)
 
 
 def _one_shot_config(config: TransducerBeamConfig | None, settings: dict[str, Any]) -> TransducerBeamConfig:
@@ -392,13 +392,7 @@ def _one_shot_config(config: TransducerBeamConfig | None, settings: dict[str, An
     except TypeError:  # an unhashable value: built (and checked) every call
         return TransducerBeamConfig.build(config, settings, caller="beam_search")
     if hit is None:
-        hit = TransducerBeamConfig.build(config, settings, caller="beam_search")
-        if len(_CONFIGS) >= _CONFIGS_KEPT:
-            try:
-                _CONFIGS.pop(next(iter(_CONFIGS)), None)
-            except (StopIteration, RuntimeError):  # emptied or changed by another thread meanwhile
-                pass
-        _CONFIGS[key] = hit
+        hit = _CONFIGS.put(key, TransducerBeamConfig.build(config, settings, caller="beam_search"))
     return hit
 
 
