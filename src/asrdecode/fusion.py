@@ -229,11 +229,17 @@ class FusionScorer:
         return torch.where(take_new[..., None], new, old)
 
     def check_states(self, states: torch.Tensor, name: str = "lm_states") -> None:
-        """Every state ``[N, M]`` of an n-gram LM or boosting tree (their automaton's states) is one of its
-        states, else a named error (a host read: for states that come from outside, as a carried stream's)."""
+        """Every state ``[N, M]`` of an n-gram LM, boosting tree (their automaton's states) or word LM (its
+        ``state_error``) is one of its states, else a named error (a host read: for states that come from outside, as a carried stream's)."""
         from .lm._automaton import BackoffAutomaton
 
         for i, m in enumerate(self.models):
+            state_error = getattr(m, "state_error", None)  # a model with states of its own encoding
+            if callable(state_error) and states.shape[0]:
+                why = state_error(states[:, i])
+                if why is not None:
+                    raise DecodingInputError(f"{name}[:, {i}] (fusion[{i}]'s states) {why}")
+                continue
             auto = getattr(m, "automaton", None)
             if not isinstance(auto, BackoffAutomaton) or states.shape[0] == 0:
                 continue

@@ -632,3 +632,24 @@ def test_lexicon_mode_never_returns_an_empty_nbest_list(tmp_path, engine):
     assert len(res[0]) == 1 and res[0][0].tokens == [] and res[0][0].score == float("-inf")
     best = ctc.beam_search(emissions("cat|dog"), None, 0, beam=2, nbest=2, fusion=[(lm, 1.0)], engine=engine)[0]
     assert best[0].tokens == [pieces.index(c) for c in "cat|dog"] and math.isfinite(best[0].score)
+
+
+def test_state_error_names_states_outside_the_model(tmp_path):
+    """``state_error`` (what a carried stream's fusion states are checked with, FusionScorer.check_states):
+    ``None`` for the model's own states, a reason for a word-LM state or trie node out of range."""
+    from asrdecode.errors import DecodingInputError
+    from asrdecode.fusion import FusionScorer
+
+    lm, _, pieces, _ = build(tmp_path, 3, "chars")
+    start = lm.initial_states(3)
+    _, nxt = lm.advance(start)
+    assert lm.state_error(start) is None and lm.state_error(nxt.reshape(-1)) is None
+    assert lm.state_error(start[:0]) is None
+    if lm.num_nodes < (1 << lm.node_bits):  # a node past the trie that the state's bits can hold
+        assert "trie nodes" in lm.state_error(start | lm.num_nodes)
+    assert "word-LM states" in lm.state_error(torch.tensor([lm.word_lm.num_states << lm.node_bits]))
+    assert "must be >= 0" in lm.state_error(torch.tensor([-1]))
+    scorer = FusionScorer([(lm, 0.5)], len(pieces))
+    scorer.check_states(start[:, None])
+    with pytest.raises(DecodingInputError, match=r"lm_states\[:, 0\].*word-LM states"):
+        scorer.check_states(torch.tensor([[lm.word_lm.num_states << lm.node_bits]]))

@@ -377,6 +377,20 @@ class WordNGramLM:
     def _split(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return states >> self.node_bits, states & self._mask
 
+    def state_error(self, states: torch.Tensor) -> str | None:
+        """Why ``states [N]`` (int64) are not all states of this model (a word-LM state out of range, or a
+        trie node past the trie), or ``None`` (a host read: for states that come from outside)."""
+        if states.numel() == 0:
+            return None
+        if bool((states < 0).any()):
+            return "must be >= 0"
+        lm, node = self._split(states)
+        if int(lm.max()) >= self.word_lm.num_states:
+            return f"hold word-LM states in [0, {self.word_lm.num_states})"
+        if int(node.max()) >= self.num_nodes:
+            return f"hold trie nodes in [0, {self.num_nodes})"
+        return None
+
     def _word_score(self, lm: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``ln p(label | lm)`` and the next word-LM state, ``[N]`` each: the back-off chain walked on arcs only.
 
