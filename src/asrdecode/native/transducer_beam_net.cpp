@@ -113,8 +113,7 @@ class Search {
     steps_ = 0;
     while (n > 0) {
       joint(n);
-      tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
-      int64_t* rec = tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
+      int64_t* rec = next_records();
       s_.tok_out = rec;
       s_.par_out = rec + N_;
       s_.dat_out = rec + 2 * N_;
@@ -122,18 +121,11 @@ class Search {
       s_.logit_rows = n;
       const std::string err = step.run();
       if (!err.empty()) return err;
-      ++steps_;
-      // the network steps only for the hypotheses that emitted and survived merging
-      advance_networks();
+      const bool go_on = after_step();
       n = counts_[0];
-      if (a_.max_symbols < 0 && runaway()) {
-        a_.counts[2] = 1;
-        break;
-      }
+      if (!go_on) break;
     }
-    a_.counts[0] = steps_;
-    a_.counts[3] = joint_rows_read_;
-    return c_ ? write_chunk() : finish();
+    return end_search();
   }
 
  private:
@@ -200,21 +192,39 @@ class Search {
     steps_ = 0;
     while (stepping > 0) {
       asrd::twind::wind_pop<float>(w);
-      tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
-      int64_t* rec = tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
+      int64_t* rec = next_records();
       w.tok_out = rec;
       w.par_out = rec + N_;
       w.dat_out = rec + 2 * N_;
       const std::string err = step.run();
       if (!err.empty()) return err;
-      ++steps_;
-      advance_networks();
+      const bool go_on = after_step();
       stepping = counts_[0];
-      if (a_.max_symbols < 0 && runaway()) {
-        a_.counts[2] = 1;
-        break;
-      }
+      if (!go_on) break;
     }
+    return end_search();
+  }
+
+  // Room for one more step's tree records [3, N] (tokens, parents, data): their start.
+  int64_t* next_records() {
+    tree_.resize(tree_.size() + 3 * static_cast<size_t>(N_));
+    return tree_.data() + 3 * static_cast<size_t>(N_) * static_cast<size_t>(steps_);
+  }
+
+  // After a step: the network steps only for the hypotheses that emitted and survived merging; false when
+  // the search stops (more labels on one frame than symbol_guard without a cap: counts[2]).
+  bool after_step() {
+    ++steps_;
+    advance_networks();
+    if (a_.max_symbols < 0 && runaway()) {
+      a_.counts[2] = 1;
+      return false;
+    }
+    return true;
+  }
+
+  // The search's end: its counts, then the chunk's state written back or the final hypotheses.
+  std::string end_search() {
     a_.counts[0] = steps_;
     a_.counts[3] = joint_rows_read_;
     return c_ ? write_chunk() : finish();
