@@ -27,7 +27,7 @@ from .abi import TransducerBeamArgs as _Args
 from .abi import FusionDesc as _Model
 from .ctc_beam import describe_fusion
 
-__all__ = ["NativeBeamStep", "TreeRecords", "user_model_rows", "check_logits"]
+__all__ = ["EngineStep", "NativeBeamStep", "TreeRecords", "user_model_rows", "check_logits"]
 
 
 #: tree steps reserved at a time (the engine writes each step's records at the next free one)
@@ -99,7 +99,58 @@ class TreeRecords:
         self._ptrs = tuple(p + step for p in self._ptrs)  # type: ignore[assignment]
 
 
-class NativeBeamStep:
+class EngineStep:
+    """What the native steps of a ``BeamLoop`` (ALSD++ / AES++: :class:`NativeBeamStep`; WIND:
+    :class:`~.transducer_wind.NativeWindStep`) share: the loop's state made contiguous, its per-utterance
+    arrays ``[B]``, the outputs ``[B*slots]`` (``parent_flat``, ``emitted``, ``labels``, ``emit_rows``), the
+    fusion descriptors, the tree records, and the call of one step (:meth:`call_step`)."""
+
+    def __init__(self, loop: Any, scorer: FusionScorer, slots: int) -> None:
+        self.lib = load()
+        B = loop.B
+        N = B * slots
+        for name in _STATE:
+            t = getattr(loop, name)
+            if not t.is_contiguous():
+                setattr(loop, name, t.contiguous())
+        self.loop, self.scorer = loop, scorer
+        self.lengths = loop.lengths.reshape(B).contiguous()
+        self.offset = loop.offset.reshape(B).contiguous()
+        self.final = loop.final.reshape(B).contiguous()
+        self.parent_flat = torch.zeros(N, dtype=torch.long)
+        self.emitted = torch.zeros(N, dtype=torch.bool)
+        self.labels = torch.full((N,), loop.blank, dtype=torch.long)
+        self.emit_rows = torch.zeros(N, dtype=torch.long)
+        self.counts = (ctypes.c_int64 * 2)()
+        fusion = scorer.fusion
+        self.models = (_Model * max(len(fusion), 1))()
+        self.row_models = [i for i, (m, w) in enumerate(fusion) if not describe_fusion(self.models[i], m, w)]
+        self.err = ctypes.create_string_buffer(512)
+        self.keep: list[torch.Tensor] = []  # the user models' score rows the engine reads this step
+        self.records = TreeRecords(loop.tree, B, slots)
+        self.num_emitted = 0
+        self.num_active = 0
+        self.args: Any = None
+
+    def call_step(self, entry: Any, logits: torch.Tensor, what: str) -> None:
+        """One step of the engine's ``entry`` from the joint's ``logits [rows, cols]`` (the loop's dtype,
+        contiguous); its error as the named error (``what``: the search's name)."""
+        lp, a = self.loop, self.args
+        check_logits(logits, lp.dtype)
+        a.logits = logits.data_ptr()
+        a.logit_rows, a.logit_cols = logits.shape
+        self.keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
+        a.tok_out, a.par_out, a.dat_out = self.records.next_step()
+        rc = entry(ctypes.byref(a), self.err, len(self.err))
+        if rc != 0:
+            message = self.err.value.decode(errors="replace")
+            check_status(rc, what, message)
+            raise DecodingInputError(f"{what}: {message}")
+        self.records.written()
+        self.num_active, self.num_emitted = self.counts[0], self.counts[1]
+
+
+class NativeBeamStep(EngineStep):
     """The native step of one ALSD++ / AES++ search (``loop``: a ``BeamLoop``, CPU, eager).
 
     Before :meth:`run`: ``joint_rows[:num_active]`` are the slots the step expands and
@@ -112,39 +163,19 @@ class NativeBeamStep:
     """
 
     def __init__(self, loop: Any, scorer: FusionScorer) -> None:
-        self.lib = load()
+        super().__init__(loop, scorer, loop.K)
         B, K, T = loop.B, loop.K, loop.T
         N = B * K
-        for name in _STATE:
-            t = getattr(loop, name)
-            if not t.is_contiguous():
-                setattr(loop, name, t.contiguous())
         loop.active = loop.active.contiguous()
-        self.loop = loop
-        self.scorer = scorer
-        self.lengths = loop.lengths.reshape(B).contiguous()
-        self.offset = loop.offset.reshape(B).contiguous()
-        self.final = loop.final.reshape(B).contiguous()
         self.durations = loop.dvals.contiguous()
-        self.parent_flat = torch.zeros(N, dtype=torch.long)
-        self.emitted = torch.zeros(N, dtype=torch.bool)
-        self.labels = torch.full((N,), loop.blank, dtype=torch.long)
-        self.emit_rows = torch.zeros(N, dtype=torch.long)
         self.frame_rows = torch.zeros(N, dtype=torch.long)
         self.joint_rows = torch.zeros(N, dtype=torch.long)
         self.logit_pos = torch.zeros(N, dtype=torch.long)
         self.selected_ok = torch.zeros((B, K), dtype=torch.bool)
-        self.counts = (ctypes.c_int64 * 2)()
         fusion = scorer.fusion
-        self.models = (_Model * max(len(fusion), 1))()
-        self.row_models = [i for i, (m, w) in enumerate(fusion) if not describe_fusion(self.models[i], m, w)]
-        self.err = ctypes.create_string_buffer(512)
         self.num_active = self.lib.asrd_transducer_joint_rows(
             B, K, T, loop.time.data_ptr(), loop.active.data_ptr(), self.frame_rows.data_ptr(),
             self.joint_rows.data_ptr(), self.logit_pos.data_ptr())
-        self.num_emitted = 0
-        self._keep: list[torch.Tensor] = []
-        self.records = TreeRecords(loop.tree, B, K)
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, num_durations=loop.D, logit_stride=loop.V + (loop.D if loop.tdt else 0),
             frames=T, blank=loop.blank, tdt=int(loop.tdt), aes=int(loop.aes), early=int(loop.early),
@@ -170,17 +201,5 @@ class NativeBeamStep:
     def run(self, logits: torch.Tensor) -> None:
         """One step from the joint's ``logits [num_active, V (+ D)]`` (the loop's dtype, contiguous) of the
         expanding slots ``joint_rows[:num_active]``."""
-        lp, a = self.loop, self.args
-        check_logits(logits, lp.dtype)
-        a.logits = logits.data_ptr()
-        a.logit_rows, a.logit_cols = logits.shape
-        self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
-        a.tok_out, a.par_out, a.dat_out = self.records.next_step()
-        rc = self.lib.asrd_transducer_beam_step(ctypes.byref(a), self.err, len(self.err))
-        if rc != 0:
-            message = self.err.value.decode(errors="replace")
-            check_status(rc, "native transducer beam search", message)
-            raise DecodingInputError(f"native transducer beam search: {message}")
-        self.records.written()
-        self.num_active, self.num_emitted = self.counts[0], self.counts[1]
+        self.call_step(self.lib.asrd_transducer_beam_step, logits, "native transducer beam search")
 

@@ -15,21 +15,15 @@ from typing import Any
 
 import torch
 
-from ..errors import DecodingInputError
 from ..fusion import FusionScorer
-from ._lib import check_status, load
+from ._lib import check_status
 from .abi import WindArgs as _Args
-from .abi import FusionDesc as _Model
-from .ctc_beam import describe_fusion
-from .transducer_beam import TreeRecords, check_logits, user_model_rows
+from .transducer_beam import EngineStep
 
 __all__ = ["NativeWindStep"]
 
 
-_STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
-
-
-class NativeWindStep:
+class NativeWindStep(EngineStep):
     """The native steps of one WIND search (``loop``: a ``BeamLoop`` with ``method="wind"``, CPU, eager).
 
     :meth:`pop` returns the number ``m`` of joint rows: encoder rows ``enc_rows[:m]`` (``b * T + frame``)
@@ -39,34 +33,14 @@ class NativeWindStep:
     """
 
     def __init__(self, loop: Any, scorer: FusionScorer) -> None:
-        self.lib = load()
-        B, K, S, W = loop.B, loop.K, loop.S, loop.window
-        N = B * S
-        for name in _STATE:
-            t = getattr(loop, name)
-            if not t.is_contiguous():
-                setattr(loop, name, t.contiguous())
-        self.loop, self.scorer = loop, scorer
-        self.lengths = loop.lengths.reshape(B).contiguous()
-        self.offset = loop.offset.reshape(B).contiguous()
-        self.final = loop.final.reshape(B).contiguous()
+        super().__init__(loop, scorer, loop.S)
+        B, K, W = loop.B, loop.K, loop.window
         self.active = torch.zeros(B, dtype=torch.bool)
         self.tmin = torch.zeros(B, dtype=torch.long)
         self.row_of = torch.zeros(B * K * W, dtype=torch.long)
         self.enc_rows = torch.zeros(B * K * W, dtype=torch.long)
         self.dec_rows = torch.zeros(B * K * W, dtype=torch.long)
-        self.parent_flat = torch.zeros(N, dtype=torch.long)
-        self.emitted = torch.zeros(N, dtype=torch.bool)
-        self.labels = torch.full((N,), loop.blank, dtype=torch.long)
-        self.emit_rows = torch.zeros(N, dtype=torch.long)
-        self.counts = (ctypes.c_int64 * 2)()
         fusion = scorer.fusion
-        self.models = (_Model * max(len(fusion), 1))()
-        self.row_models = [i for i, (m, w) in enumerate(fusion) if not describe_fusion(self.models[i], m, w)]
-        self.err = ctypes.create_string_buffer(512)
-        self._keep: list[torch.Tensor] = []
-        self.records = TreeRecords(loop.tree, B, S)
-        self.num_emitted = 0
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, window=W, frames=loop.T, blank=loop.blank, early=int(loop.early),
             lm_weighted=int(loop.lm_weighted), max_symbols=-1 if loop.max_symbols is None else loop.max_symbols,
@@ -90,16 +64,4 @@ class NativeWindStep:
 
     def run(self, logits: torch.Tensor) -> None:
         """The rest of the step from the joint's ``logits [m, V]`` (the loop's dtype, contiguous)."""
-        lp, a = self.loop, self.args
-        check_logits(logits, lp.dtype)
-        a.logits = logits.data_ptr()
-        a.logit_rows, a.logit_cols = logits.shape
-        self._keep = user_model_rows(self.scorer, self.models, self.row_models, lp.lm_states, lp.V, lp.dtype)
-        a.tok_out, a.par_out, a.dat_out = self.records.next_step()
-        rc = self.lib.asrd_wind_step(ctypes.byref(a), self.err, len(self.err))
-        if rc != 0:
-            message = self.err.value.decode(errors="replace")
-            check_status(rc, "native WIND beam search", message)
-            raise DecodingInputError(f"native WIND beam search: {message}")
-        self.records.written()
-        self.num_active, self.num_emitted = self.counts[0], self.counts[1]
+        self.call_step(self.lib.asrd_wind_step, logits, "native WIND beam search")
