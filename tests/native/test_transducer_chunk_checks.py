@@ -93,6 +93,27 @@ def test_live_hypothesis_out_of_range_is_refused_by_the_engine(name, value, matc
         assert _engine_chunk(dec, state, frames) is not None
 
 
+@pytest.mark.parametrize("value", [-(2**63), -1, 2**62 - 1, (2147483647 << 32) | 5])
+def test_a_live_hypothesis_hash_that_no_prefix_has_is_refused(value):
+    """A live carried hash outside what extend_hash makes (negative: a left shift of a negative value in the
+    engine's hash, UBSan; a residue out of range): refused by the engine entry, by the per-step path and by
+    the tensor engine; a removed slot's hash is not read."""
+    dec, state, frames = _carried("alsd")
+    _edit(state, "hash", (0, 0), value)
+    before = _snapshot(state)
+    with pytest.raises(DecodingInputError, match="not a prefix hash"):
+        _engine_chunk(dec, state, frames)
+    assert _unchanged(state, before)
+    for engine in ("native", "torch"):
+        d = BeamSearchDecoder(dec.model, beam=3, max_symbols=2, engine=engine)
+        with mock.patch.object(ts, "search_chunk", lambda *a, **k: None):
+            with pytest.raises(DecodingInputError, match="not a prefix hash"):
+                d.advance(state, frames)
+        assert _unchanged(state, before)
+    _edit(state, "score", (0, 0), float("-inf"))
+    assert _engine_chunk(dec, state, frames) is not None
+
+
 def test_per_step_path_refuses_a_negative_carried_frame():
     """The per-step path (the one-call path declined) and the tensor engine refuse a live hypothesis on a
     negative frame by name (it was an IndexError); the state is unchanged; a removed slot's frame is not read."""

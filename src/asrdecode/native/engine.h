@@ -44,13 +44,21 @@ constexpr int64_t kHashP1 = 1000003;
 constexpr int64_t kHashP2 = 999983;
 constexpr int64_t kHashLow = (int64_t(1) << 32) - 1;
 
+// x mod m in [0, m) (torch.remainder's sign rule, so any int64 hash extends as the tensor engine extends it).
+inline int64_t floor_mod(int64_t x, int64_t m) {
+  const int64_t r = x % m;
+  return r < 0 ? r + m : r;
+}
+
 // Hash of prefix h extended by token (asrdecode.beam_hyps.extend_hash, two moduli packed in 62 bits).
 inline int64_t extend_hash(int64_t h, int64_t token) {
-  int64_t h1 = h >> 32, h2 = h & kHashLow, t = token + 1;
-  h1 = (h1 * kHashP1 + t) % kHashM1;
-  h2 = (h2 * kHashP2 + t) % kHashM2;
-  return (h1 << 32) | h2;
+  const int64_t h1 = floor_mod((h >> 32) * kHashP1 + token + 1, kHashM1);
+  const int64_t h2 = floor_mod((h & kHashLow) * kHashP2 + token + 1, kHashM2);
+  return static_cast<int64_t>((static_cast<uint64_t>(h1) << 32) | static_cast<uint64_t>(h2));
 }
+
+// Whether h is a hash extend_hash makes (both residues in range): what a carried state's hashes must be.
+inline bool valid_hash(int64_t h) { return h >= 0 && (h >> 32) < kHashM1 && (h & kHashLow) < kHashM2; }
 
 // ----------------------------------------------------------------------------------- arithmetic
 template <typename T>

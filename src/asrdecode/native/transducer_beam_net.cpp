@@ -86,6 +86,7 @@ std::string check_chunk(const TransducerChunkArgs& c) {
     if (!(c.score[r] > asrd::neg_inf<float>())) continue;  // a removed hypothesis: its frame and label unread
     if (c.time[r] < 0) return "transducer chunk: carried frames must be >= 0";
     if (c.last[r] < 0 || c.last[r] >= a.net.vocab) return "transducer chunk: carried last label out of range";
+    if (!asrd::valid_hash(c.hash[r])) return "transducer chunk: carried hash is not a prefix hash";
   }
   if (!lstm)
     for (int64_t i = 0; i < N * a.net.context; ++i)

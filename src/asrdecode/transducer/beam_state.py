@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..beam_hyps import BeamTree
+from ..beam_hyps import HASH_LOW, HASH_M1, HASH_M2, BeamTree
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ..results import Hypothesis
@@ -98,21 +98,27 @@ def check_stream(state: BeamState | None, final: Any, batch: int, config: tuple[
         raise DecodingInputError(f"state is for batch {len(state.tail)} and (beam, method, window) {state.config}, "
                                  f"not batch {batch} and {config}")
     if state is not None:
-        check_carried_frames(state)
+        check_carried_hypotheses(state)
     final_t = torch.as_tensor(final, dtype=torch.bool, device=device).reshape(-1)
     if final_t.numel() not in (1, batch):
         raise DecodingInputError(f"final must be one flag or {batch} flags, got {final_t.numel()}")
     return final_t.expand(batch).clone()
 
 
-def check_carried_frames(state: BeamState) -> None:
-    """Every live carried hypothesis (score ``[B, S]`` above -inf) is on a frame ``>= 0`` (its ``time [B, S]``);
-    the per-step path indexes the buffer with it (the one-call engine refuses it alike)."""
-    score, time = state.hyps["score"], state.hyps["time"]
-    if score.shape != time.shape:
-        raise DecodingInputError(f"state: score {tuple(score.shape)} and time {tuple(time.shape)} differ in shape")
-    if bool(((time < 0) & (score > float("-inf"))).any()):
+def check_carried_hypotheses(state: BeamState) -> None:
+    """Every live carried hypothesis (score ``[B, S]`` above -inf) is on a frame ``>= 0`` (its ``time [B, S]``:
+    the per-step path indexes the buffer with it) and has a prefix hash that :func:`extend_hash` makes (both
+    residues in range); the one-call engine refuses them alike."""
+    score, time, hsh = state.hyps["score"], state.hyps["time"], state.hyps["hash"]
+    if score.shape != time.shape or score.shape != hsh.shape:
+        raise DecodingInputError(f"state: score {tuple(score.shape)}, time {tuple(time.shape)} and hash "
+                                 f"{tuple(hsh.shape)} differ in shape")
+    live = score > float("-inf")
+    if bool(((time < 0) & live).any()):
         raise DecodingInputError("state: carried frames must be >= 0 (a live hypothesis has time < 0)")
+    bad_hash = (hsh < 0) | ((hsh >> 32) >= HASH_M1) | ((hsh & HASH_LOW) >= HASH_M2)
+    if bool((bad_hash & live).any()):
+        raise DecodingInputError("state: a live hypothesis's hash is not a prefix hash (state damaged?)")
 
 
 def chunk_buffer(
