@@ -150,9 +150,11 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     S = t.int_table.shape[0]
     if a.blank_id is None or E == 0 or S * E > MAX_ENTRY_TABLE:
         return None
+    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
+    if cache is not None and torch.compiler.is_compiling():  # the key reads addresses, which a trace cannot:
+        return cache[1]  # the tables an eager call (or the first trace) built
     sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
     key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
-    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
     if cache is not None and cache[0] == key:
         return cache[1]
     with torch.no_grad():
