@@ -348,7 +348,7 @@ def beam_section(report: Report, device: torch.device, args: argparse.Namespace,
         seconds, nbest = timed(call, device, max(1, args.repeats // 2))
         add = functools.partial(_beam_row, report, section, name, greedy_s, reference, audio)
         add(mode, seconds, nbest, host_reads(call))
-        if args.compiled_graphs and device.type == "cuda" and options["method"] != "wind":
+        if args.compiled_graphs and device.type == "cuda":
             COMPILED.append((f"{section} {name}", call, functools.partial(add, "torch.compile inside CUDA graphs")))
 
 
@@ -542,7 +542,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="small sizes (the CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="skip what would not fit in this many seconds")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)} "
-                    "(compiled: with --compiled-graphs, the ALSD++ / AES++, CTC and WFST rows again with compiled steps)")
+                    "(compiled: with --compiled-graphs, the transducer beam, CTC + LM and WFST rows again with compiled steps)")
     ap.add_argument("--batch", type=int, default=32, help="greedy batch (paper model)")
     ap.add_argument("--frames", type=int, default=150, help="greedy frames (paper model)")
     ap.add_argument("--beam-batch", type=int, default=32)
@@ -551,7 +551,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cpu-threads", type=int, default=16, help="threads of the native engine's second baseline")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--compiled-graphs", action="store_true",
-                    help="also time ALSD++ / AES++ beam (with and without the LM), CTC beam + LM and WFST with "
+                    help="also time the transducer beam searches (ALSD++, AES++, WIND), CTC beam + LM and WFST with "
                     "torch.compile'd steps inside the CUDA graphs "
                     "(compiles: a slow first call), as the last rows")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks/latest"))

@@ -161,7 +161,7 @@ def test_lockstep_finds_the_first_diverging_round(skewed):
 def test_transducer_rounds_compiled_equal_eager_float32(decoder):
     """The transducer greedy (label looping, TDT) and beam (ALSD) steps under torch.compile, float32 as on
     a GPU: tokens, timestamps and durations equal, scores within float32 rounding. (The LSTM prediction
-    network breaks the graph: Dynamo does not trace nn.LSTM; it runs eagerly between the compiled parts.)"""
+    network's step is traced from the weights its eager priming cached: Dynamo does not trace nn.LSTM.)"""
     from asrdecode.transducer.beam import beam_search
     from asrdecode.transducer.greedy import greedy
     from transducer_models import random_model
@@ -184,11 +184,11 @@ def test_transducer_rounds_compiled_equal_eager_float32(decoder):
 
 @SLOW
 @pytest.mark.parametrize("device, kind", DEVICES)
-@pytest.mark.parametrize("method", ["alsd", "aes"])
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
 @pytest.mark.parametrize("with_lm", [False, True], ids=["plain", "token_lm"])
 def test_transducer_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kind, method, with_lm):
-    """The ALSD++ / AES++ round (step, prediction network, done flag) of the cached static loop, float32,
-    beam 4, plain and with the bundled token 4-gram (late pruning, LM-weighted blank): one graph (the LSTM
+    """The ALSD++ / AES++ / WIND (window 4) round (step, prediction network, done flag) of the cached static
+    loop, float32, beam 4, plain and with the bundled token 4-gram (late pruning, LM-weighted blank): one graph (the LSTM
     prediction network included), every round equal to the eager round from the same state, and the
     results equal to the eager search's."""
     from asrdecode.transducer import beam as beam_mod
@@ -201,6 +201,8 @@ def test_transducer_beam_round_compiled_equals_eager(monkeypatch, token_lm, devi
     enc = 2 * torch.randn(B, T, 5, generator=torch.Generator().manual_seed(4))
     lengths = torch.tensor([24, 17, 9, 0, 24, 3])
     kw: dict = dict(beam=4, nbest=2, method=method, max_symbols=3, engine="torch")
+    if method == "wind":
+        kw.update(window=4)
     if with_lm:
         kw.update(beta=0.5, blank_scoring="lm_weighted")
     fusion = [(token_lm, 0.6)] if with_lm else []
