@@ -100,6 +100,8 @@ class BeamLoop:
         self._init_indices(dev)
         self._init_hypotheses(carried is None, dev)
         self.static = static
+        if static and self.fused and B:  # the fusion models' lazy tables built now, eagerly: a compiled round
+            self.scorer.advance(self.lm_states[:1], dtype=self.dtype)  # would trace building them every round
         cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T, capacity or 0)
         self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
