@@ -230,7 +230,12 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
     if t.levels:
         idx = _candidates(a, t, ints)  # [N, E]
         lab = torch.where(t.keep[states] != 0, a.arc_label[idx], -1)
-        hit_b, e = (lab[:, None, :] == tokens[:, :, None]).max(dim=2)  # [N, K]
+        match = lab[:, None, :] == tokens[:, :, None]  # [N, K, E]
+        if torch.compiler.is_compiling():  # Inductor's C++ max + argmax of a bool fails to build (mixed vector
+            hit, e = match.to(torch.uint8).max(dim=2)  # masks): the same over uint8 (at most one hit a row)
+            hit_b = hit != 0
+        else:
+            hit_b, e = match.max(dim=2)  # [N, K]
         arc = idx.gather(1, e)
         acc = floats[:, 1:].gather(1, e // t.degree)
         out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)
