@@ -346,9 +346,18 @@ def beam_section(report: Report, device: torch.device, args: argparse.Namespace,
                 return dec.decode(enc, lengths)
 
         seconds, nbest = timed(call, device, max(1, args.repeats // 2))
-        report.add(Row(section, f"{name}, {mode}", seconds, audio, "greedy", greedy_s / seconds,
-                       f"{count_same(nbest, reference)}/{B}", host_reads(call),
-                       note=f"{seconds / greedy_s:.2f}x greedy's time"))
+        add = functools.partial(_beam_row, report, section, name, greedy_s, reference, audio)
+        add(mode, seconds, nbest, host_reads(call))
+        if args.compiled_graphs and device.type == "cuda":
+            COMPILED.append((f"{section} {name}", call, functools.partial(add, "torch.compile inside CUDA graphs")))
+
+
+def _beam_row(report: Report, section: str, name: str, greedy_s: float, reference: list, audio: float, how: str,
+              seconds: float, nbest: list, reads: int | None = None) -> None:
+    """A beam search's row: its time against greedy's, its n-best lists against the CPU reference's."""
+    report.add(Row(section, f"{name}, {how}", seconds, audio, "greedy", greedy_s / seconds,
+                   f"{count_same(nbest, reference)}/{len(reference)}", reads,
+                   note=f"{seconds / greedy_s:.2f}x greedy's time"))
 
 
 def _native_threads(decode: Callable[[torch.Tensor, torch.Tensor], list], x: torch.Tensor, lengths: torch.Tensor,
@@ -415,10 +424,12 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
                 return dec.decode(lp, lengths)
 
         seconds, nbest = timed(call, device, max(1, args.repeats // 2))
-        _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference, _same_best_tokens,
-                     base, audio, host_reads(call))
+        _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference=reference,
+                     same=_same_best_tokens, base=base, audio=audio, reads=host_reads(call))
         if args.compiled_graphs and device.type == "cuda" and fusion and collapse is None:
-            COMPILED.append((section, call, reference, _same_best_tokens, base, audio))
+            COMPILED.append((section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
+                                                              same=_same_best_tokens, reference=reference, base=base,
+                                                              audio=audio, reads=None)))
 
 
 def _same_best_tokens(a: list, b: list) -> bool:
@@ -429,7 +440,7 @@ def _same_words(a: Any, b: Any) -> bool:
     return [w for w, _, _ in a.words] == [w for w, _, _ in b.words]
 
 
-def _tensor_rows(report: Report, section: str, name: str, seconds: float, out: list, reference: list,
+def _tensor_rows(report: Report, section: str, name: str, seconds: float, out: list, *, reference: list,
                  same: Callable[[Any, Any], bool], base: dict[int, float], audio: float, reads: int | None) -> None:
     """One row per native baseline (by thread count) for the tensor engine's ``seconds``; ``reads`` on the
     first."""
@@ -490,19 +501,22 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
 
     seconds, hyps = timed(call, device, max(1, args.repeats // 3))
     if args.compiled_graphs and device.type == "cuda":
-        COMPILED.append((section, call, reference, _same_words, base, audio))
-    _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference, _same_words, base, audio,
-                 host_reads(call))
+        COMPILED.append((section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
+                                                          same=_same_words, reference=reference, base=base,
+                                                          audio=audio, reads=None)))
+    _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference=reference,
+                 same=_same_words, base=base, audio=audio, reads=host_reads(call))
 
 
-#: (section, warm call, CPU reference, its comparison, native times by threads, audio seconds) of the rows
-#: that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end of the run
-COMPILED: list[tuple[str, Callable[[], Any], list, Callable[[Any, Any], bool], dict[int, float], float]] = []
+#: (section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of the
+#: searches that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end
+COMPILED: list[tuple[str, Callable[[], Any], Callable[[float, list], None]]] = []
+COMPILED_NAME = "tensor engine, torch.compile inside CUDA graphs"
 
 
 def compiled_section(report: Report, device: torch.device, args: argparse.Namespace, budget: Budget) -> None:
     """The rows of COMPILED again, their steps torch.compile'd inside the graphs (compilation in the warm-up)."""
-    for section, call, reference, same, base, audio in COMPILED:
+    for section, call, add in COMPILED:
         if budget.left() < 60:
             report.notes.append(f"{section}: compiled graphs skipped: budget spent")
             continue
@@ -515,8 +529,7 @@ def compiled_section(report: Report, device: torch.device, args: argparse.Namesp
             continue
         report.notes.append(f"{section}: compiled graphs' first call (compilation + capture) took "
                             f"{time.perf_counter() - t0 - seconds:.0f} s")
-        _tensor_rows(report, section, "tensor engine, torch.compile inside CUDA graphs", seconds, out, reference,
-                     same, base, audio, None)
+        add(seconds, out)
 
 
 SECTIONS = {"greedy": greedy_section, "beam": beam_section, "ctc": ctc_section, "wfst": wfst_section,
@@ -529,7 +542,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="small sizes (the CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="skip what would not fit in this many seconds")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)} "
-                    "(compiled: with --compiled-graphs, the CTC and WFST rows again with compiled steps)")
+                    "(compiled: with --compiled-graphs, the transducer beam, CTC + LM and WFST rows again with compiled steps)")
     ap.add_argument("--batch", type=int, default=32, help="greedy batch (paper model)")
     ap.add_argument("--frames", type=int, default=150, help="greedy frames (paper model)")
     ap.add_argument("--beam-batch", type=int, default=32)
@@ -538,7 +551,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cpu-threads", type=int, default=16, help="threads of the native engine's second baseline")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--compiled-graphs", action="store_true",
-                    help="also time CTC beam + LM and WFST with torch.compile'd steps inside the CUDA graphs "
+                    help="also time the transducer beam searches (ALSD++, AES++, WIND), CTC beam + LM and WFST with "
+                    "torch.compile'd steps inside the CUDA graphs "
                     "(compiles: a slow first call), as the last rows")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks/latest"))
     args = ap.parse_args(argv)

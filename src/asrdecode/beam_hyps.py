@@ -96,6 +96,10 @@ class BeamTree:
         cap = max(int(capacity), 1)
         tree._set_storage(torch.zeros((3, cap, batch, slots), dtype=torch.long, device=device))
         tree._count = torch.zeros(1, dtype=torch.long, device=device)
+        # the step buffer :meth:`write` stacks a step into, made here (not at the first write: a compiled
+        # step would trace it as a new attribute and compile again once it exists)
+        tree._step = torch.empty((3, 1, batch, slots), dtype=torch.long, device=device)
+        tree._step_rows = tree._step[:, 0]
         return tree
 
     def _set_storage(self, base: torch.Tensor) -> None:

@@ -161,7 +161,7 @@ def test_lockstep_finds_the_first_diverging_round(skewed):
 def test_transducer_rounds_compiled_equal_eager_float32(decoder):
     """The transducer greedy (label looping, TDT) and beam (ALSD) steps under torch.compile, float32 as on
     a GPU: tokens, timestamps and durations equal, scores within float32 rounding. (The LSTM prediction
-    network breaks the graph: Dynamo does not trace nn.LSTM; it runs eagerly between the compiled parts.)"""
+    network's step is traced from the weights its eager priming cached: Dynamo does not trace nn.LSTM.)"""
     from asrdecode.transducer.beam import beam_search
     from asrdecode.transducer.greedy import greedy
     from transducer_models import random_model
@@ -177,6 +177,55 @@ def test_transducer_rounds_compiled_equal_eager_float32(decoder):
         kw = dict(beam=4, nbest=2, method="alsd", max_symbols=3)
         want = beam_search(m, enc, lengths, **kw)
         got = beam_search(m, enc, lengths, acceleration="compile", **kw)
+    for g, w in zip(got, want, strict=True):
+        assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
+
+
+@SLOW
+@pytest.mark.parametrize("device, kind", DEVICES)
+@pytest.mark.parametrize("method, durations, pruning", [
+    ("alsd", None, "late"), ("aes", None, "late"), ("wind", None, "late"), ("alsd", [0, 1, 2], "late"),
+    ("aes", None, "early")], ids=["alsd", "aes", "wind", "alsd_tdt", "aes_early"])
+@pytest.mark.parametrize("with_lm", [False, True], ids=["plain", "token_lm"])
+def test_transducer_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kind, method, durations, pruning,
+                                                     with_lm):
+    """The ALSD++ / AES++ / WIND (window 4) round (step, prediction network, done flag) of the cached static
+    loop (RNN-T; ALSD++ also TDT), float32, beam 4, plain and with the bundled token 4-gram (late pruning, AES++
+    also early; LM-weighted blank): one graph (the LSTM prediction network included), every round equal to the
+    eager round from the same state, and the results equal to the eager search's. The compiled side's LM is a
+    fresh device copy (its lazy tables not built yet: the static loop builds them before the first trace)."""
+    from asrdecode.transducer import beam as beam_mod
+    from asrdecode.transducer.beam import BeamSearchDecoder
+    from asrdecode.transducer.beam_loop import BeamLoop
+    from transducer_models import random_model
+
+    m = random_model(4, V, BLANK, durations, blank_bias=1.0).float()
+    B, T = 6, 24
+    enc = 2 * torch.randn(B, T, 5, generator=torch.Generator().manual_seed(4))
+    lengths = torch.tensor([24, 17, 9, 0, 24, 3])
+    kw: dict = dict(beam=4, nbest=2, method=method, max_symbols=3, pruning=pruning, engine="torch")
+    if method == "wind":
+        kw.update(window=4)
+    if with_lm:
+        kw.update(beta=0.5, blank_scoring="lm_weighted")
+    fusion = [(token_lm, 0.6)] if with_lm else []
+    with torch.inference_mode():
+        want = BeamSearchDecoder(m, fusion=fusion, **kw).decode(enc, lengths)  # eager, the Python loop
+
+    mode, context = _mode_context(kind)
+    lock = Lockstep(BeamLoop.STATE)
+    monkeypatch.setattr(beam_mod, "resolve_mode", lambda m_, dev: mode)
+    monkeypatch.setattr(beam_mod, "run_until_done", lock)
+    dev_model = m.to(device)
+    dec = BeamSearchDecoder(dev_model, fusion=[(token_lm.to(device), 0.6)] if with_lm else [], **kw)
+    torch._dynamo.reset()
+    counters.clear()
+    with context, torch.inference_mode():
+        got = dec.decode(enc.to(device), lengths.to(device))
+    assert lock.rounds > T
+    assert lock.first is None, f"compiled round differs from the eager round: {lock.first}"
+    _no_graph_breaks()
     for g, w in zip(got, want, strict=True):
         assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
         assert [h.score for h in g] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)

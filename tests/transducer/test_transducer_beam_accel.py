@@ -359,3 +359,27 @@ def test_wind_rounds_are_the_oracle_pops(lm, monkeypatch):
         ref_mod.reference_wind_beam_search(m, enc[b, : lengths[b]], window=8, **kw)
     assert rounds["wind"] == max(pops), (rounds, pops)
     assert rounds["wind"] <= 2.46 * rounds["alsd"], rounds
+
+
+def test_loop_twin_is_an_independent_copy(lm):
+    """BeamLoop.twin (the lockstep tests' eager copy): its own tensors, its field and buffer views views of
+    them, the same model and fusion models; a round of the twin leaves the loop as it was and does what the
+    loop's own round does."""
+    from asrdecode.transducer.beam import BeamSearchDecoder
+    from asrdecode.transducer.beam_loop import BeamLoop
+
+    m = random_model(3, V, BLANK, None, blank_bias=1.0)
+    enc = torch.randn(2, 6, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    dec = BeamSearchDecoder(m, beam=3, fusion=[(lm, 0.4)], beta=0.3, engine="torch")
+    with torch.inference_mode():
+        loop = BeamLoop(m, m.project_encoder(enc), torch.tensor([6, 4]), dec.settings, static=True)
+        twin = loop.twin()
+        before = (loop.score.clone(), loop.fields.clone(), loop.lm_states.clone())
+        twin.round()
+        assert all(torch.equal(a, b) for a, b in zip(before, (loop.score, loop.fields, loop.lm_states)))
+        loop.round()
+    assert twin.model is loop.model and twin.scorer is loop.scorer
+    assert twin.fields.data_ptr() != loop.fields.data_ptr() and twin.time.data_ptr() == twin.fields.data_ptr()
+    assert twin.score_col.data_ptr() == twin.score.data_ptr() and twin.cand_flat.data_ptr() == twin.cand.data_ptr()
+    assert torch.equal(twin.score, loop.score) and torch.equal(twin.fields, loop.fields)
+    assert not torch.equal(before[1], loop.fields)  # the round did something

@@ -150,9 +150,11 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     S = t.int_table.shape[0]
     if a.blank_id is None or E == 0 or S * E > MAX_ENTRY_TABLE:
         return None
+    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
+    if cache is not None and torch.compiler.is_compiling():  # the key reads addresses, which a trace cannot:
+        return cache[1]  # the tables an eager call (or the first trace) built
     sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
     key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
-    cache = a.__dict__.get("_entry_cache")  # a tuple, not a tensor attribute: not part of a graph key
     if cache is not None and cache[0] == key:
         return cache[1]
     with torch.no_grad():
@@ -228,7 +230,12 @@ def score_tokens_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tens
     if t.levels:
         idx = _candidates(a, t, ints)  # [N, E]
         lab = torch.where(t.keep[states] != 0, a.arc_label[idx], -1)
-        hit_b, e = (lab[:, None, :] == tokens[:, :, None]).max(dim=2)  # [N, K]
+        match = lab[:, None, :] == tokens[:, :, None]  # [N, K, E]
+        if torch.compiler.is_compiling():  # Inductor's C++ max + argmax of a bool fails to build (mixed vector
+            hit, e = match.to(torch.uint8).max(dim=2)  # masks): the same over uint8 (at most one hit a row)
+            hit_b = hit != 0
+        else:
+            hit_b, e = match.max(dim=2)  # [N, K]
         arc = idx.gather(1, e)
         acc = floats[:, 1:].gather(1, e // t.degree)
         out_s = torch.where(hit_b, a.arc_weight[arc] + acc, out_s)

@@ -16,7 +16,7 @@ equal hypothesis" is "an equal one in an earlier slot"; the state tensors are wr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -27,7 +27,7 @@ from .model import checked_joint
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
 BeamLoop = Any
 
-__all__ = ["alsd_step", "alsd_buffers"]
+__all__ = ["alsd_step", "alsd_buffers", "add_into", "where_into", "stack_into"]
 
 _NEG_INF = float("-inf")
 
@@ -185,7 +185,7 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
     if loop.beta:
         label_add = label_add + loop.beta
     base = torch.where(loop.active_col, loop.score_col, loop.neg_inf)  # [B, K, 1]: expanding ones', else -inf
-    torch.where(expand, loop.neg_inf, loop.score, out=loop.cand_carry)  # waiting / finished ones stay
+    where_into(loop.cand_carry, expand, loop.neg_inf, loop.score)  # waiting / finished ones stay
 
     if not loop.early:
         lm_next = None
@@ -208,7 +208,7 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
             fused = (acoustic.view(B, K, V, D) + add[..., None]).view(B, K, V * D)
         else:
             fused = acoustic + add
-        torch.add(base, fused, out=loop.cand_main)
+        add_into(loop.cand_main, base, fused)
         sel_val, sel_idx = ordered_topk(loop.cand_flat, K)
         return sel_val, sel_idx, lm_next, None
 
@@ -221,6 +221,32 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
         lm_sel, lm_next = torch.zeros_like(top_ac), None
     is_blank = top_tok == loop.blank
     add_e = torch.where(is_blank, blank_add, lm_sel + label_add)
-    torch.add(base + top_ac, add_e, out=loop.cand_main)
+    add_into(loop.cand_main, base + top_ac, add_e)
     sel_val, sel_idx = ordered_topk(loop.cand_flat, K)
     return sel_val, sel_idx, lm_next, top_c
+
+
+def where_into(dst: torch.Tensor, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``dst[...] = torch.where(cond, a, b)`` for a strided view ``dst`` (as :func:`add_into`)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(torch.where(cond, a, b))
+    else:
+        torch.where(cond, a, b, out=dst)
+
+
+def stack_into(dst: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
+    """``dst[...] = torch.stack(tensors)`` for a strided view ``dst`` (as :func:`add_into`)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(torch.stack(list(tensors)))
+    else:
+        torch.stack(list(tensors), out=dst)
+
+
+def add_into(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``dst[...] = a + b`` for a strided view ``dst`` (a part of the candidate buffer): ``out=`` eagerly (no
+    temporary, no extra op), a copy under torch.compile (Dynamo breaks the graph at a non-contiguous ``out=``;
+    Inductor fuses the copy)."""
+    if torch.compiler.is_compiling():
+        dst.copy_(a + b)
+    else:
+        torch.add(a, b, out=dst)

@@ -10,6 +10,7 @@ settings of a search (one per decoder object, shared read-only by its calls).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,8 @@ class BeamLoop:
         self._init_indices(dev)
         self._init_hypotheses(carried is None, dev)
         self.static = static
+        if static and self.fused and B:  # the fusion models' lazy tables built now, eagerly: a compiled round
+            self.scorer.advance(self.lm_states[:1], dtype=self.dtype)  # would trace building them every round
         cap = _TREE_CAPACITY if _TREE_CAPACITY is not None else max(64, 2 * T, capacity or 0)
         self.tree = BeamTree.preallocated(B, self.S, dev, capacity=cap) if static else BeamTree()
         self._carried_tree: BeamTree | None = None
@@ -226,6 +229,13 @@ class BeamLoop:
         # what :meth:`reset` restores (fresh searches only)
         self._fresh = ((tree_map(torch.clone, self.pred_state), self.dec_proj.clone(), self.lm_states.clone())
                        if fresh else None)
+
+    def twin(self) -> "BeamLoop":
+        """An independent copy of the loop's state (its own tensors, views of them kept views of the copies;
+        the same model, fusion models and settings): for lockstep tests that run a round both ways from the
+        same state (tests/lockstep.py)."""
+        memo: dict[int, Any] = {id(self.model): self.model, id(self.scorer): self.scorer, id(self._engine): self._engine}
+        return copy.deepcopy(self, memo)
 
     # the fields as attributes: views of their rows of ``fields`` (never replaced: the steps write ``fields``
     # in place), assigned by copying into the row

@@ -37,6 +37,7 @@ import torch
 
 from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
+from .beam_alsd import stack_into, where_into
 from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
@@ -216,7 +217,7 @@ def _fuse(loop: BeamLoop, win: "_WindWindow") -> None:
     window's last frame; ``-inf`` on the others), written into ``loop.cand``."""
     if loop.lm_prep is not None:
         loop.cand.add_(loop.lm_scores_4)
-    torch.where(win.last_frame, win.cum, loop.neg_inf, out=loop.cand_blank)
+    where_into(loop.cand_blank, win.last_frame, win.cum, loop.neg_inf)
 
 
 def _expansions(loop: BeamLoop, pop: "_WindPop", win: "_WindWindow", expand: torch.Tensor) -> "_WindArrivals":
@@ -270,7 +271,7 @@ def _merge(loop: BeamLoop, pop: "_WindPop", new: "_WindArrivals") -> None:
     pool_score = torch.cat([keep, new.score], dim=1)  # [B, P]
     loop.pool_fields.copy_(loop.fields)
     loop.pool_frame.copy_(loop.time)
-    torch.stack(new.rows, out=loop.pool_new)
+    stack_into(loop.pool_new, new.rows)
     if loop.pool_before is not None:
         merged = merge_equal(pool_score, loop.pool_key, loop.pool_key_t, loop.pool_before)
     else:

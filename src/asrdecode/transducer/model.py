@@ -215,6 +215,10 @@ class LSTMTransducer(_JointMixin):
         ``E W_ih^T + b_ih + b_hh`` ``[V, 4P]`` and ``W_hh^T`` ``[P, 4P]``; per upper layer
         ``([W_ih W_hh]^T [2P, 4P], b_ih + b_hh [4P])``; gate columns in the order (i, f, o, g) (nn.LSTM's
         rows are i, f, g, o)."""
+        if torch.compiler.is_compiling():  # the key reads addresses, which a trace cannot: the cache the eager
+            cached = self.__dict__.get("_step_cache")  # priming step of a loop made (its parameters unchanged since)
+            if cached is not None:
+                return cached[1]
         # read through the modules' parameter dicts: nn.Module attribute look-ups cost ~8 us a step
         names = self.__dict__.get("_step_names")
         if names is None:
