@@ -553,6 +553,18 @@ def tune_lm_main() -> None:
     print(markdown_table(["method", "weight", "beta", "blank scoring", "WER dev25"], grid))
 
 
+def demo_rnnt_clips() -> tuple:
+    """demo-rnnt's model, its bundled token LM, and the encoder output of its 60 bundled clips (synth_test50 +
+    real10) as one batch ``[60, T, D]`` with ``lengths [60]``."""
+    from asrdecode.models import load
+
+    demo = load("demo-rnnt")
+    encs = list(encoded_test_sets(demo))
+    width = max(e.shape[1] for _, e, _, _ in encs)
+    enc = torch.cat([torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])) for _, e, _, _ in encs])
+    return demo.model, bundled_lm(demo), enc, torch.cat([n for _, _, n, _ in encs])
+
+
 def clip_batches(enc: torch.Tensor, lengths: torch.Tensor, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``enc [N, T, D]`` / ``lengths [N]`` in batches of ``batch`` clips in order, each cut to its longest clip."""
     out = []
@@ -569,17 +581,10 @@ def native_search_main(repeats: int) -> None:
     per-step native engine (networks in torch, the one-call path switched off) and the tensor engine."""
     from unittest import mock
 
-    from asrdecode.models import load
     from asrdecode.native import transducer_search
     from asrdecode.transducer.beam import BeamSearchDecoder
 
-    demo = load("demo-rnnt")
-    lm = bundled_lm(demo)
-    encs = list(encoded_test_sets(demo))
-    width = max(e.shape[1] for _, e, _, _ in encs)
-    enc = torch.cat([torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])) for _, e, _, _ in encs])
-    lengths = torch.cat([n for _, _, n, _ in encs])
-    model = demo.model
+    model, lm, enc, lengths = demo_rnnt_clips()
     fusion = [(lm, 0.5)]
 
     def per_step(**kw):
@@ -663,17 +668,10 @@ def streaming_main(repeats: int, chunk_s: float) -> None:
     against the default greedy (C++, whole utterances); the fastest of ``repeats`` interleaved runs each."""
     from unittest import mock
 
-    from asrdecode.models import load
     from asrdecode.native import transducer_search
     from asrdecode.transducer.beam import BeamSearchDecoder
 
-    demo = load("demo-rnnt")
-    lm = bundled_lm(demo)
-    encs = list(encoded_test_sets(demo))
-    width = max(e.shape[1] for _, e, _, _ in encs)
-    enc = torch.cat([torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])) for _, e, _, _ in encs])
-    lengths = torch.cat([n for _, _, n, _ in encs])
-    model = demo.model
+    model, lm, enc, lengths = demo_rnnt_clips()
     dec = BeamSearchDecoder(model, beam=4, fusion=[(lm, 0.5)], max_symbols=MAX_SYMBOLS)
     frames = max(1, round(chunk_s / 0.08))
 

@@ -189,3 +189,12 @@ def build_nemo_ctc(out: Path, seed: int = 0, vocab: int = 64, feat: int = 80, no
                                        "version": "1", "model_author": "asrdecode tests", "feat_dim": str(feat)})
     _write_tokens(out / "tokens.txt", ["<unk>", *_pieces(vocab - 1), "<blk>"])
     return out
+
+
+def build_small_layouts(root: Path) -> dict[str, Path]:
+    """Small icefall (stateless, context 2), NeMo RNN-T and NeMo TDT models under ``root``: the layouts the
+    native transducer search reads, for its engine-agreement tests."""
+    return {"icefall": build_icefall(root / "icefall", seed=2, vocab=40, context=2, dim=16, emb=8),
+            "nemo": build_nemo(root / "nemo", seed=3, vocab=30, hidden=16, enc_dim=12, joint=16, blank_bias=2.0),
+            "nemo-tdt": build_nemo(root / "nemo-tdt", seed=4, vocab=30, tdt=True, hidden=16, enc_dim=12, joint=16,
+                                   blank_bias=2.0)}

@@ -223,13 +223,9 @@ def test_weights_follow_the_model():
 @pytest.fixture(scope="module")
 def onnx_models(tmp_path_factory):
     pytest.importorskip("onnxruntime")
-    from sherpa_models import build_icefall, build_nemo
+    from sherpa_models import build_small_layouts
 
-    root = tmp_path_factory.mktemp("search_native_onnx")
-    return {"icefall": build_icefall(root / "icefall", seed=2, vocab=40, context=2, dim=16, emb=8),
-            "nemo": build_nemo(root / "nemo", seed=3, vocab=30, hidden=16, enc_dim=12, joint=16, blank_bias=2.0),
-            "nemo-tdt": build_nemo(root / "nemo-tdt", seed=4, vocab=30, tdt=True, hidden=16, enc_dim=12, joint=16,
-                                   blank_bias=2.0)}
+    return build_small_layouts(tmp_path_factory.mktemp("search_native_onnx"))
 
 
 @pytest.mark.parametrize("name,options", [("icefall", {}), ("icefall", dict(start_context="sherpa", unk_as_blank="max")),
