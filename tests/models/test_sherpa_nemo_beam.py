@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -27,9 +26,9 @@ pytest.importorskip("kaldi_native_fbank")
 from asrdecode.errors import DecodingInputError  # noqa: E402
 from asrdecode.models.onnx_transducer import load_onnx_transducer  # noqa: E402
 from asrdecode.models.sherpa_compat import sherpa_options  # noqa: E402
-import asrdecode.models.sherpa_nemo_search as nemo_search  # noqa: E402
 from asrdecode.models.sherpa_nemo_search import nemo_beam_search, partial_sort, top_k  # noqa: E402
 from asrdecode.transducer import LSTMTransducer, greedy  # noqa: E402
+from near_ties import TIE_ULPS, nemo_search_margin_ulps  # noqa: E402
 from sherpa_models import build_nemo  # noqa: E402
 from test_sherpa_onnx import _as_sherpa, _frames, _sherpa_decode, sherpa, waves  # noqa: E402, F401
 
@@ -66,8 +65,7 @@ def _same(bundle, h, r, tdt: bool) -> bool:
 #: models have many (measured 2026-11-26 on rnnt-flat: 28 of the 60 clips have a cut within 1 ulp, 34
 #: within 2), and the C++ engine's best differs from sherpa-onnx's on 0-2 clips per model and kernel
 #: level. A clip may differ only when the exact (torch) search of it, which equals sherpa-onnx's, has a
-#: cut within TIE_ULPS float32 ulps; NATIVE_FLOOR keeps the comparison from being vacuous.
-TIE_ULPS = 2
+#: cut within TIE_ULPS float32 ulps (near_ties.py); NATIVE_FLOOR keeps the comparison from being vacuous.
 NATIVE_FLOOR = 50
 
 
@@ -75,29 +73,8 @@ def _near_tied(model, enc: torch.Tensor, n: int, want, same) -> bool:
     """Whether the torch engine's search of one utterance (``enc [1, T, D]``, ``n`` frames) gives
     sherpa-onnx's hypothesis (``same(h, want)``) and decides a near-tie on the way: some cut (the beam
     best candidates, a row's top-k tokens) keeps a score within TIE_ULPS float32 ulps of one it drops."""
-    margins: list[float] = []
-    sort, topk = nemo_search.partial_sort, nemo_search.top_k
-
-    def cut(kept: float, dropped: float) -> None:
-        margins.append((kept - dropped) / float(np.spacing(np.float32(abs(kept)))))
-
-    def sort_and_record(items: list, k: int, better):
-        if better is nemo_search._better and len(items) > k:
-            scores = sorted((float(c[0].logp) for c in items), reverse=True)
-            cut(scores[k - 1], scores[k])
-        return sort(items, k, better)
-
-    def topk_and_record(row: torch.Tensor, k: int) -> list[int]:
-        if row.numel() > k:
-            vals = torch.sort(row, descending=True).values
-            cut(float(vals[k - 1]), float(vals[k]))
-        return topk(row, k)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(nemo_search, "partial_sort", sort_and_record)
-        mp.setattr(nemo_search, "top_k", topk_and_record)
-        best = nemo_beam_search(model, enc[:, :n], torch.tensor([n]), beam=4, unk_id=model.unk_id, engine="torch")[0][0]
-    return same(best, want) and min(margins, default=math.inf) <= TIE_ULPS
+    out, margin = nemo_search_margin_ulps(model, enc[:, :n], torch.tensor([n]), beam=4, unk_id=model.unk_id)
+    return same(out[0][0], want) and margin <= TIE_ULPS
 
 
 def _agreement(bundle, model, enc: torch.Tensor, elen: torch.Tensor, hyps, want, tdt: bool) -> tuple[int, list[int]]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asrdecode.errors import DecodingInputError
 from asrdecode.models.sherpa_nemo_search import nemo_beam_search
 from asrdecode.native import available
 from asrdecode.transducer import LSTMTransducer
+from near_ties import TIE_ULPS, nemo_search_margin_ulps
 
 pytestmark = pytest.mark.skipif(not available(), reason="no C++ compiler for the native engine")
 
@@ -58,13 +59,22 @@ def _model(seed: int, vocab: int, layers: int, blank: int, durations: list[int] 
        tdt=st.sampled_from([None, [0, 1, 2, 3, 4], [0, 2, 3], [1, 2]]), beam=st.sampled_from([1, 2, 4, 8]),
        lens=st.lists(st.integers(0, 20), min_size=1, max_size=4), unk=st.one_of(st.none(), st.integers(0, 23)),
        cap=st.sampled_from([1, 3, 10]))
+# the C++ search keeps another hypothesis at a near-tie of the exact one (with the AVX-512 kernels)
+@example(seed=398, vocab=20, layers=1, blank=1, tdt=None, beam=2, lens=[0, 0, 14], unk=None, cap=10)
 def test_equals_the_python_search(seed, vocab, layers, blank, tdt, beam, lens, unk, cap) -> None:
     t = _model(seed, vocab, layers, blank, tdt)
     unk = None if unk is None else unk % vocab
     enc = torch.randn(len(lens), max(lens), 10, generator=torch.Generator().manual_seed(seed)) * 2
     kw = dict(beam=beam, unk_id=unk, max_symbols=cap)
     got = nemo_beam_search(t, enc, lens, engine="native", **kw)
-    _same_lists(got, nemo_beam_search(t, enc, lens, engine="torch", **kw))
+    want, margin = nemo_search_margin_ulps(t, enc, lens, **kw)
+    try:
+        _same_lists(got, want)
+    except AssertionError:
+        # the engines' float32 scores differ by roundings (and by kernel level): where the exact search kept
+        # one of two scores within TIE_ULPS ulps, the C++ one may keep the other and search on from there
+        if margin > TIE_ULPS:
+            raise
     for row, n in zip(got, lens):
         assert 1 <= len(row) <= beam and all(len(h.tokens) <= n * cap for h in row)
         if n == 0:
