@@ -24,7 +24,7 @@ import torch
 
 from .native import _lib as _native_lib
 
-__all__ = ["EMPTY_HASH", "extend_hash", "BeamTree"]
+__all__ = ["EMPTY_HASH", "extend_hash", "is_prefix_hash", "BeamTree"]
 
 HASH_M1 = 2147483647  # 2**31 - 1, prime
 HASH_M2 = 2147483629  # prime
@@ -48,6 +48,12 @@ def extend_hash(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     h1 = torch.remainder(torch.add(t, h1, alpha=HASH_P1), HASH_M1)  # t + h1 * P1 in one kernel (exact: < 2**52)
     h2 = torch.remainder(torch.add(t, h2, alpha=HASH_P2), HASH_M2)
     return (h1 << 32) | h2
+
+
+def is_prefix_hash(h: torch.Tensor) -> torch.Tensor:
+    """Whether each ``h`` (int64) is a hash :func:`extend_hash` makes: both residues in range (what a carried
+    state's hashes must be; the native engine's ``valid_hash``)."""
+    return (h >= 0) & ((h >> 32) < HASH_M1) & ((h & HASH_LOW) < HASH_M2)
 
 
 def hash_sequence(tokens: list[int]) -> int:

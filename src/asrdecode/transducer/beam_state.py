@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..beam_hyps import HASH_LOW, HASH_M1, HASH_M2, BeamTree
+from ..beam_hyps import BeamTree, is_prefix_hash
 from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from ..results import Hypothesis
@@ -116,8 +116,7 @@ def check_carried_hypotheses(state: BeamState) -> None:
     live = score > float("-inf")
     if bool(((time < 0) & live).any()):
         raise DecodingInputError("state: carried frames must be >= 0 (a live hypothesis has time < 0)")
-    bad_hash = (hsh < 0) | ((hsh >> 32) >= HASH_M1) | ((hsh & HASH_LOW) >= HASH_M2)
-    if bool((bad_hash & live).any()):
+    if bool((~is_prefix_hash(hsh) & live).any()):
         raise DecodingInputError("state: a live hypothesis's hash is not a prefix hash (state damaged?)")
 
 
