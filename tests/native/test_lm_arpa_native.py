@@ -31,6 +31,18 @@ def _slow(path):
     return arpa_mod._parse(arpa_mod._bounded_lines(path, arpa_mod.MAX_ARPA_BYTES), str(path))
 
 
+def _reads_as_the_line_reader(path) -> None:
+    """The native ``read_arpa`` of ``path`` gives the line reader's model, or its error word for word."""
+    try:
+        expected = _slow(path)
+    except FileFormatError as e:
+        with pytest.raises(FileFormatError) as got:
+            arpa_mod.read_arpa(path, engine="native")
+        assert str(got.value) == str(e)
+    else:
+        _same(arpa_mod.read_arpa(path, engine="native"), expected)
+
+
 def _same(a, b) -> None:
     assert a.vocab == b.vocab and a.order == b.order
     for k in range(a.order):
@@ -149,14 +161,7 @@ def test_what_the_native_reader_does_not_take_gets_the_line_readers_answer(tmp_p
     assert old in BASE, old
     path = tmp_path / "m.arpa"
     path.write_bytes(BASE.replace(old, new, 1).encode("latin-1" if "\xff" in new else "utf-8"))
-    try:
-        expected = _slow(path)
-    except FileFormatError as e:
-        with pytest.raises(FileFormatError) as got:
-            arpa_mod.read_arpa(path, engine="native")
-        assert str(got.value) == str(e)
-    else:
-        _same(arpa_mod.read_arpa(path, engine="native"), expected)
+    _reads_as_the_line_reader(path)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -169,14 +174,7 @@ def test_damaged_files_read_as_the_line_reader_reads_them(tmp_path_factory, seed
         data[i:i + len(new) % 2 + 1] = new
     path = tmp_path_factory.mktemp("d") / "d.arpa"
     path.write_bytes(bytes(data))
-    try:
-        expected = _slow(path)
-    except FileFormatError as e:
-        with pytest.raises(FileFormatError) as got:
-            arpa_mod.read_arpa(path, engine="native")
-        assert str(got.value) == str(e)
-    else:
-        _same(arpa_mod.read_arpa(path, engine="native"), expected)
+    _reads_as_the_line_reader(path)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
