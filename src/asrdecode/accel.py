@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs", "compiled_graphs",
+    "strict_syncs", "compiled_graphs", "PureStep",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -49,6 +49,37 @@ def resolve_mode(mode: str | None, device: torch.device) -> str:
     if mode == "cuda_graphs" and device.type != "cuda":
         raise ValueError("acceleration mode 'cuda_graphs' needs tensors on a CUDA device")
     return mode
+
+
+class PureStep:
+    """A round written for ``torch.compile`` as a pure function, attached to the in-place round it equals
+    (``round_fn.pure = PureStep(...)``): ``body(*inputs(state))`` reads its input tensors and writes only
+    tensors it makes (scratch and the new state), then ``write(state, outputs)`` copies the new state into
+    the loop's buffers, eagerly, outside the compiled code.
+
+    Compiled this way, a graph has no mutated and no aliased inputs: no kernel writes a buffer that it (or
+    a kernel fused with it) also gathers from, and AOTAutograd passes every input as itself (no synthetic
+    bases rebuilt by ``as_strided``). Those are the paths where a compiled in-place round can race on a
+    GPU while its CPU build is exact (the CTC prefix round left eager's on CUDA in its first round).
+    Eager mode runs the in-place round; a compiled round costs one copy per state buffer more."""
+
+    def __init__(self, inputs: Callable[[Any], tuple], body: Callable[..., Any],
+                 write: Callable[[Any, Any], None]) -> None:
+        self.inputs, self.body, self.write = inputs, body, write
+
+
+def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``fn`` under ``torch.compile``: its :class:`PureStep` compiled, with the eager write-back, when it
+    has one; else ``fn`` itself compiled (its in-place writes become the graph's input mutations)."""
+    pure: PureStep | None = getattr(fn, "pure", None)
+    if pure is None:
+        return torch.compile(fn, dynamic=False)
+    body = torch.compile(pure.body, dynamic=False)
+
+    def run(state: Any) -> None:
+        pure.write(state, body(*pure.inputs(state)))
+
+    return run
 
 
 def _state_tensors(state: Any, names: tuple[str, ...]) -> list[torch.Tensor]:
@@ -87,10 +118,7 @@ class StepRunner:
         elif any(a is not None for a in args):
             raise ValueError(f"step arguments are not supported in {self.mode} mode")
         elif self.mode == "compile":
-            compiled = self._compiled.get(fn)
-            if compiled is None:
-                compiled = self._compiled[fn] = torch.compile(fn, dynamic=False)
-            compiled(state)
+            self._compiled_fn(fn)(state)
         else:
             self._replay(fn, state)
 
@@ -101,11 +129,16 @@ class StepRunner:
         if self.mode == "eager":
             return lambda: fn(state)
         if self.mode == "compile":
-            compiled = self._compiled.get(fn)
-            if compiled is None:
-                compiled = self._compiled[fn] = torch.compile(fn, dynamic=False)
+            compiled = self._compiled_fn(fn)
             return lambda: compiled(state)
         return self._graph(fn, state).replay  # pragma: no cover - needs CUDA
+
+    def _compiled_fn(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``fn`` compiled (once per runner and function): see :func:`_compiled_step`."""
+        compiled = self._compiled.get(fn)
+        if compiled is None:
+            compiled = self._compiled[fn] = _compiled_step(fn)
+        return compiled
 
     def _in_place(self, fn: Callable[[Any], None], state: Any) -> Callable[[], None]:
         """Wrap ``fn`` so that the state's tensors are updated in place (fixed addresses)."""
@@ -136,7 +169,7 @@ class StepRunner:
         if graph is None:
             target = fn
             if fused:  # torch.compile first: fused kernels, fewer launches per replay
-                target = self._compiled.get(fn) or self._compiled.setdefault(fn, torch.compile(fn, dynamic=False))
+                target = self._compiled_fn(fn)
             run = self._in_place(target, state)
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
@@ -359,20 +392,45 @@ class _EmulatedGraph:
 class EmulatedGraphRunner(StepRunner):
     """The CPU twin of ``"cuda_graphs"`` mode, for tests: steps run eagerly through the same in-place
     wrapper a capture uses, "captured" once per (function, tensor addresses) exactly as a real graph is
-    (so ``captures`` counts what a GPU would capture), and every replay checks that no state tensor moved."""
+    (so ``captures`` counts what a GPU would capture), and every replay checks that no state tensor moved.
 
-    def __init__(self, mode: str, state_names: tuple[str, ...]) -> None:
+    With ``pure=True`` a step with a :class:`PureStep` runs as that (uncompiled): what ``compiled_graphs()``
+    captures, Inductor aside; each replay also checks that the body left its input tensors as they were."""
+
+    def __init__(self, mode: str, state_names: tuple[str, ...], pure: bool = False) -> None:
         super().__init__("eager" if mode == "eager" else "cuda_graphs", state_names)
+        self.pure = pure
 
     def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:
         leaves = _state_tensors(state, self.state_names)
         key = (fn, tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
-            graph = self._graphs[key] = _EmulatedGraph(self._in_place(fn, state),
+            target = fn
+            if self.pure and getattr(fn, "pure", None) is not None:
+                target = _checked_pure(fn, lambda: _state_tensors(state, self.state_names))
+            graph = self._graphs[key] = _EmulatedGraph(self._in_place(target, state),
                                                        lambda: _state_tensors(state, self.state_names))
             self.captures += 1
         return graph
+
+
+def _checked_pure(fn: Callable[[Any], None], leaves: Callable[[], list[torch.Tensor]]) -> Callable[[Any], None]:
+    """``fn``'s :class:`PureStep` run eagerly, raising if its body changed one of its input tensors or of
+    the loop's state tensors ``leaves()``."""
+    pure: PureStep = fn.pure  # type: ignore[attr-defined]  # (the caller checked it has one)
+
+    def run(state: Any) -> None:
+        inputs = pure.inputs(state)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + leaves()
+        before = [x.clone() for x in tensors]
+        out = pure.body(*inputs)
+        for i, (x, b) in enumerate(zip(tensors, before)):
+            if not torch.equal(x, b):
+                raise AssertionError(f"the pure step {pure.body.__name__} wrote its input or state tensor {i}")
+        pure.write(state, out)
+
+    return run
 
 
 # -- ops that synchronise with the device whatever Python does with their result -------------------------

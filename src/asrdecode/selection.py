@@ -63,7 +63,12 @@ _ARANGES: dict[tuple[int, torch.device, torch.dtype, bool], torch.Tensor] = {}
 
 
 def _arange(n: int, device: torch.device, dtype: torch.dtype, reverse: bool = False) -> torch.Tensor:
-    """``0..n-1`` (``reverse``: ``n-1..0``) on ``device``, made once (a constant: no kernel per call)."""
+    """``0..n-1`` (``reverse``: ``n-1..0``) on ``device``, made once (a constant: no kernel per call). Under
+    torch.compile made in the graph (Inductor fuses it into its users): a cache filled while tracing would
+    fail the trace's guard on the next call and compile the step again."""
+    if torch.compiler.is_compiling():
+        return torch.arange(n - 1, -1, -1, device=device, dtype=dtype) if reverse else torch.arange(n, device=device,
+                                                                                                    dtype=dtype)
     key = (n, device, dtype, reverse)
     t = _ARANGES.get(key)
     if t is None:

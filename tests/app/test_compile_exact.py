@@ -229,3 +229,46 @@ def test_transducer_beam_round_compiled_equals_eager(monkeypatch, token_lm, devi
     for g, w in zip(got, want, strict=True):
         assert [(h.tokens, h.timestamps, h.durations) for h in g] == [(h.tokens, h.timestamps, h.durations) for h in w]
         assert [h.score for h in g] == pytest.approx([h.score for h in w], rel=1e-5, abs=1e-4)
+
+
+@SLOW
+@pytest.mark.parametrize("search", ["ctc", "alsd", "aes", "wind", "alsd_tdt"])
+@pytest.mark.parametrize("with_lm", [False, True], ids=["plain", "token_lm"])
+def test_compiled_rounds_write_no_input(monkeypatch, token_lm, search, with_lm):
+    """What torch.compile traces of each device loop's round (its ``PureStep``) is one graph that writes
+    none of its inputs: no kernel Inductor makes of it writes a buffer it gathers from, and no aliased
+    input needs a synthetic base (the in-place CTC round left eager's on CUDA in its first round, run 8).
+    Dynamo only, no Inductor (tests/fx_writes.py)."""
+    import functools
+
+    from asrdecode.transducer import beam as beam_mod
+    from asrdecode.transducer.beam import BeamSearchDecoder
+    from fx_writes import RecordingBackend, input_writes
+    from transducer_models import random_model
+
+    backend = RecordingBackend()
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
+    torch._dynamo.reset()
+    counters.clear()
+    if search == "ctc":
+        B, T = 8, 6
+        lp = peaky_log_probs(5, B, T, V, BLANK, peak=6.0, dtype=torch.float32)
+        monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "compile")
+        beam_loop.LOOPS.clear()
+        with torch.inference_mode():
+            ctc.beam_search(lp, random_lengths(5, B, T), BLANK, engine="torch", beam=8,
+                            fusion=[(token_lm, 0.7)] if with_lm else [])
+        beam_loop.LOOPS.clear()
+    else:
+        method, durations = search.split("_")[0], [0, 1, 2] if search.endswith("tdt") else None
+        m = random_model(4, V, BLANK, durations, blank_bias=1.0).float()
+        kw: dict = dict(beam=3, method=method, max_symbols=2, engine="torch", window=3 if method == "wind" else 1)
+        if with_lm:
+            kw.update(beta=0.5, blank_scoring="lm_weighted", fusion=[(token_lm, 0.6)])
+        monkeypatch.setattr(beam_mod, "resolve_mode", lambda m_, dev: "compile")
+        enc = torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(4))
+        with torch.inference_mode():
+            BeamSearchDecoder(m, **kw).decode(enc, torch.tensor([5, 3]))
+    _no_graph_breaks()
+    assert len(backend.graphs) == 1
+    assert input_writes(backend.graphs[0]) == []

@@ -47,6 +47,19 @@ def test_graph_path_equals_eager(tmp_path, name):
     assert_same(got2, want2)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_pure_round_equals_eager(tmp_path, name):
+    """The round as torch.compile traces it (``_round.pure``: reads its inputs, returns the new state, written
+    back eagerly) gives the eager results, and never writes an input (checked every round)."""
+    lp, lens, blank, kw = make_case(name, tmp_path, 4, 5, 23)
+    want = _eager(lp, lens, blank, kw)
+    with pytest.MonkeyPatch.context() as mp:
+        emulate_graphs(mp, beam_loop, pure=True)
+        got = _eager(lp, lens, blank, kw)
+        beam_loop.LOOPS.clear()
+    assert_same(got, want)
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 4), st.integers(0, 19), st.sampled_from(CASES))
 def test_graph_path_equals_eager_random(tmp_path_factory, seed, batch, frames, name):

@@ -193,6 +193,33 @@ def test_cached_graph_path_equals_eager_and_a_warm_call_captures_nothing(emulate
     assert captured[3] > captured[2]
 
 
+@pytest.mark.parametrize("method,durations,extra", CASES)
+def test_pure_round_equals_eager(monkeypatch, lm, method, durations, extra):
+    """The round as torch.compile traces it (``_round.pure``: a shadow loop's round, its state written back
+    eagerly) equals the eager search, whole and in chunks, and never writes a tensor of the loop it reads
+    (checked every round, the tree's too)."""
+    from transducer_models import random_encoder, tiny_boosting_tree
+
+    real = beam_mod.resolve_mode
+    monkeypatch.setattr(beam_mod, "resolve_mode", lambda m, d: "cuda_graphs" if m == "graphs-on-cpu" else real(m, d))
+    monkeypatch.setattr(beam_mod, "StepRunner", lambda mode, names: EmulatedGraphRunner(mode, names, pure=True))
+    m = random_model(61, V, BLANK, durations, blank_bias=1.0)
+    kw = dict(beam=3, nbest=3, method=method, max_symbols=3, fusion=[(lm, 0.4), (tiny_boosting_tree(), 0.3)],
+              **extra)
+    enc, lengths = random_encoder(71, 3, 12), torch.tensor([12, 0, 7])
+    pure = beam_mod.BeamSearchDecoder(m, acceleration="graphs-on-cpu", engine="torch", **kw)
+    want = beam_mod.BeamSearchDecoder(m, engine="torch", **kw).decode(enc, lengths)
+    _same(pure.decode(enc, lengths), want)
+    if method != "alsd":
+        return
+    state = None
+    for a, b in ((0, 5), (5, 12)):
+        clen = (lengths - a).clamp(min=0, max=b - a)
+        out, state = beam_search(m, enc[:, a:b], clen, state=state, return_state=True, final=lengths <= b,
+                                 acceleration="graphs-on-cpu", engine="torch", **kw)
+    _same(out, want)
+
+
 def test_graph_path_streaming_is_exact_without_the_cache(emulated_graphs, lm):
     """Chunks run the plain static loop (no cache: the state is carried) and equal the one-shot search."""
     m = random_model(78, V, BLANK, None, blank_bias=1.0)

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..accel import LoopCache, StepRunner, bucket, resolve_mode, run_until_done
+from ..accel import LoopCache, PureStep, StepRunner, bucket, resolve_mode, run_until_done
 from ..fusion import FusionScorer
 from .beam_step import Stepper
 
@@ -60,6 +60,7 @@ class FrameLoop:
         self.fb = stepper.buffers(device)
         self.floats, self.ints = self.fb.floats, self.fb.ints
         self.rec1 = self.fb.rec[None]
+        self.round_frames = torch.arange(UNROLL, device=device)  # the tree steps a round writes, from t
         self.runner = StepRunner(mode, STATE_NAMES)
 
     def twin(self) -> "FrameLoop":
@@ -102,6 +103,36 @@ def _round(loop: FrameLoop) -> None:
     """:data:`UNROLL` frames (one captured graph)."""
     for _ in range(UNROLL):
         _frame(loop)
+
+
+def _pure_round(stepper: Stepper, x: torch.Tensor, lens: torch.Tensor, floats: torch.Tensor, ints: torch.Tensor,
+                t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_round` as a pure function (what ``torch.compile`` traces, :class:`~asrdecode.accel.PureStep`):
+    the frames from ``t [1]`` of ``x [Tb, Bb, V]`` on the state ``floats`` / ``ints`` (read, not written);
+    returns the new state, ``t + UNROLL`` and the round's tree steps ``[UNROLL, 2, Bb, K]``."""
+    fb = stepper.buffers(x.device, floats.clone(), ints.clone())
+    steps = []
+    for _ in range(UNROLL):
+        torch.index_select(x, 0, t, out=fb.e3)
+        stepper.frame(fb, lens > t)
+        steps.append(fb.rec.clone())
+        t = t + 1
+    return fb.floats, fb.ints, t, torch.stack(steps)
+
+
+def _pure_inputs(loop: FrameLoop) -> tuple:
+    return loop.stepper, loop.x, loop.lens, loop.floats, loop.ints, loop.t
+
+
+def _write_round(loop: FrameLoop, out: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+    floats, ints, t, steps = out
+    loop.tree.index_copy_(0, loop.t + loop.round_frames, steps)
+    loop.floats.copy_(floats)
+    loop.ints.copy_(ints)
+    loop.t.copy_(t)
+
+
+_round.pure = PureStep(_pure_inputs, _pure_round, _write_round)  # type: ignore[attr-defined]
 
 
 def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_index: torch.Tensor,

@@ -59,11 +59,14 @@ class FrameBuffers:
     ``p(c) + y[k]``; of a stay: ``stay_nb``) and its ``p_b`` (``-inf`` for an extension; ``stay_b``).
     """
 
-    def __init__(self, step: "Stepper", device: torch.device) -> None:
+    def __init__(self, step: "Stepper", device: torch.device, floats: Optional[torch.Tensor] = None,
+                 ints: Optional[torch.Tensor] = None) -> None:
+        """New buffers (zero state), or around the given state tensors ``floats`` / ``ints`` (the shapes
+        above; the step writes them in place)."""
         B, K, M, Mm = step.B, step.K, step.M_used, step.scorer.num_models
         dt, lg = step.dtype, torch.long
-        self.floats = torch.zeros((6, B, K), dtype=dt, device=device)
-        self.ints = torch.zeros((3 + Mm + 1, B, K), dtype=lg, device=device)
+        self.floats = torch.zeros((6, B, K), dtype=dt, device=device) if floats is None else floats
+        self.ints = torch.zeros((3 + Mm + 1, B, K), dtype=lg, device=device) if ints is None else ints
         self.f_state, self.i_state = self.floats[:5], self.ints[:3 + Mm]
         f, i = self.floats, self.ints
         self.peak, self.fscore, self.length, self.p_nb, self.p_b, self.stay_peak = f.unbind(0)
@@ -211,8 +214,9 @@ class Stepper:
         self.hash_mul = torch.tensor([HASH_P1, HASH_P2], device=device)[:, None, None]
         self.hash_mod = torch.tensor([HASH_M1, HASH_M2], device=device)[:, None, None]
 
-    def buffers(self, device: torch.device) -> FrameBuffers:
-        return FrameBuffers(self, device)
+    def buffers(self, device: torch.device, floats: Optional[torch.Tensor] = None,
+                ints: Optional[torch.Tensor] = None) -> FrameBuffers:
+        return FrameBuffers(self, device, floats, ints)
 
     def frame(self, fb: FrameBuffers, act: Optional[torch.Tensor]) -> None:
         """One frame of emissions ``fb.e [B, V]`` (written by the caller) into the state of ``fb``

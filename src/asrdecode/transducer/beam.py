@@ -41,7 +41,7 @@ from typing import Any, Sequence, cast
 
 import torch
 
-from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
+from ..accel import LoopCache, LoopStats, PureStep, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
 from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
@@ -324,6 +324,21 @@ class BeamSearchDecoder:
 def _round(loop: BeamLoop) -> None:
     """One round of the device loop (what torch.compile compiles and a CUDA graph captures)."""
     loop.round()
+
+
+def _pure_round(loop: BeamLoop) -> tuple:
+    """:func:`_round` as a pure function (:class:`~asrdecode.accel.PureStep`): the round on a
+    :meth:`~BeamLoop.shadow` of ``loop`` (``loop``'s tensors read, not written); its new state and tree step."""
+    sh, step = loop.shadow()
+    sh.round()
+    return sh.state_values(), step.step
+
+
+def _write_round(loop: BeamLoop, out: tuple) -> None:
+    loop.write_state(*out)
+
+
+_round.pure = PureStep(lambda loop: (loop,), _pure_round, _write_round)  # type: ignore[attr-defined]
 
 
 def _done(loop: BeamLoop) -> torch.Tensor:

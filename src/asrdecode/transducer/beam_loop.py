@@ -34,6 +34,15 @@ _NEG_INF = float("-inf")
 _TREE_CAPACITY: int | None = None
 
 
+class RoundStep:
+    """The tree of a :meth:`BeamLoop.shadow`: keeps the one step a round writes, ``(tokens, parents, data)``."""
+
+    step: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+    def write(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
+        self.step = (tokens, parents, data if data.dim() == 2 else data[:, None].expand_as(tokens))
+
+
 @dataclass(frozen=True)
 class SearchSettings:
     """The checked settings of one beam search (see :class:`~asrdecode.transducer.BeamSearchDecoder`)."""
@@ -236,6 +245,38 @@ class BeamLoop:
         same state (tests/lockstep.py)."""
         memo: dict[int, Any] = {id(self.model): self.model, id(self.scorer): self.scorer, id(self._engine): self._engine}
         return copy.deepcopy(self, memo)
+
+    def shadow(self) -> tuple["BeamLoop", "RoundStep"]:
+        """A copy for a pure round (:class:`~asrdecode.accel.PureStep`, what torch.compile traces): the same
+        settings, model and inputs, its own copies of the state tensors (their views remade), its own step
+        buffers, and as its tree a :class:`RoundStep` (returned too) that keeps the round's step instead of
+        writing it, so a round on the copy writes no tensor of this loop."""
+        sh = copy.copy(self)
+        for name in self.STATE:
+            if name != "tree":
+                setattr(sh, name, tree_map(torch.clone, getattr(self, name)))
+        sh._rows = sh.fields.unbind(0)
+        sh.merge_key = sh.fields[:4]
+        if self.wind:
+            wind_buffers(sh)
+        else:
+            alsd_buffers(sh)
+        step = RoundStep()
+        sh.tree = step  # type: ignore[assignment]  # (a static loop's tree is only written: RoundStep.write)
+        return sh, step
+
+    def state_values(self) -> tuple:
+        """The :attr:`STATE` values but the tree, in order (a pure round's result)."""
+        return tuple(getattr(self, name) for name in self.STATE if name != "tree")
+
+    def write_state(self, values: tuple, step: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+        """Copy a pure round's :meth:`state_values` into this loop's tensors (in place: fixed addresses) and
+        write its tree step."""
+        names = [name for name in self.STATE if name != "tree"]
+        for name, new in zip(names, values):
+            for dst, src in zip(tree_flatten(getattr(self, name))[0], tree_flatten(new)[0]):
+                dst.copy_(src)
+        self.tree.write(*step)
 
     # the fields as attributes: views of their rows of ``fields`` (never replaced: the steps write ``fields``
     # in place), assigned by copying into the row
