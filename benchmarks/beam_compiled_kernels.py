@@ -53,14 +53,12 @@ def eager_round_ops(dec: Any) -> int:
 
 
 def compiled_launches(dec: Any) -> tuple[int, int]:
-    """One round of ``dec``'s (only) cached loop compiled again (fullgraph): the calls its generated code makes
-    per round (Inductor's kernels, then the library kernels and ATen fallbacks it calls). A finished loop's
-    round changes nothing but the tree's step count (room reserved here)."""
+    """One round of ``dec``'s (only) cached loop compiled again (fullgraph) as the runner compiles it (its pure
+    twin, ``_round.pure``: the write-back copies run eagerly, outside): the calls its generated code makes per
+    round (Inductor's kernels, then the library kernels and ATen fallbacks it calls)."""
     (loop, _), = dec._loops._entries.values()
-    loop.tree.reserve(1)
-    loop.tree.advance(1)
     torch._dynamo.reset()
-    fn = torch.compile(beam_mod._round, dynamic=False, fullgraph=True)
+    fn = torch.compile(beam_mod._round.pure.body, dynamic=False, fullgraph=True)
     with torch.inference_mode():
         _, codes = run_and_get_code(fn, loop)
     body = "\n".join(code.split("def call(", 1)[1].split("\ndef ", 1)[0] for code in codes)

@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs", "compiled_graphs", "PureStep",
+    "strict_syncs", "compiled_graphs", "PureStep", "copy_all",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -66,6 +66,18 @@ class PureStep:
     def __init__(self, inputs: Callable[[Any], tuple], body: Callable[..., Any],
                  write: Callable[[Any, Any], None]) -> None:
         self.inputs, self.body, self.write = inputs, body, write
+
+
+def copy_all(dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
+    """``dst.copy_(src)`` for every pair, one multi-tensor (``_foreach_copy_``) call per destination dtype and
+    device: a pure round's write-back in a few kernel launches instead of one per state tensor."""
+    groups: dict[tuple[torch.dtype, torch.device], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+    for dst, src in zip(dsts, srcs, strict=True):
+        to, fro = groups.setdefault((dst.dtype, dst.device), ([], []))
+        to.append(dst)
+        fro.append(src)
+    for to, fro in groups.values():
+        torch._foreach_copy_(to, fro)
 
 
 def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..accel import LoopCache, PureStep, StepRunner, bucket, resolve_mode, run_until_done
+from ..accel import LoopCache, PureStep, StepRunner, bucket, copy_all, resolve_mode, run_until_done
 from ..fusion import FusionScorer
 from .beam_step import Stepper
 
@@ -127,9 +127,7 @@ def _pure_inputs(loop: FrameLoop) -> tuple:
 def _write_round(loop: FrameLoop, out: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
     floats, ints, t, steps = out
     loop.tree.index_copy_(0, loop.t + loop.round_frames, steps)
-    loop.floats.copy_(floats)
-    loop.ints.copy_(ints)
-    loop.t.copy_(t)
+    copy_all([loop.floats, loop.ints, loop.t], [floats, ints, t])
 
 
 _round.pure = PureStep(_pure_inputs, _pure_round, _write_round)  # type: ignore[attr-defined]

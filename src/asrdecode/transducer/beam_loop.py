@@ -18,6 +18,7 @@ import torch
 
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..accel import copy_all
 from ..beam_hyps import EMPTY_HASH, BeamTree
 from ..fusion import FusionScorer
 from ..results import Hypothesis
@@ -273,9 +274,7 @@ class BeamLoop:
         """Copy a pure round's :meth:`state_values` into this loop's tensors (in place: fixed addresses) and
         write its tree step."""
         names = [name for name in self.STATE if name != "tree"]
-        for name, new in zip(names, values):
-            for dst, src in zip(tree_flatten(getattr(self, name))[0], tree_flatten(new)[0]):
-                dst.copy_(src)
+        copy_all(tree_flatten([getattr(self, name) for name in names])[0], tree_flatten(list(values))[0])
         self.tree.write(*step)
 
     # the fields as attributes: views of their rows of ``fields`` (never replaced: the steps write ``fields``
