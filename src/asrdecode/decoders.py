@@ -16,18 +16,58 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, cast
 
 import torch
 
-from .configs import CTCBeamConfig, TransducerBeamConfig, TransducerGreedyConfig, WFSTConfig
+from .configs import CTCBeamConfig, SearchConfig, TransducerBeamConfig, TransducerGreedyConfig, WFSTConfig
 from .errors import DecodingInputError, FileFormatError
 from .results import Hypothesis
 
-if TYPE_CHECKING:  # (the registry imports this module: its DecodeOptions is for annotations only)
-    from .registry import DecodeOptions
+__all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest", "DecodeOptions"]
 
-__all__ = ["parse_boost", "build_fusion", "best_of", "DecodeNBest"]
+
+class DecodeOptions(Protocol):
+    """What the builders read of :class:`asrdecode.registry.DecodeOptions` (which conforms: the registry
+    passes its options to them, and mypy checks each call). A Protocol, so this module needs nothing of
+    the registry, which imports it."""
+
+    @property
+    def decoder(self) -> str: ...
+    @property
+    def beam(self) -> int: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def window(self) -> Optional[int]: ...
+    @property
+    def expansion_gamma(self) -> Optional[float]: ...
+    @property
+    def max_symbols(self) -> Optional[int]: ...
+    @property
+    def lm(self) -> Optional[str]: ...
+    @property
+    def lm_weight(self) -> float: ...
+    @property
+    def word_lm(self) -> Optional[str]: ...
+    @property
+    def word_lm_weight(self) -> float: ...
+    @property
+    def word_bonus(self) -> float: ...
+    @property
+    def boost(self) -> tuple[str, ...]: ...
+    @property
+    def graph(self) -> Optional[str]: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def compat(self) -> str: ...
+    @property
+    def nbest(self) -> int: ...
+
+    def settings(self, config: type[SearchConfig], skip: Iterable[str] = ()) -> dict[str, Any]:
+        """The keyword arguments of ``config``'s ``cli`` fields from these options."""
+        ...
 
 #: ``decode_nbest(x [B, T, F], lengths [B]) -> [[Hypothesis]]``
 Hyps = list[Hypothesis]
