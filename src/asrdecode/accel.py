@@ -84,14 +84,21 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     """``fn`` under ``torch.compile``: its :class:`PureStep` compiled, with the eager write-back, when it
     has one; else ``fn`` itself compiled (its in-place writes become the graph's input mutations)."""
     pure: PureStep | None = getattr(fn, "pure", None)
-    if pure is None:
-        return torch.compile(fn, dynamic=False)
-    body = torch.compile(pure.body, dynamic=False)
+    target = torch.compile(fn if pure is None else pure.body, dynamic=False)
 
     def run(state: Any) -> None:
-        pure.write(state, body(*pure.inputs(state)))
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            if pure is None:
+                target(state)
+            else:
+                pure.write(state, target(*pure.inputs(state)))
 
     return run
+
+
+#: graphs Dynamo keeps per round function (its default, 8, is shared by every loop that compiles the same
+#: round: past it a loop's round would run eagerly, silently): one per search setting and batch bucket
+RECOMPILE_LIMIT = 64
 
 
 def _state_tensors(state: Any, names: tuple[str, ...]) -> list[torch.Tensor]:

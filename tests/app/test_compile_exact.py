@@ -272,3 +272,45 @@ def test_compiled_rounds_write_no_input(monkeypatch, token_lm, search, with_lm):
     _no_graph_breaks()
     assert len(backend.graphs) == 1
     assert input_writes(backend.graphs[0]) == []
+
+
+@SLOW
+@pytest.mark.parametrize("search", ["ctc", "alsd", "wind"])
+def test_one_compiled_round_serves_every_length(monkeypatch, search):
+    """Calls whose lengths fall in different buckets (each its own cached loop) share one traced round: the
+    CTC round reads only its frames, the transducer rounds keep the encoder's length symbolic. (Each length
+    traced anew cost a compile, and past Dynamo's recompile limit a loop's round ran eagerly.) Dynamo only."""
+    import functools
+
+    from asrdecode.transducer import beam as beam_mod
+    from asrdecode.transducer.beam import BeamSearchDecoder
+    from fx_writes import RecordingBackend
+    from transducer_models import random_model
+
+    backend = RecordingBackend()
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
+    torch._dynamo.reset()
+    for T in (9, 40, 70):  # buckets 16, 40, 80
+        if search == "ctc":
+            lp = peaky_log_probs(T, 4, T, 30, 29, peak=6.0, dtype=torch.float32)
+            lens = torch.tensor([T, T - 3, 1, T // 2])
+            monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "compile")
+            with torch.inference_mode():
+                got = ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2)
+            monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "eager")
+            assert_same(got, ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2))
+        else:
+            m = random_model(4, 12, 0, None, blank_bias=1.0).float()
+            kw: dict = dict(beam=3, nbest=2, method=search, window=3 if search == "wind" else 1, max_symbols=2,
+                            engine="torch")
+            enc = torch.randn(3, T, 5, generator=torch.Generator().manual_seed(T))
+            lens = torch.tensor([T, T // 2, 1])
+            monkeypatch.setattr(beam_mod, "resolve_mode", lambda m_, dev: "compile")
+            with torch.inference_mode():
+                got = BeamSearchDecoder(m, **kw).decode(enc, lens)
+            monkeypatch.setattr(beam_mod, "resolve_mode", lambda m_, dev: "eager")
+            want = BeamSearchDecoder(m, **kw).decode(enc, lens)
+            assert [[(h.tokens, h.timestamps) for h in r] for r in got] == [[(h.tokens, h.timestamps) for h in r]
+                                                                           for r in want]
+    beam_loop.LOOPS.clear()
+    assert len(backend.graphs) == 1

@@ -105,15 +105,16 @@ def _round(loop: FrameLoop) -> None:
         _frame(loop)
 
 
-def _pure_round(stepper: Stepper, x: torch.Tensor, lens: torch.Tensor, floats: torch.Tensor, ints: torch.Tensor,
+def _pure_round(stepper: Stepper, xs: torch.Tensor, lens: torch.Tensor, floats: torch.Tensor, ints: torch.Tensor,
                 t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_round` as a pure function (what ``torch.compile`` traces, :class:`~asrdecode.accel.PureStep`):
-    the frames from ``t [1]`` of ``x [Tb, Bb, V]`` on the state ``floats`` / ``ints`` (read, not written);
-    returns the new state, ``t + UNROLL`` and the round's tree steps ``[UNROLL, 2, Bb, K]``."""
-    fb = stepper.buffers(x.device, floats.clone(), ints.clone())
+    the round's frames ``xs [UNROLL, Bb, V]`` (frames ``t [1]`` on) on the state ``floats`` / ``ints`` (read,
+    not written); returns the new state, ``t + UNROLL`` and the round's tree steps ``[UNROLL, 2, Bb, K]``.
+    Nothing in it depends on the loop's length: one compiled graph serves every length bucket."""
+    fb = stepper.buffers(xs.device, floats.clone(), ints.clone())
     steps = []
-    for _ in range(UNROLL):
-        torch.index_select(x, 0, t, out=fb.e3)
+    for i in range(UNROLL):
+        fb.e.copy_(xs[i])
         stepper.frame(fb, lens > t)
         steps.append(fb.rec.clone())
         t = t + 1
@@ -121,7 +122,9 @@ def _pure_round(stepper: Stepper, x: torch.Tensor, lens: torch.Tensor, floats: t
 
 
 def _pure_inputs(loop: FrameLoop) -> tuple:
-    return loop.stepper, loop.x, loop.lens, loop.floats, loop.ints, loop.t
+    """The pure round's inputs, its frames read here (eagerly, in the captured graph)."""
+    xs = loop.x.index_select(0, loop.t + loop.round_frames)
+    return loop.stepper, xs, loop.lens, loop.floats, loop.ints, loop.t
 
 
 def _write_round(loop: FrameLoop, out: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]) -> None:

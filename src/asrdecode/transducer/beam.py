@@ -338,7 +338,14 @@ def _write_round(loop: BeamLoop, out: tuple) -> None:
     loop.write_state(*out)
 
 
-_round.pure = PureStep(lambda loop: (loop,), _pure_round, _write_round)  # type: ignore[attr-defined]
+def _pure_inputs(loop: BeamLoop) -> tuple:
+    """The pure round's input: the loop, its encoder output's length marked dynamic for torch.compile (one
+    graph for every length bucket)."""
+    torch._dynamo.maybe_mark_dynamic(loop.enc_proj, 1)
+    return (loop,)
+
+
+_round.pure = PureStep(_pure_inputs, _pure_round, _write_round)  # type: ignore[attr-defined]
 
 
 def _done(loop: BeamLoop) -> torch.Tensor:

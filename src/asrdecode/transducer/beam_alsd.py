@@ -165,7 +165,8 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
     B, K, V, D = loop.B, loop.K, loop.V, loop.D
     N = B * K
     expand = loop.active
-    frames = loop.time.clamp(max=max(loop.T - 1, 0))
+    frames = loop.time.clamp(max=loop.enc_proj.shape[1] - 1)  # (the shape, not loop.T: a compiled round
+    # keeps T symbolic, one graph for every length bucket; a loop with no frame runs no step)
     logits = checked_joint(loop.model, loop.enc_proj[loop.b_idx, frames], loop.dec_proj.view(B, K, -1))
     if logits.dtype != loop.dtype:
         logits = logits.to(loop.dtype)

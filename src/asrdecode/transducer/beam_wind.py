@@ -159,7 +159,7 @@ def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
     B, K, W = loop.B, loop.K, loop.window
     frames = pop.tmin[..., None] + loop.win_3  # [B, 1, W]
     fvalid = frames < loop.lengths_3  # [B, 1, W]; the invalid frames are the window's end
-    enc = loop.enc_proj[loop.b_idx_3, frames.clamp(max=max(loop.T - 1, 0))]  # [B, 1, W, H]
+    enc = loop.enc_proj[loop.b_idx_3, frames.clamp(max=loop.enc_proj.shape[1] - 1)]  # [B, 1, W, H] (T: as ALSD's)
     dec = loop.dec_proj.index_select(0, pop.flat).view(B, K, 1, -1)
     enc = enc.expand(B, K, W, enc.shape[-1])
     logits = checked_joint(loop.model, enc, dec)
