@@ -275,11 +275,12 @@ def test_compiled_rounds_write_no_input(monkeypatch, token_lm, search, with_lm):
 
 
 @SLOW
-@pytest.mark.parametrize("search", ["ctc", "alsd", "wind"])
+@pytest.mark.parametrize("search", ["ctc", "alsd", "wind", "greedy", "greedy_tdt", "greedy_frames"])
 def test_one_compiled_round_serves_every_length(monkeypatch, search):
     """Calls whose lengths fall in different buckets (each its own cached loop) share one traced round: the
-    CTC round reads only its frames, the transducer rounds keep the encoder's length symbolic. (Each length
-    traced anew cost a compile, and past Dynamo's recompile limit a loop's round ran eagerly.) Dynamo only."""
+    CTC round reads only its frames, the transducer rounds keep the encoder's length (and the greedy
+    hypotheses' storage) symbolic. (Each length traced anew cost a compile, and past Dynamo's recompile limit
+    a loop's round ran eagerly.) Dynamo only."""
     import functools
 
     from asrdecode.transducer import beam as beam_mod
@@ -299,6 +300,18 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
                 got = ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2)
             monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "eager")
             assert_same(got, ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2))
+        elif search.startswith("greedy"):
+            from asrdecode.transducer.greedy import greedy
+
+            m = random_model(5, 12, 0, [0, 1, 2] if search == "greedy_tdt" else None, blank_bias=1.0).float()
+            enc = torch.randn(3, T, 5, generator=torch.Generator().manual_seed(T))
+            lens = torch.tensor([T, T // 2, 1])
+            kw = dict(max_symbols=3, loop="frames" if search == "greedy_frames" else "labels")
+            with torch.inference_mode():
+                got = greedy(m, enc, lens, acceleration="compile", **kw)
+            want = greedy(m, enc, lens, acceleration="eager", **kw)
+            assert [(h.tokens, h.timestamps, h.durations) for h in got] == [(h.tokens, h.timestamps, h.durations)
+                                                                            for h in want]
         else:
             m = random_model(4, 12, 0, None, blank_bias=1.0).float()
             kw: dict = dict(beam=3, nbest=2, method=search, window=3 if search == "wind" else 1, max_symbols=2,

@@ -169,6 +169,7 @@ class _Loop:
         self.guard = _checks.MAX_SYMBOLS_GUARD if max_symbols is None else None
         self.precompute = precompute
         self.T = T
+        self.t_end = torch.full((), T, dtype=torch.long, device=dev)  # T as a tensor (a compiled step reads it)
         self.window = window
         self.find_steps, self.find_frames = _round_shape(window, self.tdt, static)
         self.b_idx = torch.arange(B, device=dev)
@@ -306,7 +307,7 @@ def _emit(lp: _Loop, emit: torch.Tensor, label: torch.Tensor, didx: torch.Tensor
 
 def _current_frame(lp: _Loop) -> torch.Tensor:
     """Frame-looping's frame: the earliest frame of an active row (0-dim; ``T`` when none is active)."""
-    return torch.where(lp.active, lp.t, lp.T).amin() if lp.t.numel() else lp.t.new_zeros(())
+    return torch.where(lp.active, lp.t, lp.t_end).amin() if lp.t.numel() else lp.t.new_zeros(())
 
 
 def _finish_round(lp: _Loop) -> None:
@@ -373,7 +374,10 @@ def _find_label_window_step(lp: _Loop) -> None:
     w = lp.find_frames
     label, logp, _ = lp.decide(lp.joint_at(lp.t, window=True))  # [B, w]
     reach = (lp.lengths - lp.t).clamp_(0, w)  # [B]: the window's frames below the length
-    torch.ne(label, lp.blank, out=lp.stop[:, :w])  # (column w: always 1)
+    if torch.compiler.is_compiling():  # (Dynamo breaks the graph at a non-contiguous out=)
+        lp.stop[:, :w].copy_(label != lp.blank)
+    else:
+        torch.ne(label, lp.blank, out=lp.stop[:, :w])  # (column w: always 1)
     first = lp.stop.argmax(dim=1)  # [B]: the window's first label (w: none)
     torch.lt(first, reach, out=lp.found)  # a label below the length: emitted by the round's emit step
     n_blank = torch.minimum(first, reach)  # the leading blanks below the length
@@ -412,7 +416,7 @@ def _frame_round(lp: _Loop) -> None:
     one prediction-network step for the batch (kept where emitted); then the frame moves on as a tensor
     (the earliest frame of an active row)."""
     _decide_and_emit(lp, lp.active & (lp.t == lp.frame))
-    torch.amin(torch.where(lp.active, lp.t, lp.T), 0, out=lp.frame)
+    torch.amin(torch.where(lp.active, lp.t, lp.t_end), 0, out=lp.frame)
     _finish_round(lp)
 
 
@@ -440,7 +444,8 @@ def _run_loop(lp: _Loop, run: StepRunner, loop: str, stats: LoopStats, frames: i
     def grow(n: int) -> None:
         if budget is not None:
             n = min(n, start + budget - lp.hyps.reserved)
-        lp.hyps.reserve(n)
+        if lp.hyps.reserve(n) and run.mode == "compile":
+            _lengths_dynamic(lp)
 
     body = _label_round if loop == "labels" else _frame_round
     run_until_done(run, body, lp, _done, first_check=stats.estimate(frames), limit=_round_limit(lp), on_check=grow)
@@ -468,6 +473,17 @@ def _loop_stats(model: TransducerModel, kind: str) -> LoopStats:
     if kind not in per_model:
         per_model[kind] = LoopStats(_FIRST_ROUNDS_PER_FRAME[kind])
     return per_model[kind]
+
+
+def _lengths_dynamic(lp: _Loop) -> None:
+    """Mark the lengths of a static loop's tensors dynamic for torch.compile (the encoder output's frames,
+    the hypotheses' columns, which grow): one compiled step for every length bucket and storage size."""
+    import torch._dynamo
+
+    for x, dim in ((lp.enc, 1), (lp.enc_windows, 1), (lp.hyps.tokens, 1), (lp.hyps.timestamps, 1),
+                   (lp.hyps.durations, 1)):
+        if x is not None:
+            torch._dynamo.maybe_mark_dynamic(x, dim)
 
 
 def _done(lp: _Loop) -> torch.Tensor:
@@ -664,6 +680,8 @@ class GreedyDecoder:
             lp = _Loop(model, padded, zeros.clone(), start, self.config.window, self.config.max_symbols, self.config.precompute_projections,
                        static=True)
             run = StepRunner(mode, _Loop.STATE)
+            if mode == "compile":
+                _lengths_dynamic(lp)
             self._runners.add(run)
             return lp, run
 
