@@ -275,7 +275,7 @@ def test_compiled_rounds_write_no_input(monkeypatch, token_lm, search, with_lm):
 
 
 @SLOW
-@pytest.mark.parametrize("search", ["ctc", "alsd", "wind", "greedy", "greedy_tdt", "greedy_frames"])
+@pytest.mark.parametrize("search", ["ctc", "alsd", "wind", "greedy", "greedy_tdt", "greedy_frames", "wfst"])
 def test_one_compiled_round_serves_every_length(monkeypatch, search):
     """Calls whose lengths fall in different buckets (each its own cached loop) share one traced round: the
     CTC round reads only its frames, the transducer rounds keep the encoder's length (and the greedy
@@ -300,6 +300,18 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
                 got = ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2)
             monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "eager")
             assert_same(got, ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2))
+        elif search == "wfst":
+            pytest.importorskip("kaldifst")
+            from asrdecode.ctc.wfst import WFSTDecoder, fixed
+            from test_wfst_native import _same
+
+            g, lp, lens = _tlg_case(4, T, T)
+            kw = dict(min_active=2, beam=3.0, max_active=6)
+            monkeypatch.setattr(fixed, "resolve_mode", lambda m, dev: "compile")
+            got = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)
+            monkeypatch.setattr(fixed, "resolve_mode", lambda m, dev: "eager")
+            _same(got, WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens))
+            fixed.LOOPS.clear()
         elif search.startswith("greedy"):
             from asrdecode.transducer.greedy import greedy
 

@@ -478,12 +478,12 @@ def _loop_stats(model: TransducerModel, kind: str) -> LoopStats:
 def _lengths_dynamic(lp: _Loop) -> None:
     """Mark the lengths of a static loop's tensors dynamic for torch.compile (the encoder output's frames,
     the hypotheses' columns, which grow): one compiled step for every length bucket and storage size."""
-    import torch._dynamo
+    import torch._dynamo as dynamo
 
     for x, dim in ((lp.enc, 1), (lp.enc_windows, 1), (lp.hyps.tokens, 1), (lp.hyps.timestamps, 1),
                    (lp.hyps.durations, 1)):
         if x is not None:
-            torch._dynamo.maybe_mark_dynamic(x, dim)
+            dynamo.maybe_mark_dynamic(x, dim)
 
 
 def _done(lp: _Loop) -> torch.Tensor:

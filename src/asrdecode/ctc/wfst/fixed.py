@@ -371,6 +371,11 @@ class FixedLoop(Search):
         self.lens = torch.zeros(self.Bb, dtype=torch.int64, device=dev)
         self.t = torch.zeros(1, dtype=torch.int64, device=dev)
         self.runner = StepRunner(mode, STATE_NAMES)
+        if mode == "compile":  # one compiled round for every length bucket: the frames stay symbolic
+            import torch._dynamo as dynamo
+
+            for x in (self.x, self.rec_prev, self.rec_word, self.rec_lab2):
+                dynamo.maybe_mark_dynamic(x, 0)
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
         self.flags: list[int] = []  # the call's [overflow, most candidates, most winners]
 
