@@ -97,7 +97,10 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
 
 
 #: graphs Dynamo keeps per round function (its default, 8, is shared by every loop that compiles the same
-#: round: past it a loop's round would run eagerly, silently): one per search setting and batch bucket
+#: round: past it a loop's round would run eagerly, silently): one per search setting and batch bucket (the
+#: lengths are symbolic where a round reads them; the batch stays static: ``dynamic=None`` would make it
+#: symbolic after the second bucket, but Dynamo cannot trace the rounds' ``gather(..., out=)`` on symbolic
+#: sizes)
 RECOMPILE_LIMIT = 64
 
 
