@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One lent GPU session's checks, in the order that makes the most of a few minutes (issue 36): the CUDA
+# tests (results equal to the CPU's, no host sync inside the loops), the compiled rounds round by round
+# against eager on CUDA (the lockstep tests: does torch.compile keep every round exact there?), then the
+# timing table (benchmarks/gpu.py, with the compiled-graph rows) and the kernel profiles.
+#
+#   bash benchmarks/gpu_session.sh [budget seconds for gpu.py, default 240]
+#   QUICK=1 bash benchmarks/gpu_session.sh 60      # small sizes (a smoke run; on a CPU the CUDA tests skip)
+#
+# Logs and tables go to $OUT (the device tool's folder that comes back) or work/gpu-session. Each stage
+# runs whatever the one before gave (a failing test does not stop the timing), and says how long it took.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR="${OUT:-work/gpu-session}"
+mkdir -p "$OUT_DIR"
+BUDGET="${1:-240}"
+PY="${PYTHON:-python3}"
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1
+
+stage() {  # stage NAME COMMAND...: run, log to $OUT_DIR/NAME.log, print the tail and the time
+    local name="$1"; shift
+    local t0=$SECONDS
+    echo "== $name: $*"
+    "$@" > "$OUT_DIR/$name.log" 2>&1
+    local rc=$?
+    tail -n 15 "$OUT_DIR/$name.log"
+    echo "== $name: exit $rc in $((SECONDS - t0)) s"
+}
+
+SIZE=()
+[ -n "${QUICK:-}" ] && SIZE=(--quick)
+$PY -c "import torch; print(torch.__version__, torch.version.cuda,
+        torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" | tee "$OUT_DIR/device.txt"
+stage cuda_tests $PY -m pytest -q -p no:cacheprovider -m cuda tests/ctc/test_cuda_ctc.py \
+    tests/transducer/test_cuda_beam.py tests/transducer/test_cuda_greedy.py
+stage compile_lockstep $PY -m pytest -q -p no:cacheprovider -m slow tests/app/test_compile_exact.py -k cuda -x
+stage gpu_table $PY benchmarks/gpu.py --budget-s "$BUDGET" --sections greedy,beam,ctc,wfst,compiled \
+    --repeats 6 --compiled-graphs --out-dir "$OUT_DIR" "${SIZE[@]}"
+stage profile $PY benchmarks/gpu_profile.py --out-dir "$OUT_DIR" "${SIZE[@]}"
