@@ -407,7 +407,7 @@ def _check_collapse(name: str, value: object) -> CollapseSetting:
 
 
 @dataclass(frozen=True)
-class CTCBeamConfig(BeamSetting, BetaSetting, NBestSetting, EngineSetting):
+class CTCBeamConfig(BeamSetting, BetaSetting, NBestSetting, AccelerationSetting, EngineSetting):
     """Batched CTC prefix beam search (:class:`~asrdecode.ctc.CTCBeamDecoder`, :func:`~asrdecode.ctc.beam_search`)."""
 
     what: ClassVar[str] = "the CTC prefix beam search"
@@ -427,7 +427,7 @@ class CTCBeamConfig(BeamSetting, BetaSetting, NBestSetting, EngineSetting):
 
 
 @dataclass(frozen=True)
-class WFSTConfig(EngineSetting):
+class WFSTConfig(AccelerationSetting, EngineSetting):
     """Token passing over a TLG graph (:class:`~asrdecode.ctc.wfst.WFSTDecoder`)."""
 
     what: ClassVar[str] = "WFST decoding"

@@ -295,10 +295,8 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
         if search == "ctc":
             lp = peaky_log_probs(T, 4, T, 30, 29, peak=6.0, dtype=torch.float32)
             lens = torch.tensor([T, T - 3, 1, T // 2])
-            monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "compile")
             with torch.inference_mode():
-                got = ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2)
-            monkeypatch.setattr(beam_loop, "resolve_mode", lambda m, dev: "eager")
+                got = ctc.beam_search(lp, lens, 29, beam=4, nbest=2, acceleration="compile")
             assert_same(got, ctc.beam_search(lp, lens, 29, engine="torch", beam=4, nbest=2))
         elif search == "wfst":
             pytest.importorskip("kaldifst")
@@ -307,9 +305,7 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
 
             g, lp, lens = _tlg_case(4, T, T)
             kw = dict(min_active=2, beam=3.0, max_active=6)
-            monkeypatch.setattr(fixed, "resolve_mode", lambda m, dev: "compile")
-            got = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)
-            monkeypatch.setattr(fixed, "resolve_mode", lambda m, dev: "eager")
+            got = WFSTDecoder(g, acceleration="compile", **kw)(lp, lens)
             _same(got, WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens))
             fixed.LOOPS.clear()
         elif search.startswith("greedy"):

@@ -141,3 +141,20 @@ def test_ops_per_frame_of_the_static_round(tmp_path, monkeypatch, name):
     assert _CountingRunner.rounds > 0
     assert per_frame <= OPS_PER_FRAME[name] * 1.1, per_frame
     beam_loop.LOOPS.clear()
+
+
+def test_acceleration_setting_is_checked_against_the_device(tmp_path):
+    """``acceleration``: None / "auto" / "eager" give the default search on the CPU; CUDA graphs need CUDA
+    tensors, an unknown mode is named, and the native engine runs eagerly only."""
+    from asrdecode.errors import DecodingInputError
+
+    lp, lens, blank, kw = make_case("token_lm", tmp_path, 6, 3, 11)
+    want = ctc.beam_search(lp, lens, blank, **kw)
+    for acc in ("auto", "eager"):
+        assert_same(ctc.beam_search(lp, lens, blank, acceleration=acc, **kw), want)
+    with pytest.raises(DecodingInputError, match="CUDA"):
+        ctc.beam_search(lp, lens, blank, acceleration="cuda_graphs", **kw)
+    with pytest.raises(DecodingInputError, match="acceleration mode must be one of"):
+        ctc.beam_search(lp, lens, blank, acceleration="fast", **kw)
+    with pytest.raises(DecodingInputError, match="eager execution"):
+        ctc.beam_search(lp, lens, blank, acceleration="compile", engine="native", **kw)

@@ -157,3 +157,26 @@ def test_loop_option_chooses_the_frame_loop_and_is_checked():
     assert WFSTDecoder(g, engine="torch", loop="auto")._graph_arrays(g, torch.device("meta")) is not None
     with pytest.raises(DecodingInputError, match="loop must be one of"):
         WFSTDecoder(g, loop="fast")
+
+
+def test_acceleration_setting_picks_and_checks_the_fixed_loop():
+    """``acceleration``: "compile" / "cuda_graphs" choose the fixed loop under ``loop="auto"`` on the CPU and the
+    tensor engine under ``engine="auto"``; CUDA graphs need CUDA tensors, the dynamic loop cannot run either,
+    the native engine runs eagerly only; "eager" / "auto" leave the search as it was."""
+    from asrdecode.errors import DecodingInputError
+
+    g, lp, lens = _tlg_case(3, 9, 4)
+    cpu = torch.device("cpu")
+    assert WFSTDecoder(g, acceleration="compile")._graph_arrays(g, cpu) is not None
+    assert WFSTDecoder(g, acceleration="eager")._graph_arrays(g, cpu) is None
+    want = WFSTDecoder(g)(lp, lens)
+    for acc in ("auto", "eager"):
+        _same(WFSTDecoder(g, acceleration=acc)(lp, lens), want)
+    with pytest.raises(DecodingInputError, match="CUDA"):
+        WFSTDecoder(g, acceleration="cuda_graphs")(lp, lens)
+    with pytest.raises(DecodingInputError, match="fixed loop"):
+        WFSTDecoder(g, acceleration="compile", loop="dynamic")(lp, lens)
+    with pytest.raises(DecodingInputError, match="eager execution"):
+        WFSTDecoder(g, acceleration="compile", engine="native")(lp, lens)
+    with pytest.raises(DecodingInputError, match="acceleration mode must be one of"):
+        WFSTDecoder(g, acceleration="fast")(lp, lens)

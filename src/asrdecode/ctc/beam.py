@@ -246,8 +246,8 @@ class CTCBeamDecoder:
         vocab_size: the model's classes ``V`` (needed by :meth:`init_state` unless given there; the
             emissions of every call must have ``V`` classes).
         config: the search's settings (:class:`~asrdecode.configs.CTCBeamConfig`: ``beam``, ``beta``,
-            ``beam_threshold``, ``blank_collapse``, ``token_beam``, ``nbest``, ``engine``; their help and
-            defaults are written there); any of them may be given as a keyword instead or on top.
+            ``beam_threshold``, ``blank_collapse``, ``token_beam``, ``nbest``, ``acceleration``, ``engine``;
+            their help and defaults are written there); any of them may be given as a keyword instead or on top.
         fusion: ``[(model, weight), ...]`` fusion models (:class:`asrdecode.fusion.FusionModel`:
             n-gram LM, boosting tree), vocabulary indexed by model token id.
         tokenizer: optional, fills ``Hypothesis.text``; its vocabulary must match ``V``.
@@ -328,7 +328,8 @@ class CTCBeamDecoder:
                                              self.config.beam_threshold)
         if self.vocab_size is not None and x.shape[2] != self.vocab_size:
             raise DecodingInputError(f"log_probs has {x.shape[2]} classes, the decoder was made for {self.vocab_size}")
-        native = use_native(self.config.engine, x.device, "log_probs")
+        mode = loop_mode(x.device, self.config.acceleration)
+        native = use_native(self.config.engine, x.device, "log_probs", eager=mode == "eager")
         if native and state is None and final and x.shape[0] > 0:  # one engine call: search, collapse, n-best
             rows = _native_whole(x, lens, blank, beam, self.fusion, beta, beam_threshold, self.config.blank_collapse,
                                  self.config.token_beam, nbest)
@@ -342,7 +343,7 @@ class CTCBeamDecoder:
         if batch == 0:
             return [] if final else st
         _search_chunk(st, x, lens, scorer, blank, beam, beta, beam_threshold, collapse_on, collapse_th, token_beam,
-                      native)
+                      "native" if native else mode)
         if not final:
             return st
         return _finalize(st, scorer, beta, nbest, self.tokenizer)
@@ -362,9 +363,11 @@ def _native_whole(x: torch.Tensor, lens: torch.Tensor, blank: int, beam: int, fu
 
 def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer: FusionScorer, blank: int, beam: int,
                   beta: float, beam_threshold: float, collapse_on: bool, collapse_th: Optional[float],
-                  token_beam: Optional[int], native: bool) -> None:
+                  token_beam: Optional[int], mode: str) -> None:
     """The frames of one chunk ``x [B, T, V]`` (``lens [B]``) into ``st`` (in place): blank collapse, then the
-    frame loop on the native or the tensor engine."""
+    frame loop: ``mode`` "native" (the C++ engine), "eager" (the tensor engine's Python frame loop),
+    "compile" or "cuda_graphs" (its device loop)."""
+    native = mode == "native"
     batch, max_len, vocab = x.shape
     offsets = st.offsets
     if collapse_on:
@@ -374,11 +377,10 @@ def _search_chunk(st: CTCBeamState, x: torch.Tensor, lens: torch.Tensor, scorer:
     else:
         lens_s = lens
         frame_index = offsets[:, None] + torch.arange(max_len, device=x.device)[None, :]
-    mode = "eager" if native else loop_mode(x.device)
     if native:
         run_frames(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                    beam_threshold=beam_threshold, token_beam=token_beam)
-    elif mode != "eager":  # a device loop (CUDA graphs), its buffers and graphs kept between calls
+    elif mode != "eager":  # a device loop (CUDA graphs, torch.compile), its buffers and graphs kept between calls
         run_frames_on_device(st, x, lens_s, frame_index, scorer, beam=beam, blank=blank, beta=beta,
                              beam_threshold=beam_threshold, token_beam=token_beam, mode=mode)
     else:

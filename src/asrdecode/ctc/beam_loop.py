@@ -12,8 +12,9 @@ replay per round, captured once) and the flag is read once, after the last round
 :class:`~asrdecode.accel.LoopCache` keyed by the settings, the fusion models (their identity and
 tensor addresses) and the bucketed sizes, so a warm call captures nothing. Padded rows have length 0.
 
-:func:`loop_mode` picks the loop: ``"eager"`` (CPU: the plain Python frame loop of
-:mod:`asrdecode.ctc.beam` is kept, it has no padding) or ``"cuda_graphs"`` (CUDA).
+:func:`loop_mode` picks the loop from the search's ``acceleration`` setting: ``"eager"`` (the CPU's default:
+the plain Python frame loop of :mod:`asrdecode.ctc.beam` is kept, it has no padding), ``"cuda_graphs"``
+(CUDA's default) or ``"compile"`` (the round under torch.compile, as its pure twin).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Optional
 import torch
 
 from ..accel import LoopCache, PureStep, StepRunner, bucket, copy_all, resolve_mode, run_until_done
+from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from .beam_step import Stepper
 
@@ -37,9 +39,14 @@ LOOPS = LoopCache(8)
 STATE_NAMES = ("floats", "ints", "t", "x", "lens", "times", "tree")
 
 
-def loop_mode(device: torch.device) -> str:
-    """``"cuda_graphs"`` on a CUDA device, else ``"eager"`` (the Python frame loop)."""
-    return resolve_mode(None, device)
+def loop_mode(device: torch.device, acceleration: Optional[str] = None) -> str:
+    """The search's ``acceleration`` setting resolved on ``device``: ``None`` / "auto": ``"cuda_graphs"`` on a
+    CUDA device, else ``"eager"`` (the Python frame loop); "compile": the device loop under torch.compile.
+    An unknown mode, or CUDA graphs off CUDA, is a :class:`~asrdecode.errors.DecodingInputError`."""
+    try:
+        return resolve_mode(acceleration, device)
+    except ValueError as err:
+        raise DecodingInputError(str(err)) from None
 
 
 class FrameLoop:

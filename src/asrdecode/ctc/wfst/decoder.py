@@ -66,7 +66,7 @@ class WFSTDecoder:
         graph: the decoding graph (moved to the emissions' device on first use).
         config: the search's settings (:class:`~asrdecode.configs.WFSTConfig`: ``beam``, ``max_active``,
             ``min_active``, ``acoustic_scale``, ``lattice_beam``, ``dense_min_degree``, ``dense_memory_mb``,
-            ``loop``, ``engine``; their help, bounds and defaults are written there); any of them may be
+            ``loop``, ``acceleration``, ``engine``; their help, bounds and defaults are written there); any of them may be
             given as a keyword instead or on top, and read as an attribute (``dec.beam``).
         blank_id: the model's blank id (must match the graph's; default: the graph's).
 
@@ -84,7 +84,10 @@ class WFSTDecoder:
     host reads in the loop, CUDA graphs kept between calls), ``"dynamic"`` (tokens compacted every frame,
     host reads per frame) or ``"auto"`` (fixed on accelerators, dynamic on the CPU, where it is 4-9x faster
     and the native engine is the default anyway); lattice and n-best recording always run the dynamic
-    loop, and every loop gives the same results.
+    loop, and every loop gives the same results. ``acceleration``: how the fixed loop runs (None / "auto":
+    CUDA graphs on a GPU, eagerly elsewhere; "compile": its round under torch.compile; "eager";
+    "cuda_graphs"); asking for "compile" or "cuda_graphs" picks the fixed loop under ``loop="auto"`` on any
+    device and the tensor engine under ``engine="auto"``.
 
     Streaming: ``state = dec.init_state(B)``, ``dec.advance(state, chunk, lengths)`` per chunk (in place),
     ``dec.finalize(state)`` (``dec.partial(state)`` so far); ``dec(log_probs, lengths)`` is one call.
@@ -178,11 +181,24 @@ class WFSTDecoder:
         self._packed = (g, rows)
         return rows
 
+    def _mode(self, device: torch.device) -> str:
+        """The ``acceleration`` setting resolved on ``device`` (:func:`~asrdecode.accel.resolve_mode`)."""
+        asked = self.config.acceleration
+        try:
+            mode = _fixed.resolve_mode(asked, device)
+        except ValueError as err:
+            raise DecodingInputError(str(err)) from None
+        if asked in ("compile", "cuda_graphs") and self.config.loop == "dynamic":
+            raise DecodingInputError(f"acceleration={asked!r} runs the fixed loop: use loop='fixed' or 'auto'")
+        return mode
+
     def _graph_arrays(self, g: DecodingGraph, device: torch.device) -> "_fixed.GraphArrays | None":
         """The arrays of the fixed-shape search (:mod:`.fixed`), or None when the tensor engine runs the
-        per-frame loop on ``device`` (``loop``) or the fixed one cannot run on ``g`` (no emitting arcs,
-        or a graph beyond int32 arc rows)."""
-        if self.config.loop == "dynamic" or (self.config.loop == "auto" and device.type == "cpu"):
+        per-frame loop on ``device`` (``loop``; ``"auto"``: the fixed loop off the CPU or when an acceleration
+        mode asks for it) or the fixed one cannot run on ``g`` (no emitting arcs, or a graph beyond int32 arc
+        rows)."""
+        fixed_on_cpu = self.config.acceleration in ("compile", "cuda_graphs")
+        if self.config.loop == "dynamic" or (self.config.loop == "auto" and device.type == "cpu" and not fixed_on_cpu):
             return None
         if self._fixed_arrays is not None and self._fixed_arrays[0] is g:
             return self._fixed_arrays[1]
@@ -481,7 +497,8 @@ class WFSTDecoder:
             )
         g = self._graph_on(x.device)
         am = x.float() * self.config.acoustic_scale
-        if use_native(self.config.engine, x.device, "log_probs"):
+        mode = self._mode(x.device)
+        if use_native(self.config.engine, x.device, "log_probs", eager=mode == "eager"):
             rows = self._arc_rows(g)
             if rows is not None:
                 native_wfst.run_frames(self, state, am, lens, rows, self._emit_max(g))
@@ -491,7 +508,7 @@ class WFSTDecoder:
                 raise DecodingInputError("engine='native' needs a graph with fewer than 2**31 states, words and arcs")
         ga = self._graph_arrays(g, x.device) if state.lattice is None else None
         if ga is not None:  # 1-best: the fixed-shape device loop (:mod:`.fixed`)
-            _fixed.run_fixed(self, ga, state, am, lens)
+            _fixed.run_fixed(self, ga, state, am, lens, mode)
             state.offset = state.offset + lens
             return state
         toks = state.toks

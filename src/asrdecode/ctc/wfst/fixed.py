@@ -411,15 +411,17 @@ def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], K: int, C: in
         caps[("M", ga.S)] = max(-(-need[0] * 5 // 4 // Bb), 2 * M // Bb)
 
 
-def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens: torch.Tensor) -> None:
+def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens: torch.Tensor,
+              mode: str | None = None) -> None:
     """The frames of ``am [B, T, V]`` (scaled log-probs; ``lens [B]``) into ``state`` (tokens, history; not the
-    offset) by the fixed-shape device loop; reruns with larger capacities when a frame overflowed."""
+    offset) by the fixed-shape device loop (``mode``: eager, compile or cuda_graphs; None: the device's
+    default); reruns with larger capacities when a frame overflowed."""
     B, T, V = am.shape
     if T == 0:
         return
     Bb = bucket(B, 8)
     Tb = -(-bucket(T, 16) // UNROLL) * UNROLL
-    mode = resolve_mode(None, am.device)
+    mode = resolve_mode(mode, am.device)
     boost = state.boost
     W = 0 if boost is None else boost.shape[1]
     while True:
