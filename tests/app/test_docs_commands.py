@@ -13,6 +13,7 @@ are resolved to shipped files or to small files made here, and outputs go to a t
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -88,7 +89,7 @@ def _resolve(argv: tuple[str, ...], files: dict[str, str]) -> list[str]:
     out = []
     for k, a in enumerate(argv):
         if k and argv[k - 1] in OUTPUT_FLAGS and a not in OUTPUTS and a != "tlg.pt":
-            out.append(str(Path(files["out/"]) / Path(a).name))
+            out.append(str(Path(files["out/"]).parent / Path(a).name))  # (the made folder "out" holding "out/")
         else:
             out.append(files.get(a, a))
     return out
@@ -105,8 +106,11 @@ def files(tmp_path_factory) -> dict[str, str]:
     out = {k: str(ROOT / v) for k, v in CLIPS.items()}
     out["words.arpa"] = str(_small_word_lm(prune_vocabulary(read_arpa(SHIPPED_WORD_LM), 300).vocab,
                                            tmp / "words.arpa"))
-    lines = [ln.strip() for ln in (ROOT / "data/synth_test/manifest.jsonl").read_text().splitlines()[:2]]
-    (tmp / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    manifest = ROOT / "data/synth_test/manifest.jsonl"
+    rows = [json.loads(ln) for ln in manifest.read_text().splitlines()[:2]]
+    for row in rows:  # (the manifest's audio paths are relative to its own folder)
+        row["audio_filepath"] = str(manifest.parent / row["audio_filepath"])
+    (tmp / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     out["corpus.jsonl"] = str(tmp / "corpus.jsonl")
     (tmp / "corpus.txt").write_text("edward and elinor walked\nmarianne played the piano\n" * 20)
     out["corpus.txt"] = str(tmp / "corpus.txt")
@@ -188,6 +192,8 @@ def test_documented_commands_run(files: dict[str, str], monkeypatch, capsys) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("cmd", SLOW, ids=lambda c: c.id)
 def test_documented_slow_command_runs(cmd: DocCommand, files: dict[str, str]) -> None:
+    if "tlg.pt" in cmd.argv and not Path(files["tlg.pt"]).exists():
+        _build_documented_graph(files)  # (the fast test builds it; run alone, the slow set builds it here)
     if cmd.argv[0] == "serve":  # runs until stopped: it must come up and listen
         argv = [*_resolve(cmd.argv, files), "--port", "0"]
         proc = subprocess.Popen([sys.executable, "-m", "asrdecode.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
@@ -210,6 +216,14 @@ def test_documented_slow_command_runs(cmd: DocCommand, files: dict[str, str]) ->
         pytest.skip("needs a server started by hand at that address")
     proc = _run(cmd, files, timeout=1800)
     assert proc.returncode == 0, f"{cmd.id}: exit {proc.returncode}: {proc.stderr[-2000:]}"
+
+
+def _build_documented_graph(files: dict[str, str]) -> None:
+    """``tlg.pt`` made by the documentation's own ``build-graph ... --out tlg.pt`` command."""
+    build = next(c for c in FAST if c.argv[0] == "build-graph" and "--out" in c.argv
+                 and c.argv[c.argv.index("--out") + 1] == "tlg.pt")
+    proc = _run(build, files)
+    assert proc.returncode == 0, f"{build.id}: exit {proc.returncode}: {proc.stderr[-2000:]}"
 
 
 def test_tensor_placeholders_are_what_the_commands_expect(files: dict[str, str]) -> None:
