@@ -6,6 +6,7 @@
 #
 #   bash benchmarks/gpu_session.sh [budget seconds for gpu.py, default 240]
 #   QUICK=1 bash benchmarks/gpu_session.sh 60      # small sizes (a smoke run; on a CPU the CUDA tests skip)
+#   BISECT=1 bash benchmarks/gpu_session.sh        # also bisect the first failing compiled lockstep test
 #
 # Logs and tables go to $OUT (the device tool's folder that comes back) or work/gpu-session. Each stage
 # runs whatever the one before gave (a failing test does not stop the timing), and says how long it took.
@@ -34,6 +35,12 @@ $PY -c "import torch; print(torch.__version__, torch.version.cuda,
 stage cuda_tests $PY -m pytest -q -p no:cacheprovider -m cuda tests/ctc/test_cuda_ctc.py \
     tests/transducer/test_cuda_beam.py tests/transducer/test_cuda_greedy.py
 stage compile_lockstep $PY -m pytest -q -p no:cacheprovider -m slow tests/app/test_compile_exact.py -k cuda -x
+# BISECT=1 and a failing lockstep test: Inductor's bisector finds the pass or lowering that breaks it
+# (minutes: one compile per step); the backend it tests reaches the library through TORCH_COMPILE_BACKEND
+FIRST_FAIL=$(grep -o '^FAILED [^ ]*' "$OUT_DIR/compile_lockstep.log" | head -n 1 | cut -d' ' -f2)
+if [ -n "${BISECT:-}" ] && [ -n "$FIRST_FAIL" ]; then
+    stage bisect $PY -m torch._inductor.compiler_bisector run $PY -m pytest -q -x -p no:cacheprovider -m slow "$FIRST_FAIL"
+fi
 stage gpu_table $PY benchmarks/gpu.py --budget-s "$BUDGET" --sections greedy,beam,ctc,wfst,compiled \
     --repeats 6 --compiled-graphs --out-dir "$OUT_DIR" "${SIZE[@]}"
 stage profile $PY benchmarks/gpu_profile.py --out-dir "$OUT_DIR" "${SIZE[@]}"

@@ -22,6 +22,7 @@ loop's static buffers and captured graphs between calls, keyed by :func:`bucket`
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Callable, Hashable, Iterator
@@ -84,7 +85,9 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     """``fn`` under ``torch.compile``: its :class:`PureStep` compiled, with the eager write-back, when it
     has one; else ``fn`` itself compiled (its in-place writes become the graph's input mutations)."""
     pure: PureStep | None = getattr(fn, "pure", None)
-    target = torch.compile(fn if pure is None else pure.body, dynamic=False)
+    # the backend: Inductor, or the one ``python -m torch._inductor.compiler_bisector run ...`` is testing
+    backend = os.environ.get("TORCH_COMPILE_BACKEND", "inductor")
+    target = torch.compile(fn if pure is None else pure.body, dynamic=False, backend=backend)
 
     def run(state: Any) -> None:
         with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
