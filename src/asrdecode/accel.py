@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs", "compiled_graphs", "PureStep", "copy_all",
+    "strict_syncs", "compiled_graphs", "compiles", "PureStep", "copy_all",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -85,9 +85,10 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     """``fn`` under ``torch.compile``: its :class:`PureStep` compiled, with the eager write-back, when it
     has one; else ``fn`` itself compiled (its in-place writes become the graph's input mutations)."""
     pure: PureStep | None = getattr(fn, "pure", None)
-    # the backend: Inductor, or the one ``python -m torch._inductor.compiler_bisector run ...`` is testing
-    backend = os.environ.get("TORCH_COMPILE_BACKEND", "inductor")
-    target = torch.compile(fn if pure is None else pure.body, dynamic=False, backend=backend)
+    # the backend: torch.compile's default (Inductor), or the one ``python -m torch._inductor.compiler_bisector
+    # run ...`` is testing
+    backend = os.environ.get("TORCH_COMPILE_BACKEND")
+    target = torch.compile(fn if pure is None else pure.body, dynamic=False, **({"backend": backend} if backend else {}))
 
     def run(state: Any) -> None:
         with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
@@ -319,6 +320,12 @@ def compiled_graphs() -> Iterator[None]:
         yield
     finally:
         _COMPILE_IN_GRAPHS["on"] = before
+
+
+def compiles(mode: str) -> bool:
+    """Whether a loop run in ``mode`` runs its steps through torch.compile: "compile", or CUDA graphs captured
+    inside :func:`compiled_graphs`."""
+    return mode == "compile" or (mode == "cuda_graphs" and _COMPILE_IN_GRAPHS["on"])
 
 
 @contextmanager

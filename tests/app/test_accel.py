@@ -191,3 +191,12 @@ def test_count_device_syncs_names_the_syncing_ops():
         x.repeat_interleave(torch.tensor([1, 2, 1]))
     assert syncs.by_op == {"aten::index with a boolean mask": 1, "aten::nonzero": 1, "aten::_local_scalar_dense": 1,
                            "aten::repeat_interleave (no output_size)": 1}
+
+
+def test_compiles_says_which_modes_run_torch_compile():
+    from asrdecode.accel import compiled_graphs, compiles
+
+    assert compiles("compile") and not compiles("eager") and not compiles("cuda_graphs")
+    with compiled_graphs():
+        assert compiles("cuda_graphs") and compiles("compile") and not compiles("eager")
+    assert not compiles("cuda_graphs")

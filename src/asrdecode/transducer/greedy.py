@@ -50,7 +50,7 @@ from typing import Any, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..accel import LoopCache, LoopStats, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
+from ..accel import LoopCache, LoopStats, StepRunner, bucket, compiles, parameters_key, resolve_mode, run_until_done
 from ..configs import TransducerGreedyConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
@@ -444,7 +444,7 @@ def _run_loop(lp: _Loop, run: StepRunner, loop: str, stats: LoopStats, frames: i
     def grow(n: int) -> None:
         if budget is not None:
             n = min(n, start + budget - lp.hyps.reserved)
-        if lp.hyps.reserve(n) and run.mode == "compile":
+        if lp.hyps.reserve(n) and compiles(run.mode):
             _lengths_dynamic(lp)
 
     body = _label_round if loop == "labels" else _frame_round
@@ -680,7 +680,7 @@ class GreedyDecoder:
             lp = _Loop(model, padded, zeros.clone(), start, self.config.window, self.config.max_symbols, self.config.precompute_projections,
                        static=True)
             run = StepRunner(mode, _Loop.STATE)
-            if mode == "compile":
+            if compiles(mode):
                 _lengths_dynamic(lp)
             self._runners.add(run)
             return lp, run

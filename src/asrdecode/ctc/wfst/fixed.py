@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ...accel import LoopCache, StepRunner, bucket, resolve_mode, run_until_done
+from ...accel import LoopCache, StepRunner, bucket, compiles, resolve_mode, run_until_done
 from .lattice import take1d
 from .stream_state import History, Tokens
 
@@ -371,7 +371,7 @@ class FixedLoop(Search):
         self.lens = torch.zeros(self.Bb, dtype=torch.int64, device=dev)
         self.t = torch.zeros(1, dtype=torch.int64, device=dev)
         self.runner = StepRunner(mode, STATE_NAMES)
-        if mode == "compile":  # one compiled round for every length bucket: the frames stay symbolic
+        if compiles(mode):  # one compiled round for every length bucket: the frames stay symbolic
             import torch._dynamo as dynamo
 
             for x in (self.x, self.rec_prev, self.rec_word, self.rec_lab2):
