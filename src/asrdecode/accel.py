@@ -88,7 +88,8 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     # the backend: torch.compile's default (Inductor), or the one ``python -m torch._inductor.compiler_bisector
     # run ...`` is testing
     backend = os.environ.get("TORCH_COMPILE_BACKEND")
-    target = torch.compile(fn if pure is None else pure.body, dynamic=False, **({"backend": backend} if backend else {}))
+    body = fn if pure is None else pure.body
+    target = torch.compile(body, dynamic=False) if not backend else torch.compile(body, dynamic=False, backend=backend)
 
     def run(state: Any) -> None:
         with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
