@@ -428,7 +428,8 @@ class EmulatedGraphRunner(StepRunner):
     (so ``captures`` counts what a GPU would capture), and every replay checks that no state tensor moved.
 
     With ``pure=True`` a step with a :class:`PureStep` runs as that (uncompiled): what ``compiled_graphs()``
-    captures, Inductor aside; each replay also checks that the body left its input tensors as they were."""
+    captures, Inductor aside; each replay also checks that the body left its input tensors as they were.
+    Inside :func:`compiled_graphs` the "captured" step is the torch.compile'd one, as on a GPU."""
 
     def __init__(self, mode: str, state_names: tuple[str, ...], pure: bool = False) -> None:
         super().__init__("eager" if mode == "eager" else "cuda_graphs", state_names)
@@ -436,11 +437,13 @@ class EmulatedGraphRunner(StepRunner):
 
     def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:
         leaves = _state_tensors(state, self.state_names)
-        key = (fn, tuple(x.data_ptr() for x in leaves))
+        key = (fn, _COMPILE_IN_GRAPHS["on"], tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
             target = fn
-            if self.pure and getattr(fn, "pure", None) is not None:
+            if _COMPILE_IN_GRAPHS["on"]:
+                target = self._compiled_fn(fn)
+            elif self.pure and getattr(fn, "pure", None) is not None:
                 target = _checked_pure(fn, lambda: _state_tensors(state, self.state_names))
             graph = self._graphs[key] = _EmulatedGraph(self._in_place(target, state),
                                                        lambda: _state_tensors(state, self.state_names))

@@ -335,3 +335,70 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
                                                                            for r in want]
     beam_loop.LOOPS.clear()
     assert len(backend.graphs) == 1
+
+
+@SLOW
+@pytest.mark.parametrize("search", ["ctc_lm", "alsd_lm", "wind", "greedy", "wfst"])
+def test_compiled_graph_path_equals_eager_on_the_cpu(monkeypatch, token_lm, search):
+    """What ``compiled_graphs()`` runs on a GPU, on the CPU: the cuda_graphs path (EmulatedGraphRunner: the same
+    in-place wrapper and capture bookkeeping) with the torch.compile'd step "captured" (the pure twin and
+    its write-back for the CTC and beam rounds); results equal the eager search's."""
+    import importlib
+
+    from asrdecode.accel import EmulatedGraphRunner
+    from asrdecode.transducer import beam as beam_mod
+    from asrdecode.transducer.beam import BeamSearchDecoder
+    from graph_emulation import emulate_graphs
+    from transducer_models import random_model
+
+    greedy_mod = importlib.import_module("asrdecode.transducer.greedy")
+    m = random_model(6, V, BLANK, None, blank_bias=1.0).float()  # (made outside inference mode: its weights' versions)
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        if search == "ctc_lm":
+            B, T = 6, 20
+            lp = peaky_log_probs(7, B, T, V, BLANK, peak=6.0, dtype=torch.float32)
+            lens = random_lengths(7, B, T)
+            kw = dict(beam=8, nbest=2, beta=1.0, fusion=[(token_lm, 0.6)])
+            want = ctc.beam_search(lp, lens, BLANK, engine="torch", **kw)
+            emulate_graphs(monkeypatch, beam_loop)
+            with compiled_graphs():
+                got = ctc.beam_search(lp, lens, BLANK, engine="torch", **kw)
+            beam_loop.LOOPS.clear()
+            assert_same(got, want)
+        elif search == "wfst":
+            pytest.importorskip("kaldifst")
+            from asrdecode.ctc.wfst import WFSTDecoder, fixed
+            from test_wfst_native import _same
+
+            g, lp, lens = _tlg_case(6, 16, 3)
+            kw = dict(min_active=2, beam=3.0, max_active=6, engine="torch", loop="fixed")
+            want = WFSTDecoder(g, **kw)(lp, lens)
+            emulate_graphs(monkeypatch, fixed)
+            with compiled_graphs():
+                got = WFSTDecoder(g, **kw)(lp, lens)
+            fixed.LOOPS.clear()
+            _same(got, want)
+        else:
+            enc = 2 * torch.randn(4, 14, 5, generator=torch.Generator().manual_seed(6))
+            lens = torch.tensor([14, 9, 1, 0])
+            mod = greedy_mod if search == "greedy" else beam_mod
+            real = mod.resolve_mode
+            monkeypatch.setattr(mod, "resolve_mode", lambda m_, dev: real(m_, dev) if m_ == "eager" else "cuda_graphs")
+            monkeypatch.setattr(mod, "StepRunner", EmulatedGraphRunner)
+            if search == "greedy":
+                want = greedy_mod.greedy(m, enc, lens, max_symbols=3, acceleration="eager")
+                with compiled_graphs():
+                    got = greedy_mod.greedy(m, enc, lens, max_symbols=3)
+                assert [(h.tokens, h.timestamps) for h in got] == [(h.tokens, h.timestamps) for h in want]
+                return
+            kw: dict = dict(beam=4, nbest=2, method=search.split("_")[0], max_symbols=3, engine="torch",
+                            window=3 if search == "wind" else 1)
+            if search.endswith("_lm"):
+                kw.update(fusion=[(token_lm, 0.6)], beta=0.5)
+            want = BeamSearchDecoder(m, acceleration="eager", **kw).decode(enc, lens)
+            with compiled_graphs():
+                got = BeamSearchDecoder(m, **kw).decode(enc, lens)
+            for g_, w_ in zip(got, want, strict=True):
+                assert [(h.tokens, h.timestamps) for h in g_] == [(h.tokens, h.timestamps) for h in w_]
+                assert [h.score for h in g_] == pytest.approx([h.score for h in w_], rel=1e-5, abs=1e-4)

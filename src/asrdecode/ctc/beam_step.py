@@ -275,7 +275,7 @@ class Stepper:
             fb.ext_blank.fill_(neg)
             last_in, last_pos = last >= 0, last_c
         else:
-            last_in, last_pos = (tok_ids_3 == last[:, :, None]).max(dim=2)
+            last_in, last_pos = _bool_max(tok_ids_3 == last[:, :, None])
         lk = last_pos + K
         own = lk + self.slots_m  # (j, last(j)) among the candidates
         torch.add(p_b, e_last, out=fb.own_ac)
@@ -288,7 +288,12 @@ class Stepper:
         # Stays: each prefix staying (blank, or its last token repeated), merged with its parent's
         # extension by the same token (which leaves the candidates): that extension's p_nb is the
         # arrival, p(parent) + y[last].
-        has_parent, parent = torch.max(fb.parent_hash_col == fb.hash_row, dim=2, out=(fb.has_parent, fb.parent))
+        if torch.compiler.is_compiling():  # (the parent slot row is state the tree step reads: kept written)
+            has_parent, parent = _bool_max(fb.parent_hash_col == fb.hash_row)
+            fb.has_parent.copy_(has_parent)
+            fb.parent.copy_(parent)
+        else:
+            has_parent, parent = torch.max(fb.parent_hash_col == fb.hash_row, dim=2, out=(fb.has_parent, fb.parent))
         child = torch.add(lk, parent, alpha=M)
         if self.M is not None and self.merge_all:  # the parent's extension may be outside its M tokens
             par_from = torch.where(torch.gather(last, 1, parent) == last, torch.gather(p_b, 1, parent),
@@ -351,6 +356,16 @@ class Stepper:
             torch.where(act, fb.new_f, fb.f_state, out=fb.f_state)
             torch.where(act, fb.new_i, fb.i_state, out=fb.i_state)
             torch.where(act, fb.rec, self.idle_rec, out=fb.rec)
+
+
+def _bool_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x.max(dim=2)`` of a bool ``x [B, K, N]``: whether a row has a True, and the first one's index. Under
+    torch.compile over uint8: Inductor's CPU code for a max with its index over bool mixes two vector mask
+    types and does not build (beam 8 and V=257, say)."""
+    if torch.compiler.is_compiling():
+        hit, idx = x.to(torch.uint8).max(dim=2)
+        return hit != 0, idx
+    return x.max(dim=2)
 
 
 def _extend_hash(step: Stepper, h: torch.Tensor, tok_1: torch.Tensor) -> torch.Tensor:
