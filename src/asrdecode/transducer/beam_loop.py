@@ -41,7 +41,7 @@ class RoundStep:
     step: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
     def write(self, tokens: torch.Tensor, parents: torch.Tensor, data: torch.Tensor) -> None:
-        self.step = (tokens, parents, data if data.dim() == 2 else data[:, None].expand_as(tokens))
+        self.step = (tokens, parents, data)  # (BeamTree.write takes it as it is, data [B, K] or [B])
 
 
 @dataclass(frozen=True)
