@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs", "compiled_graphs", "compiles", "PureStep", "copy_all",
+    "strict_syncs", "compiled_graphs", "compiles", "mark_lengths_dynamic", "PureStep", "copy_all",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -321,6 +321,16 @@ def compiled_graphs() -> Iterator[None]:
         yield
     finally:
         _COMPILE_IN_GRAPHS["on"] = before
+
+
+def mark_lengths_dynamic(*dims: tuple[torch.Tensor | None, int]) -> None:
+    """Mark each ``(tensor, dim)`` a length torch.compile keeps symbolic (``maybe_mark_dynamic``; ``None``
+    tensors skipped): a compiled step then serves every length bucket instead of compiling for each."""
+    import torch._dynamo as dynamo
+
+    for x, dim in dims:
+        if x is not None:
+            dynamo.maybe_mark_dynamic(x, dim)
 
 
 def compiles(mode: str) -> bool:

@@ -41,7 +41,8 @@ from typing import Any, Sequence, cast
 
 import torch
 
-from ..accel import LoopCache, LoopStats, PureStep, StepRunner, bucket, parameters_key, resolve_mode, run_until_done
+from ..accel import (LoopCache, LoopStats, PureStep, StepRunner, bucket, compiles, mark_lengths_dynamic, parameters_key,
+                     resolve_mode, run_until_done)
 from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
@@ -338,14 +339,7 @@ def _write_round(loop: BeamLoop, out: tuple) -> None:
     loop.write_state(*out)
 
 
-def _pure_inputs(loop: BeamLoop) -> tuple:
-    """The pure round's input: the loop, its encoder output's length marked dynamic for torch.compile (one
-    graph for every length bucket)."""
-    torch._dynamo.maybe_mark_dynamic(loop.enc_proj, 1)
-    return (loop,)
-
-
-_round.pure = PureStep(_pure_inputs, _pure_round, _write_round)  # type: ignore[attr-defined]
+_round.pure = PureStep(lambda loop: (loop,), _pure_round, _write_round)  # type: ignore[attr-defined]
 
 
 def _done(loop: BeamLoop) -> torch.Tensor:
@@ -362,6 +356,8 @@ def _drive(loop: BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int |
         return
     if loop.B == 0 or loop.T == 0:  # no frame: no hypothesis can step
         return
+    if compiles(run.mode):  # the encoder's frames symbolic: one compiled round for every length bucket
+        mark_lengths_dynamic((loop.enc_proj, 1))
     cap = max_symbols if max_symbols is not None else _checks.MAX_SYMBOLS_GUARD
     # every round raises the least (frame, labels on it) of the active hypotheses: a bound on the rounds
     limit = (loop.T + 1) * (cap + 2) + 16

@@ -50,7 +50,8 @@ from typing import Any, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..accel import LoopCache, LoopStats, StepRunner, bucket, compiles, parameters_key, resolve_mode, run_until_done
+from ..accel import (LoopCache, LoopStats, StepRunner, bucket, compiles, mark_lengths_dynamic, parameters_key,
+                     resolve_mode, run_until_done)
 from ..configs import TransducerGreedyConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..hyps import BatchedHyps
@@ -476,14 +477,10 @@ def _loop_stats(model: TransducerModel, kind: str) -> LoopStats:
 
 
 def _lengths_dynamic(lp: _Loop) -> None:
-    """Mark the lengths of a static loop's tensors dynamic for torch.compile (the encoder output's frames,
-    the hypotheses' columns, which grow): one compiled step for every length bucket and storage size."""
-    import torch._dynamo as dynamo
-
-    for x, dim in ((lp.enc, 1), (lp.enc_windows, 1), (lp.hyps.tokens, 1), (lp.hyps.timestamps, 1),
-                   (lp.hyps.durations, 1)):
-        if x is not None:
-            dynamo.maybe_mark_dynamic(x, dim)
+    """The lengths of a static loop's tensors (the encoder output's frames, the hypotheses' columns, which
+    grow) symbolic for torch.compile: one compiled step for every length bucket and storage size."""
+    mark_lengths_dynamic((lp.enc, 1), (lp.enc_windows, 1), (lp.hyps.tokens, 1), (lp.hyps.timestamps, 1),
+                         (lp.hyps.durations, 1))
 
 
 def _done(lp: _Loop) -> torch.Tensor:

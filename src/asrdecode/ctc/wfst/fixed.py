@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ...accel import LoopCache, StepRunner, bucket, compiles, resolve_mode, run_until_done
+from ...accel import LoopCache, StepRunner, bucket, compiles, mark_lengths_dynamic, resolve_mode, run_until_done
 from .lattice import take1d
 from .stream_state import History, Tokens
 
@@ -372,10 +372,7 @@ class FixedLoop(Search):
         self.t = torch.zeros(1, dtype=torch.int64, device=dev)
         self.runner = StepRunner(mode, STATE_NAMES)
         if compiles(mode):  # one compiled round for every length bucket: the frames stay symbolic
-            import torch._dynamo as dynamo
-
-            for x in (self.x, self.rec_prev, self.rec_word, self.rec_lab2):
-                dynamo.maybe_mark_dynamic(x, 0)
+            mark_lengths_dynamic((self.x, 0), (self.rec_prev, 0), (self.rec_word, 0), (self.rec_lab2, 0))
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
         self.flags: list[int] = []  # the call's [overflow, most candidates, most winners]
 
