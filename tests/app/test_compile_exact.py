@@ -94,13 +94,15 @@ def _tlg_case(B: int, T: int, seed: int):
 
 @SLOW
 @pytest.mark.parametrize("device, kind", DEVICES)
-def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind):
+@pytest.mark.parametrize("kw", [dict(min_active=2, beam=3.0, max_active=6),  # every arc
+                                dict(beam=3.0, max_active=6, dense_min_degree=1)],  # pre-pruned
+                         ids=["all_arcs", "pre_pruned"])
+def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind, kw):
     pytest.importorskip("kaldifst")
     from asrdecode.ctc.wfst import WFSTDecoder, fixed
     from test_wfst_native import _same
 
     g, lp, lens = _tlg_case(16, 24, 2)
-    kw = dict(min_active=2, beam=3.0, max_active=6)
     fixed.LOOPS.clear()
     want = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)
 
@@ -304,7 +306,7 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
             from test_wfst_native import _same
 
             g, lp, lens = _tlg_case(4, T, T)
-            kw = dict(min_active=2, beam=3.0, max_active=6)
+            kw = dict(beam=3.0, max_active=6, dense_min_degree=1)  # pre-pruned (the lockstep test has both)
             got = WFSTDecoder(g, acceleration="compile", **kw)(lp, lens)
             _same(got, WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens))
             fixed.LOOPS.clear()
@@ -372,7 +374,7 @@ def test_compiled_graph_path_equals_eager_on_the_cpu(monkeypatch, token_lm, sear
             from test_wfst_native import _same
 
             g, lp, lens = _tlg_case(6, 16, 3)
-            kw = dict(min_active=2, beam=3.0, max_active=6, engine="torch", loop="fixed")
+            kw = dict(beam=3.0, max_active=6, dense_min_degree=1, engine="torch", loop="fixed")  # pre-pruned
             want = WFSTDecoder(g, **kw)(lp, lens)
             emulate_graphs(monkeypatch, fixed)
             with compiled_graphs():

@@ -14,9 +14,9 @@ pytest.importorskip("kaldifst")
 
 from asrdecode import native  # noqa: E402
 from asrdecode.accel import count_device_syncs, count_host_reads  # noqa: E402
-from asrdecode.ctc.wfst import WFSTDecoder, build_tlg, fixed  # noqa: E402
+from asrdecode.ctc.wfst import DecodingGraph, WFSTDecoder, build_tlg, fixed  # noqa: E402
 from test_ctc_wfst import BLANK, LEXICON, V, _lm  # noqa: E402
-from test_wfst_native import _inputs, _same, random_graph  # noqa: E402
+from test_wfst_native import WORDS, _inputs, _same, random_graph  # noqa: E402
 from graph_emulation import emulate_graphs  # noqa: E402
 
 if not native.available():  # pragma: no cover - machines without a C++ compiler
@@ -25,8 +25,10 @@ if not native.available():  # pragma: no cover - machines without a C++ compiler
 
 def _settings(seed: int) -> dict:
     rng = np.random.default_rng(seed + 7)
+    # dense rows (acoustic pre-pruning in the fixed loop) on most states, a few, or none
     return dict(beam=float(rng.choice([1.5, 4.0, 1e9])), max_active=int(rng.choice([1, 2, 3, 50])),
-                acoustic_scale=float(rng.choice([0.5, 2.0])), min_active=int(rng.choice([0, 0, 2])))
+                acoustic_scale=float(rng.choice([0.5, 2.0])), min_active=int(rng.choice([0, 0, 2])),
+                dense_min_degree=int(rng.choice([1, 4, 10**9])))
 
 
 def _dynamic(dec: WFSTDecoder, lp, lengths, boosts):
@@ -63,9 +65,11 @@ def test_fixed_path_streamed_equals_whole(seed, chunk):
     _same(ten.finalize(state), nat(lp, lengths, boosts=boosts))
 
 
-@pytest.mark.parametrize("kw", [{}, {"min_active": 3, "beam": 2.0}, {"max_active": 2, "beam": 6.0}])
+@pytest.mark.parametrize("kw", [{}, {"min_active": 3, "beam": 2.0}, {"max_active": 2, "beam": 6.0},
+                                {"dense_min_degree": 2}, {"dense_min_degree": 2, "beam": 30.0}])
 def test_overflowing_capacities_grow_with_the_same_result(kw):
-    """Slots, winner rows and the arc budget start at 1: the call overflows, grows and runs again."""
+    """Slots, winner rows, the arc budget, and with pre-pruning (dense rows) the item budget start at 1: the
+    call overflows, grows and runs again."""
     g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
     gen = torch.Generator().manual_seed(11)
     lp = torch.log_softmax(2 * torch.randn(5, 30, V, generator=gen), -1)
@@ -73,11 +77,45 @@ def test_overflowing_capacities_grow_with_the_same_result(kw):
     want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
     dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     S = g.num_states
-    dec._fixed_caps = {("C", S): 1, ("M", S): 1}
+    dec._fixed_caps = {("C", S): 1, ("M", S): 1, ("M1", S): 1}
     _same(dec(lp, lens), want)
     assert dec._fixed_caps[("C", S)] > 1
+    if "dense_min_degree" in kw:
+        (loop,) = [lp_ for lp_ in fixed.LOOPS._entries.values() if lp_.K == dec._fixed_caps[("C", S)]][-1:]
+        assert loop.pre and dec._fixed_caps[("M1", S)] > 1
     if not kw:
         assert dec._fixed_caps[("M", S)] > 1  # (elsewhere the arc budget's bucket minimum is enough)
+
+
+def _tie_graph(seed: int) -> DecodingGraph:
+    """A random graph with integer weights (0 or 1) and many arcs per state: equal scores everywhere."""
+    rng = np.random.default_rng(seed)
+    S, V = int(rng.integers(3, 10)), int(rng.integers(2, 5))
+    blank = int(rng.integers(0, V))
+    lines = []
+    for s in range(S):
+        for _ in range(int(rng.integers(0, 3 * V + 1))):
+            il = int(rng.integers(0, V)) + 1 + (V if rng.random() < 0.5 else 0)
+            ol = int(rng.integers(1, len(WORDS))) if rng.random() < 0.5 else 0
+            lines.append(f"{s} {int(rng.integers(0, S))} {il} {ol} {int(rng.integers(0, 2))}")
+    if not lines or not lines[0].startswith("0 "):
+        lines.insert(0, f"0 0 {1 + blank} 0 0")
+    lines += [f"{int(s)} 0" for s in rng.choice(S, size=max(1, S // 3), replace=False)]
+    return DecodingGraph.from_fst_text("\n".join(lines), WORDS, V, blank)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_pre_pruned_ties_resolve_as_the_native_engine(seed):
+    """Integer weights and log-probs: every sum is exact, so equal scores are real ties, resolved by the
+    candidates' order (the earlier wins recombination, max_active keeps earlier). The pre-pruned expansion
+    reads a dense token's labels best first; its rows must come back in the plain (slot, arc) order."""
+    g = _tie_graph(seed)
+    gen = torch.Generator().manual_seed(seed)
+    lp = -torch.randint(0, 3, (3, 9, g.vocab_size + 1), generator=gen).float()
+    lens = torch.tensor([9, 5, 9])
+    kw = dict(beam=[2.0, 1e9][seed % 2], max_active=[2, 3, 50][seed % 3])
+    want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
+    _same(WFSTDecoder(g, engine="torch", loop="fixed", dense_min_degree=1, **kw)(lp, lens), want)
 
 
 @pytest.fixture()

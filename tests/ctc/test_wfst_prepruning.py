@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("kaldifst")
 
-from asrdecode.ctc.wfst import WFSTDecoder, build_tlg  # noqa: E402
+from asrdecode.ctc.wfst import WFSTDecoder, build_tlg, fixed  # noqa: E402
 from asrdecode.lm import ArpaModel  # noqa: E402
 
 V, BLANK = 6, 5
@@ -33,17 +33,19 @@ def _same(a, b):
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
+@pytest.mark.parametrize("loop", ["auto", "fixed"])
 @pytest.mark.parametrize("top", ["compact", "normal"])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("beam,max_active", [(3.0, 4), (6.0, 20), (1e9, 10000)])
-def test_prepruning_equals_plain_expansion(graphs, top, seed, beam, max_active):
+def test_prepruning_equals_plain_expansion(graphs, top, seed, beam, max_active, loop):
+    """The dynamic loop (``auto`` on the CPU) and the fixed-shape loop (1-best; n-best runs the dynamic one)."""
     g = graphs[top]
     gen = torch.Generator().manual_seed(seed)
     lp = (torch.randn(4, 16, V, generator=gen) * 3).log_softmax(-1)
     lengths = torch.tensor([16, 11, 0, 7])
     boosts = [{"cd": 2.0, "e": -1.0}, None, None, {"ba": 0.5}] if seed % 2 else None
-    dense = WFSTDecoder(g, beam=beam, max_active=max_active, dense_min_degree=1)
-    plain = WFSTDecoder(g, beam=beam, max_active=max_active, dense_min_degree=10**9)
+    dense = WFSTDecoder(g, beam=beam, max_active=max_active, dense_min_degree=1, engine="torch", loop=loop)
+    plain = WFSTDecoder(g, beam=beam, max_active=max_active, dense_min_degree=10**9, engine="torch", loop=loop)
     rows = dense._dense_rows(g)
     assert rows is not None and int((rows[0] >= 0).sum()) == g.num_states - int((g.e_ptr[1:] == g.e_ptr[:-1]).sum())
     assert plain._dense_rows(g) is None
@@ -53,12 +55,14 @@ def test_prepruning_equals_plain_expansion(graphs, top, seed, beam, max_active):
         _same(a, b)
 
 
-def test_prepruning_memory_cap_and_unsorted_arcs(graphs):
+@pytest.mark.parametrize("loop", ["auto", "fixed"])
+def test_prepruning_memory_cap_and_unsorted_arcs(graphs, loop):
     g = graphs["compact"]
     gen = torch.Generator().manual_seed(1)
     lp = (torch.randn(2, 12, V, generator=gen) * 3).log_softmax(-1)
     want = WFSTDecoder(g, beam=5.0, dense_min_degree=10**9)(lp)
-    capped = WFSTDecoder(g, beam=5.0, dense_min_degree=1, dense_memory_mb=3 * 8 * V / 2**20)  # room for 3 rows
+    capped = WFSTDecoder(g, beam=5.0, dense_min_degree=1, dense_memory_mb=3 * 8 * V / 2**20,  # room for 3 rows
+                         engine="torch", loop=loop)
     assert int((capped._dense_rows(g)[0] >= 0).sum()) == 3
     _same(capped(lp), want)
     # a graph whose arcs are not sorted by token within a state (e.g. built elsewhere): rows still right
@@ -69,7 +73,7 @@ def test_prepruning_memory_cap_and_unsorted_arcs(graphs):
         lo, hi = int(g.e_ptr[s]), int(g.e_ptr[s + 1])
         perm[lo:hi] = perm[lo:hi].flip(0)
     shuffled = replace(g, **{k: getattr(g, k)[perm] for k in ("e_src", "e_dst", "e_ilabel", "e_olabel", "e_score", "e_start")})
-    dec = WFSTDecoder(shuffled, beam=5.0, dense_min_degree=1)
+    dec = WFSTDecoder(shuffled, beam=5.0, dense_min_degree=1, engine="torch", loop=loop)
     got = dec(lp)
     assert [h.words for h in got] == [h.words for h in want]
     assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
@@ -98,3 +102,23 @@ def test_prepruning_bad_settings(graphs):
         WFSTDecoder(graphs["compact"], dense_memory_mb=-1.0)
     # no memory for rows: the plain expansion
     assert WFSTDecoder(graphs["compact"], dense_min_degree=1, dense_memory_mb=0)._dense_rows(graphs["compact"]) is None
+
+
+def test_fixed_loop_prepruning_expands_fewer_arcs(graphs):
+    """The fixed-shape loop's most arcs in a frame (counted by the loop) with dense rows against without, on
+    peaky log-probs (few tokens near the best): about half here (V=6; 4-5x on demo-ctc's 2000-word TLG,
+    ``benchmarks/wfst_fixed_work.py``), the same results."""
+    g = graphs["normal"]
+    gen = torch.Generator().manual_seed(5)
+    lp = (torch.randn(8, 40, V, generator=gen) * 8).log_softmax(-1)
+    lengths = torch.tensor([40, 33, 40, 12, 40, 27, 40, 40])
+    want = WFSTDecoder(g, beam=5.0, engine="torch", loop="dynamic")(lp, lengths)
+    most = {}
+    for deg in (1, 10**9):
+        fixed.LOOPS.clear()
+        dec = WFSTDecoder(g, beam=5.0, dense_min_degree=deg, engine="torch", loop="fixed")
+        _same(dec(lp, lengths), want)
+        loop = list(fixed.LOOPS._entries.values())[-1]
+        assert loop.pre == (deg == 1)
+        most[deg] = loop.flags[1]
+    assert most[1] * 3 < most[10**9] * 2, most

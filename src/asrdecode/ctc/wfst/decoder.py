@@ -203,7 +203,10 @@ class WFSTDecoder:
         if self._fixed_arrays is not None and self._fixed_arrays[0] is g:
             return self._fixed_arrays[1]
         rows = self._arc_rows(g)
-        ga = None if rows is None or rows.shape[0] == 0 else _fixed.GraphArrays(g, rows)
+        ga = None
+        if rows is not None and rows.shape[0] > 0:  # pre-pruning as in the dynamic loop (not with min_active)
+            dense = None if self.config.min_active else self._dense_rows(g)
+            ga = _fixed.GraphArrays(g, rows, dense, self._emit_max(g))
         self._fixed_arrays = (g, ga)
         return ga
 

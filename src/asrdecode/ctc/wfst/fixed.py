@@ -60,7 +60,8 @@ class GraphArrays:
     ``p_dst, p_olabel [Ap]`` int64 and ``p_score [Ap]`` float32; ``P`` the largest epsilon degree,
     ``D`` the largest emitting degree (host ints, read once per graph)."""
 
-    def __init__(self, g: Any, rows: torch.Tensor) -> None:
+    def __init__(self, g: Any, rows: torch.Tensor, dense: tuple | None = None,
+                 emit_max: torch.Tensor | None = None) -> None:
         self.graph, self.rows = g, rows
         self.S = g.num_states
         zero = torch.zeros(1, dtype=torch.int64, device=g.device)
@@ -79,6 +80,21 @@ class GraphArrays:
         self.c_score = cols[3].view(torch.float32)
         self.A, self.Ap = int(rows.shape[0]), int(self.p_dst.shape[0])
         self.eps_depth = int(g.eps_depth) if self.P > 0 else 0
+        self.Vg = int(g.vocab_size)
+        # acoustic pre-pruning (the dynamic loop's, :meth:`WFSTDecoder._candidates`): the decoder's dense
+        # ``(state, token) -> arcs`` rows and each state's best emitting arc score; off without dense rows
+        self.pre = dense is not None and emit_max is not None and int(dense[2].numel()) > 0
+        if self.pre:
+            assert dense is not None and emit_max is not None
+            row, ptr, arcs, _ = dense
+            none = torch.full((1,), -1, dtype=torch.int64, device=g.device)
+            self.d_row = torch.cat([row.long(), none])
+            self.d_ptr, self.d_arcs = ptr.long(), arcs.long()
+            # each dense arc's offset within its state's emitting arcs (the tie order of the plain expansion)
+            self.d_off = self.d_arcs - torch.index_select(self.e_lo, 0, g.e_src.long()[self.d_arcs])
+            self.e_max = torch.cat([emit_max.float(), torch.full((1,), _NEG, device=g.device)])
+            # the largest degree of a state without a dense row (the bound's expansion of a sparse best token)
+            self.Dsp = max(int(torch.where(self.d_row < 0, self.e_deg, 0).max()), 1)
 
     def key(self) -> tuple:
         g = self.graph
@@ -96,18 +112,30 @@ class Search:
     a budget of ``M`` emitting candidates per frame) and ``stages`` record stages; ``boost [Bb, W]`` or None."""
 
     def __init__(self, ga: GraphArrays, *, Bb: int, K: int, C: int, M: int, stages: int, beam: float,
-                 max_active: int, min_active: int, boost_width: int, device: torch.device) -> None:
+                 max_active: int, min_active: int, boost_width: int, device: torch.device, M1: int = 0) -> None:
         self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
         self.beam, self.max_active, self.min_active = beam, max_active, min_active
         S, P, dev, i64 = ga.S, ga.P, device, torch.int64
         self.S, self.P, self.R = S, P, K * (1 + P)
+        # acoustic pre-pruning with a budget of M1 expansion items (tie order by (slot, arc offset) in the low
+        # 32 bits: needs K * D below 2**32; rows sorted by that order and the candidate packed in an int64:
+        # M below 2**31)
+        self.pre = ga.pre and M1 > 0 and not min_active and K * max(ga.D, 1) < 2**32 and M < 2**31
+        self.M1 = M1 if self.pre else 0
+        if self.pre:
+            self.ar_M1 = torch.arange(M1, device=dev)
+            self.ar_Dsp = torch.arange(ga.Dsp, device=dev)
+            # the utterance of each bound arc, of each label
+            self.b_dsp = torch.arange(Bb, device=dev).repeat_interleave(ga.Dsp)
+            self.b_V = torch.arange(Bb, device=dev).repeat_interleave(ga.Vg)
         self.tok_s = torch.full((Bb, K), S, dtype=i64, device=dev)
         self.tok_sc = torch.full((Bb, K), _NEG, device=dev)
         self.tok_h = torch.full((Bb, K), -1, dtype=i64, device=dev)
         self.front = torch.zeros((Bb, K), dtype=torch.bool, device=dev)
         self.boost = torch.zeros((Bb, boost_width), device=dev) if boost_width else None
         self.over = torch.zeros(1, dtype=torch.bool, device=dev)
-        self.need = torch.zeros(2, dtype=i64, device=dev)  # most candidates in a frame, most winners of a row
+        # most candidates in a frame, most winners of a row, most expansion items in a frame (pre-pruning)
+        self.need = torch.zeros(3, dtype=i64, device=dev)
         self.rec_prev = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_word = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_lab2 = torch.zeros((stages, Bb, K), dtype=i64, device=dev)
@@ -167,13 +195,20 @@ class Search:
         rank = torch.empty_like(order).scatter_(1, order, self._arange(R).expand(self.Bb, R))
         return win & (rank < k[:, None])
 
+    def _measure(self, i: int, value: torch.Tensor, limit: int) -> None:
+        """``value [1]`` as capacity ``i``'s need (:attr:`need`) unless an earlier check overflowed (the search
+        after that is truncated: its counts would grow capacities for nothing); the overflow flag when it
+        exceeds ``limit``."""
+        need = self.need[i:i + 1]
+        need.copy_(torch.where(self.over, need, torch.maximum(need, value)))
+        self.over |= value > limit
+
     def _compact(self, keep: torch.Tensor) -> torch.Tensor:
         """Flat slot target ``[Bb, R]`` of each kept entry (``Bb * K``: dropped); sets the overflow flag
         when a row keeps more than ``K``."""
         pos = torch.cumsum(keep.long(), 1) - 1
         n = pos[:, -1] + 1
-        self.over |= (n > self.K).any(0, keepdim=True)
-        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        self._measure(1, n.max().view(1), self.K)
         ok = keep & (pos < self.K)
         return torch.where(ok, self.ar_B[:, None] * self.K + pos, self._spare(keep))
 
@@ -193,21 +228,120 @@ class Search:
         out = torch.full((n + tgt.numel(),), fill, dtype=values.dtype, device=values.device)
         return out.scatter_(0, tgt.view(-1), values.reshape(-1))[:n].view(self.Bb, self.K)
 
+    # -- expansion -------------------------------------------------------------------------------------
+    def _expand_all(self, live: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Every emitting arc of every live token within the budget ``M``: ``(slot, arc, valid, order)``
+        ``[M]`` each (``order``: higher for earlier candidates, the plain (utterance, slot, arc) order) and
+        each utterance's candidate range ``starts, ends [Bb]``."""
+        ga, Bb, K, M = self.ga, self.Bb, self.K, self.M
+        s = self.tok_s.view(-1)
+        deg = (take1d(ga.e_deg, s).view(Bb, K) * live[:, None]).view(-1)
+        cum = torch.cumsum(deg, 0)
+        total = cum[-1:]
+        self._measure(0, total, M)
+        slot = torch.searchsorted(cum, self.ar_M, right=True).clamp_(max=Bb * K - 1)
+        valid = self.ar_M < total
+        arc = take1d(ga.e_lo, take1d(s, slot)) + self.ar_M - (take1d(cum, slot) - take1d(deg, slot))
+        arc = torch.where(valid, arc, 0)
+        # each utterance's candidates [starts, ends) of the flat order (clamped to the budget: an
+        # overflowing frame's results are dropped and the call reruns)
+        ends = cum.view(Bb, K)[:, -1].clamp(max=M)
+        starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
+        return slot, arc, valid, M - 1 - self.ar_M, starts, ends
+
+    def _expand_pruned(self, am: torch.Tensor, live: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`_expand_all` with acoustic pre-pruning (the dynamic loop's rule, with static shapes): a token
+        in a state with a dense row reads only the labels ``k`` with ``am[b, k] >= cutoff[b] - e_max[state] -
+        max boost - its score``, where ``cutoff`` (a lower bound of the frame's best minus the beam) comes
+        from the best token's own arcs; every arc skipped would fail the beam. With the frame's labels sorted
+        (best first), such a token's labels are a prefix (one ``searchsorted``); its arcs per label come from
+        the dense rows. Two budgets: ``M1`` items (a sparse token's arcs, a dense token's labels), then ``M``
+        arcs. Candidates are not in the plain order (a dense token's labels go best first): ``order`` is
+        computed from (slot, arc offset)."""
+        ga, Bb, K, M, M1, V, Vg = self.ga, self.Bb, self.K, self.M, self.M1, am.shape[1], self.ga.Vg
+        N, neg = Bb * K, self.neg
+        s = self.tok_s.view(-1)
+        sc = self.tok_sc
+        flat_am = am.reshape(-1)
+        vals, idx = torch.sort(am[:, :Vg], dim=1, descending=True)  # [Bb, Vg] the frame's labels, best first
+        drow = take1d(ga.d_row, s)
+        dense = (drow >= 0).view(Bb, K)
+        sdeg = take1d(ga.e_deg, s).view(Bb, K)
+        bmax = None if self.boost is None else self.boost.amax(1).clamp(min=0)
+        # the bound: the best token with emitting arcs, through its sparse arcs or its dense row's labels
+        best, bk = torch.where(sdeg > 0, sc, neg).max(1)
+        bslot = self.ar_B * K + bk
+        bst, brow = take1d(s, bslot), take1d(drow, bslot)
+        a_arc = (take1d(ga.e_lo, bst)[:, None] + self.ar_Dsp).clamp_(max=ga.A - 1)  # [Bb, Dsp]
+        a_ok = self.ar_Dsp < (take1d(ga.e_deg, bst) * (brow < 0))[:, None]
+        a_arc = a_arc.view(-1)
+        b_dsp = self.b_dsp
+        est_a = take1d(ga.c_score, a_arc) + take1d(flat_am, b_dsp * V + (take1d(ga.c_lab2, a_arc).long() >> 1))
+        key = (brow.clamp(min=0)[:, None] * Vg + idx).view(-1)
+        lo = take1d(ga.d_ptr, key)
+        b_ok = (brow >= 0)[:, None] & (take1d(ga.d_ptr, key + 1) > lo).view(Bb, Vg)
+        b_arc = take1d(ga.d_arcs, lo.clamp(max=max(ga.d_arcs.numel() - 1, 0)))
+        est_b = take1d(ga.c_score, b_arc) + vals.reshape(-1)
+        if bmax is not None:
+            W = self.boost.shape[1]  # type: ignore[union-attr]  # bmax is set with the boost
+            est_a = est_a + take1d(self.boost.view(-1), b_dsp * W + take1d(ga.c_word, a_arc).long())  # type: ignore[union-attr]
+            est_b = est_b + take1d(self.boost.view(-1), self.b_V * W + take1d(ga.c_word, b_arc).long())  # type: ignore[union-attr]
+        est = torch.maximum(torch.where(a_ok, est_a.view(Bb, -1), neg).amax(1),
+                            torch.where(b_ok, est_b.view(Bb, Vg), neg).amax(1))
+        cutoff = best + est - self.beam
+        # each dense token's threshold (a little lower: float rounding never drops a survivor)
+        thr = cutoff[:, None] - take1d(ga.e_max, s).view(Bb, K) - sc
+        if bmax is not None:
+            thr = thr - bmax[:, None]
+        thr = thr - (1e-4 * thr.abs() + 1e-3)
+        d_live = dense & live[:, None] & (sc > _NEG)
+        thr = torch.where(d_live, thr, float("inf"))
+        count = torch.searchsorted(-vals, -thr, right=True)  # [Bb, K]: the labels at or above thr
+        # level 1: items
+        deg1 = (torch.where(dense, count, sdeg) * live[:, None]).view(-1)
+        cum1 = torch.cumsum(deg1, 0)
+        tot1 = cum1[-1:]
+        self._measure(2, tot1, M1)
+        slot1 = torch.searchsorted(cum1, self.ar_M1, right=True).clamp_(max=N - 1)
+        j = self.ar_M1 - (take1d(cum1, slot1) - take1d(deg1, slot1))
+        r1 = take1d(drow, slot1)
+        d1 = r1 >= 0
+        b1 = torch.div(slot1, K, rounding_mode="floor")
+        k1 = take1d(idx.view(-1), b1 * Vg + j.clamp(max=Vg - 1))
+        key1 = r1.clamp(min=0) * Vg + k1
+        plo = take1d(ga.d_ptr, key1)
+        n1 = torch.where(self.ar_M1 < tot1, torch.where(d1, take1d(ga.d_ptr, key1 + 1) - plo, 1), 0)
+        # level 2: arcs
+        cum2 = torch.cumsum(n1, 0)
+        total = cum2[-1:]
+        self._measure(0, total, M)
+        it = torch.searchsorted(cum2, self.ar_M, right=True).clamp_(max=M1 - 1)
+        valid = self.ar_M < total
+        q = self.ar_M - (take1d(cum2, it) - take1d(n1, it))
+        slot = take1d(slot1, it)
+        pos = (take1d(plo, it) + q).clamp_(min=0, max=max(ga.d_arcs.numel() - 1, 0))
+        dense_it, j_it = take1d(d1, it), take1d(j, it)
+        arc = torch.where(dense_it, take1d(ga.d_arcs, pos), take1d(ga.e_lo, take1d(s, slot)) + j_it)
+        arc = torch.where(valid, arc, 0)
+        off = torch.where(dense_it, take1d(ga.d_off, pos), j_it)  # the arc's offset within its state
+        order = K * max(ga.D, 1) - 1 - ((slot % K) * max(ga.D, 1) + off)
+        # each utterance's candidates [starts, ends): its items' range mapped through the arcs' running sum
+        ends1 = cum1.view(Bb, K)[:, -1].clamp(max=M1)
+        starts1 = (ends1 - deg1.view(Bb, K).sum(1)).clamp_(min=0)
+        cum2_0 = torch.cat([self.zero1, cum2])
+        ends = take1d(cum2_0, ends1).clamp(max=M)
+        starts = take1d(cum2_0, starts1).clamp(max=M)
+        return slot, arc, valid, order, starts, ends
+
     # -- stages --------------------------------------------------------------------------------------
     def emitting(self, am: torch.Tensor, live: torch.Tensor, r: torch.Tensor) -> None:
         """The emitting stage of a frame: ``am [Bb, V]`` scaled log-probs, ``live [Bb]`` utterances with this
         frame, ``r [1]`` the record stage."""
         ga, Bb, K, M, S, V = self.ga, self.Bb, self.K, self.M, self.S, am.shape[1]
-        s = self.tok_s.view(-1)
-        deg = (take1d(ga.e_deg, s).view(Bb, K) * live[:, None]).view(-1)
-        cum = torch.cumsum(deg, 0)
-        total = cum[-1:]
-        self.need[:1] = torch.maximum(self.need[:1], total)
-        self.over |= total > M
-        slot = torch.searchsorted(cum, self.ar_M, right=True).clamp_(max=Bb * K - 1)
-        valid = self.ar_M < total
-        arc = take1d(ga.e_lo, take1d(s, slot)) + self.ar_M - (take1d(cum, slot) - take1d(deg, slot))
-        arc = torch.where(valid, arc, 0)
+        if self.pre:
+            slot, arc, valid, order, starts, ends = self._expand_pruned(am, live)
+        else:
+            slot, arc, valid, order, starts, ends = self._expand_all(live)
         lab2, dst, word = take1d(ga.c_lab2, arc).long(), take1d(ga.c_dst, arc).long(), take1d(ga.c_word, arc).long()
         b = torch.div(slot, K, rounding_mode="floor")
         score = take1d(self.tok_sc.view(-1), slot) + take1d(ga.c_score, arc)
@@ -218,24 +352,25 @@ class Search:
         top = self._utterance_max(score, slot, valid)
         inside = valid & (score >= take1d(top - self.beam, b))
         cand = valid if self.min_active else inside
-        comp = (_mono(score) << 32) + (M - 1 - self.ar_M)
+        comp = (_mono(score) << 32) + order
         win = self._recombine(b * S + dst, comp, cand)
         # the winners in rows of C per utterance, candidate order kept
-        # each utterance's candidates [starts, ends) of the flat order (clamped to the budget: an
-        # overflowing frame's results are dropped and the call reruns)
-        ends = cum.view(Bb, K)[:, -1].clamp(max=M)
-        starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
         wl = win.long()
         cw = torch.cumsum(wl, 0)
         cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
         base = take1d(cw0, starts)
         n = take1d(cw0, ends) - base
         pos = cw - 1 - take1d(base, b)
-        self.over |= (n > self.C).any(0, keepdim=True)
-        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        self._measure(1, n.max().view(1), self.C)
         tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C + self.ar_M)
-        src = torch.zeros(Bb * self.C + M, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
-        src = src[: Bb * self.C].view(Bb, self.C)
+        if self.pre:  # the rows in the plain order (slot, then arc) the other stages expect: each row sorted
+            # by (order, candidate) packed in one int64 (order < 2**32, M < 2**31), empty places last
+            packed = torch.full((Bb * self.C + M,), -1, dtype=torch.int64, device=am.device)
+            packed = packed.scatter_(0, tgt, order * M + self.ar_M)[: Bb * self.C].view(Bb, self.C)
+            src = torch.sort(packed, dim=1, descending=True).values.remainder(M)
+        else:
+            src = torch.zeros(Bb * self.C + M, dtype=torch.int64, device=am.device).scatter_(0, tgt, self.ar_M)
+            src = src[: Bb * self.C].view(Bb, self.C)
         r_win = self.ar_C[None, :] < n.clamp(max=self.C)[:, None]
         r_score = torch.where(r_win, take1d(score, src.view(-1)).view(Bb, self.C), self.neg)
         r_in = take1d(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
@@ -316,8 +451,7 @@ class Search:
         b = take1d(toks.b, order)
         n = torch.zeros(Bb, dtype=torch.int64, device=dev).index_add_(0, b, torch.ones_like(b))
         rank = torch.arange(b.shape[0], device=dev) - take1d(torch.cumsum(n, 0) - n, b)
-        self.over |= (n > K).any(0, keepdim=True)
-        self.need[1:] = torch.maximum(self.need[1:], n.max().view(1))
+        self._measure(1, n.max().view(1), K)
         tgt = torch.where(rank < K, b * K + rank, self._spare(rank))
         self.tok_s.copy_(self._scatter_slots(tgt, self.S, take1d(toks.s, order).long()))
         self.tok_sc.copy_(self._scatter_slots(tgt, _NEG, take1d(toks.score, order).float()))
@@ -374,7 +508,7 @@ class FixedLoop(Search):
         if compiles(mode):  # one compiled round for every length bucket: the frames stay symbolic
             mark_lengths_dynamic((self.x, 0), (self.rec_prev, 0), (self.rec_word, 0), (self.rec_lab2, 0))
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
-        self.flags: list[int] = []  # the call's [overflow, most candidates, most winners]
+        self.flags: list[int] = []  # the call's [overflow, most candidates, winners, items]
 
     def frame(self) -> None:
         """One frame at the device counter ``t`` (utterances with ``t < lens``; the others unchanged)."""
@@ -392,20 +526,29 @@ def _round(loop: FixedLoop) -> None:
         loop.frame()
 
 
-def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> tuple[int, int, int]:
-    """``(K, C, M)``: slots, winner rows, candidate budget from the decoder's remembered capacities."""
+def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> tuple[int, int, int, int]:
+    """``(K, C, M, M1)``: slots, winner rows, candidate budget, and with acoustic pre-pruning the item budget
+    (else 0), from the decoder's remembered capacities."""
     caps = decoder.__dict__.setdefault("_fixed_caps", {})
     C = caps.get(("C", ga.S), min(ga.S, 256))
-    per = caps.get(("M", ga.S), min(min(decoder.max_active, C) * max(ga.D, 1), 2048))
-    return min(decoder.max_active, C), C, bucket(Bb * per, 64)
+    K = min(decoder.max_active, C)
+    if ga.pre and not decoder.min_active:  # pre-pruned frames need far fewer arcs (and items) than all
+        per, per1 = caps.get(("M", ga.S), 512), caps.get(("M1", ga.S), 512)
+        return K, C, bucket(Bb * per, 64), bucket(Bb * per1, 64)
+    per = caps.get(("M", ga.S), min(K * max(ga.D, 1), 2048))
+    return K, C, bucket(Bb * per, 64), 0
 
 
-def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], K: int, C: int, M: int) -> None:
+def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], K: int, C: int, M: int, M1: int) -> None:
+    """Remember larger capacities for what overflowed (``need``: most candidates, winners of a row, items)."""
     caps = decoder.__dict__.setdefault("_fixed_caps", {})
     if need[1] > K and (need[1] > C or K < decoder.max_active):
-        caps[("C", ga.S)] = min(ga.S, max(bucket(need[1] * 5 // 4, 16), 2 * C))
+        # (a quarter over the need: every slot costs in each stage; not doubled, the steady state is what counts)
+        caps[("C", ga.S)] = min(ga.S, max(bucket(need[1] * 5 // 4, 16), C + 16))
     if need[0] > M:
         caps[("M", ga.S)] = max(-(-need[0] * 5 // 4 // Bb), 2 * M // Bb)
+    if M1 and need[2] > M1:
+        caps[("M1", ga.S)] = max(-(-need[2] * 5 // 4 // Bb), 2 * M1 // Bb)
 
 
 def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens: torch.Tensor,
@@ -422,12 +565,12 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
     boost = state.boost
     W = 0 if boost is None else boost.shape[1]
     while True:
-        K, C, M = capacities(decoder, ga, Bb)
-        key = (mode, ga.key(), Bb, Tb, V, K, C, M, W, decoder.beam, decoder.max_active, decoder.min_active,
+        K, C, M, M1 = capacities(decoder, ga, Bb)
+        key = (mode, ga.key(), Bb, Tb, V, K, C, M, M1, W, decoder.beam, decoder.max_active, decoder.min_active,
                am.device)
 
-        def make(K: int = K, C: int = C, M: int = M) -> FixedLoop:
-            return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, K=K, C=C, M=M, beam=decoder.beam,
+        def make(K: int = K, C: int = C, M: int = M, M1: int = M1) -> FixedLoop:
+            return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, K=K, C=C, M=M, M1=M1, beam=decoder.beam,
                              max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
                              device=am.device)
 
@@ -437,7 +580,7 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
             if _run_once(loop, state, am, lens, B, T, boost):
                 state.toks = loop.unload(B, T * loop.stages_per_frame, loop.loaded, state.hist, state.offset)
                 return
-        _grow(decoder, ga, Bb, loop.flags[1:], K, C, M)
+        _grow(decoder, ga, Bb, loop.flags[1:], K, C, M, M1)
 
 
 def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor, B: int, T: int,
