@@ -506,6 +506,17 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
                                                           audio=audio, reads=None)))
     _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference=reference,
                  same=_same_words, base=base, audio=audio, reads=host_reads(call))
+    # the same loop expanding every arc (no dense rows: no acoustic pre-pruning), the loop before it had one
+    every = WFSTDecoder(graph, engine="torch", dense_min_degree=10**9, **options)
+
+    def call_every() -> Any:
+        with torch.inference_mode():
+            return every(lp, lengths)
+
+    if budget.left() > 30:
+        seconds, hyps = timed(call_every, device, max(1, args.repeats // 3))
+        _tensor_rows(report, section, f"tensor engine, {device.type}, every arc (no pre-pruning)", seconds, hyps,
+                     reference=reference, same=_same_words, base=base, audio=audio, reads=None)
 
 
 #: (section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of the

@@ -68,8 +68,8 @@ def test_fixed_path_streamed_equals_whole(seed, chunk):
 @pytest.mark.parametrize("kw", [{}, {"min_active": 3, "beam": 2.0}, {"max_active": 2, "beam": 6.0},
                                 {"dense_min_degree": 2}, {"dense_min_degree": 2, "beam": 30.0}])
 def test_overflowing_capacities_grow_with_the_same_result(kw):
-    """Slots, winner rows, the arc budget, and with pre-pruning (dense rows) the item budget start at 1: the
-    call overflows, grows and runs again."""
+    """Slots, winner rows, the arc budget, the epsilon budget and rows, and with pre-pruning (dense rows) the
+    item budget start at 1: the call overflows, grows and runs again."""
     g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
     gen = torch.Generator().manual_seed(11)
     lp = torch.log_softmax(2 * torch.randn(5, 30, V, generator=gen), -1)
@@ -77,9 +77,9 @@ def test_overflowing_capacities_grow_with_the_same_result(kw):
     want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
     dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     S = g.num_states
-    dec._fixed_caps = {("C", S): 1, ("M", S): 1, ("M1", S): 1}
+    dec._fixed_caps = {("C", S): 1, ("M", S): 1, ("M1", S): 1, ("Me", S): 1, ("Ce", S): 1}
     _same(dec(lp, lens), want)
-    assert dec._fixed_caps[("C", S)] > 1
+    assert dec._fixed_caps[("C", S)] > 1 and dec._fixed_caps[("Ce", S)] > 1
     if "dense_min_degree" in kw:
         (loop,) = [lp_ for lp_ in fixed.LOOPS._entries.values() if lp_.K == dec._fixed_caps[("C", S)]][-1:]
         assert loop.pre and dec._fixed_caps[("M1", S)] > 1
@@ -171,18 +171,20 @@ def test_host_reads_per_call_are_a_small_constant(graphs_on_cpu):
     assert counts[0] == counts[1]
 
 
-def test_ops_per_frame_are_bounded():
-    """The frame's op count (kernels, roughly): a regression shows here."""
+@pytest.mark.parametrize("dense_min_degree, bound", [(10**9, 700), (1, 850)], ids=["every_arc", "pre_pruned"])
+def test_ops_per_frame_are_bounded(dense_min_degree, bound):
+    """The frame's op count (kernels, roughly; views included) with two epsilon passes: a regression shows
+    here (2026-11-27: 664 expanding every arc, 796 pre-pruned)."""
     g, lp, lens = _tlg_case(8, 40, 4)
     lens[:] = 40
-    dec = WFSTDecoder(g, engine="torch", loop="fixed", max_active=20)
+    dec = WFSTDecoder(g, engine="torch", loop="fixed", max_active=20, dense_min_degree=dense_min_degree)
     dec(lp, lens)
     ops = []
     for frames in (40, 20):
         with count_device_syncs() as syncs:
             dec(lp[:, :frames], lens.clamp(max=frames))
         ops.append(syncs.ops)
-    assert (ops[0] - ops[1]) / 20 <= 600, ops
+    assert (ops[0] - ops[1]) / 20 <= bound, ((ops[0] - ops[1]) / 20, ops)
 
 
 def test_loop_option_chooses_the_frame_loop_and_is_checked():

@@ -30,7 +30,7 @@ first). Lattices are not recorded here: a state recording one runs the dynamic e
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -38,7 +38,7 @@ from ...accel import LoopCache, StepRunner, bucket, compiles, mark_lengths_dynam
 from .lattice import take1d
 from .stream_state import History, Tokens
 
-__all__ = ["GraphArrays", "FixedLoop", "run_fixed", "closure_fixed", "LOOPS", "UNROLL"]
+__all__ = ["GraphArrays", "FixedLoop", "Capacities", "run_fixed", "closure_fixed", "LOOPS", "UNROLL"]
 
 #: frames per round (one graph replay)
 UNROLL = 4
@@ -112,11 +112,15 @@ class Search:
     a budget of ``M`` emitting candidates per frame) and ``stages`` record stages; ``boost [Bb, W]`` or None."""
 
     def __init__(self, ga: GraphArrays, *, Bb: int, K: int, C: int, M: int, stages: int, beam: float,
-                 max_active: int, min_active: int, boost_width: int, device: torch.device, M1: int = 0) -> None:
+                 max_active: int, min_active: int, boost_width: int, device: torch.device, M1: int = 0,
+                 Me: int = 0, Ce: int = 0) -> None:
         self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
         self.beam, self.max_active, self.min_active = beam, max_active, min_active
         S, P, dev, i64 = ga.S, ga.P, device, torch.int64
+        # R: the epsilon pass's order width (slots, then each slot's P epsilon arcs); its candidates go to a
+        # budget of Me for the batch, its winners to rows of Ce per utterance (0: the bounds, K * P each)
         self.S, self.P, self.R = S, P, K * (1 + P)
+        self.Me, self.Ce = (Me or Bb * K * max(P, 1)), min(Ce or K * max(P, 1), K * max(P, 1))
         # acoustic pre-pruning with a budget of M1 expansion items (tie order by (slot, arc offset) in the low
         # 32 bits: needs K * D below 2**32; rows sorted by that order and the candidate packed in an int64:
         # M below 2**31)
@@ -135,21 +139,25 @@ class Search:
         self.boost = torch.zeros((Bb, boost_width), device=dev) if boost_width else None
         self.over = torch.zeros(1, dtype=torch.bool, device=dev)
         # most candidates in a frame, most winners of a row, most expansion items in a frame (pre-pruning)
-        self.need = torch.zeros(3, dtype=i64, device=dev)
+        # ... most epsilon candidates in a pass, most epsilon winners of a row
+        self.need = torch.zeros(5, dtype=i64, device=dev)
         self.rec_prev = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_word = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_lab2 = torch.zeros((stages, Bb, K), dtype=i64, device=dev)
         # recombination scratch: a key per (utterance, state), then one per candidate that takes no part
         # (distinct addresses: on a GPU, atomics of every pruned candidate on one dummy key serialise)
-        self.scratch = torch.full((Bb * S + max(M, Bb * self.R),), _MIN64, dtype=i64, device=dev)
+        self.scratch = torch.full((Bb * S + max(M, Bb * K + self.Me),), _MIN64, dtype=i64, device=dev)
         self.ar_M = torch.arange(M, device=dev)
         self.ar_B = torch.arange(Bb, device=dev)
         self.ar_K = torch.arange(K, device=dev)
         self.ar_P = torch.arange(max(P, 1), device=dev)
         self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
+        self.ar_K1 = (self.ar_K + 1).repeat(Bb, 1)  # [Bb, K]: 1..K in each row (the kept entries' ranks)
+        self.slot_b = torch.div(self.slot_id.view(-1), K, rounding_mode="floor")  # each slot's utterance
+        self.slot_k = self.slot_id.view(-1) % K  # and column
         self.ar_C = torch.arange(C, device=dev)
         # 0.. of the longest per-frame row a step numbers (candidates, a row of winners, spare targets)
-        self.ar_any = torch.arange(max(M, Bb * self.R, Bb * C), device=dev)
+        self.ar_any = torch.arange(max(M, Bb * K + self.Me, Bb * (K + self.Ce), Bb * C), device=dev)
         self.neg = torch.full((), _NEG, device=dev)
         self.zero1 = torch.zeros(1, dtype=i64, device=dev)
         self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
@@ -171,9 +179,9 @@ class Search:
         candidates past the budget's end on cells of their own), then a max over each utterance's slots.
         (A scatter-max straight into ``Bb`` cells makes every atomic wait on a few addresses on a GPU, and
         a running max over the ``M`` candidates is one slow sequential scan there.)"""
-        n = self.Bb * self.K
-        cell = torch.where(valid, slot, n + self.ar_M)
-        per_slot = torch.full((n + self.M,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
+        n, m = self.Bb * self.K, score.numel()
+        cell = torch.where(valid, slot, n + self._arange(m))
+        per_slot = torch.full((n + m,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
         return per_slot[:n].view(self.Bb, self.K).amax(1)
 
     def _keep_counts(self, win: torch.Tensor, inside: torch.Tensor) -> torch.Tensor:
@@ -203,14 +211,15 @@ class Search:
         need.copy_(torch.where(self.over, need, torch.maximum(need, value)))
         self.over |= value > limit
 
-    def _compact(self, keep: torch.Tensor) -> torch.Tensor:
-        """Flat slot target ``[Bb, R]`` of each kept entry (``Bb * K``: dropped); sets the overflow flag
-        when a row keeps more than ``K``."""
-        pos = torch.cumsum(keep.long(), 1) - 1
-        n = pos[:, -1] + 1
+    def _compact(self, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The slots' sources in the rows ``keep [Bb, R]``: ``(col, filled)`` ``[Bb, K]``, slot ``j`` of a row
+        taking the column of its ``j``-th kept entry (order kept) when ``filled``; sets the overflow flag when a
+        row keeps more than ``K``. (A gather per field of ``[Bb, K]`` instead of a scatter of the whole row.)"""
+        pos = torch.cumsum(keep.long(), 1)
+        n = pos[:, -1]
         self._measure(1, n.max().view(1), self.K)
-        ok = keep & (pos < self.K)
-        return torch.where(ok, self.ar_B[:, None] * self.K + pos, self._spare(keep))
+        col = torch.searchsorted(pos, self.ar_K1).clamp_(max=keep.shape[1] - 1)
+        return col, self.ar_K[None, :] < n[:, None]
 
     def _spare(self, like: torch.Tensor) -> torch.Tensor:
         """Distinct targets past the ``Bb * K`` slots, one per entry of ``like`` (dropped entries of a
@@ -375,14 +384,15 @@ class Search:
         r_score = torch.where(r_win, take1d(score, src.view(-1)).view(Bb, self.C), self.neg)
         r_in = take1d(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
         keep = self._select(r_score, r_win, self._keep_counts(r_win, r_in))
-        tgt2 = self._compact(keep)
-        new_s = self._scatter_slots(tgt2, S, take1d(dst, src.view(-1)).view(Bb, self.C))
-        new_sc = self._scatter_slots(tgt2, _NEG, r_score)
-        prev = take1d(take1d(self.tok_h.view(-1), slot), src.view(-1)).view(Bb, self.C)
-        new_prev = self._scatter_slots(tgt2, -1, prev)
-        new_word = self._scatter_slots(tgt2, -1, take1d(word, src.view(-1)).view(Bb, self.C))
-        new_lab2 = self._scatter_slots(tgt2, 0, take1d(lab2, src.view(-1)).view(Bb, self.C))
-        filled = new_s < S
+        col, filled = self._compact(keep)
+        idx = torch.gather(src, 1, col).view(-1)  # each slot's candidate
+
+        def slots(values: torch.Tensor, fill: Any) -> torch.Tensor:
+            return torch.where(filled, take1d(values, idx).view(Bb, K), fill)
+
+        new_s, new_sc = slots(dst, S), slots(score, _NEG)
+        new_prev = slots(take1d(self.tok_h.view(-1), slot), -1)
+        new_word, new_lab2 = slots(word, -1), slots(lab2, 0)
         new_h = torch.where(filled, r * (Bb * K) + self.slot_id, -1)
         row = live[:, None]
         self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
@@ -394,43 +404,68 @@ class Search:
         self.rec_lab2.index_copy_(0, r, new_lab2[None])
 
     def epsilon(self, r: torch.Tensor) -> None:
-        """One epsilon pass from the frontier slots; ``r [1]`` the record stage."""
-        ga, Bb, K, P, S = self.ga, self.Bb, self.K, self.P, self.S
-        s = self.tok_s
-        pdeg = take1d(ga.p_deg, s.view(-1)).view(Bb, K) * self.front
-        cvalid = self.ar_P[None, None, :] < pdeg[:, :, None]  # [Bb, K, P]
-        arc = (take1d(ga.p_lo, s.view(-1)).view(Bb, K, 1) + self.ar_P).clamp_(max=max(ga.Ap - 1, 0)).view(-1)
-        cdst = take1d(ga.p_dst, arc).view(Bb, K * P)
-        word = take1d(ga.p_olabel, arc).view(Bb, K * P)
-        csc = (self.tok_sc[:, :, None] + take1d(ga.p_score, arc).view(Bb, K, P)).view(Bb, K * P)
+        """One epsilon pass from the frontier slots; ``r [1]`` the record stage. The frontier's epsilon arcs
+        are expanded by cumsum + searchsorted into the budget ``Me``; with the slots' tokens they are pruned
+        and recombined, the winners among them laid out in rows of ``Ce`` after each utterance's ``K`` slots
+        (their order: the slots, then each slot's arcs), selected and compacted into the slots."""
+        ga, Bb, K, P, S, Me, Ce = self.ga, self.Bb, self.K, self.P, self.S, self.Me, self.Ce
+        N = Bb * K
+        s = self.tok_s.view(-1)
+        pdeg = take1d(ga.p_deg, s) * self.front.view(-1)
+        cum = torch.cumsum(pdeg, 0)
+        total = cum[-1:]
+        self._measure(3, total, Me)
+        ar = self._arange(Me)
+        slot = torch.searchsorted(cum, ar, right=True).clamp_(max=N - 1)
+        valid = ar < total
+        p = ar - (take1d(cum, slot) - take1d(pdeg, slot))
+        arc = (take1d(ga.p_lo, take1d(s, slot)) + p).clamp_(max=max(ga.Ap - 1, 0))
+        b = torch.div(slot, K, rounding_mode="floor")
+        cdst, word = take1d(ga.p_dst, arc), take1d(ga.p_olabel, arc)
+        csc = take1d(self.tok_sc.view(-1), slot) + take1d(ga.p_score, arc)
         if self.boost is not None:
-            csc = csc + torch.gather(self.boost, 1, word)
-        cvalid = cvalid.view(Bb, K * P)
-        csc = torch.where(cvalid, csc, self.neg)
-        has = cvalid.any(1)
-        m_s = torch.cat([s, cdst], 1)
-        m_sc = torch.cat([self.tok_sc, csc], 1)
-        m_valid = torch.cat([s < S, cvalid], 1)
+            csc = csc + take1d(self.boost.view(-1), b * self.boost.shape[1] + word)
+        csc = torch.where(valid, csc, self.neg)
+        has = pdeg.view(Bb, K).sum(1) > 0  # utterances with epsilon candidates (the others keep their tokens)
+        on = s < S
+        top = torch.maximum(self.tok_sc.amax(1), self._utterance_max(csc, slot, valid))
+        cut = top - self.beam
+        inside_o = on & (self.tok_sc.view(-1) >= take1d(cut, self.slot_b))
+        inside_c = valid & (csc >= take1d(cut, b))
+        cand_o, cand_c = (on, valid) if self.min_active else (inside_o, inside_c)
+        # the tie order of the slots-then-arcs row: column k of a slot, K + k * P + p of its arc p
         R = self.R
-        top = m_sc.amax(1)
-        inside = m_valid & (m_sc >= (top - self.beam)[:, None])
-        cand = m_valid if self.min_active else inside
-        col = self._arange(R)
-        comp = (_mono(m_sc) << 32) + (R - 1 - col)
-        win = self._recombine(self.ar_B[:, None] * S + m_s, comp, cand)
-        keep = self._select(m_sc, win, self._keep_counts(win, inside))
-        tgt = self._compact(keep)
-        is_new = col[None, :] >= K
-        # the history ref of each candidate's source slot (read only for the new ones, columns >= K): a
-        # static layout, no gather (torch.compile's Inductor fails on a gather by an index computed from
-        # the column: "vr must not be None" in its bounds check)
-        prev_new = torch.cat([self.tok_h, self.tok_h[:, :, None].expand(Bb, K, P).reshape(Bb, K * P)], 1)
-        new_s = self._scatter_slots(tgt, S, m_s)
-        new_sc = self._scatter_slots(tgt, _NEG, m_sc)
-        new_flag = self._scatter_slots(tgt, 0, is_new.expand(Bb, R).to(torch.uint8)) > 0
-        old_h = self._scatter_slots(tgt, -1, torch.cat([self.tok_h, torch.zeros_like(cdst)], 1))
-        new_prev = torch.where(new_flag, self._scatter_slots(tgt, -1, prev_new), -1)
-        new_word = torch.where(new_flag, self._scatter_slots(tgt, -1, torch.cat([torch.zeros_like(s), word], 1)), -1)
+        comp_o = (_mono(self.tok_sc.view(-1)) << 32) + (R - 1 - self.slot_k)
+        comp_c = (_mono(csc) << 32) + (R - 1 - (K + (slot - b * K) * P + p))
+        win = self._recombine(torch.cat([self.slot_b * S + s, b * S + cdst]), torch.cat([comp_o, comp_c]),
+                              torch.cat([cand_o, cand_c]))
+        win_o, win_c = win[:N].view(Bb, K), win[N:]
+        # the epsilon winners in rows of Ce per utterance, candidate order kept
+        ends = cum.view(Bb, K)[:, -1].clamp(max=Me)
+        starts = (ends - pdeg.view(Bb, K).sum(1)).clamp_(min=0)
+        cw = torch.cumsum(win_c.long(), 0)
+        cw0 = torch.cat([self.zero1, cw])
+        base = take1d(cw0, starts)
+        n = take1d(cw0, ends) - base
+        pos = cw - 1 - take1d(base, b)
+        self._measure(4, n.max().view(1), Ce)
+        tgt = torch.where(win_c & (pos < Ce), b * Ce + pos, Bb * Ce + ar)
+        src = torch.zeros(Bb * Ce + Me, dtype=torch.int64, device=s.device).scatter_(0, tgt, ar)[: Bb * Ce]
+        r_win = (self._arange(Ce)[None, :] < n.clamp(max=Ce)[:, None]).view(-1)
+        # the pass's rows: the K slots, then the Ce winners
+        m_s = torch.cat([self.tok_s, take1d(cdst, src).view(Bb, Ce)], 1)
+        m_sc = torch.cat([self.tok_sc, torch.where(r_win, take1d(csc, src), self.neg).view(Bb, Ce)], 1)
+        m_win = torch.cat([win_o, r_win.view(Bb, Ce)], 1)
+        m_in = torch.cat([inside_o.view(Bb, K), (r_win & take1d(inside_c, src)).view(Bb, Ce)], 1)
+        keep = self._select(m_sc, m_win, self._keep_counts(m_win, m_in))
+        col, filled = self._compact(keep)
+        new_s = torch.where(filled, torch.gather(m_s, 1, col), S)
+        new_sc = torch.where(filled, torch.gather(m_sc, 1, col), _NEG)
+        new_flag = filled & (col >= K)  # an epsilon arc's token, not a slot's
+        idx = take1d(src, (self.ar_B[:, None] * Ce + (col - K).clamp_(min=0)).view(-1))  # its candidate
+        new_prev = torch.where(new_flag, take1d(take1d(self.tok_h.view(-1), slot), idx).view(Bb, K), -1)
+        new_word = torch.where(new_flag, take1d(word, idx).view(Bb, K), -1)
+        old_h = torch.where(filled, torch.gather(self.tok_h, 1, col.clamp(max=K - 1)), -1)
         new_h = torch.where(new_flag, r * (Bb * K) + self.slot_id, old_h)
         row = has[:, None]
         self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
@@ -508,7 +543,7 @@ class FixedLoop(Search):
         if compiles(mode):  # one compiled round for every length bucket: the frames stay symbolic
             mark_lengths_dynamic((self.x, 0), (self.rec_prev, 0), (self.rec_word, 0), (self.rec_lab2, 0))
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
-        self.flags: list[int] = []  # the call's [overflow, most candidates, winners, items]
+        self.flags: list[int] = []  # the call's [overflow, then the needs (Search.need)]
 
     def frame(self) -> None:
         """One frame at the device counter ``t`` (utterances with ``t < lens``; the others unchanged)."""
@@ -526,29 +561,43 @@ def _round(loop: FixedLoop) -> None:
         loop.frame()
 
 
-def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> tuple[int, int, int, int]:
-    """``(K, C, M, M1)``: slots, winner rows, candidate budget, and with acoustic pre-pruning the item budget
-    (else 0), from the decoder's remembered capacities."""
+class Capacities(NamedTuple):
+    """A fixed loop's sizes: token slots ``K`` per utterance, winner rows ``C``, the arc budget ``M``, the item
+    budget ``M1`` (acoustic pre-pruning; 0 without), the epsilon candidates' budget ``Me`` and their winner
+    rows ``Ce``."""
+    K: int
+    C: int
+    M: int
+    M1: int
+    Me: int
+    Ce: int
+
+
+def capacities(decoder: Any, ga: GraphArrays, Bb: int) -> Capacities:
+    """The loop's sizes from the decoder's remembered capacities (they grow when a frame overflows)."""
     caps = decoder.__dict__.setdefault("_fixed_caps", {})
     C = caps.get(("C", ga.S), min(ga.S, 256))
     K = min(decoder.max_active, C)
+    P = max(ga.P, 1)
+    Me = bucket(Bb * min(caps.get(("Me", ga.S), 64), K * P), 64)
+    Ce = min(caps.get(("Ce", ga.S), 64), K * P)
     if ga.pre and not decoder.min_active:  # pre-pruned frames need far fewer arcs (and items) than all
         per, per1 = caps.get(("M", ga.S), 512), caps.get(("M1", ga.S), 512)
-        return K, C, bucket(Bb * per, 64), bucket(Bb * per1, 64)
+        return Capacities(K, C, bucket(Bb * per, 64), bucket(Bb * per1, 64), Me, Ce)
     per = caps.get(("M", ga.S), min(K * max(ga.D, 1), 2048))
-    return K, C, bucket(Bb * per, 64), 0
+    return Capacities(K, C, bucket(Bb * per, 64), 0, Me, Ce)
 
 
-def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], K: int, C: int, M: int, M1: int) -> None:
-    """Remember larger capacities for what overflowed (``need``: most candidates, winners of a row, items)."""
+def _grow(decoder: Any, ga: GraphArrays, Bb: int, need: list[int], cap: Capacities) -> None:
+    """Remember larger capacities for what overflowed (``need``: most candidates, winners of a row, items,
+    epsilon candidates, epsilon winners of a row)."""
     caps = decoder.__dict__.setdefault("_fixed_caps", {})
-    if need[1] > K and (need[1] > C or K < decoder.max_active):
+    if need[1] > cap.K and (need[1] > cap.C or cap.K < decoder.max_active):
         # (a quarter over the need: every slot costs in each stage; not doubled, the steady state is what counts)
-        caps[("C", ga.S)] = min(ga.S, max(bucket(need[1] * 5 // 4, 16), C + 16))
-    if need[0] > M:
-        caps[("M", ga.S)] = max(-(-need[0] * 5 // 4 // Bb), 2 * M // Bb)
-    if M1 and need[2] > M1:
-        caps[("M1", ga.S)] = max(-(-need[2] * 5 // 4 // Bb), 2 * M1 // Bb)
+        caps[("C", ga.S)] = min(ga.S, max(bucket(need[1] * 5 // 4, 16), cap.C + 16))
+    for i, name, size, per in ((0, "M", cap.M, Bb), (2, "M1", cap.M1, Bb), (3, "Me", cap.Me, Bb), (4, "Ce", cap.Ce, 1)):
+        if size and need[i] > size:  # budgets per utterance (Ce: per row)
+            caps[(name, ga.S)] = max(-(-need[i] * 5 // 4 // per), 2 * size // per)
 
 
 def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens: torch.Tensor,
@@ -565,12 +614,12 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
     boost = state.boost
     W = 0 if boost is None else boost.shape[1]
     while True:
-        K, C, M, M1 = capacities(decoder, ga, Bb)
-        key = (mode, ga.key(), Bb, Tb, V, K, C, M, M1, W, decoder.beam, decoder.max_active, decoder.min_active,
+        cap = capacities(decoder, ga, Bb)
+        key = (mode, ga.key(), Bb, Tb, V, *cap, W, decoder.beam, decoder.max_active, decoder.min_active,
                am.device)
 
-        def make(K: int = K, C: int = C, M: int = M, M1: int = M1) -> FixedLoop:
-            return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, K=K, C=C, M=M, M1=M1, beam=decoder.beam,
+        def make(cap: Capacities = cap) -> FixedLoop:
+            return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, **cap._asdict(), beam=decoder.beam,
                              max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
                              device=am.device)
 
@@ -580,7 +629,7 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
             if _run_once(loop, state, am, lens, B, T, boost):
                 state.toks = loop.unload(B, T * loop.stages_per_frame, loop.loaded, state.hist, state.offset)
                 return
-        _grow(decoder, ga, Bb, loop.flags[1:], K, C, M, M1)
+        _grow(decoder, ga, Bb, loop.flags[1:], cap)
 
 
 def _run_once(loop: FixedLoop, state: Any, am: torch.Tensor, lens: torch.Tensor, B: int, T: int,
