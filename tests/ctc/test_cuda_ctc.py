@@ -64,7 +64,8 @@ def test_wfst_fixed_loop_on_cuda_equals_cpu():
     lens = torch.tensor([37, 23, 0, 31, 5, 37])
     rows = torch.tensor([5, 0, 1, 2, 3, 3])
     boosts = [{"ab": 1.0}, None, None, {"b": -0.5}, None, None]
-    for kw in ({"beam": 12.0, "max_active": 4, "acoustic_scale": 2.0}, {"min_active": 2, "beam": 3.0}):
+    for kw in ({"beam": 12.0, "max_active": 4, "acoustic_scale": 2.0}, {"min_active": 2, "beam": 3.0},
+               {"beam": 12.0, "max_active": 4, "acoustic_scale": 2.0, "dense_min_degree": 1}):  # pre-pruned
         cpu = WFSTDecoder(g, engine="torch", **kw)
         want, want2 = cpu(lp, lens, boosts=boosts), cpu(lp[rows], lens[rows])
         dec = WFSTDecoder(g, engine="torch", **kw)

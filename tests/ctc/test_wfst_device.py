@@ -38,7 +38,8 @@ def test_the_guard_catches_a_bool_scatter_reduce():
         torch.zeros(2, dtype=torch.bool).scatter_reduce(0, torch.tensor([0, 1]), torch.tensor([True, False]), "amax")
 
 
-@pytest.mark.parametrize("kw", [{}, {"min_active": 3}, {"max_active": 2, "beam": 6.0}])
+@pytest.mark.parametrize("kw", [{}, {"min_active": 3}, {"max_active": 2, "beam": 6.0},
+                                {"loop": "fixed", "dense_min_degree": 1}])  # (1-best: the pre-pruned fixed loop)
 def test_torch_engine_uses_no_bool_scatter_and_agrees_with_native(kw):
     g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
     gen = torch.Generator().manual_seed(5)
@@ -86,7 +87,7 @@ def test_the_crowding_guard_sees_a_scatter_max_into_few_cells():
     assert mode.crowded == [("aten::scatter_reduce_", 2, 3)]
 
 
-@pytest.mark.parametrize("kw", [{}, {"min_active": 3}, {"max_active": 2, "beam": 6.0}])
+@pytest.mark.parametrize("kw", [{}, {"min_active": 3}, {"max_active": 2, "beam": 6.0}, {"dense_min_degree": 1}])
 def test_fixed_loop_frames_make_no_crowded_atomics(kw, monkeypatch):
     """Every accumulating scatter of the fixed loop's frames has a cell per source element (distinct spare
     cells for the entries that take no part), whatever the batch. (Once-per-call steps, as the final
