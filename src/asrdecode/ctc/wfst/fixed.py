@@ -6,17 +6,22 @@ rule of the search depends on, as in the native engine). One frame:
 
 1. **emitting expansion** into a fixed budget of ``M`` candidates for the whole batch: each slot's
    arc count (0 for empty slots and finished utterances), their running sum, and ``searchsorted``
-   gives every candidate its (slot, arc); candidates are in (utterance, token, arc) order. A frame
-   needing more than ``M`` sets the overflow flag (the call then runs again with a larger budget;
-   arcs are never dropped silently);
+   gives every candidate its (slot, arc); candidates are in (utterance, token, arc) order. With the
+   decoder's dense rows (and ``min_active`` 0) it is **pre-pruned** as the per-frame CPU loop is: a token
+   in a dense state reads only the labels that can still reach the beam (a prefix of the frame's labels
+   sorted best first), in two levels (a budget ``M1`` of items, then the arcs). A frame needing more
+   than a budget sets the overflow flag (the call then runs again with a larger one; arcs are never
+   dropped silently);
 2. **prune**: the beam (best - beam; each utterance's best as the best of its slots' bests),
    recombination by destination state through a dense
-   ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate index)`` packed in an
+   ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate order)`` packed in an
    int64: highest score, earliest candidate on ties), the winners laid out in rows of ``C`` per
-   utterance (order kept; more sets the overflow flag), ``min_active`` / ``max_active`` as a stable
-   sort of the rows (score, then earlier first), compaction into the ``K`` slots (order kept);
-3. **epsilon passes** (``eps_depth``): the frontier's epsilon arcs ``[Bb, K, P]`` (``P`` the largest
-   epsilon degree) appended to the slots, the same prune over the ``K * (1 + P)`` row, the new
+   utterance (in the plain (slot, arc) order; more sets the overflow flag), ``min_active`` /
+   ``max_active`` as a stable sort of the rows (score, then earlier first), the ``K`` slots filled by
+   gathers (slot ``j`` takes its row's ``j``-th kept entry);
+3. **epsilon passes** (``eps_depth``): the frontier's epsilon arcs expanded into a budget ``Me``, pruned
+   and recombined with the slots' tokens, their winners in rows of ``Ce`` after each utterance's ``K``
+   slots (order: the slots, then each slot's arcs), the same selection into the slots; the new
    survivors are the next frontier; an utterance without epsilon candidates keeps its tokens.
 
 History entries go to a record ``[stages, Bb, K]`` (predecessor ref, word, ``2 * token + starts``)
@@ -150,7 +155,6 @@ class Search:
         self.ar_M = torch.arange(M, device=dev)
         self.ar_B = torch.arange(Bb, device=dev)
         self.ar_K = torch.arange(K, device=dev)
-        self.ar_P = torch.arange(max(P, 1), device=dev)
         self.slot_id = torch.arange(Bb * K, device=dev).view(Bb, K)
         self.ar_K1 = (self.ar_K + 1).repeat(Bb, 1)  # [Bb, K]: 1..K in each row (the kept entries' ranks)
         self.slot_b = torch.div(self.slot_id.view(-1), K, rounding_mode="floor")  # each slot's utterance
@@ -192,6 +196,22 @@ class Search:
             n_in = (win & inside).sum(1)
             n = torch.where(n_in < n, torch.maximum(n_in, n.clamp(max=self.min_active)), n)
         return n.clamp(max=self.max_active)
+
+    def _row_targets(self, win: torch.Tensor, b: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
+                     width: int, need: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The winners ``win [n]`` of a flat candidate list (``b [n]`` their utterances, each utterance's
+        candidates ``[starts, ends)``) laid out in rows of ``width`` per utterance, order kept: each
+        candidate's target ``[n]`` in a ``[Bb * width]`` row buffer (past it, distinct spare places for the
+        others) and the winners of each row ``[Bb]``; more than ``width`` sets the overflow flag (capacity
+        ``need``)."""
+        cw = torch.cumsum(win.long(), 0)
+        cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
+        base = take1d(cw0, starts)
+        n = take1d(cw0, ends) - base
+        pos = cw - 1 - take1d(base, b)
+        self._measure(need, n.max().view(1), width)
+        spare = self.Bb * width + self._arange(win.numel())
+        return torch.where(win & (pos < width), b * width + pos, spare), n
 
     def _select(self, score: torch.Tensor, win: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """The best ``k [Bb]`` of each row's winners ``win [Bb, R]`` by (score, then earlier first)."""
@@ -364,14 +384,7 @@ class Search:
         comp = (_mono(score) << 32) + order
         win = self._recombine(b * S + dst, comp, cand)
         # the winners in rows of C per utterance, candidate order kept
-        wl = win.long()
-        cw = torch.cumsum(wl, 0)
-        cw0 = torch.cat([self.zero1, cw])  # winners before each flat position
-        base = take1d(cw0, starts)
-        n = take1d(cw0, ends) - base
-        pos = cw - 1 - take1d(base, b)
-        self._measure(1, n.max().view(1), self.C)
-        tgt = torch.where(win & (pos < self.C), b * self.C + pos, Bb * self.C + self.ar_M)
+        tgt, n = self._row_targets(win, b, starts, ends, self.C, 1)
         if self.pre:  # the rows in the plain order (slot, then arc) the other stages expect: each row sorted
             # by (order, candidate) packed in one int64 (order < 2**32, M < 2**31), empty places last
             packed = torch.full((Bb * self.C + M,), -1, dtype=torch.int64, device=am.device)
@@ -426,7 +439,8 @@ class Search:
         if self.boost is not None:
             csc = csc + take1d(self.boost.view(-1), b * self.boost.shape[1] + word)
         csc = torch.where(valid, csc, self.neg)
-        has = pdeg.view(Bb, K).sum(1) > 0  # utterances with epsilon candidates (the others keep their tokens)
+        n_eps = pdeg.view(Bb, K).sum(1)
+        has = n_eps > 0  # utterances with epsilon candidates (the others keep their tokens)
         on = s < S
         top = torch.maximum(self.tok_sc.amax(1), self._utterance_max(csc, slot, valid))
         cut = top - self.beam
@@ -442,14 +456,7 @@ class Search:
         win_o, win_c = win[:N].view(Bb, K), win[N:]
         # the epsilon winners in rows of Ce per utterance, candidate order kept
         ends = cum.view(Bb, K)[:, -1].clamp(max=Me)
-        starts = (ends - pdeg.view(Bb, K).sum(1)).clamp_(min=0)
-        cw = torch.cumsum(win_c.long(), 0)
-        cw0 = torch.cat([self.zero1, cw])
-        base = take1d(cw0, starts)
-        n = take1d(cw0, ends) - base
-        pos = cw - 1 - take1d(base, b)
-        self._measure(4, n.max().view(1), Ce)
-        tgt = torch.where(win_c & (pos < Ce), b * Ce + pos, Bb * Ce + ar)
+        tgt, n = self._row_targets(win_c, b, (ends - n_eps).clamp_(min=0), ends, Ce, 4)
         src = torch.zeros(Bb * Ce + Me, dtype=torch.int64, device=s.device).scatter_(0, tgt, ar)[: Bb * Ce]
         r_win = (self._arange(Ce)[None, :] < n.clamp(max=Ce)[:, None]).view(-1)
         # the pass's rows: the K slots, then the Ce winners
