@@ -32,6 +32,8 @@ import torch.utils._python_dispatch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from .errors import DecodingInputError
+
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
@@ -42,13 +44,14 @@ MODES = ("eager", "compile", "cuda_graphs")
 
 
 def resolve_mode(mode: str | None, device: torch.device) -> str:
-    """``None``/"auto" -> CUDA graphs on a CUDA device, eager elsewhere; validate explicit modes."""
+    """``None``/"auto" -> CUDA graphs on a CUDA device, eager elsewhere; validate explicit modes (an unknown
+    mode, or CUDA graphs off CUDA: :class:`~asrdecode.errors.DecodingInputError`, a ``ValueError``)."""
     if mode in (None, "auto"):
         return "cuda_graphs" if device.type == "cuda" else "eager"
     if mode not in MODES:
-        raise ValueError(f"acceleration mode must be one of {MODES} or 'auto', got {mode!r}")
+        raise DecodingInputError(f"acceleration mode must be one of {MODES} or 'auto', got {mode!r}")
     if mode == "cuda_graphs" and device.type != "cuda":
-        raise ValueError("acceleration mode 'cuda_graphs' needs tensors on a CUDA device")
+        raise DecodingInputError("acceleration mode 'cuda_graphs' needs tensors on a CUDA device")
     return mode
 
 

@@ -24,7 +24,6 @@ from typing import Any, Optional
 import torch
 
 from ..accel import LoopCache, PureStep, StepRunner, bucket, copy_all, resolve_mode, run_until_done
-from ..errors import DecodingInputError
 from ..fusion import FusionScorer
 from .beam_step import Stepper
 
@@ -43,10 +42,7 @@ def loop_mode(device: torch.device, acceleration: Optional[str] = None) -> str:
     """The search's ``acceleration`` setting resolved on ``device``: ``None`` / "auto": ``"cuda_graphs"`` on a
     CUDA device, else ``"eager"`` (the Python frame loop); "compile": the device loop under torch.compile.
     An unknown mode, or CUDA graphs off CUDA, is a :class:`~asrdecode.errors.DecodingInputError`."""
-    try:
-        return resolve_mode(acceleration, device)
-    except ValueError as err:
-        raise DecodingInputError(str(err)) from None
+    return resolve_mode(acceleration, device)
 
 
 class FrameLoop:

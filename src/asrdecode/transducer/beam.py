@@ -267,10 +267,7 @@ class BeamSearchDecoder:
         """Run the search on the projected chunk ``proj [B, T, H]`` until no hypothesis can step; returns the
         loop and the frames received per utterance. ``cached``: a static loop of whole utterances may be one
         kept between calls (its first ``B`` rows are this call's)."""
-        try:
-            mode = resolve_mode(self.config.acceleration, proj.device)
-        except ValueError as err:
-            raise DecodingInputError(str(err)) from None
+        mode = resolve_mode(self.config.acceleration, proj.device)
         if whole:  # whole utterances (or a first and last chunk)
             enc_proj, offset, received = proj, None, lengths
         else:

@@ -184,10 +184,7 @@ class WFSTDecoder:
     def _mode(self, device: torch.device) -> str:
         """The ``acceleration`` setting resolved on ``device`` (:func:`~asrdecode.accel.resolve_mode`)."""
         asked = self.config.acceleration
-        try:
-            mode = _fixed.resolve_mode(asked, device)
-        except ValueError as err:
-            raise DecodingInputError(str(err)) from None
+        mode = _fixed.resolve_mode(asked, device)
         if asked in ("compile", "cuda_graphs") and self.config.loop == "dynamic":
             raise DecodingInputError(f"acceleration={asked!r} runs the fixed loop: use loop='fixed' or 'auto'")
         return mode
