@@ -11,10 +11,13 @@ wall time is its kernel count times ~3 us is launch-bound (fuse or cut ops); one
 kernels is not (look at those: the WFST loop's scatter-max onto one dummy cell was 73 % of its time).
 
 ``--ops`` profiles the eager loop instead and groups the time by ATen op and input shapes (which line
-of the step a kernel comes from).
+of the step a kernel comes from). ``--compiled`` profiles the loops with their ``torch.compile``d rounds
+inside the CUDA graphs (:func:`asrdecode.accel.compiled_graphs`: Inductor's fused kernels, the library
+kernels it keeps and the pure rounds' write-back); the warm-up call compiles (seconds per search).
 
     python benchmarks/gpu_profile.py --sections ctc,wfst          # on CUDA
     python benchmarks/gpu_profile.py --sections wfst --ops        # per ATen op, eager
+    python benchmarks/gpu_profile.py --compiled                   # compiled rounds inside the graphs
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,6 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu as G  # noqa: E402
 from asrdecode import ctc  # noqa: E402
+from asrdecode.accel import compiled_graphs  # noqa: E402
 from asrdecode.transducer import BeamSearchDecoder, GreedyDecoder  # noqa: E402
 
 Call = Callable[[], Any]
@@ -165,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--ops", action="store_true", help="eager loops, time by ATen op and input shapes")
+    ap.add_argument("--compiled", action="store_true",
+                    help="the torch.compile'd rounds inside the CUDA graphs (CUDA only; the warm-up compiles)")
     ap.add_argument("--quick", action="store_true", help="8 clips, small batches (a smoke run)")
     ap.add_argument("--ctc-batch", type=int, default=128)
     ap.add_argument("--beam-batch", type=int, default=32)
@@ -179,14 +186,18 @@ def main(argv: Sequence[str] | None = None) -> str:
     if unknown:
         ap.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     device = torch.device(args.device)
+    if args.compiled and (args.ops or device.type != "cuda"):
+        ap.error("--compiled profiles the compiled rounds inside CUDA graphs: it needs a CUDA device and no --ops")
     torch.set_grad_enabled(False)
-    out = [f"# Device-loop profile: {G.device_name(device)}"]
-    for name in args.sections.split(","):
-        SECTIONS[name](device, args, out)
+    kind = " (compiled rounds inside the CUDA graphs)" if args.compiled else ""
+    out = [f"# Device-loop profile{kind}: {G.device_name(device)}"]
+    with compiled_graphs() if args.compiled else nullcontext():
+        for name in args.sections.split(","):
+            SECTIONS[name](device, args, out)
     text = "\n".join(out) + "\n"
     path = Path(args.out_dir)
     path.mkdir(parents=True, exist_ok=True)
-    (path / "gpu_profile.md").write_text(text)
+    (path / ("gpu_profile_compiled.md" if args.compiled else "gpu_profile.md")).write_text(text)
     print(text, flush=True)
     return text
 

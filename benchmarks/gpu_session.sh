@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One lent GPU session's checks, in the order that makes the most of a few minutes (issue 36): the CUDA
-# tests (results equal to the CPU's, no host sync inside the loops), the compiled rounds round by round
-# against eager on CUDA (the lockstep tests: does torch.compile keep every round exact there?), then the
-# timing table (benchmarks/gpu.py, with the compiled-graph rows) and the kernel profiles.
+# tests (results equal to the CPU's, no host sync inside the loops), the timing table (benchmarks/gpu.py,
+# with the compiled-graph rows: their "identical" column is the first word on compiled exactness), the
+# compiled rounds round by round against eager on CUDA (the lockstep tests: which round leaves eager's),
+# then the kernel profiles of the eager and the compiled rounds inside the graphs.
 #
 #   bash benchmarks/gpu_session.sh [budget seconds for gpu.py, default 240]
 #   QUICK=1 bash benchmarks/gpu_session.sh 60      # small sizes (a smoke run; on a CPU the CUDA tests skip)
 #   BISECT=1 bash benchmarks/gpu_session.sh        # also bisect the first failing compiled lockstep test
+#   STAGES=lockstep,profile,profile_compiled bash benchmarks/gpu_session.sh   # some stages (a second call:
+#                                                  # one device call runs at most 10 minutes)
 #
 # Logs and tables go to $OUT (the device tool's folder that comes back) or work/gpu-session. Each stage
 # runs whatever the one before gave (a failing test does not stop the timing), and says how long it took.
@@ -30,17 +33,24 @@ stage() {  # stage NAME COMMAND...: run, log to $OUT_DIR/NAME.log, print the tai
 
 SIZE=()
 [ -n "${QUICK:-}" ] && SIZE=(--quick)
+STAGES=",${STAGES:-tests,table,lockstep,profile,profile_compiled},"
+want() { [[ "$STAGES" == *",$1,"* ]]; }
 $PY -c "import torch; print(torch.__version__, torch.version.cuda,
         torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" | tee "$OUT_DIR/device.txt"
-stage cuda_tests $PY -m pytest -q -p no:cacheprovider -m cuda tests/ctc/test_cuda_ctc.py \
+want tests && stage cuda_tests $PY -m pytest -q -p no:cacheprovider -m cuda tests/ctc/test_cuda_ctc.py \
     tests/transducer/test_cuda_beam.py tests/transducer/test_cuda_greedy.py
-stage compile_lockstep $PY -m pytest -q -p no:cacheprovider -m slow tests/app/test_compile_exact.py -k cuda -x
-# BISECT=1 and a failing lockstep test: Inductor's bisector finds the pass or lowering that breaks it
-# (minutes: one compile per step); the backend it tests reaches the library through TORCH_COMPILE_BACKEND
-FIRST_FAIL=$(grep -o '^FAILED [^ ]*' "$OUT_DIR/compile_lockstep.log" | head -n 1 | cut -d' ' -f2)
-if [ -n "${BISECT:-}" ] && [ -n "$FIRST_FAIL" ]; then
-    stage bisect $PY -m torch._inductor.compiler_bisector run $PY -m pytest -q -x -p no:cacheprovider -m slow "$FIRST_FAIL"
-fi
-stage gpu_table $PY benchmarks/gpu.py --budget-s "$BUDGET" --sections greedy,beam,ctc,wfst,compiled \
+want table && stage gpu_table $PY benchmarks/gpu.py --budget-s "$BUDGET" --sections greedy,beam,ctc,wfst,compiled \
     --repeats 6 --compiled-graphs --out-dir "$OUT_DIR" "${SIZE[@]}"
-stage profile $PY benchmarks/gpu_profile.py --out-dir "$OUT_DIR" "${SIZE[@]}"
+if want lockstep; then
+    stage compile_lockstep $PY -m pytest -q -p no:cacheprovider -m slow tests/app/test_compile_exact.py -k cuda -x
+    # BISECT=1 and a failing lockstep test: Inductor's bisector finds the pass or lowering that breaks it
+    # (minutes: one compile per step); the backend it tests reaches the library through TORCH_COMPILE_BACKEND
+    FIRST_FAIL=$(grep -o '^FAILED [^ ]*' "$OUT_DIR/compile_lockstep.log" | head -n 1 | cut -d' ' -f2)
+    if [ -n "${BISECT:-}" ] && [ -n "$FIRST_FAIL" ]; then
+        stage bisect $PY -m torch._inductor.compiler_bisector run $PY -m pytest -q -x -p no:cacheprovider -m slow "$FIRST_FAIL"
+    fi
+fi
+want profile && stage profile $PY benchmarks/gpu_profile.py --out-dir "$OUT_DIR" "${SIZE[@]}"
+# the compiled rounds' kernels (CUDA only: gpu_profile.py refuses --compiled on a CPU)
+want profile_compiled && stage profile_compiled $PY benchmarks/gpu_profile.py --compiled --out-dir "$OUT_DIR" "${SIZE[@]}"
+echo "== stages done: ${STAGES//,/ }"

@@ -53,3 +53,19 @@ def test_gpu_profile_kernel_table_sums_a_trace():
     assert summary == pytest.approx({"kernels": 3.0, "busy_ms": 0.082, "span_ms": 0.1})
     assert [(name, calls) for name, calls, _ in rows] == [("gather", 2)]
     assert rows[0][2] == pytest.approx(0.08)
+
+
+@pytest.mark.parametrize("argv", [["--device", "cpu", "--compiled"],
+                                  ["--device", "cpu", "--compiled", "--ops"]], ids=["cpu", "ops"])
+def test_gpu_profile_compiled_needs_cuda_graphs(argv, capsys):
+    """``--compiled`` profiles compiled rounds inside CUDA graphs: refused on the CPU and with ``--ops``
+    (eager per-op times), before any model is loaded."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as exc:
+        gpu_profile.main(argv)
+    assert exc.value.code == 2
+    assert "--compiled" in capsys.readouterr().err

@@ -11,7 +11,9 @@ rule of the search depends on, as in the native engine). One frame:
    in a dense state reads only the labels that can still reach the beam (a prefix of the frame's labels
    sorted best first), in two levels (a budget ``M1`` of items, then the arcs). A frame needing more
    than a budget sets the overflow flag (the call then runs again with a larger one; arcs are never
-   dropped silently);
+   dropped silently). A round's capacity checks are queued and settled together at its end
+   (:meth:`Search._settle`: a dozen ops instead of five per check; a check after an overflow counts no
+   need, as one by one);
 2. **prune**: the beam (best - beam; each utterance's best as the best of its slots' bests),
    recombination by destination state through a dense
    ``[Bb * S]`` scratch (one ``scatter_reduce`` amax of ``(score, -candidate order)`` packed in an
@@ -122,9 +124,9 @@ class Search:
         self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
         self.beam, self.max_active, self.min_active = beam, max_active, min_active
         S, P, dev, i64 = ga.S, ga.P, device, torch.int64
-        # R: the epsilon pass's order width (slots, then each slot's P epsilon arcs); its candidates go to a
-        # budget of Me for the batch, its winners to rows of Ce per utterance (0: the bounds, K * P each)
-        self.S, self.P, self.R = S, P, K * (1 + P)
+        # the epsilon pass's candidates go to a budget of Me for the batch, its winners to rows of Ce per
+        # utterance (0: the bounds, K * P each)
+        self.S, self.P = S, P
         self.Me, self.Ce = (Me or Bb * K * max(P, 1)), min(Ce or K * max(P, 1), K * max(P, 1))
         # acoustic pre-pruning with a budget of M1 expansion items (tie order by (slot, arc offset) in the low
         # 32 bits: needs K * D below 2**32; rows sorted by that order and the candidate packed in an int64:
@@ -148,7 +150,8 @@ class Search:
         self.need = torch.zeros(5, dtype=i64, device=dev)
         self.rec_prev = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
         self.rec_word = torch.full((stages, Bb, K), -1, dtype=i64, device=dev)
-        self.rec_lab2 = torch.zeros((stages, Bb, K), dtype=i64, device=dev)
+        # (an epsilon stage's entries are all _EPS_LAB2: written here once, the emitting stages each frame)
+        self.rec_lab2 = torch.full((stages, Bb, K), _EPS_LAB2, dtype=i64, device=dev)
         # recombination scratch: a key per (utterance, state), then one per candidate that takes no part
         # (distinct addresses: on a GPU, atomics of every pruned candidate on one dummy key serialise)
         self.scratch = torch.full((Bb * S + max(M, Bb * K + self.Me),), _MIN64, dtype=i64, device=dev)
@@ -159,12 +162,28 @@ class Search:
         self.ar_K1 = (self.ar_K + 1).repeat(Bb, 1)  # [Bb, K]: 1..K in each row (the kept entries' ranks)
         self.slot_b = torch.div(self.slot_id.view(-1), K, rounding_mode="floor")  # each slot's utterance
         self.slot_k = self.slot_id.view(-1) % K  # and column
+        # the epsilon pass's tie order (low 32 bits of its packed keys; higher is earlier): the slots by
+        # column, then the epsilon candidates in their flat order (within an utterance: by slot, then arc)
+        self.eps_low_o = self.Me + K - 1 - self.slot_k
+        self.eps_low_c = self.Me - 1 - torch.arange(self.Me, device=dev)
         self.ar_C = torch.arange(C, device=dev)
         # 0.. of the longest per-frame row a step numbers (candidates, a row of winners, spare targets)
         self.ar_any = torch.arange(max(M, Bb * K + self.Me, Bb * (K + self.Ce), Bb * C), device=dev)
         self.neg = torch.full((), _NEG, device=dev)
         self.zero1 = torch.zeros(1, dtype=i64, device=dev)
+        self.pending: list | None = None  # a round's queued capacity checks (None: each check at once)
+        self.set_schedule([])
         self.lock = threading.Lock()  # a call holds its buffers from loading to unloading
+
+    def set_schedule(self, sched: list[tuple[int, int]]) -> None:
+        """The capacity checks ``(need index, limit)`` a round makes, in order (:meth:`_settle`): their limits
+        ``[m]``, which need each one counts for ``[5, m]`` and which checks come before each ``[m, m]``."""
+        dev, m = self.need.device, len(sched)
+        self.schedule = tuple(sched)
+        self.sched_limit = torch.tensor([limit for _, limit in sched], dtype=torch.int64, device=dev)
+        idx = torch.tensor([i for i, _ in sched], dtype=torch.int64, device=dev)
+        self.sched_need = idx[None, :] == torch.arange(self.need.numel(), device=dev)[:, None]
+        self.sched_before = torch.ones((m, m), dtype=torch.bool, device=dev).tril(-1)
 
     # -- prune ---------------------------------------------------------------------------------------
     def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
@@ -226,10 +245,28 @@ class Search:
     def _measure(self, i: int, value: torch.Tensor, limit: int) -> None:
         """``value [1]`` as capacity ``i``'s need (:attr:`need`) unless an earlier check overflowed (the search
         after that is truncated: its counts would grow capacities for nothing); the overflow flag when it
-        exceeds ``limit``."""
+        exceeds ``limit``. Inside a round (:attr:`pending` a list) the check is queued for
+        :meth:`_settle`."""
+        if self.pending is not None:
+            self.pending.append((i, value, limit))
+            return
         need = self.need[i:i + 1]
         need.copy_(torch.where(self.over, need, torch.maximum(need, value)))
         self.over |= value > limit
+
+    def _settle(self, checks: list) -> None:
+        """The queued checks ``(i, value [1], limit)`` of a round, in their order, as :meth:`_measure` would have
+        made them one by one: a check counts unless an earlier one (or the flag before) overflowed. A dozen
+        ops instead of five per check."""
+        sched = tuple((i, limit) for i, _, limit in checks)
+        if sched != self.schedule:
+            raise RuntimeError(f"the round's capacity checks {sched} differ from its schedule {self.schedule}")
+        value = torch.cat([v for _, v, _ in checks])  # [m]
+        over = value > self.sched_limit
+        earlier = (self.sched_before & over).any(1) | self.over  # [m]: an earlier check overflowed
+        counted = torch.where(earlier, 0, value)  # (needs are never negative: 0 counts nothing)
+        self.need.copy_(torch.maximum(self.need, torch.where(self.sched_need, counted, 0).amax(1)))
+        self.over |= over.any()
 
     def _compact(self, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The slots' sources in the rows ``keep [Bb, R]``: ``(col, filled)`` ``[Bb, K]``, slot ``j`` of a row
@@ -421,7 +458,7 @@ class Search:
         are expanded by cumsum + searchsorted into the budget ``Me``; with the slots' tokens they are pruned
         and recombined, the winners among them laid out in rows of ``Ce`` after each utterance's ``K`` slots
         (their order: the slots, then each slot's arcs), selected and compacted into the slots."""
-        ga, Bb, K, P, S, Me, Ce = self.ga, self.Bb, self.K, self.P, self.S, self.Me, self.Ce
+        ga, Bb, K, S, Me, Ce = self.ga, self.Bb, self.K, self.S, self.Me, self.Ce
         N = Bb * K
         s = self.tok_s.view(-1)
         pdeg = take1d(ga.p_deg, s) * self.front.view(-1)
@@ -447,10 +484,8 @@ class Search:
         inside_o = on & (self.tok_sc.view(-1) >= take1d(cut, self.slot_b))
         inside_c = valid & (csc >= take1d(cut, b))
         cand_o, cand_c = (on, valid) if self.min_active else (inside_o, inside_c)
-        # the tie order of the slots-then-arcs row: column k of a slot, K + k * P + p of its arc p
-        R = self.R
-        comp_o = (_mono(self.tok_sc.view(-1)) << 32) + (R - 1 - self.slot_k)
-        comp_c = (_mono(csc) << 32) + (R - 1 - (K + (slot - b * K) * P + p))
+        comp_o = (_mono(self.tok_sc.view(-1)) << 32) + self.eps_low_o
+        comp_c = (_mono(csc) << 32) + self.eps_low_c
         win = self._recombine(torch.cat([self.slot_b * S + s, b * S + cdst]), torch.cat([comp_o, comp_c]),
                               torch.cat([cand_o, cand_c]))
         win_o, win_c = win[:N].view(Bb, K), win[N:]
@@ -481,7 +516,6 @@ class Search:
         self.front.copy_(row & new_flag)
         self.rec_prev.index_copy_(0, r, torch.where(row, new_prev, -1)[None])
         self.rec_word.index_copy_(0, r, torch.where(row, new_word, -1)[None])
-        self.rec_lab2.index_copy_(0, r, torch.full_like(new_word, _EPS_LAB2)[None])
 
     # -- state in and out ----------------------------------------------------------------------------
     def load_tokens(self, toks: Tokens, B: int) -> torch.Tensor:
@@ -550,6 +584,10 @@ class FixedLoop(Search):
         if compiles(mode):  # one compiled round for every length bucket: the frames stay symbolic
             mark_lengths_dynamic((self.x, 0), (self.rec_prev, 0), (self.rec_word, 0), (self.rec_lab2, 0))
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
+        # a frame's capacity checks, in the order the stages make them (_settle checks the order)
+        emit = ([(2, self.M1)] if self.pre else []) + [(0, self.M), (1, self.C), (1, self.K)]
+        eps = [(3, self.Me), (4, self.Ce), (1, self.K)] * ga.eps_depth
+        self.set_schedule((emit + eps) * UNROLL)
         self.flags: list[int] = []  # the call's [overflow, then the needs (Search.need)]
 
     def frame(self) -> None:
@@ -564,8 +602,15 @@ class FixedLoop(Search):
 
 
 def _round(loop: FixedLoop) -> None:
+    # eager (a replayed graph's kernels): the round's capacity checks queued and settled at its end; compiled,
+    # each check at once (Inductor fuses it into the kernel that computes its value; a settled batch would
+    # concatenate values from separate kernels, 15 more kernels a round)
+    loop.pending = None if torch.compiler.is_compiling() else []
     for _ in range(UNROLL):
         loop.frame()
+    checks, loop.pending = loop.pending, None
+    if checks is not None:
+        loop._settle(checks)
 
 
 class Capacities(NamedTuple):
