@@ -94,14 +94,17 @@ def _tlg_case(B: int, T: int, seed: int):
 
 @SLOW
 @pytest.mark.parametrize("device, kind", DEVICES)
-@pytest.mark.parametrize("kw", [dict(min_active=2, beam=3.0, max_active=6),  # every arc
-                                dict(beam=3.0, max_active=6, dense_min_degree=1)],  # pre-pruned
-                         ids=["all_arcs", "pre_pruned"])
-def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind, kw):
+@pytest.mark.parametrize("kw, eps_budget", [(dict(min_active=2, beam=3.0, max_active=6), False),  # every arc
+                                             (dict(beam=3.0, max_active=6, dense_min_degree=1), False),  # pre-pruned
+                                             (dict(beam=3.0, max_active=6, dense_min_degree=1), True)],
+                         ids=["all_arcs", "pre_pruned", "pre_pruned_epsilon_budget"])
+def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind, kw, eps_budget):
     pytest.importorskip("kaldifst")
     from asrdecode.ctc.wfst import WFSTDecoder, fixed
     from test_wfst_native import _same
 
+    if eps_budget:  # (the epsilon passes over a budget of candidates, not in dense rows)
+        monkeypatch.setattr(fixed, "DENSE_EPSILON_DEGREE", -1)
     g, lp, lens = _tlg_case(16, 24, 2)
     fixed.LOOPS.clear()
     want = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)

@@ -21,10 +21,13 @@ rule of the search depends on, as in the native engine). One frame:
    utterance (in the plain (slot, arc) order; more sets the overflow flag), ``min_active`` /
    ``max_active`` as a stable sort of the rows (score, then earlier first), the ``K`` slots filled by
    gathers (slot ``j`` takes its row's ``j``-th kept entry);
-3. **epsilon passes** (``eps_depth``): the frontier's epsilon arcs expanded into a budget ``Me``, pruned
-   and recombined with the slots' tokens, their winners in rows of ``Ce`` after each utterance's ``K``
-   slots (order: the slots, then each slot's arcs), the same selection into the slots; the new
-   survivors are the next frontier; an utterance without epsilon candidates keeps its tokens.
+3. **epsilon passes** (``eps_depth``): the frontier's epsilon arcs, pruned and recombined with the slots'
+   tokens (order: the slots, then each slot's arcs), the same selection into the slots; the new
+   survivors are the next frontier; an utterance without epsilon candidates keeps its tokens. A graph
+   of small epsilon degree ``P`` (at most :data:`DENSE_EPSILON_DEGREE`, as a TLG's backoff arcs) runs
+   them in dense rows of ``K * (1 + P)`` columns per utterance (~60 ops a pass); a larger one expands
+   the arcs into a budget ``Me`` and lays the winners in rows of ``Ce`` after each utterance's ``K``
+   slots (fewer elements, ~140 ops a pass).
 
 History entries go to a record ``[stages, Bb, K]`` (predecessor ref, word, ``2 * token + starts``)
 that is compacted into the state's :class:`~.stream_state.History` after the loop (predecessors
@@ -45,7 +48,8 @@ from ...accel import LoopCache, StepRunner, bucket, compiles, mark_lengths_dynam
 from .lattice import take1d
 from .stream_state import History, Tokens
 
-__all__ = ["GraphArrays", "FixedLoop", "Capacities", "run_fixed", "closure_fixed", "LOOPS", "UNROLL"]
+__all__ = ["GraphArrays", "FixedLoop", "Capacities", "run_fixed", "closure_fixed", "LOOPS", "UNROLL",
+           "DENSE_EPSILON_DEGREE", "dense_epsilon"]
 
 #: frames per round (one graph replay)
 UNROLL = 4
@@ -120,14 +124,18 @@ class Search:
 
     def __init__(self, ga: GraphArrays, *, Bb: int, K: int, C: int, M: int, stages: int, beam: float,
                  max_active: int, min_active: int, boost_width: int, device: torch.device, M1: int = 0,
-                 Me: int = 0, Ce: int = 0) -> None:
+                 Me: int = 0, Ce: int = 0, eps_dense: bool | None = None) -> None:
         self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
         self.beam, self.max_active, self.min_active = beam, max_active, min_active
         S, P, dev, i64 = ga.S, ga.P, device, torch.int64
-        # the epsilon pass's candidates go to a budget of Me for the batch, its winners to rows of Ce per
-        # utterance (0: the bounds, K * P each)
+        # the epsilon pass: dense rows of R = K * (1 + P) columns (the slots, then each slot's P epsilon arcs)
+        # for a graph of small epsilon degree, else its candidates in a budget of Me for the batch and its
+        # winners in rows of Ce per utterance (0: the bounds, K * P each)
         self.S, self.P = S, P
+        self.eps_dense = dense_epsilon(ga) if eps_dense is None else eps_dense
+        self.R = K * (1 + P)
         self.Me, self.Ce = (Me or Bb * K * max(P, 1)), min(Ce or K * max(P, 1), K * max(P, 1))
+        eps_cands = Bb * self.R if self.eps_dense else Bb * K + self.Me
         # acoustic pre-pruning with a budget of M1 expansion items (tie order by (slot, arc offset) in the low
         # 32 bits: needs K * D below 2**32; rows sorted by that order and the candidate packed in an int64:
         # M below 2**31)
@@ -154,7 +162,7 @@ class Search:
         self.rec_lab2 = torch.full((stages, Bb, K), _EPS_LAB2, dtype=i64, device=dev)
         # recombination scratch: a key per (utterance, state), then one per candidate that takes no part
         # (distinct addresses: on a GPU, atomics of every pruned candidate on one dummy key serialise)
-        self.scratch = torch.full((Bb * S + max(M, Bb * K + self.Me),), _MIN64, dtype=i64, device=dev)
+        self.scratch = torch.full((Bb * S + max(M, eps_cands),), _MIN64, dtype=i64, device=dev)
         self.ar_M = torch.arange(M, device=dev)
         self.ar_B = torch.arange(Bb, device=dev)
         self.ar_K = torch.arange(K, device=dev)
@@ -163,12 +171,18 @@ class Search:
         self.slot_b = torch.div(self.slot_id.view(-1), K, rounding_mode="floor")  # each slot's utterance
         self.slot_k = self.slot_id.view(-1) % K  # and column
         # the epsilon pass's tie order (low 32 bits of its packed keys; higher is earlier): the slots by
-        # column, then the epsilon candidates in their flat order (within an utterance: by slot, then arc)
-        self.eps_low_o = self.Me + K - 1 - self.slot_k
-        self.eps_low_c = self.Me - 1 - torch.arange(self.Me, device=dev)
+        # column, then the epsilon candidates by slot, then arc (dense: the row's columns; budget: the flat order)
+        if self.eps_dense:
+            self.ar_P = torch.arange(P, device=dev)
+            self.eps_low = self.R - 1 - torch.arange(self.R, device=dev)
+            self.b_S = self.ar_B[:, None] * S  # [Bb, 1]: each row's first recombination key
+            self.no_word = torch.full((Bb, K), -1, dtype=i64, device=dev)  # the slots' columns' words
+        else:
+            self.eps_low_o = self.Me + K - 1 - self.slot_k
+            self.eps_low_c = self.Me - 1 - torch.arange(self.Me, device=dev)
         self.ar_C = torch.arange(C, device=dev)
         # 0.. of the longest per-frame row a step numbers (candidates, a row of winners, spare targets)
-        self.ar_any = torch.arange(max(M, Bb * K + self.Me, Bb * (K + self.Ce), Bb * C), device=dev)
+        self.ar_any = torch.arange(max(M, eps_cands, Bb * (K + self.Ce), Bb * C), device=dev)
         self.neg = torch.full((), _NEG, device=dev)
         self.zero1 = torch.zeros(1, dtype=i64, device=dev)
         self.pending: list | None = None  # a round's queued capacity checks (None: each check at once)
@@ -454,6 +468,55 @@ class Search:
         self.rec_lab2.index_copy_(0, r, new_lab2[None])
 
     def epsilon(self, r: torch.Tensor) -> None:
+        """One epsilon pass from the frontier slots; ``r [1]`` the record stage (dense rows or a budget)."""
+        if self.eps_dense:
+            self._epsilon_dense(r)
+        else:
+            self._epsilon_budget(r)
+
+    def _epsilon_dense(self, r: torch.Tensor) -> None:
+        """One epsilon pass over dense rows of ``R = K * (1 + P)`` columns per utterance (the slots, then each
+        slot's ``P`` epsilon arcs, absent ones invalid): pruned and recombined, the winners selected and
+        compacted into the slots; the new survivors are the next frontier. Fewer ops than the budget's
+        expansion (no running sums, no winner rows) for a graph of small epsilon degree."""
+        ga, Bb, K, P, S = self.ga, self.Bb, self.K, self.P, self.S
+        N = Bb * K
+        s = self.tok_s.view(-1)
+        pdeg = take1d(ga.p_deg, s) * self.front.view(-1)
+        cvalid = self.ar_P < pdeg[:, None]  # [N, P]
+        arc = (take1d(ga.p_lo, s)[:, None] + self.ar_P).clamp_(max=max(ga.Ap - 1, 0)).view(-1)
+        word = take1d(ga.p_olabel, arc)
+        csc = self.tok_sc.view(N, 1) + take1d(ga.p_score, arc).view(N, P)
+        if self.boost is not None:
+            at = (self.slot_b * self.boost.shape[1])[:, None] + word.view(N, P)  # [N, P] in the flat boosts
+            csc = csc + take1d(self.boost.view(-1), at.view(-1)).view(N, P)
+        csc = torch.where(cvalid, csc, self.neg)
+        has = pdeg.view(Bb, K).amax(1) > 0  # utterances with epsilon candidates (the others keep their tokens)
+        m_s = torch.cat([self.tok_s, take1d(ga.p_dst, arc).view(Bb, K * P)], 1)  # [Bb, R]
+        m_sc = torch.cat([self.tok_sc, csc.view(Bb, K * P)], 1)
+        m_valid = torch.cat([self.tok_s < S, cvalid.view(Bb, K * P)], 1)
+        inside = m_valid & (m_sc >= (m_sc.amax(1) - self.beam)[:, None])
+        cand = m_valid if self.min_active else inside
+        win = self._recombine(self.b_S + m_s, (_mono(m_sc) << 32) + self.eps_low, cand)
+        keep = self._select(m_sc, win, self._keep_counts(win, inside))
+        col, filled = self._compact(keep)
+        new_s = torch.where(filled, torch.gather(m_s, 1, col), S)
+        new_sc = torch.where(filled, torch.gather(m_sc, 1, col), _NEG)
+        is_new = col >= K  # an epsilon arc's token, not a slot's
+        new_flag = filled & is_new
+        # the source slot's history ref: the token's own (a slot's column) or its predecessor's (an arc's)
+        src_h = torch.gather(self.tok_h, 1, torch.where(is_new, torch.div(col - K, P, rounding_mode="floor"), col))
+        new_word = torch.where(new_flag, torch.gather(torch.cat([self.no_word, word.view(Bb, K * P)], 1), 1, col), -1)
+        new_h = torch.where(new_flag, r * N + self.slot_id, torch.where(filled, src_h, -1))
+        row = has[:, None]
+        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
+        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
+        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
+        self.front.copy_(row & new_flag)
+        self.rec_prev.index_copy_(0, r, torch.where(row & new_flag, src_h, -1)[None])
+        self.rec_word.index_copy_(0, r, torch.where(row, new_word, -1)[None])
+
+    def _epsilon_budget(self, r: torch.Tensor) -> None:
         """One epsilon pass from the frontier slots; ``r [1]`` the record stage. The frontier's epsilon arcs
         are expanded by cumsum + searchsorted into the budget ``Me``; with the slots' tokens they are pruned
         and recombined, the winners among them laid out in rows of ``Ce`` after each utterance's ``K`` slots
@@ -586,7 +649,7 @@ class FixedLoop(Search):
         self.loaded = torch.zeros(0, dtype=torch.int64, device=dev)  # the call's loaded history ids
         # a frame's capacity checks, in the order the stages make them (_settle checks the order)
         emit = ([(2, self.M1)] if self.pre else []) + [(0, self.M), (1, self.C), (1, self.K)]
-        eps = [(3, self.Me), (4, self.Ce), (1, self.K)] * ga.eps_depth
+        eps = ([(1, self.K)] if self.eps_dense else [(3, self.Me), (4, self.Ce), (1, self.K)]) * ga.eps_depth
         self.set_schedule((emit + eps) * UNROLL)
         self.flags: list[int] = []  # the call's [overflow, then the needs (Search.need)]
 
@@ -599,6 +662,16 @@ class FixedLoop(Search):
         for p in range(self.ga.eps_depth):
             self.epsilon(r + 1 + p)
         self.t.add_(1)
+
+
+#: the largest epsilon degree ``P`` for which the epsilon passes use dense rows (``K * (1 + P)`` columns per
+#: utterance); above it, a budget of candidates (fewer elements, more ops)
+DENSE_EPSILON_DEGREE = 4
+
+
+def dense_epsilon(ga: GraphArrays) -> bool:
+    """Whether the epsilon passes over ``ga`` use dense rows (:data:`DENSE_EPSILON_DEGREE`)."""
+    return ga.P <= DENSE_EPSILON_DEGREE
 
 
 def _round(loop: FixedLoop) -> None:
@@ -665,15 +738,16 @@ def run_fixed(decoder: Any, ga: GraphArrays, state: Any, am: torch.Tensor, lens:
     mode = resolve_mode(mode, am.device)
     boost = state.boost
     W = 0 if boost is None else boost.shape[1]
+    dense = dense_epsilon(ga)
     while True:
         cap = capacities(decoder, ga, Bb)
         key = (mode, ga.key(), Bb, Tb, V, *cap, W, decoder.beam, decoder.max_active, decoder.min_active,
-               am.device)
+               dense, am.device)
 
         def make(cap: Capacities = cap) -> FixedLoop:
             return FixedLoop(ga, Tb=Tb, V=V, mode=mode, Bb=Bb, **cap._asdict(), beam=decoder.beam,
                              max_active=decoder.max_active, min_active=decoder.min_active, boost_width=W,
-                             device=am.device)
+                             device=am.device, eps_dense=dense)
 
         with _CACHE_LOCK:
             loop: FixedLoop = LOOPS.get(key, make)
@@ -717,14 +791,17 @@ def closure_fixed(decoder: Any, ga: GraphArrays, toks: Tokens, B: int, hist: His
     Bb, dev = bucket(B, 8), toks.b.device
     W = 0 if boost is None else boost.shape[1]
 
+    dense = dense_epsilon(ga)
+
     def make() -> Search:
         s = Search(ga, Bb=Bb, K=K, C=K, M=1, stages=ga.eps_depth, beam=decoder.beam, max_active=decoder.max_active,
-                   min_active=decoder.min_active, boost_width=W, device=dev)
+                   min_active=decoder.min_active, boost_width=W, device=dev, eps_dense=dense)
         s.frame0, s.stages_per_frame = -1, ga.eps_depth
         return s
 
     with _CACHE_LOCK:
-        s: Search = CLOSURES.get((ga.key(), Bb, K, W, decoder.beam, decoder.max_active, decoder.min_active, dev), make)
+        s: Search = CLOSURES.get((ga.key(), Bb, K, W, decoder.beam, decoder.max_active, decoder.min_active, dense,
+                                  dev), make)
     with s.lock:
         if boost is not None and s.boost is not None:
             s.boost[:B].copy_(boost)
