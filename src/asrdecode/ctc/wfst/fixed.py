@@ -183,6 +183,12 @@ class Search:
         self.ar_C = torch.arange(C, device=dev)
         # 0.. of the longest per-frame row a step numbers (candidates, a row of winners, spare targets)
         self.ar_any = torch.arange(max(M, eps_cands, Bb * (K + self.Ce), Bb * C), device=dev)
+        # distinct spare cells past the recombination keys (Bb * S) and past the slots (Bb * K), made once
+        self.key_spare = Bb * S + self.ar_any[:max(M, eps_cands)]
+        self.slot_spare = Bb * K + self.ar_any[:max(M, eps_cands)]
+        self.minus1 = torch.full((Bb, K), -1, dtype=i64, device=dev)  # int64 fills (promote int32 columns)
+        self.zeros_bk = torch.zeros((Bb, K), dtype=i64, device=dev)
+        self.order_all = M - 1 - self.ar_M  # the plain expansion's tie order
         self.neg = torch.full((), _NEG, device=dev)
         self.zero1 = torch.zeros(1, dtype=i64, device=dev)
         self.pending: list | None = None  # a round's queued capacity checks (None: each check at once)
@@ -203,7 +209,7 @@ class Search:
     def _recombine(self, key: torch.Tensor, comp: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Winners (bool, like ``cand``) of recombination by ``key`` (utterance * S + state; only ``cand``
         take part): the highest packed ``comp`` (score, then earliest) of each key."""
-        spare = self.Bb * self.S + self._arange(cand.numel()).view(cand.shape)
+        spare = self.key_spare[:cand.numel()].view(cand.shape)
         key = torch.where(cand, key, spare).view(-1)
         self.scratch.scatter_reduce_(0, key, comp.view(-1), "amax")
         win = cand & (take1d(self.scratch, key).view(cand.shape) == comp)
@@ -217,7 +223,7 @@ class Search:
         (A scatter-max straight into ``Bb`` cells makes every atomic wait on a few addresses on a GPU, and
         a running max over the ``M`` candidates is one slow sequential scan there.)"""
         n, m = self.Bb * self.K, score.numel()
-        cell = torch.where(valid, slot, n + self._arange(m))
+        cell = torch.where(valid, slot, self.slot_spare[:m])
         per_slot = torch.full((n + m,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
         return per_slot[:n].view(self.Bb, self.K).amax(1)
 
@@ -292,6 +298,15 @@ class Search:
         col = torch.searchsorted(pos, self.ar_K1).clamp_(max=keep.shape[1] - 1)
         return col, self.ar_K[None, :] < n[:, None]
 
+    def _write_tokens(self, row: torch.Tensor, s: torch.Tensor, sc: torch.Tensor, h: torch.Tensor,
+                      front: torch.Tensor) -> None:
+        """The slots' new states, scores and history refs ``[Bb, K]`` into the rows ``row [Bb, 1]`` (the others
+        keep theirs; one ``where`` written in place per field) and the frontier ``row & front``."""
+        torch.where(row, s, self.tok_s, out=self.tok_s)
+        torch.where(row, sc, self.tok_sc, out=self.tok_sc)
+        torch.where(row, h, self.tok_h, out=self.tok_h)
+        torch.logical_and(row, front, out=self.front)
+
     def _spare(self, like: torch.Tensor) -> torch.Tensor:
         """Distinct targets past the ``Bb * K`` slots, one per entry of ``like`` (dropped entries of a
         scatter: on a GPU, one shared dummy target serialises their writes)."""
@@ -321,13 +336,13 @@ class Search:
         self._measure(0, total, M)
         slot = torch.searchsorted(cum, self.ar_M, right=True).clamp_(max=Bb * K - 1)
         valid = self.ar_M < total
-        arc = take1d(ga.e_lo, take1d(s, slot)) + self.ar_M - (take1d(cum, slot) - take1d(deg, slot))
-        arc = torch.where(valid, arc, 0)
+        first = take1d(ga.e_lo, s) - (cum - deg)  # [Bb * K] each slot's first arc, less its first candidate
+        arc = torch.where(valid, take1d(first, slot) + self.ar_M, 0)
         # each utterance's candidates [starts, ends) of the flat order (clamped to the budget: an
         # overflowing frame's results are dropped and the call reruns)
         ends = cum.view(Bb, K)[:, -1].clamp(max=M)
         starts = (ends - deg.view(Bb, K).sum(1)).clamp_(min=0)
-        return slot, arc, valid, M - 1 - self.ar_M, starts, ends
+        return slot, arc, valid, self.order_all, starts, ends
 
     def _expand_pruned(self, am: torch.Tensor, live: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """:meth:`_expand_all` with acoustic pre-pruning (the dynamic loop's rule, with static shapes): a token
@@ -383,7 +398,7 @@ class Search:
         tot1 = cum1[-1:]
         self._measure(2, tot1, M1)
         slot1 = torch.searchsorted(cum1, self.ar_M1, right=True).clamp_(max=N - 1)
-        j = self.ar_M1 - (take1d(cum1, slot1) - take1d(deg1, slot1))
+        j = self.ar_M1 - take1d(cum1 - deg1, slot1)
         r1 = take1d(drow, slot1)
         d1 = r1 >= 0
         b1 = torch.div(slot1, K, rounding_mode="floor")
@@ -397,7 +412,7 @@ class Search:
         self._measure(0, total, M)
         it = torch.searchsorted(cum2, self.ar_M, right=True).clamp_(max=M1 - 1)
         valid = self.ar_M < total
-        q = self.ar_M - (take1d(cum2, it) - take1d(n1, it))
+        q = self.ar_M - take1d(cum2 - n1, it)
         slot = take1d(slot1, it)
         pos = (take1d(plo, it) + q).clamp_(min=0, max=max(ga.d_arcs.numel() - 1, 0))
         dense_it, j_it = take1d(d1, it), take1d(j, it)
@@ -422,7 +437,8 @@ class Search:
             slot, arc, valid, order, starts, ends = self._expand_pruned(am, live)
         else:
             slot, arc, valid, order, starts, ends = self._expand_all(live)
-        lab2, dst, word = take1d(ga.c_lab2, arc).long(), take1d(ga.c_dst, arc).long(), take1d(ga.c_word, arc).long()
+        # (int32 columns: an index they enter is int64 by promotion, the slots' fills below are int64 tensors)
+        lab2, dst, word = take1d(ga.c_lab2, arc), take1d(ga.c_dst, arc), take1d(ga.c_word, arc)
         b = torch.div(slot, K, rounding_mode="floor")
         score = take1d(self.tok_sc.view(-1), slot) + take1d(ga.c_score, arc)
         score = score + take1d(am.reshape(-1), b * V + (lab2 >> 1))
@@ -446,7 +462,10 @@ class Search:
             src = src[: Bb * self.C].view(Bb, self.C)
         r_win = self.ar_C[None, :] < n.clamp(max=self.C)[:, None]
         r_score = torch.where(r_win, take1d(score, src.view(-1)).view(Bb, self.C), self.neg)
-        r_in = take1d(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
+        if self.min_active:  # the winners within the beam (without min_active, every winner is)
+            r_in = take1d(inside.to(torch.uint8), src.view(-1)).view(Bb, self.C) > 0
+        else:
+            r_in = r_win
         keep = self._select(r_score, r_win, self._keep_counts(r_win, r_in))
         col, filled = self._compact(keep)
         idx = torch.gather(src, 1, col).view(-1)  # each slot's candidate
@@ -456,13 +475,9 @@ class Search:
 
         new_s, new_sc = slots(dst, S), slots(score, _NEG)
         new_prev = slots(take1d(self.tok_h.view(-1), slot), -1)
-        new_word, new_lab2 = slots(word, -1), slots(lab2, 0)
+        new_word, new_lab2 = slots(word, self.minus1), slots(lab2, self.zeros_bk)
         new_h = torch.where(filled, r * (Bb * K) + self.slot_id, -1)
-        row = live[:, None]
-        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
-        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
-        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
-        self.front.copy_(row & filled)
+        self._write_tokens(live[:, None], new_s, new_sc, new_h, filled)
         self.rec_prev.index_copy_(0, r, new_prev[None])
         self.rec_word.index_copy_(0, r, new_word[None])
         self.rec_lab2.index_copy_(0, r, new_lab2[None])
@@ -509,11 +524,8 @@ class Search:
         new_word = torch.where(new_flag, torch.gather(torch.cat([self.no_word, word.view(Bb, K * P)], 1), 1, col), -1)
         new_h = torch.where(new_flag, r * N + self.slot_id, torch.where(filled, src_h, -1))
         row = has[:, None]
-        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
-        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
-        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
-        self.front.copy_(row & new_flag)
-        self.rec_prev.index_copy_(0, r, torch.where(row & new_flag, src_h, -1)[None])
+        self._write_tokens(row, new_s, new_sc, new_h, new_flag)
+        self.rec_prev.index_copy_(0, r, torch.where(self.front, src_h, -1)[None])
         self.rec_word.index_copy_(0, r, torch.where(row, new_word, -1)[None])
 
     def _epsilon_budget(self, r: torch.Tensor) -> None:
@@ -573,10 +585,7 @@ class Search:
         old_h = torch.where(filled, torch.gather(self.tok_h, 1, col.clamp(max=K - 1)), -1)
         new_h = torch.where(new_flag, r * (Bb * K) + self.slot_id, old_h)
         row = has[:, None]
-        self.tok_s.copy_(torch.where(row, new_s, self.tok_s))
-        self.tok_sc.copy_(torch.where(row, new_sc, self.tok_sc))
-        self.tok_h.copy_(torch.where(row, new_h, self.tok_h))
-        self.front.copy_(row & new_flag)
+        self._write_tokens(row, new_s, new_sc, new_h, new_flag)
         self.rec_prev.index_copy_(0, r, torch.where(row, new_prev, -1)[None])
         self.rec_word.index_copy_(0, r, torch.where(row, new_word, -1)[None])
 
