@@ -517,6 +517,27 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
         seconds, hyps = timed(call_every, device, max(1, args.repeats // 3))
         _tensor_rows(report, section, f"tensor engine, {device.type}, every arc (no pre-pruning)", seconds, hyps,
                      reference=reference, same=_same_words, base=base, audio=audio, reads=None)
+        if args.compiled_graphs and device.type == "cuda":  # (last of the compiled rows: which expansion to default)
+            COMPILED.append((section, call_every, functools.partial(
+                _tensor_rows, report, section, COMPILED_NAME + ", every arc", same=_same_words, reference=reference,
+                base=base, audio=audio, reads=None)))
+    # the default expansion with the epsilon passes over a budget of candidates, not in dense rows (which
+    # layout a card prefers: dense rows make fewer ops, the budget fewer elements)
+    from asrdecode.ctc.wfst import fixed
+
+    def call_budget() -> Any:
+        saved, fixed.DENSE_EPSILON_DEGREE = fixed.DENSE_EPSILON_DEGREE, -1
+        try:
+            with torch.inference_mode():
+                return dec(lp, lengths)
+        finally:
+            fixed.DENSE_EPSILON_DEGREE = saved
+
+    eps_degree = int((graph.p_ptr[1:] - graph.p_ptr[:-1]).max()) if graph.p_ptr.numel() > 1 else 0
+    if 0 < eps_degree <= fixed.DENSE_EPSILON_DEGREE and budget.left() > 30:
+        seconds, hyps = timed(call_budget, device, max(1, args.repeats // 3))
+        _tensor_rows(report, section, f"tensor engine, {device.type}, epsilon passes over a budget", seconds, hyps,
+                     reference=reference, same=_same_words, base=base, audio=audio, reads=None)
 
 
 #: (section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of the

@@ -4,11 +4,12 @@
 On demo-ctc's log-probs of the bundled clips tiled to ``--batch`` utterances, and the TLG (compact) of
 the bundled word 3-gram pruned to ``--words`` words (``benchmarks/gpu.py``'s WFST section: beam 12,
 max_active 2000, acoustic scale 2), the tensor engine's fixed loop (``loop="fixed"``, the loop CUDA
-graphs capture) runs twice in one process: every arc of every token expanded (``dense_min_degree`` out
-of reach: no dense rows, the loop before pre-pruning) and pre-pruned (the default). Per variant:
-the capacities it settled on (slots ``K``, winner rows ``C``, arc budget ``M``, item budget ``M1``)
-and the most each frame needed; per frame of a warm call, ATen ops (a GPU's kernel
-launches), the elements read or written at data-dependent indices (gathers, scatters, searchsorted: a GPU's
+graphs capture) runs three times in one process: every arc of every token expanded (``dense_min_degree``
+out of reach: no dense rows, the loop before pre-pruning), pre-pruned (the default) and pre-pruned with
+the epsilon passes over a budget of candidates instead of dense rows (``fixed.DENSE_EPSILON_DEGREE``).
+Per variant: the capacities it settled on (slots ``K``, winner rows ``C``, arc budget ``M``, item
+budget ``M1``) and the most each frame needed; per frame of a warm call, ATen ops (views included; in
+brackets the others: a GPU's kernel launches), the elements read or written at data-dependent indices (gathers, scatters, searchsorted: a GPU's
 random memory accesses) and the bytes the ops write (the memory traffic of the big arrays); the
 warm call's CPU time (one thread, the best of ``--repeats``, the variants' calls interleaved); results identical
 to the native engine.
@@ -55,6 +56,7 @@ class OpBytes(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops = 0
+        self.launches = 0  # ops that are not views (about a GPU's kernel launches)
         self.bytes = 0
         self.largest = 0
         self.indexed = 0
@@ -63,6 +65,7 @@ class OpBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         self.ops += 1
+        self.launches += not func.is_view
         self.by_name[func.__name__] = self.by_name.get(func.__name__, 0) + 1
         base = func.__name__.split(".")[0]
         if base in GATHERS and isinstance(out, torch.Tensor):
@@ -103,10 +106,27 @@ def compiled_calls(loop: Any) -> tuple[float, float]:
     return kernels / fixed.UNROLL, library / fixed.UNROLL
 
 
-def prepare(graph: Any, **extra: Any) -> Any:
-    """A variant's decoder (the loop CUDA graphs capture, on the CPU)."""
-    dec = WFSTDecoder(graph, engine="torch", loop="fixed", **OPTIONS, **extra)
-    return dec
+class Variant:
+    """A variant's decoder (the loop CUDA graphs capture, on the CPU), called with its epsilon layout: dense rows
+    (the default for this TLG's epsilon degree) or, ``eps_budget``, a budget of candidates."""
+
+    def __init__(self, graph: Any, eps_budget: bool = False, **extra: Any) -> None:
+        self.dec = WFSTDecoder(graph, engine="torch", loop="fixed", **OPTIONS, **extra)
+        self.eps_budget = eps_budget
+
+    def __call__(self, lp: torch.Tensor, lens: torch.Tensor) -> list:
+        saved = getattr(fixed, "DENSE_EPSILON_DEGREE", None)  # (absent in a revision before the dense layout)
+        if saved is not None and self.eps_budget:
+            fixed.DENSE_EPSILON_DEGREE = -1
+        try:
+            return self.dec(lp, lens)
+        finally:
+            if saved is not None:
+                fixed.DENSE_EPSILON_DEGREE = saved
+
+
+def prepare(graph: Any, **extra: Any) -> Variant:
+    return Variant(graph, **extra)
 
 
 def measure(dec: Any, lp: torch.Tensor, lens: torch.Tensor, reference: list, seconds: float, compiled: bool) -> dict:
@@ -120,7 +140,7 @@ def measure(dec: Any, lp: torch.Tensor, lens: torch.Tensor, reference: list, sec
     kernels = compiled_calls(loop) if compiled else None
     return dict(kernels=kernels, K=loop.K, C=loop.C, M=loop.M, M1=getattr(loop, "M1", 0), need=loop.flags[1:],
                 pre=getattr(loop, "pre", False),  # (a revision before pre-pruning runs this script too)
-                ops=count.ops / frames, mb=count.bytes / frames / 2**20, largest=count.largest / 2**20,
+                ops=count.ops / frames, launches=count.launches / frames, mb=count.bytes / frames / 2**20, largest=count.largest / 2**20,
                 indexed=count.indexed / frames,
                 seconds=seconds, same=same_words(out, reference),
                 by_name={k: v / frames for k, v in count.by_name.items()})
@@ -155,8 +175,8 @@ def main() -> None:
     lp, lens = gpu._tile(lp_all, len_all, args.batch)
     with torch.inference_mode():
         reference = WFSTDecoder(graph, engine="native", **OPTIONS)(lp, lens)
-    names = ["every arc", "pre-pruned (default)"]
-    decs = [prepare(graph, dense_min_degree=10**9), prepare(graph)]
+    names = ["every arc", "pre-pruned (default)", "pre-pruned, epsilon budget"]
+    decs = [prepare(graph, dense_min_degree=10**9), prepare(graph), prepare(graph, eps_budget=True)]
     fixed.LOOPS.clear()
     best = timings(decs, lp, lens, args.repeats)
     rows = []
@@ -165,13 +185,13 @@ def main() -> None:
         rows.append((name, measure(dec, lp, lens, reference, seconds, args.compiled)))
     print(f"WFST fixed loop, demo-ctc, TLG {args.words} words ({graph.num_states} states, {graph.num_arcs} arcs), "
           f"B={args.batch}, {int(lens.max())} frames, beam 12, max_active 2000\n")
-    print("| expansion | K / C | M (arcs) | M1 (items) | most arcs / items a frame | ops / frame "
+    print("| expansion | K / C | M (arcs) | M1 (items) | most arcs / items a frame | ops / frame (not views) "
           "| indexed elements / frame | MB written / frame | largest op output (MB) | CPU s / call | identical to native |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
         need = r["need"]
         print(f"| {name} | {r['K']} / {r['C']} | {r['M']} | {r['M1'] or '-'} | "
-              f"{need[0]} / {need[2] if r['pre'] else '-'} | {r['ops']:.0f} | {r['indexed'] / 1e6:.2f} M | {r['mb']:.1f} | {r['largest']:.1f} | "
+              f"{need[0]} / {need[2] if r['pre'] else '-'} | {r['ops']:.0f} ({r['launches']:.0f}) | {r['indexed'] / 1e6:.2f} M | {r['mb']:.1f} | {r['largest']:.1f} | "
               f"{r['seconds']:.2f} | {r['same']}/{len(reference)} |")
     if args.compiled:
         print("\n| expansion | compiled round: Inductor kernels + library calls / frame | eager ATen ops / frame |")
