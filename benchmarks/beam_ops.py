@@ -32,7 +32,9 @@ from asrdecode.transducer import beam as beam_mod  # noqa: E402
 def searches(lm: Any, weight: float, beta: float) -> list[tuple[str, dict]]:
     """The searches of ``benchmarks/gpu.py``'s beam section (name, BeamSearchDecoder options)."""
     fused = dict(fusion=[(lm, weight)], beta=beta)
-    return [("alsd+lm", dict(method="alsd", **fused)), ("aes+lm", dict(method="aes", **fused)),
+    dense = dict(fusion=[(lm.with_dense_rows(), weight)], beta=beta)  # every LM state a dense row
+    return [("alsd+lm", dict(method="alsd", **fused)), ("alsd+dense-lm", dict(method="alsd", **dense)),
+            ("aes+lm", dict(method="aes", **fused)),
             ("wind+lm", dict(method="wind", window=8, **fused)), ("alsd", dict(method="alsd")),
             ("wind", dict(method="wind", window=8))]
 

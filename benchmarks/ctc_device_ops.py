@@ -59,6 +59,7 @@ def cases(lm: NGramLM) -> dict[str, dict]:
     w, beta = LM_TUNED["demo-ctc"]
     return {"beam 16": {},
             "beam 16 + token LM": dict(fusion=[(lm, w)], beta=beta),
+            "beam 16 + token LM with dense rows": dict(fusion=[(lm.with_dense_rows(), w)], beta=beta),
             "beam 16 + token LM, weak blank collapse": dict(fusion=[(lm, w)], beta=beta, blank_collapse="weak"),
             "beam 16 + token LM, token_beam 32": dict(fusion=[(lm, w)], beta=beta, token_beam=32)}
 

@@ -349,7 +349,19 @@ def beam_section(report: Report, device: torch.device, args: argparse.Namespace,
         add = functools.partial(_beam_row, report, section, name, greedy_s, reference, audio)
         add(mode, seconds, nbest, host_reads(call))
         if args.compiled_graphs and device.type == "cuda":
-            COMPILED.append((f"{section} {name}", call, functools.partial(add, "torch.compile inside CUDA graphs")))
+            COMPILED.append((COMPILED_PRIORITY.get(name, 9), f"{section} {name}", call,
+                             functools.partial(add, "torch.compile inside CUDA graphs")))
+        if name == "ALSD++ beam 4 + LM" and budget.left() > 15:  # the LM with a dense row for every state
+            dense = BeamSearchDecoder(model, beam=4, acceleration=mode, engine="torch",
+                                      **{**dev_options, "fusion": [(lm_dev.with_dense_rows(), weight)]})
+
+            def call_dense(dec: BeamSearchDecoder = dense) -> Any:
+                with torch.inference_mode():
+                    return dec.decode(enc, lengths)
+
+            seconds, nbest = timed(call_dense, device, max(1, args.repeats // 2))
+            _beam_row(report, section, name + " (LM with dense rows)", greedy_s, reference, audio, mode, seconds,
+                      nbest)
 
 
 def _beam_row(report: Report, section: str, name: str, greedy_s: float, reference: list, audio: float, how: str,
@@ -427,9 +439,24 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
         _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference=reference,
                      same=_same_best_tokens, base=base, audio=audio, reads=host_reads(call))
         if args.compiled_graphs and device.type == "cuda" and fusion and collapse is None:
-            COMPILED.append((section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
-                                                              same=_same_best_tokens, reference=reference, base=base,
-                                                              audio=audio, reads=None)))
+            COMPILED.append((0, section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
+                                                                 same=_same_best_tokens, reference=reference,
+                                                                 base=base, audio=audio, reads=None)))
+        if fusion and collapse is None and budget.left() > 15:  # the LM with a dense row for every state
+            dense = ctc.CTCBeamDecoder(blank, vocab_size=V, beam=16, beta=beta, engine="torch",
+                                       fusion=[(m.with_dense_rows(), w) for m, w in lm_dev])
+
+            def call_dense(dec: Any = dense, lp: torch.Tensor = lp, lengths: torch.Tensor = lengths) -> Any:
+                with torch.inference_mode():
+                    return dec.decode(lp, lengths)
+
+            seconds, nbest = timed(call_dense, device, max(1, args.repeats // 2))
+            _tensor_rows(report, section, f"tensor engine, {device.type}, LM with dense rows", seconds, nbest,
+                         reference=reference, same=_same_best_tokens, base=base, audio=audio, reads=None)
+            if args.compiled_graphs and device.type == "cuda":
+                COMPILED.append((5, section, call_dense, functools.partial(
+                    _tensor_rows, report, section, COMPILED_NAME + ", LM with dense rows", same=_same_best_tokens,
+                    reference=reference, base=base, audio=audio, reads=None)))
 
 
 def _same_best_tokens(a: list, b: list) -> bool:
@@ -501,7 +528,7 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
 
     seconds, hyps = timed(call, device, max(1, args.repeats // 3))
     if args.compiled_graphs and device.type == "cuda":
-        COMPILED.append((section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
+        COMPILED.append((1, section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
                                                           same=_same_words, reference=reference, base=base,
                                                           audio=audio, reads=None)))
     _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference=reference,
@@ -518,7 +545,7 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
         _tensor_rows(report, section, f"tensor engine, {device.type}, every arc (no pre-pruning)", seconds, hyps,
                      reference=reference, same=_same_words, base=base, audio=audio, reads=None)
         if args.compiled_graphs and device.type == "cuda":  # (last of the compiled rows: which expansion to default)
-            COMPILED.append((section, call_every, functools.partial(
+            COMPILED.append((4, section, call_every, functools.partial(
                 _tensor_rows, report, section, COMPILED_NAME + ", every arc", same=_same_words, reference=reference,
                 base=base, audio=audio, reads=None)))
     # the default expansion with the epsilon passes over a budget of candidates, not in dense rows (which
@@ -542,13 +569,17 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
 
 #: (section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of the
 #: searches that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end
-COMPILED: list[tuple[str, Callable[[], Any], Callable[[float, list], None]]] = []
+COMPILED: list[tuple[int, str, Callable[[], Any], Callable[[float, list], None]]] = []
 COMPILED_NAME = "tensor engine, torch.compile inside CUDA graphs"
+#: the order the compiled rows run in while the budget lasts (lower first; each compiles for seconds): the
+#: searches with a target first (CTC + LM 0, WFST 1, ALSD++ / AES++ + LM 2-3), the variants after
+COMPILED_PRIORITY = {"ALSD++ beam 4 + LM": 2, "AES++ beam 4 + LM": 3, "WIND beam 4 + LM": 6, "ALSD++ beam 4": 7,
+                     "WIND beam 4": 8}
 
 
 def compiled_section(report: Report, device: torch.device, args: argparse.Namespace, budget: Budget) -> None:
     """The rows of COMPILED again, their steps torch.compile'd inside the graphs (compilation in the warm-up)."""
-    for section, call, add in COMPILED:
+    for _, section, call, add in sorted(COMPILED, key=lambda row: row[0]):
         if budget.left() < 60:
             report.notes.append(f"{section}: compiled graphs skipped: budget spent")
             continue

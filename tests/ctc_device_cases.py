@@ -12,7 +12,7 @@ from asrdecode.lm.boosting import BoostingTree
 from test_ctc_helpers import peaky_log_probs, random_lengths, random_token_arpa
 from test_lm_word import random_case
 
-CASES = ("plain", "token_lm", "word_lm", "boosting", "collapse", "lm_token_beam", "lm_collapse_beta")
+CASES = ("plain", "token_lm", "dense_lm", "word_lm", "boosting", "collapse", "lm_token_beam", "lm_collapse_beta")
 
 
 def make_case(name: str, tmp: Path, seed: int, batch: int, frames: int,
@@ -27,10 +27,13 @@ def make_case(name: str, tmp: Path, seed: int, batch: int, frames: int,
         path = tmp / f"w{seed}.arpa"
         path.write_text(text)
         kw["fusion"] = [(WordNGramLM.from_arpa(path, pieces, blank_id=blank).to(device), 0.8)]
-    elif name in ("token_lm", "lm_token_beam", "lm_collapse_beta"):
+    elif name in ("token_lm", "dense_lm", "lm_token_beam", "lm_collapse_beta"):
         path = tmp / f"t{seed}.arpa"
         path.write_text(random_token_arpa(seed, vocab, blank, order=3))
-        kw["fusion"] = [(NGramLM.from_arpa(path, vocab_size=vocab, blank_id=blank).to(device), 0.6)]
+        lm = NGramLM.from_arpa(path, vocab_size=vocab, blank_id=blank)
+        if name == "dense_lm":  # every state a dense row: the LM step without a back-off chain
+            lm = lm.with_dense_rows()
+        kw["fusion"] = [(lm.to(device), 0.6)]
     elif name == "boosting":
         rng = random.Random(seed)
         phrases = [[rng.choice([v for v in range(vocab) if v != blank]) for _ in range(rng.randint(1, 3))]

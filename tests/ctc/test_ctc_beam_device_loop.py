@@ -126,7 +126,7 @@ class _CountingRunner(EmulatedGraphRunner):
 #: ops per frame of the static (graph) round as measured (B=8, beam 8, V=12; "plain" searches the whole
 #: vocabulary here, V - 1 < 2 * beam; the bundled token 4-gram at B=128, beam 16, V=257 gives the same
 #: count as "lm_collapse_beta"): the bounds are these plus ~10 %, so a change that adds kernels shows here
-OPS_PER_FRAME = {"plain": 63, "token_lm": 87, "lm_collapse_beta": 90, "boosting": 76, "lm_token_beam": 100}
+OPS_PER_FRAME = {"plain": 63, "token_lm": 87, "dense_lm": 76, "lm_collapse_beta": 90, "boosting": 76, "lm_token_beam": 100}
 
 
 @pytest.mark.parametrize("name", sorted(OPS_PER_FRAME))
@@ -158,3 +158,17 @@ def test_acceleration_setting_is_checked_against_the_device(tmp_path):
         ctc.beam_search(lp, lens, blank, acceleration="fast", **kw)
     with pytest.raises(DecodingInputError, match="eager execution"):
         ctc.beam_search(lp, lens, blank, acceleration="compile", engine="native", **kw)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_lm_engines_agree(tmp_path, seed):
+    """A token LM whose every state has a dense row (``NGramLM.with_dense_rows``): the tensor engine's graph
+    path and the native engine read the same rows, the same hypotheses."""
+    lp, lens, blank, kw = make_case("dense_lm", tmp_path, seed, 6, 25)
+    assert kw["fusion"][0][0].automaton.max_chain == 0
+    want = ctc.beam_search(lp, lens, blank, engine="native", **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        emulate_graphs(mp, beam_loop)
+        got = _eager(lp, lens, blank, kw)
+        beam_loop.LOOPS.clear()
+    assert_same(got, want)

@@ -159,3 +159,56 @@ def test_entry_tables_follow_the_arcs_and_stay_out_of_copies():
     assert torch.equal(n, n0)
     assert "_entry_cache" not in a.to("cpu").__dict__
     assert "_entry_cache" not in pickle.loads(pickle.dumps(a)).__dict__
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), order=st.integers(1, 5), n_words=st.integers(1, 8),
+       blank=st.sampled_from(["last", "first", "none"]))
+def test_with_dense_rows_scores_as_the_lm_it_copies(seed, order, n_words, blank):
+    """``NGramLM.with_dense_rows()``: every state gets a dense row (no chain to walk), the scores are the
+    original LM's up to float rounding (the back-off weights summed in another order), the next states and
+    final scores exactly; the prepared advance of such an LM is row gathers only; the original is untouched."""
+    lm = _lm(seed, order, n_words, blank, "auto")
+    chain = lm.automaton.max_chain
+    dense = lm.with_dense_rows()
+    a, d = lm.automaton, dense.automaton
+    assert d.max_chain == 0 and bool((d.dense_index >= 0).all()) and a.max_chain == chain
+    assert (dense.order, dense.bos_state, dense.token_map, dense.num_ngrams) == (lm.order, lm.bos_state,
+                                                                             lm.token_map, lm.num_ngrams)
+    states = torch.arange(a.num_states)
+    s0, n0 = a.advance(states)
+    s1, n1 = d.advance(states)
+    torch.testing.assert_close(s1, s0, atol=1e-5, rtol=1e-6)
+    assert torch.equal(n1, n0)
+    gen = torch.Generator().manual_seed(seed % 2**31)
+    tokens = torch.randint(0, a.vocab_size, (a.num_states, 4), generator=gen)
+    t0, m0 = a.score_tokens(states, tokens)
+    t1, m1 = d.score_tokens(states, tokens)
+    torch.testing.assert_close(t1, t0, atol=1e-5, rtol=1e-6)
+    assert torch.equal(m1, m0)
+    assert torch.equal(dense.final(states), lm.final(states))
+    prepared = _fused.PreparedAdvance(d, d.fused, states.clone())
+    with count_device_syncs() as ops:
+        p_s, p_n = prepared.run()
+    assert ops.ops <= 5, ops.ops  # the two table rows, the dense score and next rows, the back-off add
+    keep = torch.ones(a.vocab_size, dtype=torch.bool)
+    if a.blank_id is not None:  # (the prepared advance leaves the blank column as the row has it)
+        keep[a.blank_id] = False
+    assert torch.equal(p_s[:, keep], s1[:, keep]) and torch.equal(p_n[:, keep], n1[:, keep])
+
+
+def test_with_dense_rows_within_a_budget_and_its_checks():
+    """A budget too small for every row gives the states with the most arcs theirs (the chain stays, the
+    scores are the LM's up to rounding); a budget that is not a positive number is refused."""
+    from asrdecode.errors import DecodingInputError
+
+    lm = _lm(3, 4, 8, "last", "root")
+    row_mb = lm.vocab_size * 12 / 2**20
+    part = lm.with_dense_rows(memory_mb=3 * row_mb)
+    rows = int((part.automaton.dense_index >= 0).sum())
+    assert 3 <= rows < lm.num_states and part.automaton.max_chain > 0
+    states = torch.arange(lm.num_states)
+    torch.testing.assert_close(part.advance(states)[0], lm.advance(states)[0], atol=1e-5, rtol=1e-6)
+    for bad in (0, -1.0, float("nan"), float("inf"), "64"):
+        with pytest.raises(DecodingInputError, match="memory_mb"):
+            lm.with_dense_rows(memory_mb=bad)

@@ -40,6 +40,8 @@ def _fusion(kind: str, lm, seed: int, batch: int) -> list:
         return []
     if kind == "lm":
         return [(lm, 0.6)]
+    if kind == "dense_lm":  # every state a dense row: the tensor engine's LM step without a back-off chain
+        return [(lm.with_dense_rows(), 0.6)]
     if kind == "user":  # the engine does not know it: its advance rows every step
         return [(TableBigram(V, BLANK, seed=seed), 0.7)]
     if kind == "boost":  # positive scores, one tree per utterance
@@ -52,7 +54,7 @@ def _fusion(kind: str, lm, seed: int, batch: int) -> list:
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 3), st.integers(0, 9), st.integers(1, 5),
        st.sampled_from(["alsd", "aes", "wind"]), st.sampled_from(["late", "early"]),
-       st.sampled_from(["lm_weighted", "none"]), st.sampled_from(["none", "lm", "user", "boost", "both"]), st.booleans(),
+       st.sampled_from(["lm_weighted", "none"]), st.sampled_from(["none", "lm", "dense_lm", "user", "boost", "both"]), st.booleans(),
        st.sampled_from([None, 2, 4]), st.sampled_from([0.0, 0.8]), st.integers(1, 4), st.sampled_from([None, 0.0, 1.5]))
 def test_native_equals_torch_and_oracle(lm, seed, batch, frames, beam, method, pruning, blank_scoring, fusion_kind,
                                         tdt, cap, beta, window, gamma):
