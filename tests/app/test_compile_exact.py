@@ -51,17 +51,19 @@ def _no_graph_breaks() -> None:
 
 @SLOW
 @pytest.mark.parametrize("device, kind", DEVICES)
-@pytest.mark.parametrize("with_lm", [False, True], ids=["plain", "token_lm"])
-def test_ctc_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kind, with_lm):
+@pytest.mark.parametrize("lm_kind", ["plain", "token_lm", "dense_lm"])
+def test_ctc_beam_round_compiled_equals_eager(monkeypatch, token_lm, device, kind, lm_kind):
     B, T = 16, 40
     lp = peaky_log_probs(5, B, T, V, BLANK, peak=6.0, dtype=torch.float32)
     lens = random_lengths(5, B, T)
+    with_lm = lm_kind != "plain"
+    lm = token_lm.with_dense_rows() if lm_kind == "dense_lm" else token_lm  # (dense: the LM step without a chain)
     kw = dict(beam=16, nbest=2, beta=2.0 if with_lm else 0.0)
     beam_loop.LOOPS.clear()
     monkeypatch.setattr(beam_loop, "resolve_mode", lambda mode, dev: "eager")
-    want = ctc.beam_search(lp, lens, BLANK, engine="torch", fusion=[(token_lm, 0.7)] if with_lm else [],
+    want = ctc.beam_search(lp, lens, BLANK, engine="torch", fusion=[(lm, 0.7)] if with_lm else [],
                            **kw)  # the Python frame loop on the CPU
-    kw["fusion"] = [(token_lm.to(device), 0.7)] if with_lm else []
+    kw["fusion"] = [(lm.to(device), 0.7)] if with_lm else []
 
     mode, context = _mode_context(kind)
     lock = Lockstep(beam_loop.STATE_NAMES)
