@@ -212,3 +212,12 @@ def test_with_dense_rows_within_a_budget_and_its_checks():
     for bad in (0, -1.0, float("nan"), float("inf"), "64"):
         with pytest.raises(DecodingInputError, match="memory_mb"):
             lm.with_dense_rows(memory_mb=bad)
+
+
+def test_with_dense_rows_survives_save_and_load(tmp_path):
+    """The dense-row setting is part of the saved LM: loading rebuilds every row."""
+    dense = _lm(5, 3, 6, "last", "auto").with_dense_rows()
+    again = NGramLM.load(dense.save(tmp_path / "dense.lm"))
+    assert again.automaton.max_chain == 0 and bool((again.automaton.dense_index >= 0).all())
+    states = torch.arange(dense.num_states)
+    assert torch.equal(again.advance(states)[0], dense.advance(states)[0])
