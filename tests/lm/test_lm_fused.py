@@ -209,7 +209,7 @@ def test_with_dense_rows_within_a_budget_and_its_checks():
     assert 3 <= rows < lm.num_states and part.automaton.max_chain > 0
     states = torch.arange(lm.num_states)
     torch.testing.assert_close(part.advance(states)[0], lm.advance(states)[0], atol=1e-5, rtol=1e-6)
-    for bad in (0, -1.0, float("nan"), float("inf"), "64"):
+    for bad in (0, -1.0, float("nan"), float("inf"), "64", True):
         with pytest.raises(DecodingInputError, match="memory_mb"):
             lm.with_dense_rows(memory_mb=bad)
 

@@ -488,7 +488,8 @@ class BackoffAutomaton:
         positive number."""
         if memory_mb is None:
             memory_mb = self.num_states * self.vocab_size * 12 / 2**20 + 1.0
-        if not (isinstance(memory_mb, (int, float)) and math.isfinite(memory_mb) and memory_mb > 0):
+        if isinstance(memory_mb, bool) or not (isinstance(memory_mb, (int, float)) and math.isfinite(memory_mb)
+                                                and memory_mb > 0):
             raise DecodingInputError(f"memory_mb must be a positive number of megabytes, got {memory_mb!r}")
         self.ensure_valid()
         return type(self).from_state_dict(self.state_dict(), device=self.arc_offsets.device,
