@@ -553,12 +553,8 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
     from asrdecode.ctc.wfst import fixed
 
     def call_budget() -> Any:
-        saved, fixed.DENSE_EPSILON_DEGREE = fixed.DENSE_EPSILON_DEGREE, -1
-        try:
-            with torch.inference_mode():
-                return dec(lp, lengths)
-        finally:
-            fixed.DENSE_EPSILON_DEGREE = saved
+        with fixed.epsilon_layout(dense=False), torch.inference_mode():
+            return dec(lp, lengths)
 
     eps_degree = int((graph.p_ptr[1:] - graph.p_ptr[:-1]).max()) if graph.p_ptr.numel() > 1 else 0
     if 0 < eps_degree <= fixed.DENSE_EPSILON_DEGREE and budget.left() > 30:

@@ -22,6 +22,7 @@ to the native engine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -115,14 +116,9 @@ class Variant:
         self.eps_budget = eps_budget
 
     def __call__(self, lp: torch.Tensor, lens: torch.Tensor) -> list:
-        saved = getattr(fixed, "DENSE_EPSILON_DEGREE", None)  # (absent in a revision before the dense layout)
-        if saved is not None and self.eps_budget:
-            fixed.DENSE_EPSILON_DEGREE = -1
-        try:
+        layout = getattr(fixed, "epsilon_layout", None)  # (absent in a revision before the dense layout)
+        with layout(dense=False) if layout is not None and self.eps_budget else contextlib.nullcontext():
             return self.dec(lp, lens)
-        finally:
-            if saved is not None:
-                fixed.DENSE_EPSILON_DEGREE = saved
 
 
 def prepare(graph: Any, **extra: Any) -> Variant:

@@ -106,7 +106,7 @@ def test_wfst_fixed_round_compiled_equals_eager(monkeypatch, device, kind, kw, e
     from test_wfst_native import _same
 
     if eps_budget:  # (the epsilon passes over a budget of candidates, not in dense rows)
-        monkeypatch.setattr(fixed, "DENSE_EPSILON_DEGREE", -1)
+        monkeypatch.setattr(fixed, "DENSE_EPSILON_DEGREE", -1)  # (as fixed.epsilon_layout(False))
     g, lp, lens = _tlg_case(16, 24, 2)
     fixed.LOOPS.clear()
     want = WFSTDecoder(g, engine="torch", loop="fixed", **kw)(lp, lens)

@@ -4,9 +4,6 @@ graph path CUDA runs (emulated) equals eager, host reads per call are a small co
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -24,17 +21,6 @@ from graph_emulation import emulate_graphs  # noqa: E402
 
 if not native.available():  # pragma: no cover - machines without a C++ compiler
     pytest.skip("native engine unavailable", allow_module_level=True)
-
-
-@contextmanager
-def eps_layout(dense: bool) -> Iterator[None]:
-    """The fixed loop's epsilon passes in dense rows or over a budget, whatever the graph's epsilon degree."""
-    saved = fixed.DENSE_EPSILON_DEGREE
-    fixed.DENSE_EPSILON_DEGREE = 10**9 if dense else -1
-    try:
-        yield
-    finally:
-        fixed.DENSE_EPSILON_DEGREE = saved
 
 
 def _settings(seed: int) -> dict:
@@ -60,7 +46,7 @@ def test_fixed_path_equals_native_and_dynamic_engine(seed):
     kw = _settings(seed)
     want = WFSTDecoder(g, engine="native", **kw)(lp, lengths, boosts=boosts)
     ten = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
-    with eps_layout(dense=seed % 2 == 0):
+    with fixed.epsilon_layout(dense=seed % 2 == 0):
         _same(ten(lp, lengths, boosts=boosts), want)
     _same(_dynamic(ten, lp, lengths, boosts), want)
 
@@ -73,7 +59,7 @@ def test_fixed_path_streamed_equals_whole(seed, chunk):
     lp, lengths, boosts = _inputs(seed, g, 3, T)
     kw = _settings(seed)
     ten, nat = WFSTDecoder(g, engine="torch", loop="fixed", **kw), WFSTDecoder(g, engine="native", **kw)
-    with eps_layout(dense=seed % 2 == 1):
+    with fixed.epsilon_layout(dense=seed % 2 == 1):
         state = ten.init_state(3, boosts=boosts)
         for i, lo in enumerate(range(0, T, chunk)):
             part = lp[:, lo : lo + chunk]
@@ -95,7 +81,7 @@ def test_overflowing_capacities_grow_with_the_same_result(kw, dense_eps):
     dec = WFSTDecoder(g, engine="torch", loop="fixed", **kw)
     S = g.num_states
     dec._fixed_caps = {("C", S): 1, ("M", S): 1, ("M1", S): 1, ("Me", S): 1, ("Ce", S): 1}
-    with eps_layout(dense_eps):
+    with fixed.epsilon_layout(dense_eps):
         _same(dec(lp, lens), want)
     assert dec._fixed_caps[("C", S)] > 1
     assert (dec._fixed_caps[("Ce", S)] == 1) == dense_eps  # (dense rows need no epsilon budget)
@@ -135,7 +121,7 @@ def test_pre_pruned_ties_resolve_as_the_native_engine(seed):
     kw = dict(beam=[2.0, 1e9][seed % 2], max_active=[2, 3, 50][seed % 3])
     want = WFSTDecoder(g, engine="native", **kw)(lp, lens)
     for dense in (True, False):
-        with eps_layout(dense):
+        with fixed.epsilon_layout(dense):
             _same(WFSTDecoder(g, engine="torch", loop="fixed", dense_min_degree=1, **kw)(lp, lens), want)
 
 

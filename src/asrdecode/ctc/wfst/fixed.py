@@ -14,7 +14,8 @@ recording one runs the dynamic engine (:meth:`WFSTDecoder._frame`).
 from __future__ import annotations
 
 import threading
-from typing import Any, NamedTuple
+from contextlib import contextmanager
+from typing import Any, Iterator, NamedTuple
 
 import torch
 
@@ -23,7 +24,7 @@ from .fixed_step import GraphArrays, Search
 from .stream_state import History, Tokens
 
 __all__ = ["GraphArrays", "FixedLoop", "Capacities", "run_fixed", "closure_fixed", "LOOPS", "UNROLL",
-           "DENSE_EPSILON_DEGREE", "dense_epsilon"]
+           "DENSE_EPSILON_DEGREE", "dense_epsilon", "epsilon_layout"]
 
 #: frames per round (one graph replay)
 UNROLL = 4
@@ -76,6 +77,19 @@ DENSE_EPSILON_DEGREE = 4
 def dense_epsilon(ga: GraphArrays) -> bool:
     """Whether the epsilon passes over ``ga`` use dense rows (:data:`DENSE_EPSILON_DEGREE`)."""
     return ga.P <= DENSE_EPSILON_DEGREE
+
+
+@contextmanager
+def epsilon_layout(dense: bool) -> Iterator[None]:
+    """Inside this block, the fixed loops made run their epsilon passes in dense rows (``dense``) or over a budget
+    of candidates, whatever the graph's epsilon degree (tests and benchmarks compare the two layouts)."""
+    global DENSE_EPSILON_DEGREE
+    saved = DENSE_EPSILON_DEGREE
+    DENSE_EPSILON_DEGREE = 10**9 if dense else -1
+    try:
+        yield
+    finally:
+        DENSE_EPSILON_DEGREE = saved
 
 
 def _round(loop: FixedLoop) -> None:

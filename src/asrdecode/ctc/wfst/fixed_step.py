@@ -110,8 +110,8 @@ class Search:
     a budget of ``M`` emitting candidates per frame) and ``stages`` record stages; ``boost [Bb, W]`` or None."""
 
     def __init__(self, ga: GraphArrays, *, Bb: int, K: int, C: int, M: int, stages: int, beam: float,
-                 max_active: int, min_active: int, boost_width: int, device: torch.device, M1: int = 0,
-                 eps_dense: bool, Me: int = 0, Ce: int = 0) -> None:
+                 max_active: int, min_active: int, boost_width: int, device: torch.device, eps_dense: bool,
+                 M1: int = 0, Me: int = 0, Ce: int = 0) -> None:
         self.ga, self.Bb, self.K, self.C, self.M, self.stages = ga, Bb, K, C, M, stages
         self.beam, self.max_active, self.min_active = beam, max_active, min_active
         S, P, dev, i64 = ga.S, ga.P, device, torch.int64
@@ -163,7 +163,6 @@ class Search:
             self.ar_P = torch.arange(P, device=dev)
             self.eps_low = self.R - 1 - torch.arange(self.R, device=dev)
             self.b_S = self.ar_B[:, None] * S  # [Bb, 1]: each row's first recombination key
-            self.no_word = torch.full((Bb, K), -1, dtype=i64, device=dev)  # the slots' columns' words
         else:
             self.eps_low_o = self.Me + K - 1 - self.slot_k
             self.eps_low_c = self.Me - 1 - torch.arange(self.Me, device=dev)
@@ -173,7 +172,8 @@ class Search:
         # distinct spare cells past the recombination keys (Bb * S) and past the slots (Bb * K), made once
         self.key_spare = Bb * S + self.ar_any[:max(M, eps_cands)]
         self.slot_spare = Bb * K + self.ar_any[:max(M, eps_cands)]
-        self.minus1 = torch.full((Bb, K), -1, dtype=i64, device=dev)  # int64 fills (promote int32 columns)
+        # int64 fills (they promote gathered int32 columns; -1: the slots' columns' words of an epsilon row)
+        self.minus1 = torch.full((Bb, K), -1, dtype=i64, device=dev)
         self.zeros_bk = torch.zeros((Bb, K), dtype=i64, device=dev)
         self.order_all = M - 1 - self.ar_M  # the plain expansion's tie order
         self.neg = torch.full((), _NEG, device=dev)
@@ -210,7 +210,7 @@ class Search:
         (A scatter-max straight into ``Bb`` cells makes every atomic wait on a few addresses on a GPU, and
         a running max over the ``M`` candidates is one slow sequential scan there.)"""
         n, m = self.Bb * self.K, score.numel()
-        cell = torch.where(valid, slot, self.slot_spare[:m])
+        cell = torch.where(valid, slot, self._spare(slot))
         per_slot = torch.full((n + m,), _NEG, device=score.device).scatter_reduce_(0, cell, score, "amax")
         return per_slot[:n].view(self.Bb, self.K).amax(1)
 
@@ -296,8 +296,11 @@ class Search:
 
     def _spare(self, like: torch.Tensor) -> torch.Tensor:
         """Distinct targets past the ``Bb * K`` slots, one per entry of ``like`` (dropped entries of a
-        scatter: on a GPU, one shared dummy target serialises their writes)."""
-        return self.Bb * self.K + self._arange(like.numel()).view(like.shape)
+        scatter: on a GPU, one shared dummy target serialises their writes): a view of the table made once
+        when it is long enough."""
+        n = like.numel()
+        spare = self.slot_spare[:n] if n <= self.slot_spare.numel() else self.Bb * self.K + self._arange(n)
+        return spare if like.dim() == 1 else spare.view(like.shape)
 
     def _arange(self, n: int) -> torch.Tensor:
         """``0..n-1``: a view of the buffer made once when the frame steps' sizes ask (no kernel per step)."""
@@ -358,7 +361,7 @@ class Search:
         a_ok = self.ar_Dsp < (take1d(ga.e_deg, bst) * (brow < 0))[:, None]
         a_arc = a_arc.view(-1)
         b_dsp = self.b_dsp
-        est_a = take1d(ga.c_score, a_arc) + take1d(flat_am, b_dsp * V + (take1d(ga.c_lab2, a_arc).long() >> 1))
+        est_a = take1d(ga.c_score, a_arc) + take1d(flat_am, b_dsp * V + (take1d(ga.c_lab2, a_arc) >> 1))
         key = (brow.clamp(min=0)[:, None] * Vg + idx).view(-1)
         lo = take1d(ga.d_ptr, key)
         b_ok = (brow >= 0)[:, None] & (take1d(ga.d_ptr, key + 1) > lo).view(Bb, Vg)
@@ -366,8 +369,8 @@ class Search:
         est_b = take1d(ga.c_score, b_arc) + vals.reshape(-1)
         if bmax is not None:
             W = self.boost.shape[1]  # type: ignore[union-attr]  # bmax is set with the boost
-            est_a = est_a + take1d(self.boost.view(-1), b_dsp * W + take1d(ga.c_word, a_arc).long())  # type: ignore[union-attr]
-            est_b = est_b + take1d(self.boost.view(-1), self.b_V * W + take1d(ga.c_word, b_arc).long())  # type: ignore[union-attr]
+            est_a = est_a + take1d(self.boost.view(-1), b_dsp * W + take1d(ga.c_word, a_arc))  # type: ignore[union-attr]
+            est_b = est_b + take1d(self.boost.view(-1), self.b_V * W + take1d(ga.c_word, b_arc))  # type: ignore[union-attr]
         est = torch.maximum(torch.where(a_ok, est_a.view(Bb, -1), neg).amax(1),
                             torch.where(b_ok, est_b.view(Bb, Vg), neg).amax(1))
         cutoff = best + est - self.beam
@@ -508,7 +511,7 @@ class Search:
         new_flag = filled & is_new
         # the source slot's history ref: the token's own (a slot's column) or its predecessor's (an arc's)
         src_h = torch.gather(self.tok_h, 1, torch.where(is_new, torch.div(col - K, P, rounding_mode="floor"), col))
-        new_word = torch.where(new_flag, torch.gather(torch.cat([self.no_word, word.view(Bb, K * P)], 1), 1, col), -1)
+        new_word = torch.where(new_flag, torch.gather(torch.cat([self.minus1, word.view(Bb, K * P)], 1), 1, col), -1)
         new_h = torch.where(new_flag, r * N + self.slot_id, torch.where(filled, src_h, -1))
         row = has[:, None]
         self._write_tokens(row, new_s, new_sc, new_h, new_flag)
