@@ -349,7 +349,7 @@ def beam_section(report: Report, device: torch.device, args: argparse.Namespace,
         add = functools.partial(_beam_row, report, section, name, greedy_s, reference, audio)
         add(mode, seconds, nbest, host_reads(call))
         if args.compiled_graphs and device.type == "cuda":
-            COMPILED.append((COMPILED_PRIORITY.get(name, 9), f"{section} {name}", call,
+            COMPILED.append((COMPILED_PRIORITY[name], f"{section} {name}", call,
                              functools.partial(add, "torch.compile inside CUDA graphs")))
         if name == "ALSD++ beam 4 + LM" and budget.left() > 15:  # the LM with a dense row for every state
             dense = BeamSearchDecoder(model, beam=4, acceleration=mode, engine="torch",
@@ -439,9 +439,9 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
         _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, nbest, reference=reference,
                      same=_same_best_tokens, base=base, audio=audio, reads=host_reads(call))
         if args.compiled_graphs and device.type == "cuda" and fusion and collapse is None:
-            COMPILED.append((0, section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
-                                                                 same=_same_best_tokens, reference=reference,
-                                                                 base=base, audio=audio, reads=None)))
+            COMPILED.append((COMPILED_PRIORITY["CTC + LM"], section, call, functools.partial(
+                _tensor_rows, report, section, COMPILED_NAME, same=_same_best_tokens, reference=reference, base=base,
+                audio=audio, reads=None)))
         if fusion and collapse is None and budget.left() > 15:  # the LM with a dense row for every state
             dense = ctc.CTCBeamDecoder(blank, vocab_size=V, beam=16, beta=beta, engine="torch",
                                        fusion=[(m.with_dense_rows(), w) for m, w in lm_dev])
@@ -454,7 +454,7 @@ def ctc_section(report: Report, device: torch.device, args: argparse.Namespace, 
             _tensor_rows(report, section, f"tensor engine, {device.type}, LM with dense rows", seconds, nbest,
                          reference=reference, same=_same_best_tokens, base=base, audio=audio, reads=None)
             if args.compiled_graphs and device.type == "cuda":
-                COMPILED.append((5, section, call_dense, functools.partial(
+                COMPILED.append((COMPILED_PRIORITY["CTC + LM with dense rows"], section, call_dense, functools.partial(
                     _tensor_rows, report, section, COMPILED_NAME + ", LM with dense rows", same=_same_best_tokens,
                     reference=reference, base=base, audio=audio, reads=None)))
 
@@ -528,9 +528,9 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
 
     seconds, hyps = timed(call, device, max(1, args.repeats // 3))
     if args.compiled_graphs and device.type == "cuda":
-        COMPILED.append((1, section, call, functools.partial(_tensor_rows, report, section, COMPILED_NAME,
-                                                          same=_same_words, reference=reference, base=base,
-                                                          audio=audio, reads=None)))
+        COMPILED.append((COMPILED_PRIORITY["WFST"], section, call, functools.partial(
+            _tensor_rows, report, section, COMPILED_NAME, same=_same_words, reference=reference, base=base,
+            audio=audio, reads=None)))
     _tensor_rows(report, section, f"tensor engine, {device.type}", seconds, hyps, reference=reference,
                  same=_same_words, base=base, audio=audio, reads=host_reads(call))
     # the same loop expanding every arc (no dense rows: no acoustic pre-pruning), the loop before it had one
@@ -544,8 +544,8 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
         seconds, hyps = timed(call_every, device, max(1, args.repeats // 3))
         _tensor_rows(report, section, f"tensor engine, {device.type}, every arc (no pre-pruning)", seconds, hyps,
                      reference=reference, same=_same_words, base=base, audio=audio, reads=None)
-        if args.compiled_graphs and device.type == "cuda":  # (last of the compiled rows: which expansion to default)
-            COMPILED.append((4, section, call_every, functools.partial(
+        if args.compiled_graphs and device.type == "cuda":  # (which expansion to default on a card)
+            COMPILED.append((COMPILED_PRIORITY["WFST every arc"], section, call_every, functools.partial(
                 _tensor_rows, report, section, COMPILED_NAME + ", every arc", same=_same_words, reference=reference,
                 base=base, audio=audio, reads=None)))
     # the default expansion with the epsilon passes over a budget of candidates, not in dense rows (which
@@ -563,14 +563,14 @@ def wfst_section(report: Report, device: torch.device, args: argparse.Namespace,
                      reference=reference, same=_same_words, base=base, audio=audio, reads=None)
 
 
-#: (section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of the
-#: searches that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end
+#: (priority, section, warm call, ``add(seconds, results)``: adds its rows, compared as the section compares) of
+#: the searches that --compiled-graphs times again with torch.compile'd steps inside the CUDA graphs, at the end
 COMPILED: list[tuple[int, str, Callable[[], Any], Callable[[float, list], None]]] = []
 COMPILED_NAME = "tensor engine, torch.compile inside CUDA graphs"
 #: the order the compiled rows run in while the budget lasts (lower first; each compiles for seconds): the
-#: searches with a target first (CTC + LM 0, WFST 1, ALSD++ / AES++ + LM 2-3), the variants after
-COMPILED_PRIORITY = {"ALSD++ beam 4 + LM": 2, "AES++ beam 4 + LM": 3, "WIND beam 4 + LM": 6, "ALSD++ beam 4": 7,
-                     "WIND beam 4": 8}
+#: searches with a target first, the variants after
+COMPILED_PRIORITY = {"CTC + LM": 0, "WFST": 1, "ALSD++ beam 4 + LM": 2, "AES++ beam 4 + LM": 3, "WFST every arc": 4,
+                     "CTC + LM with dense rows": 5, "WIND beam 4 + LM": 6, "ALSD++ beam 4": 7, "WIND beam 4": 8}
 
 
 def compiled_section(report: Report, device: torch.device, args: argparse.Namespace, budget: Budget) -> None:
