@@ -5,14 +5,13 @@ round. The first round and state field that differ say where a compiled round le
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from asrdecode.accel import StepRunner
+from asrdecode.round_check import first_difference, state_twin
 
 
 @dataclass
@@ -55,47 +54,8 @@ class Lockstep:
                 return n
 
     def _copy(self, state: Any) -> Any:
-        if callable(getattr(state, "twin", None)):  # a state whose tensors are also reached through views
-            return state.twin()
-        twin = copy.copy(state)
-        for name in self.names:
-            value = getattr(state, name)
-            if value is None:
-                continue
-            setattr(twin, name, _clone_tree(value))
-        return twin
+        return state_twin(state, self.names)
 
     def _compare(self, a: Any, b: Any, rnd: int) -> Divergence | None:
-        for name in self.names:
-            x_leaves, _ = tree_flatten(getattr(a, name))
-            y_leaves, _ = tree_flatten(getattr(b, name))
-            for i, (x, y) in enumerate(zip(x_leaves, y_leaves)):
-                if not isinstance(x, torch.Tensor):
-                    continue
-                bad = _mismatch(x, y, self.rel)
-                count = int(bad.sum())
-                if count:
-                    where = torch.nonzero(bad)[:3].tolist()
-                    detail = f"at {where}: got {[x[tuple(w)].item() for w in where]} want {[y[tuple(w)].item() for w in where]}"
-                    return Divergence(rnd, name, i, count, detail)
-        return None
-
-
-def _clone_tree(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_clone_tree(v) for v in value)
-    return copy.deepcopy(value)
-
-
-def _mismatch(x: torch.Tensor, y: torch.Tensor, rel: float) -> torch.Tensor:
-    """Elements that differ: exactly for integer/bool tensors, beyond ``rel`` (relative, at least absolute
-    ``rel``) for floats; -inf/inf/nan must match exactly."""
-    if not x.is_floating_point():
-        return x != y
-    x, y = x.double(), y.double()
-    finite = torch.isfinite(x) & torch.isfinite(y)
-    close = (x - y).abs() <= rel * torch.clamp(y.abs(), min=1.0)
-    same_special = (x == y) | (torch.isnan(x) & torch.isnan(y))
-    return ~torch.where(finite, close, same_special)
+        diff = first_difference(a, b, self.names, self.rel)
+        return None if diff is None else Divergence(rnd, diff.name, diff.leaf, diff.count, diff.detail)

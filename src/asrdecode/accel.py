@@ -23,8 +23,9 @@ loop's static buffers and captured graphs between calls, keyed by :func:`bucket`
 from __future__ import annotations
 
 import os
+import warnings
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Hashable, Iterator
 
 import torch
@@ -33,11 +34,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from .errors import DecodingInputError
+from .round_check import CompiledRoundMismatch, first_difference, state_leaves, state_twin
 
 __all__ = [
     "StepRunner", "resolve_mode", "HostReadCounter", "count_host_reads", "run_until_done", "LoopStats",
     "LoopCache", "bucket", "parameters_key", "EmulatedGraphRunner", "DeviceSyncCounter", "count_device_syncs",
-    "strict_syncs", "compiled_graphs", "compiles", "mark_lengths_dynamic", "PureStep", "copy_all",
+    "strict_syncs", "compiled_graphs", "compiles", "mark_lengths_dynamic", "PureStep", "copy_all", "ROUND_CHECKS",
 ]
 
 MODES = ("eager", "compile", "cuda_graphs")
@@ -112,17 +114,6 @@ def _compiled_step(fn: Callable[[Any], None]) -> Callable[[Any], None]:
 RECOMPILE_LIMIT = 64
 
 
-def _state_tensors(state: Any, names: tuple[str, ...]) -> list[torch.Tensor]:
-    leaves: list[torch.Tensor] = []
-    for name in names:
-        value = getattr(state, name)
-        if hasattr(value, "tensors"):  # objects updated in place, e.g. BatchedHyps
-            value = value.tensors()
-        flat, _ = tree_flatten(value)
-        leaves.extend(x for x in flat if isinstance(x, torch.Tensor))
-    return leaves
-
-
 class StepRunner:
     """Runs step functions over a loop state in the chosen mode.
 
@@ -140,6 +131,20 @@ class StepRunner:
         self._compiled: dict[Callable, Callable] = {}
         self._graphs: dict[tuple, Any] = {}
         self.captures = 0  # CUDA graphs captured by this runner (a warm call of a cached loop adds none)
+        # rounds whose compiled form was checked against eager (run_until_done): equal, or not (then they
+        # run uncompiled in this runner)
+        self.verified: set[Callable] = set()
+        self.rejected: set[Callable] = set()
+
+    def check_key(self, fn: Callable, state: Any) -> tuple:
+        """What a compiled round's check holds for (:data:`ROUND_CHECKS`): the round, whether it is compiled
+        inside CUDA graphs, and its state's shapes, dtypes and devices (what its compiled graph is traced for)."""
+        return (fn, self.mode, _COMPILE_IN_GRAPHS["on"],
+                tuple((tuple(x.shape), x.dtype, x.device) for x in state_leaves(state, self.state_names)))
+
+    def compiles(self, fn: Callable) -> bool:
+        """Whether ``fn`` runs compiled here now: a compiling mode (:func:`compiles`) and not rejected."""
+        return compiles(self.mode) and fn not in self.rejected
 
     def __call__(self, fn: Callable[..., None], state: Any, *args: Any) -> None:
         """Run ``fn(state, *args)``; extra arguments (e.g. a row subset) exist in eager mode only."""
@@ -148,7 +153,7 @@ class StepRunner:
         elif any(a is not None for a in args):
             raise ValueError(f"step arguments are not supported in {self.mode} mode")
         elif self.mode == "compile":
-            self._compiled_fn(fn)(state)
+            (fn if fn in self.rejected else self._compiled_fn(fn))(state)
         else:
             self._replay(fn, state)
 
@@ -156,7 +161,7 @@ class StepRunner:
         """A zero-argument callable that runs ``fn(state)`` once per call in this runner's mode, with the
         per-call work (graph lookup, capture) done here once: what a loop replaying a step many times
         between two checks calls. Valid while the state's tensors keep their addresses."""
-        if self.mode == "eager":
+        if self.mode == "eager" or (self.mode == "compile" and fn in self.rejected):
             return lambda: fn(state)
         if self.mode == "compile":
             compiled = self._compiled_fn(fn)
@@ -192,8 +197,8 @@ class StepRunner:
 
     def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:  # pragma: no cover - needs CUDA
         """The CUDA graph of ``fn`` over the state's current tensors (captured at the first request)."""
-        leaves = _state_tensors(state, self.state_names)
-        fused = _COMPILE_IN_GRAPHS["on"]
+        leaves = state_leaves(state, self.state_names)
+        fused = self.compiles(fn)
         key = (fn, fused, tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
@@ -289,24 +294,70 @@ def run_until_done(
     ``run`` in ``"cuda_graphs"`` mode). ``body`` must leave a finished state unchanged (masked steps),
     so the rounds run past the end are no-ops. ``on_check(rounds)`` runs before each round batch (e.g.
     to grow storage on the host). Raises :class:`RuntimeError` past ``limit`` rounds.
+
+    A compiled ``body`` (``run`` compiles it: "compile" mode, or CUDA graphs inside :func:`compiled_graphs`)
+    is checked on the runner's first call: each round also runs eagerly on a copy of the state it started
+    from (:func:`_checked_round`), with a host read per round. The first round that differs keeps the eager
+    result, warns (:class:`~asrdecode.round_check.CompiledRoundMismatch`) and runs ``body`` uncompiled in
+    this runner from then on; a call without a difference marks it verified (later calls run it unchecked).
     """
+    checking, key = False, ()
+    if run.compiles(body) and body not in run.verified:
+        key = run.check_key(body, state)
+        verdict = ROUND_CHECKS.get(key)
+        if verdict is None:
+            checking = True
+        else:
+            (run.verified if verdict else run.rejected).add(body)
     rounds = 0
     target = max(1, first_check)
     interval = max(1, first_check // 4)
     while True:
         if on_check is not None:
             on_check(target - rounds)
-        step = run.bound(body, state)
-        with _strict(done(state).device):
+        step = (lambda: _checked_round(run, body, state, key)) if checking else run.bound(body, state)
+        with nullcontext() if checking else _strict(done(state).device):
             while rounds < target:
                 step()
                 rounds += 1
         if bool(done(state)):
+            if checking and body not in run.rejected:
+                run.verified.add(body)
+                ROUND_CHECKS[key] = True
             return rounds
         if rounds >= limit:
             raise RuntimeError(f"device loop did not finish in {limit} rounds")
         target = min(rounds + interval, limit)
         interval *= 2
+
+
+#: the compiled rounds checked in this process (:func:`run_until_done`), by :meth:`StepRunner.check_key`: True
+#: equal to eager, False not (run uncompiled). A loop made anew for each call (a streaming chunk) is checked
+#: once, not at every call. (Python constants of a round, e.g. a beam width, are not in the key: two settings
+#: over the same shapes share a verdict.)
+ROUND_CHECKS: dict[tuple, bool] = {}
+
+
+def _checked_round(run: StepRunner, body: Callable[[Any], None], state: Any, key: tuple) -> None:
+    """One round of ``body`` in ``run``'s compiled form, checked against the eager round on a copy of the
+    state it started from; on a difference the state takes the eager result and ``body`` is rejected
+    (uncompiled in ``run`` from then on, a :class:`~asrdecode.round_check.CompiledRoundMismatch` warning)."""
+    if body in run.rejected:
+        run.bound(body, state)()
+        return
+    twin = state_twin(state, run.state_names)
+    run.bound(body, state)()
+    body(twin)
+    diff = first_difference(state, twin, run.state_names)
+    if diff is None:
+        return
+    run.rejected.add(body)
+    ROUND_CHECKS[key] = False
+    copy_all(state_leaves(state, run.state_names), state_leaves(twin, run.state_names))
+    name = getattr(body, "__qualname__", repr(body))
+    warnings.warn(f"the compiled round {name} differs from the eager round ({diff.name}, leaf {diff.leaf}: "
+                  f"{diff.count} elements, {diff.detail}); it runs uncompiled from now on", CompiledRoundMismatch,
+                  stacklevel=3)
 
 
 _STRICT = {"on": False}
@@ -449,17 +500,18 @@ class EmulatedGraphRunner(StepRunner):
         self.pure = pure
 
     def _graph(self, fn: Callable[[Any], None], state: Any) -> Any:
-        leaves = _state_tensors(state, self.state_names)
-        key = (fn, _COMPILE_IN_GRAPHS["on"], tuple(x.data_ptr() for x in leaves))
+        leaves = state_leaves(state, self.state_names)
+        fused = self.compiles(fn)
+        key = (fn, fused, tuple(x.data_ptr() for x in leaves))
         graph = self._graphs.get(key)
         if graph is None:
             target = fn
-            if _COMPILE_IN_GRAPHS["on"]:
+            if fused:
                 target = self._compiled_fn(fn)
             elif self.pure and getattr(fn, "pure", None) is not None:
-                target = _checked_pure(fn, lambda: _state_tensors(state, self.state_names))
+                target = _checked_pure(fn, lambda: state_leaves(state, self.state_names))
             graph = self._graphs[key] = _EmulatedGraph(self._in_place(target, state),
-                                                       lambda: _state_tensors(state, self.state_names))
+                                                       lambda: state_leaves(state, self.state_names))
             self.captures += 1
         return graph
 

@@ -344,12 +344,25 @@ def test_one_compiled_round_serves_every_length(monkeypatch, search):
     assert len(backend.graphs) == 1
 
 
+@pytest.fixture
+def round_checks(monkeypatch):
+    """The compiled rounds' first-call checks (accel.run_until_done) made in the test: at least one, all passed."""
+    from asrdecode import accel
+
+    checks: dict = {}
+    monkeypatch.setattr(accel, "ROUND_CHECKS", checks)
+    yield checks
+    assert checks and all(checks.values()), checks
+
+
 @SLOW
+@pytest.mark.filterwarnings("error::asrdecode.round_check.CompiledRoundMismatch")
 @pytest.mark.parametrize("search", ["ctc_lm", "alsd_lm", "wind", "greedy", "wfst"])
-def test_compiled_graph_path_equals_eager_on_the_cpu(monkeypatch, token_lm, search):
+def test_compiled_graph_path_equals_eager_on_the_cpu(monkeypatch, token_lm, round_checks, search):
     """What ``compiled_graphs()`` runs on a GPU, on the CPU: the cuda_graphs path (EmulatedGraphRunner: the same
     in-place wrapper and capture bookkeeping) with the torch.compile'd step "captured" (the pure twin and
-    its write-back for the CTC and beam rounds); results equal the eager search's."""
+    its write-back for the CTC and beam rounds); results equal the eager search's, and the library's own
+    first-call check of the compiled round against eager passes."""
     import importlib
 
     from asrdecode.accel import EmulatedGraphRunner

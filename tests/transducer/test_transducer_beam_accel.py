@@ -33,10 +33,10 @@ class _InPlaceRunner(EmulatedGraphRunner):
     steps = 0
 
     def _graph(self, fn, state):
-        from asrdecode.accel import _state_tensors
+        from asrdecode.round_check import state_leaves
 
         graph = super()._graph(fn, state)
-        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in _state_tensors(state, self.state_names)))
+        _InPlaceRunner.layouts.add(tuple(x.data_ptr() for x in state_leaves(state, self.state_names)))
         replay = graph.replay
 
         class _Counted:
