@@ -12,7 +12,7 @@ DEMO_STAMP := .demo.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo lint test test-asan bench kenlm nemo clean
+.PHONY: install demo lint test test-asan bench kenlm nemo triton-cpu clean
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV) || { echo "venv failed: installing Debian's python3-venv"; \
@@ -81,6 +81,16 @@ nemo: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(VPY) benchmarks/run_all.py
+
+# The compiled rounds' lockstep tests with torch.compile writing Triton kernels (its GPU code) that Triton's
+# interpreter runs on the CPU, each kernel's programs in TRITON_ORDER (reverse: a race between programs shows);
+# tests/triton_on_cpu.py. Triton goes into work/triton, outside the venv. About an hour on one core.
+TRITON_ORDER ?= reverse
+TRITON_TESTS ?= ctc_beam_round or wfst_fixed_round or (transducer_beam_round and token_lm)
+triton-cpu: $(TEST_STAMP)
+	test -d work/triton/triton || $(PIP) install -q --no-deps --target work/triton triton==3.9.0
+	ASRDECODE_TRITON_CPU=$(TRITON_ORDER) PYTHONPATH=work/triton $(VPY) -m pytest -m slow -o addopts="" --timeout=3600 \
+	  tests/app/test_triton_on_cpu.py tests/app/test_compile_exact.py -k "triton_on_cpu or $(TRITON_TESTS)"
 
 clean:
 	rm -f $(STAMP) $(TEST_STAMP) $(BENCH_STAMP) $(DEMO_STAMP)

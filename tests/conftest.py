@@ -23,6 +23,11 @@ suite_paths.add_to_sys_path()
 
 torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"] or 1)))
 
+# `make triton-cpu`: torch.compile on the CPU writes Triton kernels (its GPU code) that Triton's interpreter runs
+import triton_on_cpu  # noqa: E402
+
+triton_on_cpu.enable_from_environment()
+
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest hook signature
     """Tests marked ``cuda`` run where a CUDA device is present and are skipped elsewhere."""
