@@ -21,6 +21,13 @@ def expm1(x):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
+def tanh(x):  # type: ignore[no-untyped-def]
+    t = tl.exp(-2.0 * tl.abs(x))  # in (0, 1]: no overflow
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
 def isinf(x):  # type: ignore[no-untyped-def]
     return tl.abs(x) == float("inf")
 
@@ -40,7 +47,7 @@ def trunc(x):  # type: ignore[no-untyped-def]
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 
 
-DEFINED = {"log1p": log1p, "expm1": expm1, "isinf": isinf, "isnan": isnan, "signbit": signbit, "trunc": trunc}
+DEFINED = {"log1p": log1p, "expm1": expm1, "tanh": tanh, "isinf": isinf, "isnan": isnan, "signbit": signbit, "trunc": trunc}
 
 
 class Libdevice:

@@ -24,7 +24,7 @@ def test_compiled_code_is_triton_and_equals_eager():
     from torch._inductor.utils import run_and_get_code
 
     def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.logaddexp(a, b).amax(1) + torch.log1p(a.exp()).sum(1) + torch.isinf(b).sum(1)
+        return torch.logaddexp(a, b).amax(1) + torch.log1p(a.exp()).sum(1) + torch.isinf(b).sum(1) + a.tanh().sum(1)
 
     a, b = torch.randn(64, 33), torch.randn(64, 33)
     b[3, 5] = -math.inf
