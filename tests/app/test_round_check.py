@@ -151,6 +151,7 @@ def test_a_verdict_serves_a_new_loop_of_the_same_shapes(monkeypatch, tmp_path):
     stand_in = StandIn(monkeypatch, faulty=False)
     same(run("compile"), want)
     twins = stand_in.twins
+    assert twins > 0 and beam_loop.LOOPS
     beam_loop.LOOPS.clear()
     same(run("compile"), want)
     assert stand_in.twins == twins
