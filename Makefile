@@ -84,7 +84,8 @@ bench: $(BENCH_STAMP)
 
 # The compiled rounds' lockstep tests with torch.compile writing Triton kernels (its GPU code) that Triton's
 # interpreter runs on the CPU, each kernel's programs in TRITON_ORDER (reverse: a race between programs shows);
-# tests/triton_on_cpu.py. Triton goes into work/triton, outside the venv. About an hour on one core.
+# tests/triton_on_cpu.py. Triton goes into work/triton, outside the venv. Two hours or more on one core (the WIND
+# round alone over half an hour); TRITON_TESTS picks cases.
 TRITON_ORDER ?= reverse
 TRITON_TESTS ?= ctc_beam_round or wfst_fixed_round or (transducer_beam_round and token_lm)
 triton-cpu: $(TEST_STAMP)
