@@ -4,7 +4,7 @@
 A loop's first call in a compiling mode also runs every round eagerly on a copy of the state and compares.
 Here, on the CPU in ``acceleration="compile"`` (Inductor's C++), each search is called until its round is
 verified, then timed warm (compiled, unchecked) and with the check forced again (the verdicts forgotten),
-in the same run. Medians of ``--repeats`` calls.
+in the same run, the two interleaved (``timing.time_many``). Medians of ``--repeats`` calls.
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/round_check_cost.py
 """
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,12 +22,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from asrdecode import accel, ctc  # noqa: E402
 from asrdecode.lm import NGramLM  # noqa: E402
 from asrdecode.models.demo import ASSETS  # noqa: E402
 from asrdecode.transducer import BeamSearchDecoder  # noqa: E402
 from test_ctc_helpers import peaky_log_probs, random_lengths  # noqa: E402
+from timing import time_many  # noqa: E402
 from transducer_models import random_model  # noqa: E402
 
 V, BLANK = 257, 256
@@ -60,16 +60,6 @@ def searches(lm: NGramLM) -> dict[str, tuple[Callable[[], Any], Callable[[], lis
     }
 
 
-def median_s(fn: Callable[[], Any], repeats: int, before: Callable[[], None] = lambda: None) -> float:
-    times = []
-    for _ in range(repeats):
-        before()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -88,9 +78,13 @@ def main() -> None:
                 for run in runners():
                     run.verified.clear()
 
-            warm = median_s(call, args.repeats)
-            checked = median_s(call, args.repeats, before=forget)
-            print(f"| {name} | {warm * 1e3:.0f} | {checked * 1e3:.0f} | {checked / warm:.2f}x |", flush=True)
+            def checked(call: Callable[[], Any] = call, forget: Callable[[], None] = forget) -> Any:
+                forget()  # (a dict and a set cleared: microseconds)
+                return call()
+
+            times = time_many({"warm": call, "checked": checked}, repeats=args.repeats)  # interleaved
+            warm, checked_s = times["warm"], times["checked"]
+            print(f"| {name} | {warm * 1e3:.0f} | {checked_s * 1e3:.0f} | {checked_s / warm:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ class StepRunner:
         elif any(a is not None for a in args):
             raise ValueError(f"step arguments are not supported in {self.mode} mode")
         elif self.mode == "compile":
-            (fn if fn in self.rejected else self._compiled_fn(fn))(state)
+            self.bound(fn, state)()
         else:
             self._replay(fn, state)
 
