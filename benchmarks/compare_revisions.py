@@ -4,8 +4,9 @@ Each revision's ``src/`` is exported (``git archive``) to a temporary folder; th
 in alternating child processes (old, new, old, new, ...) on the same saved encoder outputs of the
 bundled demo models, one thread, and the table gives ``new / old`` time per decoder as the median
 of the pairs (each child reports the median of its repeats). Only decoders whose call is the same in
-both revisions are timed (transducer greedy and ALSD++ / AES++ beam, CTC greedy and the tensor-engine
-CTC beam search), so any revision since the log-mel demo models (commit 9695f8f) works::
+both revisions are timed (transducer greedy and ALSD++ / AES++ beam, ALSD++ + the bundled token 4-gram
+where both have it, CTC greedy and the tensor-engine CTC beam search), so any revision since the log-mel
+demo models (commit 9695f8f) works::
 
     OMP_NUM_THREADS=1 python benchmarks/compare_revisions.py 0f68ccb HEAD --pairs 5
 
@@ -35,6 +36,12 @@ from asrdecode import ctc, models, transducer
 data = torch.load(sys.argv[1])
 repeats = int(sys.argv[2])
 cases, calls = {}, {}
+try:  # the LM rows need a revision with the bundled token 4-gram (the same call since)
+    from asrdecode import lm
+    from asrdecode.models.demo import ASSETS
+    assert (ASSETS / "token-4gram.arpa.gz").exists()
+except (ImportError, AssertionError):
+    lm = None
 for name in ("demo-rnnt", "demo-tdt"):
     m = models.load(name).model
     enc, ln = data[name]
@@ -46,6 +53,15 @@ for name in ("demo-rnnt", "demo-tdt"):
             m, enc, ln, beam=4, method=method)
     cases[f"{name} alsd beam 4 b1 (x4)"] = lambda m=m, enc=enc, ln=ln: [
         transducer.beam_search(m, enc[i:i + 1, :ln[i]], ln[i:i + 1], beam=4) for i in range(4)]
+    if lm is not None:  # the bundled token 4-gram at 0.5 (LM-weighted blank scoring, the default)
+        demo = models.load(name)
+        tok_lm = lm.NGramLM.from_arpa(ASSETS / "token-4gram.arpa.gz", vocab_size=demo.tokenizer.vocab_size,
+                                      blank_id=demo.tokenizer.blank_id)
+        cases[f"{name} alsd beam 4 + LM b16"] = lambda m=m, enc=enc, ln=ln, t=tok_lm: transducer.beam_search(
+            m, enc, ln, beam=4, fusion=[(t, 0.5)])
+        cases[f"{name} alsd beam 4 + LM b1 (x4)"] = lambda m=m, enc=enc, ln=ln, t=tok_lm: [
+            transducer.beam_search(m, enc[i:i + 1, :ln[i]], ln[i:i + 1], beam=4, fusion=[(t, 0.5)])
+            for i in range(4)]
     transducer.greedy(m, enc, ln)
     prof = cProfile.Profile(); prof.enable(); transducer.greedy(m, enc, ln); prof.disable()
     calls[f"{name} greedy b16"] = pstats.Stats(prof).total_calls

@@ -119,7 +119,7 @@ class TransducerBeamStep {
       if (a_.tdt) asrd::log_softmax(x + V, D, lpd);
       const T lpb = lp[a_.blank];
       const T blank_add = a_.lm_weighted ? lam_ * lpb : T(0);
-      T nonblank_add = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);
+      T nonblank_add = a_.lm_weighted ? lam_ * asrd::log_nonblank_mass(lp, V, a_.blank) : T(0);
       if (beta_ != T(0)) nonblank_add = nonblank_add + beta_;
       const int64_t* st = a_.lm_states + row * NM_;
       const T s = score[k];

@@ -105,6 +105,29 @@ inline void log_softmax(const T* x, int64_t n, T* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - lse;
 }
 
+// log(1 - p[blank]) of Eq. 3 from the row's log-probabilities lp [n] (blank's included) as the log-sum-exp
+// of the other columns (transducer/blank_scoring.py): finite whenever a label's probability is, where
+// log1p(-exp(lp[blank])) is -inf once p[blank] rounds to 1. lp is read with its blank set to -inf for the
+// duration (float32: the vector max and exp-sum; an exp(-inf) counts as ~1e-38 beside the maximum's 1).
+template <typename T>
+inline T log_nonblank_mass(T* lp, int64_t n, int64_t blank) {
+  const T lpb = lp[blank];
+  lp[blank] = neg_inf<T>();
+  T mx, sum;
+  if constexpr (std::is_same_v<T, float>) {
+    mx = max_of(lp, n);
+    sum = mx == neg_inf<T>() ? T(0) : sum_exp_shifted(lp, n, mx);
+  } else {
+    mx = neg_inf<T>();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, lp[i]);
+    sum = T(0);
+    if (mx != neg_inf<T>())
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(lp[i] - mx);
+  }
+  lp[blank] = lpb;
+  return mx == neg_inf<T>() ? mx : mx + std::log(sum);
+}
+
 inline std::string invalid_fusion_state(int64_t b, int64_t k) {
   return "fusion state out of range (utterance " + std::to_string(b) + ", slot " + std::to_string(k) + ")";
 }

@@ -280,7 +280,7 @@ class WindStep {
     asrd::log_softmax(logits, V_, lp);
     const T lpb = lp[a_.blank];
     const T blank_fr = a_.lm_weighted ? (T(1) + lam_) * lpb : lpb;
-    const T nonblank = a_.lm_weighted ? lam_ * std::log1p(-std::exp(lpb)) : T(0);
+    const T nonblank = a_.lm_weighted ? lam_ * asrd::log_nonblank_mass(lp, V_, a_.blank) : T(0);
     // the tensor step: cumsum(blank_fr) - blank_fr + nonblank + beta (cum: the sum before frame j)
     const T next_cum = cum_[hh] + blank_fr;
     const T label_base = ((next_cum - blank_fr) + nonblank) + beta_;

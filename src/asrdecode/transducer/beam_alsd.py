@@ -22,6 +22,7 @@ import torch
 
 from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
+from .blank_scoring import log_nonblank
 from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
@@ -182,7 +183,7 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
     label_add: torch.Tensor | float = 0.0
     if loop.lm_weighted:
         blank_add = loop.lam * lp_blank
-        label_add = loop.lam * torch.log1p(-torch.exp(lp_blank))
+        label_add = loop.lam * log_nonblank(lp_tok, loop.blank)
     if loop.beta:
         label_add = label_add + loop.beta
     base = torch.where(loop.active_col, loop.score_col, loop.neg_inf)  # [B, K, 1]: expanding ones', else -inf

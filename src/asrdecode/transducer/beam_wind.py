@@ -38,6 +38,7 @@ import torch
 from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
 from .beam_alsd import stack_into, where_into
+from .blank_scoring import log_nonblank
 from .model import checked_joint
 
 #: a :class:`~asrdecode.transducer.beam_loop.BeamLoop` (not imported: that module imports this one)
@@ -173,7 +174,7 @@ def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
     cum = torch.cumsum(blank_fr, dim=-1)
     label_base = cum - blank_fr
     if loop.lm_weighted:
-        label_base = label_base + loop.lam * torch.log1p(-torch.exp(lpb))
+        label_base = label_base + loop.lam * log_nonblank(lp, loop.blank)[..., 0]
     if loop.beta:
         label_base = label_base + loop.beta
     label_base = torch.where(fvalid, label_base, loop.neg_inf)  # no label past the utterance's end

@@ -47,7 +47,7 @@ from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
-from . import _checks
+from . import _checks, blank_scoring
 from ._checks import MISSING, check_beam_args, check_encoder_output, deprecated_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
@@ -171,10 +171,11 @@ def _expansions(s: _Search, h: _Hyp) -> list[tuple[float, float, int, int]]:
     logits = s.model.joint(s.enc_proj[h.t], h.dec_proj).double()
     if not bool(torch.isfinite(logits).all()):
         raise DecodingInputError("model.joint produced NaN or inf logits")
-    lp_tok = torch.log_softmax(logits[:V], dim=-1).tolist()
+    lp_tok_t = torch.log_softmax(logits[:V], dim=-1)
+    lp_tok = lp_tok_t.tolist()
     lp_dur = [0.0] if s.durations is None else torch.log_softmax(logits[V:], dim=-1).tolist()
     lm = s.scorer.advance(h.lm_states, dtype=torch.float64)[0][0].tolist()
-    log_nonblank = math.log1p(-math.exp(lp_tok[blank])) if lam != 0.0 else 0.0
+    log_nonblank = float(blank_scoring.log_nonblank(lp_tok_t, blank)) if lam != 0.0 else 0.0
     mine = []
     for k in range(V):
         for j in range(len(s.dvals)):

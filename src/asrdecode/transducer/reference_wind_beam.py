@@ -52,7 +52,6 @@ not supported (the window is defined for RNN-T).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -62,6 +61,7 @@ from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite
 from ..fusion import FusionModel, FusionScorer
 from ..results import Hypothesis
+from .blank_scoring import log_nonblank
 from .model import TransducerModel, check_model
 from . import _checks
 from ._checks import MISSING, check_beam_args, check_encoder_output, check_window, deprecated_max_symbols
@@ -181,14 +181,16 @@ def _window_terms(s: _Search, h: _Hyp, t0: int, n: int) -> _Terms:
     logits = s.model.joint(s.enc_proj[t0 : t0 + n], h.dec_proj[None, :]).double()  # [n, V]
     if not bool(torch.isfinite(logits).all()):
         raise DecodingInputError("model.joint produced NaN or inf logits")
-    lp = torch.log_softmax(logits, dim=-1).tolist()
+    lp_t = torch.log_softmax(logits, dim=-1)
+    lp = lp_t.tolist()
+    log_nb = log_nonblank(lp_t, blank)[:, 0].tolist() if weighted else [0.0] * n
     lm_t, lm_next = s.scorer.advance(h.lm_states, dtype=torch.float64)
     lm = lm_t[0].tolist()
     label: list[list[float]] = []
     acoustic: list[list[float]] = []
     before = before_ac = 0.0  # blanks on the frames before j: fused, acoustic only
     for j in range(n):
-        nonblank = lam * math.log1p(-math.exp(lp[j][blank])) if weighted else 0.0
+        nonblank = lam * log_nb[j] if weighted else 0.0
         label.append([before + lp[j][v] + nonblank + lm[v] + s.beta for v in range(V)])
         acoustic.append([before_ac + lp[j][v] for v in range(V)])
         before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
