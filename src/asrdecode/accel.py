@@ -33,6 +33,7 @@ import torch.utils._python_dispatch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from ._validation import weights_versions
 from .errors import DecodingInputError
 from .round_check import CompiledRoundMismatch, first_difference, state_leaves, state_twin
 
@@ -436,13 +437,13 @@ def parameters_key(model: Any) -> tuple:
     """Addresses, shapes, dtypes and versions of a model's parameters and buffers (an ``nn.Module``): a
     captured graph reads them by address, so a key with them notices replaced tensors; and it may read
     data the model derived from them (e.g. ``LSTMTransducer``'s cached step weights, rebuilt as new
-    tensors when a parameter changes in place), so an in-place update is a new key too. Inference
-    tensors keep no version (they cannot change outside inference mode)."""
+    tensors when a parameter changes in place), so an in-place update is a new key too (an inference
+    tensor's: its contents' checksum, :func:`~asrdecode._validation.weights_versions`)."""
     if not isinstance(model, torch.nn.Module):
         return (id(model),)
     tensors = list(model.parameters()) + list(model.buffers())
-    return (id(model),) + tuple((t.data_ptr(), tuple(t.shape), t.dtype, 0 if t.is_inference() else t._version)
-                                for t in tensors)
+    return (id(model),) + tuple((t.data_ptr(), tuple(t.shape), t.dtype, v)
+                                for t, v in zip(tensors, weights_versions(tensors)))
 
 
 class LoopCache:

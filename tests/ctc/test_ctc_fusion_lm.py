@@ -31,14 +31,18 @@ def assert_same(batched, reference, tol=1e-4):
 
 @SETTINGS
 @given(st.integers(0, 10_000), st.integers(1, 3), st.integers(0, 14), st.integers(3, 7), st.integers(1, 6),
-       st.sampled_from([None, 2]), st.sampled_from([None, 0.9]), st.sampled_from(["torch", "native"]))
+       st.sampled_from([None, 2]), st.sampled_from([None, 0.9]), st.sampled_from(["torch", "native"]),
+       st.sampled_from([0.7, -0.4]))
 def test_ngram_lm_batched_equals_reference(tmp_path_factory, seed, batch, frames, vocab, beam, token_beam, collapse,
-                                           engine):
+                                           engine, weight):
+    """Also at a negative weight (an internal-LM subtraction): the torch engine's prepared LM step once left
+    an absent entry's -inf in the blank's column, which the weight made +inf and the masked blank extension
+    NaN, and every search ended empty with score -inf."""
     blank = seed % vocab
     lm = make_lm(tmp_path_factory, seed, vocab, blank, order=1 + seed % 3)
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=4.0)
     lens = random_lengths(seed, batch, frames)
-    kw = dict(beam=beam, fusion=[(lm, 0.7)], beta=0.5, token_beam=token_beam, blank_collapse=collapse, nbest=beam)
+    kw = dict(beam=beam, fusion=[(lm, weight)], beta=0.5, token_beam=token_beam, blank_collapse=collapse, nbest=beam)
     assert_same(ctc.beam_search(lp, lens, blank, engine=engine, **kw), ctc.reference_beam_search(lp, lens, blank, **kw))
 
 
@@ -101,3 +105,21 @@ def test_single_boosting_tree_serves_every_utterance_of_a_batch():
     batched = ctc.beam_search(lp, None, blank, beam=4, fusion=[(tree, 1.0)])
     alone = ctc.beam_search(lp[:1], None, blank, beam=4, fusion=[(tree, 1.0)])[0][0]
     assert [nb[0].tokens for nb in batched] == [alone.tokens] * 3 == [[2, 3]] * 3
+
+
+@pytest.mark.parametrize("engine", ["torch", "native"])
+@pytest.mark.parametrize("fusion", ["negative", "lm-minus-ilm"])
+def test_negative_weight_where_the_lm_step_spills_into_the_blank(tmp_path_factory, engine, fusion):
+    """The example the differential fuzzer found (benchmarks/fuzz_differential.py, ctc-beam:109): this
+    bigram's prepared LM step spills an absent entry's -inf into the blank's column; at weight -1 the
+    torch engine returned one empty hypothesis scored -inf on every frame count from 2 on."""
+    from test_ctc_helpers import TableBigram
+
+    vocab, blank = 3, 1
+    lm = make_lm(tmp_path_factory, 4, vocab, blank, order=2)
+    lp = peaky_log_probs(109, 1, 14, vocab, blank, peak=25.0, dtype=torch.float32)
+    weights = [(lm, -1.0)] if fusion == "negative" else [(lm, 0.6), (TableBigram(vocab, blank, seed=5), -0.4)]
+    kw = dict(beam=4, fusion=weights, beta=0.5, beam_threshold=20.0, nbest=2)
+    got = ctc.beam_search(lp, None, blank, engine=engine, **kw)
+    assert all(h.score > -float("inf") for h in got[0])
+    assert_same(got, ctc.reference_beam_search(lp, None, blank, **kw), tol=1e-3)

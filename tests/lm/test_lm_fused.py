@@ -190,10 +190,13 @@ def test_with_dense_rows_scores_as_the_lm_it_copies(seed, order, n_words, blank)
     prepared = _fused.PreparedAdvance(d, d.fused, states.clone())
     with count_device_syncs() as ops:
         p_s, p_n = prepared.run()
-    assert ops.ops <= 5, ops.ops  # the two table rows, the dense score and next rows, the back-off add
+    # the two table rows, the dense score and next rows, the back-off add (and the blank's score set to 0)
+    assert ops.ops <= 5 + (a.blank_id is not None), ops.ops
     keep = torch.ones(a.vocab_size, dtype=torch.bool)
-    if a.blank_id is not None:  # (the prepared advance leaves the blank column as the row has it)
+    if a.blank_id is not None:  # (the prepared advance: the blank's score 0 as advance's, its state any valid one)
         keep[a.blank_id] = False
+        assert bool((p_s[:, a.blank_id] == 0).all()) and bool(((p_n[:, a.blank_id] >= 0)
+                                                                & (p_n[:, a.blank_id] < a.num_states)).all())
     assert torch.equal(p_s[:, keep], s1[:, keep]) and torch.equal(p_n[:, keep], n1[:, keep])
 
 

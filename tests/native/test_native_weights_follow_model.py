@@ -98,6 +98,26 @@ def test_native_beam_searches_follow_a_changed_model(change) -> None:
                 assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-3), name
 
 
+@pytest.mark.parametrize("change", ["blank-bias", "predictor-in-place", "load_state_dict"])
+def test_a_model_made_under_inference_mode_is_followed_too(change) -> None:
+    """Tensors made under ``torch.inference_mode`` keep no version counter (reading it raised) and can be
+    changed in place there: the native copies and the tensor engine's step-weight cache key them by a
+    checksum of their contents, so both engines decode the changed model."""
+    with torch.inference_mode():
+        m, (enc, n) = _model(), _enc()
+        assert m.joint_out.weight.is_inference()
+        before = _tokens(greedy(m, enc, n, engine="native"))
+        assert before == _tokens(greedy(m, enc, n, engine="torch"))
+        CHANGES[change](m)
+        want = greedy(m, enc, n, engine="torch")
+        got = greedy(m, enc, n, engine="native")
+    assert _tokens(got) == _tokens(want) and _tokens(want) != before
+    with torch.no_grad():
+        fresh = _model()
+        CHANGES[change](fresh)
+        assert _tokens(greedy(fresh, enc.clone(), n.clone(), engine="torch")) == _tokens(want)
+
+
 def test_paper_model_calibrates_to_its_target() -> None:
     """benchmarks/paper_model.make_paper_model tunes the blank bias in place and measures the label rate
     with the default (native) greedy: it reaches its target only if the native weights follow."""

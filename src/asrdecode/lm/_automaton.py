@@ -401,7 +401,7 @@ class BackoffAutomaton:
 
     def prepare_advance(self, states: torch.Tensor) -> PreparedAdvance | None:
         """:meth:`advance` of the states tensor ``states [N]`` (updated in place by the caller) with its
-        buffers made once (:class:`~asrdecode.lm._fused.PreparedAdvance`: the blank column left as is);
+        buffers made once (:class:`~asrdecode.lm._fused.PreparedAdvance`: the blank column's score 0);
         ``None`` where the fused tables do not serve (the walk)."""
         self.ensure_valid()
         fused = self.fused

@@ -25,6 +25,8 @@ from typing import NamedTuple, Protocol
 
 import torch
 
+from .._validation import version_of
+
 __all__ = ["MAX_ENTRIES", "FusedTables", "build_fused", "advance_fused", "score_tokens_fused"]
 
 MAX_ENTRIES = 64  # most candidate arcs (levels x light degree) per state for the fused tables
@@ -154,7 +156,7 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     if cache is not None and torch.compiler.is_compiling():  # the key reads addresses, which a trace cannot:
         return cache[1]  # the tables an eager call (or the first trace) built
     sources = (t.int_table, t.float_table, t.keep, a.arc_label, a.arc_weight, a.arc_dest)
-    key = tuple((x.data_ptr(), _version(x), x.device, x.shape) for x in sources)
+    key = tuple((x.data_ptr(), version_of(x), x.device, x.shape) for x in sources)
     if cache is not None and cache[0] == key:
         return cache[1]
     with torch.no_grad():
@@ -168,12 +170,6 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     return tables
 
 
-def _version(x: torch.Tensor) -> int:
-    """``x``'s in-place version counter (-1 for an inference tensor, which has none)."""
-    try:
-        return x._version
-    except RuntimeError:
-        return -1
 
 
 def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -251,8 +247,8 @@ class PreparedAdvance:
     """:func:`advance_fused` for a fixed states tensor (``states [N]``, a view the caller updates in place),
     with every buffer and view made once: a frame loop's LM step in about 15 kernels (a CUDA graph
     replays them). ``run()`` returns the scores ``[N, V]`` and next states ``[N, V]`` (buffers, rewritten
-    by the next call). The blank column is left as the dense row has it (a finite score, a valid state):
-    callers mask their blank extensions (the CTC prefix search does); the scores of the other labels are
+    by the next call). The blank column has score 0 (as :func:`advance_fused`'s) and a valid state: callers
+    mask their blank extensions (the CTC prefix search does); the scores of the other labels are
     :func:`advance_fused`'s exactly. Integer masks only (no bool dtype views: Inductor cannot lower them)."""
 
     def __init__(self, a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> None:
@@ -284,6 +280,7 @@ class PreparedAdvance:
             self.nxt_pad = torch.empty((N, V + 1), dtype=torch.int64, device=dev)
             self.scores, self.nxt = self.scores_pad[:, :V], self.nxt_pad[:, :V]
             self.spill = torch.tensor(V, device=dev)
+        self.blank_scores = None if a.blank_id is None else self.scores.select(1, a.blank_id)  # (a view made once)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         a, t, states = self.a, self.t, self.states
@@ -292,8 +289,17 @@ class PreparedAdvance:
         torch.index_select(a.dense_scores, 0, self.row, out=self.scores)
         self.scores.add_(self.acc0)
         torch.index_select(a.dense_next, 0, self.row, out=self.nxt)
-        if not self.E:
-            return self.scores, self.nxt
+        if self.E:
+            self._light_entries()
+        if self.blank_scores is not None:  # a dense row's blank cell or the spill of an absent entry (maybe
+            self.blank_scores.fill_(0.0)  # -inf, which a negative fusion weight makes +inf, and a masked blank
+            # extension then NaN); its state is valid either way
+        return self.scores, self.nxt
+
+    def _light_entries(self) -> None:
+        """The kept light entries of every level over the dense row (absent ones spill to the blank's
+        column, or to the one past the row without a blank)."""
+        a, t, states = self.a, self.t, self.states
         torch.add(self.starts, t.arange_d, out=self.idx).clamp_max_(self.last_arc)
         torch.index_select(t.keep, 0, states, out=self.keep)
         torch.index_select(a.arc_weight, 0, self.idx_flat, out=self.val_flat)
@@ -307,4 +313,3 @@ class PreparedAdvance:
         else:
             self.scores.scatter_(1, pos, self.val_2)
             self.nxt.scatter_(1, pos, self.dst)
-        return self.scores, self.nxt

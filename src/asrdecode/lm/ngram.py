@@ -203,7 +203,7 @@ class NGramLM:
 
     def prepare_advance(self, states: torch.Tensor) -> Any:
         """:meth:`advance` of a fixed ``states [N]`` tensor with its buffers made once (``.run()``; the
-        blank column left as is), or ``None``: see :meth:`BackoffAutomaton.prepare_advance`."""
+        blank column's score 0, its state valid), or ``None``: see :meth:`BackoffAutomaton.prepare_advance`."""
         return self.automaton.prepare_advance(states)
 
     def score_tokens(self, states: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

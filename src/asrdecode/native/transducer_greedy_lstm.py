@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from .._validation import weights_versions
 from ..configs import MaxSymbolsSetting, default_of
 from ..errors import DecodingInputError
 from ..results import Hypothesis
@@ -431,33 +432,30 @@ def greedy_stateless(w: StatelessJointWeights, encoder_output: torch.Tensor,
 _WEIGHTS: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]" = weakref.WeakKeyDictionary()
 
 
-def _tensor_key(name: str, t: torch.Tensor) -> tuple[Any, ...]:
-    return (name, t.data_ptr(), t._version, t.dtype, t.device, tuple(t.shape))
-
-
-def _module_keys(module: torch.nn.Module, prefix: str, out: list[tuple[Any, ...]]) -> None:
-    """The keys of ``module``'s own parameters and buffers, then its children's (depth first): what
+def _module_tensors(module: torch.nn.Module, prefix: str, out: list[tuple[str, torch.Tensor]]) -> None:
+    """``module``'s own parameters and buffers by name, then its children's (depth first): what
     ``named_parameters`` / ``named_buffers`` walk, read from the modules' dicts directly (their generators
     cost ~0.2 ms a call, paid by every native search call; a per-chunk cost when streaming)."""
     for name, p in module._parameters.items():
         if p is not None:
-            out.append(_tensor_key(prefix + name, p))
+            out.append((prefix + name, p))
     for name, b in module._buffers.items():
         if b is not None:
-            out.append(_tensor_key(prefix + name, b))
+            out.append((prefix + name, b))
     for name, child in module._modules.items():
         if child is not None:
-            _module_keys(child, prefix + name + ".", out)
+            _module_tensors(child, prefix + name + ".", out)
 
 
 def _source_key(model: Any) -> tuple[Any, ...]:
     """What the native weights of ``model`` derive from: every named parameter and buffer of a
-    ``torch.nn.Module`` (``load_state_dict``, an optimizer step or an in-place edit changes the version or
-    the address), else the ONNX files' (path, size, mtime_ns)."""
+    ``torch.nn.Module`` (``load_state_dict``, an optimizer step or an in-place edit changes the version, an
+    inference tensor's checksum or the address), else the ONNX files' (path, size, mtime_ns)."""
     if isinstance(model, torch.nn.Module):
-        keys: list[tuple[Any, ...]] = []
-        _module_keys(model, "", keys)
-        return tuple(keys)
+        named: list[tuple[str, torch.Tensor]] = []
+        _module_tensors(model, "", named)
+        versions = weights_versions([t for _, t in named])
+        return tuple((name, t.data_ptr(), v, t.dtype, t.device, tuple(t.shape)) for (name, t), v in zip(named, versions))
     out = []
     for f in model.onnx_files:
         try:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from .._validation import weights_versions
 from ..errors import DecodingInputError
 
 __all__ = ["TransducerModel", "LSTMTransducer", "StatelessTransducer", "check_model", "check_joint_width"]
@@ -228,7 +229,7 @@ class LSTMTransducer(_JointMixin):
         lstm_params: dict[str, torch.Tensor] = self._modules["lstm"]._parameters  # type: ignore[union-attr,assignment]
         params: list[torch.Tensor] = [self._modules["embedding"]._parameters["weight"],  # type: ignore[union-attr,list-item]
                                       *(lstm_params[n] for n in names)]
-        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
+        key = tuple((p.data_ptr(), v, p.dtype, p.device) for p, v in zip(params, weights_versions(params)))
         cached = self.__dict__.get("_step_cache")
         if cached is None or cached[0] != key:
             emb, lstm = params[0], params[1:]

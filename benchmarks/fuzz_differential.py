@@ -1,0 +1,258 @@
+"""Differential fuzzing: the two engines against each other and against the oracle, on the inputs the test
+suite's property tests do not draw (sharp joints and peaked emissions, float32, negative fusion weights).
+
+Each case draws an entry point and its settings:
+- ``transducer-beam``: ALSD++ / AES++ / WIND, engine ``native`` and ``torch`` against
+  ``reference_beam_search`` / ``reference_wind_beam_search``; RNN-T or TDT (not WIND), LSTM prediction
+  network, the joint's output scaled by 1-16 (a trained model's confident frames: ``p[blank]`` rounds to 1
+  in float32 from about 17 nats), float64 or float32, fusion none / token LM / token LM plus a table
+  bigram at a negative weight (an internal-LM subtraction) / a negative LM alone / per-utterance boosting,
+  either blank scoring, either pruning, beta in -0.5..0.8, cap 1-4;
+- ``transducer-greedy``: label-looping greedy, ``native`` and ``torch``, against ``reference_greedy``;
+- ``ctc-beam``: the prefix beam search, ``native`` and ``torch`` against ``reference_beam_search``, peaked
+  emissions (peak up to 40 nats), float32 / float64, a table bigram or an n-gram LM at weights -0.5..1,
+  beta, token beam, blank collapse, beam threshold.
+
+A case passes when every decoder returns and all agree (tokens, frames, durations; scores within 1e-4
+absolute for float64, 1e-3 relative for float32 inputs); an error passes only where the oracle raises the
+same class (the runaway search without a symbol cap). Anything else is printed with its case, a defect to
+fix and keep as a test, or a near-tie that float32 rounding decides: on the sharpest joints two alignments
+of one transcript can score equal to 1e-7, and which of them a merge keeps (the float32 engines agree, the
+float64 oracle may keep the other) decides what the symbol cap still allows later. Cases are reproducible
+from ``--seed`` and their number (``make fuzz-diff FUZZ_MINUTES=20``)::
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src:tests python benchmarks/fuzz_differential.py --minutes 20 [--seed 0]
+    OMP_NUM_THREADS=1 PYTHONPATH=src:tests python benchmarks/fuzz_differential.py --case transducer-beam:123
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+from unittest import mock
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+import suite_paths  # noqa: E402  (tests/ and its subfolders)
+
+suite_paths.add_to_sys_path()
+
+from asrdecode import ctc  # noqa: E402
+from asrdecode.lm import NGramLM  # noqa: E402
+from asrdecode.lm.boosting import BoostingTree  # noqa: E402
+from asrdecode.transducer import _checks  # noqa: E402
+from asrdecode.transducer.beam import beam_search  # noqa: E402
+from asrdecode.transducer.greedy import greedy  # noqa: E402
+from asrdecode.transducer.reference import reference_greedy  # noqa: E402
+from asrdecode.transducer.reference_beam import reference_beam_search  # noqa: E402
+from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search  # noqa: E402
+from test_ctc_helpers import TableBigram, peaky_log_probs, random_lengths, random_token_arpa  # noqa: E402
+from transducer_models import FUSION_BLANK, FUSION_V, random_encoder, random_model, tiny_lm  # noqa: E402
+
+
+class Disagreement(AssertionError):
+    """Two decoders of one case differ (the message says which and where)."""
+
+
+def _keys(hyps: list, float32: bool) -> list:
+    return [(h.tokens, h.timestamps, getattr(h, "durations", None), h.score) for h in hyps]
+
+
+def _close(a: float, b: float, float32: bool) -> bool:
+    if a == b:
+        return True
+    tol = 1e-3 * max(1.0, abs(b)) if float32 else 1e-4
+    return abs(a - b) <= tol
+
+
+def _same(got: list, want: list, float32: bool, what: str, ordered: bool = True) -> None:
+    """Hypothesis lists equal: tokens, frames, durations exactly, scores within the tolerance."""
+    g, w = _keys(got, float32), _keys(want, float32)
+    if not ordered:
+        g, w = sorted(g, key=lambda k: (-k[3], k[:3])), sorted(w, key=lambda k: (-k[3], k[:3]))
+    if len(g) != len(w) or any(x[:3] != y[:3] or not _close(x[3], y[3], float32) for x, y in zip(g, w)):
+        raise Disagreement(f"{what}:\n  got  {g}\n  want {w}")
+
+
+class Resources:
+    """What cases share: the tiny token LM of the transducer tests, a folder for the CTC LMs."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.token_lm = tiny_lm(folder)
+        self._ctc_lms: dict[tuple[int, int, int], NGramLM] = {}
+
+    def ctc_lm(self, seed: int, vocab: int, blank: int) -> NGramLM:
+        key = (seed % 7, vocab, blank)
+        if key not in self._ctc_lms:
+            path = self.folder / f"ctc_{key[0]}_{vocab}_{blank}.arpa"
+            path.write_text(random_token_arpa(key[0], vocab, blank, order=1 + key[0] % 3))
+            self._ctc_lms[key] = NGramLM.from_arpa(path, vocab_size=vocab, blank_id=blank)
+        return self._ctc_lms[key]
+
+
+def _sharp_model(seed: int, sharp: float, blank_bias: float, tdt: bool, float32: bool) -> torch.nn.Module:
+    m = random_model(seed, FUSION_V, FUSION_BLANK, [0, 1, 2] if tdt else None, blank_bias=blank_bias)
+    with torch.no_grad():
+        m.joint_out.weight.mul_(sharp)
+        m.joint_out.bias.mul_(sharp)
+    return m.float() if float32 else m
+
+
+def transducer_beam(r: random.Random, res: Resources, seed: int) -> str:
+    method = r.choice(["alsd", "aes", "wind"])
+    wind = method == "wind"
+    tdt = not wind and r.random() < 0.3
+    float32 = r.random() < 0.5
+    sharp = r.choice([1.0, 4.0, 8.0, 16.0])
+    batch, frames = r.randint(1, 3), r.randint(0, 12)
+    cap = r.choice([1, 2, 3, 4])
+    fusion_kind = r.choice(["none", "lm", "lm-ilm", "negative-lm", "boost"])
+    weight = r.choice([0.3, 0.6, 1.0])
+    fusion: list = {
+        "none": [], "lm": [(res.token_lm, weight)], "negative-lm": [(res.token_lm, -weight)],
+        "lm-ilm": [(res.token_lm, weight), (TableBigram(FUSION_V, FUSION_BLANK, seed=seed), -0.4)],
+        "boost": [(BoostingTree.stack([BoostingTree.from_token_sequences(
+            [[b % 4, 1], [3]], vocab_size=FUSION_V, blank_id=FUSION_BLANK, weight=1.2) for b in range(batch)]), 1.0)],
+    }[fusion_kind]
+    beam = r.randint(1, 5)
+    kw: dict[str, Any] = dict(beam=beam, pruning=r.choice(["late", "early"]),
+                              blank_scoring=r.choice(["lm_weighted", "none"]), max_symbols=cap,
+                              beta=r.choice([0.0, 0.8, -0.5]), fusion=fusion)
+    if wind:
+        kw.update(window=r.randint(1, 8), expansion_gamma=r.choice([None, 0.5, 3.0]))
+    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32)
+    enc = random_encoder(seed, batch, frames)
+    enc = enc.float() if float32 else enc
+    lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
+    label = (f"{method} {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} "
+             f"T={frames} fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
+    native = beam_search(m, enc, lengths, nbest=beam, method=method, engine="native", **kw)
+    tensor = beam_search(m, enc, lengths, nbest=beam, method=method, engine="torch", **kw)
+    for b in range(batch):
+        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
+        if fusion_kind == "boost" and b > 0:
+            continue  # the oracle takes one boosting tree for every utterance: utterance 0's is the stack's first
+        n = int(lengths[b])
+        one = [(BoostingTree.from_token_sequences([[b % 4, 1], [3]], vocab_size=FUSION_V, blank_id=FUSION_BLANK,
+                                                  weight=1.2), 1.0)] if fusion_kind == "boost" else fusion
+        okw = kw | {"fusion": one}
+        ref = (reference_wind_beam_search(m, enc[b, :n], **okw) if wind
+               else reference_beam_search(m, enc[b, :n], method=method, **okw))
+        _same(native[b], ref[:beam], float32, f"{label}: native vs oracle, utterance {b}", ordered=False)
+    return "transducer-beam"
+
+
+def transducer_greedy(r: random.Random, res: Resources, seed: int) -> str:
+    tdt = r.random() < 0.4
+    float32 = r.random() < 0.5
+    sharp = r.choice([1.0, 4.0, 8.0, 16.0])
+    batch, frames = r.randint(1, 4), r.randint(0, 20)
+    cap = r.choice([1, 2, 3, 5, 10])
+    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32)
+    enc = random_encoder(seed, batch, frames)
+    enc = enc.float() if float32 else enc
+    lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
+    label = f"greedy {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} T={frames} cap={cap}"
+    tensor = greedy(m, enc, lengths, max_symbols=cap, engine="torch")
+    native = greedy(m, enc, lengths, max_symbols=cap, engine="native") if float32 else tensor  # (C++: float32)
+    for b in range(batch):
+        _same([native[b]], [tensor[b]], float32, f"{label}: native vs torch, utterance {b}")
+        ref = reference_greedy(m, enc[b, : int(lengths[b])], cap)
+        _same([tensor[b]], [ref], float32, f"{label}: torch vs oracle, utterance {b}")
+    return "transducer-greedy"
+
+
+def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
+    vocab = r.randint(3, 9)
+    blank = seed % vocab
+    batch, frames, beam = r.randint(1, 3), r.randint(0, 14), r.randint(1, 8)
+    float32 = r.random() < 0.5
+    peak = r.choice([4.0, 12.0, 25.0, 40.0])
+    lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=peak,
+                         dtype=torch.float32 if float32 else torch.float64)
+    lens = random_lengths(seed, batch, frames)
+    fusion_kind = r.choice(["none", "bigram", "lm", "negative-lm", "lm-ilm"])
+    weight = r.choice([0.3, 0.7, 1.0])
+    fusion: list = {
+        "none": [], "bigram": [(TableBigram(vocab, blank, seed=seed), weight)],
+        "lm": [(res.ctc_lm(seed, vocab, blank), weight)], "negative-lm": [(res.ctc_lm(seed, vocab, blank), -0.5)],
+        "lm-ilm": [(res.ctc_lm(seed, vocab, blank), weight), (TableBigram(vocab, blank, seed=seed), -0.4)],
+    }[fusion_kind]
+    kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.5, -0.5]), nbest=r.randint(1, beam),
+                              token_beam=r.choice([None, None, 1, 2, 4]), blank_collapse=r.choice([None, "weak", 0.9]),
+                              beam_threshold=r.choice([float("inf"), 20.0, 3.0]))
+    label = (f"ctc V={vocab} blank={blank} {'f32' if float32 else 'f64'} peak={peak} B={batch} T={frames} "
+             f"fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
+    native = ctc.beam_search(lp, lens, blank, engine="native", **kw)
+    tensor = ctc.beam_search(lp, lens, blank, engine="torch", **kw)
+    ref = ctc.reference_beam_search(lp, lens, blank, **kw)
+    for b in range(batch):
+        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
+        _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
+    return "ctc-beam"
+
+
+ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
+    "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam}
+
+
+def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:
+    """``("pass" | "disagree" | "error", detail)`` of case ``seed`` of ``entry``."""
+    r = random.Random(f"{entry}:{seed}")
+    try:
+        with mock.patch.object(_checks, "MAX_SYMBOLS_GUARD", 200), torch.inference_mode():
+            ENTRIES[entry](r, res, seed)
+    except Disagreement as err:
+        return "disagree", str(err)
+    except Exception:  # noqa: BLE001 (every other outcome is reported)
+        return "error", "".join(traceback.format_exc().splitlines(keepends=True)[-3:])
+    return "pass", ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=0, help="the first case's number (cases are seed, seed + 1, ...)")
+    ap.add_argument("--only", default="", help="comma-separated entry points (default: all)")
+    ap.add_argument("--case", default="", help="ENTRY:N: run one case and print its outcome")
+    ap.add_argument("--out", type=Path, help="append the counts as a markdown table")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        res = Resources(Path(tmp))
+        if args.case:
+            entry, n = args.case.rsplit(":", 1)
+            print(*run_case(entry, int(n), res))
+            return
+        entries = [e for e in ENTRIES if not args.only or e in args.only.split(",")]
+        counts: dict[str, collections.Counter] = {e: collections.Counter() for e in entries}
+        end = time.monotonic() + 60 * args.minutes
+        n = args.seed
+        while time.monotonic() < end:
+            entry = entries[n % len(entries)]
+            outcome, detail = run_case(entry, n, res)
+            counts[entry][outcome] += 1
+            if outcome != "pass":
+                print(f"--- {entry}:{n} {outcome}\n{detail}", flush=True)
+            n += 1
+    rows = ["| entry point | cases | pass | disagree | error |", "|---|---|---|---|---|"]
+    rows += [f"| {e} | {sum(c.values())} | {c['pass']} | {c['disagree']} | {c['error']} |" for e, c in counts.items()]
+    print("\n".join(rows))
+    if args.out:
+        with args.out.open("a") as f:
+            f.write(f"\n`fuzz_differential.py --minutes {args.minutes} --seed {args.seed}`: cases "
+                    f"{args.seed}..{n - 1}\n\n" + "\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()

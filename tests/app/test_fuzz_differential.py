@@ -1,0 +1,54 @@
+"""The differential fuzzer's harness (benchmarks/fuzz_differential.py): cases pass on today's engines, and a
+wrong or failing engine is reported, not passed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import fuzz_differential as fd  # noqa: E402
+
+from asrdecode import ctc  # noqa: E402
+from asrdecode.native import _lib  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not _lib.available(), reason="native engine unavailable (no C++ compiler)")
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    return fd.Resources(tmp_path_factory.mktemp("fuzz_diff"))
+
+
+@pytest.mark.parametrize("entry,case", [("ctc-beam", 109), ("transducer-beam", 0), ("transducer-greedy", 7)])
+def test_cases_found_by_the_fuzzer_pass(res, entry, case):
+    """ctc-beam:109 (an n-gram LM at a negative weight) and the inference-mode models of every transducer
+    case failed before their fixes."""
+    assert fd.run_case(entry, case, res) == ("pass", "")
+
+
+def test_a_wrong_engine_is_a_disagreement(res, monkeypatch):
+    real = ctc.beam_search
+
+    def drop_last_token(lp, lens, blank, engine="auto", **kw):
+        out = real(lp, lens, blank, engine=engine, **kw)
+        if engine == "torch":
+            for row in out:
+                for h in row:
+                    h.tokens = h.tokens[:-1]
+        return out
+
+    monkeypatch.setattr(fd.ctc, "beam_search", drop_last_token)
+    outcomes = [fd.run_case("ctc-beam", n, res)[0] for n in range(20)]
+    assert "disagree" in outcomes and "error" not in outcomes
+
+
+def test_a_failing_engine_is_an_error(res, monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("engine failure")
+
+    monkeypatch.setattr(fd, "greedy", fail)
+    outcome, detail = fd.run_case("transducer-greedy", 3, res)
+    assert outcome == "error" and "engine failure" in detail
