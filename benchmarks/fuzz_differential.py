@@ -11,7 +11,15 @@ Each case draws an entry point and its settings:
 - ``transducer-greedy``: label-looping greedy, ``native`` and ``torch``, against ``reference_greedy``;
 - ``ctc-beam``: the prefix beam search, ``native`` and ``torch`` against ``reference_beam_search``, peaked
   emissions (peak up to 40 nats), float32 / float64, a table bigram or an n-gram LM at weights -0.5..1,
-  beta, token beam, blank collapse, beam threshold.
+  beta, token beam, blank collapse, beam threshold;
+- ``streaming``: CTC beam or ALSD++ / AES++ / WIND beam on either engine, transducer greedy (the torch
+  engine: the C++ greedy decodes whole utterances only), the same
+  inputs in random chunks against the whole utterances (the decoders' ``init_state`` / ``advance`` /
+  ``finalize``);
+- ``wfst``: WFST token passing, native against torch, on random small graphs, whole and in chunks;
+- ``ctc-word-lm``: the CTC prefix beam search with a word-level LM (and a token LM, boosting), native
+  against torch against the oracle;
+- ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one.
 
 A case passes when every decoder returns and all agree (tokens, frames, durations; scores within 1e-4
 absolute for float64, 1e-3 relative for float32 inputs); an error passes only where the oracle raises the
@@ -50,8 +58,8 @@ from asrdecode import ctc  # noqa: E402
 from asrdecode.lm import NGramLM  # noqa: E402
 from asrdecode.lm.boosting import BoostingTree  # noqa: E402
 from asrdecode.transducer import _checks  # noqa: E402
-from asrdecode.transducer.beam import beam_search  # noqa: E402
-from asrdecode.transducer.greedy import greedy  # noqa: E402
+from asrdecode.transducer.beam import BeamSearchDecoder, beam_search  # noqa: E402
+from asrdecode.transducer.greedy import GreedyDecoder, greedy  # noqa: E402
 from asrdecode.transducer.reference import reference_greedy  # noqa: E402
 from asrdecode.transducer.reference_beam import reference_beam_search  # noqa: E402
 from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search  # noqa: E402
@@ -202,8 +210,159 @@ def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "ctc-beam"
 
 
+def _bounds(r: random.Random, frames: int) -> list[int]:
+    """Chunk edges ``0 = e0 < ... < en = frames`` (an empty chunk allowed as the first)."""
+    cuts = sorted({r.randint(1, max(frames - 1, 1)) for _ in range(r.randint(0, 4))} - {frames}) if frames > 1 else []
+    return [0, *cuts, frames]
+
+
+def streaming(r: random.Random, res: Resources, seed: int) -> str:
+    """A decoder's chunked search (random chunk edges, each utterance's last chunk marked final where the
+    decoder takes the flag) equals its whole-utterance search: CTC beam, transducer greedy and beam, each
+    on either engine."""
+    kind = r.choice(["ctc-beam", "transducer-greedy", "transducer-beam"])
+    engine = "torch" if kind == "transducer-greedy" else r.choice(["native", "torch"])  # (C++ greedy: whole only)
+    float32 = r.random() < 0.5
+    batch = r.randint(1, 3)
+    if kind == "ctc-beam":
+        vocab = r.randint(3, 8)
+        blank = seed % vocab
+        frames = r.randint(0, 30)
+        x = peaky_log_probs(seed, batch, frames, vocab, blank, peak=r.choice([4.0, 12.0, 30.0]),
+                            dtype=torch.float32 if float32 else torch.float64)
+        lengths = random_lengths(seed, batch, frames)
+        fusion = r.choice([[], [(res.ctc_lm(seed, vocab, blank), r.choice([0.5, -0.4]))]])
+        width = r.randint(1, 6)
+        ctc_dec = ctc.CTCBeamDecoder(blank, beam=width, fusion=fusion, beta=r.choice([0.0, 0.5]),
+                                     token_beam=r.choice([None, 2]), blank_collapse=r.choice([None, 0.9]),
+                                     nbest=min(2, width), engine=engine)
+        whole = ctc_dec.decode(x, lengths)
+        ctc_state = ctc_dec.init_state(batch, vocab_size=vocab, dtype=x.dtype)
+        edges = _bounds(r, frames)
+        for a, b in zip(edges, edges[1:]):
+            ctc_state = ctc_dec.advance(ctc_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a))
+        streamed = ctc_dec.finalize(ctc_state)
+    else:
+        tdt = kind == "transducer-greedy" and r.random() < 0.4
+        m = _sharp_model(seed, r.choice([1.0, 4.0, 16.0]), r.choice([0.5, 1.0, 2.0]), tdt, float32)
+        frames = r.randint(0, 24)
+        x = random_encoder(seed, batch, frames)
+        x = x.float() if float32 else x
+        lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
+        edges = _bounds(r, frames)
+        if kind == "transducer-greedy":
+            g_dec = GreedyDecoder(m, max_symbols=r.choice([1, 3, 10]), engine=engine)
+            whole = [[h] for h in g_dec.decode(x, lengths)]
+            g_state = g_dec.init_state(batch, dtype=x.dtype)
+            for a, b in zip(edges, edges[1:]):
+                g_state = g_dec.advance(g_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a))
+            streamed = [[h] for h in g_dec.finalize(g_state)]
+        else:
+            method = r.choice(["alsd", "aes", "wind"])
+            beam = r.randint(1, 4)
+            fusion = r.choice([[], [(res.token_lm, r.choice([0.5, -0.4]))]])
+            extra: dict[str, Any] = dict(window=r.randint(1, 6)) if method == "wind" else {}
+            b_dec = BeamSearchDecoder(m, beam=beam, method=method, fusion=fusion, max_symbols=r.choice([1, 2, 3]),
+                                      pruning=r.choice(["late", "early"]), nbest=beam, engine=engine, **extra)
+            whole = b_dec.decode(x, lengths)
+            b_state = b_dec.init_state(batch, x.shape[-1], dtype=x.dtype)
+            for a, b in zip(edges, edges[1:]):
+                b_state = b_dec.advance(b_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a),
+                                        final=lengths <= b)
+            streamed = b_dec.finalize(b_state)
+    label = f"streaming {kind} {engine} {'f32' if float32 else 'f64'} B={batch} edges={edges}"
+    for b in range(batch):
+        _same(streamed[b], whole[b], float32, f"{label}: streamed vs whole, utterance {b}")
+    return "streaming"
+
+
+def wfst(r: random.Random, res: Resources, seed: int) -> str:
+    """WFST token passing, native against torch: a random small graph (``test_wfst_native.random_graph``),
+    emissions scaled 1-20 before the log-softmax, whole and in chunks (switching engines between chunks), with
+    per-utterance word boosts, n-best lists."""
+    from test_wfst_native import _decoders, random_graph
+
+    g = random_graph(seed)
+    batch, frames = r.randint(1, 3), r.randint(0, 16)
+    gen = torch.Generator().manual_seed(seed)
+    lp = (torch.randn(batch, frames, g.vocab_size + 1, generator=gen) * r.choice([1.0, 3.0, 8.0, 20.0])).log_softmax(-1)
+    lengths = torch.randint(0, frames + 1, (batch,), generator=gen)
+    boosts = [r.choice([None, {"w1": 1.5, "w3": -0.7}, {"w2": 4.0}]) for _ in range(batch)] if r.random() < 0.5 else None
+    nat, ten = _decoders(g, seed)
+    label = f"wfst seed={seed} B={batch} T={frames} boosts={boosts}"
+    want = ten(lp, lengths, boosts=boosts, nbest=2)
+    got = nat(lp, lengths, boosts=boosts, nbest=2)
+    state = nat.init_state(batch, boosts=boosts, lattice=True)
+    edges = _bounds(r, frames)
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        (nat if i % 2 == 0 else ten).advance(state, lp[:, a:b], (lengths - a).clamp(min=0, max=b - a))
+    streamed = nat.hypotheses(state, nbest=2)
+    for b in range(batch):
+        _same(got[b], want[b], True, f"{label}: native vs torch, utterance {b}")
+        _same(streamed[b], want[b], True, f"{label}: streamed {edges} vs whole, utterance {b}")
+    return "wfst"
+
+
+def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
+    """The CTC prefix beam search with a word-level n-gram LM (``test_lm_word.build``: a random vocabulary
+    of word pieces, lookahead, a lexicon, a word bonus) plus a token LM and boosting, on peaked emissions:
+    native against torch against the oracle, at positive and negative word-LM weights."""
+    from test_lm_word import STYLES, build
+
+    folder = res.folder / f"word_{seed}"
+    folder.mkdir()
+    lm, _, pieces, blank = build(folder, seed, r.choice(STYLES), lookahead=r.random() < 0.5,
+                                 lexicon=r.random() < 0.5, unweighted_word_bonus=r.choice([0.0, 0.5, -1.0]))
+    V = len(pieces)
+    batch, frames, beam = r.randint(1, 3), r.randint(0, 14), r.randint(1, 5)
+    float32 = r.random() < 0.5
+    lp = peaky_log_probs(seed, batch, frames, V, blank, peak=r.choice([4.0, 12.0, 25.0]),
+                         dtype=torch.float32 if float32 else torch.float64)
+    lens = random_lengths(seed, batch, frames)
+    fusion: list = [(lm, r.choice([0.7, 0.3, -0.5]))]
+    if r.random() < 0.5:
+        fusion.append((res.ctc_lm(seed, V, blank), r.choice([0.3, -0.3])))
+    if r.random() < 0.3:
+        fusion.append((BoostingTree.from_token_sequences([[t for t in range(V) if t != blank][:2]], vocab_size=V,
+                                                         blank_id=blank), 0.5))
+    kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.3]), token_beam=r.choice([None, 2]),
+                              nbest=beam, blank_collapse=r.choice([None, "weak"]))
+    label = f"ctc word LM V={V} blank={blank} {'f32' if float32 else 'f64'} B={batch} T={frames} {kw | {'fusion': len(fusion)}}"
+    native = ctc.beam_search(lp, lens, blank, engine="native", **kw)
+    tensor = ctc.beam_search(lp, lens, blank, engine="torch", **kw)
+    ref = ctc.reference_beam_search(lp, lens, blank, **kw)
+    for b in range(batch):
+        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
+        _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
+    return "ctc-word-lm"
+
+
+def modified_beam(r: random.Random, res: Resources, seed: int) -> str:
+    """sherpa-onnx's modified beam search (``models.sherpa_search``): the C++ engine against the Python one
+    on LSTM transducers with joints scaled 2-16, beam 1-8, an unknown-token id, length normalisation
+    (near-ties at the cut allowed: ``test_native_modified_beam._same_lists``)."""
+    from asrdecode.models.sherpa_search import modified_beam_search
+    from test_native_modified_beam import _lstm_model, _same_lists
+
+    vocab = r.randint(2, 24)
+    t = _lstm_model(seed, vocab, r.randint(1, 2), r.randint(0, 23))
+    with torch.no_grad():
+        t.joint_out.weight.mul_(r.choice([1.0, 4.0, 8.0]))
+    lens = [r.randint(0, 25) for _ in range(r.randint(1, 4))]
+    enc = torch.randn(len(lens), max(lens), 10, generator=torch.Generator().manual_seed(seed)) * 2
+    kw: dict[str, Any] = dict(beam=r.choice([1, 2, 4, 8]), unk_id=r.choice([None, r.randint(0, vocab - 1)]),
+                              length_norm=r.random() < 0.5)
+    try:
+        _same_lists(modified_beam_search(t, enc, lens, engine="native", **kw),
+                    modified_beam_search(t, enc, lens, engine="torch", **kw))
+    except AssertionError as err:
+        raise Disagreement(f"modified beam vocab={vocab} lens={lens} {kw}: {err}") from err
+    return "modified-beam"
+
+
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
-    "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam}
+    "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
+    "streaming": streaming, "wfst": wfst, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

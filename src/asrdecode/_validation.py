@@ -49,8 +49,14 @@ def weights_versions(tensors: Sequence[torch.Tensor]) -> list[tuple[int, int]]:
     ``torch.inference_mode``: it keeps no counter, and can be changed in place there) ``(-1, the sum of its
     elements' bit patterns)``: one pass over it (0.3 ms for demo-rnnt's 0.8 M weights on one CPU thread),
     the sums of all of them read in one host read."""
-    out = [(-1, 0) if t.is_inference() else (t._version, 0) for t in tensors]
-    frozen = [i for i, t in enumerate(tensors) if t.is_inference()]
+    out: list[tuple[int, int]] = []
+    frozen: list[int] = []
+    for i, t in enumerate(tensors):
+        if t.is_inference():
+            frozen.append(i)
+            out.append((-1, 0))
+        else:
+            out.append((t._version, 0))
     if frozen:
         sums = torch.stack([_bit_sum(tensors[i]).to(tensors[frozen[0]].device) for i in frozen]).tolist()
         for i, total in zip(frozen, sums):

@@ -29,6 +29,7 @@ scorer whose states are not int64 columns (a neural LM's hidden state) changes o
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
@@ -173,7 +174,7 @@ class FusionScorer:
         nexts = []
         for i, (m, w) in enumerate(self.fusion):
             sc, nx = m.advance(states[:, i].contiguous())
-            term = (sc if sc.dtype == dtype else sc.to(dtype)) * w
+            term = weigh(sc if sc.dtype == dtype else sc.to(dtype), w)
             total = term if total is None else total.add_(term)
             nexts.append(nx)
         assert total is not None  # self.models is not empty
@@ -204,7 +205,7 @@ class FusionScorer:
             else:
                 sc, nx = m.advance(s)
                 sc, nx = sc.gather(1, tokens), nx.gather(1, tokens)
-            term = sc.to(dtype) * w
+            term = weigh(sc.to(dtype), w)
             total = term if total is None else total.add_(term)
             nexts.append(nx)
         assert total is not None  # self.models is not empty
@@ -253,7 +254,7 @@ class FusionScorer:
         """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""
         total = None
         for i, (m, w) in enumerate(self.fusion):
-            term = m.final(states[:, i].contiguous()).to(dtype) * w
+            term = weigh(m.final(states[:, i].contiguous()).to(dtype), w)
             total = term if total is None else total.add_(term)
         if total is None:
             return torch.zeros(states.shape[0], dtype=dtype, device=states.device)
@@ -285,10 +286,26 @@ class PreparedFusion:
         self.ready.run()
         sc = self.scores_view if self.same_dtype else self.scores_view.to(self.dtype)
         if torch.compiler.is_compiling():
-            self.out.copy_(sc * self.weight)  # (Dynamo breaks the graph at a strided out=)
-        else:
+            self.out.copy_(weigh(sc, self.weight))  # (Dynamo breaks the graph at a strided out=)
+        elif self.weight > 0:
             torch.mul(sc, self.weight, out=self.out)
+        else:  # (a forbidden token stays forbidden: weigh)
+            torch.where(sc == -math.inf, sc, sc * self.weight, out=self.out)
         return self.next
+
+
+def weigh(scores: torch.Tensor, weight: float) -> torch.Tensor:
+    """A fusion model's ``scores`` at ``weight``: ``weight * scores``, except that ``-inf`` (the model forbids
+    the token: a word a lexicon-mode LM cannot spell) stays ``-inf`` at a weight ``<= 0``, where the product
+    would be ``+inf`` (every search would take the forbidden token) or NaN. Every engine weighs so."""
+    if weight > 0:
+        return scores * weight
+    return torch.where(scores == -math.inf, scores, scores * weight)
+
+
+def weigh_float(score: float, weight: float) -> float:
+    """:func:`weigh` of one Python float (the oracles)."""
+    return score if score == -math.inf and weight <= 0 else weight * score
 
 
 def gather_next_states(next_states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

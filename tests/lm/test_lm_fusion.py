@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from asrdecode.errors import DecodingInputError
-from asrdecode.fusion import FusionModel, FusionScorer, check_fusion, gather_next_states
+from asrdecode.fusion import FusionModel, FusionScorer, check_fusion, gather_next_states, weigh, weigh_float
 from asrdecode.lm import BoostingTree, NGramLM, TokenMap, estimate_arpa, find_kenlm_tool, read_arpa
 
 V, BLANK = 6, 5
@@ -149,3 +149,56 @@ def test_estimate_bad_input(tmp_path):
         estimate_arpa(["a", 3], 2, tmp_path / "x.arpa")
     with pytest.raises(FileNotFoundError):
         estimate_arpa(["a b"], 2, tmp_path / "x.arpa", lmplz=tmp_path / "no-such-lmplz")
+
+
+@pytest.mark.parametrize("weight", [0.7, 0.0, -0.4])
+def test_a_forbidden_token_stays_forbidden_at_any_weight(weight):
+    """``weigh``: ``weight * score``, but a model's ``-inf`` (it forbids the token) stays ``-inf`` at a weight
+    <= 0 (the product would be +inf or NaN); the float version agrees element by element."""
+    scores = torch.tensor([[-1.5, -math.inf, 0.0, -20.0]], dtype=torch.float64)
+    got = weigh(scores, weight)
+    assert not bool(torch.isnan(got).any()) and float(got[0, 1]) == -math.inf
+    assert got[0, [0, 2, 3]].tolist() == pytest.approx((scores[0, [0, 2, 3]] * weight).tolist())
+    assert [weigh_float(x, weight) for x in scores[0].tolist()] == got[0].tolist()
+
+
+class _Forbids:
+    """A fusion model forbidding token 2 from every state (score -inf), 0 elsewhere; no end score."""
+
+    def __init__(self, vocab: int, blank: int) -> None:
+        self.vocab_size, self.blank_id = vocab, blank
+
+    def initial_states(self, n, device=None):
+        return torch.zeros(n, dtype=torch.long, device=device)
+
+    def advance(self, states):
+        sc = torch.zeros(states.shape[0], self.vocab_size)
+        sc[:, 2] = -math.inf
+        return sc, states[:, None].expand(-1, self.vocab_size).clone()
+
+    def final(self, states):
+        return torch.zeros(states.shape[0])
+
+
+@pytest.mark.parametrize("weight", [0.5, -0.5])
+def test_scorers_and_searches_keep_a_forbidden_token_out_at_a_negative_weight(weight):
+    """The scorer's advance, score_tokens and prepared run weigh alike; the CTC beam search on either engine
+    and its oracle never emit the forbidden token, also where the emissions favour it."""
+    from asrdecode import ctc
+
+    model = _Forbids(4, 0)
+    scorer = FusionScorer([(model, weight)], 4, 0)
+    st = scorer.initial(3, torch.device("cpu"))
+    sc, _ = scorer.advance(st)
+    assert float(sc[0, 2]) == -math.inf and not bool(torch.isnan(sc).any())
+    tok, _ = scorer.score_tokens(st, torch.tensor([[2, 1]] * 3))
+    assert tok[:, 0].tolist() == [-math.inf] * 3
+    out = torch.empty(3, 4)
+    scorer.prepare(st, out).run()
+    assert torch.equal(out, sc)
+    lp = torch.log_softmax(torch.tensor([[[0.0, 0.0, 6.0, 0.0]] * 5]), -1)  # token 2 favoured on every frame
+    for engine in ("torch", "native"):
+        hyps = ctc.beam_search(lp, None, 0, beam=3, fusion=[(model, weight)], engine=engine)[0]
+        assert hyps and all(2 not in h.tokens and h.score > -math.inf for h in hyps), engine
+    ref = ctc.reference_beam_search(lp, None, 0, beam=3, fusion=[(model, weight)])[0]
+    assert all(2 not in h.tokens for h in ref)

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..configs import CTCBeamConfig, takes_config
-from ..fusion import FusionModel, FusionScorer, check_fusion
+from ..fusion import FusionModel, FusionScorer, check_fusion, weigh_float
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_beam_search_args
 from .beam import parse_collapse
@@ -108,7 +108,7 @@ def _decode_one(
                 else:
                     fscore = h.fscore
                     for (_, weight), (sc, _) in zip(fusion, rows):
-                        fscore += weight * sc[k]
+                        fscore += weigh_float(sc[k], weight)
                     states = tuple(nx[k] for _, nx in rows)
                     nxt[new] = _Entry(NEG, acoustic, fscore, states, h.times + (frame,), acoustic)
         ranked = sorted(((score(p, e), p) for p, e in nxt.items()), key=lambda se: se[0], reverse=True)
@@ -120,10 +120,13 @@ def _decode_one(
     for prefix, h in hyps.items():
         s = score(prefix, h)
         for i, (_, weight) in enumerate(fusion):
-            s += weight * cache.final(i, h.fstates[i])
+            s += weigh_float(cache.final(i, h.fstates[i]), weight)
         finals.append((s, prefix, h))
     finals.sort(key=lambda x: x[0], reverse=True)
-    return [Hypothesis(tokens=list(p), timestamps=list(h.times), score=s) for s, p, h in finals[:nbest]]
+    # as the engines: a prefix the end-of-sentence scores make impossible (a word a lexicon-mode LM cannot
+    # finish) leaves the list; when none is left, one empty hypothesis with score -inf
+    possible = [Hypothesis(tokens=list(p), timestamps=list(h.times), score=s) for s, p, h in finals[:nbest] if s > NEG]
+    return possible or [Hypothesis(tokens=[], timestamps=[], score=NEG)]
 
 
 @takes_config(CTCBeamConfig)

@@ -253,9 +253,9 @@ class CtcBeam {
         int64_t nx;
         if (!model_score(k, b, j, fs_j[k], tok, &sc, &nx)) return static_cast<int>(-1 - k);
         if (own)
-          lm = k == 0 ? sc * w_[k] : lm + sc * w_[k];
+          lm = k == 0 ? asrd::weigh(sc, w_[k]) : lm + asrd::weigh(sc, w_[k]);
         else
-          v = std::fma(w_[k], sc, v);
+          v = sc == ninf && !(w_[k] > T(0)) ? ninf : std::fma(w_[k], sc, v);
         if (k < kInlineModels) {
           c.score[k] = static_cast<double>(sc);
           c.next[k] = nx;
@@ -313,7 +313,7 @@ class CtcBeam {
       } else if (!model_score(m, b, src, fs_src[m], tok, &s, &nx)) {
         return bad_state(m, fs_src[m]);
       }
-      lm = m == 0 ? s * w_[m] : lm + s * w_[m];
+      lm = m == 0 ? asrd::weigh(s, w_[m]) : lm + asrd::weigh(s, w_[m]);
       nx_[static_cast<size_t>(m)] = nx;
     }
     r.p_b[k] = ninf;
@@ -586,7 +586,7 @@ std::string ctc_finalize(const CtcFinalArgs& a) {
           } else {
             f = static_cast<const T*>(d.rows_scores)[at];
           }
-          const T term = f * static_cast<T>(d.weight);
+          const T term = asrd::weigh(f, static_cast<T>(d.weight));
           total = m == 0 ? term : total + term;
         }
         s = s + total;

@@ -64,6 +64,12 @@ inline bool valid_hash(int64_t h) { return h >= 0 && (h >> 32) < kHashM1 && (h &
 template <typename T>
 inline T neg_inf() { return -std::numeric_limits<T>::infinity(); }
 
+// A fusion model's score s at weight w: s * w, except that -inf (the model forbids the token: a word a
+// lexicon-mode LM cannot spell) stays -inf at a weight <= 0, where the product would be +inf or NaN
+// (fusion.py's weigh; the oracles' too).
+template <typename T>
+inline T weigh(T s, T w) { return (s == neg_inf<T>() && !(w > T(0))) ? s : s * w; }
+
 // torch.logaddexp's formula (equal infinities pass through).
 template <typename T>
 inline T log_add_exp(T a, T b) {

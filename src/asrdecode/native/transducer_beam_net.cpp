@@ -411,7 +411,7 @@ class Search {
       } else if (!asrd::word_lm_final(*d.word, state, &f)) {
         return false;
       }
-      const float term = f * static_cast<float>(d.weight);
+      const float term = asrd::weigh(f, static_cast<float>(d.weight));
       total = m == 0 ? term : total + term;
     }
     *out = total;

@@ -50,7 +50,7 @@ class Fusion {
       T s;
       int64_t nx;
       if (!model_score(i, row, st[i], tok, &s, &nx)) return false;
-      const T term = s * w_[i];
+      const T term = weigh(s, w_[i]);
       total = i == 0 ? term : total + term;
     }
     *out = total;
