@@ -8,7 +8,8 @@ Each case draws an entry point and its settings:
   in float32 from about 17 nats), float64 or float32, fusion none / token LM / token LM plus a table
   bigram at a negative weight (an internal-LM subtraction) / a negative LM alone / per-utterance boosting,
   either blank scoring, either pruning, beta in -0.5..0.8, cap 1-4;
-- ``transducer-greedy``: label-looping greedy, ``native`` and ``torch``, against ``reference_greedy``;
+- ``transducer-greedy``: label-looping (also WIND, window 2-9) and frame-looping greedy, ``native`` and
+  ``torch``, against ``reference_greedy``;
 - ``ctc-beam``: the prefix beam search, ``native`` and ``torch`` against ``reference_beam_search``, peaked
   emissions (peak up to 40 nats), float32 / float64, a table bigram or an n-gram LM at weights -0.5..1,
   beta, token beam, blank collapse, beam threshold;
@@ -170,9 +171,13 @@ def transducer_greedy(r: random.Random, res: Resources, seed: int) -> str:
     enc = random_encoder(seed, batch, frames)
     enc = enc.float() if float32 else enc
     lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
-    label = f"greedy {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} T={frames} cap={cap}"
-    tensor = greedy(m, enc, lengths, max_symbols=cap, engine="torch")
-    native = greedy(m, enc, lengths, max_symbols=cap, engine="native") if float32 else tensor  # (C++: float32)
+    loop = r.choice(["labels", "labels", "frames"])
+    window = r.randint(2, 9) if loop == "labels" and not tdt and r.random() < 0.5 else 1  # (WIND: RNN-T labels)
+    opts: dict[str, Any] = dict(max_symbols=cap, loop=loop, window=window,
+                                precompute_projections=r.random() < 0.8)
+    label = f"greedy {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} T={frames} {opts}"
+    tensor = greedy(m, enc, lengths, engine="torch", **opts)
+    native = greedy(m, enc, lengths, engine="native", **opts) if float32 else tensor  # (C++: float32)
     for b in range(batch):
         _same([native[b]], [tensor[b]], float32, f"{label}: native vs torch, utterance {b}")
         ref = reference_greedy(m, enc[b, : int(lengths[b])], cap)
