@@ -18,6 +18,8 @@ Each case draws an entry point and its settings:
   inputs in random chunks against the whole utterances (the decoders' ``init_state`` / ``advance`` /
   ``finalize``);
 - ``wfst``: WFST token passing, native against torch, on random small graphs, whole and in chunks;
+- ``tlg``: TLG graphs built from random lexicons and bigram ARPAs (either topology), the WFST decoder at an
+  unbounded beam on either engine against the exhaustive search;
 - ``ctc-word-lm``: the CTC prefix beam search with a word-level LM (and a token LM, boosting), native
   against torch against the oracle;
 - ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import random
 import sys
 import tempfile
@@ -308,6 +311,45 @@ def wfst(r: random.Random, res: Resources, seed: int) -> str:
     return "wfst"
 
 
+def tlg(r: random.Random, res: Resources, seed: int) -> str:
+    """A TLG built from a random lexicon (2-6 words over 2-3 tokens, homophones allowed) and a random bigram
+    ARPA, compact or normal topology: the WFST decoder at an unbounded beam, native and torch, against the
+    exhaustive search over every alignment and graph path (``test_ctc_wfst.exhaustive_best``; T <= 5)."""
+    from test_ctc_wfst import exhaustive_best
+
+    from asrdecode.ctc.wfst import WFSTDecoder, build_tlg
+    from asrdecode.lm import ArpaModel
+
+    V = r.randint(3, 4)
+    blank = r.randrange(V)
+    tokens = [t for t in range(V) if t != blank]
+    lexicon = {f"w{i}": [r.choice(tokens) for _ in range(r.randint(1, 3))] for i in range(r.randint(2, 6))}
+    words = list(lexicon)
+    grams: dict[tuple[str, ...], tuple[float, float | None]] = {
+        ("<s>",): (-99.0, r.uniform(-0.5, 0.0)), ("</s>",): (r.uniform(-2.0, -0.2), None)}
+    for w in words:
+        grams[(w,)] = (r.uniform(-2.0, -0.2), r.uniform(-0.5, 0.0))
+    for _ in range(r.randint(0, 6)):
+        grams[(r.choice(["<s>", *words]), r.choice([*words, "</s>"]))] = (r.uniform(-1.0, -0.05), None)
+    g = build_tlg(V, lexicon, ArpaModel.from_dict(grams), topology=r.choice(["compact", "normal"]), blank_id=blank)
+    batch, frames = r.randint(1, 2), r.randint(1, 5)
+    gen = torch.Generator().manual_seed(seed)
+    lp = (torch.randn(batch, frames, V, generator=gen) * r.choice([1.0, 2.0, 4.0])).log_softmax(-1)
+    lengths = torch.tensor([frames] + [r.randint(1, frames) for _ in range(batch - 1)])
+    label = f"tlg V={V} blank={blank} {g.topology} lexicon={lexicon} B={batch} T={frames}"
+    for engine in ("native", "torch"):
+        hyps = WFSTDecoder(g, beam=1e9, engine=engine)(lp, lengths)
+        for b in range(batch):
+            score, best_words, best_tokens = exhaustive_best(g, lp[b, : int(lengths[b])])
+            got = ([w for w, _, _ in hyps[b].words], hyps[b].tokens)
+            if score == -math.inf:
+                continue  # no path: the decoder's fallback (no words) is checked by the suite
+            if got != (best_words, best_tokens) or abs(hyps[b].score - score) > 1e-4:
+                raise Disagreement(f"{label}: {engine} vs exhaustive search, utterance {b}:\n  got  {got} "
+                                   f"{hyps[b].score}\n  want {(best_words, best_tokens)} {score}")
+    return "tlg"
+
+
 def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
     """The CTC prefix beam search with a word-level n-gram LM (``test_lm_word.build``: a random vocabulary
     of word pieces, lookahead, a lexicon, a word bonus) plus a token LM and boosting, on peaked emissions:
@@ -367,7 +409,7 @@ def modified_beam(r: random.Random, res: Resources, seed: int) -> str:
 
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
-    "streaming": streaming, "wfst": wfst, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam}
+    "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:
