@@ -22,7 +22,9 @@ Each case draws an entry point and its settings:
   unbounded beam on either engine against the exhaustive search;
 - ``ctc-word-lm``: the CTC prefix beam search with a word-level LM (and a token LM, boosting), native
   against torch against the oracle;
-- ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one.
+- ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one;
+- ``nemo-beam``: NeMo's beam search (sherpa-onnx's port), the C++ engine against the Python one, near-ties
+  at a cut measured (``tests/near_ties.py``).
 
 A case passes when every decoder returns and all agree (tokens, frames, durations; scores within 1e-4
 absolute for float64, 1e-3 relative for float32 inputs); an error passes only where the oracle raises the
@@ -407,9 +409,36 @@ def modified_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "modified-beam"
 
 
+def nemo_beam(r: random.Random, res: Resources, seed: int) -> str:
+    """NeMo's beam search as sherpa-onnx runs it (``models.sherpa_nemo_search``, RNN-T and TDT): the C++ engine
+    against the Python one on LSTM transducers with joints scaled 1-8; a difference passes only where the
+    Python search came within ``near_ties.TIE_ULPS`` float32 ulps of a tie at one of its cuts."""
+    from asrdecode.models.sherpa_nemo_search import nemo_beam_search
+    from near_ties import TIE_ULPS, nemo_search_margin_ulps
+    from test_native_nemo_beam import _model, _same_lists
+
+    vocab = r.randint(2, 24)
+    t = _model(seed, vocab, r.randint(1, 2), r.randint(0, 23), r.choice([None, None, [0, 1, 2, 3, 4], [0, 2, 3]]))
+    with torch.no_grad():
+        t.joint_out.weight.mul_(r.choice([1.0, 3.0, 8.0]))
+    lens = [r.randint(0, 20) for _ in range(r.randint(1, 4))]
+    enc = torch.randn(len(lens), max(lens), 10, generator=torch.Generator().manual_seed(seed)) * 2
+    kw: dict[str, Any] = dict(beam=r.choice([1, 2, 4, 8]), unk_id=r.choice([None, r.randint(0, vocab - 1)]),
+                              max_symbols=r.choice([1, 3, 10]))
+    got = nemo_beam_search(t, enc, lens, engine="native", **kw)
+    want, margin = nemo_search_margin_ulps(t, enc, lens, **kw)
+    try:
+        _same_lists(got, want)
+    except AssertionError as err:
+        if margin > TIE_ULPS:
+            raise Disagreement(f"nemo beam vocab={vocab} lens={lens} {kw} (cut margin {margin:.1f} ulps): {err}") from err
+    return "nemo-beam"
+
+
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
-    "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam}
+    "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam,
+    "nemo-beam": nemo_beam}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

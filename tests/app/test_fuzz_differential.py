@@ -25,7 +25,7 @@ def res(tmp_path_factory):
 @pytest.mark.parametrize("entry,case", [("ctc-beam", 109), ("transducer-beam", 0), ("transducer-greedy", 7),
                                         ("ctc-word-lm", 10776), ("ctc-word-lm", 10782), ("streaming", 0),
                                         ("streaming", 1), ("streaming", 2), ("wfst", 0), ("tlg", 0), ("tlg", 1),
-                                        ("modified-beam", 0)])
+                                        ("modified-beam", 0), ("nemo-beam", 0)])
 def test_cases_found_by_the_fuzzer_pass(res, entry, case):
     """ctc-beam:109 (an n-gram LM at a negative weight), the inference-mode models of every transducer case,
     ctc-word-lm:10776 (a lexicon word LM at a negative weight: +inf scores) and 10782 (the oracle kept an
