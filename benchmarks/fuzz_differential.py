@@ -253,7 +253,8 @@ def streaming(r: random.Random, res: Resources, seed: int) -> str:
             ctc_state = ctc_dec.advance(ctc_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a))
         streamed = ctc_dec.finalize(ctc_state)
     else:
-        tdt = kind == "transducer-greedy" and r.random() < 0.4
+        method = r.choice(["alsd", "aes", "wind"])  # (beam)
+        tdt = (kind == "transducer-greedy" or method != "wind") and r.random() < 0.4  # (WIND: RNN-T only)
         m = _sharp_model(seed, r.choice([1.0, 4.0, 16.0]), r.choice([0.5, 1.0, 2.0]), tdt, float32)
         frames = r.randint(0, 24)
         x = random_encoder(seed, batch, frames)
@@ -268,7 +269,6 @@ def streaming(r: random.Random, res: Resources, seed: int) -> str:
                 g_state = g_dec.advance(g_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a))
             streamed = [[h] for h in g_dec.finalize(g_state)]
         else:
-            method = r.choice(["alsd", "aes", "wind"])
             beam = r.randint(1, 4)
             fusion = r.choice([[], [(res.token_lm, r.choice([0.5, -0.4]))]])
             extra: dict[str, Any] = dict(window=r.randint(1, 6)) if method == "wind" else {}
@@ -280,7 +280,7 @@ def streaming(r: random.Random, res: Resources, seed: int) -> str:
                 b_state = b_dec.advance(b_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a),
                                         final=lengths <= b)
             streamed = b_dec.finalize(b_state)
-    label = f"streaming {kind} {engine} {'f32' if float32 else 'f64'} B={batch} edges={edges}"
+    label = f"streaming {kind} {engine} {'f32' if float32 else 'f64'} B={batch} edges={edges} seed={seed}"
     for b in range(batch):
         _same(streamed[b], whole[b], float32, f"{label}: streamed vs whole, utterance {b}")
     return "streaming"
