@@ -190,6 +190,18 @@ def transducer_greedy(r: random.Random, res: Resources, seed: int) -> str:
     return "transducer-greedy"
 
 
+def _ctc_three_ways(lp: torch.Tensor, lens: torch.Tensor, blank: int, kw: dict[str, Any], float32: bool,
+                    label: str) -> None:
+    """The CTC prefix beam search of ``lp [B, T, V]`` on the native engine equals the tensor engine's and the
+    oracle's."""
+    native = ctc.beam_search(lp, lens, blank, engine="native", **kw)
+    tensor = ctc.beam_search(lp, lens, blank, engine="torch", **kw)
+    ref = ctc.reference_beam_search(lp, lens, blank, **kw)
+    for b in range(lp.shape[0]):
+        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
+        _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
+
+
 def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
     vocab = r.randint(3, 9)
     blank = seed % vocab
@@ -211,12 +223,7 @@ def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
                               beam_threshold=r.choice([float("inf"), 20.0, 3.0]))
     label = (f"ctc V={vocab} blank={blank} {'f32' if float32 else 'f64'} peak={peak} B={batch} T={frames} "
              f"fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
-    native = ctc.beam_search(lp, lens, blank, engine="native", **kw)
-    tensor = ctc.beam_search(lp, lens, blank, engine="torch", **kw)
-    ref = ctc.reference_beam_search(lp, lens, blank, **kw)
-    for b in range(batch):
-        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
-        _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
+    _ctc_three_ways(lp, lens, blank, kw, float32, label)
     return "ctc-beam"
 
 
@@ -377,12 +384,7 @@ def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
     kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.3]), token_beam=r.choice([None, 2]),
                               nbest=beam, blank_collapse=r.choice([None, "weak"]))
     label = f"ctc word LM V={V} blank={blank} {'f32' if float32 else 'f64'} B={batch} T={frames} {kw | {'fusion': len(fusion)}}"
-    native = ctc.beam_search(lp, lens, blank, engine="native", **kw)
-    tensor = ctc.beam_search(lp, lens, blank, engine="torch", **kw)
-    ref = ctc.reference_beam_search(lp, lens, blank, **kw)
-    for b in range(batch):
-        _same(native[b], tensor[b], float32, f"{label}: native vs torch, utterance {b}")
-        _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
+    _ctc_three_ways(lp, lens, blank, kw, float32, label)
     return "ctc-word-lm"
 
 
