@@ -77,7 +77,7 @@ class Disagreement(AssertionError):
     """Two decoders of one case differ (the message says which and where)."""
 
 
-def _keys(hyps: list, float32: bool) -> list:
+def _keys(hyps: list) -> list:
     return [(h.tokens, h.timestamps, getattr(h, "durations", None), h.score) for h in hyps]
 
 
@@ -90,7 +90,7 @@ def _close(a: float, b: float, float32: bool) -> bool:
 
 def _same(got: list, want: list, float32: bool, what: str, ordered: bool = True) -> None:
     """Hypothesis lists equal: tokens, frames, durations exactly, scores within the tolerance."""
-    g, w = _keys(got, float32), _keys(want, float32)
+    g, w = _keys(got), _keys(want)
     if not ordered:
         g, w = sorted(g, key=lambda k: (-k[3], k[:3])), sorted(w, key=lambda k: (-k[3], k[:3]))
     if len(g) != len(w) or any(x[:3] != y[:3] or not _close(x[3], y[3], float32) for x, y in zip(g, w)):

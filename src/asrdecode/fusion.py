@@ -287,20 +287,19 @@ class PreparedFusion:
         sc = self.scores_view if self.same_dtype else self.scores_view.to(self.dtype)
         if torch.compiler.is_compiling():
             self.out.copy_(weigh(sc, self.weight))  # (Dynamo breaks the graph at a strided out=)
-        elif self.weight > 0:
-            torch.mul(sc, self.weight, out=self.out)
-        else:  # (a forbidden token stays forbidden: weigh)
-            torch.where(sc == -math.inf, sc, sc * self.weight, out=self.out)
+        else:
+            weigh(sc, self.weight, out=self.out)
         return self.next
 
 
-def weigh(scores: torch.Tensor, weight: float) -> torch.Tensor:
+def weigh(scores: torch.Tensor, weight: float, out: torch.Tensor | None = None) -> torch.Tensor:
     """A fusion model's ``scores`` at ``weight``: ``weight * scores``, except that ``-inf`` (the model forbids
     the token: a word a lexicon-mode LM cannot spell) stays ``-inf`` at a weight ``<= 0``, where the product
-    would be ``+inf`` (every search would take the forbidden token) or NaN. Every engine weighs so."""
+    would be ``+inf`` (every search would take the forbidden token) or NaN. Every engine weighs so. ``out``:
+    written in place (any strides) instead of a new tensor."""
     if weight > 0:
-        return scores * weight
-    return torch.where(scores == -math.inf, scores, scores * weight)
+        return torch.mul(scores, weight, out=out)
+    return torch.where(scores == -math.inf, scores, scores * weight, out=out)
 
 
 def weigh_float(score: float, weight: float) -> float:

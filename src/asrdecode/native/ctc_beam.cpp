@@ -255,7 +255,7 @@ class CtcBeam {
         if (own)
           lm = k == 0 ? asrd::weigh(sc, w_[k]) : lm + asrd::weigh(sc, w_[k]);
         else
-          v = sc == ninf && !(w_[k] > T(0)) ? ninf : std::fma(w_[k], sc, v);
+          v = asrd::weigh_add(sc, w_[k], v);
         if (k < kInlineModels) {
           c.score[k] = static_cast<double>(sc);
           c.next[k] = nx;

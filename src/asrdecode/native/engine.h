@@ -70,6 +70,10 @@ inline T neg_inf() { return -std::numeric_limits<T>::infinity(); }
 template <typename T>
 inline T weigh(T s, T w) { return (s == neg_inf<T>() && !(w > T(0))) ? s : s * w; }
 
+// acc + weigh(s, w) with the product and the sum rounded once (std::fma), by the same rule.
+template <typename T>
+inline T weigh_add(T s, T w, T acc) { return (s == neg_inf<T>() && !(w > T(0))) ? s : std::fma(w, s, acc); }
+
 // torch.logaddexp's formula (equal infinities pass through).
 template <typename T>
 inline T log_add_exp(T a, T b) {

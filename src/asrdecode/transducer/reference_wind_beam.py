@@ -183,15 +183,14 @@ def _window_terms(s: _Search, h: _Hyp, t0: int, n: int) -> _Terms:
         raise DecodingInputError("model.joint produced NaN or inf logits")
     lp_t = torch.log_softmax(logits, dim=-1)
     lp = lp_t.tolist()
-    log_nb = log_nonblank(lp_t, blank)[:, 0].tolist() if weighted else [0.0] * n
+    nonblank = (lam * log_nonblank(lp_t, blank)[:, 0]).tolist() if weighted else [0.0] * n  # per frame
     lm_t, lm_next = s.scorer.advance(h.lm_states, dtype=torch.float64)
     lm = lm_t[0].tolist()
     label: list[list[float]] = []
     acoustic: list[list[float]] = []
     before = before_ac = 0.0  # blanks on the frames before j: fused, acoustic only
     for j in range(n):
-        nonblank = lam * log_nb[j] if weighted else 0.0
-        label.append([before + lp[j][v] + nonblank + lm[v] + s.beta for v in range(V)])
+        label.append([before + lp[j][v] + nonblank[j] + lm[v] + s.beta for v in range(V)])
         acoustic.append([before_ac + lp[j][v] for v in range(V)])
         before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
         before_ac += lp[j][blank]
