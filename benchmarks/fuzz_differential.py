@@ -17,14 +17,20 @@ Each case draws an entry point and its settings:
   engine: the C++ greedy decodes whole utterances only), the same
   inputs in random chunks against the whole utterances (the decoders' ``init_state`` / ``advance`` /
   ``finalize``);
-- ``wfst``: WFST token passing, native against torch, on random small graphs, whole and in chunks;
+- ``wfst``: WFST token passing, native against torch (n-best; the tensor engine's fixed and dynamic 1-best
+  loops too), on random small graphs, whole and in chunks;
 - ``tlg``: TLG graphs built from random lexicons and bigram ARPAs (either topology), the WFST decoder at an
   unbounded beam on either engine against the exhaustive search;
 - ``ctc-word-lm``: the CTC prefix beam search with a word-level LM (and a token LM, boosting), native
   against torch against the oracle;
 - ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one;
 - ``nemo-beam``: NeMo's beam search (sherpa-onnx's port), the C++ engine against the Python one, near-ties
-  at a cut measured (``tests/near_ties.py``).
+  at a cut measured (``tests/near_ties.py``);
+- ``masked-ctc``: one of the CTC entry points above (prefix beam, streamed, word LM, WFST, TLG) on
+  emissions with masked classes (``-inf``, probability 0: 20-70 % of the entries, each frame keeping one).
+
+Case ``N`` of an entry point draws its settings from its own stream, so a case number keeps its inputs
+when entry points are added.
 
 A case passes when every decoder returns and all agree (tokens, frames, durations; scores within 1e-4
 absolute for float64, 1e-3 relative for float32 inputs); an error passes only where the oracle raises the
@@ -69,7 +75,7 @@ from asrdecode.transducer.greedy import GreedyDecoder, greedy  # noqa: E402
 from asrdecode.transducer.reference import reference_greedy  # noqa: E402
 from asrdecode.transducer.reference_beam import reference_beam_search  # noqa: E402
 from asrdecode.transducer.reference_wind_beam import reference_wind_beam_search  # noqa: E402
-from test_ctc_helpers import TableBigram, peaky_log_probs, random_lengths, random_token_arpa  # noqa: E402
+from test_ctc_helpers import TableBigram, mask_classes, peaky_log_probs, random_lengths, random_token_arpa  # noqa: E402
 from transducer_models import FUSION_BLANK, FUSION_V, random_encoder, random_model, tiny_lm  # noqa: E402
 
 
@@ -95,6 +101,12 @@ def _same(got: list, want: list, float32: bool, what: str, ordered: bool = True)
         g, w = sorted(g, key=lambda k: (-k[3], k[:3])), sorted(w, key=lambda k: (-k[3], k[:3]))
     if len(g) != len(w) or any(x[:3] != y[:3] or not _close(x[3], y[3], float32) for x, y in zip(g, w)):
         raise Disagreement(f"{what}:\n  got  {g}\n  want {w}")
+
+
+def _later(seed: int, k: int = 0) -> random.Random:
+    """A random stream of case ``seed`` apart from the case's own, for the draws added after an entry point
+    was written (masked classes, the WFST 1-best loop): earlier case numbers keep their inputs."""
+    return random.Random(f"later-{k}-{seed}")
 
 
 class Resources:
@@ -202,7 +214,7 @@ def _ctc_three_ways(lp: torch.Tensor, lens: torch.Tensor, blank: int, kw: dict[s
         _same(native[b], ref[b], float32, f"{label}: native vs oracle, utterance {b}")
 
 
-def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
+def ctc_beam(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     vocab = r.randint(3, 9)
     blank = seed % vocab
     batch, frames, beam = r.randint(1, 3), r.randint(0, 14), r.randint(1, 8)
@@ -210,6 +222,7 @@ def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
     peak = r.choice([4.0, 12.0, 25.0, 40.0])
     lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=peak,
                          dtype=torch.float32 if float32 else torch.float64)
+    lp = mask_classes(lp, seed, masked) if masked else lp
     lens = random_lengths(seed, batch, frames)
     fusion_kind = r.choice(["none", "bigram", "lm", "negative-lm", "lm-ilm"])
     weight = r.choice([0.3, 0.7, 1.0])
@@ -221,8 +234,8 @@ def ctc_beam(r: random.Random, res: Resources, seed: int) -> str:
     kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.5, -0.5]), nbest=r.randint(1, beam),
                               token_beam=r.choice([None, None, 1, 2, 4]), blank_collapse=r.choice([None, "weak", 0.9]),
                               beam_threshold=r.choice([float("inf"), 20.0, 3.0]))
-    label = (f"ctc V={vocab} blank={blank} {'f32' if float32 else 'f64'} peak={peak} B={batch} T={frames} "
-             f"fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
+    label = (f"ctc V={vocab} blank={blank} {'f32' if float32 else 'f64'} peak={peak} masked={masked} B={batch} "
+             f"T={frames} fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
     _ctc_three_ways(lp, lens, blank, kw, float32, label)
     return "ctc-beam"
 
@@ -233,11 +246,12 @@ def _bounds(r: random.Random, frames: int) -> list[int]:
     return [0, *cuts, frames]
 
 
-def streaming(r: random.Random, res: Resources, seed: int) -> str:
+def streaming(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     """A decoder's chunked search (random chunk edges, each utterance's last chunk marked final where the
     decoder takes the flag) equals its whole-utterance search: CTC beam, transducer greedy and beam, each
     on either engine."""
     kind = r.choice(["ctc-beam", "transducer-greedy", "transducer-beam"])
+    kind = "ctc-beam" if masked else kind  # (masked classes: CTC emissions)
     engine = "torch" if kind == "transducer-greedy" else r.choice(["native", "torch"])  # (C++ greedy: whole only)
     float32 = r.random() < 0.5
     batch = r.randint(1, 3)
@@ -247,6 +261,7 @@ def streaming(r: random.Random, res: Resources, seed: int) -> str:
         frames = r.randint(0, 30)
         x = peaky_log_probs(seed, batch, frames, vocab, blank, peak=r.choice([4.0, 12.0, 30.0]),
                             dtype=torch.float32 if float32 else torch.float64)
+        x = mask_classes(x, seed, masked) if masked else x
         lengths = random_lengths(seed, batch, frames)
         fusion = r.choice([[], [(res.ctc_lm(seed, vocab, blank), r.choice([0.5, -0.4]))]])
         width = r.randint(1, 6)
@@ -287,28 +302,33 @@ def streaming(r: random.Random, res: Resources, seed: int) -> str:
                 b_state = b_dec.advance(b_state, x[:, a:b], (lengths - a).clamp(min=0, max=b - a),
                                         final=lengths <= b)
             streamed = b_dec.finalize(b_state)
-    label = f"streaming {kind} {engine} {'f32' if float32 else 'f64'} B={batch} edges={edges} seed={seed}"
+    label = f"streaming {kind} {engine} {'f32' if float32 else 'f64'} masked={masked} B={batch} edges={edges} seed={seed}"
     for b in range(batch):
         _same(streamed[b], whole[b], float32, f"{label}: streamed vs whole, utterance {b}")
     return "streaming"
 
 
-def wfst(r: random.Random, res: Resources, seed: int) -> str:
+def wfst(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     """WFST token passing, native against torch: a random small graph (``test_wfst_native.random_graph``),
     emissions scaled 1-20 before the log-softmax, whole and in chunks (switching engines between chunks), with
     per-utterance word boosts, n-best lists."""
     from test_wfst_native import _decoders, random_graph
 
+    from asrdecode.ctc.wfst import WFSTDecoder
+
     g = random_graph(seed)
     batch, frames = r.randint(1, 3), r.randint(0, 16)
     gen = torch.Generator().manual_seed(seed)
     lp = (torch.randn(batch, frames, g.vocab_size + 1, generator=gen) * r.choice([1.0, 3.0, 8.0, 20.0])).log_softmax(-1)
+    lp = mask_classes(lp, seed, masked) if masked else lp
     lengths = torch.randint(0, frames + 1, (batch,), generator=gen)
     boosts = [r.choice([None, {"w1": 1.5, "w3": -0.7}, {"w2": 4.0}]) for _ in range(batch)] if r.random() < 0.5 else None
     nat, ten = _decoders(g, seed)
-    label = f"wfst seed={seed} B={batch} T={frames} boosts={boosts}"
+    label = f"wfst seed={seed} B={batch} T={frames} masked={masked} boosts={boosts}"
     want = ten(lp, lengths, boosts=boosts, nbest=2)
     got = nat(lp, lengths, boosts=boosts, nbest=2)
+    loop = _later(seed, 1).choice(["fixed", "dynamic"])  # the tensor engine's 1-best loops
+    first = WFSTDecoder(g, config=ten.config, loop=loop)(lp, lengths, boosts=boosts)
     state = nat.init_state(batch, boosts=boosts, lattice=True)
     edges = _bounds(r, frames)
     for i, (a, b) in enumerate(zip(edges, edges[1:])):
@@ -316,11 +336,12 @@ def wfst(r: random.Random, res: Resources, seed: int) -> str:
     streamed = nat.hypotheses(state, nbest=2)
     for b in range(batch):
         _same(got[b], want[b], True, f"{label}: native vs torch, utterance {b}")
+        _same([first[b]], want[b][:1], True, f"{label}: torch 1-best ({loop} loop) vs n-best, utterance {b}")
         _same(streamed[b], want[b], True, f"{label}: streamed {edges} vs whole, utterance {b}")
     return "wfst"
 
 
-def tlg(r: random.Random, res: Resources, seed: int) -> str:
+def tlg(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     """A TLG built from a random lexicon (2-6 words over 2-3 tokens, homophones allowed) and a random bigram
     ARPA, compact or normal topology: the WFST decoder at an unbounded beam, native and torch, against the
     exhaustive search over every alignment and graph path (``test_ctc_wfst.exhaustive_best``; T <= 5)."""
@@ -344,8 +365,9 @@ def tlg(r: random.Random, res: Resources, seed: int) -> str:
     batch, frames = r.randint(1, 2), r.randint(1, 5)
     gen = torch.Generator().manual_seed(seed)
     lp = (torch.randn(batch, frames, V, generator=gen) * r.choice([1.0, 2.0, 4.0])).log_softmax(-1)
+    lp = mask_classes(lp, seed, masked) if masked else lp
     lengths = torch.tensor([frames] + [r.randint(1, frames) for _ in range(batch - 1)])
-    label = f"tlg V={V} blank={blank} {g.topology} lexicon={lexicon} B={batch} T={frames}"
+    label = f"tlg V={V} blank={blank} {g.topology} lexicon={lexicon} B={batch} T={frames} masked={masked}"
     for engine in ("native", "torch"):
         hyps = WFSTDecoder(g, beam=1e9, engine=engine)(lp, lengths)
         for b in range(batch):
@@ -359,7 +381,7 @@ def tlg(r: random.Random, res: Resources, seed: int) -> str:
     return "tlg"
 
 
-def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
+def ctc_word_lm(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     """The CTC prefix beam search with a word-level n-gram LM (``test_lm_word.build``: a random vocabulary
     of word pieces, lookahead, a lexicon, a word bonus) plus a token LM and boosting, on peaked emissions:
     native against torch against the oracle, at positive and negative word-LM weights."""
@@ -374,6 +396,7 @@ def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
     float32 = r.random() < 0.5
     lp = peaky_log_probs(seed, batch, frames, V, blank, peak=r.choice([4.0, 12.0, 25.0]),
                          dtype=torch.float32 if float32 else torch.float64)
+    lp = mask_classes(lp, seed, masked) if masked else lp
     lens = random_lengths(seed, batch, frames)
     fusion: list = [(lm, r.choice([0.7, 0.3, -0.5]))]
     if r.random() < 0.5:
@@ -383,7 +406,8 @@ def ctc_word_lm(r: random.Random, res: Resources, seed: int) -> str:
                                                          blank_id=blank), 0.5))
     kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.3]), token_beam=r.choice([None, 2]),
                               nbest=beam, blank_collapse=r.choice([None, "weak"]))
-    label = f"ctc word LM V={V} blank={blank} {'f32' if float32 else 'f64'} B={batch} T={frames} {kw | {'fusion': len(fusion)}}"
+    label = (f"ctc word LM V={V} blank={blank} {'f32' if float32 else 'f64'} masked={masked} B={batch} T={frames} "
+             f"{kw | {'fusion': len(fusion)}}")
     _ctc_three_ways(lp, lens, blank, kw, float32, label)
     return "ctc-word-lm"
 
@@ -437,10 +461,22 @@ def nemo_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "nemo-beam"
 
 
+def masked_ctc(r: random.Random, res: Resources, seed: int) -> str:
+    """A CTC entry point (prefix beam, streamed prefix beam, word LM, WFST, TLG) on emissions with masked
+    classes: 20-70 % of the entries ``-inf`` (probability 0), each frame keeping one, renormalised."""
+    entry = r.choice(["ctc-beam", "streaming", "ctc-word-lm", "wfst", "tlg"])
+    masked = r.choice([0.2, 0.3, 0.6, 0.7])
+    _MASKABLE[entry](r, res, seed, masked)
+    return "masked-ctc"
+
+
+_MASKABLE: dict[str, Callable[[random.Random, Resources, int, float], str]] = {
+    "ctc-beam": ctc_beam, "streaming": streaming, "ctc-word-lm": ctc_word_lm, "wfst": wfst, "tlg": tlg}
+
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
     "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam,
-    "nemo-beam": nemo_beam}
+    "nemo-beam": nemo_beam, "masked-ctc": masked_ctc}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

@@ -27,6 +27,16 @@ def peaky_log_probs(seed: int, batch: int, frames: int, vocab: int, blank: int, 
     return torch.log_softmax(logits, dim=-1).to(dtype)
 
 
+def mask_classes(log_probs: torch.Tensor, seed: int, rate: float) -> torch.Tensor:
+    """``log_probs [B, T, V]`` with about ``rate`` of its entries set to ``-inf`` (classes of probability 0:
+    a masked vocabulary) and each frame renormalised; every frame keeps at least one class."""
+    g = torch.Generator().manual_seed(seed + 11)
+    masked = torch.rand(log_probs.shape, generator=g) < rate
+    keep = torch.randint(0, log_probs.shape[-1], log_probs.shape[:-1], generator=g)
+    masked.scatter_(-1, keep[..., None], False)
+    return torch.log_softmax(log_probs.double().masked_fill(masked, float("-inf")), dim=-1).to(log_probs.dtype)
+
+
 def random_lengths(seed: int, batch: int, frames: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + 7)
     lens = torch.randint(0, frames + 1, (batch,), generator=g)

@@ -239,8 +239,13 @@ def test_pyctcdecode_bad_inputs(files, tmp_path):
         dec.decode(x, lm_start_state=object())
     with pytest.raises(DecodingInputError, match="2 dimensions"):
         dec.decode(x[None])
-    with pytest.raises(DecodingInputError, match="NaN or inf"):
+    with pytest.raises(DecodingInputError, match=r"NaN or \+inf"):
         dec.decode(np.full_like(x, np.nan))
+    masked = x.copy()
+    masked[:, 2] = -np.inf  # a suppressed label: floored at log(1e-15), as pyctcdecode does
+    assert dec.decode(masked) == dec.decode(np.where(np.isinf(masked), -1e30, masked))
+    with pytest.raises(DecodingInputError, match="all -inf"):
+        dec.decode(np.full_like(x, -np.inf))
     with pytest.raises(DecodingInputError, match="float"):
         dec.decode(x.astype(np.int64))
     with pytest.raises(DecodingInputError, match="hotword 'xyz'"):

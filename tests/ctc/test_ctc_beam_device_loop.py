@@ -71,6 +71,23 @@ def test_graph_path_equals_eager_random(tmp_path_factory, seed, batch, frames, n
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("name", ["plain", "token_lm", "lm_token_beam", "lm_collapse_beta", "word_lm"])
+def test_graph_path_equals_eager_on_masked_classes(tmp_path, name):
+    """Emissions with classes of probability 0 (-inf) in the device loop, its padding included."""
+    from test_ctc_helpers import mask_classes
+
+    lp, lens, blank, kw = make_case(name, tmp_path, 5, 5, 23)
+    lp = mask_classes(lp, 5, 0.6)
+    want = _eager(lp, lens, blank, kw)
+    with pytest.MonkeyPatch.context() as mp:
+        emulate_graphs(mp, beam_loop)
+        got = _eager(lp, lens, blank, kw)
+        beam_loop.LOOPS.clear()
+    assert_same(got, want)
+    assert all(lp[b, t, k] > -torch.inf for b, nbest in enumerate(got) for h in nbest
+               for k, t in zip(h.tokens, h.timestamps))
+
+
 def test_streaming_on_the_graph_path_equals_whole(tmp_path, graphs_on_cpu):
     lp, lens, blank, kw = make_case("lm_collapse_beta", tmp_path, 7, 3, 30)
     kw = {k: v for k, v in kw.items() if k != "nbest"}

@@ -298,8 +298,19 @@ def test_bad_inputs(graphs, tmp_path):
         dec(torch.zeros(2, 3, V), boosts=[{}])
     with pytest.raises(DecodingInputError, match="blank"):
         WFSTDecoder(g, blank_id=0)
-    with pytest.raises(DecodingInputError):
+    with pytest.raises(DecodingInputError, match=r"NaN or \+inf"):
         dec(torch.full((1, 3, V), float("nan")))
+    for engine in ("native", "torch"):
+        bad = torch.zeros(2, 3, V)
+        bad[1, 1, 0] = float("inf")
+        with pytest.raises(DecodingInputError, match=r"NaN or \+inf"):
+            WFSTDecoder(g, engine=engine)(bad)
+        bad[1, 1] = -float("inf")
+        with pytest.raises(DecodingInputError, match="all -inf"):
+            WFSTDecoder(g, engine=engine)(bad)
+        WFSTDecoder(g, engine=engine)(bad, torch.tensor([3, 1]))  # ... in padding: not inspected
+        bad[1, 1, 1:] = 0.0  # one class masked: fine
+        WFSTDecoder(g, engine=engine)(bad)
     with pytest.raises(DecodingInputError):
         dec(torch.zeros(1, 3, V), torch.tensor([4]))
 

@@ -119,6 +119,52 @@ def test_native_streamed_in_chunks_equals_whole(seed, chunk):
         _same(x, y)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), rate=st.sampled_from([0.3, 0.7]))
+def test_masked_classes_on_both_engines(seed, rate):
+    """Emissions with classes of probability 0 (-inf): a -inf score is no path on either engine (1-best by
+    the tensor engine's fixed and dynamic loops, n-best, lattices), no token sits on a frame
+    where its class is masked, and where every path is masked the result is the empty fallback."""
+    from test_ctc_helpers import mask_classes
+
+    g = random_graph(seed)
+    lp, lengths, boosts = _inputs(seed, g, 3, 9)
+    lp = mask_classes(lp, seed, rate)
+    nat, ten = _decoders(g, seed)
+    first = ten(lp, lengths, boosts=boosts)
+    _same(nat(lp, lengths, boosts=boosts), first)
+    _same(WFSTDecoder(g, config=ten.config, loop="fixed")(lp, lengths, boosts=boosts), first)
+    a = nat.init_state(3, boosts=boosts, lattice=True)
+    b = ten.init_state(3, boosts=boosts, lattice=True)
+    nat.advance(a, lp, lengths)
+    ten.advance(b, lp, lengths)
+    for x, y in zip(nat._lattices(a), ten._lattices(b)):
+        _same_lattice(x, y)
+    got = nat.hypotheses(a, nbest=3)
+    for u, (x, y) in enumerate(zip(got, ten.hypotheses(b, nbest=3))):
+        _same(x, y)
+        _same(x[:1], [first[u]])
+        for h in x:
+            assert h.score > -np.inf or (h.tokens == [] and h.words == [])
+            assert all(lp[u, t, k] > -np.inf for k, t in zip(h.tokens, h.timestamps))
+
+
+def test_every_path_masked_gives_the_empty_fallback():
+    """A graph that reads only token 1 (blank 0): once token 1 and blank are masked on a frame, no path is
+    left; both engines return one empty hypothesis scored -inf instead of a path of probability 0."""
+    g = DecodingGraph.from_fst_text("0 0 1 0 0.0\n0 1 2 1 0.5\n1 1 2 0 0.0\n1 1 1 0 0.0\n1 0.0", WORDS, 3, 0)
+    lp = torch.full((1, 4, 3), -1.0986123)
+    lp[0, 2, :2] = -np.inf
+    lp[0, 2, 2] = 0.0
+    fine = lp.clone()
+    fine[0, 2] = torch.tensor([-0.5, -1.5, -1.5]).log_softmax(-1)
+    for engine, loop in (("native", "auto"), ("torch", "dynamic"), ("torch", "fixed")):
+        dec = WFSTDecoder(g, engine=engine, beam=1e9, loop=loop)
+        assert dec(fine)[0].words and dec(fine)[0].score > -np.inf
+        for h in (dec(lp)[0], dec(lp, nbest=2)[0][0]):
+            assert h.tokens == [] and h.words == [] and h.score == -np.inf, engine
+
+
 def test_native_on_a_tlg_with_frame_index_and_lattice_output():
     from asrdecode.ctc import blank_collapse
     from asrdecode.ctc.wfst import build_tlg

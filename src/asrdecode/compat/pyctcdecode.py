@@ -44,6 +44,7 @@ from typing import Any, Iterable, Optional, Sequence, cast
 import torch
 
 from .. import ctc
+from ..ctc._checks import check_emission_values
 from ..errors import DecodingInputError, FileFormatError
 from ..lm.arpa import ArpaModel, drop_words, read_arpa
 from ..lm.boosting import BoostingTree
@@ -313,8 +314,7 @@ class BeamSearchDecoderCTC:
         if x.shape[1] != len(self.labels):
             raise DecodingInputError(f"{name} has shape {tuple(x.shape)} but the vocabulary has {len(self.labels)} "
                                      "labels: need (time, vocabulary)")
-        if not bool(torch.isfinite(x).all()):
-            raise DecodingInputError(f"{name} contains NaN or inf")
+        check_emission_values(name, x[None], None)  # -inf (a masked class) passes, as in pyctcdecode: floored
         if x.shape[0] and math.isclose(float(x.sum(1).mean()), 1.0):
             return torch.log(x.clamp(MIN_P, 1.0))
         return torch.log_softmax(x, dim=1).clamp_min(math.log(MIN_P))

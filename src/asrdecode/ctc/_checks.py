@@ -12,7 +12,7 @@ from .. import configs
 from ..errors import DecodingInputError, check_emissions, check_lengths, check_tokenizer_size
 from ..native import _lib
 
-__all__ = ["prepare_log_probs", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
+__all__ = ["prepare_log_probs", "check_emission_values", "check_blank_id", "check_tokenizer", "valid_mask", "MAX_BEAM"]
 
 #: the widest CTC beam (CTCBeamConfig's cap; why: :data:`asrdecode.configs.MAX_BEAM`)
 MAX_BEAM = configs.MAX_BEAM
@@ -53,8 +53,9 @@ def prepare_log_probs(
     The returned emissions are float32 (float64 stays float64). With ``log_softmax=True`` the
     input is taken as logits and normalised; otherwise every valid frame must already be a
     log-probability distribution (``logsumexp`` within a tolerance of 0), which is checked, never
-    guessed. NaN and inf in valid frames are rejected either way. Padding frames (``t >=
-    lengths[b]``) are not inspected.
+    guessed. A ``-inf`` entry is a class of probability 0 (a masked token): it is allowed, and no
+    decoder emits it on that frame. NaN, ``+inf`` and a frame whose classes are all ``-inf`` are
+    rejected either way. Padding frames (``t >= lengths[b]``) are not inspected.
     """
     x = check_emissions(name, log_probs)
     batch, max_len, vocab = x.shape
@@ -62,45 +63,54 @@ def prepare_log_probs(
         raise DecodingInputError(f"{name} must have at least one class, got shape {tuple(x.shape)}")
     every_frame = lengths is None  # no padding: no mask needed
     lens = check_lengths(lengths, batch, max_len, device=x.device)
+    tol = 1e-3 if x.dtype in (torch.float32, torch.float64) else 2e-2  # half precision: its rounding
     if x.dtype != torch.float64:
         x = x.float()
     if x.numel() == 0:
         return x, lens
-    if not log_softmax:
-        native = _lib.log_prob_extremes(x, None if every_frame else lens)
-        if native is not None:
-            _check_extremes(name, log_probs, *native)
-            return x, lens
-    mask = None if every_frame else valid_mask(lens, max_len)
-    if mask is not None and not bool(mask.any()):
-        return x, lens
+    valid_lens = None if every_frame else lens
+    worst = _largest_abs_logsumexp(x, valid_lens)
+    if not math.isfinite(worst):
+        _reject_bad_values(name, x, valid_lens)
     if log_softmax:
-        if not bool(torch.isfinite(x if mask is None else x[mask]).all()):
-            raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
         return torch.log_softmax(x, dim=-1), lens
-    # One logsumexp and one min over the whole tensor (padding included, then masked): a NaN or
-    # +inf makes the largest |logsumexp| non-finite (NaN propagates through max), a -inf shows in
-    # the smallest value.
-    lse = torch.logsumexp(x, dim=-1)
-    lowest = x.amin(dim=-1)
-    if mask is not None:
-        lse, lowest = lse[mask], lowest[mask]
-    worst, low = torch.stack([lse.abs().max(), lowest.min()]).tolist()
-    _check_extremes(name, log_probs, worst, low)
-    return x, lens
-
-
-def _check_extremes(name: str, log_probs: Any, worst: float, low: float) -> None:
-    """The normalisation verdict from the largest |logsumexp| and the smallest value of the valid frames
-    (the native engine computes them in one pass when it is loaded; torch otherwise)."""
-    tol = 1e-3 if log_probs.dtype in (torch.float32, torch.float64) else 2e-2
-    if not (math.isfinite(worst) and math.isfinite(low)):
-        raise DecodingInputError(f"{name} contains NaN or inf values in valid frames")
     if not worst <= tol:
         raise DecodingInputError(
             f"{name} rows are not normalised log-probabilities (largest |logsumexp| = {worst:.3g} > {tol:g}); "
             "pass log_softmax=True to decode raw logits"
         )
+    return x, lens
+
+
+def check_emission_values(name: str, x: torch.Tensor, lengths: torch.Tensor | None) -> None:
+    """Check the values of the valid frames of ``x [B, T, V]`` (``lengths [B]``; ``None``: every frame) for a
+    decoder that takes any scores (the WFST decoder): ``-inf`` entries are allowed (classes of probability
+    0); NaN, ``+inf`` and a frame whose classes are all ``-inf`` raise
+    :class:`~asrdecode.errors.DecodingInputError`. One sum when every value is finite (the usual case)."""
+    if not bool(torch.isfinite(x.sum())):
+        _reject_bad_values(name, x, lengths)
+
+
+def _largest_abs_logsumexp(x: torch.Tensor, lengths: torch.Tensor | None) -> float:
+    """The largest ``|logsumexp|`` of the valid frames of ``x [B, T, V]`` (0 without one); not finite when a
+    valid frame holds a NaN or +inf or only -inf. One pass: the native engine's when it is loaded, one
+    ``logsumexp`` otherwise."""
+    native = _lib.log_prob_extremes(x, lengths)
+    if native is not None:
+        return native[0]
+    lse = torch.logsumexp(x, dim=-1)
+    if lengths is not None:
+        lse = lse[valid_mask(lengths, x.shape[1])]
+    return float(lse.abs().max()) if lse.numel() else 0.0
+
+
+def _reject_bad_values(name: str, x: torch.Tensor, lengths: torch.Tensor | None) -> None:
+    """Raise if a valid frame of ``x [B, T, V]`` holds a NaN or +inf, or only -inf (no class possible)."""
+    valid = x if lengths is None else x[valid_mask(lengths, x.shape[1])]
+    if bool(torch.isnan(valid).any()) or bool(torch.isposinf(valid).any()):
+        raise DecodingInputError(f"{name} contains NaN or +inf values in valid frames")
+    if valid.numel() and bool(torch.isneginf(valid.amax(dim=-1)).any()):
+        raise DecodingInputError(f"{name} has a valid frame whose classes are all -inf (no class is possible)")
 
 
 def check_positive_int(name: str, value: object) -> int:

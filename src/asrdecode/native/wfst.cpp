@@ -5,7 +5,8 @@
 // lattice recording) depends only on the order of one utterance's tokens, which is kept. Per frame:
 //   1. emitting expansion in (token, arc) order: score = ((token + arc) + am[lab]) + boost[word];
 //      a running lower bound of the beam's cut-off (the best token expanded first) skips tokens and
-//      arcs that cannot pass the beam (exact: float addition is monotone);
+//      arcs that cannot pass the beam (exact: float addition is monotone); a candidate scored -inf
+//      (a masked class: probability 0) is no path and never a token, min_active or not;
 //   2. beam (best - beam), recombination by state (highest score, earliest candidate on ties; the
 //      survivors keep their candidates' order), max-active (score, then earlier first);
 //   3. eps_depth epsilon passes: the new tokens' epsilon arcs are appended to the tokens, then
@@ -222,7 +223,9 @@ class Search {
         float arc;
         const float sc = score_of(k, row, &arc);
         if (sc > run) run = sc;
-        if (relax || sc >= run - beam) ec_.push_back(ECand{int32_t(i), row[1], row[2], row[0], sc, arc});
+        // a -inf score (a class of probability 0) is no path: never a token, whatever min_active says
+        if (sc > kNegInf && (relax || sc >= run - beam))
+          ec_.push_back(ECand{int32_t(i), row[1], row[2], row[0], sc, arc});
       }
     }
     // the final cut-off (run is now the best candidate score; min_active: the pruning decides)

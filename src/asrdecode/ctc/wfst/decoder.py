@@ -17,10 +17,10 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ...configs import WFSTConfig, takes_config
-from ...errors import DecodingInputError, check_emissions, check_finite, check_lengths, check_weight
+from ...errors import DecodingInputError, check_emissions, check_lengths, check_weight
 from ...results import Hypothesis
 from ...native import wfst as native_wfst
-from .._checks import check_float
+from .._checks import check_emission_values, check_float
 from ...native.choice import use_native
 from . import fixed as _fixed
 from .graph import DecodingGraph
@@ -30,6 +30,7 @@ from .stream_state import History, Tokens, WFSTStreamState
 __all__ = ["WFSTDecoder", "WFSTStreamState", "attach_search_index"]
 
 _NEG = float("-inf")
+_LOWEST = torch.finfo(torch.float32).min  # the lowest cut-off: -inf scores are never inside
 _BIG = torch.iinfo(torch.int64).max
 
 
@@ -489,8 +490,9 @@ class WFSTDecoder:
         B, T, V = x.shape
         if B != state.batch:
             raise DecodingInputError(f"log_probs has batch {B}, the state was made for {state.batch}")
-        check_finite("log_probs", x)
         lens = check_lengths(lengths, B, T, device=x.device)
+        if x.numel():
+            check_emission_values("log_probs", x, None if lengths is None else lens)
         if V < self.graph.vocab_size:
             raise DecodingInputError(
                 f"log_probs has {V} classes but the graph reads tokens up to {self.graph.vocab_size - 1}"
@@ -556,12 +558,13 @@ class WFSTDecoder:
         score = take1d(cur.score, tok) + arc_sc + take1d(am_t.reshape(-1), take1d(cur.b * V, tok) + lab)
         if boost is not None:
             score = score + take1d(boost.reshape(-1), b * boost.shape[1] + word_a)
-        # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more)
+        # beam before gathering the rest (the same cutoff _prune applies; min_active may keep more); a -inf
+        # score (a class of probability 0) is no path, never a token
         if self.config.min_active:
-            sel = torch.arange(score.shape[0], device=dev)
+            sel = torch.nonzero(score > _NEG).squeeze(1)
         else:
             top = torch.full((B,), _NEG, device=dev).scatter_reduce(0, b, score, "amax")
-            sel = torch.nonzero(score >= take1d(top, b) - self.config.beam).squeeze(1)
+            sel = torch.nonzero(score >= (take1d(top, b) - self.config.beam).clamp_min(_LOWEST)).squeeze(1)
         if dense is not None:  # the order of the plain expansion (ties in recombination go to the first)
             sel = take1d(sel, torch.argsort(take1d(tok, sel) * g.e_src.shape[0] + take1d(arc, sel)))
         tok, arc, b, lab, score = take1d(tok, sel), take1d(arc, sel), take1d(b, sel), take1d(lab, sel), take1d(score, sel)

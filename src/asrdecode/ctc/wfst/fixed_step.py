@@ -435,6 +435,7 @@ class Search:
         if self.boost is not None:
             score = score + take1d(self.boost.view(-1), b * self.boost.shape[1] + word)
         score = torch.where(valid, score, self.neg)
+        valid = score > self.neg  # a -inf score (a class of probability 0) is no path, never a token
         top = self._utterance_max(score, slot, valid)
         inside = valid & (score >= take1d(top - self.beam, b))
         cand = valid if self.min_active else inside
