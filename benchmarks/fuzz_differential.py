@@ -26,8 +26,10 @@ Each case draws an entry point and its settings:
 - ``modified-beam``: sherpa-onnx's modified beam search, the C++ engine against the Python one;
 - ``nemo-beam``: NeMo's beam search (sherpa-onnx's port), the C++ engine against the Python one, near-ties
   at a cut measured (``tests/near_ties.py``);
-- ``masked-ctc``: one of the CTC entry points above (prefix beam, streamed, word LM, WFST, TLG) on
-  emissions with masked classes (``-inf``, probability 0: 20-70 % of the entries, each frame keeping one).
+- ``masked``: one of the entry points above on inputs with masked classes (``-inf``, probability 0): CTC
+  (prefix beam, streamed, word LM, WFST, TLG) with 20-70 % of the emissions' entries masked, each frame
+  keeping one; transducer beam and greedy with that share of the labels (sometimes blank, a TDT duration)
+  masked by a -inf joint bias.
 
 Case ``N`` of an entry point draws its settings from its own stream, so a case number keeps its inputs
 when entry points are added.
@@ -126,15 +128,27 @@ class Resources:
         return self._ctc_lms[key]
 
 
-def _sharp_model(seed: int, sharp: float, blank_bias: float, tdt: bool, float32: bool) -> torch.nn.Module:
+def _sharp_model(seed: int, sharp: float, blank_bias: float, tdt: bool, float32: bool,
+                 masked: float = 0.0) -> torch.nn.Module:
+    """A random LSTM transducer, its joint's output scaled by ``sharp``; with ``masked`` > 0 about that share
+    of its labels (sometimes blank too) and of its TDT durations get a -inf joint bias (probability 0
+    everywhere), one label and one duration always kept."""
     m = random_model(seed, FUSION_V, FUSION_BLANK, [0, 1, 2] if tdt else None, blank_bias=blank_bias)
     with torch.no_grad():
         m.joint_out.weight.mul_(sharp)
         m.joint_out.bias.mul_(sharp)
+        if masked:
+            r = _later(seed, 2)
+            labels = [v for v in range(FUSION_V) if v != FUSION_BLANK]
+            off = [v for v in labels[1:] if r.random() < masked] + ([FUSION_BLANK] if r.random() < 0.15 else [])
+            if tdt and r.random() < masked:
+                off.append(FUSION_V + r.randrange(3))
+            r.shuffle(labels)
+            m.joint_out.bias[[v for v in off if v != labels[0]]] = float("-inf")
     return m.float() if float32 else m
 
 
-def transducer_beam(r: random.Random, res: Resources, seed: int) -> str:
+def transducer_beam(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     method = r.choice(["alsd", "aes", "wind"])
     wind = method == "wind"
     tdt = not wind and r.random() < 0.3
@@ -156,11 +170,11 @@ def transducer_beam(r: random.Random, res: Resources, seed: int) -> str:
                               beta=r.choice([0.0, 0.8, -0.5]), fusion=fusion)
     if wind:
         kw.update(window=r.randint(1, 8), expansion_gamma=r.choice([None, 0.5, 3.0]))
-    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32)
+    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32, masked)
     enc = random_encoder(seed, batch, frames)
     enc = enc.float() if float32 else enc
     lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
-    label = (f"{method} {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} "
+    label = (f"{method} {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} masked={masked} B={batch} "
              f"T={frames} fusion={fusion_kind}:{weight} {kw | {'fusion': None}}")
     native = beam_search(m, enc, lengths, nbest=beam, method=method, engine="native", **kw)
     tensor = beam_search(m, enc, lengths, nbest=beam, method=method, engine="torch", **kw)
@@ -178,13 +192,13 @@ def transducer_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "transducer-beam"
 
 
-def transducer_greedy(r: random.Random, res: Resources, seed: int) -> str:
+def transducer_greedy(r: random.Random, res: Resources, seed: int, masked: float = 0.0) -> str:
     tdt = r.random() < 0.4
     float32 = r.random() < 0.5
     sharp = r.choice([1.0, 4.0, 8.0, 16.0])
     batch, frames = r.randint(1, 4), r.randint(0, 20)
     cap = r.choice([1, 2, 3, 5, 10])
-    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32)
+    m = _sharp_model(seed, sharp, r.choice([0.5, 1.0, 2.0]), tdt, float32, masked)
     enc = random_encoder(seed, batch, frames)
     enc = enc.float() if float32 else enc
     lengths = torch.randint(0, frames + 1, (batch,), generator=torch.Generator().manual_seed(seed))
@@ -192,7 +206,8 @@ def transducer_greedy(r: random.Random, res: Resources, seed: int) -> str:
     window = r.randint(2, 9) if loop == "labels" and not tdt and r.random() < 0.5 else 1  # (WIND: RNN-T labels)
     opts: dict[str, Any] = dict(max_symbols=cap, loop=loop, window=window,
                                 precompute_projections=r.random() < 0.8)
-    label = f"greedy {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} B={batch} T={frames} {opts}"
+    label = (f"greedy {'tdt' if tdt else 'rnnt'} {'f32' if float32 else 'f64'} sharp={sharp} masked={masked} B={batch} "
+             f"T={frames} {opts}")
     tensor = greedy(m, enc, lengths, engine="torch", **opts)
     native = greedy(m, enc, lengths, engine="native", **opts) if float32 else tensor  # (C++: float32)
     for b in range(batch):
@@ -461,22 +476,25 @@ def nemo_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "nemo-beam"
 
 
-def masked_ctc(r: random.Random, res: Resources, seed: int) -> str:
-    """A CTC entry point (prefix beam, streamed prefix beam, word LM, WFST, TLG) on emissions with masked
-    classes: 20-70 % of the entries ``-inf`` (probability 0), each frame keeping one, renormalised."""
-    entry = r.choice(["ctc-beam", "streaming", "ctc-word-lm", "wfst", "tlg"])
-    masked = r.choice([0.2, 0.3, 0.6, 0.7])
-    _MASKABLE[entry](r, res, seed, masked)
-    return "masked-ctc"
+def masked_inputs(r: random.Random, res: Resources, seed: int) -> str:
+    """An entry point on inputs with masked classes (``-inf``: probability 0): CTC (prefix beam, streamed
+    prefix beam, word LM, WFST, TLG) on emissions with 20-70 % of the entries masked, each frame keeping
+    one; transducer beam and greedy with that share of the labels (sometimes blank, a TDT duration) masked by
+    a -inf joint bias."""
+    entry = r.choice(list(_MASKABLE))
+    rate = r.choice([0.2, 0.3, 0.6, 0.7])
+    _MASKABLE[entry](r, res, seed, rate)
+    return "masked"
 
 
 _MASKABLE: dict[str, Callable[[random.Random, Resources, int, float], str]] = {
-    "ctc-beam": ctc_beam, "streaming": streaming, "ctc-word-lm": ctc_word_lm, "wfst": wfst, "tlg": tlg}
+    "ctc-beam": ctc_beam, "streaming": streaming, "ctc-word-lm": ctc_word_lm, "wfst": wfst, "tlg": tlg,
+    "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy}
 
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
     "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam,
-    "nemo-beam": nemo_beam, "masked-ctc": masked_ctc}
+    "nemo-beam": nemo_beam, "masked": masked_inputs}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

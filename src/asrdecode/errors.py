@@ -26,6 +26,8 @@ __all__ = [
     "check_metadata_number",
     "MAX_ABS_WEIGHT",
     "RemoteCodeError",
+    "NonFiniteJointError",
+    "NON_FINITE_JOINT_MESSAGE",
 ]
 
 #: the largest |value| accepted for a fusion weight, a bonus or a score scale: far beyond any
@@ -53,6 +55,15 @@ class FileFormatError(AsrDecodeError, ValueError):
 
 class RemoteCodeError(FileFormatError):
     """A model file or folder asks to import or run code of its own choosing; asrdecode never does."""
+
+
+class NonFiniteJointError(DecodingInputError):
+    """A transducer's joint network returned NaN or +inf logits, or -inf for every token: the decisions have no
+    meaning (every search and engine raises it; a -inf logit alone is a masked class and decodes)."""
+
+
+NON_FINITE_JOINT_MESSAGE = ("model.joint returned NaN or +inf logits, or -inf for every token (a non-finite decision "
+                            "score); check the model's weights and the encoder output")
 
 
 def check_emissions(name: str, x: object, *, ndim: int = 3) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 
 from asrdecode import DecodingInputError
 from asrdecode.transducer import LSTMTransducer, greedy, reference_greedy
+from asrdecode.transducer._checks import NonFiniteJointError
 from transducer_models import random_model
 
 
@@ -94,7 +95,7 @@ def test_streaming_state_batch_mismatch(model, enc):
 def test_nan_logits_from_model_detected_by_reference(model, enc):
     with torch.no_grad():
         model.joint_out.bias[1] = float("nan")
-    with pytest.raises(DecodingInputError, match="NaN or inf logits"):
+    with pytest.raises(NonFiniteJointError, match=r"NaN or \+inf logits"):
         reference_greedy(model, enc[0])
 
 

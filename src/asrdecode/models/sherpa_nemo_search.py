@@ -37,6 +37,7 @@ from ..configs import SherpaNemoBeamConfig, default_of, takes_config
 from ..errors import DecodingInputError
 from ..results import Hypothesis
 from ..transducer import check_model
+from ..transducer._checks import check_nbest_lists
 from .sherpa_search import check_label_cells, checked_lengths, native_search_weights
 
 __all__ = ["nemo_beam_search", "SHERPA_NEMO_MAX_SYMBOLS", "sherpa_log_softmax", "top_k", "partial_sort"]
@@ -101,9 +102,12 @@ def nemo_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Optional
     if weights is not None:
         from ..native.nemo_beam import nemo_beam_lstm
 
-        return nemo_beam_lstm(weights, encoder_output, lens, beam=beam, unk_id=unk_id, max_symbols=max_symbols)
-    enc = model.project_encoder(encoder_output)
-    return [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(len(lens))]
+        out = nemo_beam_lstm(weights, encoder_output, lens, beam=beam, unk_id=unk_id, max_symbols=max_symbols)
+    else:
+        enc = model.project_encoder(encoder_output)
+        out = [_one(model, enc[i, : int(lens[i])], beam, unk_id, max_symbols) for i in range(len(lens))]
+    check_nbest_lists(out)  # NaN / +inf logits leave non-finite scores: the transducer searches' named error
+    return out
 
 
 def sherpa_log_softmax(x: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,7 @@ from ..errors import DecodingInputError, check_lengths
 from ..results import Hypothesis
 from ..selection import ordered_topk
 from ..transducer import check_model
+from ..transducer._checks import check_nbest_lists
 from .sherpa_compat import length_normalised
 
 __all__ = ["modified_beam_search", "MAX_SHERPA_BEAM", "MAX_LABEL_CELLS", "check_sherpa_beam", "check_label_cells"]
@@ -65,9 +66,10 @@ def modified_beam_search(model: Any, encoder_output: torch.Tensor, lengths: Opti
         from ..native.modified_beam import native_modified_beam
 
         out = native_modified_beam(model, weights, encoder_output, lens, beam, unk_id)
-        return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
-    enc = model.project_encoder(encoder_output)
-    out = [_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size) for i in range(len(lens))]
+    else:
+        enc = model.project_encoder(encoder_output)
+        out = [_one(model, enc[i, : int(lens[i])], beam, unk_id, context_size) for i in range(len(lens))]
+    check_nbest_lists(out)  # NaN / +inf logits leave non-finite scores: the transducer searches' named error
     return length_normalised(out, context_size) if length_norm else [sorted(h, key=lambda x: -x.score) for h in out]
 
 

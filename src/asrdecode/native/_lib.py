@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import AsrDecodeError, DecodingInputError
+from ..errors import NON_FINITE_JOINT_MESSAGE, AsrDecodeError, DecodingInputError, NonFiniteJointError
 from ..progress import status
 
 if TYPE_CHECKING:
@@ -69,15 +69,18 @@ class NativeMemoryError(NativeEngineError, MemoryError):
     """The native engine ran out of memory inside a call (``std::bad_alloc``, caught at the C ABI)."""
 
 
-#: guard.h's return codes: an exception caught at the C ABI
-OUT_OF_MEMORY, INTERNAL_ERROR = -2, -3
+#: guard.h's return codes: an exception caught at the C ABI; a joint row with NaN / +inf or no possible class
+OUT_OF_MEMORY, INTERNAL_ERROR, NON_FINITE_JOINT = -2, -3, -4
 
 
 def check_status(rc: int, what: str, message: str = "") -> None:
     """Raise the named error of an entry point's guard.h code ``rc`` (:data:`OUT_OF_MEMORY`:
-    :class:`NativeMemoryError`; :data:`INTERNAL_ERROR`: :class:`NativeEngineError`); other codes pass.
+    :class:`NativeMemoryError`; :data:`INTERNAL_ERROR`: :class:`NativeEngineError`; :data:`NON_FINITE_JOINT`:
+    :class:`~asrdecode.errors.NonFiniteJointError`); other codes pass.
     ``what`` names the search, ``message`` is the engine's own text, if any."""
     detail = f": {message}" if message else ""
+    if rc == NON_FINITE_JOINT:
+        raise NonFiniteJointError(f"{what}: {NON_FINITE_JOINT_MESSAGE}")
     if rc == OUT_OF_MEMORY:
         raise NativeMemoryError(f"{what} ran out of memory{detail}; use a smaller batch, beam or input")
     if rc == INTERNAL_ERROR:

@@ -4,13 +4,16 @@
 //
 // Return codes, shared by every entry point and by asrdecode/native/_lib.py (check_status):
 //   kOutOfMemory   (-2): std::bad_alloc (or std::length_error: a size past what a vector can hold);
-//   kInternalError (-3): any other C++ exception.
+//   kInternalError (-3): any other C++ exception;
+//   kNonFiniteJoint (-4): NonFiniteJoint, thrown by a transducer search whose joint gave a row with a NaN or
+//                         +inf logit or no possible class (check_joint_row): Python's NonFiniteJointError.
 // A message is copied without allocating (the guard may run out of memory itself).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -19,6 +22,24 @@ namespace asrd {
 
 constexpr int kOutOfMemory = -2;
 constexpr int kInternalError = -3;
+constexpr int kNonFiniteJoint = -4;
+
+// Thrown where a joint row has a NaN or +inf logit, or every class -inf: the search has no meaning.
+struct NonFiniteJoint {};
+
+// Raise NonFiniteJoint unless x [n] holds no NaN and no +inf and some value above -inf (a -inf is a masked
+// class: probability 0). One compare per value, beside the log-softmax's exp per value.
+template <typename T>
+inline void check_joint_row(const T* x, int64_t n) {
+  bool bad = false, any = false;
+  for (int64_t i = 0; i < n; ++i) {
+    bad |= !(x[i] < std::numeric_limits<T>::infinity());  // NaN or +inf
+    any |= x[i] > -std::numeric_limits<T>::infinity();
+  }
+  if (bad || !any) throw NonFiniteJoint{};
+}
+
+constexpr const char* kNonFiniteJointMessage = "non-finite joint: NaN or +inf logits, or -inf for every class";
 
 // Copy `a` then `b` (either may be null) into err [err_len], truncated and NUL-terminated; no allocation.
 inline void copy_message(const char* a, const char* b, char* err, int64_t err_len) noexcept {
@@ -35,6 +56,8 @@ template <class R, class F>
 R guard_code(F&& f) noexcept {
   try {
     return f();
+  } catch (const NonFiniteJoint&) {
+    return static_cast<R>(kNonFiniteJoint);
   } catch (const std::bad_alloc&) {
     return static_cast<R>(kOutOfMemory);
   } catch (const std::length_error&) {
@@ -53,6 +76,9 @@ int guard_message(F&& f, char* err, int64_t err_len) noexcept {
     if (msg.empty()) return 0;
     copy_message(msg.c_str(), nullptr, err, err_len);
     return 1;
+  } catch (const NonFiniteJoint&) {
+    copy_message(kNonFiniteJointMessage, nullptr, err, err_len);
+    return kNonFiniteJoint;
   } catch (const std::bad_alloc&) {
     copy_message("native engine: out of memory", nullptr, err, err_len);
     return kOutOfMemory;

@@ -115,11 +115,16 @@ class TransducerBeamStep {
       if (pos < 0 || pos >= a_.logit_rows)
         return "joint output has " + std::to_string(a_.logit_rows) + " rows, the step reads row " + std::to_string(pos);
       const T* x = logits + pos * a_.logit_stride;
+      asrd::check_joint_row(x, V);
       asrd::log_softmax(x, V, lp);
-      if (a_.tdt) asrd::log_softmax(x + V, D, lpd);
+      if (a_.tdt) {
+        asrd::check_joint_row(x + V, D);
+        asrd::log_softmax(x + V, D, lpd);
+      }
       const T lpb = lp[a_.blank];
-      const T blank_add = a_.lm_weighted ? lam_ * lpb : T(0);
-      T nonblank_add = a_.lm_weighted ? lam_ * asrd::log_nonblank_mass(lp, V, a_.blank) : T(0);
+      // (weigh: a masked class's -inf stays -inf at lam <= 0, never NaN or +inf)
+      const T blank_add = a_.lm_weighted ? asrd::weigh(lpb, lam_) : T(0);
+      T nonblank_add = a_.lm_weighted ? asrd::weigh(asrd::log_nonblank_mass(lp, V, a_.blank), lam_) : T(0);
       if (beta_ != T(0)) nonblank_add = nonblank_add + beta_;
       const int64_t* st = a_.lm_states + row * NM_;
       const T s = score[k];

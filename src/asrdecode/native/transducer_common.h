@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "guard.h"
 
 namespace asrd {
 

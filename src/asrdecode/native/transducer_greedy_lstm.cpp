@@ -154,6 +154,8 @@ static int asr_lstm_greedy_batch_impl(const float* enc, const int* lens, int B, 
             const int b = blk.utt[i];
             float* lg;  // the block's frames in order, up to the first label
             while (t[b] < lens[b] && (lg = blk.at(i, t[b])) != nullptr) {
+                asrd::check_joint_row(lg, V);
+                if (K > 0) asrd::check_joint_row(lg + V, K);
                 const int y = argmax_first(lg, V);
                 double lp = -log_sum_exp(lg, V, lg[y]);
                 int dur = 0;
@@ -244,6 +246,7 @@ static int asr_stateless_greedy_batch_impl(const float* enc, const int* lens, in
                     lg[blank] = lg[unk] > lg[blank] ? lg[unk] : lg[blank];
                     lg[unk] = -INFINITY;
                 }
+                asrd::check_joint_row(lg, V);
                 const int y = argmax_first(lg, V);
                 scores[b] -= log_sum_exp(lg, V, lg[y]);
                 blk.seen(b, y == blank);

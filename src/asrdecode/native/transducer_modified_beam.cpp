@@ -87,6 +87,7 @@ void log_softmax(float* lg, int V, int blank, int fold, float* out) {
         lg[blank] = lg[fold] > lg[blank] ? lg[fold] : lg[blank];
         lg[fold] = -INFINITY;
     }
+    asrd::check_joint_row(lg, V);
     asrd::fast_log_softmax(lg, V, out);
 }
 

@@ -136,8 +136,12 @@ class Utterance {
         asrd::matmat(net_.wout, net_.bout, Z_.data(), R, z_.O, H, logits_.data());
         for (int r = 0; r < R; ++r) {
             float* row = &logits_[static_cast<size_t>(r) * z_.O];
+            asrd::check_joint_row(row, z_.V);
             sherpa_log_softmax(row, z_.V);
-            if (z_.K > 0) sherpa_log_softmax(row + z_.V, z_.K);
+            if (z_.K > 0) {
+                asrd::check_joint_row(row + z_.V, z_.K);
+                sherpa_log_softmax(row + z_.V, z_.K);
+            }
         }
     }
 

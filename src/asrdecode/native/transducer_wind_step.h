@@ -277,16 +277,18 @@ class WindStep {
   // whole window); the running blank sums cum_ / cum_ac_ advance. Returns the acoustic blank sum before j.
   T frame_terms(int64_t h, int64_t j, int64_t n, const T* logits, T* lp, T* row) {
     const size_t hh = static_cast<size_t>(h);
+    asrd::check_joint_row(logits, V_);
     asrd::log_softmax(logits, V_, lp);
     const T lpb = lp[a_.blank];
-    const T blank_fr = a_.lm_weighted ? (T(1) + lam_) * lpb : lpb;
-    const T nonblank = a_.lm_weighted ? lam_ * asrd::log_nonblank_mass(lp, V_, a_.blank) : T(0);
-    // the tensor step: cumsum(blank_fr) - blank_fr + nonblank + beta (cum: the sum before frame j)
+    // (weigh: a masked class's -inf stays -inf at any lam, never NaN or +inf)
+    const T blank_fr = a_.lm_weighted ? asrd::weigh(lpb, T(1) + lam_) : lpb;
+    const T nonblank = a_.lm_weighted ? asrd::weigh(asrd::log_nonblank_mass(lp, V_, a_.blank), lam_) : T(0);
+    // the tensor step: the running blank sum before frame j + nonblank + beta
     const T next_cum = cum_[hh] + blank_fr;
-    const T label_base = ((next_cum - blank_fr) + nonblank) + beta_;
+    const T label_base = (cum_[hh] + nonblank) + beta_;
     for (int64_t v = 0; v < V_; ++v) row[v] = label_base + lp[v];
     row[a_.blank] = asrd::neg_inf<T>();
-    const T bac = (cum_ac_[hh] + lpb) - lpb;
+    const T bac = cum_ac_[hh];
     cum_[hh] = next_cum;
     cum_ac_[hh] = cum_ac_[hh] + lpb;
     if (j == n - 1) {

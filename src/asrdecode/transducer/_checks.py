@@ -11,7 +11,9 @@ and then a frame with more than :data:`MAX_SYMBOLS_GUARD` labels is an error. A 
 :data:`MAX_SYMBOLS_CEILING` is refused.
 
 NaN or +inf logits from the model's joint raise :class:`NonFiniteJointError` once the search
-ends (:func:`check_greedy_scores`, :func:`check_nbest_lists`: one check per call, none per step).
+ends (:func:`check_greedy_scores`, :func:`check_nbest_lists`: one check per call, none per step); the
+oracles check each joint output (:func:`check_joint_logits`). A -inf logit is a class of probability 0 (a
+masked token): allowed, never emitted.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 
 from ..configs import (MAX_SYMBOLS_CEILING, MAX_WINDOW, MaxSymbolsSetting, TransducerGreedyConfig,
                        check_setting, default_of)
-from ..errors import DecodingInputError, check_int, check_tokenizer_size
+from ..errors import NON_FINITE_JOINT_MESSAGE, DecodingInputError, NonFiniteJointError, check_int, check_tokenizer_size
 from .model import TransducerModel
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "check_window_size",
     "check_greedy_scores",
     "check_nbest_lists",
+    "check_joint_logits",
 ]
 
 MAX_SYMBOLS_GUARD = 100_000  # with max_symbols=None: labels on one frame before a runaway error
@@ -76,13 +79,19 @@ def deprecated_max_symbols(settings: dict[str, Any], max_symbols_per_frame: obje
     return {**settings, "max_symbols": max_symbols_per_frame}
 
 
-class NonFiniteJointError(DecodingInputError):
-    """The model's joint network returned NaN or +inf logits: the decisions have no meaning."""
-
-
 def _non_finite_joint() -> NonFiniteJointError:
-    return NonFiniteJointError("model.joint returned NaN or +inf logits (a non-finite decision score); "
-                               "check the model's weights and the encoder output")
+    return NonFiniteJointError(NON_FINITE_JOINT_MESSAGE)
+
+
+def check_joint_logits(logits: torch.Tensor, vocab_size: int) -> None:
+    """The oracles' check of joint outputs ``logits [..., V (+ durations)]``: a NaN or +inf, or a row whose
+    tokens (or durations) are all -inf, raises :class:`NonFiniteJointError`; -inf entries (masked classes,
+    probability 0) pass, as in the fast searches."""
+    if not bool((logits < math.inf).all()):  # (NaN compares False)
+        raise _non_finite_joint()
+    parts = [logits[..., :vocab_size]] + ([logits[..., vocab_size:]] if logits.shape[-1] > vocab_size else [])
+    if any(bool(torch.isneginf(part.amax(dim=-1)).any()) for part in parts):
+        raise _non_finite_joint()
 
 
 def check_greedy_scores(scores: torch.Tensor) -> None:

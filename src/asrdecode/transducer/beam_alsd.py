@@ -22,6 +22,7 @@ import torch
 
 from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
+from ..fusion import weigh
 from .blank_scoring import log_nonblank
 from .model import checked_joint
 
@@ -181,9 +182,9 @@ def _select(loop: BeamLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
     lp_blank = lp_tok[..., loop.blank : loop.blank + 1]  # [B, K, 1]
     blank_add: torch.Tensor | float = 0.0
     label_add: torch.Tensor | float = 0.0
-    if loop.lm_weighted:
-        blank_add = loop.lam * lp_blank
-        label_add = loop.lam * log_nonblank(lp_tok, loop.blank)
+    if loop.lm_weighted:  # (weigh: a masked class's -inf stays -inf at lam <= 0, never NaN or +inf)
+        blank_add = weigh(lp_blank, loop.lam)
+        label_add = weigh(log_nonblank(lp_tok, loop.blank), loop.lam)
     if loop.beta:
         label_add = label_add + loop.beta
     base = torch.where(loop.active_col, loop.score_col, loop.neg_inf)  # [B, K, 1]: expanding ones', else -inf

@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.functional import pad
 
 from ..beam_hyps import extend_hash
 from ..selection import ordered_topk
 from .beam_alsd import stack_into, where_into
+from ..fusion import weigh
 from .blank_scoring import log_nonblank
 from .model import checked_joint
 
@@ -168,13 +170,15 @@ def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
         logits = logits.to(loop.dtype)
     lp = torch.log_softmax(logits, dim=-1)  # [B, K, W, V]
     lpb = lp[..., loop.blank]  # [B, K, W]
-    blank_fr = (1.0 + loop.lam) * lpb if loop.lm_weighted else lpb
+    # (weigh: a masked class's -inf stays -inf at any lam, never NaN or +inf)
+    blank_fr = weigh(lpb, 1.0 + loop.lam) if loop.lm_weighted else lpb
     # the blanks before each frame (the invalid frames are a suffix: a valid frame's sum has none), and at the
-    # window's last valid frame the blank on all of it (a running sum, as the oracle's and the native engine's)
+    # window's last valid frame the blank on all of it (a running sum, as the oracle's and the native engine's);
+    # "before" is the running sum one frame back, never cum - blank_fr (-inf - -inf after a masked blank)
     cum = torch.cumsum(blank_fr, dim=-1)
-    label_base = cum - blank_fr
+    label_base = pad(cum[..., :-1], (1, 0))
     if loop.lm_weighted:
-        label_base = label_base + loop.lam * log_nonblank(lp, loop.blank)[..., 0]
+        label_base = label_base + weigh(log_nonblank(lp, loop.blank)[..., 0], loop.lam)
     if loop.beta:
         label_base = label_base + loop.beta
     label_base = torch.where(fvalid, label_base, loop.neg_inf)  # no label past the utterance's end
@@ -184,7 +188,7 @@ def _window(loop: BeamLoop, pop: "_WindPop") -> "_WindWindow":
     if loop.early:  # the acoustic scores (Equation 1 alone), the same layout
         blank_ac = torch.where(fvalid, lpb, 0.0)
         cum_ac = torch.cumsum(blank_ac, -1)
-        ac = torch.where(fvalid[..., None], (cum_ac - blank_ac)[..., None] + lp, _NEG_INF)
+        ac = torch.where(fvalid[..., None], pad(cum_ac[..., :-1], (1, 0))[..., None] + lp, _NEG_INF)
         ac = torch.where(loop.is_blank, torch.where(last_frame, cum_ac, _NEG_INF)[..., None], ac)
     return _WindWindow(cum=cum, last_frame=last_frame, ac=ac)
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import DecodingInputError, check_emissions, check_finite
+from ..errors import check_emissions, check_finite
 from ..results import Hypothesis
 from . import _checks
 from ..configs import TransducerGreedyConfig
-from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_max_symbols
+from ._checks import DEFAULT_MAX_SYMBOLS, check_encoder_output, check_joint_logits, check_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
@@ -59,8 +59,7 @@ def reference_greedy(
     t, symbols = 0, 0
     while t < T:
         logits = model.joint(enc_proj[t], dec_proj)
-        if not bool(torch.isfinite(logits).all()):
-            raise DecodingInputError("model.joint produced NaN or inf logits")
+        check_joint_logits(logits, V)
         tok_logp = torch.log_softmax(logits[:V].double(), dim=-1)
         k = int(tok_logp.argmax())
         score += float(tok_logp[k])

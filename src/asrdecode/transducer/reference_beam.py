@@ -44,11 +44,11 @@ from typing import Any, Sequence
 import torch
 
 from ..configs import TransducerBeamConfig, takes_config
-from ..errors import DecodingInputError, check_emissions, check_finite
-from ..fusion import FusionModel, FusionScorer
+from ..errors import check_emissions, check_finite
+from ..fusion import FusionModel, FusionScorer, weigh_float
 from ..results import Hypothesis
 from . import _checks, blank_scoring
-from ._checks import MISSING, check_beam_args, check_encoder_output, deprecated_max_symbols
+from ._checks import MISSING, check_beam_args, check_encoder_output, check_joint_logits, deprecated_max_symbols
 from .durations import DurationRule
 from .model import TransducerModel, check_model
 
@@ -169,8 +169,7 @@ def _expansions(s: _Search, h: _Hyp) -> list[tuple[float, float, int, int]]:
     """``(acoustic, fused, token, duration idx)`` of every token and duration from ``h`` on its frame."""
     V, blank, lam = s.V, s.blank, s.lam
     logits = s.model.joint(s.enc_proj[h.t], h.dec_proj).double()
-    if not bool(torch.isfinite(logits).all()):
-        raise DecodingInputError("model.joint produced NaN or inf logits")
+    check_joint_logits(logits, s.V)
     lp_tok_t = torch.log_softmax(logits[:V], dim=-1)
     lp_tok = lp_tok_t.tolist()
     lp_dur = [0.0] if s.durations is None else torch.log_softmax(logits[V:], dim=-1).tolist()
@@ -181,9 +180,10 @@ def _expansions(s: _Search, h: _Hyp) -> list[tuple[float, float, int, int]]:
         for j in range(len(s.dvals)):
             acoustic = lp_tok[k] + lp_dur[j]
             if k == blank:
-                fused = acoustic + (lam * lp_tok[blank] if s.blank_scoring == "lm_weighted" else 0.0)
+                fused = acoustic + (weigh_float(lp_tok[blank], lam) if s.blank_scoring == "lm_weighted" else 0.0)
             else:
-                fused = acoustic + lm[k] + (lam * log_nonblank if s.blank_scoring == "lm_weighted" else 0.0) + s.beta
+                fused = (acoustic + lm[k] + (weigh_float(log_nonblank, lam) if s.blank_scoring == "lm_weighted" else 0.0)
+                         + s.beta)
             mine.append((acoustic, fused, k, j))
     return mine
 

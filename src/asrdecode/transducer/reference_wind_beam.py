@@ -58,13 +58,14 @@ from typing import Any, Sequence
 import torch
 
 from ..configs import TransducerBeamConfig, takes_config
-from ..errors import DecodingInputError, check_emissions, check_finite
-from ..fusion import FusionModel, FusionScorer
+from ..errors import check_emissions, check_finite
+from ..fusion import FusionModel, FusionScorer, weigh, weigh_float
 from ..results import Hypothesis
 from .blank_scoring import log_nonblank
 from .model import TransducerModel, check_model
 from . import _checks
-from ._checks import MISSING, check_beam_args, check_encoder_output, check_window, deprecated_max_symbols
+from ._checks import (MISSING, check_beam_args, check_encoder_output, check_joint_logits, check_window,
+                      deprecated_max_symbols)
 from .reference_beam import logaddexp
 
 __all__ = ["reference_wind_beam_search", "check_window"]
@@ -179,11 +180,10 @@ def _window_terms(s: _Search, h: _Hyp, t0: int, n: int) -> _Terms:
     """Equation 1 with the fusion terms of every frame for ``h`` on the window ``t0 .. t0 + n - 1``."""
     V, blank, lam, weighted = s.V, s.blank, s.lam, s.weighted
     logits = s.model.joint(s.enc_proj[t0 : t0 + n], h.dec_proj[None, :]).double()  # [n, V]
-    if not bool(torch.isfinite(logits).all()):
-        raise DecodingInputError("model.joint produced NaN or inf logits")
+    check_joint_logits(logits, s.V)
     lp_t = torch.log_softmax(logits, dim=-1)
     lp = lp_t.tolist()
-    nonblank = (lam * log_nonblank(lp_t, blank)[:, 0]).tolist() if weighted else [0.0] * n  # per frame
+    nonblank = weigh(log_nonblank(lp_t, blank)[:, 0], lam).tolist() if weighted else [0.0] * n  # per frame
     lm_t, lm_next = s.scorer.advance(h.lm_states, dtype=torch.float64)
     lm = lm_t[0].tolist()
     label: list[list[float]] = []
@@ -192,7 +192,7 @@ def _window_terms(s: _Search, h: _Hyp, t0: int, n: int) -> _Terms:
     for j in range(n):
         label.append([before + lp[j][v] + nonblank[j] + lm[v] + s.beta for v in range(V)])
         acoustic.append([before_ac + lp[j][v] for v in range(V)])
-        before += (1.0 + lam if weighted else 1.0) * lp[j][blank]
+        before += weigh_float(lp[j][blank], 1.0 + lam if weighted else 1.0)  # (a masked blank: -inf at any lam)
         before_ac += lp[j][blank]
     return label, acoustic, before, before_ac, lm_next
 
