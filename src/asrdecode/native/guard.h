@@ -17,6 +17,10 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace asrd {
 
@@ -28,13 +32,29 @@ constexpr int kNonFiniteJoint = -4;
 struct NonFiniteJoint {};
 
 // Raise NonFiniteJoint unless x [n] holds no NaN and no +inf and some value above -inf (a -inf is a masked
-// class: probability 0). One compare per value, beside the log-softmax's exp per value.
+// class: probability 0). Two compares per value (float32: four lanes at a time), beside the log-softmax's
+// exp per value.
 template <typename T>
 inline void check_joint_row(const T* x, int64_t n) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
   bool bad = false, any = false;
-  for (int64_t i = 0; i < n; ++i) {
-    bad |= !(x[i] < std::numeric_limits<T>::infinity());  // NaN or +inf
-    any |= x[i] > -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128 hi = _mm_set1_ps(inf), lo = _mm_set1_ps(-inf);
+    __m128 b = _mm_setzero_ps(), a = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) {
+      const __m128 v = _mm_loadu_ps(x + i);
+      b = _mm_or_ps(b, _mm_cmpnlt_ps(v, hi));  // !(v < inf): NaN or +inf
+      a = _mm_or_ps(a, _mm_cmpgt_ps(v, lo));
+    }
+    bad = _mm_movemask_ps(b) != 0;
+    any = _mm_movemask_ps(a) != 0;
+  }
+#endif
+  for (; i < n; ++i) {
+    bad |= !(x[i] < inf);  // NaN or +inf
+    any |= x[i] > -inf;
   }
   if (bad || !any) throw NonFiniteJoint{};
 }
