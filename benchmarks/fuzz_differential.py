@@ -29,7 +29,10 @@ Each case draws an entry point and its settings:
 - ``masked``: one of the entry points above on inputs with masked classes (``-inf``, probability 0): CTC
   (prefix beam, streamed, word LM, WFST, TLG) with 20-70 % of the emissions' entries masked, each frame
   keeping one; transducer beam and greedy with that share of the labels (sometimes blank, a TDT duration)
-  masked by a -inf joint bias.
+  masked by a -inf joint bias;
+- ``broken``: NaN or +inf in a transducer's joint bias or a fusion model's scores: every search on both
+  engines (and the CTC oracle) raises its named error, or, where it never read the broken values (early
+  pruning may not), returns what it returns with them -inf.
 
 Case ``N`` of an entry point draws its settings from its own stream, so a case number keeps its inputs
 when entry points are added.
@@ -476,6 +479,88 @@ def nemo_beam(r: random.Random, res: Resources, seed: int) -> str:
     return "nemo-beam"
 
 
+def _refused_or_unread(run: Callable[[Any], list], broken: Any, masked: Any, error: type, label: str) -> None:
+    """``run(broken)`` raises ``error``, or (the search never read the broken scores, as early pruning may
+    not) returns what ``run(masked)`` returns, the broken values replaced by -inf."""
+    try:
+        got = run(broken)
+    except error:
+        return
+    except Exception as err:  # noqa: BLE001 - any other outcome is the finding
+        raise Disagreement(f"{label}: raised {type(err).__name__}: {err}, expected {error.__name__}") from err
+    want = run(masked)
+    for b, (g, w) in enumerate(zip(got, want)):
+        g, w = (g if isinstance(g, list) else [g]), (w if isinstance(w, list) else [w])
+        if not all(math.isfinite(h.score) for h in g):
+            raise Disagreement(f"{label}: utterance {b} returned non-finite scores {[h.score for h in g]}")
+        _same(g, w, True, f"{label}: returned without {error.__name__}, and not the masked model's result, "
+                          f"utterance {b}")
+
+
+def broken_inputs(r: random.Random, res: Resources, seed: int) -> str:
+    """NaN or +inf where a model's scores come from: a transducer's joint bias (some labels, the blank or a
+    TDT duration) or a fusion model's label or end-of-sentence scores. Every search on both engines and
+    every oracle raises the named error (NonFiniteJointError, FusionScoreError), or, where it never read
+    the broken values, returns what the same search returns with them -inf."""
+    from asrdecode.fusion import FusionScoreError
+    from asrdecode.errors import NonFiniteJointError
+
+    value = r.choice([math.nan, math.inf])
+    kind = r.choice(["joint", "fusion", "fusion-final"])
+    batch, frames = r.randint(1, 3), r.randint(1, 8)
+    lengths = torch.tensor([frames] + [r.randint(1, frames) for _ in range(batch - 1)])
+    label = f"broken {kind} value={value} seed={seed} B={batch} T={frames}"
+    if kind == "joint":
+        tdt = r.random() < 0.3
+        m = _sharp_model(seed, r.choice([1.0, 4.0]), 1.0, tdt, True)
+        cols = r.sample(range(m.joint_out.bias.shape[0]), r.randint(1, 2))
+        bad, ok = m, _sharp_model(seed, 1.0, 1.0, tdt, True)
+        with torch.no_grad():
+            ok.load_state_dict(m.state_dict())
+            bad.joint_out.bias[cols] = value
+            ok.joint_out.bias[cols] = -math.inf
+        enc = random_encoder(seed, batch, frames).float()
+        method = r.choice(["alsd", "aes"] + ([] if tdt else ["wind"]))
+        for engine in ("native", "torch"):
+            _refused_or_unread(lambda mm, e=engine: greedy(mm, enc, lengths, engine=e, max_symbols=3), bad, ok,
+                               NonFiniteJointError, f"{label} cols={cols} greedy {engine}")
+            _refused_or_unread(lambda mm, e=engine: beam_search(mm, enc, lengths, beam=2, method=method, engine=e,
+                                                      max_symbols=3), bad, ok, NonFiniteJointError,
+                               f"{label} cols={cols} {method} {engine}")
+        return "broken"
+    final = kind == "fusion-final"
+    ctc_case = r.random() < 0.5
+    vocab, blank = (r.randint(3, 7), 0) if ctc_case else (FUSION_V, FUSION_BLANK)
+    bad, ok = TableBigram(vocab, blank, seed=seed), TableBigram(vocab, blank, seed=seed)
+    cols = r.sample([v for v in range(vocab) if v != blank], r.randint(1, vocab - 1))
+    if final:
+        bad.eos[:] = value
+        ok.eos[:] = -math.inf
+    else:
+        bad.scores[:, cols] = value
+        ok.scores[:, cols] = -math.inf
+    weight = r.choice([0.5, -0.4])
+    label += f" cols={cols} final={final} weight={weight}"
+    if ctc_case:
+        lp = peaky_log_probs(seed, batch, frames, vocab, blank, peak=r.choice([4.0, 12.0]), dtype=torch.float32)
+        kw: dict[str, Any] = dict(beam=r.randint(1, 4), token_beam=r.choice([None, 2]))
+        for engine in ("native", "torch"):
+            _refused_or_unread(lambda fm, e=engine: ctc.beam_search(lp, lengths, blank, fusion=[(fm, weight)], engine=e,
+                                                                     **kw),
+                               bad, ok, FusionScoreError, f"{label} ctc {engine} {kw}")
+        _refused_or_unread(lambda fm: ctc.reference_beam_search(lp, lengths, blank, fusion=[(fm, weight)], **kw),
+                           bad, ok, FusionScoreError, f"{label} ctc oracle {kw}")
+        return "broken"
+    m = _sharp_model(seed, 1.0, 1.0, False, True)
+    enc = random_encoder(seed, batch, frames).float()
+    method = r.choice(["alsd", "aes", "wind"])
+    kw = dict(beam=r.randint(1, 3), method=method, pruning=r.choice(["late", "early"]), max_symbols=3)
+    for engine in ("native", "torch"):
+        _refused_or_unread(lambda fm, e=engine: beam_search(m, enc, lengths, fusion=[(fm, weight)], engine=e, **kw),
+                           bad, ok, FusionScoreError, f"{label} transducer {engine} {kw}")
+    return "broken"
+
+
 def masked_inputs(r: random.Random, res: Resources, seed: int) -> str:
     """An entry point on inputs with masked classes (``-inf``: probability 0): CTC (prefix beam, streamed
     prefix beam, word LM, WFST, TLG) on emissions with 20-70 % of the entries masked, each frame keeping
@@ -494,7 +579,7 @@ _MASKABLE: dict[str, Callable[[random.Random, Resources, int, float], str]] = {
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
     "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam,
-    "nemo-beam": nemo_beam, "masked": masked_inputs}
+    "nemo-beam": nemo_beam, "masked": masked_inputs, "broken": broken_inputs}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

@@ -9,6 +9,11 @@ Convention for the blank: columns are indexed by model token id, ``vocab_size`` 
 model's vocabulary size (blank included). The blank column (``blank_id``) always has score 0
 and next state equal to the current state, so decoders never remap ids.
 
+Scores are finite, or ``-inf`` for a token the model forbids. A model's NaN or ``+inf`` is an error
+(:class:`FusionScoreError`) in every search and engine: the library's models check their tables when
+they are built (their class says ``scores_checked = True``); a user model's scores are watched as the
+search reads them (:meth:`FusionScorer.check_scores` once a search call ends: no host read per step).
+
 Optional extras a fusion model may have (the library's :class:`~asrdecode.lm.NGramLM` and
 :class:`~asrdecode.lm.BoostingTree` have both):
 
@@ -36,7 +41,30 @@ import torch
 
 from .errors import DecodingInputError, check_weight
 
-__all__ = ["FusionModel", "FusionScorer", "PreparedFusion", "check_fusion", "gather_next_states"]
+__all__ = ["FusionModel", "FusionScorer", "FusionScoreError", "PreparedFusion", "check_fusion", "gather_next_states",
+           "check_model_scores"]
+
+
+class FusionScoreError(DecodingInputError):
+    """A fusion model returned NaN or +inf scores (a score must be finite, or -inf for a forbidden token)."""
+
+
+def _fusion_score_error(i: int, model: object) -> FusionScoreError:
+    return FusionScoreError(f"fusion[{i}] ({type(model).__name__}) returned NaN or +inf scores; a fusion model's "
+                            "scores must be finite, or -inf for a token it forbids")
+
+
+def scores_checked(model: object) -> bool:
+    """Whether ``model``'s scores were checked when it was built (the library's n-gram LMs, word LMs and
+    boosting trees), so that a search need not watch them."""
+    return bool(getattr(model, "scores_checked", False))
+
+
+def check_model_scores(i: int, model: object, scores: torch.Tensor) -> None:
+    """Raise :class:`FusionScoreError` if ``scores`` (any shape) of ``fusion[i]`` hold a NaN or +inf (one host
+    read: for the CPU paths and the oracles; a search on a device watches through its :class:`FusionScorer`)."""
+    if scores.numel() and not bool((scores < math.inf).all()):
+        raise _fusion_score_error(i, model)
 
 
 @runtime_checkable
@@ -128,6 +156,8 @@ class FusionScorer:
                 raise DecodingInputError(f"fusion[{i}] has blank_id {mb} but the acoustic model's is {blank_id}")
         self.models = [m for m, _ in self.fusion]
         self.weights = [w for _, w in self.fusion]
+        self._watched = [not scores_checked(m) for m in self.models]
+        self._bad: torch.Tensor | None = None  # [M] bool on the scores' device: a watched model's NaN / +inf
         self._has_score_tokens = [callable(getattr(m, "score_tokens", None)) for m in self.models]
         self._takes_utterances = [_accepts(m.initial_states, "utterances") for m in self.models]
 
@@ -153,6 +183,8 @@ class FusionScorer:
     def initial(self, n: int, device: torch.device | None = None,
                 utterances: torch.Tensor | None = None) -> torch.Tensor:
         """States ``[n, M]`` (int64) of fresh hypotheses (``utterances [n]``: see the module docstring)."""
+        if any(self._watched):  # the watch's flag made here, before a loop is captured, not inside a capture
+            self._flag(torch.device("cpu") if device is None else torch.device(device))
         cols = []
         for m, takes in zip(self.models, self._takes_utterances):
             if utterances is not None and takes:
@@ -174,6 +206,7 @@ class FusionScorer:
         nexts = []
         for i, (m, w) in enumerate(self.fusion):
             sc, nx = m.advance(states[:, i].contiguous())
+            self._watch(i, sc)
             term = weigh(sc if sc.dtype == dtype else sc.to(dtype), w)
             total = term if total is None else total.add_(term)
             nexts.append(nx)
@@ -205,6 +238,7 @@ class FusionScorer:
             else:
                 sc, nx = m.advance(s)
                 sc, nx = sc.gather(1, tokens), nx.gather(1, tokens)
+            self._watch(i, sc)
             term = weigh(sc.to(dtype), w)
             total = term if total is None else total.add_(term)
             nexts.append(nx)
@@ -250,11 +284,38 @@ class FusionScorer:
                 raise DecodingInputError(f"{name}[:, {i}] must be in [0, {n}) (fusion[{i}]'s states), "
                                          f"found values in [{lo}, {hi}]")
 
+    def _watch(self, i: int, scores: torch.Tensor) -> None:
+        """Note a NaN or +inf in a watched model's ``scores`` (a flag on their device, updated in place: a
+        captured CUDA graph keeps updating it; no host read)."""
+        if not self._watched[i] or scores.numel() == 0:
+            return
+        self._flag(scores.device)[i].logical_or_(~(scores.amax() < math.inf))  # (NaN propagates through amax)
+
+    def _flag(self, device: torch.device) -> torch.Tensor:
+        """The watch's flags ``[M]`` (bool) on ``device``, made on first use there."""
+        bad = self._bad
+        if bad is None or bad.device.type != device.type or device.index not in (None, bad.device.index):
+            self._bad = bad = torch.zeros(len(self.models), dtype=torch.bool, device=device)
+        return bad
+
+    def check_scores(self) -> None:
+        """Raise :class:`FusionScoreError` if a watched model returned NaN or +inf scores since the last check
+        (a search calls it once its call ends: one host read, only with a watched model), then reset."""
+        if self._bad is None:
+            return
+        bad = self._bad.tolist()
+        self._bad.zero_()
+        if any(bad):
+            i = bad.index(True)
+            raise _fusion_score_error(i, self.models[i])
+
     def final(self, states: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Weighted end-of-sentence scores ``[N]`` of ``states [N, M]``."""
         total = None
         for i, (m, w) in enumerate(self.fusion):
-            term = weigh(m.final(states[:, i].contiguous()).to(dtype), w)
+            sc = m.final(states[:, i].contiguous())
+            self._watch(i, sc)
+            term = weigh(sc.to(dtype), w)
             total = term if total is None else total.add_(term)
         if total is None:
             return torch.zeros(states.shape[0], dtype=dtype, device=states.device)

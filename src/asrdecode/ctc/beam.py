@@ -163,6 +163,7 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
         score = score + beta * st.length
     if scorer is not None and scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
+        scorer.check_scores()
     score = torch.where(valid, score, -math.inf)
     n = min(nbest, K)
     top, slots = torch.topk(score, n, dim=1)
@@ -344,6 +345,7 @@ class CTCBeamDecoder:
             return [] if final else st
         _search_chunk(st, x, lens, scorer, blank, beam, beta, beam_threshold, collapse_on, collapse_th, token_beam,
                       "native" if native else mode)
+        scorer.check_scores()  # a user fusion model's NaN / +inf (one host read, with such a model only)
         if not final:
             return st
         return _finalize(st, scorer, beta, nbest, self.tokenizer)

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..configs import CTCBeamConfig, takes_config
-from ..fusion import FusionModel, FusionScorer, check_fusion, weigh_float
+from ..fusion import FusionModel, FusionScorer, check_fusion, check_model_scores, weigh_float
 from ..results import Hypothesis, Tokenizer, attach_text
 from ._checks import check_beam_search_args
 from .beam import parse_collapse
@@ -65,11 +65,14 @@ class _FusionCache:
         key = (i, state)
         if key not in self.rows:
             sc, nx = self.fusion[i][0].advance(torch.tensor([state], dtype=torch.long))
+            check_model_scores(i, self.fusion[i][0], sc)
             self.rows[key] = (sc[0].double().tolist(), nx[0].tolist())
         return self.rows[key]
 
     def final(self, i: int, state: int) -> float:
-        return float(self.fusion[i][0].final(torch.tensor([state], dtype=torch.long))[0])
+        f = self.fusion[i][0].final(torch.tensor([state], dtype=torch.long))
+        check_model_scores(i, self.fusion[i][0], f)
+        return float(f[0])
 
 
 def _decode_one(

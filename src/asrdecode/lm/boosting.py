@@ -51,6 +51,9 @@ class BoostingTree:
         roots: int64 ``[num_trees]`` root state of each tree.
     """
 
+    #: its score tables are checked when built (no NaN or +inf): searches need not watch its scores
+    scores_checked = True
+
     def __init__(self, automaton: BackoffAutomaton, roots: torch.Tensor, phrases: list[list[tuple[list[int], float]]]):
         self.automaton = automaton
         self.vocab_size = automaton.vocab_size

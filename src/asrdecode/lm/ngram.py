@@ -53,6 +53,9 @@ class NGramLM:
         token_map: the :class:`TokenMap` between token ids and LM words.
     """
 
+    #: its score tables are checked when built (no NaN or +inf): searches need not watch its scores
+    scores_checked = True
+
     def __init__(
         self,
         automaton: BackoffAutomaton,

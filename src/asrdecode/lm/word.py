@@ -234,6 +234,9 @@ class WordNGramLM:
             the old name of ``unweighted_word_bonus``, deprecated).
     """
 
+    #: its score tables are checked when built (no NaN or +inf): searches need not watch its scores
+    scores_checked = True
+
     def __init__(self, *, word_lm: NGramLM, trie: BackoffAutomaton, words: list[str], boundaries: WordBoundaries,
                  node_bits: int, end_label: torch.Tensor, end_const: torch.Tensor, is_start: torch.Tensor,
                  start_node: torch.Tensor, start_score: torch.Tensor, lookahead: bool, lexicon: bool,

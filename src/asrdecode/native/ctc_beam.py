@@ -24,7 +24,7 @@ from typing import Any, Optional
 import torch
 
 from ..errors import DecodingInputError
-from ..fusion import FusionModel, FusionScorer
+from ..fusion import FusionModel, FusionScorer, check_model_scores
 from ..lm._automaton import BackoffAutomaton
 from ._lib import check_status, load
 from .abi import Automaton as _Automaton
@@ -235,6 +235,7 @@ def run_frames(st: BeamStateFields, x: torch.Tensor, lengths: torch.Tensor, fram
                 keep = []
                 for i in rows:
                     sc, nx = fusion[i][0].advance(st.fstates[:, :, i].reshape(B * K))
+                    check_model_scores(i, fusion[i][0], sc)
                     sc = sc.to(x.dtype).contiguous()
                     nx = nx.to(torch.int64).contiguous()
                     if sc.shape != (B * K, V) or nx.shape != (B * K, V):
@@ -313,7 +314,9 @@ def finalize(st: BeamStateFields, scorer: Optional[FusionScorer], beta: float,
     models = (_Model * max(len(fusion), 1))()
     for i, (model, weight) in enumerate(fusion):
         if not describe_fusion(models[i], model, weight):
-            f = model.final(st.fstates[:, :, i].reshape(B * K)).to(st.p_b.dtype).contiguous()
+            f = model.final(st.fstates[:, :, i].reshape(B * K))
+            check_model_scores(i, model, f)
+            f = f.to(st.p_b.dtype).contiguous()
             keep.append(f)
             models[i].rows_scores = f.data_ptr()
     out_score = torch.empty((B, n), dtype=torch.float64)

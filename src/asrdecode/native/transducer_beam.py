@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..errors import DecodingInputError
-from ..fusion import FusionScorer
+from ..fusion import FusionScorer, check_model_scores
 from ._lib import check_status, load
 from .abi import TransducerBeamArgs as _Args
 from .abi import FusionDesc as _Model
@@ -55,6 +55,7 @@ def user_model_rows(scorer: FusionScorer, models: Any, rows: list[int], lm_state
     N = lm_states.shape[0]
     for i in rows:
         sc, nx = scorer.models[i].advance(lm_states[:, i].contiguous())
+        check_model_scores(i, scorer.models[i], sc)
         sc = sc.to(dtype).contiguous()
         nx = nx.to(torch.int64).contiguous()
         if sc.shape != (N, vocab) or nx.shape != (N, vocab):

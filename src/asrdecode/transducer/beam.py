@@ -204,6 +204,12 @@ class BeamSearchDecoder:
                results: bool, want_state: bool = True) -> tuple[list[list[Hypothesis]], Any]:
         """One chunk from ``state`` (None: a fresh one): its n-best lists (when ``results``) and the state
         after it (when ``want_state``, else None)."""
+        out = self._chunk_search(state, encoder_output, lengths, final, results, want_state)
+        self.settings.scorer.check_scores()  # a user fusion model's NaN / +inf (the results have checked it)
+        return out
+
+    def _chunk_search(self, state: BeamState | None, encoder_output: object, lengths: Any, final: Any,
+                      results: bool, want_state: bool) -> tuple[list[list[Hypothesis]], Any]:
         enc = check_emissions("encoder_output", encoder_output, ndim=3)
         check_encoder_output(self.model, enc)
         check_finite("encoder_output", enc)
@@ -310,6 +316,7 @@ class BeamSearchDecoder:
         return loop
 
     def _text(self, nb: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+        self.settings.scorer.check_scores()  # (first: a fusion model's NaN is not the joint's)
         _checks.check_nbest_lists(nb)
         for row in nb:
             attach_text(row, self.tokenizer)

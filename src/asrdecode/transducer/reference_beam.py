@@ -136,7 +136,9 @@ def reference_beam_search(
         cands.sort(key=lambda c: -c[0])
         chosen = [c for c in cands[:beam] if c[0] > -math.inf]
         hyps = _merge_equal(_extend(s, hyps, chosen))
-    return _finish(s, hyps)
+    out = _finish(s, hyps)
+    s.scorer.check_scores()  # (a user fusion model's NaN / +inf)
+    return out
 
 
 def _start(s: _Search, dtype: torch.dtype) -> _Hyp:

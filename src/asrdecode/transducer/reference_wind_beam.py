@@ -166,7 +166,9 @@ def reference_wind_beam_search(
                     arrivals.setdefault(new.t, []).append(new)
         for t, arrived in arrivals.items():  # 5.
             t2hyps[t] = _recombine_prune(t2hyps.get(t, []) + arrived, beam)
-    return _finish(s, t2hyps.get(s.T, []))
+    out = _finish(s, t2hyps.get(s.T, []))
+    s.scorer.check_scores()  # (a user fusion model's NaN / +inf)
+    return out
 
 
 def _start(s: _Search, dtype: torch.dtype) -> _Hyp:
