@@ -26,7 +26,8 @@ def res(tmp_path_factory):
                                         ("ctc-word-lm", 10776), ("ctc-word-lm", 10782), ("streaming", 0),
                                         ("streaming", 1), ("streaming", 2), ("wfst", 0), ("tlg", 0), ("tlg", 1),
                                         ("modified-beam", 0), ("nemo-beam", 0), ("masked", 6),
-                                        ("masked", 9190), ("masked", 10500), ("masked", 0), ("masked", 1)])
+                                        ("masked", 9190), ("masked", 10500), ("masked", 0), ("masked", 1),
+                                        ("broken", 0), ("broken", 1), ("broken", 2), ("broken", 3)])
 def test_cases_found_by_the_fuzzer_pass(res, entry, case):
     """ctc-beam:109 (an n-gram LM at a negative weight), the inference-mode models of every transducer case,
     ctc-word-lm:10776 (a lexicon word LM at a negative weight: +inf scores), 10782 (the oracle kept an
@@ -59,3 +60,22 @@ def test_a_failing_engine_is_an_error(res, monkeypatch):
     monkeypatch.setattr(fd, "greedy", fail)
     outcome, detail = fd.run_case("transducer-greedy", 3, res)
     assert outcome == "error" and "engine failure" in detail
+
+
+def test_a_search_that_swallows_a_broken_joint_is_reported(res, monkeypatch):
+    """The ``broken`` entry point: a greedy search that returns its last good hypotheses instead of raising
+    on a NaN / +inf joint is a disagreement (neither the named error nor the masked model's result)."""
+    from asrdecode.errors import NonFiniteJointError
+    from asrdecode.results import Hypothesis
+
+    real = fd.greedy
+
+    def swallow(model, enc, lengths, **kw):
+        try:
+            return real(model, enc, lengths, **kw)
+        except NonFiniteJointError:
+            return [Hypothesis([], [], 0.0) for _ in range(enc.shape[0])]
+
+    monkeypatch.setattr(fd, "greedy", swallow)
+    outcomes = [fd.run_case("broken", n, res)[0] for n in range(40)]
+    assert "disagree" in outcomes and "error" not in outcomes
