@@ -26,14 +26,15 @@ def res(tmp_path_factory):
                                         ("ctc-word-lm", 10776), ("ctc-word-lm", 10782), ("streaming", 0),
                                         ("streaming", 1), ("streaming", 2), ("wfst", 0), ("tlg", 0), ("tlg", 1),
                                         ("modified-beam", 0), ("nemo-beam", 0), ("masked", 6),
-                                        ("masked", 9190), ("masked", 10500), ("masked", 0), ("masked", 1),
+                                        ("masked", 9190), ("masked", 10500), ("masked", 843324), ("masked", 0),
                                         ("broken", 0), ("broken", 1), ("broken", 2), ("broken", 3)])
 def test_cases_found_by_the_fuzzer_pass(res, entry, case):
     """ctc-beam:109 (an n-gram LM at a negative weight), the inference-mode models of every transducer case,
     ctc-word-lm:10776 (a lexicon word LM at a negative weight: +inf scores), 10782 (the oracle kept an
     n-best entry scored -inf), masked:6 (the native WFST engine kept a path of probability 0 alive), 9190
     (the ALSD++ oracle's masked blank at a negative LM weight: -inf + inf) and 10500 (the tensor engine's
-    masked blank at weight 0: 0 * -inf) failed before their fixes; one case of each other entry point."""
+    masked blank at weight 0: 0 * -inf) and 843324 (the WIND oracle kept a masked label's -inf hypothesis)
+    failed before their fixes; one case of each other entry point."""
     assert fd.run_case(entry, case, res) == ("pass", "")
 
 

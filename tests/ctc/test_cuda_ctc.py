@@ -80,3 +80,46 @@ def test_wfst_fixed_loop_on_cuda_equals_cpu():
             assert [h.tokens for h in a] == [h.tokens for h in b]
             assert [h.timestamps for h in a] == [h.timestamps for h in b]
             assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-4)
+
+
+def test_masked_classes_on_cuda_equal_cpu(tmp_path):
+    """Emissions with classes of probability 0 (-inf) in the CTC device loop and both WFST loops on CUDA."""
+    pytest.importorskip("kaldifst")
+    from asrdecode.ctc.wfst import WFSTDecoder, build_tlg
+    from test_ctc_helpers import mask_classes
+    from test_ctc_wfst import BLANK, LEXICON, V, _lm
+
+    lp, lens, blank, kw = make_case("token_lm", tmp_path, 9, 5, 37, device="cpu")
+    lp = mask_classes(lp, 9, 0.5)
+    _, _, _, kw_dev = make_case("token_lm", tmp_path, 9, 5, 37, device="cuda")
+    with strict_syncs():
+        got = ctc.beam_search(lp.cuda(), lens.cuda(), blank, engine="torch", **kw_dev)
+    assert_same(got, ctc.beam_search(lp, lens, blank, engine="torch", **kw))
+    g = build_tlg(V, LEXICON, _lm(), topology="compact", blank_id=BLANK)
+    em = mask_classes(torch.log_softmax(2 * torch.randn(4, 30, V, generator=torch.Generator().manual_seed(5)), -1),
+                      5, 0.5)
+    lengths = torch.tensor([30, 11, 0, 25])
+    for loop in ("fixed", "dynamic"):
+        want = WFSTDecoder(g, engine="torch", loop=loop, max_active=4)(em, lengths)
+        got = WFSTDecoder(g, engine="torch", loop=loop, max_active=4)(em.cuda(), lengths.cuda())
+        assert [(h.words, h.tokens) for h in got] == [(h.words, h.tokens) for h in want], loop
+
+
+def test_a_user_fusion_models_nan_is_caught_in_captured_graphs():
+    """The watch's flag is updated in place inside the captured rounds and read once after the call."""
+    from asrdecode.fusion import FusionScoreError
+    from test_ctc_helpers import TableBigram, peaky_log_probs
+
+    class OnDevice(TableBigram):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.scores, self.eos, self.next = self.scores.cuda(), self.eos.cuda(), self.next.cuda()
+
+    lp = peaky_log_probs(3, 4, 30, 6, 0, peak=4.0, dtype=torch.float32).cuda()
+    model = OnDevice(6, 0, seed=2)
+    good = ctc.beam_search(lp, None, 0, beam=4, fusion=[(model, 0.5)], engine="torch")
+    model.scores[:, 3] = float("nan")
+    with pytest.raises(FusionScoreError):
+        ctc.beam_search(lp, None, 0, beam=4, fusion=[(model, 0.5)], engine="torch")
+    model.scores[:, 3] = OnDevice(6, 0, seed=2).scores[:, 3]
+    assert_same(ctc.beam_search(lp, None, 0, beam=4, fusion=[(model, 0.5)], engine="torch"), good)

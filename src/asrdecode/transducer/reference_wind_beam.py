@@ -52,6 +52,7 @@ not supported (the window is defined for RNN-T).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -233,6 +234,8 @@ def _expand(s: _Search, h: _Hyp, score0: float, terms: _Terms, t0: int, n: int) 
     out = []
     for fused, _, v, j in top:
         score = score0 + fused
+        if score == -math.inf:
+            continue  # a masked class or a forbidden token: no path (the engines keep none either)
         if v == blank:
             out.append(_Hyp(score, t0 + n, 0, h.tokens, h.stamps, h.pred_state, h.dec_proj, h.lm_states))
             continue
