@@ -183,8 +183,7 @@ class FusionScorer:
     def initial(self, n: int, device: torch.device | None = None,
                 utterances: torch.Tensor | None = None) -> torch.Tensor:
         """States ``[n, M]`` (int64) of fresh hypotheses (``utterances [n]``: see the module docstring)."""
-        if any(self._watched):  # the watch's flag made here, before a loop is captured, not inside a capture
-            self._flag(torch.device("cpu") if device is None else torch.device(device))
+        self.watch_on(torch.device("cpu") if device is None else torch.device(device))
         cols = []
         for m, takes in zip(self.models, self._takes_utterances):
             if utterances is not None and takes:
@@ -290,6 +289,13 @@ class FusionScorer:
         if not self._watched[i] or scores.numel() == 0:
             return
         self._flag(scores.device)[i].logical_or_(~(scores.amax() < math.inf))  # (NaN propagates through amax)
+
+    def watch_on(self, device: torch.device) -> None:
+        """Make the watch's flag on ``device`` now (with a watched model): a loop that will capture its rounds
+        calls it first (``initial`` does), so that the flag is not made inside a capture (a captured fill would
+        clear it every replay)."""
+        if any(self._watched):
+            self._flag(device)
 
     def _flag(self, device: torch.device) -> torch.Tensor:
         """The watch's flags ``[M]`` (bool) on ``device``, made on first use there."""

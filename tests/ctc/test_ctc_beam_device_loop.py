@@ -190,3 +190,22 @@ def test_dense_lm_engines_agree(tmp_path, seed):
         got = _eager(lp, lens, blank, kw)
         beam_loop.LOOPS.clear()
     assert_same(got, want)
+
+
+def test_a_cached_loop_reports_a_user_fusion_models_nan(graphs_on_cpu):
+    """A warm call replays rounds captured with the first call's scorer: the watch read after the call is that
+    scorer's, so a user model's NaN on the second call is still a FusionScoreError."""
+    from asrdecode.fusion import FusionScoreError
+    from test_ctc_helpers import TableBigram, peaky_log_probs
+
+    lp = peaky_log_probs(4, 3, 20, 6, 0, peak=4.0, dtype=torch.float32)
+    model = TableBigram(6, 0, seed=5)
+    kw = dict(beam=4, fusion=[(model, 0.5)])
+    good = _eager(lp, None, 0, kw)
+    captured = len(beam_loop.LOOPS._entries)
+    model.scores[:, 1:] = float("nan")  # in place: the same tensors, the cached loop is reused
+    with pytest.raises(FusionScoreError, match=r"fusion\[0\] \(TableBigram\)"):
+        _eager(lp, None, 0, kw)
+    assert len(beam_loop.LOOPS._entries) == captured
+    model.scores[:, 1:] = TableBigram(6, 0, seed=5).scores[:, 1:]
+    assert_same(_eager(lp, None, 0, kw), good)

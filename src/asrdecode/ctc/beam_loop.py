@@ -153,6 +153,7 @@ def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_ind
            scorer.graph_key())
 
     def make() -> FrameLoop:
+        scorer.watch_on(x.device)  # (a user fusion model's flag, made before any capture)
         stepper = Stepper(Bb, beam, V, blank, scorer, beta, beam_threshold, token_beam, x.dtype, x.device)
         return FrameLoop(stepper, Bb, Tb, V, beam, x.dtype, x.device, mode)
 
@@ -162,3 +163,5 @@ def run_frames_on_device(st: Any, x: torch.Tensor, lens: torch.Tensor, frame_ind
     end = torch.full((1,), rounds * UNROLL, dtype=torch.long, device=x.device)
     run_until_done(loop.runner, _round, loop, lambda lp: (lp.t >= end)[0], first_check=rounds, limit=rounds)
     loop.unload(st, B, T)
+    if loop.stepper.scorer is not scorer:  # a cached loop's rounds update the scorer they were captured with
+        loop.stepper.scorer.check_scores()

@@ -156,6 +156,7 @@ class BeamLoop:
         self.win = torch.arange(s.window, device=dev)
         self.early = s.pruning == "early"
         self.scorer = s.scorer
+        self.scorer.watch_on(dev)  # (a user fusion model's flag, made before any capture)
         self.fused = s.scorer.num_models > 0
         self.lam = float(sum(s.scorer.weights))
         self.lm_weighted = s.blank_scoring == "lm_weighted" and self.lam != 0.0
