@@ -92,14 +92,20 @@ def test_native_equals_tensor_engine(seed):
     lp, lengths, boosts = _inputs(seed, g, 3, 9)
     nat, ten = _decoders(g, seed)
     _same(nat(lp, lengths, boosts=boosts), ten(lp, lengths, boosts=boosts))
-    a = nat.init_state(3, boosts=boosts, lattice=True)
-    b = ten.init_state(3, boosts=boosts, lattice=True)
+    a, b = _same_lattices(nat, ten, lp, lengths, boosts)
+    for x, y in zip(nat.hypotheses(a, nbest=3), ten.hypotheses(b, nbest=3)):
+        _same(x, y)
+
+
+def _same_lattices(nat, ten, lp, lengths, boosts):
+    """Both engines' lattice-recording states after ``lp`` (compared); returns them."""
+    a = nat.init_state(lp.shape[0], boosts=boosts, lattice=True)
+    b = ten.init_state(lp.shape[0], boosts=boosts, lattice=True)
     nat.advance(a, lp, lengths)
     ten.advance(b, lp, lengths)
     for x, y in zip(nat._lattices(a), ten._lattices(b)):
         _same_lattice(x, y)
-    for x, y in zip(nat.hypotheses(a, nbest=3), ten.hypotheses(b, nbest=3)):
-        _same(x, y)
+    return a, b
 
 
 @settings(max_examples=30, deadline=None)
@@ -134,12 +140,7 @@ def test_masked_classes_on_both_engines(seed, rate):
     first = ten(lp, lengths, boosts=boosts)
     _same(nat(lp, lengths, boosts=boosts), first)
     _same(WFSTDecoder(g, config=ten.config, loop="fixed")(lp, lengths, boosts=boosts), first)
-    a = nat.init_state(3, boosts=boosts, lattice=True)
-    b = ten.init_state(3, boosts=boosts, lattice=True)
-    nat.advance(a, lp, lengths)
-    ten.advance(b, lp, lengths)
-    for x, y in zip(nat._lattices(a), ten._lattices(b)):
-        _same_lattice(x, y)
+    a, b = _same_lattices(nat, ten, lp, lengths, boosts)
     got = nat.hypotheses(a, nbest=3)
     for u, (x, y) in enumerate(zip(got, ten.hypotheses(b, nbest=3))):
         _same(x, y)
