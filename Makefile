@@ -63,8 +63,9 @@ test-asan: $(TEST_STAMP)
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_native.py --cases $(ASAN_CASES)
 
-# Both engines against each other and the oracles on sharp joints, peaked emissions, float32 and negative
-# fusion weights (benchmarks/fuzz_differential.py; results_fuzz.md).
+# Both engines against each other and the oracles on sharp joints, peaked emissions, float32, negative
+# fusion weights, masked classes (-inf) and broken (NaN / +inf) scores (benchmarks/fuzz_differential.py;
+# results_fuzz.md).
 FUZZ_MINUTES ?= 10
 fuzz-diff: $(TEST_STAMP)
 	OMP_NUM_THREADS=1 PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_differential.py --minutes $(FUZZ_MINUTES)
