@@ -7,8 +7,8 @@ models and adapters in :mod:`asrdecode.models`; many-stream sessions in :mod:`as
 """
 
 from . import ctc, lm, streaming, transducer
-from .errors import AsrDecodeError, DecodingInputError, FileFormatError
-from .fusion import FusionModel, FusionScorer
+from .errors import AsrDecodeError, DecodingInputError, FileFormatError, NonFiniteJointError
+from .fusion import FusionModel, FusionScoreError, FusionScorer
 from .lm import BoostingTree, NGramLM, TokenMap, estimate_arpa, read_arpa, write_arpa
 from .results import Hypothesis, Tokenizer
 from .tokenizers import CharTokenizer, SentencePieceTokenizer
@@ -24,6 +24,8 @@ __all__ = [
     "AsrDecodeError",
     "DecodingInputError",
     "FileFormatError",
+    "NonFiniteJointError",
+    "FusionScoreError",
     "FusionModel",
     "FusionScorer",
     "NGramLM",
