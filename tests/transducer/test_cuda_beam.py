@@ -84,3 +84,42 @@ def test_cuda_streaming_equals_cpu(fusion_models, method):
             clen = (lengths - a).clamp(min=0, max=b - a)
             state = dec.advance(state, enc[:, a:b].to(CUDA), clen.to(CUDA), final=(lengths <= b).to(CUDA))
         _same(dec.finalize(state), want)
+
+
+@pytest.mark.parametrize("method", ["alsd", "aes", "wind"])
+def test_masked_classes_and_broken_scores_on_cuda(fusion_models, method):
+    """A masked label and blank (-inf joint bias) decode as on the CPU, with CUDA graphs; a NaN joint logit
+    is NonFiniteJointError, and a user fusion model's NaN FusionScoreError, read after the captured rounds."""
+    import math
+
+    from asrdecode.errors import NonFiniteJointError
+    from asrdecode.fusion import FusionScoreError
+    from test_ctc_helpers import TableBigram
+
+    m = random_model(12, V, BLANK, None, blank_bias=1.0)
+    with torch.no_grad():
+        m.joint_out.bias[[1, BLANK]] = -math.inf
+    enc = random_encoder(12, 3, 9)
+    lengths = torch.tensor([9, 4, 7])
+    kw = dict(beam=3, nbest=3, method=method, max_symbols=2, engine="torch")
+    want = BeamSearchDecoder(m, fusion=_fusion(fusion_models, "cpu"), **kw)(enc, lengths)
+    with strict_syncs():
+        got = BeamSearchDecoder(m.to(CUDA), fusion=_fusion(fusion_models, CUDA), **kw)(enc.to(CUDA), lengths.to(CUDA))
+    _same(got, want)
+    with torch.no_grad():
+        m.joint_out.bias[2] = math.nan
+    with pytest.raises(NonFiniteJointError):
+        BeamSearchDecoder(m, **kw)(enc.to(CUDA), lengths.to(CUDA))
+
+    class OnDevice(TableBigram):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.scores, self.eos, self.next = self.scores.to(CUDA), self.eos.to(CUDA), self.next.to(CUDA)
+
+    table = OnDevice(V, BLANK, seed=4)
+    table.scores[:, [v for v in range(V) if v != BLANK]] = math.nan
+    ok = random_model(13, V, BLANK, None, blank_bias=1.0).to(CUDA)
+    dec = BeamSearchDecoder(ok, fusion=[(table, 0.5)], **kw)
+    for _ in range(2):  # a cold call (capture) and a warm one (replay)
+        with pytest.raises(FusionScoreError):
+            dec(enc.to(CUDA), lengths.to(CUDA))
