@@ -153,6 +153,8 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
 
     On CPU with the native engine loaded, the same computation runs there (one call)."""
     if st.p_b.device.type == "cpu" and _lib.loaded():
+        if scorer is not None:  # the search's fusion watch (native_finalize checks the end scores it reads)
+            scorer.check_scores()
         return [attach_text([Hypothesis(tokens=t, timestamps=ts, score=sc) for t, ts, sc in row] or _no_hypothesis(),
                             tokenizer) for row in native_finalize(st, scorer, beta, nbest)]
     B, K = st.p_b.shape
@@ -163,7 +165,7 @@ def _finalize(st: CTCBeamState, scorer: Optional[FusionScorer], beta: float, nbe
         score = score + beta * st.length
     if scorer is not None and scorer.num_models:
         score = score + scorer.final(st.fstates.reshape(B * K, -1), score.dtype).reshape(B, K)
-        scorer.check_scores()
+        scorer.check_scores()  # the search's fusion watch and the end scores: one read
     score = torch.where(valid, score, -math.inf)
     n = min(nbest, K)
     top, slots = torch.topk(score, n, dim=1)
@@ -345,10 +347,10 @@ class CTCBeamDecoder:
             return [] if final else st
         _search_chunk(st, x, lens, scorer, blank, beam, beta, beam_threshold, collapse_on, collapse_th, token_beam,
                       "native" if native else mode)
-        scorer.check_scores()  # a user fusion model's NaN / +inf (one host read, with such a model only)
         if not final:
+            scorer.check_scores()  # a user fusion model's NaN / +inf (one host read, with such a model only)
             return st
-        return _finalize(st, scorer, beta, nbest, self.tokenizer)
+        return _finalize(st, scorer, beta, nbest, self.tokenizer)  # (it reads the watch: one read a call)
 
 
 def _native_whole(x: torch.Tensor, lens: torch.Tensor, blank: int, beam: int, fusion: FusionArg, beta: float,

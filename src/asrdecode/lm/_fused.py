@@ -170,8 +170,6 @@ def entry_tables(a: "BackoffAutomaton", t: FusedTables) -> EntryTables | None:
     return tables
 
 
-
-
 def advance_fused(a: "BackoffAutomaton", t: FusedTables, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores ``[N, V]`` (float32) and next states ``[N, V]`` (int64) of every label from ``states [N]``."""
     N, V = states.shape[0], a.vocab_size

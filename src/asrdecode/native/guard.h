@@ -59,8 +59,6 @@ inline void check_joint_row(const T* x, int64_t n) {
   if (bad || !any) throw NonFiniteJoint{};
 }
 
-constexpr const char* kNonFiniteJointMessage = "non-finite joint: NaN or +inf logits, or -inf for every class";
-
 // Copy `a` then `b` (either may be null) into err [err_len], truncated and NUL-terminated; no allocation.
 inline void copy_message(const char* a, const char* b, char* err, int64_t err_len) noexcept {
   if (!err || err_len <= 0) return;
@@ -96,8 +94,7 @@ int guard_message(F&& f, char* err, int64_t err_len) noexcept {
     if (msg.empty()) return 0;
     copy_message(msg.c_str(), nullptr, err, err_len);
     return 1;
-  } catch (const NonFiniteJoint&) {
-    copy_message(kNonFiniteJointMessage, nullptr, err, err_len);
+  } catch (const NonFiniteJoint&) {  // (no message: _lib.check_status names the error)
     return kNonFiniteJoint;
   } catch (const std::bad_alloc&) {
     copy_message("native engine: out of memory", nullptr, err, err_len);

@@ -205,7 +205,8 @@ class BeamSearchDecoder:
         """One chunk from ``state`` (None: a fresh one): its n-best lists (when ``results``) and the state
         after it (when ``want_state``, else None)."""
         out = self._chunk_search(state, encoder_output, lengths, final, results, want_state)
-        self.settings.scorer.check_scores()  # a user fusion model's NaN / +inf (the results have checked it)
+        if not results:  # (with results, _text has read the fusion watch: one read a call)
+            self.settings.scorer.check_scores()  # a user fusion model's NaN / +inf
         return out
 
     def _chunk_search(self, state: BeamState | None, encoder_output: object, lengths: Any, final: Any,
