@@ -7,8 +7,12 @@ Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`
 telephone rate, to 384 kHz) is an error (a header claiming 1000 Hz would otherwise be upsampled
 x16: a 23 MB file took 1024 CPU-seconds and 1.9 GB), and so is a
 PCM wav whose data chunk holds fewer bytes than its header declares (a truncated file is never
-decoded silently as a shorter one). Both raise :class:`~asrdecode.errors.FileFormatError` naming
-the file.
+decoded silently as a shorter one), and so are NaN / inf samples or samples beyond
+:data:`MAX_ABS_SAMPLE` (a float wav may hold them; decoded, they gave an empty transcript or an error
+about the model's output). All raise :class:`~asrdecode.errors.FileFormatError` naming the file.
+
+:func:`check_waveform` is the one rule for every waveform a model or a stream is given: finite, and at
+most :data:`MAX_ABS_SAMPLE` in magnitude.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import torch
 
 from .errors import DecodingInputError, FileFormatError, check_int
 
-__all__ = ["SAMPLE_RATE", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RESAMPLE_RATIO", "MAX_RESAMPLE_WORK",
+__all__ = ["SAMPLE_RATE", "MAX_ABS_SAMPLE", "check_waveform", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RESAMPLE_RATIO", "MAX_RESAMPLE_WORK",
            "read_audio", "resample", "pad_batch"]
 
 SAMPLE_RATE = 16000
+#: largest accepted ``|sample|``: audio is float in [-1, 1]; 60 dB of headroom for unnormalised
+#: float audio; the log-mel front end stays finite up to about 1e17 and gives NaN from about 1e18.
+MAX_ABS_SAMPLE = 1000.0
 MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 384_000
 #: the largest ratio between the two rates of a resampling (8 kHz <-> 384 kHz)
@@ -34,6 +41,19 @@ MAX_RESAMPLE_RATIO = MAX_SAMPLE_RATE // MIN_SAMPLE_RATE
 #: the most filter taps one resampling may evaluate (output samples x taps each): ~10 h of 44.1 kHz
 #: audio to 16 kHz; beyond it resample() raises instead of running for hours
 MAX_RESAMPLE_WORK = 10**11
+
+
+def check_waveform(name: str, wave: torch.Tensor) -> None:
+    """Raise :class:`DecodingInputError` naming ``name`` if ``wave [N]`` holds NaN / inf samples or
+    samples beyond :data:`MAX_ABS_SAMPLE` in magnitude (one host read)."""
+    if not wave.numel():
+        return
+    peak = float(wave.detach().abs().amax())  # NaN wherever a sample is NaN
+    if not math.isfinite(peak):
+        raise DecodingInputError(f"{name} contains NaN or inf samples")
+    if peak > MAX_ABS_SAMPLE:
+        raise DecodingInputError(f"{name} has samples of magnitude {peak:.3g}; audio must be float in [-1, 1] "
+                                 f"(at most {MAX_ABS_SAMPLE:g} accepted)")
 
 
 def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -81,7 +101,8 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
 
     PCM wav files need only the standard library; other formats need ``soundfile``.
     Raises :class:`FileFormatError` (naming the file) for unreadable files, a sample rate outside
-    8 kHz..384 kHz, and a PCM wav whose data chunk is shorter than its header declares.
+    8 kHz..384 kHz, a PCM wav whose data chunk is shorter than its header declares, and samples that
+    :func:`check_waveform` refuses (NaN, inf, beyond :data:`MAX_ABS_SAMPLE`).
     """
     p = Path(path)
     if not p.is_file():
@@ -108,6 +129,10 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
         _check_sample_rate(p, int(sr))
         x = data.mean(axis=1)
     audio = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    try:
+        check_waveform("the audio", audio)
+    except DecodingInputError as err:
+        raise FileFormatError(p, None, str(err)) from None
     return resample(audio, int(sr), sample_rate)
 
 

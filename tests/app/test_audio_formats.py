@@ -49,3 +49,18 @@ def test_zero_byte_file_says_it_is_empty(tmp_path):
     path.write_bytes(b"")
     with pytest.raises(FileFormatError, match=r"zero.wav.*empty file \(0 bytes\)"):
         read_audio(path)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e4])
+def test_float_wav_with_unusable_samples_is_a_named_error(tmp_path, value):
+    """A float wav may hold NaN, inf or samples far beyond [-1, 1]: refused naming the file (decoded, NaN
+    gave phone-ctc an empty transcript and the other models an error about their output)."""
+    x = np.zeros(1600, np.float32)
+    x[800] = value
+    sf.write(tmp_path / "odd.wav", x, 16000, subtype="FLOAT")
+    match = "NaN or inf" if not np.isfinite(value) else "magnitude 1e\\+04"
+    with pytest.raises(FileFormatError, match=f"odd.wav: the audio .*{match}"):
+        read_audio(tmp_path / "odd.wav")
+    x[800] = 999.0  # loud but within the accepted headroom
+    sf.write(tmp_path / "loud.wav", x, 16000, subtype="FLOAT")
+    assert float(read_audio(tmp_path / "loud.wav").max()) == 999.0

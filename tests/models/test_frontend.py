@@ -147,3 +147,23 @@ def test_bundle_features_validate_a_list_of_waveforms() -> None:
                        ([torch.zeros(3, dtype=torch.int16)], r"audio\[0\]")):
         with pytest.raises(DecodingInputError, match=match):
             as_wave_list(bad, None)
+
+
+@pytest.mark.parametrize("audio, match", [
+    (torch.tensor([0.0, float("nan")]), r"^audio contains NaN or inf"),
+    (np.array([0.0, np.inf], np.float32), r"^audio contains NaN or inf"),
+    ([torch.zeros(3), torch.tensor([0.0, -float("inf")])], r"^audio\[1\] contains NaN or inf"),
+    (torch.tensor([[0.0, 0.0], [0.0, 2000.0]]), r"^audio\[1\] has samples of magnitude 2e\+03"),
+    (torch.zeros(5, dtype=torch.int16), "must be floating point"),
+])
+def test_bundle_waveforms_must_be_finite_and_in_range(audio, match) -> None:
+    """Every model's waveform funnel (as_wave_list) applies audio.check_waveform, the streams' rule: NaN
+    audio gave phone-ctc an empty transcript, not an error."""
+    from asrdecode.models.demo import as_wave_list
+
+    with pytest.raises(DecodingInputError, match=match):
+        as_wave_list(audio, None)
+    # padding past a row's length is not audio: only the valid samples are checked
+    padded = torch.tensor([[0.1, 0.2, float("nan")], [0.3, 0.0, 0.0]])
+    waves = as_wave_list(padded, torch.tensor([2, 1]))
+    assert torch.equal(waves[0], padded[0, :2]) and torch.equal(waves[1], padded[1, :1])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -115,6 +116,11 @@ def test_errors_in_openai_shape(client, server, tmp_path) -> None:
     with open(notes, "rb") as f, pytest.raises(openai.BadRequestError) as err:
         client.audio.transcriptions.create(model=MODEL, file=f)
     assert err.value.param == "file" and "notes.wav" in err.value.message and str(tmp_path) not in err.value.message
+    nan = io.BytesIO()
+    sf.write(nan, np.array([0.0, np.nan] * 800, np.float32), 16000, format="WAV", subtype="FLOAT")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.audio.transcriptions.create(model=MODEL, file=("nan.wav", nan.getvalue()))
+    assert err.value.param == "file" and err.value.code == "invalid_file" and "nan.wav: the audio contains NaN" in err.value.message
     big = io.BytesIO(np.zeros(3_000_000, np.uint8).tobytes())
     with pytest.raises(openai.APIStatusError) as err:
         client.audio.transcriptions.create(model=MODEL, file=("big.wav", big))

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..audio import check_waveform
 from ..errors import DecodingInputError, FileFormatError
 from ..tokenizers import SentencePieceTokenizer
 from ..transducer.model import LSTMTransducer
@@ -232,17 +233,27 @@ class DemoModel:
 
 
 def as_wave_list(audio, lengths) -> list[torch.Tensor]:
+    """The waveforms a model's ``transcribe`` / ``encode`` is given (a tensor ``[N]`` or ``[B, N]`` with
+    ``lengths [B]``, a numpy array, or a list of ``[N]``) as float32 tensors ``[N_i]``; each must pass
+    :func:`~asrdecode.audio.check_waveform` (finite, at most ``MAX_ABS_SAMPLE`` in magnitude)."""
+    waves = _wave_list(audio, lengths)
+    for i, w in enumerate(waves):
+        check_waveform("audio" if len(waves) == 1 and not isinstance(audio, (list, tuple)) else f"audio[{i}]", w)
+    return waves
+
+
+def _wave_list(audio, lengths) -> list[torch.Tensor]:
     if isinstance(audio, np.ndarray):
         audio = torch.from_numpy(np.asarray(audio, dtype=np.float32))
     if isinstance(audio, torch.Tensor):
+        if audio.dim() not in (1, 2):
+            raise DecodingInputError(f"audio must be [N] or [B, N], got shape {tuple(audio.shape)}")
+        if not audio.is_floating_point():
+            raise DecodingInputError(f"audio must be floating point in [-1, 1], got dtype {audio.dtype}")
         if audio.dim() == 1:
             if lengths is not None:
                 raise DecodingInputError("lengths must be None for a single 1-D waveform")
             return [audio.float()]
-        if audio.dim() != 2:
-            raise DecodingInputError(f"audio must be [N] or [B, N], got shape {tuple(audio.shape)}")
-        if not audio.is_floating_point():
-            raise DecodingInputError(f"audio must be floating point in [-1, 1], got dtype {audio.dtype}")
         if lengths is None:
             return [a.float() for a in audio]
         from ..errors import check_lengths

@@ -298,10 +298,12 @@ class NeMoBundle:
 
     @torch.no_grad()
     def features(self, audio: Any, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Waveforms (list of ``[N]``, 16 kHz) -> NeMo preprocessor features ``[B, Tf, F]`` and lengths ``[B]``."""
+        """Waveforms (list of ``[N]``, or ``[B, N]`` with ``lengths``; 16 kHz) -> NeMo preprocessor features
+        ``[B, Tf, F]`` and lengths ``[B]``."""
         from ..audio import pad_batch
+        from .demo import as_wave_list
 
-        waves = [torch.as_tensor(a, dtype=torch.float32) for a in audio]
+        waves = as_wave_list(audio, lengths)
         x, n = pad_batch(waves)
         self.asr_model.preprocessor.eval()
         feats, flen = self.asr_model.preprocessor(input_signal=x, length=n)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..errors import DecodingInputError, check_int
-from ..audio import SAMPLE_RATE
+from ..audio import SAMPLE_RATE, check_waveform
 
 if TYPE_CHECKING:
     from ..models.bundle import ModelBundle
@@ -43,7 +43,8 @@ SAMPLES_PER_FRAME = 1280  # one 80 ms encoder frame of the bundled models at 16 
 
 
 def check_audio(name: str, audio: object) -> torch.Tensor:
-    """A 1-D float waveform (numpy or torch, float32 or float64, finite) as a float32 CPU tensor."""
+    """A 1-D float waveform (numpy or torch, float32 or float64, accepted by
+    :func:`~asrdecode.audio.check_waveform`) as a float32 CPU tensor."""
     if isinstance(audio, np.ndarray):
         if audio.dtype not in (np.float32, np.float64):
             raise DecodingInputError(f"{name} must be float32 audio in [-1, 1], got numpy dtype {audio.dtype}")
@@ -54,8 +55,7 @@ def check_audio(name: str, audio: object) -> torch.Tensor:
         raise DecodingInputError(f"{name} must be float32 audio in [-1, 1], got dtype {audio.dtype}")
     if audio.dim() != 1:
         raise DecodingInputError(f"{name} must be 1-D (one channel, 16 kHz samples), got shape {tuple(audio.shape)}")
-    if audio.numel() and not bool(torch.isfinite(audio).all()):
-        raise DecodingInputError(f"{name} contains NaN or inf samples")
+    check_waveform(name, audio)
     return audio.detach().to(device="cpu", dtype=torch.float32)
 
 
