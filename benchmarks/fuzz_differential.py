@@ -32,7 +32,11 @@ Each case draws an entry point and its settings:
   masked by a -inf joint bias;
 - ``broken``: NaN or +inf in a transducer's joint bias or a fusion model's scores: every search on both
   engines (and the CTC oracle) raises its named error, or, where it never read the broken values (early
-  pruning may not), returns what it returns with them -inf.
+  pruning may not), returns what it returns with them -inf;
+- ``graphs``: the GPU path on the CPU: one decoder object with ``acceleration="cuda_graphs"`` (emulated by
+  ``accel.EmulatedGraphRunner``: padded to buckets, loops and "graphs" kept between calls) called on 3-4
+  batches of changing shapes, each call against the native engine: CTC prefix beam, transducer beam and
+  greedy, the WFST fixed loop (sometimes on masked inputs).
 
 Case ``N`` of an entry point draws its settings from its own stream, so a case number keeps its inputs
 when entry points are added.
@@ -53,6 +57,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import importlib
 import math
 import random
 import sys
@@ -561,6 +567,156 @@ def broken_inputs(r: random.Random, res: Resources, seed: int) -> str:
     return "broken"
 
 
+class _CountedRunner:
+    """:class:`~asrdecode.accel.EmulatedGraphRunner`, its instances kept (to check a case took the graph path)."""
+
+    made: list = []
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from asrdecode.accel import EmulatedGraphRunner
+
+        runner = EmulatedGraphRunner(*args, **kwargs)
+        cls.made.append(runner)
+        return runner
+
+
+def _captured() -> int:
+    """Graphs the runners made since the last :func:`_emulated_graphs` began have captured."""
+    return sum(run.captures for run in _CountedRunner.made)
+
+
+@contextlib.contextmanager
+def _emulated_graphs():
+    """``acceleration="cuda_graphs"`` on the CPU: every device loop on its graph path with :class:`~asrdecode.accel.EmulatedGraphRunner` (the
+    CPU twin of capture: same padding to buckets, same in-place rounds, a replay checks no state tensor moved),
+    the module-level loop caches cleared before and after."""
+    from asrdecode.ctc import beam_loop
+    from asrdecode.ctc.wfst import fixed
+    mods = (beam_loop, fixed, importlib.import_module("asrdecode.transducer.beam"),
+            importlib.import_module("asrdecode.transducer.greedy"))  # (the package exports functions of these names)
+    for m in (beam_loop, fixed):
+        m.LOOPS.clear()
+    _CountedRunner.made.clear()
+    with contextlib.ExitStack() as stack:
+        for m in mods:
+            real = m.resolve_mode
+            stack.enter_context(mock.patch.object(m, "resolve_mode", lambda mode, device, real=real:
+                                                  "cuda_graphs" if mode == "cuda_graphs" else real(mode, device)))
+            stack.enter_context(mock.patch.object(m, "StepRunner", _CountedRunner))
+        try:
+            yield
+        finally:
+            for m in (beam_loop, fixed):
+                m.LOOPS.clear()
+
+
+def _graph_calls(r: random.Random, most_batch: int, most_frames: int) -> list[tuple[int, int]]:
+    """Three or four ``(B, T)`` of calls on one decoder: a shape again (a warm call), a smaller one of the same
+    buckets, one of larger buckets."""
+    first = (r.randint(1, most_batch), r.randint(2, most_frames))  # (utterance 0 of the first call: all frames)
+    calls = [first, first, (r.randint(1, first[0]), r.randint(0, first[1]))]
+    if r.random() < 0.6:
+        calls.append((r.randint(1, 2 * most_batch), r.randint(0, 2 * most_frames)))
+    return calls
+
+
+def _lengths(lens: torch.Tensor, call: int, frames: int) -> torch.Tensor:
+    """``lens [B]``, the first call's utterance 0 given all ``frames`` (so every case runs its loop)."""
+    if call == 0:
+        lens[0] = frames
+    return lens
+
+
+def graphs(r: random.Random, res: Resources, seed: int) -> str:
+    """The GPU path on the CPU: one decoder object with ``acceleration="cuda_graphs"`` (emulated) called on 3-4
+    batches of changing shapes (the loops, their buffers and "graphs" kept between calls, batches padded to
+    buckets), each call against the native engine: CTC prefix beam, transducer ALSD++ / AES++ / WIND beam,
+    transducer greedy (label, WIND, frame looping), the WFST fixed loop."""
+    kind = r.choice(["ctc-beam", "transducer-beam", "transducer-greedy", "wfst"])
+    float32 = kind == "wfst" or r.random() < 0.5
+    dtype = torch.float32 if float32 else torch.float64
+    masked = r.choice([0.0, 0.0, 0.3])
+    calls = _graph_calls(r, 4, 14)
+    label = f"graphs {kind} {'f32' if float32 else 'f64'} masked={masked} calls={calls}"
+    with _emulated_graphs():
+        if kind == "ctc-beam":
+            vocab = r.randint(3, 9)
+            blank = seed % vocab
+            fusion_kind = r.choice(["none", "lm", "negative-lm", "bigram"])
+            fusion: list = {"none": [], "lm": [(res.ctc_lm(seed, vocab, blank), 0.7)],
+                            "negative-lm": [(res.ctc_lm(seed, vocab, blank), -0.5)],
+                            "bigram": [(TableBigram(vocab, blank, seed=seed), 0.6)]}[fusion_kind]
+            beam = r.randint(1, 8)
+            kw: dict[str, Any] = dict(beam=beam, fusion=fusion, beta=r.choice([0.0, 0.5]), nbest=r.randint(1, beam),
+                                      token_beam=r.choice([None, None, 2]), blank_collapse=r.choice([None, "weak", 0.9]),
+                                      beam_threshold=r.choice([float("inf"), 3.0]))
+            label += f" V={vocab} blank={blank} fusion={fusion_kind} {kw | {'fusion': None}}"
+            dec = ctc.CTCBeamDecoder(blank, vocab_size=vocab, engine="torch", acceleration="cuda_graphs", **kw)
+            for i, (B, T) in enumerate(calls):
+                lp = peaky_log_probs(seed + 101 * i, B, T, vocab, blank, peak=r.choice([4.0, 12.0]), dtype=dtype)
+                lp = mask_classes(lp, seed + i, masked) if masked else lp
+                lens = _lengths(random_lengths(seed + i, B, T), i, T)
+                got, want = dec.decode(lp, lens), ctc.beam_search(lp, lens, blank, engine="native", **kw)
+                for b in range(B):
+                    _same(got[b], want[b], float32, f"{label}: call {i}, graphs vs native, utterance {b}")
+        elif kind in ("transducer-beam", "transducer-greedy"):
+            beam_kind = kind == "transducer-beam"
+            method = r.choice(["alsd", "aes", "wind"]) if beam_kind else "greedy"
+            loop = r.choice(["labels", "labels", "frames"])
+            tdt = method not in ("wind",) and r.random() < 0.3
+            window = r.randint(2, 6) if (method == "wind" or (not beam_kind and loop == "labels" and not tdt
+                                                               and r.random() < 0.5)) else 1
+            m = _sharp_model(seed, r.choice([1.0, 4.0, 16.0]), r.choice([0.5, 1.0, 2.0]), tdt, float32, masked)
+            cap = r.choice([1, 2, 3, 5])
+            if beam_kind:
+                fusion = r.choice([[], [(res.token_lm, 0.6)], [(res.token_lm, -0.4)]])
+                beam = r.randint(1, 4)
+                kw = dict(beam=beam, nbest=beam, method=method, max_symbols=cap, fusion=fusion,
+                          pruning=r.choice(["late", "early"]), blank_scoring=r.choice(["lm_weighted", "none"]),
+                          beta=r.choice([0.0, 0.8]))
+                if method == "wind":
+                    kw.update(window=window, expansion_gamma=r.choice([None, 3.0]))
+                label += f" {method} {'tdt' if tdt else 'rnnt'} {kw | {'fusion': len(fusion)}}"
+                dec: Any = BeamSearchDecoder(m, engine="torch", acceleration="cuda_graphs", **kw)
+                native = lambda enc, lens: beam_search(m, enc, lens, engine="native", **kw)  # noqa: E731
+            else:
+                kw = dict(max_symbols=cap, loop=loop, window=window, precompute_projections=r.random() < 0.8)
+                label += f" greedy {'tdt' if tdt else 'rnnt'} {kw}"
+                dec = GreedyDecoder(m, engine="torch", acceleration="cuda_graphs", **kw)
+                native = lambda enc, lens: [[h] for h in greedy(m, enc, lens, engine="native" if float32  # noqa: E731
+                                                                 else "torch", **kw)]
+            for i, (B, T) in enumerate(calls):
+                enc = random_encoder(seed + 101 * i, B, T)
+                enc = enc.float() if float32 else enc
+                lens = _lengths(torch.randint(0, T + 1, (B,), generator=torch.Generator().manual_seed(seed + i)), i, T)
+                got, want = dec.decode(enc, lens), native(enc, lens)
+                for b in range(B):
+                    g = got[b] if beam_kind else [got[b]]
+                    _same(g, want[b], float32, f"{label}: call {i}, graphs vs native, utterance {b}")
+        else:
+            from test_wfst_native import _decoders, random_graph
+
+            from asrdecode.ctc.wfst import WFSTDecoder
+
+            g = random_graph(seed)
+            nat, ten = _decoders(g, seed)
+            dec = WFSTDecoder(g, config=ten.config, loop="fixed", acceleration="cuda_graphs")
+            label += f" seed={seed}"
+            for i, (B, T) in enumerate(calls):
+                gen = torch.Generator().manual_seed(seed + i)
+                lp = (torch.randn(B, T, g.vocab_size + 1, generator=gen) * r.choice([1.0, 3.0, 8.0])).log_softmax(-1)
+                lp = mask_classes(lp, seed + i, masked) if masked else lp
+                lens = _lengths(torch.randint(0, T + 1, (B,), generator=gen), i, T)
+                boosts = [r.choice([None, {"w1": 1.5}, {"w2": 4.0}]) for _ in range(B)] if r.random() < 0.5 else None
+                got, want = dec(lp, lens, boosts=boosts), nat(lp, lens, boosts=boosts, nbest=1)
+                for b in range(B):
+                    _same([got[b]], want[b][:1], True, f"{label}: call {i} boosts={boosts}, graphs vs native, "
+                                                       f"utterance {b}")
+        if not _captured() and not (kind == "ctc-beam" and kw["blank_collapse"]):  # (collapse may drop every frame)
+            raise Disagreement(f"{label}: no graph captured (the case never took the graph path)")
+    return "graphs"
+
+
 def masked_inputs(r: random.Random, res: Resources, seed: int) -> str:
     """An entry point on inputs with masked classes (``-inf``: probability 0): CTC (prefix beam, streamed
     prefix beam, word LM, WFST, TLG) on emissions with 20-70 % of the entries masked, each frame keeping
@@ -579,7 +735,7 @@ _MASKABLE: dict[str, Callable[[random.Random, Resources, int, float], str]] = {
 ENTRIES: dict[str, Callable[[random.Random, Resources, int], str]] = {
     "transducer-beam": transducer_beam, "transducer-greedy": transducer_greedy, "ctc-beam": ctc_beam,
     "streaming": streaming, "wfst": wfst, "tlg": tlg, "ctc-word-lm": ctc_word_lm, "modified-beam": modified_beam,
-    "nemo-beam": nemo_beam, "masked": masked_inputs, "broken": broken_inputs}
+    "nemo-beam": nemo_beam, "masked": masked_inputs, "broken": broken_inputs, "graphs": graphs}
 
 
 def run_case(entry: str, seed: int, res: Resources) -> tuple[str, str]:

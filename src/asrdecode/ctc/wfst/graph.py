@@ -187,12 +187,8 @@ class DecodingGraph:
             g = cls(**d)
         except (TypeError, KeyError, ValueError) as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
+        g._search_index = index  # (checked by validate, after the graph's own arrays)
         try:
-            if index is not None:
-                problem = _index_problem(g, index)
-                if problem:
-                    raise FileFormatError(path, None, f"bad decoding graph file (search_index: {problem})")
-                g._search_index = index
             g.validate()
         except DecodingInputError as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from None
@@ -212,7 +208,7 @@ class DecodingGraph:
         if self._search_index is not None:
             problem = _index_problem(self, self._search_index)
             if problem:
-                raise DecodingInputError(f"graph: search index: {problem}")
+                raise DecodingInputError(f"graph: search_index: {problem}")
         self._valid_mark = ValidationMark(self._validation_parts())
 
     def ensure_valid(self) -> None:
