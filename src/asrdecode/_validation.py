@@ -9,17 +9,27 @@ mark (a few microseconds): a structure changed since (an array replaced, or chan
 
 Not seen: writes through another view of the memory (``tensor.numpy()[...] = x``) and in-place writes
 to inference-mode tensors (they keep no version counter).
+
+**Files a cache vouches for.** A file of the per-user cache (:mod:`asrdecode.models.graph_cache`) is
+checked against its record on every use (size and a CRC-32 of all its bytes). The cache notes such a
+file here (:func:`note_verified_file`: its identity as checked, and the fingerprint of the validation
+rules its bytes last passed, from its record); a loader that opens the same file (same device, inode,
+size, modification time: not replaced or rewritten since) and runs rules of that fingerprint may skip
+its ``validate()``, and after a full validation it records its fingerprint there (``remember``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, Sequence
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 import torch
 
 from .errors import DecodingInputError
 
-__all__ = ["ValidationMark", "Checker", "version_of", "weights_versions"]
+__all__ = ["ValidationMark", "Checker", "version_of", "weights_versions", "VerifiedFile", "note_verified_file",
+           "verified_file"]
 
 
 def version_of(t: torch.Tensor) -> int:
@@ -142,3 +152,37 @@ class Checker:
             bound = f"[{low}, {high})" if high is not None else f">= {low}"
             self.fail(f"{name} must be an int {bound}, got {v!r}")
         return int(v)
+
+
+@dataclass(frozen=True)
+class VerifiedFile:
+    """A file whose bytes a cache checked against its record in this process.
+
+    ``identity``: ``(st_dev, st_ino, st_size, st_mtime_ns)`` when checked; ``validated_by``: the
+    fingerprint of the validation rules these bytes passed (from the record; ``None``: not known);
+    ``remember(fingerprint)``: writes a fingerprint into the record after a full validation passed."""
+
+    identity: tuple[int, int, int, int]
+    validated_by: Optional[str]
+    remember: Callable[[str], None]
+
+
+_VERIFIED: dict[str, VerifiedFile] = {}
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def note_verified_file(path: str | os.PathLike, st: os.stat_result, validated_by: Optional[str],
+                       remember: Callable[[str], None]) -> None:
+    """Note that the bytes of ``path`` (as ``st`` describes it, taken before they were read) matched a
+    cache record (see the module docstring)."""
+    _VERIFIED[os.path.realpath(path)] = VerifiedFile(_identity(st), validated_by, remember)
+
+
+def verified_file(path: str | os.PathLike, st: os.stat_result) -> Optional[VerifiedFile]:
+    """What :func:`note_verified_file` noted of ``path``, if the file ``st`` describes (the ``os.fstat`` of
+    the file a loader opened) is still that one; else ``None``."""
+    noted = _VERIFIED.get(os.path.realpath(path))
+    return noted if noted is not None and noted.identity == _identity(st) else None

@@ -5,7 +5,10 @@ Files live in ``$ASRDECODE_CACHE`` or ``~/.cache/asrdecode``. An entry is two fi
 modification time, SHA-256 and CRC-32, build time and peak memory). Both are written
 atomically (temp file + ``os.replace``), the record last, so a crash mid-build leaves no entry; an
 entry whose record or artefact does not match (stale key, truncated or altered file) is reported and
-rebuilt, never used.
+rebuilt, never used. An entry that passed the check is vouched for in this process
+(:func:`asrdecode._validation.note_verified_file`): a graph loader opening that very file skips the
+validation its record says these bytes already passed (``validated_by``: the rules' fingerprint, written
+after the first full validation), about 1 s of every use of the default model's graph.
 
 Every use checks the whole artefact: its size and a CRC-32 of all its bytes (zlib, 1 MiB blocks:
 ~0.15 s for 300 MB here, against 0.45 s for SHA-256 and 0.62 s for BLAKE2b; a sample of blocks missed
@@ -25,6 +28,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .._validation import note_verified_file
 from ..errors import FileFormatError
 
 __all__ = ["cache_dir", "input_key", "file_digest", "file_crc32", "sample_digest", "cached_file", "CacheEntry",
@@ -124,35 +128,36 @@ def _peak_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
 
 
-def _problem(path: Path, record: Path, key: str) -> str | None:
-    """Why the entry cannot be used (``None`` when it can)."""
+def _problem(path: Path, record: Path, key: str) -> tuple[str | None, os.stat_result | None]:
+    """Why the entry cannot be used (``None`` when it can), and the artefact's stat taken before its bytes
+    were checked (``None`` unless it can be used)."""
     if not record.exists():
-        return "missing" if not path.exists() else "it has no record (an interrupted build)"
+        return ("missing" if not path.exists() else "it has no record (an interrupted build)"), None
     try:
         info = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return f"its record {record.name} is unreadable ({err})"
+        return f"its record {record.name} is unreadable ({err})", None
     if not isinstance(info, dict) or info.get("key") != key:
-        return "its record does not match the inputs (stale)"
+        return "its record does not match the inputs (stale)", None
     if not path.is_file():
-        return f"{path.name} is missing"
+        return f"{path.name} is missing", None
     st = path.stat()
     if st.st_size != info.get("size"):
-        return f"{path.name} has {st.st_size} bytes, its record says {info.get('size')} (truncated or altered)"
+        return f"{path.name} has {st.st_size} bytes, its record says {info.get('size')} (truncated or altered)", None
     dirty = st.st_mtime_ns != info.get("mtime_ns")  # the same bytes under a new time (copied, touched)
     if "crc32" not in info:  # a record of an older release: the full SHA-256 once, then the CRC-32 kept
         if file_digest(path) != info.get("sha256"):
-            return f"{path.name} does not match its record's SHA-256 (corrupt)"
+            return f"{path.name} does not match its record's SHA-256 (corrupt)", None
         info["crc32"], dirty = file_crc32(path), True
     elif file_crc32(path) != info.get("crc32"):
-        return f"{path.name} does not match its record's CRC-32 (corrupt: altered after it was built)"
+        return f"{path.name} does not match its record's CRC-32 (corrupt: altered after it was built)", None
     if dirty:
         info["mtime_ns"] = st.st_mtime_ns
         try:
             _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
         except OSError:  # a read-only cache: checked again next time
             pass
-    return None
+    return None, st
 
 
 def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], None], *, what: str = "",
@@ -186,9 +191,11 @@ def _cached(name: str, key: str, inputs: Mapping[str, Any], build: Callable[[Pat
 
     say = log or status
     folder = path.parent
-    problem = _problem(path, record, key)
-    if problem is None:
-        return CacheEntry(path, json.loads(record.read_text(encoding="utf-8")), built=False)
+    problem, st = _problem(path, record, key)
+    if problem is None and st is not None:
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        _note(path, record, st, kept)
+        return CacheEntry(path, kept, built=False)
     if problem != "missing":
         say(f"asrdecode: cached {what or name} at {path} is not usable: {problem}; rebuilding it")
         record.unlink(missing_ok=True)
@@ -197,9 +204,26 @@ def _cached(name: str, key: str, inputs: Mapping[str, Any], build: Callable[[Pat
     t0 = time.perf_counter()
     _write_atomic(path, build)
     seconds = time.perf_counter() - t0
-    info: dict[str, Any] = {"key": key, "inputs": dict(inputs), "size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns,
+    st = path.stat()
+    info: dict[str, Any] = {"key": key, "inputs": dict(inputs), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "sha256": file_digest(path), "crc32": file_crc32(path),
             "build_seconds": round(seconds, 1), "peak_rss_mb": round(_peak_rss_mb())}
     _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
     say(f"asrdecode: built {what or name} in {seconds:.0f} s ({info['size'] / 2**20:.0f} MB)")
+    _note(path, record, st, info)
     return CacheEntry(path, info, built=True)
+
+
+def _note(path: Path, record: Path, st: os.stat_result, info: dict[str, Any]) -> None:
+    """Vouch for the artefact's bytes in this process (``_validation.note_verified_file``): a loader that
+    opens this very file may skip the validation its record says these bytes passed (``validated_by``), and
+    records that fingerprint after a full one."""
+    def remember(fingerprint: str) -> None:
+        info["validated_by"] = fingerprint
+        try:
+            _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
+        except OSError:  # a read-only cache: validated again next time
+            pass
+
+    validated_by = info.get("validated_by")
+    note_verified_file(path, st, validated_by if isinstance(validated_by, str) else None, remember)

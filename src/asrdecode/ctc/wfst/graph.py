@@ -10,17 +10,20 @@ CTC topology (:mod:`.topology`). Weights are tropical costs in natural log (``-l
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from ..._validation import Checker, ValidationMark
+from ..._validation import Checker, ValidationMark, verified_file
 from ...errors import DecodingInputError, FileFormatError
 from ...lm.arpa import ArpaModel, read_arpa
 from .lexicon import add_disambig, check_lexicon, pronunciations, read_lexicon
@@ -167,9 +170,15 @@ class DecodingGraph:
         pages are still the file's). :meth:`validate` reads every array anyway, so a mapping saved
         no I/O, only page-cache sharing between processes. After loading, the graph never reads the
         file again: replacing or deleting it cannot affect a loaded graph.
+
+        The graph is validated, except a file of the per-user cache that the cache has just checked
+        against its record (every byte's CRC-32; the very file opened here, see
+        :func:`asrdecode._validation.verified_file`) and whose record says these bytes passed the same
+        rules (:func:`validation_fingerprint`); a full validation of such a file is written to its record.
         """
         try:
             with open(path, "rb") as f:
+                verified = verified_file(path, os.fstat(f.fileno()))
                 d = torch.load(f, map_location=device, weights_only=True)
         except OSError as e:
             raise FileFormatError(path, None, f"cannot read the decoding graph file ({e.strerror or e})") from e
@@ -188,10 +197,17 @@ class DecodingGraph:
         except (TypeError, KeyError, ValueError) as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
         g._search_index = index  # (checked by validate, after the graph's own arrays)
+        fingerprint = validation_fingerprint()
+        if verified is not None and verified.validated_by == fingerprint:
+            # a cache file checked byte for byte against its record, which says these bytes passed these rules
+            g._valid_mark = ValidationMark(g._validation_parts())
+            return g
         try:
             g.validate()
         except DecodingInputError as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from None
+        if verified is not None:
+            verified.remember(fingerprint)
         return g
 
     def _validation_parts(self) -> tuple:
@@ -712,6 +728,18 @@ def _words_from_bytes(data: torch.Tensor, n: int) -> list[str]:
     if len(words) != n:
         raise ValueError(f"the word table has {len(words)} words, n_words says {n}")
     return words
+
+
+@functools.cache
+def validation_fingerprint() -> str:
+    """The fingerprint of :meth:`DecodingGraph.validate`'s rules: a SHA-256 of the source of this module and
+    of ``_validation`` (any change to either makes a cache's ``validated_by`` stale: validated again once)."""
+    from ... import _validation
+
+    h = hashlib.sha256()
+    for source in (__file__, _validation.__file__):
+        h.update(Path(source).read_bytes())
+    return h.hexdigest()[:20]
 
 
 def load_graph(path: str | os.PathLike, device: torch.device | str = "cpu") -> DecodingGraph:
