@@ -114,3 +114,38 @@ def test_the_library_models_are_not_watched(tmp_path):
     scorer.advance(scorer.initial(3))
     assert scorer._bad is None
     scorer.check_scores()  # nothing to read
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("search", ["ctc", "alsd"])
+def test_the_watch_reports_from_compiled_rounds(search):
+    """acceleration="compile": a watched model's scores are read inside compiled rounds (pure rounds: their state
+    written back outside the compiled code), and the flag they set still reaches the end of the call, on the
+    checked first call and on a later one that runs the verified compiled rounds alone; a healthy model's
+    compiled results equal eager ones."""
+    from asrdecode import accel
+
+    accel.ROUND_CHECKS.clear()
+    if search == "ctc":
+        lp = peaky_log_probs(4, 2, 8, 5, 0, peak=4.0, dtype=torch.float32)
+        table = TableBigram(5, 0, seed=3)
+        dec = ctc.CTCBeamDecoder(0, beam=3, fusion=[(table, 0.5)], engine="torch", acceleration="compile")
+        eager = ctc.CTCBeamDecoder(0, beam=3, fusion=[(table, 0.5)], engine="torch")
+        run, want = (lambda: dec.decode(lp)), (lambda: eager.decode(lp))
+    else:
+        m = random_model(1, FUSION_V, FUSION_BLANK, None).float()
+        enc = random_encoder(1, 2, 6).float()
+        table = TableBigram(FUSION_V, FUSION_BLANK, seed=3)
+        dec = BeamSearchDecoder(m, beam=2, fusion=[(table, 0.5)], engine="torch", acceleration="compile")
+        eager = BeamSearchDecoder(m, beam=2, fusion=[(table, 0.5)], engine="torch")
+        run, want = (lambda: dec.decode(enc)), (lambda: eager.decode(enc))
+    keep = table.scores.clone()
+    good = [[h.tokens for h in row] for row in want()]
+    table.scores[:, 2] = math.nan
+    with pytest.raises(FusionScoreError):
+        run()  # the first call: each compiled round checked against eager
+    assert accel.ROUND_CHECKS and all(accel.ROUND_CHECKS.values()), "no compiled round was run, or it was rejected"
+    with pytest.raises(FusionScoreError):
+        run()  # the verified compiled rounds alone
+    table.scores.copy_(keep)
+    assert [[h.tokens for h in row] for row in run()] == good
