@@ -37,6 +37,14 @@ _TREE_CHUNK = 64
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
 
 
+def _is_double(dtype: torch.dtype) -> int:
+    """The engine's ``is_double`` flag for a search of ``dtype``: it reads float32 or float64 only (a float16
+    buffer read as float32 gave positive "log-probabilities" of 1e14: the callers pick the tensor engine)."""
+    if dtype not in (torch.float32, torch.float64):
+        raise DecodingInputError(f"the native beam search reads float32 or float64 scores, got {dtype}")
+    return int(dtype == torch.float64)
+
+
 def check_logits(logits: object, dtype: torch.dtype) -> None:
     """The joint's output must be a contiguous 2-D CPU tensor of the search's dtype (the engine checks its
     width and row count against what it reads)."""
@@ -181,7 +189,7 @@ class NativeBeamStep(EngineStep):
             batch=B, beam=K, vocab=loop.V, num_durations=loop.D, logit_stride=loop.V + (loop.D if loop.tdt else 0),
             frames=T, blank=loop.blank, tdt=int(loop.tdt), aes=int(loop.aes), early=int(loop.early),
             lm_weighted=int(loop.lm_weighted), max_symbols=-1 if loop.max_symbols is None else loop.max_symbols,
-            num_models=len(fusion), is_double=int(loop.dtype == torch.float64), pack=loop.rule.pack,
+            num_models=len(fusion), is_double=_is_double(loop.dtype), pack=loop.rule.pack,
             lam=loop.lam, beta=loop.beta, durations=self.durations.data_ptr(), lengths=self.lengths.data_ptr(),
             offset=self.offset.data_ptr(), final_chunk=self.final.data_ptr(),
             parent_flat=self.parent_flat.data_ptr(), emitted=self.emitted.data_ptr(), labels=self.labels.data_ptr(),

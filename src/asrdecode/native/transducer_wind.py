@@ -18,7 +18,7 @@ import torch
 from ..fusion import FusionScorer
 from ._lib import check_status
 from .abi import WindArgs as _Args
-from .transducer_beam import EngineStep
+from .transducer_beam import EngineStep, _is_double
 
 __all__ = ["NativeWindStep"]
 
@@ -44,7 +44,7 @@ class NativeWindStep(EngineStep):
         self.args = _Args(
             batch=B, beam=K, vocab=loop.V, window=W, frames=loop.T, blank=loop.blank, early=int(loop.early),
             lm_weighted=int(loop.lm_weighted), max_symbols=-1 if loop.max_symbols is None else loop.max_symbols,
-            num_models=len(fusion), is_double=int(loop.dtype == torch.float64), lam=loop.lam, beta=loop.beta,
+            num_models=len(fusion), is_double=_is_double(loop.dtype), lam=loop.lam, beta=loop.beta,
             lengths=self.lengths.data_ptr(), offset=self.offset.data_ptr(), final_chunk=self.final.data_ptr(),
             score=loop.score.data_ptr(), time=loop.time.data_ptr(), symbols=loop.symbols.data_ptr(),
             hash=loop.hash.data_ptr(), nlabels=loop.nlabels.data_ptr(), last=loop.last.data_ptr(),

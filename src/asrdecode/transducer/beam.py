@@ -46,7 +46,7 @@ from ..accel import (LoopCache, LoopStats, PureStep, StepRunner, bucket, compile
 from ..configs import TransducerBeamConfig, takes_config
 from ..errors import DecodingInputError, check_emissions, check_finite, check_int, check_lengths
 from ..fusion import FusionModel, FusionScorer
-from ..native.choice import use_native
+from ..native.choice import native_fit, use_native
 from ..recent import RecentValues
 from ..results import Hypothesis, Tokenizer, attach_text
 from . import _checks
@@ -280,7 +280,7 @@ class BeamSearchDecoder:
         else:
             enc_proj, lengths, offset, received = chunk_buffer(proj, lengths, state)
         static = mode != "eager"
-        native = use_native(self.config.engine, proj.device, "encoder_output", eager=not static)
+        native = _native_dtype_fit(self.config.engine, proj, eager=not static)
         if static and whole and cached and not self._per_utterance:
             return self._search_cached(mode, proj, lengths), received
         loop = BeamLoop(self.model, enc_proj, lengths, self.settings, carried=state, offset=offset,
@@ -377,6 +377,21 @@ def _drive(loop: BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int |
     run_until_done(run, _round, loop, _done, first_check=stats.estimate(loop.T), limit=limit,
                             on_check=on_check)
     stats.update(int(loop.busy), loop.T)  # the rounds needed, not the overshoot (one read)
+
+
+#: the dtypes the native engine's per-step search reads (its scores and the joint's logits)
+NATIVE_DTYPES = (torch.float32, torch.float64)
+
+
+def _native_dtype_fit(engine: object, proj: torch.Tensor, *, eager: bool) -> bool:
+    """Whether the per-step search of ``proj [B, T, H]`` runs on the native engine: the engine rule, and a dtype
+    it reads (float16 / bfloat16 searches run on the tensor engine; ``engine="native"`` is a named error)."""
+    def fit() -> tuple[bool | None, str]:
+        if proj.dtype not in NATIVE_DTYPES:
+            return None, f"the encoder output is {proj.dtype}; the C++ beam search is float32 or float64"
+        return True, ""
+
+    return bool(native_fit(engine, proj.device, "encoder_output", fit, "search this call", eager=eager))
 
 
 def _drive_native(loop: BeamLoop, max_symbols: int | None) -> None:
