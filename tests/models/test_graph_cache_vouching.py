@@ -116,3 +116,15 @@ def test_a_vouched_file_that_is_not_a_graph_is_still_refused(tmp_path, monkeypat
     entry = gc.cached_file("junk", {"v": 1}, lambda p: pytest.fail("rebuilt"), log=lambda _: None)
     with pytest.raises(FileFormatError, match="not a decoding graph file"):
         load_graph(entry.path)
+
+
+def test_a_record_changed_since_the_check_is_left_alone(cached):
+    """A full validation is written only into the record the cache checked: one rewritten since (another
+    process rebuilt or re-checked the entry) is not edited."""
+    get, graph, validations = cached
+    entry = get()
+    record = entry.path.with_suffix(".json")
+    changed = {**_record(entry), "crc32": 12345}
+    record.write_text(json.dumps(changed))
+    load_graph(entry.path)
+    assert len(validations) == 1 and json.loads(record.read_text()) == changed

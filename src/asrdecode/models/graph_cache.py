@@ -219,10 +219,13 @@ def _note(path: Path, record: Path, st: os.stat_result, info: dict[str, Any]) ->
     opens this very file may skip the validation its record says these bytes passed (``validated_by``), and
     records that fingerprint after a full one."""
     def remember(fingerprint: str) -> None:
-        info["validated_by"] = fingerprint
         try:
-            _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
-        except OSError:  # a read-only cache: validated again next time
+            now = json.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(now, dict) or any(now.get(k) != info.get(k) for k in ("key", "size", "mtime_ns", "crc32")):
+                return  # the entry was rebuilt or changed since it was checked: that record is not ours to edit
+            now["validated_by"] = fingerprint
+            _write_atomic(record, lambda p: p.write_text(json.dumps(now, indent=1), encoding="utf-8"))
+        except (OSError, ValueError):  # a read-only cache, or an unreadable record: validated again next time
             pass
 
     validated_by = info.get("validated_by")
