@@ -36,7 +36,8 @@ Each case draws an entry point and its settings:
 - ``graphs``: the GPU path on the CPU: one decoder object with ``acceleration="cuda_graphs"`` (emulated by
   ``accel.EmulatedGraphRunner``: padded to buckets, loops and "graphs" kept between calls) called on 3-4
   batches of changing shapes, each call against the native engine: CTC prefix beam, transducer beam and
-  greedy, the WFST fixed loop (sometimes on masked inputs).
+  greedy, the WFST fixed loop (sometimes on masked inputs); ``--device cuda`` runs the decoders on a GPU
+  with real CUDA graphs (``benchmarks/gpu_session.sh``'s ``fuzz`` stage).
 
 Case ``N`` of an entry point draws its settings from its own stream, so a case number keeps its inputs
 when entry points are added.
@@ -51,6 +52,7 @@ from ``--seed`` and their number (``make fuzz-diff FUZZ_MINUTES=20``)::
 
     OMP_NUM_THREADS=1 PYTHONPATH=src:tests python benchmarks/fuzz_differential.py --minutes 20 [--seed 0]
     OMP_NUM_THREADS=1 PYTHONPATH=src:tests python benchmarks/fuzz_differential.py --case transducer-beam:123
+    OMP_NUM_THREADS=1 PYTHONPATH=src:tests python benchmarks/fuzz_differential.py --only graphs --device cuda --minutes 2
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import copy
 import importlib
 import math
 import random
@@ -567,29 +570,35 @@ def broken_inputs(r: random.Random, res: Resources, seed: int) -> str:
     return "broken"
 
 
+#: where the ``graphs`` entry's decoders run (``--device``): "cpu" emulates CUDA graphs, "cuda" captures them
+DEVICE = torch.device("cpu")
+
+
 class _CountedRunner:
-    """:class:`~asrdecode.accel.EmulatedGraphRunner`, its instances kept (to check a case took the graph path)."""
+    """The step runner of the ``graphs`` entry, its instances kept (to check a case took the graph path):
+    :class:`~asrdecode.accel.EmulatedGraphRunner` on the CPU, :class:`~asrdecode.accel.StepRunner` on CUDA."""
 
     made: list = []
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        from asrdecode.accel import EmulatedGraphRunner
+        from asrdecode.accel import EmulatedGraphRunner, StepRunner
 
-        runner = EmulatedGraphRunner(*args, **kwargs)
+        runner = (EmulatedGraphRunner if DEVICE.type == "cpu" else StepRunner)(*args, **kwargs)
         cls.made.append(runner)
         return runner
 
 
 def _captured() -> int:
-    """Graphs the runners made since the last :func:`_emulated_graphs` began have captured."""
+    """Graphs the runners made since the last :func:`_graph_path` began have captured."""
     return sum(run.captures for run in _CountedRunner.made)
 
 
 @contextlib.contextmanager
-def _emulated_graphs():
-    """``acceleration="cuda_graphs"`` on the CPU: every device loop on its graph path with :class:`~asrdecode.accel.EmulatedGraphRunner` (the
-    CPU twin of capture: same padding to buckets, same in-place rounds, a replay checks no state tensor moved),
-    the module-level loop caches cleared before and after."""
+def _graph_path():
+    """``acceleration="cuda_graphs"`` with its captures counted: on the CPU every device loop on its graph path
+    with :class:`~asrdecode.accel.EmulatedGraphRunner` (the CPU twin of capture: same padding to buckets, same
+    in-place rounds, a replay checks no state tensor moved), on CUDA real graphs; the module-level loop caches
+    cleared before and after."""
     from asrdecode.ctc import beam_loop
     from asrdecode.ctc.wfst import fixed
     mods = (beam_loop, fixed, importlib.import_module("asrdecode.transducer.beam"),
@@ -600,8 +609,9 @@ def _emulated_graphs():
     with contextlib.ExitStack() as stack:
         for m in mods:
             real = m.resolve_mode
-            stack.enter_context(mock.patch.object(m, "resolve_mode", lambda mode, device, real=real:
-                                                  "cuda_graphs" if mode == "cuda_graphs" else real(mode, device)))
+            if DEVICE.type == "cpu":
+                stack.enter_context(mock.patch.object(m, "resolve_mode", lambda mode, device, real=real:
+                                                      "cuda_graphs" if mode == "cuda_graphs" else real(mode, device)))
             stack.enter_context(mock.patch.object(m, "StepRunner", _CountedRunner))
         try:
             yield
@@ -628,7 +638,8 @@ def _lengths(lens: torch.Tensor, call: int, frames: int) -> torch.Tensor:
 
 
 def graphs(r: random.Random, res: Resources, seed: int) -> str:
-    """The GPU path on the CPU: one decoder object with ``acceleration="cuda_graphs"`` (emulated) called on 3-4
+    """The GPU path (on the CPU, or on CUDA with ``--device cuda``): one decoder object with
+    ``acceleration="cuda_graphs"`` (emulated on the CPU) called on 3-4
     batches of changing shapes (the loops, their buffers and "graphs" kept between calls, batches padded to
     buckets), each call against the native engine: CTC prefix beam, transducer ALSD++ / AES++ / WIND beam,
     transducer greedy (label, WIND, frame looping), the WFST fixed loop; sometimes the last call streamed in
@@ -640,11 +651,17 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
     calls = _graph_calls(r, 4, 14)
     stream = _later(seed, 3).random() < 0.4 and kind != "wfst"
     label = f"graphs {kind} {'f32' if float32 else 'f64'} masked={masked} calls={calls}"
-    with _emulated_graphs():
+    dev = DEVICE
+
+    def on_dev(fusion: list) -> list:
+        return [(m.to(dev), w) for m, w in fusion]
+
+    with _graph_path():
         if kind == "ctc-beam":
             vocab = r.randint(3, 9)
             blank = seed % vocab
             fusion_kind = r.choice(["none", "lm", "negative-lm", "bigram"])
+            fusion_kind = "lm" if fusion_kind == "bigram" and dev.type != "cpu" else fusion_kind  # (a CPU table)
             fusion: list = {"none": [], "lm": [(res.ctc_lm(seed, vocab, blank), 0.7)],
                             "negative-lm": [(res.ctc_lm(seed, vocab, blank), -0.5)],
                             "bigram": [(TableBigram(vocab, blank, seed=seed), 0.6)]}[fusion_kind]
@@ -653,18 +670,19 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
                                       token_beam=r.choice([None, None, 2]), blank_collapse=r.choice([None, "weak", 0.9]),
                                       beam_threshold=r.choice([float("inf"), 3.0]))
             label += f" V={vocab} blank={blank} fusion={fusion_kind} {kw | {'fusion': None}}"
-            dec: Any = ctc.CTCBeamDecoder(blank, vocab_size=vocab, engine="torch", acceleration="cuda_graphs", **kw)
+            dec: Any = ctc.CTCBeamDecoder(blank, vocab_size=vocab, engine="torch", acceleration="cuda_graphs",
+                                          **kw | {"fusion": on_dev(fusion)})
             for i, (B, T) in enumerate(calls):
                 lp = peaky_log_probs(seed + 101 * i, B, T, vocab, blank, peak=r.choice([4.0, 12.0]), dtype=dtype)
                 lp = mask_classes(lp, seed + i, masked) if masked else lp
                 lens = _lengths(random_lengths(seed + i, B, T), i, T)
-                got, want = dec.decode(lp, lens), ctc.beam_search(lp, lens, blank, engine="native", **kw)
+                got, want = dec.decode(lp.to(dev), lens.to(dev)), ctc.beam_search(lp, lens, blank, engine="native", **kw)
                 if i == len(calls) - 1 and stream:  # the last call in chunks through the same decoder
                     edges = _bounds(r, T)
                     label += f" streamed {edges}"
-                    state = dec.init_state(B, vocab_size=vocab, dtype=dtype)
+                    state = dec.init_state(B, vocab_size=vocab, dtype=dtype, device=dev)
                     for a, e in zip(edges, edges[1:]):
-                        state = dec.advance(state, lp[:, a:e], (lens - a).clamp(min=0, max=e - a))
+                        state = dec.advance(state, lp[:, a:e].to(dev), (lens - a).clamp(min=0, max=e - a).to(dev))
                     got = dec.finalize(state)
                 for b in range(B):
                     _same(got[b], want[b], float32, f"{label}: call {i}, graphs vs native, utterance {b}")
@@ -686,27 +704,28 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
                 if method == "wind":
                     kw.update(window=window, expansion_gamma=r.choice([None, 3.0]))
                 label += f" {method} {'tdt' if tdt else 'rnnt'} {kw | {'fusion': len(fusion)}}"
-                dec = BeamSearchDecoder(m, engine="torch", acceleration="cuda_graphs", **kw)
+                dec = BeamSearchDecoder(copy.deepcopy(m).to(dev), engine="torch", acceleration="cuda_graphs",
+                                        **kw | {"fusion": on_dev(fusion)})
                 native = lambda enc, lens: beam_search(m, enc, lens, engine="native", **kw)  # noqa: E731
             else:
                 kw = dict(max_symbols=cap, loop=loop, window=window, precompute_projections=r.random() < 0.8)
                 label += f" greedy {'tdt' if tdt else 'rnnt'} {kw}"
-                dec = GreedyDecoder(m, engine="torch", acceleration="cuda_graphs", **kw)
+                dec = GreedyDecoder(copy.deepcopy(m).to(dev), engine="torch", acceleration="cuda_graphs", **kw)
                 native = lambda enc, lens: [[h] for h in greedy(m, enc, lens, engine="native" if float32  # noqa: E731
                                                                  else "torch", **kw)]
             for i, (B, T) in enumerate(calls):
                 enc = random_encoder(seed + 101 * i, B, T)
                 enc = enc.float() if float32 else enc
                 lens = _lengths(torch.randint(0, T + 1, (B,), generator=torch.Generator().manual_seed(seed + i)), i, T)
-                got, want = dec.decode(enc, lens), native(enc, lens)
+                got, want = dec.decode(enc.to(dev), lens.to(dev)), native(enc, lens)
                 if i == len(calls) - 1 and stream:  # the last call in chunks through the same decoder
                     edges = _bounds(r, T)
                     label += f" streamed {edges}"
-                    state = dec.init_state(B, enc.shape[-1], dtype=enc.dtype) if beam_kind else \
-                        dec.init_state(B, dtype=enc.dtype)
+                    state = dec.init_state(B, enc.shape[-1], dtype=enc.dtype, device=dev) if beam_kind else \
+                        dec.init_state(B, dtype=enc.dtype, device=dev)
                     for a, e in zip(edges, edges[1:]):
-                        chunk, valid = enc[:, a:e], (lens - a).clamp(min=0, max=e - a)
-                        state = dec.advance(state, chunk, valid, final=lens <= e) if beam_kind else \
+                        chunk, valid = enc[:, a:e].to(dev), (lens - a).clamp(min=0, max=e - a).to(dev)
+                        state = dec.advance(state, chunk, valid, final=lens.to(dev) <= e) if beam_kind else \
                             dec.advance(state, chunk, valid)
                     got = dec.finalize(state)
                 for b in range(B):
@@ -719,7 +738,7 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
 
             g = random_graph(seed)
             nat, ten = _decoders(g, seed)
-            dec = WFSTDecoder(g, config=ten.config, loop="fixed", acceleration="cuda_graphs")
+            dec = WFSTDecoder(g.to(dev), config=ten.config, loop="fixed", acceleration="cuda_graphs")
             label += f" seed={seed}"
             for i, (B, T) in enumerate(calls):
                 gen = torch.Generator().manual_seed(seed + i)
@@ -727,7 +746,7 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
                 lp = mask_classes(lp, seed + i, masked) if masked else lp
                 lens = _lengths(torch.randint(0, T + 1, (B,), generator=gen), i, T)
                 boosts = [r.choice([None, {"w1": 1.5}, {"w2": 4.0}]) for _ in range(B)] if r.random() < 0.5 else None
-                got, want = dec(lp, lens, boosts=boosts), nat(lp, lens, boosts=boosts, nbest=1)
+                got, want = dec(lp.to(dev), lens.to(dev), boosts=boosts), nat(lp, lens, boosts=boosts, nbest=1)
                 for b in range(B):
                     _same([got[b]], want[b][:1], True, f"{label}: call {i} boosts={boosts}, graphs vs native, "
                                                        f"utterance {b}")
@@ -779,7 +798,13 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated entry points (default: all)")
     ap.add_argument("--case", default="", help="ENTRY:N: run one case and print its outcome")
     ap.add_argument("--out", type=Path, help="append the counts as a markdown table")
+    ap.add_argument("--device", default="cpu", help="where the graphs entry's decoders run: cpu (CUDA graphs "
+                                                     "emulated) or cuda (captured; the others stay on the CPU)")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         res = Resources(Path(tmp))

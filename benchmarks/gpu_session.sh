@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One lent GPU session's checks, in the order that makes the most of a few minutes (issue 36): the CUDA
-# tests (results equal to the CPU's, no host sync inside the loops), the timing table (benchmarks/gpu.py,
+# tests (results equal to the CPU's, no host sync inside the loops), a minute of differential fuzzing of the
+# graph path against the native engine (fuzz_differential.py --only graphs --device cuda), the timing table (benchmarks/gpu.py,
 # with the compiled-graph rows: their "identical" column is the first word on compiled exactness), the
 # compiled rounds round by round against eager on CUDA (the lockstep tests: which round leaves eager's),
 # then the kernel profiles of the eager and the compiled rounds inside the graphs.
@@ -34,12 +35,16 @@ stage() {  # stage NAME COMMAND...: run, log to $OUT_DIR/NAME.log, print the tai
 
 SIZE=()
 [ -n "${QUICK:-}" ] && SIZE=(--quick)
-STAGES=",${STAGES:-tests,table,lockstep,profile,profile_compiled},"
+STAGES=",${STAGES:-tests,fuzz,table,lockstep,profile,profile_compiled},"
 want() { [[ "$STAGES" == *",$1,"* ]]; }
 $PY -c "import torch; print(torch.__version__, torch.version.cuda,
         torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" | tee "$OUT_DIR/device.txt"
 want tests && stage cuda_tests $PY -m pytest -q -p no:cacheprovider -m cuda tests/ctc/test_cuda_ctc.py \
     tests/transducer/test_cuda_beam.py tests/transducer/test_cuda_greedy.py
+# the graph path on real CUDA graphs against the native engine, random cases (one decoder object, calls of changing
+# shapes, some streamed; the CPU runs the same entry on emulated graphs): FUZZ_MINUTES, default 1
+want fuzz && stage fuzz_graphs env PYTHONPATH="src:tests" $PY benchmarks/fuzz_differential.py --only graphs \
+    --device cuda --minutes "${FUZZ_MINUTES:-1}"
 # (greedy met its targets in run 6: TABLE_SECTIONS=greedy,beam,ctc,wfst,compiled times it again; without it the
 # budget goes to the compiled rows, which run last, in the order of the unmet targets)
 want table && stage gpu_table $PY benchmarks/gpu.py --budget-s "$BUDGET" --sections "${TABLE_SECTIONS:-beam,ctc,wfst,compiled}" \
