@@ -64,8 +64,8 @@ test-asan: $(TEST_STAMP)
 	  PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_native.py --cases $(ASAN_CASES)
 
 # Both engines against each other and the oracles on sharp joints, peaked emissions, float32, negative
-# fusion weights, masked classes (-inf) and broken (NaN / +inf) scores (benchmarks/fuzz_differential.py;
-# results_fuzz.md).
+# fusion weights, masked classes (-inf) and broken (NaN / +inf) scores, and the CUDA-graph path emulated on the
+# CPU over calls of changing shapes (benchmarks/fuzz_differential.py; results_fuzz.md).
 FUZZ_MINUTES ?= 10
 fuzz-diff: $(TEST_STAMP)
 	OMP_NUM_THREADS=1 PYTHONPATH=src:tests $(VPY) benchmarks/fuzz_differential.py --minutes $(FUZZ_MINUTES)
