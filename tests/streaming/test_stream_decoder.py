@@ -287,7 +287,7 @@ def test_bad_inputs(bundles, clips, graph) -> None:
         StreamDecoder(rnnt, "foo")
     with pytest.raises(ValueError, match="unknown decoder 'wfst'"):
         StreamDecoder(rnnt, "wfst")
-    with pytest.raises(ValueError, match="needs graph"):
+    with pytest.raises(ValueError, match=r"needs graph.*StreamDecoder.for_bundle\(bundle, 'wfst'\)"):
         StreamDecoder(ctc_b, "wfst")
     with pytest.raises(ValueError, match="no option"):
         StreamDecoder(rnnt, "greedy", beam=4)
@@ -383,3 +383,36 @@ def test_greedy_initial_state_equals_an_empty_first_chunk() -> None:
         a = dec.finalize(dec.advance(fresh, enc, lengths))
         b = greedy(model, enc, lengths)
     assert [(h.tokens, h.timestamps) for h in a] == [(h.tokens, h.timestamps) for h in b]
+
+
+class _WithGraph:
+    """demo-ctc whose own decoding is WFST over a graph file (as phone-ctc's is over its cached graph)."""
+
+    def __init__(self, bundle, graph_path: Path) -> None:
+        self._bundle, self._graph = bundle, graph_path
+
+    def __getattr__(self, name: str):
+        return getattr(self._bundle, name)
+
+    @property
+    def decode_defaults(self) -> dict:
+        return {"decoder": "wfst", "graph": str(self._graph), "acoustic_scale": 1.5, "wfst_beam": 9.0}
+
+
+def test_for_bundle_takes_the_bundles_own_decoding(bundles, clips, graph, tmp_path) -> None:
+    """StreamDecoder.for_bundle resolves a bundle's decoding as transcribe and serve do: its default decoder and
+    options (a graph file loaded), then the caller's over them; a plain StreamDecoder needs them spelled out."""
+    graph.save(tmp_path / "g.pt")
+    own = _WithGraph(bundles["demo-ctc"], tmp_path / "g.pt")
+    dec = StreamDecoder.for_bundle(own)
+    wfst = dec.family.decoder
+    assert dec.decoder == "wfst" and wfst.config.acoustic_scale == 1.5 and wfst.config.beam == 9.0
+    assert torch.equal(wfst.graph.e_dst, graph.e_dst) and wfst.graph.words == graph.words
+    spelled = StreamDecoder(own, "wfst", graph=graph, acoustic_scale=1.5, beam=9.0)
+    assert [dec.offline(c).words for c in clips] == [spelled.offline(c).words for c in clips]
+    assert StreamDecoder.for_bundle(own, acoustic_scale=0.5).family.decoder.config.acoustic_scale == 0.5
+    beam = StreamDecoder.for_bundle(bundles["demo-ctc"], "beam", beam=3)
+    assert beam.decoder == "beam" and beam.family.options["beam"] == 3
+    assert StreamDecoder.for_bundle(bundles["demo-rnnt"]).decoder == "greedy"
+    with pytest.raises(ValueError, match=r"StreamDecoder.open\(id, boosts=...\)"):
+        StreamDecoder.for_bundle(own, boost=["two:2"])

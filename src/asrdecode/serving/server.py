@@ -34,6 +34,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional
 import numpy as np
 
 from ..errors import DecodingInputError
+from ..streaming.defaults import bundle_decoding, resolve_decoding
 from ..streaming.latency import LatencyError, latency_in_force
 from .batcher import BatcherClosed, DynamicBatcher
 from .settings import ServerConfig
@@ -507,37 +508,6 @@ def create_app(service: StreamingService, bind_host: str = "127.0.0.1") -> Any:
                             *page_routes(service, STREAM_PATH), *offline],
                     lifespan=lifespan)
     return HostGuard(app, bind_host, frozenset(service.config.allowed_hosts))
-
-
-def resolve_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``(DecodeOptions, extras)``: the registry options among ``options`` resolved for ``bundle`` exactly as
-    ``transcribe`` resolves them (:func:`~asrdecode.registry.resolve_options`: the bundle's
-    ``decode_defaults`` where they apply), and the other keys (StreamDecoder's own: ``boost_weight``,
-    ``block_frames``, a search keyword the registry does not declare, ...)."""
-    from ..registry import OPTION, decoder_for, resolve_options
-
-    extras = dict(options)
-    given = {k: extras.pop(k) for k in list(extras) if k in OPTION}
-    opts = resolve_options(bundle, {"decoder": decoder, **given})
-    if opts.nbest != 1:
-        raise DecodingInputError(f"nbest {opts.nbest}: a served stream's result is its best hypothesis (nbest 1)")
-    if opts.boost and decoder_for(opts.decoder, getattr(bundle, "kind", None) or "ctc").word_boosts:
-        raise DecodingInputError("boost with decoder 'wfst': a served stream's word boosts are its own "
-                                 "(the stream's 'boosts' in its start message)")
-    return opts, extras
-
-
-def bundle_decoding(bundle: Any, decoder: Optional[str], options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The decoder (``None``: the bundle's default) and its :class:`~asrdecode.streaming.StreamDecoder`
-    keyword arguments: :func:`resolve_decoding`'s options as :func:`~asrdecode.pipeline.stream_options`
-    gives them (LMs and graph loaded), then the extra keys (a ``fusion`` list is appended)."""
-    from ..pipeline import stream_options
-
-    opts, extras = resolve_decoding(bundle, decoder, options)
-    kw, _ = stream_options(bundle, opts)
-    if "fusion" in extras:
-        kw["fusion"] = [*kw.get("fusion", ()), *extras.pop("fusion")]
-    return kw.pop("decoder"), {**kw, **extras}
 
 
 def build_service(config: ServerConfig, transcriptions: Optional[Any] = None, **kwargs: Any) -> StreamingService:

@@ -182,6 +182,17 @@ class StreamDecoder:
         """The open streams' ids, in the order they were opened."""
         return list(self._streams)
 
+    @classmethod
+    def for_bundle(cls, bundle: Any, decoder: Optional[str] = None, **options: Any) -> "StreamDecoder":
+        """A decoder of ``bundle``'s own decoding, resolved as ``transcribe`` and ``asrdecode serve`` resolve it:
+        the bundle's ``decode_defaults`` where they apply (phone-ctc: WFST over its cached graph with its tuned
+        options; ``decoder=None``: the bundle's default decoder), then ``options`` over them (registry options
+        such as ``beam``, ``lm``, ``lm_weight``, or this class's own such as ``latency``)."""
+        from .defaults import bundle_decoding
+
+        name, kw = bundle_decoding(bundle, decoder, options)
+        return cls(bundle, name, **kw)
+
     @torch.inference_mode()
     def open(self, stream_id: Hashable, boosts: Mapping[str, float] | None = None,
              latency: Optional[float] = None) -> None:

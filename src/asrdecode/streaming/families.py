@@ -438,7 +438,8 @@ class WFST(_Family):
         options = dict(options)
         graph = options.pop("graph", None)
         if not isinstance(graph, DecodingGraph):
-            raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg)")
+            raise DecodingInputError("decoder 'wfst' needs graph=DecodingGraph (see asrdecode.ctc.wfst.build_tlg), or "
+                                     "StreamDecoder.for_bundle(bundle, 'wfst') for the bundle's own graph")
         _check_options("wfst", options, WFSTDecoder, ("graph", "blank_id"))
         from ..decoders import check_graph_fits
 
