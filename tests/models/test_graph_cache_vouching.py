@@ -128,3 +128,12 @@ def test_a_record_changed_since_the_check_is_left_alone(cached):
     record.write_text(json.dumps(changed))
     load_graph(entry.path)
     assert len(validations) == 1 and json.loads(record.read_text()) == changed
+
+
+def test_no_fingerprint_means_no_trust(cached, monkeypatch):
+    """Where the validation code's source cannot be read (a frozen install), every load validates."""
+    get, graph, validations = cached
+    monkeypatch.setattr(graph_mod, "validation_fingerprint", lambda: "")
+    load_graph(get().path)
+    load_graph(get().path)
+    assert len(validations) == 2 and "validated_by" not in _record(get())

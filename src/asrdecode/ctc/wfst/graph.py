@@ -198,7 +198,7 @@ class DecodingGraph:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from e
         g._search_index = index  # (checked by validate, after the graph's own arrays)
         fingerprint = validation_fingerprint()
-        if verified is not None and verified.validated_by == fingerprint:
+        if fingerprint and verified is not None and verified.validated_by == fingerprint:
             # a cache file checked byte for byte against its record, which says these bytes passed these rules
             g._valid_mark = ValidationMark(g._validation_parts())
             return g
@@ -206,7 +206,7 @@ class DecodingGraph:
             g.validate()
         except DecodingInputError as e:
             raise FileFormatError(path, None, f"bad decoding graph file ({e})") from None
-        if verified is not None:
+        if fingerprint and verified is not None:
             verified.remember(fingerprint)
         return g
 
@@ -733,12 +733,16 @@ def _words_from_bytes(data: torch.Tensor, n: int) -> list[str]:
 @functools.cache
 def validation_fingerprint() -> str:
     """The fingerprint of :meth:`DecodingGraph.validate`'s rules: a SHA-256 of the source of this module and
-    of ``_validation`` (any change to either makes a cache's ``validated_by`` stale: validated again once)."""
+    of ``_validation`` (any change to either makes a cache's ``validated_by`` stale: validated again once);
+    ``""`` where the source cannot be read, and then every load validates."""
     from ... import _validation
 
     h = hashlib.sha256()
-    for source in (__file__, _validation.__file__):
-        h.update(Path(source).read_bytes())
+    try:
+        for source in (__file__, _validation.__file__):
+            h.update(Path(source).read_bytes())
+    except (OSError, TypeError):  # no source file to read (a frozen or zipped install): nothing is trusted
+        return ""
     return h.hexdigest()[:20]
 
 
