@@ -654,7 +654,7 @@ def graphs(r: random.Random, res: Resources, seed: int) -> str:
     dev = DEVICE
 
     def on_dev(fusion: list) -> list:
-        return [(m.to(dev), w) for m, w in fusion]
+        return fusion if dev.type == "cpu" else [(m.to(dev), w) for m, w in fusion]
 
     with _graph_path():
         if kind == "ctc-beam":
