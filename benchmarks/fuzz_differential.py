@@ -442,8 +442,11 @@ def ctc_word_lm(r: random.Random, res: Resources, seed: int, masked: float = 0.0
 def modified_beam(r: random.Random, res: Resources, seed: int) -> str:
     """sherpa-onnx's modified beam search (``models.sherpa_search``): the C++ engine against the Python one
     on LSTM transducers with joints scaled 2-16, beam 1-8, an unknown-token id, length normalisation
-    (near-ties at the cut allowed: ``test_native_modified_beam._same_lists``)."""
+    (near-ties at the last cut allowed: ``test_native_modified_beam._same_lists``; any other difference passes
+    only where the Python search came within ``near_ties.TIE_ULPS`` float32 ulps of a tie at one of its
+    frames' cuts, as for the NeMo search)."""
     from asrdecode.models.sherpa_search import modified_beam_search
+    from near_ties import TIE_ULPS, modified_search_margin_ulps
     from test_native_modified_beam import _lstm_model, _same_lists
 
     vocab = r.randint(2, 24)
@@ -454,11 +457,13 @@ def modified_beam(r: random.Random, res: Resources, seed: int) -> str:
     enc = torch.randn(len(lens), max(lens), 10, generator=torch.Generator().manual_seed(seed)) * 2
     kw: dict[str, Any] = dict(beam=r.choice([1, 2, 4, 8]), unk_id=r.choice([None, r.randint(0, vocab - 1)]),
                               length_norm=r.random() < 0.5)
+    want, margin = modified_search_margin_ulps(t, enc, lens, **kw)
     try:
-        _same_lists(modified_beam_search(t, enc, lens, engine="native", **kw),
-                    modified_beam_search(t, enc, lens, engine="torch", **kw))
+        _same_lists(modified_beam_search(t, enc, lens, engine="native", **kw), want)
     except AssertionError as err:
-        raise Disagreement(f"modified beam vocab={vocab} lens={lens} {kw}: {err}") from err
+        if margin > TIE_ULPS:
+            raise Disagreement(f"modified beam vocab={vocab} lens={lens} {kw} (cut margin {margin:.1f} ulps): "
+                               f"{err}") from err
     return "modified-beam"
 
 
