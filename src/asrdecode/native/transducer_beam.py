@@ -37,10 +37,14 @@ _TREE_CHUNK = 64
 _STATE = ("score", "time", "symbols", "hash", "nlabels", "last", "lm_states")
 
 
+#: the dtypes the engine's per-step searches read (their scores and the joint's logits)
+SEARCH_DTYPES = (torch.float32, torch.float64)
+
+
 def _is_double(dtype: torch.dtype) -> int:
-    """The engine's ``is_double`` flag for a search of ``dtype``: it reads float32 or float64 only (a float16
+    """The engine's ``is_double`` flag for a search of ``dtype``: it reads :data:`SEARCH_DTYPES` only (a float16
     buffer read as float32 gave positive "log-probabilities" of 1e14: the callers pick the tensor engine)."""
-    if dtype not in (torch.float32, torch.float64):
+    if dtype not in SEARCH_DTYPES:
         raise DecodingInputError(f"the native beam search reads float32 or float64 scores, got {dtype}")
     return int(dtype == torch.float64)
 

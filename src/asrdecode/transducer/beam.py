@@ -379,15 +379,13 @@ def _drive(loop: BeamLoop, run: StepRunner, stats: LoopStats, max_symbols: int |
     stats.update(int(loop.busy), loop.T)  # the rounds needed, not the overshoot (one read)
 
 
-#: the dtypes the native engine's per-step search reads (its scores and the joint's logits)
-NATIVE_DTYPES = (torch.float32, torch.float64)
-
-
 def _native_dtype_fit(engine: object, proj: torch.Tensor, *, eager: bool) -> bool:
     """Whether the per-step search of ``proj [B, T, H]`` runs on the native engine: the engine rule, and a dtype
     it reads (float16 / bfloat16 searches run on the tensor engine; ``engine="native"`` is a named error)."""
     def fit() -> tuple[bool | None, str]:
-        if proj.dtype not in NATIVE_DTYPES:
+        from ..native.transducer_beam import SEARCH_DTYPES  # (asked only once the native engine is picked)
+
+        if proj.dtype not in SEARCH_DTYPES:
             return None, f"the encoder output is {proj.dtype}; the C++ beam search is float32 or float64"
         return True, ""
 
