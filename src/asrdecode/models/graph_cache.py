@@ -128,9 +128,9 @@ def _peak_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
 
 
-def _problem(path: Path, record: Path, key: str) -> tuple[str | None, os.stat_result | None]:
-    """Why the entry cannot be used (``None`` when it can), and the artefact's stat taken before its bytes
-    were checked (``None`` unless it can be used)."""
+def _problem(path: Path, record: Path, key: str) -> tuple[str | None, tuple[os.stat_result, dict[str, Any]] | None]:
+    """Why the entry cannot be used (``None`` when it can), and, when it can, the artefact's stat taken before
+    its bytes were checked and its record (as kept: an older one gains its CRC-32 and new mtime)."""
     if not record.exists():
         return ("missing" if not path.exists() else "it has no record (an interrupted build)"), None
     try:
@@ -157,7 +157,7 @@ def _problem(path: Path, record: Path, key: str) -> tuple[str | None, os.stat_re
             _write_atomic(record, lambda p: p.write_text(json.dumps(info, indent=1), encoding="utf-8"))
         except OSError:  # a read-only cache: checked again next time
             pass
-    return None, st
+    return None, (st, info)
 
 
 def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], None], *, what: str = "",
@@ -191,9 +191,9 @@ def _cached(name: str, key: str, inputs: Mapping[str, Any], build: Callable[[Pat
 
     say = log or status
     folder = path.parent
-    problem, st = _problem(path, record, key)
-    if problem is None and st is not None:
-        kept = json.loads(record.read_text(encoding="utf-8"))
+    problem, checked = _problem(path, record, key)
+    if checked is not None:
+        st, kept = checked
         _note(path, record, st, kept)
         return CacheEntry(path, kept, built=False)
     if problem != "missing":
