@@ -1,5 +1,5 @@
-"""Output paths checked before any work: a command that would decode for minutes and then fail
-to write its results is refused up front.
+"""Where files go: the per-user cache folder (:func:`user_cache_dir`), and output paths checked before
+any work (a command that would decode for minutes and then fail to write its results is refused up front).
 
 The check writes: a probe file is created (and removed) in the target folder, the way the results
 will be written (a temporary file beside the target, then renamed), so a folder that only *looks*
@@ -15,7 +15,21 @@ from pathlib import Path
 
 from .errors import AsrDecodeError
 
-__all__ = ["OutputPathError", "check_output_path", "check_output_dir"]
+__all__ = ["OutputPathError", "check_output_path", "check_output_dir", "user_cache_dir"]
+
+
+def user_cache_dir() -> Path:
+    """The per-user cache folder (not created here): ``$ASRDECODE_CACHE``; else ``$XDG_CACHE_HOME/asrdecode``
+    when that variable holds an absolute path (the XDG rule: a relative one is ignored); else
+    ``~/.cache/asrdecode``. Built graphs and LMs live in its ``graphs/`` folder; the native library
+    falls back to it when the package folder is read-only."""
+    env = os.environ.get("ASRDECODE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "asrdecode"
+    return Path.home() / ".cache" / "asrdecode"
 
 
 class OutputPathError(AsrDecodeError, ValueError):

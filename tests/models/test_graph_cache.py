@@ -216,3 +216,47 @@ def test_cache_path_faults_are_named_errors(tmp_path, monkeypatch):
             raise FileNotFoundError(2, "not the cache's", str(tmp_path / "elsewhere.arpa"))
 
         gc.cached_file("art", {"v": 3}, failing, log=lambda m: None)
+
+
+def test_cache_folder_follows_asrdecode_cache_then_xdg_then_home(tmp_path, monkeypatch):
+    """$ASRDECODE_CACHE wins; else an absolute $XDG_CACHE_HOME (a relative one is ignored, as the XDG rule
+    says); else ~/.cache. The native library's fallback folder is the same one."""
+    from asrdecode.native import _lib
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ASRDECODE_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert gc.cache_dir() == tmp_path / "home" / ".cache" / "asrdecode"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert gc.cache_dir() == tmp_path / "home" / ".cache" / "asrdecode"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert gc.cache_dir() == tmp_path / "xdg" / "asrdecode"
+    assert _lib._build_dirs()[-1] == tmp_path / "xdg" / "asrdecode"
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "mine"))
+    assert gc.cache_dir() == tmp_path / "mine"
+    entry = gc.cached_file("art", {"v": 4}, _small_build, log=lambda m: None)
+    assert entry.path.parent == tmp_path / "mine" / "graphs"
+
+
+def test_an_uncreatable_cache_folder_is_a_named_error_with_the_fix(tmp_path, monkeypatch):
+    """A home folder that cannot be written (a container's non-root user with HOME=/nonexistent) used to end
+    the default command with a bare "[Errno 13] Permission denied: '/nonexistent'"."""
+    import pathlib
+
+    home = tmp_path / "nonexistent"
+    monkeypatch.delenv("ASRDECODE_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    real_mkdir = pathlib.Path.mkdir
+
+    def refusing_mkdir(self, *args, **kwargs):
+        if self == home or home in self.parents:
+            raise PermissionError(13, "Permission denied", str(home))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", refusing_mkdir)
+    with pytest.raises(gc.CacheError, match=rf"{home}: cannot write the cache folder {home}/\.cache/asrdecode/"
+                                            r"graphs \(Permission denied\); set ASRDECODE_CACHE"):
+        gc.cached_file("art", {"v": 5}, _small_build, log=lambda m: None)
+    monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "writable"))  # the fix the message names
+    assert gc.cached_file("art", {"v": 5}, _small_build, log=lambda m: None).built

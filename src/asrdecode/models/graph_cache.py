@@ -1,6 +1,6 @@
 """A per-user cache of built artefacts (decoding graphs), keyed by a hash of their inputs.
 
-Files live in ``$ASRDECODE_CACHE`` or ``~/.cache/asrdecode``. An entry is two files: the artefact
+Files live in ``$ASRDECODE_CACHE``, ``$XDG_CACHE_HOME/asrdecode`` or ``~/.cache/asrdecode``. An entry is two files: the artefact
 (``NAME-KEY.pt``) and its record (``NAME-KEY.json``: the key, the inputs, the artefact's size,
 modification time, SHA-256 and CRC-32, build time and peak memory). Both are written
 atomically (temp file + ``os.replace``), the record last, so a crash mid-build leaves no entry; an
@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 from .._validation import note_verified_file
 from ..errors import FileFormatError
+from ..paths import user_cache_dir
 
 __all__ = ["cache_dir", "input_key", "file_digest", "file_crc32", "sample_digest", "cached_file", "CacheEntry",
            "CacheError"]
@@ -57,10 +58,9 @@ def _check_kinds(folder: Path, files: tuple[Path, ...]) -> None:
 
 
 def cache_dir() -> Path:
-    """``$ASRDECODE_CACHE``, else ``~/.cache/asrdecode`` (created on first use)."""
-    env = os.environ.get("ASRDECODE_CACHE")
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "asrdecode"
-    return root
+    """:func:`asrdecode.paths.user_cache_dir`: ``$ASRDECODE_CACHE``, else ``$XDG_CACHE_HOME/asrdecode``, else
+    ``~/.cache/asrdecode`` (created on first use)."""
+    return user_cache_dir()
 
 
 def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
@@ -177,11 +177,13 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     _check_kinds(folder, (path, record))
     try:
         return _cached(name, key, inputs, build, path, record, what, log)
-    except OSError as err:  # a cache file cannot be written (permissions, a full disk, ...); others pass
+    except OSError as err:  # the cache (its folder, a parent, a file) cannot be written; others pass
         where = Path(os.fsdecode(err.filename)) if isinstance(err.filename, (str, bytes, os.PathLike)) else None
-        if isinstance(err, CacheError) or where is None or folder not in (where, *where.parents):
+        if isinstance(err, CacheError) or where is None or not (where in folder.parents or folder in
+                                                               (where, *where.parents)):
             raise
-        raise CacheError(where, None, f"cannot write the cache ({err.strerror or err})") from None
+        raise CacheError(where, None, f"cannot write the cache folder {folder} ({err.strerror or err}); "
+                                      "set ASRDECODE_CACHE to a writable folder") from None
 
 
 def _cached(name: str, key: str, inputs: Mapping[str, Any], build: Callable[[Path], None], path: Path, record: Path,

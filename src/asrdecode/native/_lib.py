@@ -3,8 +3,8 @@
 The library's file name holds a hash of the sources and the compile command, so a changed source
 always gives a new library (never a stale one), and concurrent builds never see a half-written
 file (each compiles to a temporary name and renames it into place). It lives next to the sources
-(``_build/``) when that directory is writable, else in ``$XDG_CACHE_HOME/asrdecode`` (or
-``~/.cache/asrdecode``). ``python -m asrdecode.native`` builds it ahead of time (``make install``
+(``_build/``) when that directory is writable, else in the per-user cache folder
+(:func:`asrdecode.paths.user_cache_dir`: ``$ASRDECODE_CACHE``, ``$XDG_CACHE_HOME/asrdecode`` or ``~/.cache/asrdecode``). ``python -m asrdecode.native`` builds it ahead of time (``make install``
 does); otherwise the first use builds it, saying so on stderr (a few seconds, once).
 ``ASRDECODE_NATIVE=0`` in the environment turns the engine off (``engine="auto"`` then uses torch).
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import NON_FINITE_JOINT_MESSAGE, AsrDecodeError, DecodingInputError, NonFiniteJointError
+from ..paths import user_cache_dir
 from ..progress import status
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def _digest(compiler: str) -> str:
 
 def _build_dirs() -> list[Path]:
     sub = "_build_asan" if _sanitize() else "_build"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asrdecode"
+    cache = user_cache_dir()
     return [_HERE / sub, cache / sub.lstrip("_") if _sanitize() else cache]
 
 
