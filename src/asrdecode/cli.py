@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from .errors import AsrDecodeError, FileFormatError
-from .paths import check_output_path
+from .paths import check_output_dir, check_output_path
 from .progress import NoBar, progress, set_quiet, status
 from .pipeline import DecodeOptions, make_pipeline, parse_boost
 from .registry import KINDS, OPTIONS, decoder_names, options_for, resolve_options
-from .records import FORMATS, format_records, hypothesis_record, write_atomic
+from .records import FORMATS, SUBTITLE_FORMATS, format_records, hypothesis_record, write_atomic
 from .models import default_model
 
 __all__ = ["main", "build_parser", "decode_options"]
@@ -87,10 +87,12 @@ def decode_options(args: argparse.Namespace, bundle: Any = None) -> DecodeOption
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from .audio import read_audio
 
-    check_output_path(args.output)  # before decoding: a missing folder must not lose the results
     if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
         raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
     args.audio = audio_inputs(args.audio)
+    subtitle_files = _subtitle_files(args)  # before decoding: a missing folder must not lose the results
+    if subtitle_files is None:
+        check_output_path(args.output)
     waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
     for a, w in zip(args.audio, waves):
         if w.numel() == 0:  # decodes to an empty hypothesis (exit 0), but the user should know why
@@ -101,8 +103,35 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         raise CLIError(f"--nbest {opts.nbest} needs --format json (the {args.format} format holds one hypothesis)")
     lists = decode_waves_nbest(demo, opts, waves, long_audio_seconds=args.long_audio_seconds)
     records = [_record_with_nbest(hs, demo, str(a), opts.nbest) for hs, a in zip(lists, args.audio)]
-    _emit(format_records(records, args.format), args.output)
+    if subtitle_files is None:
+        _emit(format_records(records, args.format), args.output)
+    else:
+        for record, path in zip(records, subtitle_files):
+            write_atomic(path, format_records([record], args.format))
     return 0
+
+
+def _subtitle_files(args: argparse.Namespace) -> Optional[list[Path]]:
+    """Where ``transcribe --format srt|vtt`` writes each audio file's subtitles when ``-o`` is a folder:
+    ``FOLDER/<audio stem>.<format>``. ``-o`` is a folder when it is one, or when several files are decoded
+    (created if missing). ``None``: one output (stdout or ``-o FILE``) for one file's subtitles. Raises
+    :class:`CLIError` for several files without ``-o``, or two files of the same stem."""
+    if args.format not in SUBTITLE_FORMATS:
+        return None
+    out = args.output
+    if out is None or (len(args.audio) == 1 and not out.is_dir()):
+        if len(args.audio) > 1:
+            raise CLIError(f"--format {args.format} writes one subtitle file per audio file: give -o FOLDER "
+                           f"for these {len(args.audio)} files")
+        return None
+    folder = check_output_dir(out, "-o")
+    paths = [folder / f"{Path(a).stem}.{args.format}" for a in args.audio]
+    seen: dict[Path, str] = {}
+    for a, path in zip(args.audio, paths):
+        if path in seen:
+            raise CLIError(f"{seen[path]} and {a} would both write {path}")
+        seen[path] = a
+    return paths
 
 
 #: the audio files ``transcribe FOLDER`` decodes (by suffix, case-insensitive)
@@ -631,6 +660,7 @@ _TRANSCRIBE_EX = """examples:
       --lm src/asrdecode/models/assets/token-4gram.arpa.gz --lm-weight 0.7 --beta 2
   asrdecode transcribe a.wav --model demo-rnnt --window 8 --format json -o a.json
   asrdecode transcribe a.wav --model demo-ctc --decoder beam --boost "sense and sensibility:2" --format ctm
+  asrdecode transcribe talks/ --format srt -o subtitles/   # subtitles/<name>.srt for each audio file
 """
 _DECODE_EX = """examples:
   asrdecode decode logprobs.npy --blank-id 256 --model demo-ctc
@@ -739,8 +769,11 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
     p.add_argument("--long-audio-seconds", type=float, default=60.0,
                    help="files longer than this are cut into windows of at most 30 s at pauses, each decoded "
                         "whole, in bounded memory (default: %(default)s)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="default: %(default)s")
-    p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="srt / vtt: subtitles from the word times, one audio file's each (default: %(default)s)")
+    p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout; with srt / vtt, a "
+                   "FOLDER (an existing one, or any path for several files) gets FOLDER/<audio name>.srt|vtt "
+                   "for each file")
     _add_quiet(p)
     p.set_defaults(func=cmd_transcribe)
 

@@ -1,4 +1,5 @@
-"""Hypotheses as JSON-ready records and output formats (text, JSON, CTM), written atomically.
+"""Hypotheses as JSON-ready records and output formats (text, JSON, CTM, SRT / WebVTT subtitles),
+written atomically.
 
 Used by the CLI, the server's ``final`` messages and Ray corpus decoding, so a transcript has
 the same fields wherever it comes from.
@@ -15,10 +16,18 @@ from typing import Any, Optional
 from .errors import DecodingInputError
 from .results import Hypothesis
 
-__all__ = ["hypothesis_record", "word_spans", "format_records", "write_atomic", "FORMATS"]
+__all__ = ["hypothesis_record", "word_spans", "format_records", "subtitle_cues", "write_atomic", "FORMATS",
+           "SUBTITLE_FORMATS"]
 
+#: subtitle formats: one audio file's cues each (a file of several would not be valid)
+SUBTITLE_FORMATS = ("srt", "vtt")
 #: output formats of :func:`format_records`
-FORMATS = ("text", "json", "ctm")
+FORMATS = ("text", "json", "ctm", *SUBTITLE_FORMATS)
+#: the usual subtitle limits (broadcast style guides): lines of at most 42 characters, two lines a cue, a cue
+#: shown at most 7 s; a pause of a second or more between words starts a new cue
+CUE_CHARS, CUE_LINES, CUE_SECONDS, CUE_PAUSE = 42, 2, 7.0, 1.0
+#: the shortest time a cue is shown when its words end sooner (it never runs into the next cue)
+CUE_MIN_SECONDS = 0.5
 
 
 def word_spans(hyp: Hypothesis, tokenizer: Any) -> Optional[list[tuple[str, int, int]]]:
@@ -71,10 +80,73 @@ def hypothesis_record(hyp: Hypothesis, tokenizer: Any, frame_seconds: float, nam
     return out
 
 
+def _wrap(words: list[str], width: int) -> list[str]:
+    """``words`` in lines of at most ``width`` characters (a longer word alone on its line)."""
+    lines: list[str] = []
+    for w in words:
+        if lines and len(lines[-1]) + 1 + len(w) <= width:
+            lines[-1] += " " + w
+        else:
+            lines.append(w)
+    return lines
+
+
+def subtitle_cues(record: dict[str, Any]) -> list[tuple[float, float, str]]:
+    """A record's subtitle cues ``(start_s, end_s, text)``, in time order, not overlapping.
+
+    Words (``record["words"]``) are grouped in reading order; a cue ends before a word that would make it
+    more than :data:`CUE_LINES` lines of :data:`CUE_CHARS` characters or longer than :data:`CUE_SECONDS`,
+    or that follows a pause of :data:`CUE_PAUSE` s. A cue lasts from its first word's start to its last
+    word's end, at least :data:`CUE_MIN_SECONDS`, cut at the next cue's start. A record without word
+    times (a tokenizer that cannot spell pieces) is one cue over its tokens' times; an empty one has none.
+    """
+    words = record.get("words")
+    if words is None:
+        starts = [float(t["start"]) for t in record.get("tokens", [])]
+        words = [{"word": record.get("text", ""), "start": starts[0], "end": starts[-1]}] if starts else []
+    spans: list[tuple[float, float, list[str]]] = []
+    for w in words:
+        text = str(w["word"]).strip()
+        if not text:
+            continue
+        start, end = float(w["start"]), max(float(w["start"]), float(w["end"]))
+        if spans:
+            s0, e0, ws = spans[-1]
+            fits = len(_wrap([*ws, text], CUE_CHARS)) <= CUE_LINES and end - s0 <= CUE_SECONDS
+            if fits and start - e0 < CUE_PAUSE:
+                spans[-1] = (s0, max(e0, end), [*ws, text])
+                continue
+        spans.append((start, end, [text]))
+    cues = []
+    for k, (start, end, ws) in enumerate(spans):
+        room = spans[k + 1][0] if k + 1 < len(spans) else float("inf")
+        end = max(start, min(max(end, start + CUE_MIN_SECONDS), room))  # never into the next cue
+        cues.append((start, end, "\n".join(_wrap(ws, CUE_CHARS))))
+    return cues
+
+
+def _clock(seconds: float, sep: str) -> str:
+    """``HH:MM:SS<sep>mmm`` (SRT: ``,``; WebVTT: ``.``)."""
+    ms = max(0, round(seconds * 1000))
+    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}{sep}{ms % 1000:03d}"
+
+
+def _subtitles(record: dict[str, Any], fmt: str) -> str:
+    cues = subtitle_cues(record)
+    if fmt == "vtt":
+        return "WEBVTT\n" + "".join(f"\n{_clock(s, '.')} --> {_clock(e, '.')}\n{t}\n" for s, e, t in cues)
+    return "\n".join(f"{k}\n{_clock(s, ',')} --> {_clock(e, ',')}\n{t}\n" for k, (s, e, t) in enumerate(cues, 1))
+
+
 def format_records(records: list[dict[str, Any]], fmt: str) -> str:
-    """``records`` (from :func:`hypothesis_record`) as ``"text"`` (audio TAB text), ``"json"`` or ``"ctm"``."""
+    """``records`` (from :func:`hypothesis_record`) as ``"text"`` (audio TAB text), ``"json"``, ``"ctm"``, or one
+    record as ``"srt"`` / ``"vtt"`` subtitles (:func:`subtitle_cues`)."""
     if fmt not in FORMATS:
         raise DecodingInputError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if fmt in SUBTITLE_FORMATS:
+        if len(records) != 1:
+            raise DecodingInputError(f"the {fmt} format holds one audio file's subtitles, got {len(records)} records")
+        return _subtitles(records[0], fmt)
     if fmt == "json":
         return json.dumps(records if len(records) != 1 else records[0], indent=1, ensure_ascii=False) + "\n"
     if fmt == "ctm":

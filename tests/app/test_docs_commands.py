@@ -34,7 +34,8 @@ SHIPPED_WORD_LM = "src/asrdecode/models/assets/word-3gram.arpa.gz"
 CLIPS = {"clip.wav": "data/real/cards-001.wav", "a.wav": "data/real/cards-001.wav",
          "b.wav": "data/real/cards-002.wav"}
 #: placeholders that name an output (file or folder): a fresh path under the run's temporary folder
-OUTPUTS = {"clip.json", "pred.jsonl", "tokens.arpa.gz", "out/", "bench/", "onnx-rnnt/", "load.json", "words.arpa.out"}
+OUTPUTS = {"clip.json", "pred.jsonl", "tokens.arpa.gz", "out/", "bench/", "onnx-rnnt/", "load.json", "words.arpa.out",
+           "subtitles/"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,10 @@ def files(tmp_path_factory) -> dict[str, str]:
 
     tmp = tmp_path_factory.mktemp("doc_commands")
     out = {k: str(ROOT / v) for k, v in CLIPS.items()}
+    (tmp / "talks").mkdir()  # a folder of audio files
+    for name in ("a.wav", "b.wav"):
+        (tmp / "talks" / name).write_bytes((ROOT / CLIPS[name]).read_bytes())
+    out["talks/"] = str(tmp / "talks") + "/"
     out["words.arpa"] = str(_small_word_lm(prune_vocabulary(read_arpa(SHIPPED_WORD_LM), 300).vocab,
                                            tmp / "words.arpa"))
     manifest = ROOT / "data/synth_test/manifest.jsonl"

@@ -1,6 +1,6 @@
 """``POST /v1/audio/transcriptions`` through OpenAI's own Python client: the text equals ``asrdecode
-transcribe``'s (the default model, phone-ctc + its TLG), the three response formats, word and segment
-times, and OpenAI-shaped errors with their HTTP codes."""
+transcribe``'s (the default model, phone-ctc + its TLG), the response formats (subtitles too), word and
+segment times, and OpenAI-shaped errors with their HTTP codes."""
 
 from __future__ import annotations
 
@@ -87,6 +87,17 @@ def test_text_format(client, capsys) -> None:
     assert got.strip() == cli_records([path], capsys)[path.name]["text"]
 
 
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_subtitles_equal_transcribe_s(client, fmt, tmp_path, capsys) -> None:
+    path = FAST_CLIPS[1]
+    with open(path, "rb") as f:
+        got = client.audio.transcriptions.create(model=MODEL, file=f, response_format=fmt)
+    assert cli.main(["transcribe", str(path), "--model", MODEL, "--format", fmt, "-o", str(tmp_path)]) == 0
+    want = (tmp_path / f"{path.stem}.{fmt}").read_text(encoding="utf-8")
+    assert got == want and want.count(" --> ") >= 1
+    assert want.startswith("WEBVTT\n\n00:00:") if fmt == "vtt" else want.startswith("1\n00:00:")
+
+
 def test_segments_split_at_pauses() -> None:
     words = [{"word": "a", "start": 0.0, "end": 0.3}, {"word": "b", "start": 0.5, "end": 0.9},
              {"word": "c", "start": 2.5, "end": 2.8}]
@@ -103,8 +114,8 @@ def test_errors_in_openai_shape(client, server, tmp_path) -> None:
         client.audio.transcriptions.create(model="whisper-1", file=f)
     assert err.value.status_code == 404 and err.value.code == "model_not_found" and "phone-ctc" in err.value.message
     with open(clip, "rb") as f, pytest.raises(openai.BadRequestError) as err:
-        client.audio.transcriptions.create(model=MODEL, file=f, response_format="srt")
-    assert err.value.param == "response_format"
+        client.audio.transcriptions.create(model=MODEL, file=f, response_format="diarized_json")
+    assert err.value.param == "response_format" and "srt, vtt" in err.value.message
     with open(clip, "rb") as f, pytest.raises(openai.BadRequestError) as err:
         client.audio.transcriptions.create(model=MODEL, file=f, language="fr")
     assert err.value.param == "language"

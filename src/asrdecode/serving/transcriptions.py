@@ -7,9 +7,11 @@ The request is ``multipart/form-data`` as OpenAI's ``audio.transcriptions.create
 - ``model`` (required): the served model's name (``/v1/info``'s ``model``); another name is a 404
   ``model_not_found``;
 - ``language`` (optional): ``en`` / ``english`` (the bundled models are English);
-- ``response_format``: ``json`` (default: ``{"text": ...}``), ``text`` (the text, ``text/plain``) or
+- ``response_format``: ``json`` (default: ``{"text": ...}``), ``text`` (the text, ``text/plain``),
   ``verbose_json`` (``task``, ``language``, ``duration``, ``text``, ``segments`` and, with
-  ``timestamp_granularities[]=word``, ``words`` with their start and end in seconds);
+  ``timestamp_granularities[]=word``, ``words`` with their start and end in seconds), ``srt`` or ``vtt``
+  (subtitles from the word times, as ``asrdecode transcribe --format srt|vtt`` writes them:
+  :func:`asrdecode.records.subtitle_cues`);
 - ``timestamp_granularities[]``: ``segment`` (the default) and / or ``word``; needs ``verbose_json``;
 - ``prompt`` and ``temperature`` are accepted and have no effect (the decoders are deterministic
   and take no prompt); ``stream=true`` is refused (this endpoint answers once).
@@ -46,7 +48,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..errors import AsrDecodeError, DecodingInputError, check_number
-from ..records import hypothesis_record
+from ..records import SUBTITLE_FORMATS, format_records, hypothesis_record
 from .settings import TranscriptionConfig
 
 __all__ = ["TRANSCRIPTIONS_PATH", "ERROR_CODES", "TranscriptionConfig", "Transcriber", "ApiError", "transcription_routes",
@@ -55,7 +57,9 @@ __all__ = ["TRANSCRIPTIONS_PATH", "ERROR_CODES", "TranscriptionConfig", "Transcr
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
 #: a pause between two words at least this long starts a new segment of ``verbose_json``
 SEGMENT_GAP_SECONDS = 1.0
-RESPONSE_FORMATS = ("json", "text", "verbose_json")
+RESPONSE_FORMATS = ("json", "text", "verbose_json", *SUBTITLE_FORMATS)
+#: the media types of the subtitle formats (WebVTT's is registered; SRT has none, so plain text)
+_SUBTITLE_MEDIA = {"srt": "text/plain", "vtt": "text/vtt"}
 GRANULARITIES = ("segment", "word")
 LANGUAGES = {"en": "english", "english": "english"}
 #: every ``code`` of this endpoint's errors (the page has a line for each: static/errors.js)
@@ -237,6 +241,8 @@ def _response(hyp: Any, transcriber: Transcriber, fmt: str, language: Optional[s
         return PlainTextResponse(text + "\n")
     if fmt == "json":
         return JSONResponse({"text": text})
+    if fmt in SUBTITLE_FORMATS:
+        return PlainTextResponse(format_records([rec], fmt), media_type=_SUBTITLE_MEDIA[fmt])
     words = rec.get("words") or []
     body: dict[str, Any] = {"task": "transcribe", "language": language or "english", "duration": round(seconds, 3),
                             "text": text}
