@@ -168,13 +168,14 @@ def _record_with_nbest(hyps: list[Any], bundle: Any, name: str, nbest: int) -> d
     return rec
 
 
-#: one status line per this many seconds while long files decode with stderr not a terminal
+#: one status line per this many seconds while audio decodes in several calls with stderr not a terminal
 _STATUS_EVERY_S = 60.0
 
 
 def decode_waves(bundle: Any, opts: DecodeOptions, waves: list[torch.Tensor], *,
                  long_audio_seconds: Optional[float] = None) -> list[Any]:
-    """Hypotheses of ``waves`` (16 kHz): one batched pipeline call, except that a wave longer than
+    """Hypotheses of ``waves`` (16 kHz): batched pipeline calls of similar lengths
+    (:func:`asrdecode.long_audio.decode_files`), except that a wave longer than
     ``long_audio_seconds`` is cut into windows at pauses, each decoded whole and the results joined
     (:mod:`asrdecode.long_audio`: memory bounded by the window, not the file; a wave no longer than a
     window gives exactly its whole-file result)."""
@@ -190,7 +191,7 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
     joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
     :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
-    from .long_audio import WindowConfig, decode_files
+    from .long_audio import BATCH_FILES, BATCH_SECONDS, WindowConfig, decode_files
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long_seconds = sum(w.numel() for w in waves if limit is not None and w.numel() > limit) / SAMPLE_RATE
@@ -198,7 +199,9 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
         raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
                        "in windows joined into one hypothesis; raise --long-audio-seconds")
     pipe = make_pipeline(bundle, opts)
-    bar_of = progress(long_seconds, "decoding long audio", "s", every_s=_STATUS_EVERY_S) if long_seconds else NoBar()
+    seconds = sum(w.numel() for w in waves) / SAMPLE_RATE
+    several = long_seconds or len(waves) > BATCH_FILES or seconds > BATCH_SECONDS  # more than one decoder call
+    bar_of = progress(seconds, "decoding audio", "s", every_s=_STATUS_EVERY_S) if several else NoBar()
     with bar_of as bar:
         return decode_files(bundle, pipe, waves, opts.nbest, long_audio_seconds=long_audio_seconds,
                             config=window or WindowConfig(), on_audio=bar.update)

@@ -31,10 +31,15 @@ from .errors import DecodingInputError, check_number
 from .results import Hypothesis
 
 __all__ = ["WindowConfig", "Window", "frame_energy_db", "pause_runs", "plan_windows", "join_hypotheses",
-           "decode_long", "decode_files", "LONG_AUDIO_SECONDS"]
+           "decode_long", "decode_files", "length_batches", "LONG_AUDIO_SECONDS", "BATCH_FILES", "BATCH_SECONDS"]
 
 #: files longer than this are decoded in windows (``transcribe --long-audio-seconds``' default)
 LONG_AUDIO_SECONDS = 60.0
+#: :func:`decode_files` decodes the whole files in batches of at most this many files ...
+BATCH_FILES = 16
+#: ... and at most this much padded audio (batch size x its longest file; a longer file goes alone): memory
+#: and padding bounded whatever the number and mix of files
+BATCH_SECONDS = 120.0
 
 #: hop of the energy analysis that finds pauses
 ENERGY_HOP_SECONDS = 0.01
@@ -219,25 +224,46 @@ def decode_long(pipeline: Any, wave: torch.Tensor, frame_seconds: float, text_of
     return join_hypotheses(parts, text_of)
 
 
+def length_batches(lengths: Sequence[int], max_items: int, max_padded: int) -> list[list[int]]:
+    """Indices of ``lengths`` in batches of similar lengths (longest first): at most ``max_items`` each, and at
+    most ``max_padded`` in all once padded to the batch's longest (a longer item alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    out: list[list[int]] = []
+    for i in order:
+        if out and len(out[-1]) < max_items and (len(out[-1]) + 1) * lengths[out[-1][0]] <= max_padded:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
 def decode_files(bundle: Any, pipeline: Any, waves: list[torch.Tensor], nbest: int = 1, *,
                  long_audio_seconds: Optional[float] = LONG_AUDIO_SECONDS,
                  config: WindowConfig = WindowConfig(), on_audio: Optional[Callable[[float], None]] = None,
-                 ) -> list[list[Hypothesis]]:
+                 batch_files: int = BATCH_FILES, batch_seconds: float = BATCH_SECONDS) -> list[list[Hypothesis]]:
     """Each wave's n-best list (``nbest`` long at most) as ``asrdecode transcribe`` gives it: the waves no
-    longer than ``long_audio_seconds`` (``None``: all) in one batched ``pipeline`` call, each longer one
-    through :func:`decode_long` (a list of one; ``nbest > 1`` with a long wave is an error).
-    ``on_audio(seconds)`` is told the long audio done."""
+    longer than ``long_audio_seconds`` (``None``: all) in batched ``pipeline`` calls of similar lengths
+    (:func:`length_batches`: ``batch_files`` waves and ``batch_seconds`` of padded audio at most), each longer
+    one through :func:`decode_long` (a list of one; ``nbest > 1`` with a long wave is an error).
+    ``on_audio(seconds)`` is told the audio done, batch by batch and window by window."""
+    if isinstance(batch_files, bool) or not isinstance(batch_files, int) or batch_files < 1:
+        raise DecodingInputError(f"batch_files must be an int >= 1, got {batch_files!r}")
+    check_number("batch_seconds", batch_seconds, low=0.0, low_open=True)
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
-    short = [i for i in range(len(waves)) if i not in long]
+    short = [i for i in range(len(waves)) if i not in set(long)]
     if long and nbest > 1:
         raise DecodingInputError(f"nbest {nbest}: files over {long_audio_seconds:g} s are decoded in windows "
                                  "joined into one hypothesis; raise the long-audio threshold")
     hyps: list[list[Hypothesis]] = [[] for _ in waves]
-    if short:
+    padded = int(batch_seconds * SAMPLE_RATE)
+    for group in length_batches([waves[i].numel() for i in short], batch_files, padded):
+        ids = [short[j] for j in group]
         with torch.inference_mode():
-            for i, h in zip(short, pipeline.decode_nbest(*pipeline.encode([waves[i] for i in short]))):
+            for i, h in zip(ids, pipeline.decode_nbest(*pipeline.encode([waves[i] for i in ids]))):
                 hyps[i] = h
+        if on_audio is not None:
+            on_audio(sum(waves[i].numel() for i in ids) / SAMPLE_RATE)
     for i in long:
         hyps[i] = [decode_long(pipeline, waves[i], bundle.frame_seconds, bundle.tokenizer.decode, config,
                                on_window=on_audio)]

@@ -393,7 +393,7 @@ def test_long_audio_shows_a_bar_in_audio_seconds_on_a_terminal(capsys, monkeypat
     monkeypatch.setattr(sys, "stderr", tty)
     code, out, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--long-audio-seconds", "2")
     assert code == 0 and out.strip()
-    assert "decoding long audio" in tty.getvalue() and f"{seconds:.1f}/{seconds:.1f} s" in tty.getvalue()
+    assert "decoding audio" in tty.getvalue() and f"{seconds:.1f}/{seconds:.1f} s" in tty.getvalue()
     quiet = TTY()
     monkeypatch.setattr(sys, "stderr", quiet)
     code, out2, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--long-audio-seconds", "2", "--quiet")
