@@ -7,7 +7,8 @@ Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`
 telephone rate, to 384 kHz) is an error (a header claiming 1000 Hz would otherwise be upsampled
 x16: a 23 MB file took 1024 CPU-seconds and 1.9 GB), and so is a
 PCM wav whose data chunk holds fewer bytes than its header declares (a truncated file is never
-decoded silently as a shorter one), and so are NaN / inf samples or samples beyond
+decoded silently as a shorter one; a header declaring :data:`STREAMED_WAV_SIZE` bytes, as a WAV written to a
+pipe has, means "to the end of the file"), and so are NaN / inf samples or samples beyond
 :data:`MAX_ABS_SAMPLE` (a float wav may hold them; decoded, they gave an empty transcript or an error
 about the model's output). All raise :class:`~asrdecode.errors.FileFormatError` naming the file.
 
@@ -31,6 +32,11 @@ __all__ = ["SAMPLE_RATE", "MAX_ABS_SAMPLE", "check_waveform", "MIN_SAMPLE_RATE",
            "read_audio", "resample", "pad_batch"]
 
 SAMPLE_RATE = 16000
+#: the data chunk size a WAV writer puts in the header when it cannot go back to fill it in (ffmpeg or sox writing
+#: to a pipe): the samples run to the end of the file
+STREAMED_WAV_SIZE = 0xFFFFFFFF
+#: libsndfile's frame count of a file whose header does not state its length (a FLAC written to a pipe)
+UNKNOWN_FRAMES = 2**62
 #: largest accepted ``|sample|``: audio is float in [-1, 1]; 60 dB of headroom for unnormalised
 #: float audio; the log-mel front end stays finite up to about 1e17 and gives NaN from about 1e18.
 MAX_ABS_SAMPLE = 1000.0
@@ -70,7 +76,9 @@ def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
         declared = f.getnframes()
         # never ask for more than the file can hold: a header may declare gigabytes
         raw = f.readframes(min(declared, path.stat().st_size // frame_bytes + 1))
-    if len(raw) != declared * frame_bytes:
+    if declared == STREAMED_WAV_SIZE // frame_bytes:  # a WAV written to a pipe: its length was not known
+        raw = raw[: len(raw) - len(raw) % frame_bytes]
+    elif len(raw) != declared * frame_bytes:
         raise FileFormatError(
             path, None, f"truncated wav data chunk: the header declares {declared} frames "
             f"({declared * frame_bytes} bytes), the file holds {len(raw) // frame_bytes} "
@@ -123,9 +131,16 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
                 p, None, f"not a PCM wav file ({err}); install `soundfile` to read other formats"
             ) from None
         try:
-            data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+            with sf.SoundFile(str(p)) as f:
+                unknown = f.frames >= UNKNOWN_FRAMES
+                if not unknown:
+                    data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
+                kind = f.format
         except Exception as err2:  # soundfile raises its own RuntimeError subclasses
             raise FileFormatError(p, None, f"cannot read audio: {err2}") from None
+        if unknown:  # libsndfile cannot read such a file to its end (a seek past it fails)
+            raise FileFormatError(p, None, f"this {kind} file does not state its length (it was written to a "
+                                           "pipe); write WAV to the pipe instead (ffmpeg ... -f wav -)") from None
         _check_sample_rate(p, int(sr))
         x = data.mean(axis=1)
     audio = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))

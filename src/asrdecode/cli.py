@@ -93,7 +93,10 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     subtitle_files = _subtitle_files(args)  # before decoding: a missing folder must not lose the results
     if subtitle_files is None:
         check_output_path(args.output)
-    waves = [read_audio(a) for a in args.audio]  # every file is checked before anything is decoded
+    if args.audio.count("-") > 1:
+        raise CLIError("'-' (standard input) can be given once")
+    # every file is checked before anything is decoded
+    waves = [read_stdin_audio() if a == "-" else read_audio(a) for a in args.audio]
     for a, w in zip(args.audio, waves):
         if w.numel() == 0:  # decodes to an empty hypothesis (exit 0), but the user should know why
             warn(f"{a} holds no audio samples; its transcript is empty")
@@ -125,13 +128,31 @@ def _subtitle_files(args: argparse.Namespace) -> Optional[list[Path]]:
                            f"for these {len(args.audio)} files")
         return None
     folder = check_output_dir(out, "-o")
-    paths = [folder / f"{Path(a).stem}.{args.format}" for a in args.audio]
+    paths = [folder / f"{Path(a).stem if a != '-' else 'stdin'}.{args.format}" for a in args.audio]
     seen: dict[Path, str] = {}
     for a, path in zip(args.audio, paths):
         if path in seen:
             raise CLIError(f"{seen[path]} and {a} would both write {path}")
         seen[path] = a
     return paths
+
+
+def read_stdin_audio() -> torch.Tensor:
+    """``transcribe -``: the audio file on standard input (any format :func:`~asrdecode.audio.read_audio` reads;
+    a WAV written to a pipe, as ``ffmpeg -i talk.mp4 -f wav -`` writes it, included), 16 kHz ``[N]``."""
+    from .audio import read_audio
+
+    data = sys.stdin.buffer.read()
+    if not data:
+        raise CLIError("-: standard input holds no audio (pipe a file in: ... | asrdecode transcribe -)")
+    with tempfile.TemporaryDirectory(prefix="asrdecode-stdin-") as tmp:
+        path = Path(tmp) / "stdin"
+        path.write_bytes(data)
+        try:
+            return read_audio(path)
+        except FileFormatError as err:
+            message = str(err).replace(f"{path}: ", "", 1).replace(str(path), "standard input")
+            raise FileFormatError("-", None, message) from None
 
 
 #: the audio files ``transcribe FOLDER`` decodes (by suffix, case-insensitive)
@@ -664,6 +685,7 @@ _TRANSCRIBE_EX = """examples:
   asrdecode transcribe a.wav --model demo-rnnt --window 8 --format json -o a.json
   asrdecode transcribe a.wav --model demo-ctc --decoder beam --boost "sense and sensibility:2" --format ctm
   asrdecode transcribe talks/ --format srt -o subtitles/   # subtitles/<name>.srt for each audio file
+  ffmpeg -i talk.mp4 -ac 1 -f wav - | asrdecode transcribe - --format srt > talk.srt   # '-': standard input
 """
 _DECODE_EX = """examples:
   asrdecode decode logprobs.npy --blank-id 256 --model demo-ctc
@@ -767,7 +789,8 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
     p = sub.add_parser("transcribe", help="transcribe audio files (a bundled model or any --model)", epilog=_TRANSCRIBE_EX,
                        formatter_class=raw)
     p.add_argument("audio", nargs="+", help="audio files (wav; other formats with soundfile), resampled to 16 kHz; "
-                   "a folder: its audio files (for a manifest with references use `eval` or `transcribe-dataset`)")
+                   "'-': standard input; a folder: its audio files (for a manifest with references use `eval` or "
+                   "`transcribe-dataset`)")
     _add_decoding(p)
     p.add_argument("--long-audio-seconds", type=float, default=60.0,
                    help="files longer than this are cut into windows of at most 30 s at pauses, each decoded "

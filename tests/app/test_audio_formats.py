@@ -1,5 +1,7 @@
 """Compressed and float audio files decode like the PCM wav they came from (soundfile is a core dependency)."""
 
+import struct
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -64,3 +66,44 @@ def test_float_wav_with_unusable_samples_is_a_named_error(tmp_path, value):
     x[800] = 999.0  # loud but within the accepted headroom
     sf.write(tmp_path / "loud.wav", x, 16000, subtype="FLOAT")
     assert float(read_audio(tmp_path / "loud.wav").max()) == 999.0
+
+
+def _streamed_wav(samples: np.ndarray, channels: int, tail: bytes = b"") -> bytes:
+    """A 16-bit PCM WAV as a writer to a pipe leaves it (ffmpeg ``-f wav -``): RIFF and data sizes 0xFFFFFFFF."""
+    fmt = struct.pack("<IHHIIHH", 16, 1, channels, 16000, 16000 * 2 * channels, 2 * channels, 16)
+    return (b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE" + b"fmt " + fmt + b"data"
+            + struct.pack("<I", 0xFFFFFFFF) + samples.astype("<i2").tobytes() + tail)
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_a_wav_written_to_a_pipe_runs_to_the_end_of_the_file(tmp_path, channels):
+    """Its header cannot say the length (the writer could not go back): it was refused as truncated."""
+    pcm = (np.sin(np.arange(8000) / 7.0) * 12000).astype(np.int16)
+    path = tmp_path / "piped.wav"
+    path.write_bytes(_streamed_wav(np.repeat(pcm, channels), channels, tail=b"\x01"))  # a stray byte: no frame
+    got = read_audio(path)
+    assert got.shape == (8000,)
+    assert torch.allclose(got, torch.from_numpy(pcm / 32768.0).float(), atol=1e-6)
+    normal = tmp_path / "normal.wav"  # an ordinary header still guards against truncation
+    body = pcm.tobytes()
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
+    normal.write_bytes(b"RIFF" + struct.pack("<I", 36 + len(body)) + b"WAVE" + b"fmt " + fmt + b"data"
+                       + struct.pack("<I", len(body)) + body[:-100])
+    with pytest.raises(FileFormatError, match="truncated wav data chunk"):
+        read_audio(normal)
+
+
+def test_a_flac_without_its_length_is_a_named_error(tmp_path, speech):
+    """A FLAC written to a pipe says 0 samples in its STREAMINFO (unknown); libsndfile cannot read it to its end.
+    Before: numpy's "array is too big"; now a message saying why and what to pipe instead."""
+    path = tmp_path / "piped.flac"
+    sf.write(path, speech, 16000, subtype="PCM_16")
+    raw = bytearray(path.read_bytes())
+    assert raw[:4] == b"fLaC"
+    at = 8 + 10  # the STREAMINFO field holding rate, channels, bits and the 36-bit sample count
+    field = int.from_bytes(raw[at:at + 8], "big")
+    assert field & ((1 << 36) - 1) == speech.size
+    raw[at:at + 8] = (field & ~((1 << 36) - 1)).to_bytes(8, "big")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(FileFormatError, match=r"piped\.flac: this FLAC file does not state its length .*-f wav"):
+        read_audio(path)

@@ -398,3 +398,29 @@ def test_long_audio_shows_a_bar_in_audio_seconds_on_a_terminal(capsys, monkeypat
     monkeypatch.setattr(sys, "stderr", quiet)
     code, out2, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc", "--long-audio-seconds", "2", "--quiet")
     assert code == 0 and out2 == out and quiet.getvalue() == ""
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+def test_transcribe_reads_standard_input(capsys, monkeypatch, tmp_path: Path) -> None:
+    """`... | asrdecode transcribe -`: the same transcript as the file; a WAV as a pipe writer leaves it (sizes
+    0xFFFFFFFF) too; empty or unreadable input and a second '-' are named errors."""
+    code, want, _ = run(capsys, "transcribe", CLIP2, "--model", "demo-ctc")
+    monkeypatch.setattr(sys, "stdin", _Stdin(CLIP2.read_bytes()))
+    code, out, _ = run(capsys, "transcribe", "-", "--model", "demo-ctc")
+    assert code == 0 and out == want.replace(str(CLIP2), "-")
+    raw = CLIP2.read_bytes()
+    at = raw.index(b"data")
+    piped = b"RIFF\xff\xff\xff\xff" + raw[8:at + 4] + b"\xff\xff\xff\xff" + raw[at + 8:]
+    monkeypatch.setattr(sys, "stdin", _Stdin(piped))
+    code, out, _ = run(capsys, "transcribe", "-", "--model", "demo-ctc", "--format", "srt", "-o", tmp_path)
+    assert code == 0 and (tmp_path / "stdin.srt").read_text(encoding="utf-8").startswith("1\n00:00:")
+    monkeypatch.setattr(sys, "stdin", _Stdin(b""))
+    assert "standard input holds no audio" in bad(capsys, "transcribe", "-", "--model", "demo-ctc")
+    monkeypatch.setattr(sys, "stdin", _Stdin(b"hello\n"))
+    line = bad(capsys, "transcribe", "-", "--model", "demo-ctc")
+    assert line.startswith("asrdecode: error: -: cannot read audio") and "asrdecode-stdin" not in line
+    assert "can be given once" in bad(capsys, "transcribe", "-", "-", "--model", "demo-ctc")
