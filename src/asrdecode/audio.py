@@ -7,8 +7,8 @@ Files are not trusted: a sample rate outside ``MIN_SAMPLE_RATE..MAX_SAMPLE_RATE`
 telephone rate, to 384 kHz) is an error (a header claiming 1000 Hz would otherwise be upsampled
 x16: a 23 MB file took 1024 CPU-seconds and 1.9 GB), and so is a
 PCM wav whose data chunk holds fewer bytes than its header declares (a truncated file is never
-decoded silently as a shorter one; a header declaring :data:`STREAMED_WAV_SIZE` bytes, as a WAV written to a
-pipe has, means "to the end of the file"), and so are NaN / inf samples or samples beyond
+decoded silently as a shorter one; a header declaring one of :data:`STREAMED_WAV_SIZES` bytes, as a WAV written
+to a pipe has, means "to the end of the file"), and so are NaN / inf samples or samples beyond
 :data:`MAX_ABS_SAMPLE` (a float wav may hold them; decoded, they gave an empty transcript or an error
 about the model's output). All raise :class:`~asrdecode.errors.FileFormatError` naming the file.
 
@@ -32,9 +32,10 @@ __all__ = ["SAMPLE_RATE", "MAX_ABS_SAMPLE", "check_waveform", "MIN_SAMPLE_RATE",
            "read_audio", "resample", "pad_batch"]
 
 SAMPLE_RATE = 16000
-#: the data chunk size a WAV writer puts in the header when it cannot go back to fill it in (ffmpeg or sox writing
-#: to a pipe): the samples run to the end of the file
-STREAMED_WAV_SIZE = 0xFFFFFFFF
+#: the data chunk sizes a WAV writer puts in the header when it cannot go back to fill it in, writing to a pipe
+#: (ffmpeg 5: 0xFFFFFFFF; sox 14.4 from an input of unknown length: 0xFFFFFFFE): the samples run to the end of
+#: the file
+STREAMED_WAV_SIZES = (0xFFFFFFFF, 0xFFFFFFFE)
 #: libsndfile's frame count of a file whose header does not state its length (a FLAC written to a pipe)
 UNKNOWN_FRAMES = 2**62
 #: largest accepted ``|sample|``: audio is float in [-1, 1]; 60 dB of headroom for unnormalised
@@ -76,7 +77,7 @@ def _read_pcm_wav(path: Path) -> tuple[np.ndarray, int]:
         declared = f.getnframes()
         # never ask for more than the file can hold: a header may declare gigabytes
         raw = f.readframes(min(declared, path.stat().st_size // frame_bytes + 1))
-    if declared == STREAMED_WAV_SIZE // frame_bytes:  # a WAV written to a pipe: its length was not known
+    if any(declared == size // frame_bytes for size in STREAMED_WAV_SIZES):  # written to a pipe: length unknown
         raw = raw[: len(raw) - len(raw) % frame_bytes]
     elif len(raw) != declared * frame_bytes:
         raise FileFormatError(

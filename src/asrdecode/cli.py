@@ -89,8 +89,10 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.long_audio_seconds) and args.long_audio_seconds > 0):
         raise CLIError(f"--long-audio-seconds must be a number > 0, got {args.long_audio_seconds}")
+    given_folder = any(a != "-" and Path(a).is_dir() for a in args.audio)
     args.audio = audio_inputs(args.audio)
-    subtitle_files = _subtitle_files(args)  # before decoding: a missing folder must not lose the results
+    # before decoding: a missing folder must not lose the results
+    subtitle_files = _subtitle_files(args, given_folder)
     if subtitle_files is None:
         check_output_path(args.output)
     if args.audio.count("-") > 1:
@@ -114,16 +116,19 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _subtitle_files(args: argparse.Namespace) -> Optional[list[Path]]:
+def _subtitle_files(args: argparse.Namespace, given_folder: bool = False) -> Optional[list[Path]]:
     """Where ``transcribe --format srt|vtt`` writes each audio file's subtitles when ``-o`` is a folder:
-    ``FOLDER/<audio stem>.<format>``. ``-o`` is a folder when it is one, or when several files are decoded
-    (created if missing). ``None``: one output (stdout or ``-o FILE``) for one file's subtitles. Raises
-    :class:`CLIError` for several files without ``-o``, or two files of the same stem."""
+    ``FOLDER/<audio stem>.<format>``. ``-o`` is a folder (created if missing) when it is one, ends in ``/``,
+    or several files or an input folder (``given_folder``) are decoded. ``None``: one output (stdout or
+    ``-o FILE``) for one file's subtitles. Raises :class:`CLIError` for several files without ``-o``, or two
+    files of the same stem."""
     if args.format not in SUBTITLE_FORMATS:
         return None
-    out = args.output
-    if out is None or (len(args.audio) == 1 and not out.is_dir()):
-        if len(args.audio) > 1:
+    raw = args.output
+    out = None if raw is None else Path(raw)
+    several = len(args.audio) > 1
+    if out is None or not (several or given_folder or out.is_dir() or str(raw).endswith(("/", os.sep))):
+        if several:
             raise CLIError(f"--format {args.format} writes one subtitle file per audio file: give -o FOLDER "
                            f"for these {len(args.audio)} files")
         return None
@@ -212,7 +217,7 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
     joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
     :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
-    from .long_audio import BATCH_FILES, BATCH_SECONDS, WindowConfig, decode_files
+    from .long_audio import BATCH_FILES, BATCH_SECONDS, WindowConfig, decode_files, length_batches
 
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long_seconds = sum(w.numel() for w in waves if limit is not None and w.numel() > limit) / SAMPLE_RATE
@@ -221,7 +226,8 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
                        "in windows joined into one hypothesis; raise --long-audio-seconds")
     pipe = make_pipeline(bundle, opts)
     seconds = sum(w.numel() for w in waves) / SAMPLE_RATE
-    several = long_seconds or len(waves) > BATCH_FILES or seconds > BATCH_SECONDS  # more than one decoder call
+    whole = [w.numel() for w in waves if limit is None or w.numel() <= limit]
+    several = long_seconds or len(length_batches(whole, BATCH_FILES, int(BATCH_SECONDS * SAMPLE_RATE))) > 1
     bar_of = progress(seconds, "decoding audio", "s", every_s=_STATUS_EVERY_S) if several else NoBar()
     with bar_of as bar:
         return decode_files(bundle, pipe, waves, opts.nbest, long_audio_seconds=long_audio_seconds,
@@ -797,9 +803,9 @@ def _add_transcribe_command(sub: Any, raw: type) -> None:
                         "whole, in bounded memory (default: %(default)s)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="srt / vtt: subtitles from the word times, one audio file's each (default: %(default)s)")
-    p.add_argument("-o", "--output", type=Path, help="write here (atomically) instead of stdout; with srt / vtt, a "
-                   "FOLDER (an existing one, or any path for several files) gets FOLDER/<audio name>.srt|vtt "
-                   "for each file")
+    p.add_argument("-o", "--output", help="write here (atomically) instead of stdout; with srt / vtt, a FOLDER "
+                   "(an existing one, a path ending in /, or any path for several files or an input folder) gets "
+                   "FOLDER/<audio name>.srt|vtt for each file")
     _add_quiet(p)
     p.set_defaults(func=cmd_transcribe)
 

@@ -251,7 +251,7 @@ def decode_files(bundle: Any, pipeline: Any, waves: list[torch.Tensor], nbest: i
     check_number("batch_seconds", batch_seconds, low=0.0, low_open=True)
     limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
     long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
-    short = [i for i in range(len(waves)) if i not in set(long)]
+    short = [i for i, w in enumerate(waves) if limit is None or w.numel() <= limit]
     if long and nbest > 1:
         raise DecodingInputError(f"nbest {nbest}: files over {long_audio_seconds:g} s are decoded in windows "
                                  "joined into one hypothesis; raise the long-audio threshold")

@@ -91,7 +91,10 @@ class Recognizer:
         if not single and isinstance(audio, (torch.Tensor, np.ndarray)):
             raise DecodingInputError(f"audio: a waveform must be 1-D [N], got shape {tuple(audio.shape)}; give "
                                      "several waveforms as a list")
-        items = [audio] if single else list(audio)  # type: ignore[arg-type]
+        if not single and not isinstance(audio, (list, tuple)):
+            raise DecodingInputError(f"audio: expected a path, a 1-D waveform or a list of them, got "
+                                     f"{type(audio).__name__}")
+        items: list[Any] = [audio] if single else list(audio)  # type: ignore[arg-type]
         waves = []
         for k, a in enumerate(items):
             if isinstance(a, (str, os.PathLike)):
@@ -100,10 +103,12 @@ class Recognizer:
             if not isinstance(a, (torch.Tensor, np.ndarray)) or a.ndim != 1:
                 raise DecodingInputError(f"audio[{k}]: expected a path or a 1-D waveform, got "
                                          f"{type(a).__name__}{tuple(a.shape) if hasattr(a, 'shape') else ''}")
-            wave = torch.as_tensor(a)
-            if not wave.is_floating_point():
-                raise DecodingInputError(f"audio[{k}]: a waveform holds float samples in [-1, 1], got {wave.dtype}")
-            wave = wave.detach().to("cpu", torch.float32)
+            if not (a.dtype.kind == "f" if isinstance(a, np.ndarray) else a.is_floating_point()):
+                raise DecodingInputError(f"audio[{k}]: a waveform holds float samples in [-1, 1], got {a.dtype}")
+            if isinstance(a, np.ndarray):  # any strides and byte order
+                wave = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+            else:
+                wave = a.detach().to("cpu", torch.float32)
             check_waveform(f"audio[{k}]", wave)
             waves.append(resample(wave, sample_rate, SAMPLE_RATE) if sample_rate != SAMPLE_RATE else wave)
         lists = decode_files(self.bundle, self.pipeline, waves, self.options.nbest,

@@ -91,37 +91,51 @@ def _wrap(words: list[str], width: int) -> list[str]:
     return lines
 
 
+def _timed_words(record: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """``(word, start_ms, end_ms)`` of a record: its ``words``; without them (a tokenizer that cannot spell
+    pieces), the words of its text with times spread over its tokens' starts (approximate)."""
+    words = record.get("words")
+    if words is not None:
+        out = []
+        for w in words:
+            start = round(float(w["start"]) * 1000)
+            out.append((str(w["word"]).strip(), start, max(start, round(float(w["end"]) * 1000))))
+        return out
+    starts = [round(float(t["start"]) * 1000) for t in record.get("tokens", [])]
+    texts = str(record.get("text") or "").split()
+    if not starts or not texts:
+        return []
+    at = [starts[k * len(starts) // len(texts)] for k in range(len(texts))]
+    return [(w, a, b) for w, a, b in zip(texts, at, [*at[1:], starts[-1]])]
+
+
 def subtitle_cues(record: dict[str, Any]) -> list[tuple[float, float, str]]:
     """A record's subtitle cues ``(start_s, end_s, text)``, in time order, not overlapping.
 
     Words (``record["words"]``) are grouped in reading order; a cue ends before a word that would make it
     more than :data:`CUE_LINES` lines of :data:`CUE_CHARS` characters or longer than :data:`CUE_SECONDS`,
-    or that follows a pause of :data:`CUE_PAUSE` s. A cue lasts from its first word's start to its last
-    word's end, at least :data:`CUE_MIN_SECONDS`, cut at the next cue's start. A record without word
-    times (a tokenizer that cannot spell pieces) is one cue over its tokens' times; an empty one has none.
+    or that follows a pause of :data:`CUE_PAUSE` s or more (times compared in whole milliseconds). A cue
+    lasts from its first word's start to its last word's end, at least :data:`CUE_MIN_SECONDS`, cut at the
+    next cue's start. A record without word times (a tokenizer that cannot spell pieces) gets the same rules
+    over the words of its text, their times spread over its tokens' times; an empty one has no cue.
     """
-    words = record.get("words")
-    if words is None:
-        starts = [float(t["start"]) for t in record.get("tokens", [])]
-        words = [{"word": record.get("text", ""), "start": starts[0], "end": starts[-1]}] if starts else []
-    spans: list[tuple[float, float, list[str]]] = []
-    for w in words:
-        text = str(w["word"]).strip()
+    longest, pause, shortest = round(CUE_SECONDS * 1000), round(CUE_PAUSE * 1000), round(CUE_MIN_SECONDS * 1000)
+    spans: list[tuple[int, int, list[str]]] = []
+    for text, start, end in _timed_words(record):
         if not text:
             continue
-        start, end = float(w["start"]), max(float(w["start"]), float(w["end"]))
         if spans:
             s0, e0, ws = spans[-1]
-            fits = len(_wrap([*ws, text], CUE_CHARS)) <= CUE_LINES and end - s0 <= CUE_SECONDS
-            if fits and start - e0 < CUE_PAUSE:
+            fits = len(_wrap([*ws, text], CUE_CHARS)) <= CUE_LINES and end - s0 <= longest
+            if fits and start - e0 < pause:
                 spans[-1] = (s0, max(e0, end), [*ws, text])
                 continue
         spans.append((start, end, [text]))
     cues = []
     for k, (start, end, ws) in enumerate(spans):
-        room = spans[k + 1][0] if k + 1 < len(spans) else float("inf")
-        end = max(start, min(max(end, start + CUE_MIN_SECONDS), room))  # never into the next cue
-        cues.append((start, end, "\n".join(_wrap(ws, CUE_CHARS))))
+        room = spans[k + 1][0] if k + 1 < len(spans) else end + shortest
+        end = max(start, min(max(end, start + shortest), room))  # never into the next cue
+        cues.append((start / 1000, end / 1000, "\n".join(_wrap(ws, CUE_CHARS))))
     return cues
 
 
@@ -133,8 +147,11 @@ def _clock(seconds: float, sep: str) -> str:
 
 def _subtitles(record: dict[str, Any], fmt: str) -> str:
     cues = subtitle_cues(record)
-    if fmt == "vtt":
-        return "WEBVTT\n" + "".join(f"\n{_clock(s, '.')} --> {_clock(e, '.')}\n{t}\n" for s, e, t in cues)
+    if fmt == "vtt":  # cue text may not hold a bare & < > (WebVTT's escapes)
+        def esc(t: str) -> str:
+            return t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+        return "WEBVTT\n" + "".join(f"\n{_clock(s, '.')} --> {_clock(e, '.')}\n{esc(t)}\n" for s, e, t in cues)
     return "\n".join(f"{k}\n{_clock(s, ',')} --> {_clock(e, ',')}\n{t}\n" for k, (s, e, t) in enumerate(cues, 1))
 
 

@@ -68,19 +68,26 @@ def test_float_wav_with_unusable_samples_is_a_named_error(tmp_path, value):
     assert float(read_audio(tmp_path / "loud.wav").max()) == 999.0
 
 
-def _streamed_wav(samples: np.ndarray, channels: int, tail: bytes = b"") -> bytes:
-    """A 16-bit PCM WAV as a writer to a pipe leaves it (ffmpeg ``-f wav -``): RIFF and data sizes 0xFFFFFFFF."""
-    fmt = struct.pack("<IHHIIHH", 16, 1, channels, 16000, 16000 * 2 * channels, 2 * channels, 16)
-    return (b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE" + b"fmt " + fmt + b"data"
-            + struct.pack("<I", 0xFFFFFFFF) + samples.astype("<i2").tobytes() + tail)
+def _streamed_wav(samples: np.ndarray, channels: int, width: int, size: int, tail: bytes = b"") -> bytes:
+    """A PCM WAV of ``width``-byte samples as a writer to a pipe leaves it: its data size ``size`` (ffmpeg
+    ``-f wav -``: 0xFFFFFFFF in the RIFF and data sizes; sox 14.4: 0xFFFFFFFE in the data size)."""
+    fmt = struct.pack("<IHHIIHH", 16, 1, channels, 16000, 16000 * width * channels, width * channels, 8 * width)
+    body = samples.astype("<i4").tobytes() if width == 4 else (
+        samples.astype("<i2").tobytes() if width == 2 else
+        b"".join(int(v).to_bytes(3, "little", signed=True) for v in samples))
+    return (b"RIFF" + struct.pack("<I", size) + b"WAVE" + b"fmt " + fmt + b"data" + struct.pack("<I", size)
+            + body + tail)
 
 
-@pytest.mark.parametrize("channels", [1, 2])
-def test_a_wav_written_to_a_pipe_runs_to_the_end_of_the_file(tmp_path, channels):
+@pytest.mark.parametrize("channels, width", [(1, 2), (2, 2), (1, 3), (2, 3)])
+@pytest.mark.parametrize("size", [0xFFFFFFFF, 0xFFFFFFFE])
+def test_a_wav_written_to_a_pipe_runs_to_the_end_of_the_file(tmp_path, channels, width, size):
     """Its header cannot say the length (the writer could not go back): it was refused as truncated."""
     pcm = (np.sin(np.arange(8000) / 7.0) * 12000).astype(np.int16)
+    scale = 1 << (8 * width - 16)
     path = tmp_path / "piped.wav"
-    path.write_bytes(_streamed_wav(np.repeat(pcm, channels), channels, tail=b"\x01"))  # a stray byte: no frame
+    path.write_bytes(_streamed_wav(np.repeat(pcm.astype(np.int64) * scale, channels), channels, width, size,
+                                   tail=b"\x01"))  # a stray byte: no whole frame
     got = read_audio(path)
     assert got.shape == (8000,)
     assert torch.allclose(got, torch.from_numpy(pcm / 32768.0).float(), atol=1e-6)

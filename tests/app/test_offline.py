@@ -67,6 +67,9 @@ def test_waveforms_at_any_rate_and_nbest(tmp_path: Path) -> None:
         f.writeframes((wave8.clamp(-1, 1) * 32767).round().to(torch.int16).numpy().tobytes())
     pcm8 = read_audio(path8, sample_rate=8000)
     assert [h.text for h in rec(pcm8, sample_rate=8000)] == [h.text for h in rec(path8)]  # resampled alike
+    flipped = wave16.numpy()[::-1]  # negative strides and the other byte order are NumPy waveforms too
+    assert [h.text for h in rec(flipped)] == [h.text for h in rec(flipped.copy())]
+    assert [h.text for h in rec(wave16.numpy().astype(">f4"))] == [h.text for h in from_file]
     both = rec([CLIP2, wave16])
     assert len(both) == 2 and [h.text for h in both[0]] == [h.text for h in both[1]]
     assert asrdecode.Recognizer("demo-ctc")([]) == []
@@ -82,6 +85,8 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
         rec([torch.tensor([0.0, float("nan")] * 800)])
     with pytest.raises(DecodingInputError, match=r"audio\[0\]: expected a path or a 1-D waveform, got int"):
         rec([3])
+    with pytest.raises(DecodingInputError, match="audio: expected a path, a 1-D waveform or a list of them, got int"):
+        rec(5)
     with pytest.raises(DecodingInputError, match="sample_rate must be a positive int"):
         rec(torch.zeros(100), sample_rate=0)
     with pytest.raises(asrdecode.FileFormatError, match="missing.wav"):

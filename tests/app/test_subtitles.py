@@ -102,6 +102,15 @@ def test_transcribe_writes_subtitles(capsys, tmp_path: Path) -> None:
     assert cli.main(["transcribe", str(CLIP2), "--model", "demo-ctc", "--format", "srt", "-o",
                      str(tmp_path / "one.srt")]) == 0
     assert (tmp_path / "one.srt").read_text(encoding="utf-8") == srt
+    slash = tmp_path / "new"  # a path ending in / names a folder (argparse's Path would drop the slash)
+    assert cli.main(["transcribe", str(CLIP2), "--model", "demo-ctc", "--format", "srt", "-o", f"{slash}/"]) == 0
+    assert (slash / f"{CLIP2.stem}.srt").read_text(encoding="utf-8") == srt
+    talks = tmp_path / "talks"  # an input folder (here of one file): -o is a folder
+    talks.mkdir()
+    (talks / CLIP2.name).write_bytes(CLIP2.read_bytes())
+    assert cli.main(["transcribe", str(talks), "--model", "demo-ctc", "--format", "srt", "-o",
+                     str(tmp_path / "subs2")]) == 0
+    assert (tmp_path / "subs2" / f"{CLIP2.stem}.srt").read_text(encoding="utf-8") == srt
 
 
 def test_subtitle_usage_errors(capsys, tmp_path: Path) -> None:
@@ -120,3 +129,32 @@ def test_subtitle_usage_errors(capsys, tmp_path: Path) -> None:
     taken.write_text("x")
     assert "is a file, expected a folder" in error(str(CLIP), str(CLIP2), "--format", "srt", "-o", str(taken))
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())  # refused before decoding
+
+
+def test_limits_are_exact_in_milliseconds() -> None:
+    """A pause of exactly CUE_PAUSE splits and a cue of exactly CUE_SECONDS does not, whatever float rounding
+    of the times (1.3 + 1.0 != 2.3 in floats: such a pause used to join its words)."""
+    assert CUE_PAUSE == 1.0 and CUE_SECONDS == 7.0
+    assert len(subtitle_cues(record([("a", 1.0, 1.3), ("b", 2.3, 2.5)]))) == 2
+    for k in range(300):  # pauses of exactly 1 s on a 40 ms grid
+        t = 0.04 * k
+        assert len(subtitle_cues(record([("a", t, t + 0.3), ("b", t + 1.3, t + 1.5)]))) == 2, k
+    assert len(subtitle_cues(record([("a", 0.12, 0.5), ("b", 6.0, 7.12)]))) == 2  # (pause of 5.5 s)
+    assert len(subtitle_cues(record([("a", 0.12, 0.5), ("b", 1.0, 7.12)]))) == 1  # exactly 7 s
+
+
+def test_records_without_word_times_follow_the_same_rules() -> None:
+    """A tokenizer that cannot spell pieces gives no word times: the text's words, times spread over the
+    tokens' starts. It was one cue, one line, however long."""
+    words = [f"w{k:02d}" for k in range(60)]
+    rec = {"audio": "a.wav", "text": " ".join(words), "tokens": [{"id": 1, "start": 0.5 * k} for k in range(60)]}
+    cues = subtitle_cues(rec)
+    assert " ".join(t.replace("\n", " ") for _, _, t in cues) == rec["text"]
+    assert len(cues) > 1 and all(e - s <= CUE_SECONDS and len(t.split("\n")) <= CUE_LINES for s, e, t in cues)
+    assert all(len(line) <= CUE_CHARS for _, _, t in cues for line in t.split("\n"))
+
+
+def test_webvtt_escapes_its_markup_characters() -> None:
+    rec = record([("r&b", 0.0, 0.4), ("<3", 0.5, 0.9)])
+    assert format_records([rec], "vtt").endswith("\nr&amp;b &lt;3\n")
+    assert format_records([rec], "srt").endswith("\nr&b <3\n")

@@ -204,7 +204,7 @@ def test_cache_path_faults_are_named_errors(tmp_path, monkeypatch):
     if os.geteuid() != 0:  # root writes anywhere
         (root / "graphs").chmod(0o500)
         try:
-            with pytest.raises(gc.CacheError, match="cannot write the cache"):
+            with pytest.raises(gc.CacheError, match="cannot use the cache folder"):
                 gc.cached_file("art", {"v": 2}, _small_build, log=lambda m: None)
         finally:
             (root / "graphs").chmod(0o700)
@@ -255,8 +255,18 @@ def test_an_uncreatable_cache_folder_is_a_named_error_with_the_fix(tmp_path, mon
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(pathlib.Path, "mkdir", refusing_mkdir)
-    with pytest.raises(gc.CacheError, match=rf"{home}: cannot write the cache folder {home}/\.cache/asrdecode/"
+    with pytest.raises(gc.CacheError, match=rf"{home}: cannot use the cache folder {home}/\.cache/asrdecode/"
                                             r"graphs \(Permission denied\); set ASRDECODE_CACHE"):
+        gc.cached_file("art", {"v": 5}, _small_build, log=lambda m: None)
+    real_exists = pathlib.Path.exists
+
+    def refusing_exists(self, *args, **kwargs):  # a folder of another user's (mode 700): exists() raises EACCES
+        if self == home or home in self.parents:
+            raise PermissionError(13, "Permission denied", str(home))
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "exists", refusing_exists)
+    with pytest.raises(gc.CacheError, match=rf"{home}: cannot use the cache folder .*set ASRDECODE_CACHE"):
         gc.cached_file("art", {"v": 5}, _small_build, log=lambda m: None)
     monkeypatch.setenv("ASRDECODE_CACHE", str(tmp_path / "writable"))  # the fix the message names
     assert gc.cached_file("art", {"v": 5}, _small_build, log=lambda m: None).built

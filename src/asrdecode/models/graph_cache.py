@@ -174,15 +174,15 @@ def cached_file(name: str, inputs: Mapping[str, Any], build: Callable[[Path], No
     key = input_key(inputs)
     folder = cache_dir() / "graphs"
     path, record = folder / f"{name}-{key}.pt", folder / f"{name}-{key}.json"
-    _check_kinds(folder, (path, record))
     try:
+        _check_kinds(folder, (path, record))
         return _cached(name, key, inputs, build, path, record, what, log)
-    except OSError as err:  # the cache (its folder, a parent, a file) cannot be written; others pass
+    except OSError as err:  # the cache (its folder, a parent, a file) cannot be read or written; others pass
         where = Path(os.fsdecode(err.filename)) if isinstance(err.filename, (str, bytes, os.PathLike)) else None
         if isinstance(err, CacheError) or where is None or not (where in folder.parents or folder in
                                                                (where, *where.parents)):
             raise
-        raise CacheError(where, None, f"cannot write the cache folder {folder} ({err.strerror or err}); "
+        raise CacheError(where, None, f"cannot use the cache folder {folder} ({err.strerror or err}); "
                                       "set ASRDECODE_CACHE to a writable folder") from None
 
 
