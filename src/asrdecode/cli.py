@@ -217,17 +217,15 @@ def decode_waves_nbest(bundle: Any, opts: DecodeOptions, waves: list[torch.Tenso
     joined result is a list of one, so ``nbest > 1`` with a long wave is an error); ``window`` is the
     :class:`~asrdecode.long_audio.WindowConfig` of long waves (default: its defaults)."""
     from .audio import SAMPLE_RATE
-    from .long_audio import BATCH_FILES, BATCH_SECONDS, WindowConfig, decode_files, length_batches
+    from .long_audio import WindowConfig, decode_files, plan_files
 
-    limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
-    long_seconds = sum(w.numel() for w in waves if limit is not None and w.numel() > limit) / SAMPLE_RATE
-    if long_seconds and opts.nbest > 1:
+    batches, long = plan_files([w.numel() for w in waves], long_audio_seconds)
+    if long and opts.nbest > 1:
         raise CLIError(f"--nbest {opts.nbest}: files over --long-audio-seconds {long_audio_seconds:g} are decoded "
                        "in windows joined into one hypothesis; raise --long-audio-seconds")
     pipe = make_pipeline(bundle, opts)
     seconds = sum(w.numel() for w in waves) / SAMPLE_RATE
-    whole = [w.numel() for w in waves if limit is None or w.numel() <= limit]
-    several = long_seconds or len(length_batches(whole, BATCH_FILES, int(BATCH_SECONDS * SAMPLE_RATE))) > 1
+    several = long or len(batches) > 1  # more than one decoder call: a bar
     bar_of = progress(seconds, "decoding audio", "s", every_s=_STATUS_EVERY_S) if several else NoBar()
     with bar_of as bar:
         return decode_files(bundle, pipe, waves, opts.nbest, long_audio_seconds=long_audio_seconds,

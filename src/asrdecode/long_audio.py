@@ -31,7 +31,8 @@ from .errors import DecodingInputError, check_number
 from .results import Hypothesis
 
 __all__ = ["WindowConfig", "Window", "frame_energy_db", "pause_runs", "plan_windows", "join_hypotheses",
-           "decode_long", "decode_files", "length_batches", "LONG_AUDIO_SECONDS", "BATCH_FILES", "BATCH_SECONDS"]
+           "decode_long", "decode_files", "plan_files", "length_batches", "LONG_AUDIO_SECONDS", "BATCH_FILES",
+           "BATCH_SECONDS"]
 
 #: files longer than this are decoded in windows (``transcribe --long-audio-seconds``' default)
 LONG_AUDIO_SECONDS = 60.0
@@ -237,28 +238,37 @@ def length_batches(lengths: Sequence[int], max_items: int, max_padded: int) -> l
     return out
 
 
+def plan_files(sizes: Sequence[int], long_audio_seconds: Optional[float] = LONG_AUDIO_SECONDS, *,
+               batch_files: int = BATCH_FILES, batch_seconds: float = BATCH_SECONDS) -> tuple[list[list[int]], list[int]]:
+    """How :func:`decode_files` decodes waves of ``sizes`` samples: ``(batches, long)``, the indices of the whole
+    waves (no longer than ``long_audio_seconds``; ``None``: all) in :func:`length_batches`, and those decoded
+    in windows. One pipeline call per batch, and per window group of each long wave."""
+    if isinstance(batch_files, bool) or not isinstance(batch_files, int) or batch_files < 1:
+        raise DecodingInputError(f"batch_files must be an int >= 1, got {batch_files!r}")
+    check_number("batch_seconds", batch_seconds, low=0.0, low_open=True)
+    limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
+    long = [i for i, n in enumerate(sizes) if limit is not None and n > limit]
+    short = [i for i, n in enumerate(sizes) if limit is None or n <= limit]
+    batches = length_batches([sizes[i] for i in short], batch_files, int(batch_seconds * SAMPLE_RATE))
+    return [[short[j] for j in group] for group in batches], long
+
+
 def decode_files(bundle: Any, pipeline: Any, waves: list[torch.Tensor], nbest: int = 1, *,
                  long_audio_seconds: Optional[float] = LONG_AUDIO_SECONDS,
                  config: WindowConfig = WindowConfig(), on_audio: Optional[Callable[[float], None]] = None,
                  batch_files: int = BATCH_FILES, batch_seconds: float = BATCH_SECONDS) -> list[list[Hypothesis]]:
     """Each wave's n-best list (``nbest`` long at most) as ``asrdecode transcribe`` gives it: the waves no
     longer than ``long_audio_seconds`` (``None``: all) in batched ``pipeline`` calls of similar lengths
-    (:func:`length_batches`: ``batch_files`` waves and ``batch_seconds`` of padded audio at most), each longer
-    one through :func:`decode_long` (a list of one; ``nbest > 1`` with a long wave is an error).
+    (:func:`plan_files`, :func:`length_batches`: ``batch_files`` waves and ``batch_seconds`` of padded audio at
+    most), each longer one through :func:`decode_long` (a list of one; ``nbest > 1`` with a long wave is an error).
     ``on_audio(seconds)`` is told the audio done, batch by batch and window by window."""
-    if isinstance(batch_files, bool) or not isinstance(batch_files, int) or batch_files < 1:
-        raise DecodingInputError(f"batch_files must be an int >= 1, got {batch_files!r}")
-    check_number("batch_seconds", batch_seconds, low=0.0, low_open=True)
-    limit = None if long_audio_seconds is None else int(long_audio_seconds * SAMPLE_RATE)
-    long = [i for i, w in enumerate(waves) if limit is not None and w.numel() > limit]
-    short = [i for i, w in enumerate(waves) if limit is None or w.numel() <= limit]
+    batches, long = plan_files([w.numel() for w in waves], long_audio_seconds, batch_files=batch_files,
+                               batch_seconds=batch_seconds)
     if long and nbest > 1:
         raise DecodingInputError(f"nbest {nbest}: files over {long_audio_seconds:g} s are decoded in windows "
                                  "joined into one hypothesis; raise the long-audio threshold")
     hyps: list[list[Hypothesis]] = [[] for _ in waves]
-    padded = int(batch_seconds * SAMPLE_RATE)
-    for group in length_batches([waves[i].numel() for i in short], batch_files, padded):
-        ids = [short[j] for j in group]
+    for ids in batches:
         with torch.inference_mode():
             for i, h in zip(ids, pipeline.decode_nbest(*pipeline.encode([waves[i] for i in ids]))):
                 hyps[i] = h

@@ -54,7 +54,6 @@ class Recognizer:
     """
 
     def __init__(self, model: Any = None, *, long_audio_seconds: Optional[float] = LONG_AUDIO_SECONDS, **options: Any) -> None:
-        from .long_audio import WindowConfig
         from .models import default_model, load_bundle
         from .pipeline import make_pipeline
         from .registry import resolve_options
@@ -69,7 +68,6 @@ class Recognizer:
         self.bundle = model
         self.options = resolve_options(model, given)
         self.long_audio_seconds = long_audio_seconds
-        self.window = WindowConfig()
         self.pipeline = make_pipeline(model, self.options)
 
     def transcribe(self, audio: Union[AudioInput, Sequence[AudioInput]], *,
@@ -112,7 +110,7 @@ class Recognizer:
             check_waveform(f"audio[{k}]", wave)
             waves.append(resample(wave, sample_rate, SAMPLE_RATE) if sample_rate != SAMPLE_RATE else wave)
         lists = decode_files(self.bundle, self.pipeline, waves, self.options.nbest,
-                             long_audio_seconds=self.long_audio_seconds, config=self.window)
+                             long_audio_seconds=self.long_audio_seconds)
         out: list[Any] = lists if self.options.nbest > 1 else best_of(lists)
         return out[0] if single else out
 

@@ -13,7 +13,7 @@ from asrdecode import cli
 from asrdecode.audio import SAMPLE_RATE, read_audio
 from asrdecode.errors import DecodingInputError
 from asrdecode.long_audio import (WindowConfig, decode_files, decode_long, join_hypotheses, length_batches, pause_runs,
-                                  plan_windows)
+                                  plan_files, plan_windows)
 from asrdecode.progress import PeriodicStatus
 from asrdecode.results import Hypothesis
 from hypothesis import given, settings
@@ -199,6 +199,9 @@ def test_whole_files_are_decoded_in_bounded_batches_in_their_order() -> None:
     for call in pipe.calls:
         assert len(call) <= 8 and (len(call) == 1 or len(call) * max(call) <= 20 * SAMPLE_RATE)
     assert [len(c) for c in pipe.calls if max(c) == 55 * SAMPLE_RATE] == [1] * 5  # the long ones alone
+    batches, long = plan_files(sizes, 60.0, batch_files=8, batch_seconds=20.0)  # the plan the CLI's bar reads
+    assert [[sizes[i] for i in b] for b in batches] == pipe.calls and long == []
+    assert plan_files(sizes, 30.0)[1] == [k for k, n in enumerate(sizes) if n > 30 * SAMPLE_RATE]
     assert sum(done) == pytest.approx(sum(sizes) / SAMPLE_RATE)
     with pytest.raises(DecodingInputError, match="batch_files"):
         decode_files(None, pipe, waves, batch_files=0)

@@ -147,6 +147,9 @@ def test_bundle_features_validate_a_list_of_waveforms() -> None:
                        ([torch.zeros(3, dtype=torch.int16)], r"audio\[0\]")):
         with pytest.raises(DecodingInputError, match=match):
             as_wave_list(bad, None)
+    ramp = np.arange(10, dtype=np.float32) / 10  # negative strides (a reversed view): torch.from_numpy refused them
+    assert torch.equal(as_wave_list(ramp[::-1], None)[0], torch.from_numpy(ramp[::-1].copy()))
+    assert torch.equal(as_wave_list([ramp[::-2]], None)[0], torch.from_numpy(ramp[::-2].copy()))
 
 
 @pytest.mark.parametrize("audio, match", [

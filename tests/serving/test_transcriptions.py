@@ -106,6 +106,8 @@ def test_segments_split_at_pauses() -> None:
     assert [(s["text"], s["start"], s["end"], s["tokens"]) for s in segs] == [("a b", 0.0, 0.9, [1, 2]),
                                                                             ("c", 2.5, 2.8, [3])]
     assert segments_of([], [], 0.0) == []
+    exact = [{"word": "a", "start": 1.0, "end": 1.3}, {"word": "b", "start": 2.3, "end": 2.5}]  # 2.3 - 1.3 < 1.0
+    assert [s["text"] for s in segments_of(exact, [], 0.0)] == ["a", "b"]  # in floats: a pause of exactly 1 s
 
 
 def test_errors_in_openai_shape(client, server, tmp_path) -> None:

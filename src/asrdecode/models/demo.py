@@ -244,7 +244,7 @@ def as_wave_list(audio, lengths) -> list[torch.Tensor]:
 
 def _wave_list(audio, lengths) -> list[torch.Tensor]:
     if isinstance(audio, np.ndarray):
-        audio = torch.from_numpy(np.asarray(audio, dtype=np.float32))
+        audio = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
     if isinstance(audio, torch.Tensor):
         if audio.dim() not in (1, 2):
             raise DecodingInputError(f"audio must be [N] or [B, N], got shape {tuple(audio.shape)}")
@@ -266,7 +266,7 @@ def _wave_list(audio, lengths) -> list[torch.Tensor]:
         out = []
         for i, a in enumerate(audio):
             if isinstance(a, np.ndarray):
-                a = torch.from_numpy(np.asarray(a, dtype=np.float32))
+                a = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
             if not isinstance(a, torch.Tensor) or a.dim() != 1 or not a.is_floating_point():
                 raise DecodingInputError(f"audio[{i}] must be a 1-D float waveform [N]")
             out.append(a.float())

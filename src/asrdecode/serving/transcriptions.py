@@ -136,8 +136,8 @@ def segments_of(words: list[dict[str, Any]], tokens: list[dict[str, Any]], score
     pause of at least ``gap`` seconds separates two words, with the ids of the ``tokens`` (``{"id",
     "start"}``) that start inside each; ``avg_logprob`` is the hypothesis's score per token."""
     runs: list[list[dict[str, Any]]] = []
-    for w in words:
-        if not runs or w["start"] - runs[-1][-1]["end"] >= gap:
+    for w in words:  # in whole milliseconds, as subtitle cues: float rounding must not join a pause of ``gap``
+        if not runs or round(w["start"] * 1000) - round(runs[-1][-1]["end"] * 1000) >= round(gap * 1000):
             runs.append([w])
         else:
             runs[-1].append(w)
